@@ -1,0 +1,19 @@
+//! brainloop — a worker daemon that runs LLM work, shell commands and code for autonomous agents,
+//! driven only by SQLite files.
+//!
+//! Data flows one way: producers write `brainloop.input.db`; the [`supervisor`] claims each job
+//! into `brainloop.lifecycle.db`, runs it through the [`actions`] registry, and publishes the
+//! result, heartbeat and metrics in `brainloop.output.db`. See ARCHITECTURE.md for the map.
+
+pub mod actions;
+pub mod cli;
+pub mod config;
+pub mod db;
+pub mod heartbeat;
+pub mod lockfile;
+pub mod retention;
+pub mod shutdown;
+pub mod stats;
+pub mod supervisor;
+pub mod systemd;
+pub mod time;

@@ -1,1 +1,5 @@
-fn main(){}
+//! The `brainloop` binary: parses the command line and hands over to [`brainloop::cli`].
+
+fn main() {
+    std::process::exit(brainloop::cli::main());
+}

@@ -1,0 +1,115 @@
+//! The actions that describe brainloop itself: `list_actions`, `get_schema`, `get_stats`.
+//! Pure reads: they need no grant and never wait for a human.
+
+use super::{ActionSpec, HandlerFuture, JobCtx, Outcome};
+use crate::db::output;
+use serde_json::{json, Value};
+
+pub fn specs() -> Vec<ActionSpec> {
+    vec![
+        ActionSpec {
+            name: "list_actions",
+            description: "Lists the available actions with their descriptions, required grants and params schemas.",
+            aliases: &[],
+            params_schema: || json!({"type": "object", "properties": {}, "additionalProperties": false}),
+            grants: &[],
+            handler: list_actions,
+            hidden: false,
+        },
+        ActionSpec {
+            name: "get_schema",
+            description: "Returns one action's description, grants and the JSON Schema of its params.",
+            aliases: &[],
+            params_schema: || {
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "action_name": {"type": "string", "description": "the action to describe"},
+                        "action": {"type": "string", "description": "alias of action_name"}
+                    },
+                    "anyOf": [{"required": ["action_name"]}, {"required": ["action"]}],
+                    "additionalProperties": false
+                })
+            },
+            grants: &[],
+            handler: get_schema,
+            hidden: false,
+        },
+        ActionSpec {
+            name: "get_stats",
+            description: "Usage statistics over a window (default the last hour): metrics aggregated by name (samples, sum, avg, min, max), job results by status, and the latest heartbeat.",
+            aliases: &[],
+            params_schema: || {
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "window_s": {"type": "integer", "minimum": 1, "maximum": 31_536_000,
+                                     "description": "window in seconds (default 3600)"}
+                    },
+                    "additionalProperties": false
+                })
+            },
+            grants: &[],
+            handler: get_stats,
+            hidden: false,
+        },
+    ]
+}
+
+fn list_actions(ctx: JobCtx, _params: Value) -> HandlerFuture {
+    Box::pin(async move {
+        let actions: Vec<Value> = ctx.registry.visible().map(|a| a.describe()).collect();
+        Outcome::ok(json!({"success": true, "count": actions.len(), "actions": actions}))
+    })
+}
+
+fn get_schema(ctx: JobCtx, params: Value) -> HandlerFuture {
+    Box::pin(async move {
+        let name = params
+            .get("action_name")
+            .or_else(|| params.get("action"))
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        match ctx.registry.get(name).filter(|a| !a.spec.hidden) {
+            Some(a) => {
+                let mut v = a.describe();
+                v["success"] = json!(true);
+                Outcome::ok(v)
+            }
+            None => Outcome::failed(ctx.registry.unknown(name)),
+        }
+    })
+}
+
+fn get_stats(ctx: JobCtx, params: Value) -> HandlerFuture {
+    Box::pin(async move {
+        let window_s = params
+            .get("window_s")
+            .and_then(Value::as_i64)
+            .unwrap_or(3600);
+        let pool = ctx.stores.output_readers.clone();
+        let since = crate::time::now_ms() - window_s * 1000;
+        let read = tokio::task::spawn_blocking(move || -> anyhow::Result<Value> {
+            let conn = pool.get()?;
+            let metrics = output::summarize_metrics(&conn, since)?;
+            let statuses: serde_json::Map<String, Value> = output::status_counts(&conn, since)?
+                .into_iter()
+                .map(|(s, n)| (s, json!(n)))
+                .collect();
+            let hb = output::latest_heartbeat(&conn)?;
+            Ok(json!({
+                "success": true,
+                "window_s": window_s,
+                "metrics": metrics,
+                "results_by_status": statuses,
+                "heartbeat": hb,
+            }))
+        })
+        .await;
+        match read {
+            Ok(Ok(v)) => Outcome::ok(v),
+            Ok(Err(e)) => Outcome::failed(format!("cannot read statistics: {e:#}")),
+            Err(e) => Outcome::failed(format!("statistics task failed: {e}")),
+        }
+    })
+}

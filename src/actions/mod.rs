@@ -1,0 +1,264 @@
+//! The action registry: every action brainloop can run, with its name, description, the JSON
+//! Schema of its params (validated before anything runs), the grants it needs, and its handler.
+//!
+//! One registry serves the worker, `brainloop enqueue` (early refusal of unknown actions) and
+//! the MCP front-end's `list_actions` / `get_schema`.
+
+mod meta;
+mod testing;
+
+use crate::config::Config;
+use crate::db::output::JobStatus;
+use crate::db::Stores;
+use serde::Serialize;
+use serde_json::{json, Value};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+/// A typed permission (seed 004, DESIGN §6). Declared by actions; checked per client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Grant {
+    FileRead,
+    FileWrite,
+    SystemCommand,
+    Network,
+    Llm,
+    ForceExecute,
+}
+
+/// What a handler sees of the job it runs.
+#[derive(Clone)]
+pub struct JobCtx {
+    pub job_id: i64,
+    pub client_id: String,
+    pub attempt: u32,
+    /// Fired when the worker must stop this job (shutdown after the drain window).
+    pub cancel: CancellationToken,
+    pub stores: Arc<Stores>,
+    pub config: Arc<Config>,
+    pub registry: Arc<Registry>,
+}
+
+/// How a job ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    pub status: JobStatus,
+    pub result: Option<Value>,
+    pub error: Option<String>,
+}
+
+impl Outcome {
+    pub fn ok(result: Value) -> Outcome {
+        Outcome {
+            status: JobStatus::Succeeded,
+            result: Some(result),
+            error: None,
+        }
+    }
+    pub fn failed(error: impl Into<String>) -> Outcome {
+        Outcome {
+            status: JobStatus::Failed,
+            result: None,
+            error: Some(error.into()),
+        }
+    }
+    /// The job stopped because its cancellation token fired; it will run again.
+    pub fn cancelled() -> Outcome {
+        Outcome {
+            status: JobStatus::Cancelled,
+            result: None,
+            error: Some("cancelled".into()),
+        }
+    }
+}
+
+pub type HandlerFuture = Pin<Box<dyn Future<Output = Outcome> + Send>>;
+pub type Handler = fn(JobCtx, Value) -> HandlerFuture;
+
+/// The static description of an action.
+pub struct ActionSpec {
+    pub name: &'static str,
+    pub description: &'static str,
+    /// Other names accepted for this action (seed 001 names).
+    pub aliases: &'static [&'static str],
+    pub params_schema: fn() -> Value,
+    pub grants: &'static [Grant],
+    pub handler: Handler,
+    /// Hidden actions (test helpers) are runnable but not listed.
+    pub hidden: bool,
+}
+
+pub struct Action {
+    pub spec: ActionSpec,
+    pub schema: Value,
+    validator: jsonschema::Validator,
+}
+
+impl Action {
+    /// The public description (list_actions / get_schema).
+    pub fn describe(&self) -> Value {
+        json!({
+            "name": self.spec.name,
+            "description": self.spec.description,
+            "grants": self.spec.grants,
+            "params_schema": self.schema,
+        })
+    }
+}
+
+pub struct Registry {
+    actions: Vec<Action>,
+}
+
+impl Registry {
+    /// Builds the registry; fails only if a built-in schema is itself invalid (a bug).
+    pub fn new(config: &Config) -> anyhow::Result<Registry> {
+        let mut specs = meta::specs();
+        if config.test_actions {
+            specs.extend(testing::specs());
+        }
+        let mut actions = Vec::with_capacity(specs.len());
+        for spec in specs {
+            let schema = (spec.params_schema)();
+            let validator = jsonschema::validator_for(&schema)
+                .map_err(|e| anyhow::anyhow!("schema of action {} is invalid: {e}", spec.name))?;
+            actions.push(Action {
+                spec,
+                schema,
+                validator,
+            });
+        }
+        actions.sort_by_key(|a| a.spec.name);
+        Ok(Registry { actions })
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Action> {
+        self.actions
+            .iter()
+            .find(|a| a.spec.name == name || a.spec.aliases.contains(&name))
+    }
+
+    /// Listed actions, by name.
+    pub fn visible(&self) -> impl Iterator<Item = &Action> {
+        self.actions.iter().filter(|a| !a.spec.hidden)
+    }
+
+    pub fn names(&self) -> Vec<&'static str> {
+        self.visible().map(|a| a.spec.name).collect()
+    }
+
+    /// The error for an unknown action name, listing the known ones.
+    pub fn unknown(&self, name: &str) -> String {
+        format!(
+            "unknown action {name:?}; known actions: {}",
+            self.names().join(", ")
+        )
+    }
+
+    /// Validates params against the action's schema; the error lists every violation.
+    pub fn check_params(&self, action: &Action, params: &Value) -> Result<(), String> {
+        let errors: Vec<String> = action
+            .validator
+            .iter_errors(params)
+            .map(|e| {
+                let at = e.instance_path().to_string();
+                if at.is_empty() {
+                    e.to_string()
+                } else {
+                    format!("{at}: {e}")
+                }
+            })
+            .collect();
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(format!(
+                "invalid params for {}: {} (see get_schema {{\"action_name\": \"{}\"}})",
+                action.spec.name,
+                errors.join("; "),
+                action.spec.name
+            ))
+        }
+    }
+}
+
+/// Runs one claimed job: rejects malformed rows, looks the action up, validates the params
+/// against its schema, then calls the handler. Never panics on bad input.
+pub async fn run(
+    ctx: JobCtx,
+    action: Option<&str>,
+    params: Option<&str>,
+    reject: Option<&str>,
+) -> Outcome {
+    if let Some(reason) = reject {
+        return Outcome::failed(reason);
+    }
+    let Some(name) = action else {
+        return Outcome::failed("job has no action");
+    };
+    let registry = Arc::clone(&ctx.registry);
+    let Some(act) = registry.get(name) else {
+        return Outcome::failed(registry.unknown(name));
+    };
+    let params: Value = match serde_json::from_str(params.unwrap_or("{}")) {
+        Ok(v) => v,
+        Err(e) => return Outcome::failed(format!("params are not valid JSON: {e}")),
+    };
+    if let Err(e) = registry.check_params(act, &params) {
+        return Outcome::failed(e);
+    }
+    (act.spec.handler)(ctx, params).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn registry() -> Registry {
+        Registry::new(&Config::default()).unwrap()
+    }
+
+    #[test]
+    fn the_core_actions_are_listed_and_test_actions_hidden() {
+        let r = registry();
+        assert_eq!(r.names(), vec!["get_schema", "get_stats", "list_actions"]);
+        assert!(
+            r.get("sleep").is_none(),
+            "test actions only with test_actions"
+        );
+        let t = Registry::new(&Config {
+            test_actions: true,
+            ..Config::default()
+        })
+        .unwrap();
+        assert!(t.get("sleep").is_some());
+        assert!(!t.names().contains(&"sleep"));
+    }
+
+    #[test]
+    fn params_are_checked_against_the_schema() {
+        let r = registry();
+        let a = r.get("get_schema").unwrap();
+        assert!(r
+            .check_params(a, &json!({"action_name": "list_actions"}))
+            .is_ok());
+        assert!(r
+            .check_params(a, &json!({"action": "list_actions"}))
+            .is_ok());
+        let e = r.check_params(a, &json!({})).unwrap_err();
+        assert!(e.contains("get_schema"), "{e}");
+        let e = r.check_params(a, &json!({"action_name": 3})).unwrap_err();
+        assert!(e.contains("/action_name"), "{e}");
+        let l = r.get("list_actions").unwrap();
+        assert!(r.check_params(l, &json!({"surprise": 1})).is_err());
+    }
+
+    #[test]
+    fn unknown_names_list_the_known_ones() {
+        let e = registry().unknown("nope");
+        assert!(e.contains("\"nope\"") && e.contains("list_actions"), "{e}");
+    }
+}

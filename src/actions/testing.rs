@@ -1,0 +1,57 @@
+//! Hidden actions for the test-suite and benchmarks, registered only when `test_actions` is on:
+//! `sleep {ms, fail?}` waits (honouring cancellation), then succeeds or fails.
+
+use super::{ActionSpec, HandlerFuture, JobCtx, Outcome};
+use serde_json::{json, Value};
+use std::time::Duration;
+
+pub fn specs() -> Vec<ActionSpec> {
+    vec![ActionSpec {
+        name: "sleep",
+        description:
+            "Test helper: waits `ms` milliseconds (cancellable), then succeeds, or fails if `fail`.",
+        aliases: &[],
+        params_schema: || {
+            json!({
+                "type": "object",
+                "properties": {
+                    "ms": {"type": "integer", "minimum": 0, "maximum": 600000},
+                    "fail": {"type": "boolean"},
+                    "ignore_cancel": {"type": "boolean"}
+                },
+                "required": ["ms"],
+                "additionalProperties": false
+            })
+        },
+        grants: &[],
+        handler: sleep,
+        hidden: true,
+    }]
+}
+
+fn sleep(ctx: JobCtx, params: Value) -> HandlerFuture {
+    Box::pin(async move {
+        let ms = params.get("ms").and_then(Value::as_u64).unwrap_or(0);
+        let fail = params.get("fail").and_then(Value::as_bool).unwrap_or(false);
+        let ignore_cancel = params
+            .get("ignore_cancel")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        let wait = tokio::time::sleep(Duration::from_millis(ms));
+        if ignore_cancel {
+            wait.await;
+        } else {
+            tokio::select! {
+                _ = wait => {}
+                _ = ctx.cancel.cancelled() => return Outcome::cancelled(),
+            }
+        }
+        if fail {
+            Outcome::failed(format!("sleep failed on purpose after {ms} ms"))
+        } else {
+            Outcome::ok(
+                json!({"success": true, "slept_ms": ms, "job_id": ctx.job_id, "attempt": ctx.attempt}),
+            )
+        }
+    })
+}

@@ -1,0 +1,96 @@
+//! The command line (DESIGN §7): `init`, `run`, `enqueue`, `status`. Each subcommand lives in
+//! its own module; this one parses arguments, sets up logging and maps errors to exit codes
+//! (0 success, 1 error, 2 usage, 3 `status`: worker not running).
+
+mod enqueue;
+mod init;
+mod run;
+mod status;
+
+use crate::config::{Config, Overrides};
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "brainloop",
+    version,
+    about = "A worker daemon that runs LLM work, shell commands and code safely, driven only by SQLite files.",
+    long_about = "brainloop polls brainloop.input.db for jobs, runs each one and writes results, a heartbeat \
+and metrics to brainloop.output.db. Producers insert rows (or use `brainloop enqueue`); operators watch \
+`brainloop status`. All state lives in five SQLite files in the data dir.\n\n\
+Configuration: embedded defaults < TOML file (--config / BRAINLOOP_CONFIG) < BRAINLOOP_* environment \
+variables < flags. `brainloop run --print-config` shows the effective values."
+)]
+pub struct Cli {
+    /// Data directory holding the five databases [env: BRAINLOOP_DATA_DIR] [default: ./brainloop-data]
+    #[arg(long, global = true, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// TOML configuration file [env: BRAINLOOP_CONFIG]
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Create or upgrade the five databases and set their file modes (safe to run any time).
+    Init,
+    /// Run the worker in the foreground (logs to stderr; stop with SIGTERM or Ctrl-C).
+    Run(run::RunArgs),
+    /// Insert a job into brainloop.input.db and print its id.
+    Enqueue(enqueue::EnqueueArgs),
+    /// Show the worker's health: heartbeat age and state, queue, file sizes, headline metrics.
+    Status(status::StatusArgs),
+}
+
+/// Entry point of the binary; returns the process exit code.
+pub fn main() -> i32 {
+    let cli = Cli::parse();
+    let default_level = match cli.command {
+        Command::Run(_) => "info",
+        _ => "warn",
+    };
+    init_logging(default_level);
+    let flags = Overrides {
+        data_dir: cli.data_dir.clone(),
+        workspace: match &cli.command {
+            Command::Run(r) => r.workspace.clone(),
+            _ => None,
+        },
+        config: cli.config.clone(),
+    };
+    let config = match Config::load(&flags) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("brainloop: configuration error: {e:#}");
+            return 1;
+        }
+    };
+    let res = match cli.command {
+        Command::Init => init::run(&config),
+        Command::Run(args) => run::run(config, &args),
+        Command::Enqueue(args) => enqueue::run(&config, &args),
+        Command::Status(args) => status::run(&config, &args),
+    };
+    match res {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("brainloop: {e:#}");
+            1
+        }
+    }
+}
+
+fn init_logging(default_level: &str) {
+    let filter = std::env::var("BRAINLOOP_LOG")
+        .or_else(|_| std::env::var("RUST_LOG"))
+        .unwrap_or_else(|_| default_level.to_string());
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_target(false)
+        .try_init();
+}

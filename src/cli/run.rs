@@ -1,0 +1,105 @@
+//! `brainloop run`: checks the configuration, migrates, takes the instance lock, then runs the
+//! supervisor on a tokio runtime until SIGTERM/SIGINT.
+
+use crate::actions::Registry;
+use crate::config::Config;
+use crate::db::{migrate, Stores};
+use crate::lockfile::InstanceLock;
+use crate::shutdown::Shutdown;
+use anyhow::{bail, Context, Result};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+#[derive(clap::Args, Debug)]
+pub struct RunArgs {
+    /// Default working directory of commands [env: BRAINLOOP_WORKSPACE] [default: /workspace]
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    /// Create/upgrade the databases and exit (same as `brainloop init`).
+    #[arg(long)]
+    pub init_only: bool,
+    /// Print the effective configuration as TOML and exit.
+    #[arg(long)]
+    pub print_config: bool,
+}
+
+pub fn run(config: Config, args: &RunArgs) -> Result<i32> {
+    if args.print_config {
+        print!("{}", toml::to_string_pretty(&config)?);
+        return Ok(0);
+    }
+    if args.init_only {
+        return super::init::run(&config);
+    }
+    migrate::ensure_data_dir(&config.data_dir)?;
+    check_data_dir_outside_workspace(&config.data_dir, &config.workspace)?;
+    let lock = InstanceLock::acquire(&config.data_dir)?;
+    migrate::migrate_all(&config.data_dir)?;
+    // The worker holds secrets (API keys) in memory: forbid core dumps and ptrace by peers, and
+    // make /proc/<pid>/environ unreadable to other processes of the same user.
+    if let Err(e) = nix::sys::prctl::set_dumpable(false) {
+        tracing::warn!(error = %e, "cannot mark the worker non-dumpable");
+    }
+    let config = Arc::new(config);
+    let registry = Arc::new(Registry::new(&config)?);
+    let stores = Stores::open(&config.data_dir)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("brainloop")
+        .build()
+        .context("cannot start the async runtime")?;
+    let result = runtime.block_on(async {
+        let shutdown = Shutdown::new();
+        shutdown
+            .listen_for_signals()
+            .context("cannot install signal handlers")?;
+        crate::supervisor::run(config, stores, registry, shutdown).await
+    });
+    // Jobs abandoned after cancellation may still hold blocking threads; do not wait for them.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    drop(lock);
+    result.map(|_| 0)
+}
+
+/// DESIGN §2: the data dir must never be reachable by sandboxed commands, which may see the
+/// workspace. Refuse to start if it lies inside it.
+pub fn check_data_dir_outside_workspace(data_dir: &Path, workspace: &Path) -> Result<()> {
+    let data = data_dir
+        .canonicalize()
+        .with_context(|| format!("cannot resolve data dir {}", data_dir.display()))?;
+    let Ok(ws) = workspace.canonicalize() else {
+        tracing::warn!(workspace = %workspace.display(), "workspace does not exist (yet); commands will need it");
+        return Ok(());
+    };
+    if data.starts_with(&ws) {
+        bail!(
+            "the data dir {} lies inside the workspace {}: sandboxed commands could read or change the worker's databases. \
+             Move it outside (--data-dir / BRAINLOOP_DATA_DIR) or choose another workspace (--workspace / BRAINLOOP_WORKSPACE)",
+            data.display(),
+            ws.display()
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_data_dir_inside_the_workspace_is_refused() {
+        let ws = tempfile::tempdir().unwrap();
+        let inside = ws.path().join("sub/data");
+        std::fs::create_dir_all(&inside).unwrap();
+        let err = check_data_dir_outside_workspace(&inside, ws.path()).unwrap_err();
+        assert!(err.to_string().contains("inside the workspace"), "{err}");
+        // Through a symlink too.
+        let other = tempfile::tempdir().unwrap();
+        let link = other.path().join("link");
+        std::os::unix::fs::symlink(&inside, &link).unwrap();
+        assert!(check_data_dir_outside_workspace(&link, ws.path()).is_err());
+        // The workspace itself counts as inside.
+        assert!(check_data_dir_outside_workspace(ws.path(), ws.path()).is_err());
+        check_data_dir_outside_workspace(other.path(), ws.path()).unwrap();
+    }
+}

@@ -1,0 +1,236 @@
+//! `brainloop status`: is the worker alive (instance lock + heartbeat age), what is it doing
+//! (state, jobs running, queue depth, jobs waiting in input.db), file sizes, and the last hour's
+//! headline figures. `--json` for scripts, `--watch` to refresh. Exit code 0 when the worker is
+//! alive, 3 when it is stopped, dead or never started.
+
+use crate::config::Config;
+use crate::db::{self, input, lifecycle, migrate, output, DbKind};
+use crate::lockfile::LOCK_FILE;
+use anyhow::Result;
+use serde_json::{json, Value};
+use std::time::Duration;
+
+#[derive(clap::Args, Debug)]
+pub struct StatusArgs {
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Refresh every 2 seconds until interrupted.
+    #[arg(long)]
+    pub watch: bool,
+}
+
+pub fn run(config: &Config, args: &StatusArgs) -> Result<i32> {
+    loop {
+        let report = collect(config)?;
+        if args.json {
+            println!("{}", serde_json::to_string_pretty(&report)?);
+        } else {
+            if args.watch {
+                print!("\x1b[2J\x1b[H");
+            }
+            print!("{}", render(&report));
+        }
+        if !args.watch {
+            return Ok(if report["alive"] == json!(true) { 0 } else { 3 });
+        }
+        std::thread::sleep(Duration::from_secs(2));
+    }
+}
+
+/// Whether some process holds the worker's instance lock (without disturbing it).
+fn lock_held(config: &Config) -> Option<bool> {
+    use nix::fcntl::{Flock, FlockArg};
+    let file = std::fs::File::open(config.data_dir.join(LOCK_FILE)).ok()?;
+    match Flock::lock(file, FlockArg::LockSharedNonblock) {
+        Ok(_guard) => Some(false),
+        Err(_) => Some(true),
+    }
+}
+
+pub fn collect(config: &Config) -> Result<Value> {
+    let now = crate::time::now_ms();
+    let dir = &config.data_dir;
+    let out = db::open_read_only(dir, DbKind::Output)?;
+    let hb = output::latest_heartbeat(&out)?;
+    let lock = lock_held(config);
+    let (state, age_ms, alive) = match &hb {
+        None => ("never started".to_string(), None, false),
+        Some(h) => {
+            let age = now - h.timestamp;
+            let dead_after = config.dead_after_ms.max(2 * config.heartbeat_interval_ms) as i64;
+            if h.status == "stopped" {
+                ("stopped".to_string(), Some(age), false)
+            } else if age > dead_after || lock == Some(false) {
+                (
+                    format!(
+                        "DEAD (last state {}; no heartbeat for {} s)",
+                        h.status,
+                        age / 1000
+                    ),
+                    Some(age),
+                    false,
+                )
+            } else {
+                (h.status.clone(), Some(age), true)
+            }
+        }
+    };
+    let hour_ago = now - 3_600_000;
+    let by_status: serde_json::Map<String, Value> = output::status_counts(&out, hour_ago)?
+        .into_iter()
+        .map(|(s, n)| (s, json!(n)))
+        .collect();
+    let metrics: serde_json::Map<String, Value> = output::summarize_metrics(&out, hour_ago)?
+        .into_iter()
+        .map(|m| {
+            (
+                m.name.clone(),
+                json!({"sum": m.sum, "avg": m.avg, "max": m.max, "samples": m.samples}),
+            )
+        })
+        .collect();
+    let hwm = db::open_read_only(dir, DbKind::Lifecycle)
+        .and_then(|c| lifecycle::high_water_mark(&c))
+        .ok();
+    let unclaimed = match hwm {
+        Some(h) => db::open_read_only(dir, DbKind::Input)
+            .and_then(|c| input::count_after(&c, h))
+            .ok(),
+        None => None,
+    };
+    let files: Vec<Value> = DbKind::ALL
+        .iter()
+        .map(|k| {
+            let p = k.path(dir);
+            let size = std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0);
+            let wal = std::fs::metadata(format!("{}-wal", p.display()))
+                .map(|m| m.len())
+                .unwrap_or(0);
+            json!({"file": k.file_name(), "bytes": size, "wal_bytes": wal})
+        })
+        .collect();
+    let versions: serde_json::Map<String, Value> = migrate::versions(dir)
+        .into_iter()
+        .map(|(k, v)| (k.file_name().to_string(), json!(v)))
+        .collect();
+    Ok(json!({
+        "data_dir": dir.display().to_string(),
+        "alive": alive,
+        "state": state,
+        "heartbeat_age_ms": age_ms,
+        "instance_lock_held": lock,
+        "heartbeat": hb,
+        "jobs_unclaimed": unclaimed,
+        "results_last_hour": by_status,
+        "metrics_last_hour": metrics,
+        "files": files,
+        "schema_versions": versions,
+    }))
+}
+
+fn human_bytes(n: u64) -> String {
+    const U: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
+    let mut v = n as f64;
+    let mut i = 0;
+    while v >= 1024.0 && i < U.len() - 1 {
+        v /= 1024.0;
+        i += 1;
+    }
+    if i == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", U[i])
+    }
+}
+
+pub fn render(r: &Value) -> String {
+    let mut s = String::new();
+    let line = |s: &mut String, k: &str, v: String| s.push_str(&format!("{k:<22} {v}\n"));
+    line(
+        &mut s,
+        "data dir",
+        r["data_dir"].as_str().unwrap_or("").to_string(),
+    );
+    line(
+        &mut s,
+        "worker",
+        r["state"].as_str().unwrap_or("").to_string(),
+    );
+    let hb = &r["heartbeat"];
+    if let Some(age) = r["heartbeat_age_ms"].as_i64() {
+        line(
+            &mut s,
+            "last heartbeat",
+            format!("{:.1} s ago", age as f64 / 1000.0),
+        );
+        line(
+            &mut s,
+            "worker id / pid",
+            format!(
+                "{} / {}",
+                hb["worker_id"].as_str().unwrap_or("?"),
+                hb["pid"]
+            ),
+        );
+        line(
+            &mut s,
+            "uptime",
+            format!("{} s", hb["uptime_ms"].as_i64().unwrap_or(0) / 1000),
+        );
+        line(&mut s, "jobs running", hb["jobs_running"].to_string());
+        line(
+            &mut s,
+            "queue depth",
+            format!(
+                "{} claimed, {} not yet claimed",
+                hb["queue_depth"], r["jobs_unclaimed"]
+            ),
+        );
+        line(
+            &mut s,
+            "jobs done (this run)",
+            hb["jobs_done_total"].to_string(),
+        );
+        line(
+            &mut s,
+            "cache hit rate",
+            format!(
+                "{:.0} %",
+                hb["cache_hit_rate"].as_f64().unwrap_or(0.0) * 100.0
+            ),
+        );
+    }
+    let results = r["results_last_hour"].as_object();
+    let summary = results
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .filter(|x| !x.is_empty())
+        .unwrap_or_else(|| "none".into());
+    line(&mut s, "results (last hour)", summary);
+    if let Some(m) = r["metrics_last_hour"].as_object() {
+        for (name, v) in m {
+            line(
+                &mut s,
+                &format!("  {name}"),
+                format!("sum {} max {}", v["sum"], v["max"]),
+            );
+        }
+    }
+    s.push_str("files:\n");
+    if let Some(files) = r["files"].as_array() {
+        for f in files {
+            s.push_str(&format!(
+                "  {:<26} {:>10}  (wal {})\n",
+                f["file"].as_str().unwrap_or(""),
+                human_bytes(f["bytes"].as_u64().unwrap_or(0)),
+                human_bytes(f["wal_bytes"].as_u64().unwrap_or(0))
+            ));
+        }
+    }
+    s
+}

@@ -1,0 +1,268 @@
+//! Worker configuration: embedded defaults, overridden by an optional TOML file, then by
+//! `BRAINLOOP_*` environment variables, then by command-line flags (highest wins).
+//!
+//! Every field has a documented default so `brainloop run` works with no config at all.
+//! `brainloop run --print-config` shows the effective values.
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// Default data directory, relative to the current directory.
+pub const DEFAULT_DATA_DIR: &str = "./brainloop-data";
+/// Default workspace (where commands run); see DESIGN §5.10.
+pub const DEFAULT_WORKSPACE: &str = "/workspace";
+/// Upper bound of the drain window so that drain + cancellation + final writes fit in 60 s.
+pub const MAX_DRAIN_WINDOW_MS: u64 = 45_000;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Where the five databases live (`BRAINLOOP_DATA_DIR`).
+    pub data_dir: PathBuf,
+    /// Where commands run by default (`BRAINLOOP_WORKSPACE`). The data dir must not lie inside it.
+    pub workspace: PathBuf,
+    /// Identity written in the heartbeat; default `brainloop@<hostname>`.
+    pub worker_id: Option<String>,
+    /// Heartbeat period (ms). Seed 001: 15 s.
+    pub heartbeat_interval_ms: u64,
+    /// A worker whose last heartbeat is older than this is reported dead by `status` (ms).
+    pub dead_after_ms: u64,
+    /// How many jobs run at once.
+    pub concurrency: usize,
+    /// Fallback check of input.db when no file-change notification arrives (ms). The check is a
+    /// single `PRAGMA data_version`, so it costs nothing measurable.
+    pub poll_fallback_ms: u64,
+    /// Rows claimed per transaction when catching up with a backlog.
+    pub claim_batch: usize,
+    /// A job whose run was cut off by a crash is retried until it has started this many times,
+    /// then ends `interrupted`.
+    pub max_attempts: u32,
+    /// On SIGTERM, how long running jobs may take to finish before they are cancelled (ms).
+    pub drain_window_ms: u64,
+    /// After cancellation, how long a job may take to wind down before it is abandoned (ms).
+    pub cancel_grace_ms: u64,
+    /// Params larger than this fail the job without being loaded (bytes).
+    pub params_max_bytes: u64,
+    /// Enables hidden actions used by the test-suite and benchmarks (`sleep`). Never in production.
+    pub test_actions: bool,
+    pub retention: Retention,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Retention {
+    /// How often the pruning + checkpoint pass runs (ms).
+    pub interval_ms: u64,
+    pub heartbeat_days: u64,
+    pub metrics_days: u64,
+    /// Finished results (and their lifecycle snapshot) older than this are deleted.
+    pub results_days: u64,
+    pub events_days: u64,
+    pub executions_days: u64,
+    /// `PRAGMA journal_size_limit` for every database (bytes): bounds the WAL file after a checkpoint.
+    pub journal_size_limit: i64,
+}
+
+impl Default for Retention {
+    fn default() -> Self {
+        Retention {
+            interval_ms: 600_000,
+            heartbeat_days: 7,
+            metrics_days: 30,
+            results_days: 30,
+            events_days: 30,
+            executions_days: 90,
+            journal_size_limit: 64 * 1024 * 1024,
+        }
+    }
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            data_dir: PathBuf::from(DEFAULT_DATA_DIR),
+            workspace: PathBuf::from(DEFAULT_WORKSPACE),
+            worker_id: None,
+            heartbeat_interval_ms: 15_000,
+            dead_after_ms: 30_000,
+            concurrency: 4,
+            poll_fallback_ms: 2_000,
+            claim_batch: 512,
+            max_attempts: 3,
+            drain_window_ms: 20_000,
+            cancel_grace_ms: 5_000,
+            params_max_bytes: 1024 * 1024,
+            test_actions: false,
+            retention: Retention::default(),
+        }
+    }
+}
+
+/// Values given on the command line; `None` means "not given".
+#[derive(Debug, Default, Clone)]
+pub struct Overrides {
+    pub data_dir: Option<PathBuf>,
+    pub workspace: Option<PathBuf>,
+    pub config: Option<PathBuf>,
+}
+
+impl Config {
+    /// Builds the effective configuration: defaults < file < environment < flags.
+    pub fn load(flags: &Overrides) -> Result<Config> {
+        let file = flags
+            .config
+            .clone()
+            .or_else(|| std::env::var_os("BRAINLOOP_CONFIG").map(PathBuf::from));
+        let mut cfg = match &file {
+            Some(path) => Config::from_file(path)?,
+            None => Config::default(),
+        };
+        cfg.apply_env(|k| std::env::var(k).ok())?;
+        if let Some(d) = &flags.data_dir {
+            cfg.data_dir = d.clone();
+        }
+        if let Some(w) = &flags.workspace {
+            cfg.workspace = w.clone();
+        }
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    pub fn from_file(path: &Path) -> Result<Config> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read config file {}", path.display()))?;
+        toml::from_str(&text).with_context(|| {
+            format!(
+                "config file {} is not valid (see CLAUDE.md for the keys)",
+                path.display()
+            )
+        })
+    }
+
+    /// Applies `BRAINLOOP_<KEY>` variables. `get` is injectable for tests.
+    pub fn apply_env(&mut self, get: impl Fn(&str) -> Option<String>) -> Result<()> {
+        fn num<T: std::str::FromStr>(key: &str, v: &str) -> Result<T> {
+            v.trim()
+                .parse()
+                .map_err(|_| anyhow::anyhow!("{key}={v:?} is not a valid number"))
+        }
+        if let Some(v) = get("BRAINLOOP_DATA_DIR") {
+            self.data_dir = PathBuf::from(v);
+        }
+        if let Some(v) = get("BRAINLOOP_WORKSPACE") {
+            self.workspace = PathBuf::from(v);
+        }
+        if let Some(v) = get("BRAINLOOP_WORKER_ID") {
+            self.worker_id = Some(v);
+        }
+        macro_rules! env_num {
+            ($key:literal, $field:expr) => {
+                if let Some(v) = get($key) {
+                    $field = num($key, &v)?;
+                }
+            };
+        }
+        env_num!(
+            "BRAINLOOP_HEARTBEAT_INTERVAL_MS",
+            self.heartbeat_interval_ms
+        );
+        env_num!("BRAINLOOP_DEAD_AFTER_MS", self.dead_after_ms);
+        env_num!("BRAINLOOP_CONCURRENCY", self.concurrency);
+        env_num!("BRAINLOOP_POLL_FALLBACK_MS", self.poll_fallback_ms);
+        env_num!("BRAINLOOP_CLAIM_BATCH", self.claim_batch);
+        env_num!("BRAINLOOP_MAX_ATTEMPTS", self.max_attempts);
+        env_num!("BRAINLOOP_DRAIN_WINDOW_MS", self.drain_window_ms);
+        env_num!("BRAINLOOP_CANCEL_GRACE_MS", self.cancel_grace_ms);
+        env_num!("BRAINLOOP_PARAMS_MAX_BYTES", self.params_max_bytes);
+        env_num!(
+            "BRAINLOOP_RETENTION_INTERVAL_MS",
+            self.retention.interval_ms
+        );
+        if let Some(v) = get("BRAINLOOP_TEST_ACTIONS") {
+            self.test_actions = matches!(v.trim(), "1" | "true" | "yes");
+        }
+        Ok(())
+    }
+
+    pub fn validate(&self) -> Result<()> {
+        if self.concurrency == 0 || self.concurrency > 1024 {
+            bail!(
+                "concurrency must be between 1 and 1024 (got {})",
+                self.concurrency
+            );
+        }
+        if self.heartbeat_interval_ms < 10 {
+            bail!("heartbeat_interval_ms must be at least 10");
+        }
+        if self.poll_fallback_ms < 10 {
+            bail!("poll_fallback_ms must be at least 10");
+        }
+        if self.claim_batch == 0 {
+            bail!("claim_batch must be at least 1");
+        }
+        if self.max_attempts == 0 {
+            bail!("max_attempts must be at least 1");
+        }
+        if self.drain_window_ms > MAX_DRAIN_WINDOW_MS {
+            bail!(
+                "drain_window_ms is {} but must be at most {MAX_DRAIN_WINDOW_MS} so that shutdown fits in 60 s",
+                self.drain_window_ms
+            );
+        }
+        if self.drain_window_ms + self.cancel_grace_ms > 55_000 {
+            bail!("drain_window_ms + cancel_grace_ms must stay under 55000 so that shutdown fits in 60 s");
+        }
+        Ok(())
+    }
+
+    /// The worker id written in the heartbeat.
+    pub fn worker_id(&self) -> String {
+        self.worker_id.clone().unwrap_or_else(|| {
+            let host = nix::unistd::gethostname()
+                .ok()
+                .and_then(|h| h.into_string().ok())
+                .unwrap_or_else(|| "localhost".into());
+            format!("brainloop@{host}")
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_match_the_seed() {
+        let c = Config::default();
+        c.validate().unwrap();
+        assert_eq!(c.heartbeat_interval_ms, 15_000);
+        assert_eq!(c.params_max_bytes, 1 << 20);
+        assert_eq!(c.data_dir, PathBuf::from("./brainloop-data"));
+    }
+
+    #[test]
+    fn env_overrides_file_values() {
+        let mut c: Config = toml::from_str("concurrency = 2\nheartbeat_interval_ms = 500").unwrap();
+        assert_eq!(c.concurrency, 2);
+        c.apply_env(|k| (k == "BRAINLOOP_CONCURRENCY").then(|| "7".to_string()))
+            .unwrap();
+        assert_eq!(c.concurrency, 7);
+        assert_eq!(c.heartbeat_interval_ms, 500);
+    }
+
+    #[test]
+    fn bad_values_are_refused_with_the_key_named() {
+        let mut c = Config::default();
+        let err = c
+            .apply_env(|k| (k == "BRAINLOOP_CONCURRENCY").then(|| "lots".to_string()))
+            .unwrap_err();
+        assert!(err.to_string().contains("BRAINLOOP_CONCURRENCY"), "{err}");
+        let c = Config {
+            drain_window_ms: 59_000,
+            ..Config::default()
+        };
+        assert!(c.validate().unwrap_err().to_string().contains("60 s"));
+        assert!(toml::from_str::<Config>("concurency = 2").is_err());
+    }
+}

@@ -1,0 +1,313 @@
+//! Reading `brainloop.input.db`: new job rows above the high-water mark, validated row by row.
+//!
+//! The worker never writes this file. Rows are read with their SQLite types checked, and params
+//! over the size cap are measured with `octet_length()` and never loaded. A malformed row becomes
+//! a [`NewJob`] with a `reject` reason, so it still gets claimed and ends `failed` with that
+//! reason instead of blocking the queue.
+
+use anyhow::Result;
+use rusqlite::types::ValueRef;
+use rusqlite::{params, Connection};
+
+/// A row of `jobs` as the claimer sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewJob {
+    pub id: i64,
+    pub action: Option<String>,
+    /// The params text exactly as the producer wrote it (`None` when rejected).
+    pub params: Option<String>,
+    pub client_id: String,
+    pub priority: i64,
+    pub not_before: Option<i64>,
+    pub created_at: Option<i64>,
+    /// Why this row cannot run; it ends `failed` with this message.
+    pub reject: Option<String>,
+}
+
+/// Rows with `id > after_id`, in id order, at most `limit`.
+pub fn scan(
+    conn: &Connection,
+    after_id: i64,
+    limit: usize,
+    params_cap: u64,
+) -> Result<Vec<NewJob>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT id, action, typeof(params), octet_length(params),
+                CASE WHEN octet_length(params) <= ?3 THEN params END,
+                client_id, priority, not_before, created_at
+         FROM jobs WHERE id > ?1 ORDER BY id LIMIT ?2",
+    )?;
+    let mut rows = stmt.query(params![after_id, limit as i64, params_cap as i64])?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next()? {
+        let id: i64 = row.get(0)?;
+        let mut problems: Vec<String> = Vec::new();
+
+        let action = match row.get_ref(1)? {
+            ValueRef::Text(b) => match std::str::from_utf8(b) {
+                Ok(s) if s.trim().is_empty() => {
+                    problems.push(
+                        "action is empty: it must name an action (see `list_actions`)".into(),
+                    );
+                    None
+                }
+                Ok(s) if s.contains('\0') => {
+                    problems.push("action contains a NUL byte".into());
+                    None
+                }
+                Ok(s) => Some(s.to_string()),
+                Err(_) => {
+                    problems.push("action is not valid UTF-8".into());
+                    None
+                }
+            },
+            other => {
+                problems.push(format!(
+                    "action must be TEXT naming an action (got {})",
+                    type_name(other)
+                ));
+                None
+            }
+        };
+
+        let params_type: String = row.get(2)?;
+        let params_len: Option<i64> = row.get(3)?;
+        let params = match params_type.as_str() {
+            "null" => Some("{}".to_string()),
+            "text" => match row.get_ref(4)? {
+                ValueRef::Null => {
+                    problems.push(format!(
+                        "params are {} bytes, over the cap of {params_cap} bytes (params_max_bytes); they were not loaded",
+                        params_len.unwrap_or(-1)
+                    ));
+                    None
+                }
+                ValueRef::Text(b) => check_params(b, &mut problems),
+                other => {
+                    problems.push(format!(
+                        "params could not be read (got {})",
+                        type_name(other)
+                    ));
+                    None
+                }
+            },
+            t => {
+                problems.push(format!(
+                    "params must be TEXT holding a JSON object (got {t})"
+                ));
+                None
+            }
+        };
+
+        let client_id = match row.get_ref(5)? {
+            ValueRef::Null => "local".to_string(),
+            ValueRef::Text(b) => match std::str::from_utf8(b) {
+                Ok(s) if !s.is_empty() && !s.contains('\0') => s.to_string(),
+                _ => {
+                    problems.push("client_id must be non-empty UTF-8 TEXT without NUL".into());
+                    "local".to_string()
+                }
+            },
+            other => {
+                problems.push(format!("client_id must be TEXT (got {})", type_name(other)));
+                "local".to_string()
+            }
+        };
+
+        let priority = match row.get_ref(6)? {
+            ValueRef::Null => 0,
+            ValueRef::Integer(i) => i,
+            other => {
+                problems.push(format!(
+                    "priority must be an INTEGER (got {})",
+                    type_name(other)
+                ));
+                0
+            }
+        };
+        let not_before = match row.get_ref(7)? {
+            ValueRef::Null => None,
+            ValueRef::Integer(i) => Some(i),
+            other => {
+                problems.push(format!(
+                    "not_before must be NULL or INTEGER unix milliseconds (got {})",
+                    type_name(other)
+                ));
+                None
+            }
+        };
+        let created_at = match row.get_ref(8)? {
+            ValueRef::Integer(i) => Some(i),
+            _ => None,
+        };
+
+        let reject = if problems.is_empty() {
+            None
+        } else {
+            Some(format!("invalid job row {id}: {}", problems.join("; ")))
+        };
+        out.push(NewJob {
+            id,
+            action,
+            params: if reject.is_some() { None } else { params },
+            client_id,
+            priority,
+            not_before: if reject.is_some() { None } else { not_before },
+            created_at,
+            reject,
+        });
+    }
+    Ok(out)
+}
+
+/// Params must be UTF-8 text without NUL holding a JSON object.
+fn check_params(bytes: &[u8], problems: &mut Vec<String>) -> Option<String> {
+    let text = match std::str::from_utf8(bytes) {
+        Ok(t) => t,
+        Err(e) => {
+            problems.push(format!("params are not valid UTF-8 ({e})"));
+            return None;
+        }
+    };
+    if text.contains('\0') {
+        problems.push("params contain a NUL byte".into());
+        return None;
+    }
+    match serde_json::from_str::<serde_json::Value>(text) {
+        Ok(serde_json::Value::Object(_)) => Some(text.to_string()),
+        Ok(other) => {
+            problems.push(format!(
+                "params must be a JSON object (got {})",
+                json_kind(&other)
+            ));
+            None
+        }
+        Err(e) => {
+            problems.push(format!("params are not valid JSON: {e}"));
+            None
+        }
+    }
+}
+
+pub fn json_kind(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
+}
+
+fn type_name(v: ValueRef<'_>) -> &'static str {
+    match v {
+        ValueRef::Null => "NULL",
+        ValueRef::Integer(_) => "INTEGER",
+        ValueRef::Real(_) => "REAL",
+        ValueRef::Text(_) => "TEXT",
+        ValueRef::Blob(_) => "BLOB",
+    }
+}
+
+/// `PRAGMA data_version`: changes whenever another connection commits to this database.
+pub fn data_version(conn: &Connection) -> Result<i64> {
+    Ok(conn.query_row("PRAGMA data_version", [], |r| r.get(0))?)
+}
+
+/// Number of rows above the mark (for `status`).
+pub fn count_after(conn: &Connection, after_id: i64) -> Result<i64> {
+    Ok(
+        conn.query_row("SELECT count(*) FROM jobs WHERE id > ?1", [after_id], |r| {
+            r.get(0)
+        })?,
+    )
+}
+
+/// Inserts a job (used by `brainloop enqueue` and tests); returns its id.
+pub fn insert_job(
+    conn: &mut Connection,
+    action: &str,
+    params: &str,
+    client_id: &str,
+    priority: i64,
+    not_before: Option<i64>,
+) -> Result<i64> {
+    Ok(super::write_tx(conn, |tx| {
+        tx.execute(
+            "INSERT INTO jobs(action, params, client_id, priority, not_before, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![
+                action,
+                params,
+                client_id,
+                priority,
+                not_before,
+                crate::time::now_ms()
+            ],
+        )?;
+        Ok(tx.last_insert_rowid())
+    })?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn db() -> Connection {
+        let c = Connection::open_in_memory().unwrap();
+        c.execute_batch(super::super::DbKind::Input.schema())
+            .unwrap();
+        c
+    }
+
+    #[test]
+    fn every_malformed_shape_is_rejected_with_a_named_reason() {
+        let c = db();
+        let cases: &[(&str, &str)] = &[
+            ("INSERT INTO jobs(action, params) VALUES ('list_actions', '{}')", ""),
+            ("INSERT INTO jobs(action, params) VALUES ('x', '{nope')", "not valid JSON"),
+            ("INSERT INTO jobs(action, params) VALUES ('x', '[1,2]')", "an array"),
+            ("INSERT INTO jobs(action, params) VALUES ('x', x'7b7d')", "got blob"),
+            ("INSERT INTO jobs(action, params) VALUES ('x', 42)", "a number"),
+            ("INSERT INTO jobs(action, params) VALUES ('x', '{\"a\":\"' || char(0) || '\"}')", "NUL"),
+            ("INSERT INTO jobs(action, params) VALUES ('x', CAST(x'7b22223a22ff227d' AS TEXT))", "UTF-8"),
+            ("INSERT INTO jobs(action, params) VALUES (x'00', '{}')", "action must be TEXT"),
+            ("INSERT INTO jobs(action, params) VALUES ('', '{}')", "action is empty"),
+            ("INSERT INTO jobs(action, params, priority) VALUES ('x', '{}', 'high')", "priority"),
+            ("INSERT INTO jobs(action, params, not_before) VALUES ('x', '{}', 1.5)", "not_before"),
+            ("INSERT INTO jobs(action, params, client_id) VALUES ('x', '{}', x'01')", "client_id"),
+            ("INSERT INTO jobs(action, params) VALUES ('x', '{\"k\":\"' || hex(zeroblob(600)) || '\"}')", "over the cap"),
+        ];
+        for (sql, _) in cases {
+            c.execute(sql, []).unwrap();
+        }
+        let rows = scan(&c, 0, 100, 1000).unwrap();
+        assert_eq!(rows.len(), cases.len());
+        for (row, (sql, want)) in rows.iter().zip(cases) {
+            if want.is_empty() {
+                assert_eq!(row.reject, None, "{sql}");
+                assert_eq!(row.params.as_deref(), Some("{}"));
+            } else {
+                let r = row
+                    .reject
+                    .as_deref()
+                    .unwrap_or_else(|| panic!("accepted: {sql}"));
+                assert!(r.contains(want), "{sql}: {r}");
+                assert!(row.params.is_none());
+            }
+        }
+    }
+
+    #[test]
+    fn scan_starts_above_the_mark_and_respects_the_limit() {
+        let c = db();
+        for _ in 0..5 {
+            c.execute("INSERT INTO jobs(action) VALUES ('list_actions')", [])
+                .unwrap();
+        }
+        let rows = scan(&c, 2, 2, 1 << 20).unwrap();
+        assert_eq!(rows.iter().map(|r| r.id).collect::<Vec<_>>(), vec![3, 4]);
+        assert_eq!(rows[0].client_id, "local");
+    }
+}

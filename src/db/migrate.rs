@@ -1,0 +1,141 @@
+//! Creates and upgrades the databases: schema files in `schema/`, versioned with
+//! `PRAGMA user_version`, applied under `BEGIN IMMEDIATE` with the version re-read inside the
+//! transaction, so concurrent `init` / `run` / CLI processes apply each step exactly once.
+//! Also sets WAL mode (once, persistent) and the file modes of DESIGN §2.
+
+use super::{open, DbKind};
+use anyhow::{bail, Context, Result};
+use rusqlite::{Connection, ErrorCode, TransactionBehavior};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// Schema steps per database: step N brings `user_version` from N-1 to N. Append, never edit.
+fn steps(kind: DbKind) -> Vec<&'static str> {
+    vec![kind.schema()]
+}
+
+/// The version a fully migrated database has.
+pub fn target_version(kind: DbKind) -> i64 {
+    steps(kind).len() as i64
+}
+
+/// Mode of the data directory: group may create files (producers' `-wal`/`-shm` for input.db),
+/// sticky so nobody deletes another user's files, nothing for others.
+pub const DATA_DIR_MODE: u32 = 0o1770;
+
+/// Creates the data dir if needed and brings every database to the current schema.
+pub fn migrate_all(data_dir: &Path) -> Result<()> {
+    ensure_data_dir(data_dir)?;
+    for kind in DbKind::ALL {
+        migrate(data_dir, kind)?;
+    }
+    Ok(())
+}
+
+pub fn ensure_data_dir(data_dir: &Path) -> Result<()> {
+    if !data_dir.exists() {
+        std::fs::create_dir_all(data_dir)
+            .with_context(|| format!("cannot create data dir {}", data_dir.display()))?;
+        std::fs::set_permissions(data_dir, std::fs::Permissions::from_mode(DATA_DIR_MODE))
+            .with_context(|| format!("cannot set the mode of {}", data_dir.display()))?;
+    } else if !data_dir.is_dir() {
+        bail!(
+            "data dir {} exists but is not a directory",
+            data_dir.display()
+        );
+    }
+    Ok(())
+}
+
+/// Brings one database to the current schema; returns the number of steps applied.
+pub fn migrate(data_dir: &Path, kind: DbKind) -> Result<usize> {
+    let mut conn = open(data_dir, kind)?;
+    set_wal(&conn).with_context(|| format!("cannot set WAL mode on {}", kind.file_name()))?;
+    let applied = apply_steps(&mut conn, kind)
+        .with_context(|| format!("cannot migrate {}", kind.file_name()))?;
+    let path = kind.path(data_dir);
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(kind.file_mode()))
+        .with_context(|| format!("cannot set the mode of {}", path.display()))?;
+    Ok(applied)
+}
+
+fn apply_steps(conn: &mut Connection, kind: DbKind) -> rusqlite::Result<usize> {
+    let all = steps(kind);
+    // Cheap check first: an up-to-date database takes no write lock at all.
+    let v: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    if v >= all.len() as i64 {
+        return Ok(0);
+    }
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    // Re-read inside the write lock: another process may have migrated meanwhile.
+    let v: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    let mut applied = 0;
+    for (i, sql) in all.iter().enumerate().skip(v.max(0) as usize) {
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "user_version", (i + 1) as i64)?;
+        applied += 1;
+    }
+    tx.commit()?;
+    Ok(applied)
+}
+
+/// `journal_mode=WAL` needs an exclusive lock and may report BUSY without waiting when another
+/// process is opening the same fresh file; retry for up to the busy timeout.
+fn set_wal(conn: &Connection) -> rusqlite::Result<()> {
+    let deadline = Instant::now() + super::BUSY_TIMEOUT;
+    loop {
+        match conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get::<_, String>(0)) {
+            Ok(_) => return Ok(()),
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if matches!(e.code, ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+                    && Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// The `user_version` of each database (for `status` and tests).
+pub fn versions(data_dir: &Path) -> Vec<(DbKind, Option<i64>)> {
+    DbKind::ALL
+        .iter()
+        .map(|&k| {
+            let v = super::open_read_only(data_dir, k)
+                .and_then(|c| Ok(c.query_row("PRAGMA user_version", [], |r| r.get(0))?))
+                .ok();
+            (k, v)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn migrate_is_idempotent_and_sets_versions_and_modes() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        migrate_all(&data).unwrap();
+        for (k, v) in versions(&data) {
+            assert_eq!(v, Some(target_version(k)), "{k:?}");
+            let mode = std::fs::metadata(k.path(&data))
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o7777;
+            assert_eq!(mode, k.file_mode(), "{k:?}");
+        }
+        for k in DbKind::ALL {
+            assert_eq!(migrate(&data, k).unwrap(), 0, "second run applies nothing");
+        }
+        let c = open(&data, DbKind::Output).unwrap();
+        let mode: String = c
+            .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(mode, "wal");
+    }
+}

@@ -1,0 +1,225 @@
+//! The five SQLite databases: file names, how each is opened, and the per-database settings.
+//!
+//! | database | synchronous | why |
+//! |---|---|---|
+//! | input | (producer's choice; `enqueue` uses FULL) | the worker only reads it |
+//! | lifecycle | NORMAL | a claim lost to power failure is re-claimed; the claim path skips any job whose final result exists, so nothing runs twice (see `supervisor::claim`) |
+//! | output | FULL | a committed final result must survive power loss: it is the "done" proof |
+//! | metadata | NORMAL | telemetry and audit rows; losing the last few on power loss breaks no guarantee |
+//! | command_security | FULL | approvals and overrides must never be lost or replayed |
+//!
+//! Every database is in WAL mode (set once by [`migrate`]) with `busy_timeout`; every write
+//! transaction is `BEGIN IMMEDIATE` ([`write_tx`]), since a deferred read-then-write transaction
+//! gets SQLITE_BUSY whatever the timeout. Inside the worker each database has exactly one writer
+//! connection ([`Db`]).
+
+pub mod input;
+pub mod lifecycle;
+pub mod metadata;
+pub mod migrate;
+pub mod output;
+
+use anyhow::{Context, Result};
+use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// How long a connection waits on a lock held by another process before SQLITE_BUSY.
+pub const BUSY_TIMEOUT: Duration = Duration::from_millis(5000);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DbKind {
+    Input,
+    Lifecycle,
+    Output,
+    Metadata,
+    Security,
+}
+
+impl DbKind {
+    pub const ALL: [DbKind; 5] = [
+        DbKind::Input,
+        DbKind::Lifecycle,
+        DbKind::Output,
+        DbKind::Metadata,
+        DbKind::Security,
+    ];
+
+    pub fn file_name(self) -> &'static str {
+        match self {
+            DbKind::Input => "brainloop.input.db",
+            DbKind::Lifecycle => "brainloop.lifecycle.db",
+            DbKind::Output => "brainloop.output.db",
+            DbKind::Metadata => "brainloop.metadata.db",
+            DbKind::Security => "command_security.db",
+        }
+    }
+
+    /// The schema file (embedded at build time).
+    pub fn schema(self) -> &'static str {
+        match self {
+            DbKind::Input => include_str!("../../schema/input.sql"),
+            DbKind::Lifecycle => include_str!("../../schema/lifecycle.sql"),
+            DbKind::Output => include_str!("../../schema/output.sql"),
+            DbKind::Metadata => include_str!("../../schema/metadata.sql"),
+            DbKind::Security => include_str!("../../schema/command_security.sql"),
+        }
+    }
+
+    /// `PRAGMA synchronous` for the worker's connections (see the table above).
+    pub fn synchronous(self) -> &'static str {
+        match self {
+            DbKind::Output | DbKind::Security | DbKind::Input => "FULL",
+            DbKind::Lifecycle | DbKind::Metadata => "NORMAL",
+        }
+    }
+
+    /// File mode set by `init` (DESIGN §2): input group-writable so producers can insert,
+    /// output group-readable, the rest private to the worker's user.
+    pub fn file_mode(self) -> u32 {
+        match self {
+            DbKind::Input => 0o660,
+            DbKind::Output => 0o640,
+            _ => 0o600,
+        }
+    }
+
+    pub fn path(self, data_dir: &Path) -> PathBuf {
+        data_dir.join(self.file_name())
+    }
+}
+
+/// Opens a read-write connection with brainloop's per-connection settings.
+pub fn open(data_dir: &Path, kind: DbKind) -> Result<Connection> {
+    let path = kind.path(data_dir);
+    let conn = Connection::open_with_flags(
+        &path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .with_context(|| format!("cannot open {}", path.display()))?;
+    configure(&conn, kind).with_context(|| format!("cannot configure {}", path.display()))?;
+    Ok(conn)
+}
+
+/// Opens a read-only connection (status, readers). Fails if the file does not exist.
+pub fn open_read_only(data_dir: &Path, kind: DbKind) -> Result<Connection> {
+    let path = kind.path(data_dir);
+    if !path.exists() {
+        anyhow::bail!(
+            "{} does not exist: run `brainloop init --data-dir {}` (or start `brainloop run`) first",
+            path.display(),
+            data_dir.display()
+        );
+    }
+    let conn = Connection::open_with_flags(
+        &path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .with_context(|| format!("cannot open {} read-only", path.display()))?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    Ok(conn)
+}
+
+fn configure(conn: &Connection, kind: DbKind) -> rusqlite::Result<()> {
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    conn.pragma_update(None, "synchronous", kind.synchronous())?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    conn.pragma_update(None, "trusted_schema", "OFF")?;
+    // Bounds the WAL file after each checkpoint (DESIGN §2 size bounds).
+    conn.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024)?;
+    Ok(())
+}
+
+/// Runs `f` inside a `BEGIN IMMEDIATE` transaction and commits it.
+pub fn write_tx<T>(
+    conn: &mut Connection,
+    f: impl FnOnce(&Transaction<'_>) -> rusqlite::Result<T>,
+) -> rusqlite::Result<T> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let out = f(&tx)?;
+    tx.commit()?;
+    Ok(out)
+}
+
+/// One database's single writer connection inside the worker.
+///
+/// Calls are short and synchronous; async code goes through [`Db::call`], which moves the work
+/// to tokio's blocking pool so the runtime threads never wait on a disk sync.
+pub struct Db {
+    kind: DbKind,
+    conn: Mutex<Connection>,
+}
+
+impl Db {
+    pub fn open(data_dir: &Path, kind: DbKind) -> Result<Arc<Db>> {
+        Ok(Arc::new(Db {
+            kind,
+            conn: Mutex::new(open(data_dir, kind)?),
+        }))
+    }
+
+    pub fn kind(&self) -> DbKind {
+        self.kind
+    }
+
+    /// Runs `f` with the connection on the current thread.
+    pub fn with<T>(&self, f: impl FnOnce(&mut Connection) -> Result<T>) -> Result<T> {
+        // A panic while holding the lock poisons it; the connection itself is still usable
+        // (SQLite rolls back an unfinished transaction when the Transaction is dropped).
+        let mut guard = match self.conn.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        f(&mut guard).with_context(|| format!("{}", self.kind.file_name()))
+    }
+
+    /// Runs `f` on the blocking pool.
+    pub async fn call<T: Send + 'static>(
+        self: &Arc<Self>,
+        f: impl FnOnce(&mut Connection) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let db = Arc::clone(self);
+        tokio::task::spawn_blocking(move || db.with(f))
+            .await
+            .context("database task panicked")?
+    }
+}
+
+/// The worker's connections: one writer per database it writes, one reader for input.db.
+pub struct Stores {
+    pub data_dir: PathBuf,
+    /// Read-only by contract; a plain connection so `PRAGMA data_version` sees other writers.
+    pub input: Arc<Db>,
+    pub lifecycle: Arc<Db>,
+    pub output: Arc<Db>,
+    pub metadata: Arc<Db>,
+    pub security: Arc<Db>,
+    /// Readers of output.db (get_stats, status) that must not queue behind the writer.
+    pub output_readers: r2d2::Pool<r2d2_sqlite::SqliteConnectionManager>,
+}
+
+impl Stores {
+    /// Opens every database. The schema must already be applied ([`migrate::migrate_all`]).
+    pub fn open(data_dir: &Path) -> Result<Arc<Stores>> {
+        let manager = r2d2_sqlite::SqliteConnectionManager::file(DbKind::Output.path(data_dir))
+            .with_flags(OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
+            .with_init(|c| c.busy_timeout(BUSY_TIMEOUT));
+        let output_readers = r2d2::Pool::builder()
+            .max_size(4)
+            .min_idle(Some(0))
+            .build(manager)
+            .context("cannot open the output.db reader pool")?;
+        Ok(Arc::new(Stores {
+            data_dir: data_dir.to_path_buf(),
+            input: Db::open(data_dir, DbKind::Input)?,
+            lifecycle: Db::open(data_dir, DbKind::Lifecycle)?,
+            output: Db::open(data_dir, DbKind::Output)?,
+            metadata: Db::open(data_dir, DbKind::Metadata)?,
+            security: Db::open(data_dir, DbKind::Security)?,
+            output_readers,
+        }))
+    }
+}

@@ -1,0 +1,87 @@
+//! The heartbeat: a row in output.db `heartbeat` at start, on every state change and every
+//! `heartbeat_interval_ms` (15 s by default), carrying the live gauges; each beat also flushes
+//! the metric counters to `metrics`. A failed write (disk full, lock held) is logged and retried
+//! at the next beat; it never stops the worker.
+
+use crate::config::Config;
+use crate::db::output::{self, Heartbeat};
+use crate::db::Stores;
+use crate::stats::{Stats, WorkerState};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+pub async fn run(
+    stores: Arc<Stores>,
+    stats: Arc<Stats>,
+    config: Arc<Config>,
+    mut state: watch::Receiver<WorkerState>,
+) {
+    let started = Instant::now();
+    let worker_id = config.worker_id();
+    let interval = Duration::from_millis(config.heartbeat_interval_ms);
+    loop {
+        let current = *state.borrow_and_update();
+        beat(&stores, &stats, &worker_id, current, started).await;
+        if current == WorkerState::Stopped {
+            return;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(interval) => {}
+            changed = state.changed() => {
+                if changed.is_err() {
+                    // The supervisor is gone without saying Stopped: record it anyway.
+                    beat(&stores, &stats, &worker_id, WorkerState::Stopped, started).await;
+                    return;
+                }
+            }
+        }
+    }
+}
+
+async fn beat(
+    stores: &Arc<Stores>,
+    stats: &Arc<Stats>,
+    worker_id: &str,
+    state: WorkerState,
+    started: Instant,
+) {
+    let now = crate::time::now_ms();
+    let hb = Heartbeat {
+        worker_id: worker_id.to_string(),
+        timestamp: now,
+        status: state.as_str().to_string(),
+        pid: std::process::id() as i64,
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        sessions_active: stats.sessions_active.load(Ordering::Relaxed),
+        sessions_completed: stats.sessions_completed.load(Ordering::Relaxed),
+        jobs_running: stats.jobs_running.load(Ordering::Relaxed),
+        queue_depth: stats.queue_depth.load(Ordering::Relaxed),
+        jobs_done_total: stats.jobs_done_total.load(Ordering::Relaxed),
+        cache_hit_rate: stats.cache_hit_rate(),
+        sandbox_level: None,
+        uptime_ms: started.elapsed().as_millis() as i64,
+    };
+    let metrics = stats.take_metrics(now);
+    let st = Arc::clone(stats);
+    let res = stores
+        .output
+        .call(move |c| {
+            // Metrics first: if they cannot be written they are kept for the next beat, and the
+            // heartbeat row itself is still attempted.
+            let flushed = output::insert_metrics(c, &metrics);
+            if flushed.is_err() {
+                st.restore_metrics(metrics);
+            }
+            output::insert_heartbeat(c, &hb)?;
+            flushed
+        })
+        .await;
+    if let Err(e) = res {
+        tracing::warn!(
+            error = format!("{e:#}"),
+            "heartbeat write failed; retrying at the next beat"
+        );
+    }
+}

@@ -1,0 +1,107 @@
+//! Retention and file-size bounds: a periodic pass that prunes old heartbeats, metrics, finished
+//! results (with their lifecycle snapshots), telemetry events and command executions in bounded
+//! batches, then checkpoints each database's WAL (`TRUNCATE`) so the `-wal` files stay small.
+//! The audit trail is kept.
+
+use crate::config::Config;
+use crate::db::{lifecycle, metadata, output, write_tx, Db, Stores};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+const BATCH: usize = 5_000;
+const DAY_MS: i64 = 86_400_000;
+
+pub async fn run(stores: Arc<Stores>, config: Arc<Config>, stop: CancellationToken) {
+    // First pass shortly after start, then every interval.
+    let first = Duration::from_millis(config.retention.interval_ms.min(60_000));
+    let mut wait = first;
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = stop.cancelled() => return,
+        }
+        wait = Duration::from_millis(config.retention.interval_ms);
+        match pass(&stores, &config, &stop).await {
+            Ok(n) if n > 0 => tracing::info!(rows = n, "retention pass pruned rows"),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = format!("{e:#}"), "retention pass failed"),
+        }
+    }
+}
+
+/// One pruning + checkpoint pass; returns the number of rows deleted.
+pub async fn pass(
+    stores: &Arc<Stores>,
+    config: &Config,
+    stop: &CancellationToken,
+) -> anyhow::Result<usize> {
+    let now = crate::time::now_ms();
+    let r = &config.retention;
+    let days = |d: u64| now - d as i64 * DAY_MS;
+    let (hb, me, res, ev, ex) = (
+        days(r.heartbeat_days),
+        days(r.metrics_days),
+        days(r.results_days),
+        days(r.events_days),
+        days(r.executions_days),
+    );
+    let mut total = 0;
+    // Each loop deletes one bounded batch per transaction so writers never wait long.
+    loop {
+        if stop.is_cancelled() {
+            return Ok(total);
+        }
+        let n = stores
+            .output
+            .call(move |c| output::prune(c, hb, me, res, BATCH))
+            .await?
+            + stores
+                .lifecycle
+                .call(move |c| lifecycle::prune(c, res, BATCH))
+                .await?
+            + stores
+                .metadata
+                .call(move |c| metadata::prune(c, ev, BATCH))
+                .await?
+            + stores
+                .security
+                .call(move |c| {
+                    Ok(write_tx(c, |tx| {
+                        tx.execute(
+                            "DELETE FROM executions WHERE id IN
+                                 (SELECT id FROM executions WHERE executed_at < ?1 LIMIT ?2)",
+                            rusqlite::params![ex, BATCH as i64],
+                        )
+                    })?)
+                })
+                .await?;
+        total += n;
+        if n == 0 {
+            break;
+        }
+    }
+    for db in [
+        &stores.output,
+        &stores.lifecycle,
+        &stores.metadata,
+        &stores.security,
+    ] {
+        checkpoint(db).await;
+    }
+    Ok(total)
+}
+
+/// `wal_checkpoint(TRUNCATE)`; a busy reader only makes it partial, which is fine.
+pub async fn checkpoint(db: &Arc<Db>) {
+    let name = db.kind().file_name();
+    let res = db
+        .call(|c| {
+            c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+            Ok(())
+        })
+        .await;
+    if let Err(e) = res {
+        tracing::debug!(db = name, error = format!("{e:#}"), "checkpoint skipped");
+    }
+}

@@ -1,0 +1,152 @@
+//! Live counters shared by the supervisor (which updates them) and the heartbeat (which
+//! publishes them): gauges for the heartbeat row and metric counters flushed to `metrics`.
+
+use crate::db::output::Metric;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Mutex;
+
+/// Lifecycle state published in the heartbeat.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkerState {
+    Starting,
+    Running,
+    Draining,
+    Stopped,
+}
+
+impl WorkerState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkerState::Starting => "starting",
+            WorkerState::Running => "running",
+            WorkerState::Draining => "draining",
+            WorkerState::Stopped => "stopped",
+        }
+    }
+}
+
+#[derive(Default)]
+pub struct Stats {
+    pub jobs_running: AtomicI64,
+    /// Claimed jobs waiting for a slot or for their `not_before`.
+    pub queue_depth: AtomicI64,
+    pub jobs_done_total: AtomicI64,
+    pub sessions_active: AtomicI64,
+    pub sessions_completed: AtomicI64,
+    /// Last time the supervisor loop went round (unix ms); the watchdog pings only while it moves.
+    pub last_tick_ms: AtomicI64,
+    cache_hits: AtomicI64,
+    cache_misses: AtomicI64,
+    counters: Mutex<BTreeMap<&'static str, f64>>,
+    samples: Mutex<Vec<Metric>>,
+}
+
+impl Stats {
+    pub fn incr(&self, name: &'static str, by: f64) {
+        match name {
+            "reader_cache_hit" => {
+                self.cache_hits.fetch_add(by as i64, Ordering::Relaxed);
+            }
+            "reader_cache_miss" => {
+                self.cache_misses.fetch_add(by as i64, Ordering::Relaxed);
+            }
+            _ => {}
+        }
+        let mut c = match self.counters.lock() {
+            Ok(c) => c,
+            Err(p) => p.into_inner(),
+        };
+        *c.entry(name).or_insert(0.0) += by;
+    }
+
+    /// Records one sample (e.g. a latency) to be written as its own metrics row.
+    pub fn sample(&self, name: &str, value: f64, labels: Option<String>) {
+        let mut s = match self.samples.lock() {
+            Ok(s) => s,
+            Err(p) => p.into_inner(),
+        };
+        // Bounded: a stuck writer must not grow memory without limit.
+        if s.len() < 100_000 {
+            s.push(Metric {
+                timestamp: crate::time::now_ms(),
+                name: name.to_string(),
+                value,
+                labels,
+            });
+        }
+    }
+
+    /// Counter deltas since the last call, plus the samples, as metric rows.
+    pub fn take_metrics(&self, now: i64) -> Vec<Metric> {
+        let counters = {
+            let mut c = match self.counters.lock() {
+                Ok(c) => c,
+                Err(p) => p.into_inner(),
+            };
+            std::mem::take(&mut *c)
+        };
+        let mut out: Vec<Metric> = counters
+            .into_iter()
+            .map(|(name, value)| Metric {
+                timestamp: now,
+                name: name.to_string(),
+                value,
+                labels: None,
+            })
+            .collect();
+        let mut s = match self.samples.lock() {
+            Ok(s) => s,
+            Err(p) => p.into_inner(),
+        };
+        out.append(&mut s);
+        out
+    }
+
+    /// Puts metric rows back after a failed write so they are not lost.
+    pub fn restore_metrics(&self, rows: Vec<Metric>) {
+        let mut s = match self.samples.lock() {
+            Ok(s) => s,
+            Err(p) => p.into_inner(),
+        };
+        if s.len() + rows.len() <= 100_000 {
+            s.extend(rows);
+        }
+    }
+
+    pub fn cache_hit_rate(&self) -> f64 {
+        let h = self.cache_hits.load(Ordering::Relaxed) as f64;
+        let m = self.cache_misses.load(Ordering::Relaxed) as f64;
+        if h + m > 0.0 {
+            h / (h + m)
+        } else {
+            0.0
+        }
+    }
+
+    pub fn tick(&self) {
+        self.last_tick_ms
+            .store(crate::time::now_ms(), Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_are_flushed_as_deltas() {
+        let s = Stats::default();
+        s.incr("jobs_succeeded", 1.0);
+        s.incr("jobs_succeeded", 2.0);
+        s.incr("reader_cache_hit", 3.0);
+        s.incr("reader_cache_miss", 1.0);
+        s.sample("cerebras_latency_ms", 12.0, None);
+        let m = s.take_metrics(5);
+        let get = |n: &str| m.iter().find(|x| x.name == n).map(|x| x.value);
+        assert_eq!(get("jobs_succeeded"), Some(3.0));
+        assert_eq!(get("cerebras_latency_ms"), Some(12.0));
+        assert!(s.take_metrics(6).is_empty(), "deltas reset after a flush");
+        assert!((s.cache_hit_rate() - 0.75).abs() < 1e-9);
+    }
+}

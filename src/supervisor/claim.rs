@@ -1,0 +1,53 @@
+//! Claiming: copies new rows of input.db `jobs` (above the high-water mark) into lifecycle.db
+//! `queue` + `processed_log` in one transaction, so a job is snapshotted exactly once and history
+//! is never rescanned. Runs on the blocking pool.
+
+use crate::db::{input, lifecycle, output, write_tx, Stores};
+use anyhow::Result;
+
+/// A freshly claimed job, for the dispatcher.
+#[derive(Debug, Clone)]
+pub struct Claimed {
+    pub id: i64,
+    pub priority: i64,
+    pub not_before: Option<i64>,
+}
+
+/// Claims at most `limit` rows above `*hwm`; advances `*hwm`. Returns the claimed jobs that must
+/// run (those whose final result already exists are recorded done and left out) and whether the
+/// batch was full (more rows may be waiting).
+pub fn claim_batch(
+    stores: &Stores,
+    hwm: &mut i64,
+    limit: usize,
+    params_cap: u64,
+) -> Result<(Vec<Claimed>, bool)> {
+    let rows = stores
+        .input
+        .with(|c| input::scan(c, *hwm, limit, params_cap))?;
+    if rows.is_empty() {
+        return Ok((Vec::new(), false));
+    }
+    let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
+    // A claim lost to power failure (lifecycle is synchronous=NORMAL) can be re-claimed, but a
+    // job whose final result was committed (output is FULL) must never run again.
+    let finals = stores.output.with(|c| output::finals_among(c, &ids))?;
+    let now = crate::time::now_ms();
+    stores
+        .lifecycle
+        .with(|c| Ok(write_tx(c, |tx| lifecycle::claim(tx, &rows, &finals, now))?))?;
+    let full = rows.len() == limit;
+    if let Some(last) = rows.last() {
+        *hwm = last.id;
+    }
+    let claimed = rows
+        .into_iter()
+        .filter(|r| !finals.contains(&r.id))
+        .map(|r| Claimed {
+            id: r.id,
+            priority: r.priority,
+            not_before: r.not_before,
+        })
+        .collect();
+    Ok((claimed, full))
+}

@@ -1,0 +1,549 @@
+//! The supervisor: the worker's main loop.
+//!
+//! ```text
+//!  input.db ──wake──▶ claim (snapshot → lifecycle) ──▶ ready queue ──▶ start (≤ concurrency)
+//!                                                                        │ actions::run
+//!  output.db ◀── finisher (group commit: results, then done) ◀───────────┘
+//! ```
+//!
+//! Start-up: recovery of the previous run's claims, then `READY`. Shutdown (first signal): stop
+//! claiming, heartbeat `draining`, let running jobs finish within `drain_window_ms`, cancel the
+//! rest (`cancel_grace_ms` to wind down, then abandoned), record them so they run again, flush
+//! results, heartbeat `stopped`, a `shutdown` event — all inside 60 s.
+
+pub mod claim;
+pub mod finisher;
+pub mod ready;
+pub mod recovery;
+pub mod wakeup;
+
+use crate::actions::{self, JobCtx, Outcome, Registry};
+use crate::config::Config;
+use crate::db::lifecycle::{self, Snapshot};
+use crate::db::metadata::{self, AuditRow};
+use crate::db::output::{self, JobStatus, ResultRow};
+use crate::db::{input, write_tx, Stores};
+use crate::shutdown::Shutdown;
+use crate::stats::{Stats, WorkerState};
+use crate::{heartbeat, retention, systemd};
+use anyhow::{Context, Result};
+use finisher::{Disposition, Finished};
+use ready::ReadyQueue;
+use serde_json::json;
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, watch};
+use tokio::task::{Id, JoinError, JoinSet};
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+/// What the supervisor remembers of a running job.
+struct RunningJob {
+    snap: Snapshot,
+    params_hash: String,
+}
+
+type JobResult = (Outcome, Duration);
+
+/// Runs the worker until shutdown. The databases must be migrated and the instance lock held.
+pub async fn run(
+    config: Arc<Config>,
+    stores: Arc<Stores>,
+    registry: Arc<Registry>,
+    shutdown: Shutdown,
+) -> Result<()> {
+    let stats = Arc::new(Stats::default());
+    stats.tick();
+    let (state_tx, state_rx) = watch::channel(WorkerState::Starting);
+    let heartbeat = tokio::spawn(heartbeat::run(
+        Arc::clone(&stores),
+        Arc::clone(&stats),
+        Arc::clone(&config),
+        state_rx,
+    ));
+    let background = CancellationToken::new();
+    systemd::spawn_watchdog(Arc::clone(&stats), background.clone());
+    event(
+        &stores,
+        "startup",
+        None,
+        json!({
+            "pid": std::process::id(),
+            "version": env!("CARGO_PKG_VERSION"),
+            "worker_id": config.worker_id(),
+            "concurrency": config.concurrency,
+        }),
+    )
+    .await;
+
+    // Recovery of the previous run.
+    let st = Arc::clone(&stores);
+    let max_attempts = config.max_attempts;
+    let rec = tokio::task::spawn_blocking(move || recovery::recover(&st, max_attempts))
+        .await
+        .context("recovery task panicked")?
+        .context("start-up recovery failed")?;
+    let now = crate::time::now_ms();
+    let mut ready = ReadyQueue::default();
+    for c in &rec.requeue {
+        ready.push(c.id, c.priority, c.not_before, now);
+    }
+    if rec.requeued + rec.interrupted + rec.already_done > 0 {
+        tracing::info!(
+            requeued = rec.requeued,
+            retried_after_crash = rec.retried_after_crash,
+            interrupted = rec.interrupted,
+            already_done = rec.already_done,
+            "recovered the previous run's jobs"
+        );
+        event(&stores, "recovery", None, json!(rec)).await;
+    }
+    let mut hwm = stores.lifecycle.with(|c| lifecycle::high_water_mark(c))?;
+
+    let watcher = wakeup::InputWatcher::start(&config.data_dir);
+    tokio::spawn(retention::run(
+        Arc::clone(&stores),
+        Arc::clone(&config),
+        background.clone(),
+    ));
+    let (fin_tx, fin_handle) = finisher::spawn(Arc::clone(&stores), Arc::clone(&stats));
+
+    let _ = state_tx.send(WorkerState::Running);
+    systemd::ready("running");
+    tracing::info!(
+        data_dir = %config.data_dir.display(),
+        concurrency = config.concurrency,
+        watching = watcher.is_watching(),
+        poll_fallback_ms = config.poll_fallback_ms,
+        high_water_mark = hwm,
+        "brainloop worker ready"
+    );
+
+    let job_cancel = CancellationToken::new();
+    let mut loop_state = Loop {
+        config: Arc::clone(&config),
+        stores: Arc::clone(&stores),
+        registry,
+        tasks: JoinSet::new(),
+        running: HashMap::new(),
+        fin_tx,
+        job_cancel: job_cancel.clone(),
+    };
+
+    let poll = Duration::from_millis(config.poll_fallback_ms);
+    let mut last_dv: Option<i64> = None;
+    let mut more = true; // claim once at start whatever data_version says
+    let mut check = true;
+    let mut next_poll = tokio::time::Instant::now() + poll;
+    let mut claim_errors = 0u32;
+    loop {
+        stats.tick();
+        if shutdown.requested.is_cancelled() {
+            break;
+        }
+        if more || check {
+            let st = Arc::clone(&stores);
+            let (force, prev, batch, cap) =
+                (more, last_dv, config.claim_batch, config.params_max_bytes);
+            let mut mark = hwm;
+            let res = tokio::task::spawn_blocking(move || -> Result<_> {
+                let dv = st.input.with(|c| input::data_version(c))?;
+                if !force && Some(dv) == prev {
+                    return Ok((dv, Vec::new(), false, mark));
+                }
+                let (claimed, full) = claim::claim_batch(&st, &mut mark, batch, cap)?;
+                Ok((dv, claimed, full, mark))
+            })
+            .await;
+            match res {
+                Ok(Ok((dv, claimed, full, mark))) => {
+                    last_dv = Some(dv);
+                    hwm = mark;
+                    more = full;
+                    claim_errors = 0;
+                    let now = crate::time::now_ms();
+                    for c in claimed {
+                        ready.push(c.id, c.priority, c.not_before, now);
+                    }
+                }
+                Ok(Err(e)) => {
+                    more = false;
+                    claim_errors += 1;
+                    tracing::warn!(
+                        error = format!("{e:#}"),
+                        "cannot claim new jobs; retrying at the next poll"
+                    );
+                    if claim_errors == 1 {
+                        event(
+                            &stores,
+                            "error",
+                            None,
+                            json!({"where": "claim", "error": format!("{e:#}")}),
+                        )
+                        .await;
+                    }
+                }
+                Err(e) => {
+                    more = false;
+                    tracing::error!(error = %e, "claim task panicked");
+                }
+            }
+            check = false;
+        }
+        ready.promote(crate::time::now_ms());
+        loop_state.start_ready(&mut ready).await;
+        stats
+            .jobs_running
+            .store(loop_state.tasks.len() as i64, Ordering::Relaxed);
+        stats
+            .queue_depth
+            .store(ready.len() as i64, Ordering::Relaxed);
+
+        if more {
+            // Catching up with a backlog: reap what finished without waiting, then claim again.
+            while let Some(res) = loop_state.tasks.try_join_next_with_id() {
+                loop_state.reap(res);
+            }
+            tokio::task::yield_now().await;
+            continue;
+        }
+
+        let mut deadline = next_poll;
+        if let Some(t) = ready.next_due() {
+            let in_ms = (t - crate::time::now_ms()).max(0) as u64;
+            deadline = deadline.min(tokio::time::Instant::now() + Duration::from_millis(in_ms));
+        }
+        tokio::select! {
+            biased;
+            _ = shutdown.requested.cancelled() => break,
+            Some(res) = loop_state.tasks.join_next_with_id(), if !loop_state.tasks.is_empty() => {
+                loop_state.reap(res);
+            }
+            _ = watcher.wake.notified() => { check = true; }
+            _ = tokio::time::sleep_until(deadline) => {
+                if tokio::time::Instant::now() >= next_poll {
+                    check = true;
+                    next_poll = tokio::time::Instant::now() + poll;
+                }
+            }
+        }
+    }
+
+    // ---- shutdown ----
+    let t0 = Instant::now();
+    let _ = state_tx.send(WorkerState::Draining);
+    systemd::stopping("draining");
+    tracing::info!(
+        running = loop_state.tasks.len(),
+        queued = ready.len(),
+        "draining"
+    );
+    let drain_deadline =
+        tokio::time::Instant::now() + Duration::from_millis(config.drain_window_ms);
+    while !loop_state.tasks.is_empty() {
+        tokio::select! {
+            Some(res) = loop_state.tasks.join_next_with_id() => loop_state.reap(res),
+            _ = tokio::time::sleep_until(drain_deadline) => break,
+            _ = shutdown.hurry.cancelled() => break,
+        }
+        stats
+            .jobs_running
+            .store(loop_state.tasks.len() as i64, Ordering::Relaxed);
+    }
+    let mut cancelled = 0;
+    if !loop_state.tasks.is_empty() {
+        cancelled = loop_state.tasks.len();
+        tracing::warn!(
+            jobs = cancelled,
+            "drain window over: cancelling running jobs"
+        );
+        job_cancel.cancel();
+        let grace = tokio::time::Instant::now() + Duration::from_millis(config.cancel_grace_ms);
+        while !loop_state.tasks.is_empty() {
+            tokio::select! {
+                Some(res) = loop_state.tasks.join_next_with_id() => loop_state.reap(res),
+                _ = tokio::time::sleep_until(grace) => break,
+            }
+        }
+        if !loop_state.tasks.is_empty() {
+            tracing::warn!(
+                jobs = loop_state.tasks.len(),
+                "jobs ignored cancellation: abandoning them"
+            );
+            loop_state.tasks.abort_all();
+            while let Some(res) = loop_state.tasks.join_next_with_id().await {
+                loop_state.reap(res);
+            }
+        }
+    }
+    stats.jobs_running.store(0, Ordering::Relaxed);
+    let Loop { fin_tx, .. } = loop_state;
+    drop(fin_tx);
+    if tokio::time::timeout(Duration::from_secs(5), fin_handle)
+        .await
+        .is_err()
+    {
+        tracing::error!(
+            "results could not be flushed in time; unfinished jobs will run again at next start"
+        );
+    }
+    background.cancel();
+    event(
+        &stores,
+        "shutdown",
+        None,
+        json!({
+            "drain_ms": t0.elapsed().as_millis() as u64,
+            "cancelled_jobs": cancelled,
+            "claimed_not_started": ready.len(),
+        }),
+    )
+    .await;
+    let _ = state_tx.send(WorkerState::Stopped);
+    let _ = tokio::time::timeout(Duration::from_secs(3), heartbeat).await;
+    tracing::info!(
+        elapsed_ms = t0.elapsed().as_millis() as u64,
+        "brainloop worker stopped"
+    );
+    Ok(())
+}
+
+/// The supervisor's running-jobs bookkeeping.
+struct Loop {
+    config: Arc<Config>,
+    stores: Arc<Stores>,
+    registry: Arc<Registry>,
+    tasks: JoinSet<JobResult>,
+    running: HashMap<Id, RunningJob>,
+    fin_tx: mpsc::UnboundedSender<Finished>,
+    job_cancel: CancellationToken,
+}
+
+impl Loop {
+    /// Starts due jobs while slots are free: one lifecycle + one output transaction per group.
+    async fn start_ready(&mut self, ready: &mut ReadyQueue) {
+        let free = self.config.concurrency.saturating_sub(self.tasks.len());
+        if free == 0 {
+            return;
+        }
+        let mut picked = Vec::new();
+        while picked.len() < free {
+            match ready.pop() {
+                Some(p) => picked.push(p),
+                None => break,
+            }
+        }
+        if picked.is_empty() {
+            return;
+        }
+        let ids: Vec<i64> = picked.iter().map(|p| p.0).collect();
+        let st = Arc::clone(&self.stores);
+        let res = tokio::task::spawn_blocking(move || -> Result<Vec<Snapshot>> {
+            let now = crate::time::now_ms();
+            let snaps = st
+                .lifecycle
+                .with(|c| Ok(write_tx(c, |tx| lifecycle::start(tx, &ids, now))?))?;
+            let rows: Vec<ResultRow> = snaps
+                .iter()
+                .map(|s| ResultRow {
+                    job_id: s.job_id,
+                    action: s.action.clone(),
+                    client_id: s.client_id.clone(),
+                    status: JobStatus::Running,
+                    result: None,
+                    error: None,
+                    attempts: s.attempts,
+                    duration_ms: None,
+                    started_at: Some(now),
+                    finished_at: None,
+                })
+                .collect();
+            st.output
+                .with(|c| Ok(write_tx(c, |tx| output::upsert_results(tx, &rows))?))?;
+            Ok(snaps)
+        })
+        .await;
+        let snaps = match res {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => {
+                tracing::error!(error = format!("{e:#}"), "cannot start jobs; will retry");
+                let now = crate::time::now_ms();
+                for (id, prio) in picked {
+                    ready.push(id, prio, None, now);
+                }
+                return;
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "start task panicked");
+                return;
+            }
+        };
+        for snap in snaps {
+            self.spawn_job(snap);
+        }
+    }
+
+    fn spawn_job(&mut self, snap: Snapshot) {
+        let ctx = JobCtx {
+            job_id: snap.job_id,
+            client_id: snap.client_id.clone(),
+            attempt: snap.attempts,
+            cancel: self.job_cancel.child_token(),
+            stores: Arc::clone(&self.stores),
+            config: Arc::clone(&self.config),
+            registry: Arc::clone(&self.registry),
+        };
+        let params_hash = hex::encode(Sha256::digest(
+            snap.params.as_deref().unwrap_or("").as_bytes(),
+        ));
+        let span = tracing::info_span!(
+            "job",
+            job_id = snap.job_id,
+            action = snap.action.as_deref().unwrap_or("?"),
+            client = %snap.client_id,
+            attempt = snap.attempts
+        );
+        let (action, params, reject) = (
+            snap.action.clone(),
+            snap.params.clone(),
+            snap.reject_reason.clone(),
+        );
+        let handle = self.tasks.spawn(
+            async move {
+                let t = Instant::now();
+                let out =
+                    actions::run(ctx, action.as_deref(), params.as_deref(), reject.as_deref())
+                        .await;
+                if out.status == JobStatus::Succeeded {
+                    tracing::debug!(ms = t.elapsed().as_millis() as u64, "job succeeded");
+                } else {
+                    tracing::info!(
+                        status = out.status.as_str(),
+                        error = out.error.as_deref().unwrap_or(""),
+                        "job ended"
+                    );
+                }
+                (out, t.elapsed())
+            }
+            .instrument(span),
+        );
+        self.running
+            .insert(handle.id(), RunningJob { snap, params_hash });
+    }
+
+    /// Records a job that stopped: its outcome goes to the finisher.
+    fn reap(&mut self, res: Result<(Id, JobResult), JoinError>) {
+        let (id, outcome, elapsed) = match res {
+            Ok((id, (out, d))) => (id, out, Some(d)),
+            Err(e) => {
+                let id = e.id();
+                let out = if e.is_panic() {
+                    let msg = panic_message(e.into_panic());
+                    tracing::error!(panic = %msg, "action panicked");
+                    Outcome::failed(format!("internal error: the action panicked ({msg})"))
+                } else {
+                    Outcome::cancelled()
+                };
+                (id, out, None)
+            }
+        };
+        let Some(job) = self.running.remove(&id) else {
+            tracing::error!("a finished task had no job record");
+            return;
+        };
+        let disposition = match outcome.status {
+            JobStatus::Cancelled if self.job_cancel.is_cancelled() => Disposition::Requeue,
+            JobStatus::PendingValidation => Disposition::Pending,
+            s if s.is_final() => Disposition::Final,
+            _ => Disposition::Final,
+        };
+        let now = crate::time::now_ms();
+        let snap = &job.snap;
+        let (status, error) = match disposition {
+            Disposition::Requeue => (
+                JobStatus::Queued,
+                Some("cut off by a worker shutdown; runs again at the next start".to_string()),
+            ),
+            _ if !outcome.status.is_final() && outcome.status != JobStatus::PendingValidation => (
+                JobStatus::Failed,
+                Some(format!(
+                    "internal error: action returned non-final status {}",
+                    outcome.status.as_str()
+                )),
+            ),
+            _ => (outcome.status, outcome.error.clone()),
+        };
+        let duration_ms = elapsed
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(now - snap.started_at);
+        let row = ResultRow {
+            job_id: snap.job_id,
+            action: snap.action.clone(),
+            client_id: snap.client_id.clone(),
+            status,
+            result: outcome.result.as_ref().map(|v| v.to_string()),
+            error,
+            attempts: snap.attempts,
+            duration_ms: Some(duration_ms),
+            started_at: Some(snap.started_at),
+            finished_at: (disposition == Disposition::Final).then_some(now),
+        };
+        let audit = AuditRow {
+            timestamp: now,
+            job_id: Some(snap.job_id),
+            client_id: snap.client_id.clone(),
+            action: snap.action.clone(),
+            params_hash: Some(job.params_hash.clone()),
+            status: status.as_str().to_string(),
+            duration_ms: Some(duration_ms),
+            permission_set: None,
+        };
+        if self
+            .fin_tx
+            .send(Finished {
+                row,
+                disposition,
+                audit,
+            })
+            .is_err()
+        {
+            tracing::error!(
+                job_id = snap.job_id,
+                "result writer is gone; the job will run again at next start"
+            );
+        }
+    }
+}
+
+fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "unknown panic".to_string()
+    }
+}
+
+/// Writes a telemetry event; failures are logged only.
+pub async fn event(
+    stores: &Arc<Stores>,
+    kind: &'static str,
+    job_id: Option<i64>,
+    detail: serde_json::Value,
+) {
+    let res = stores
+        .metadata
+        .call(move |c| metadata::insert_event(c, kind, job_id, &detail))
+        .await;
+    if let Err(e) = res {
+        tracing::warn!(
+            kind,
+            error = format!("{e:#}"),
+            "cannot write telemetry event"
+        );
+    }
+}

@@ -1,0 +1,109 @@
+//! Start-up reconciliation of claims left by a previous run (crash, kill -9, power loss):
+//!
+//! - a job with a final result in output.db is marked done — it never runs again;
+//! - a job that was running when the worker died ran one attempt; it runs again until it has
+//!   started `max_attempts` times, then ends `interrupted`;
+//! - a job that was only claimed (or cut off by a graceful shutdown) runs again;
+//! - a job waiting for a human validation keeps waiting (it is never re-run without approval).
+
+use super::claim::Claimed;
+use crate::db::lifecycle::{self, status};
+use crate::db::output::{self, JobStatus, ResultRow};
+use crate::db::{write_tx, Stores};
+use anyhow::Result;
+use serde::Serialize;
+
+#[derive(Debug, Default, Serialize)]
+pub struct Recovered {
+    #[serde(skip)]
+    pub requeue: Vec<Claimed>,
+    pub requeued: usize,
+    pub retried_after_crash: usize,
+    pub interrupted: usize,
+    pub already_done: usize,
+    pub pending_validation: usize,
+}
+
+pub fn recover(stores: &Stores, max_attempts: u32) -> Result<Recovered> {
+    let open = stores.lifecycle.with(|c| lifecycle::open_jobs(c))?;
+    let mut rec = Recovered::default();
+    if open.is_empty() {
+        return Ok(rec);
+    }
+    let ids: Vec<i64> = open.iter().map(|j| j.job_id).collect();
+    let finals = stores.output.with(|c| output::finals_among(c, &ids))?;
+    let now = crate::time::now_ms();
+
+    let mut done = Vec::new();
+    let mut results = Vec::new();
+    let mut back_to_claimed = Vec::new();
+    for j in open {
+        if finals.contains(&j.job_id) {
+            done.push(j.job_id);
+            rec.already_done += 1;
+        } else if j.status == status::PENDING_VALIDATION {
+            rec.pending_validation += 1;
+        } else if j.status == status::RUNNING && j.attempts >= max_attempts {
+            results.push(ResultRow {
+                job_id: j.job_id,
+                action: j.action.clone(),
+                client_id: j.client_id.clone(),
+                status: JobStatus::Interrupted,
+                result: None,
+                error: Some(format!(
+                    "the worker stopped while this job ran, {} time(s); not retried (max_attempts = {max_attempts})",
+                    j.attempts
+                )),
+                attempts: j.attempts,
+                duration_ms: None,
+                started_at: None,
+                finished_at: Some(now),
+            });
+            done.push(j.job_id);
+            rec.interrupted += 1;
+        } else {
+            if j.status == status::RUNNING {
+                rec.retried_after_crash += 1;
+                back_to_claimed.push(j.job_id);
+                results.push(ResultRow {
+                    job_id: j.job_id,
+                    action: j.action.clone(),
+                    client_id: j.client_id.clone(),
+                    status: JobStatus::Queued,
+                    result: None,
+                    error: Some(format!(
+                        "attempt {} was cut off by a worker crash; runs again",
+                        j.attempts
+                    )),
+                    attempts: j.attempts,
+                    duration_ms: None,
+                    started_at: None,
+                    finished_at: None,
+                });
+            }
+            rec.requeue.push(Claimed {
+                id: j.job_id,
+                priority: j.priority,
+                not_before: j.not_before,
+            });
+        }
+    }
+    rec.requeued = rec.requeue.len();
+    // Results first (FULL): an `interrupted` row is the proof; marking done second is idempotent.
+    stores
+        .output
+        .with(|c| Ok(write_tx(c, |tx| output::upsert_results(tx, &results))?))?;
+    stores.lifecycle.with(|c| {
+        Ok(write_tx(c, |tx| {
+            lifecycle::finish(tx, &done, now)?;
+            let mut s = tx.prepare_cached(
+                "UPDATE processed_log SET status = 'claimed' WHERE job_id = ?1 AND status = 'running'",
+            )?;
+            for id in &back_to_claimed {
+                s.execute([id])?;
+            }
+            Ok(())
+        })?)
+    })?;
+    Ok(rec)
+}
