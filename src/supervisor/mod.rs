@@ -48,6 +48,9 @@ struct RunningJob {
 
 type JobResult = (Outcome, Duration);
 
+const RECHECK_FIRST: Duration = Duration::from_millis(1);
+const RECHECK_LAST: Duration = Duration::from_millis(256);
+
 /// Runs the worker until shutdown. The databases must be migrated and the instance lock held.
 pub async fn run(
     config: Arc<Config>,
@@ -139,7 +142,11 @@ pub async fn run(
     let mut check = true;
     let mut next_poll = tokio::time::Instant::now() + poll;
     let mut claim_errors = 0u32;
+    let mut recheck: Option<Duration> = None;
+    let mut recheck_at: Option<tokio::time::Instant> = None;
+    let mut recheck_next = RECHECK_FIRST;
     loop {
+        let mut claimed_now = 0usize;
         stats.tick();
         if shutdown.requested.is_cancelled() {
             break;
@@ -165,6 +172,7 @@ pub async fn run(
                     more = full;
                     claim_errors = 0;
                     let now = crate::time::now_ms();
+                    claimed_now = claimed.len();
                     for c in claimed {
                         ready.push(c.id, c.priority, c.not_before, now);
                     }
@@ -211,7 +219,21 @@ pub async fn run(
             continue;
         }
 
+        // The file watcher fires when the producer writes the WAL, which can be just before its
+        // commit becomes visible (a FULL fsync lies in between). So a wake-up that finds
+        // data_version unchanged re-checks a few times with growing delays (1, 4, 16, 64, 256 ms).
+        if let Some(delay) = recheck.take() {
+            if claimed_now == 0 && delay <= RECHECK_LAST {
+                recheck_at = Some(tokio::time::Instant::now() + delay);
+                recheck_next = delay * 4;
+            } else {
+                recheck_at = None;
+            }
+        }
         let mut deadline = next_poll;
+        if let Some(t) = recheck_at {
+            deadline = deadline.min(t);
+        }
         if let Some(t) = ready.next_due() {
             let in_ms = (t - crate::time::now_ms()).max(0) as u64;
             deadline = deadline.min(tokio::time::Instant::now() + Duration::from_millis(in_ms));
@@ -222,11 +244,20 @@ pub async fn run(
             Some(res) = loop_state.tasks.join_next_with_id(), if !loop_state.tasks.is_empty() => {
                 loop_state.reap(res);
             }
-            _ = watcher.wake.notified() => { check = true; }
+            _ = watcher.wake.notified() => {
+                check = true;
+                recheck = Some(RECHECK_FIRST);
+            }
             _ = tokio::time::sleep_until(deadline) => {
-                if tokio::time::Instant::now() >= next_poll {
+                let now = tokio::time::Instant::now();
+                if now >= next_poll {
                     check = true;
-                    next_poll = tokio::time::Instant::now() + poll;
+                    next_poll = now + poll;
+                }
+                if recheck_at.is_some_and(|t| now >= t) {
+                    check = true;
+                    recheck_at = None;
+                    recheck = Some(recheck_next);
                 }
             }
         }

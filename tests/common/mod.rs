@@ -1,0 +1,275 @@
+//! Process-level test harness: starts the real `brainloop` binary on a temp data dir, inserts
+//! rows with a separate SQLite connection, signals the process, and reads the databases.
+#![allow(dead_code)]
+
+use rusqlite::{params, Connection, OptionalExtension};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_brainloop");
+
+pub struct Env {
+    pub root: tempfile::TempDir,
+    pub data: PathBuf,
+    pub workspace: PathBuf,
+}
+
+impl Env {
+    pub fn new() -> Env {
+        let root = tempfile::tempdir().expect("tempdir");
+        let data = root.path().join("data");
+        let workspace = root.path().join("ws");
+        std::fs::create_dir_all(&workspace).unwrap();
+        Env {
+            root,
+            data,
+            workspace,
+        }
+    }
+
+    /// `brainloop <args>` with the data dir set; returns (status, stdout, stderr).
+    pub fn cli(&self, args: &[&str]) -> (ExitStatus, String, String) {
+        let out = Command::new(BIN)
+            .args(args)
+            .env("BRAINLOOP_DATA_DIR", &self.data)
+            .env("BRAINLOOP_TEST_ACTIONS", "1")
+            .output()
+            .expect("run brainloop");
+        (
+            out.status,
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    pub fn db(&self, file: &str) -> Connection {
+        let c = Connection::open(self.data.join(file)).expect("open db");
+        c.busy_timeout(Duration::from_secs(10)).unwrap();
+        c
+    }
+    pub fn input(&self) -> Connection {
+        self.db("brainloop.input.db")
+    }
+    pub fn output(&self) -> Connection {
+        self.db("brainloop.output.db")
+    }
+    pub fn lifecycle(&self) -> Connection {
+        self.db("brainloop.lifecycle.db")
+    }
+    pub fn metadata(&self) -> Connection {
+        self.db("brainloop.metadata.db")
+    }
+
+    pub fn start(&self, extra_env: &[(&str, &str)]) -> Daemon {
+        let log = self
+            .root
+            .path()
+            .join(format!("worker-{}.log", crate::common::now_ms()));
+        let logf = std::fs::File::create(&log).unwrap();
+        let mut cmd = Command::new(BIN);
+        cmd.args(["run", "--data-dir"])
+            .arg(&self.data)
+            .arg("--workspace")
+            .arg(&self.workspace)
+            .env("BRAINLOOP_TEST_ACTIONS", "1")
+            .env("BRAINLOOP_HEARTBEAT_INTERVAL_MS", "200")
+            .env("BRAINLOOP_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(logf);
+        for (k, v) in extra_env {
+            cmd.env(k, v);
+        }
+        let child = cmd.spawn().expect("spawn brainloop run");
+        let d = Daemon { child, log };
+        d.wait_ready(&self.data);
+        d
+    }
+
+    /// Inserts a job with a separate connection (one commit); returns its id.
+    pub fn insert(&self, action: &str, params: &str) -> i64 {
+        self.insert_full(action, params, 0, None)
+    }
+
+    pub fn insert_full(
+        &self,
+        action: &str,
+        params: &str,
+        priority: i64,
+        not_before: Option<i64>,
+    ) -> i64 {
+        let c = self.input();
+        c.execute(
+            "INSERT INTO jobs(action, params, priority, not_before) VALUES (?1, ?2, ?3, ?4)",
+            params![action, params, priority, not_before],
+        )
+        .unwrap();
+        c.last_insert_rowid()
+    }
+
+    /// Waits until `n` jobs have a final result.
+    pub fn wait_final(&self, n: i64, timeout: Duration) {
+        let t0 = Instant::now();
+        loop {
+            let done = self.final_count();
+            if done >= n {
+                return;
+            }
+            assert!(
+                t0.elapsed() < timeout,
+                "only {done}/{n} final results after {timeout:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn final_count(&self) -> i64 {
+        if !self.data.join("brainloop.output.db").exists() {
+            return 0;
+        }
+        self.output()
+            .query_row(
+                "SELECT count(*) FROM results WHERE status NOT IN ('queued','running','pending_validation')",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap_or(0)
+    }
+
+    /// (status, result, error, attempts) of a job.
+    pub fn result(&self, id: i64) -> Option<(String, Option<String>, Option<String>, i64)> {
+        self.output()
+            .query_row(
+                "SELECT status, result, error, attempts FROM results WHERE job_id = ?1",
+                [id],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+            )
+            .optional()
+            .unwrap()
+    }
+
+    pub fn wait_status(
+        &self,
+        id: i64,
+        want: &str,
+        timeout: Duration,
+    ) -> (String, Option<String>, Option<String>, i64) {
+        let t0 = Instant::now();
+        loop {
+            if let Some(r) = self.result(id) {
+                if r.0 == want {
+                    return r;
+                }
+            }
+            assert!(
+                t0.elapsed() < timeout,
+                "job {id} not {want} after {timeout:?}: {:?}",
+                self.result(id)
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn last_heartbeat_status(&self) -> Option<String> {
+        self.output()
+            .query_row(
+                "SELECT status FROM heartbeat ORDER BY timestamp DESC, rowid DESC LIMIT 1",
+                [],
+                |r| r.get(0),
+            )
+            .optional()
+            .unwrap()
+    }
+}
+
+pub struct Daemon {
+    pub child: Child,
+    pub log: PathBuf,
+}
+
+impl Daemon {
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    fn wait_ready(&self, data: &Path) {
+        let t0 = Instant::now();
+        loop {
+            let ok = Connection::open_with_flags(
+                data.join("brainloop.output.db"),
+                rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+            )
+            .ok()
+            .and_then(|c| {
+                c.query_row(
+                    "SELECT 1 FROM heartbeat WHERE pid = ?1 AND status = 'running'",
+                    [self.pid()],
+                    |_| Ok(()),
+                )
+                .optional()
+                .ok()
+                .flatten()
+            })
+            .is_some();
+            if ok {
+                return;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(20),
+                "worker not ready after 20 s; log:\n{}",
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn signal(&self, sig: nix::sys::signal::Signal) {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid()), sig).unwrap();
+    }
+
+    pub fn sigterm(&self) {
+        self.signal(nix::sys::signal::Signal::SIGTERM)
+    }
+
+    pub fn kill9(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+
+    /// Waits for exit; panics with the log after `timeout`.
+    pub fn wait_exit(mut self, timeout: Duration) -> (ExitStatus, Duration) {
+        let t0 = Instant::now();
+        loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                return (st, t0.elapsed());
+            }
+            if t0.elapsed() > timeout {
+                let _ = self.child.kill();
+                panic!(
+                    "worker did not exit within {timeout:?}; log:\n{}",
+                    self.log_text()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}

@@ -1,0 +1,565 @@
+//! Process-level tests of the worker core: the real binary, real SQLite files in temp dirs,
+//! rows inserted by a separate connection, SIGTERM and kill -9.
+
+mod common;
+
+use common::{now_ms, Env};
+use rusqlite::params;
+use std::collections::HashMap;
+use std::time::Duration;
+
+const LONG: Duration = Duration::from_secs(60);
+
+#[test]
+fn rows_from_another_connection_run_in_priority_order_and_not_before_is_respected() {
+    let env = Env::new();
+    let d = env.start(&[("BRAINLOOP_CONCURRENCY", "1")]);
+    // One transaction, so the worker sees all rows at once and must order them itself.
+    let mut c = env.input();
+    let tx = c.transaction().unwrap();
+    let prios = [0i64, 5, -3, 5, 9, 0, 1, 9, -1, 2];
+    for p in prios {
+        tx.execute(
+            "INSERT INTO jobs(action, params, priority) VALUES ('sleep', '{\"ms\": 30}', ?1)",
+            [p],
+        )
+        .unwrap();
+    }
+    tx.commit().unwrap();
+    env.wait_final(prios.len() as i64, LONG);
+    let mut order: Vec<(i64, i64, i64)> = {
+        let lc = env.lifecycle();
+        let mut s = lc
+            .prepare("SELECT p.started_at, q.priority, q.job_id FROM processed_log p JOIN queue q USING(job_id)")
+            .unwrap();
+        let v = s
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap();
+        v.map(Result::unwrap).collect()
+    };
+    order.sort();
+    let seen: Vec<(i64, i64)> = order.iter().map(|&(_, p, id)| (p, id)).collect();
+    let mut want = seen.clone();
+    want.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    assert_eq!(seen, want, "start order must be priority desc, then id asc");
+
+    // not_before: a delayed job starts no earlier than asked; a later, undelayed one overtakes it.
+    let at = now_ms() + 3000;
+    let delayed = env.insert_full("sleep", "{\"ms\": 1}", 100, Some(at));
+    let quick = env.insert("sleep", "{\"ms\": 1}");
+    env.wait_status(quick, "succeeded", LONG);
+    assert_ne!(
+        env.result(delayed).map(|r| r.0).as_deref(),
+        Some("succeeded")
+    );
+    env.wait_status(delayed, "succeeded", LONG);
+    let started: i64 = env
+        .output()
+        .query_row(
+            "SELECT started_at FROM results WHERE job_id = ?1",
+            [delayed],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(started >= at, "started {started} before not_before {at}");
+    drop(d);
+}
+
+#[test]
+fn editing_a_row_after_its_claim_changes_nothing() {
+    let env = Env::new();
+    let _d = env.start(&[]);
+    let id = env.insert_full("sleep", "{\"ms\": 50}", 0, Some(now_ms() + 1500));
+    // Wait for the claim (the snapshot), then tamper with the producer's row.
+    let t0 = std::time::Instant::now();
+    loop {
+        let n: i64 = env
+            .lifecycle()
+            .query_row("SELECT count(*) FROM queue WHERE job_id = ?1", [id], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        if n == 1 {
+            break;
+        }
+        assert!(t0.elapsed() < LONG);
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    env.input()
+        .execute(
+            "UPDATE jobs SET action = 'get_stats', params = '{\"ms\": 1, \"fail\": true}', not_before = NULL WHERE id = ?1",
+            [id],
+        )
+        .unwrap();
+    let (status, result, _, _) = env.wait_status(id, "succeeded", LONG);
+    assert_eq!(status, "succeeded");
+    let v: serde_json::Value = serde_json::from_str(&result.unwrap()).unwrap();
+    assert_eq!(
+        v["slept_ms"], 50,
+        "the claimed snapshot ran, not the edited row: {v}"
+    );
+}
+
+#[test]
+fn malformed_rows_fail_with_a_clear_error_and_later_rows_still_run() {
+    let env = Env::new();
+    let _d = env.start(&[("BRAINLOOP_PARAMS_MAX_BYTES", "2000")]);
+    let c = env.input();
+    let big = format!("{{\"k\": \"{}\"}}", "x".repeat(5000));
+    let cases: Vec<(String, Vec<rusqlite::types::Value>, &str)> = {
+        use rusqlite::types::Value as V;
+        let t = |s: &str| V::Text(s.to_string());
+        vec![
+            (
+                "INSERT INTO jobs(action, params) VALUES (?1, ?2)".into(),
+                vec![t("list_actions"), t("{not json")],
+                "not valid JSON",
+            ),
+            (
+                "INSERT INTO jobs(action, params) VALUES (?1, ?2)".into(),
+                vec![t("no_such_action"), t("{}")],
+                "unknown action \"no_such_action\"",
+            ),
+            (
+                "INSERT INTO jobs(action, params) VALUES (?1, ?2)".into(),
+                vec![t("list_actions"), t(&big)],
+                "over the cap of 2000 bytes",
+            ),
+            (
+                "INSERT INTO jobs(action, params) VALUES (?1, ?2)".into(),
+                vec![t("list_actions"), t("{\"a\":\"\u{0}\"}")],
+                "NUL",
+            ),
+            (
+                "INSERT INTO jobs(action, params) VALUES (?1, ?2)".into(),
+                vec![t("list_actions"), V::Blob(b"{}".to_vec())],
+                "got blob",
+            ),
+            (
+                "INSERT INTO jobs(action, params) VALUES (?1, ?2)".into(),
+                vec![t("list_actions"), t("[]")],
+                "JSON object",
+            ),
+            (
+                "INSERT INTO jobs(action, params, priority) VALUES (?1, ?2, ?3)".into(),
+                vec![t("list_actions"), t("{}"), t("urgent")],
+                "priority must be an INTEGER",
+            ),
+            (
+                "INSERT INTO jobs(action, params) VALUES (?1, ?2)".into(),
+                vec![V::Blob(vec![0xff]), t("{}")],
+                "action must be TEXT",
+            ),
+            (
+                "INSERT INTO jobs(action, params) VALUES (?1, ?2)".into(),
+                vec![t("get_schema"), t("{}")],
+                "invalid params for get_schema",
+            ),
+            (
+                "INSERT INTO jobs(action, params) VALUES (?1, ?2)".into(),
+                vec![t("sleep"), t("{\"ms\": \"soon\"}")],
+                "/ms",
+            ),
+        ]
+    };
+    let mut ids = vec![];
+    for (sql, vals, _) in &cases {
+        c.execute(sql, rusqlite::params_from_iter(vals.iter()))
+            .unwrap();
+        ids.push(c.last_insert_rowid());
+    }
+    let good = env.insert("list_actions", "{}");
+    env.wait_final(cases.len() as i64 + 1, LONG);
+    for (id, (_, _, want)) in ids.iter().zip(&cases) {
+        let (status, _, error, _) = env.result(*id).unwrap();
+        assert_eq!(status, "failed", "job {id}");
+        let error = error.unwrap_or_default();
+        assert!(
+            error.contains(want),
+            "job {id}: error {error:?} should mention {want:?}"
+        );
+    }
+    assert_eq!(env.result(good).unwrap().0, "succeeded");
+    // Every call, refused ones included, is audited.
+    let audited: i64 = env
+        .metadata()
+        .query_row("SELECT count(*) FROM audit", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(audited, cases.len() as i64 + 1);
+}
+
+#[test]
+fn wake_up_comes_from_the_input_file_changing_not_from_polling() {
+    let env = Env::new();
+    // With a 60 s poll fallback, only the file watcher can pick the job up quickly.
+    let _d = env.start(&[("BRAINLOOP_POLL_FALLBACK_MS", "60000")]);
+    std::thread::sleep(Duration::from_millis(300));
+    let id = env.insert("list_actions", "{}");
+    env.wait_status(id, "succeeded", Duration::from_secs(20));
+    let id = env.insert("get_stats", "{}");
+    env.wait_status(id, "succeeded", Duration::from_secs(20));
+}
+
+/// Final results before a crash, by job: (finished_at, attempts).
+fn finals(env: &Env) -> HashMap<i64, (i64, i64)> {
+    let c = env.output();
+    let mut s = c
+        .prepare("SELECT job_id, finished_at, attempts FROM results WHERE status NOT IN ('queued','running','pending_validation')")
+        .unwrap();
+    let rows = s
+        .query_map([], |r| Ok((r.get(0)?, (r.get(1)?, r.get(2)?))))
+        .unwrap();
+    rows.map(Result::unwrap).collect()
+}
+
+#[test]
+fn kill_9_during_a_batch_loses_nothing_and_runs_nothing_twice() {
+    let env = Env::new();
+    let total = 3000i64;
+    let d = env.start(&[("BRAINLOOP_CONCURRENCY", "8")]);
+    {
+        let c = env.input();
+        for i in 0..total {
+            let (a, p) = if i % 10 == 0 {
+                ("sleep", "{\"ms\": 5}")
+            } else {
+                ("list_actions", "{}")
+            };
+            c.execute(
+                "INSERT INTO jobs(action, params) VALUES (?1, ?2)",
+                params![a, p],
+            )
+            .unwrap();
+        }
+    }
+    // Kill twice at arbitrary points of the batch, restarting in between.
+    let mut d = Some(d);
+    for kill_at in [total / 5, total / 2] {
+        while env.final_count() < kill_at {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        d.take().unwrap().kill9();
+        let before = finals(&env);
+        let before_attempts: HashMap<i64, i64> = {
+            let c = env.lifecycle();
+            let mut s = c
+                .prepare("SELECT job_id, attempts FROM processed_log")
+                .unwrap();
+            let v = s.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();
+            v.map(Result::unwrap).collect()
+        };
+        d = Some(env.start(&[("BRAINLOOP_CONCURRENCY", "8")]));
+        env.wait_final(total, LONG);
+        let after = finals(&env);
+        let after_attempts: HashMap<i64, i64> = {
+            let c = env.lifecycle();
+            let mut s = c
+                .prepare("SELECT job_id, attempts FROM processed_log")
+                .unwrap();
+            let v = s.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();
+            v.map(Result::unwrap).collect()
+        };
+        for (id, fin) in &before {
+            assert_eq!(
+                after.get(id),
+                Some(fin),
+                "job {id} had a final result before the crash and was changed"
+            );
+            assert_eq!(
+                after_attempts.get(id),
+                before_attempts.get(id),
+                "job {id} had a final result and was started again"
+            );
+        }
+        // Re-insert the remaining batch for the second kill.
+        if kill_at == total / 5 {
+            let c = env.input();
+            for _ in 0..total {
+                c.execute(
+                    "INSERT INTO jobs(action, params) VALUES ('list_actions', '{}')",
+                    [],
+                )
+                .unwrap();
+            }
+        }
+        let want = if kill_at == total / 5 {
+            total
+        } else {
+            2 * total
+        };
+        env.wait_final(want, LONG);
+    }
+    let n_rows: i64 = env
+        .output()
+        .query_row("SELECT count(*) FROM results", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n_rows, 2 * total, "exactly one results row per job");
+    let not_ok: i64 = env
+        .output()
+        .query_row(
+            "SELECT count(*) FROM results WHERE status <> 'succeeded'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(not_ok, 0, "every job ends succeeded");
+    let open: i64 = env
+        .lifecycle()
+        .query_row(
+            "SELECT count(*) FROM processed_log WHERE status <> 'done'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(open, 0);
+    drop(d);
+}
+
+#[test]
+fn sigterm_with_slow_jobs_exits_zero_quickly_and_they_run_again_next_start() {
+    let env = Env::new();
+    let cfg = [
+        ("BRAINLOOP_DRAIN_WINDOW_MS", "300"),
+        ("BRAINLOOP_CANCEL_GRACE_MS", "300"),
+    ];
+    let d = env.start(&cfg);
+    let slow = env.insert("sleep", "{\"ms\": 2000}");
+    let stubborn = env.insert("sleep", "{\"ms\": 2000, \"ignore_cancel\": true}");
+    let quick = env.insert("sleep", "{\"ms\": 100}");
+    env.wait_status(slow, "running", LONG);
+    env.wait_status(stubborn, "running", LONG);
+    d.sigterm();
+    let (st, took) = d.wait_exit(Duration::from_secs(60));
+    assert!(st.success(), "exit status {st:?}");
+    assert!(took < Duration::from_secs(60));
+    assert_eq!(env.last_heartbeat_status().as_deref(), Some("stopped"));
+    let n: i64 = env
+        .metadata()
+        .query_row(
+            "SELECT count(*) FROM events WHERE kind = 'shutdown'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(n, 1);
+    assert_eq!(
+        env.result(quick).unwrap().0,
+        "succeeded",
+        "a job shorter than the drain window finishes"
+    );
+    for id in [slow, stubborn] {
+        let (status, _, error, _) = env.result(id).unwrap();
+        assert_eq!(
+            status, "queued",
+            "job {id} cut off by shutdown is recorded to run again"
+        );
+        assert!(error.unwrap().contains("shutdown"));
+    }
+    let _d = env.start(&cfg);
+    for id in [slow, stubborn] {
+        let (_, result, _, attempts) = env.wait_status(id, "succeeded", LONG);
+        assert_eq!(
+            attempts, 1,
+            "a shutdown cut-off is not counted as an attempt"
+        );
+        assert!(result.unwrap().contains("\"slept_ms\":2000"));
+    }
+}
+
+#[test]
+fn a_job_cut_off_by_crashes_ends_interrupted_after_max_attempts() {
+    let env = Env::new();
+    let cfg = [("BRAINLOOP_MAX_ATTEMPTS", "2")];
+    let d = env.start(&cfg);
+    let id = env.insert("sleep", "{\"ms\": 60000}");
+    env.wait_status(id, "running", LONG);
+    d.kill9();
+    let d = env.start(&cfg);
+    let t0 = std::time::Instant::now();
+    while env.result(id).unwrap().3 < 2 {
+        assert!(t0.elapsed() < LONG);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    env.wait_status(id, "running", LONG);
+    d.kill9();
+    let _d = env.start(&cfg);
+    let (_, _, error, attempts) = env.wait_status(id, "interrupted", LONG);
+    assert_eq!(attempts, 2);
+    assert!(error.unwrap().contains("max_attempts = 2"));
+}
+
+#[test]
+fn a_write_lock_held_by_another_process_does_not_crash_the_worker() {
+    let env = Env::new();
+    let d = env.start(&[]);
+    // Hold the input.db write lock for 3 s with rows inside the transaction.
+    let mut c = env.input();
+    let tx = c
+        .transaction_with_behavior(rusqlite::TransactionBehavior::Exclusive)
+        .unwrap();
+    tx.execute("INSERT INTO jobs(action) VALUES ('list_actions')", [])
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    tx.commit().unwrap();
+    env.wait_final(1, LONG);
+    // Hold output.db's write lock longer than the busy timeout (5 s): results wait, then land.
+    let mut o = env.output();
+    let tx = o
+        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        .unwrap();
+    let id = env.insert("list_actions", "{}");
+    std::thread::sleep(Duration::from_secs(7));
+    tx.commit().unwrap();
+    env.wait_status(id, "succeeded", LONG);
+    assert!(
+        d.log_text().contains("retrying") || d.log_text().contains("cannot"),
+        "the wait was noticed in the log"
+    );
+    d.sigterm();
+    assert!(d.wait_exit(LONG).0.success());
+}
+
+#[test]
+fn concurrent_init_and_run_on_a_fresh_dir_apply_the_schema_once() {
+    let env = Env::new();
+    let mut inits = vec![];
+    for _ in 0..4 {
+        inits.push(
+            std::process::Command::new(common::BIN)
+                .args(["init", "--data-dir"])
+                .arg(&env.data)
+                .output(),
+        );
+    }
+    // Interleave for real: spawn in parallel threads.
+    let data = env.data.clone();
+    let handles: Vec<_> = (0..4)
+        .map(|_| {
+            let data = data.clone();
+            std::thread::spawn(move || {
+                std::process::Command::new(common::BIN)
+                    .args(["init", "--data-dir"])
+                    .arg(&data)
+                    .output()
+                    .unwrap()
+            })
+        })
+        .collect();
+    let d = env.start(&[]);
+    for h in handles {
+        let out = h.join().unwrap();
+        assert!(
+            out.status.success(),
+            "init failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    for r in inits {
+        assert!(r.unwrap().status.success());
+    }
+    for f in [
+        "brainloop.input.db",
+        "brainloop.lifecycle.db",
+        "brainloop.output.db",
+        "brainloop.metadata.db",
+        "command_security.db",
+    ] {
+        let v: i64 = env
+            .db(f)
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(v, 1, "{f}");
+    }
+    let id = env.insert("list_actions", "{}");
+    env.wait_status(id, "succeeded", LONG);
+    assert!(!d.log_text().contains("ERROR"), "{}", d.log_text());
+}
+
+#[test]
+fn status_reports_alive_stopped_and_dead() {
+    let env = Env::new();
+    let d = env.start(&[]);
+    let (st, out, _) = env.cli(&["status", "--json"]);
+    assert!(st.success(), "{out}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["alive"], true);
+    assert_eq!(v["state"], "running");
+    assert_eq!(v["files"].as_array().unwrap().len(), 5);
+    let (_, table, _) = env.cli(&["status"]);
+    assert!(
+        table.contains("last heartbeat") && table.contains("brainloop.output.db"),
+        "{table}"
+    );
+    d.kill9();
+    let (st, out, _) = env.cli(&["status", "--json"]);
+    assert_eq!(st.code(), Some(3));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(v["state"].as_str().unwrap().starts_with("DEAD"), "{v}");
+    let d = env.start(&[]);
+    d.sigterm();
+    d.wait_exit(LONG);
+    let (st, out, _) = env.cli(&["status"]);
+    assert_eq!(st.code(), Some(3));
+    assert!(out.contains("stopped"), "{out}");
+}
+
+#[test]
+fn a_second_worker_on_the_same_data_dir_is_refused() {
+    let env = Env::new();
+    let d = env.start(&[]);
+    let (st, _, err) = env.cli(&["run", "--workspace", env.workspace.to_str().unwrap()]);
+    assert!(!st.success());
+    assert!(err.contains(&format!("pid {}", d.pid())), "{err}");
+}
+
+#[test]
+fn a_data_dir_inside_the_workspace_is_refused_with_the_fix_named() {
+    let env = Env::new();
+    let inside = env.workspace.join("data");
+    let out = std::process::Command::new(common::BIN)
+        .args(["run", "--data-dir"])
+        .arg(&inside)
+        .arg("--workspace")
+        .arg(&env.workspace)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("inside the workspace") && err.contains("--data-dir"),
+        "{err}"
+    );
+}
+
+#[test]
+fn enqueue_validates_early_and_wait_prints_the_result() {
+    let env = Env::new();
+    let (st, _, err) = env.cli(&["enqueue", "list_actions"]);
+    assert!(!st.success() && err.contains("brainloop init"), "{err}");
+    let _d = env.start(&[]);
+    let (st, _, err) = env.cli(&["enqueue", "lst_actions"]);
+    assert!(!st.success() && err.contains("known actions"), "{err}");
+    let (st, _, err) = env.cli(&["enqueue", "get_schema", "--params", "{\"action_name\": 1}"]);
+    assert!(!st.success() && err.contains("action_name"), "{err}");
+    let (st, out, err) = env.cli(&[
+        "enqueue",
+        "get_schema",
+        "--params",
+        "{\"action_name\": \"get_stats\"}",
+        "--wait",
+    ]);
+    assert!(st.success(), "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.split_once('\n').unwrap().1).unwrap();
+    assert_eq!(v["status"], "succeeded");
+    assert_eq!(v["result"]["name"], "get_stats");
+    let (st, out, _) = env.cli(&["enqueue", "get_stats", "--priority", "-5"]);
+    assert!(st.success());
+    let id: i64 = out.trim().parse().unwrap();
+    let p: i64 = env
+        .input()
+        .query_row("SELECT priority FROM jobs WHERE id = ?1", [id], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(p, -5);
+}
