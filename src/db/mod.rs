@@ -173,7 +173,7 @@ impl Db {
             Ok(g) => g,
             Err(poisoned) => poisoned.into_inner(),
         };
-        f(&mut guard).with_context(|| format!("{}", self.kind.file_name()))
+        f(&mut guard).with_context(|| self.kind.file_name().to_string())
     }
 
     /// Runs `f` on the blocking pool.

@@ -22,6 +22,8 @@ const MAX_GROUP: usize = 512;
 /// What becomes of a job that stopped running.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Disposition {
+    /// The job just started: only its `running` results row is written.
+    Started,
     /// A final status: the job is done.
     Final,
     /// Cut off by shutdown: back to `claimed`, runs again at next start (attempt not counted).
@@ -34,7 +36,7 @@ pub enum Disposition {
 pub struct Finished {
     pub row: ResultRow,
     pub disposition: Disposition,
-    pub audit: AuditRow,
+    pub audit: Option<AuditRow>,
 }
 
 pub fn spawn(
@@ -127,7 +129,7 @@ fn write_group(stores: &Stores, group: &[Finished]) -> anyhow::Result<()> {
         })?)
     })?;
     // The audit trail must not hold results hostage: a failure here is logged, not retried.
-    let audit: Vec<AuditRow> = group.iter().map(|f| f.audit.clone()).collect();
+    let audit: Vec<AuditRow> = group.iter().filter_map(|f| f.audit.clone()).collect();
     if let Err(e) = stores.metadata.with(|c| metadata::insert_audit(c, &audit)) {
         tracing::warn!(
             error = format!("{e:#}"),

@@ -21,7 +21,7 @@ use crate::actions::{self, JobCtx, Outcome, Registry};
 use crate::config::Config;
 use crate::db::lifecycle::{self, Snapshot};
 use crate::db::metadata::{self, AuditRow};
-use crate::db::output::{self, JobStatus, ResultRow};
+use crate::db::output::{JobStatus, ResultRow};
 use crate::db::{input, write_tx, Stores};
 use crate::shutdown::Shutdown;
 use crate::stats::{Stats, WorkerState};
@@ -371,47 +371,45 @@ impl Loop {
             return;
         }
         let ids: Vec<i64> = picked.iter().map(|p| p.0).collect();
-        let st = Arc::clone(&self.stores);
-        let res = tokio::task::spawn_blocking(move || -> Result<Vec<Snapshot>> {
-            let now = crate::time::now_ms();
-            let snaps = st
+        // Inline, not on the blocking pool: lifecycle.db is synchronous=NORMAL and only this
+        // connection writes it, so marking a few rows running takes microseconds, and the hop
+        // would cost more than the write. The `running` results rows go through the finisher,
+        // which groups them with finished jobs into one output.db transaction.
+        let now = crate::time::now_ms();
+        let res = tokio::task::block_in_place(|| {
+            self.stores
                 .lifecycle
-                .with(|c| Ok(write_tx(c, |tx| lifecycle::start(tx, &ids, now))?))?;
-            let rows: Vec<ResultRow> = snaps
-                .iter()
-                .map(|s| ResultRow {
-                    job_id: s.job_id,
-                    action: s.action.clone(),
-                    client_id: s.client_id.clone(),
-                    status: JobStatus::Running,
-                    result: None,
-                    error: None,
-                    attempts: s.attempts,
-                    duration_ms: None,
-                    started_at: Some(now),
-                    finished_at: None,
-                })
-                .collect();
-            st.output
-                .with(|c| Ok(write_tx(c, |tx| output::upsert_results(tx, &rows))?))?;
-            Ok(snaps)
-        })
-        .await;
+                .with(|c| Ok(write_tx(c, |tx| lifecycle::start(tx, &ids, now))?))
+        });
         let snaps = match res {
-            Ok(Ok(s)) => s,
-            Ok(Err(e)) => {
+            Ok(s) => s,
+            Err(e) => {
                 tracing::error!(error = format!("{e:#}"), "cannot start jobs; will retry");
-                let now = crate::time::now_ms();
                 for (id, prio) in picked {
                     ready.push(id, prio, None, now);
                 }
                 return;
             }
-            Err(e) => {
-                tracing::error!(error = %e, "start task panicked");
-                return;
-            }
         };
+        for s in &snaps {
+            let row = ResultRow {
+                job_id: s.job_id,
+                action: s.action.clone(),
+                client_id: s.client_id.clone(),
+                status: JobStatus::Running,
+                result: None,
+                error: None,
+                attempts: s.attempts,
+                duration_ms: None,
+                started_at: Some(now),
+                finished_at: None,
+            };
+            let _ = self.fin_tx.send(Finished {
+                row,
+                disposition: Disposition::Started,
+                audit: None,
+            });
+        }
         for snap in snaps {
             self.spawn_job(snap);
         }
@@ -537,7 +535,7 @@ impl Loop {
             .send(Finished {
                 row,
                 disposition,
-                audit,
+                audit: Some(audit),
             })
             .is_err()
         {

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Builds in release mode and prints the worker-core benchmark table (figures, no assertions).
+# Env: BENCH_JOBS (10000), BENCH_IDLE_SECS (60), BENCH_CONCURRENCY (4).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+echo "machine: $(nproc) cores, $(uname -sr), $(date -u +%Y-%m-%d)"
+exec cargo bench --bench core_throughput "$@"
