@@ -563,3 +563,56 @@ fn enqueue_validates_early_and_wait_prints_the_result() {
         .unwrap();
     assert_eq!(p, -5);
 }
+
+#[test]
+fn heartbeat_metrics_and_get_stats_report_the_work_done() {
+    let env = Env::new();
+    let d = env.start(&[]);
+    for _ in 0..5 {
+        env.insert("list_actions", "{}");
+    }
+    env.insert("sleep", "{\"ms\": 1, \"fail\": true}");
+    env.wait_final(6, LONG);
+    // Counters are flushed with the heartbeat (every 200 ms here).
+    let t0 = std::time::Instant::now();
+    let sum = |name: &str| -> f64 {
+        env.output()
+            .query_row(
+                "SELECT coalesce(sum(value), 0) FROM metrics WHERE name = ?1",
+                [name],
+                |r| r.get(0),
+            )
+            .unwrap()
+    };
+    while sum("jobs_succeeded") < 5.0 || sum("jobs_failed") < 1.0 {
+        assert!(t0.elapsed() < LONG, "metrics not flushed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let id = env.insert("get_stats", "{\"window_s\": 600}");
+    let (_, result, _, _) = env.wait_status(id, "succeeded", LONG);
+    let v: serde_json::Value = serde_json::from_str(&result.unwrap()).unwrap();
+    let metrics = v["metrics"].as_array().unwrap();
+    let succeeded = metrics
+        .iter()
+        .find(|m| m["name"] == "jobs_succeeded")
+        .expect("jobs_succeeded");
+    assert_eq!(succeeded["sum"], 5.0, "{v}");
+    assert_eq!(v["results_by_status"]["failed"], 1, "{v}");
+    assert_eq!(v["heartbeat"]["status"], "running");
+    // The heartbeat keeps beating at the configured interval while idle.
+    let beats = || -> i64 {
+        env.output()
+            .query_row(
+                "SELECT count(*) FROM heartbeat WHERE pid = ?1",
+                [d.pid()],
+                |r| r.get(0),
+            )
+            .unwrap()
+    };
+    let b0 = beats();
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(
+        beats() >= b0 + 3,
+        "heartbeat rows should accumulate every 200 ms"
+    );
+}
