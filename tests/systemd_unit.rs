@@ -158,12 +158,16 @@ macro_rules! ensure_eq {
     ($left:expr, $right:expr $(,)?) => {
         ensure_eq!($left, $right, "{}", stringify!($left))
     };
-    ($left:expr, $right:expr, $($msg:tt)+) => {{
-        let (left, right) = (&$left, &$right);
-        if left != right {
-            return Err(format!("{}: {:?}, expected {:?}", format!($($msg)+), left, right));
+    ($left:expr, $right:expr, $($msg:tt)+) => {
+        // `match` keeps temporaries alive for the comparison, as in `assert_eq!`.
+        match (&$left, &$right) {
+            (left, right) => {
+                if left != right {
+                    return Err(format!("{}: {:?}, expected {:?}", format!($($msg)+), left, right));
+                }
+            }
         }
-    }};
+    };
 }
 
 fn is_yes(value: &str) -> bool {
@@ -322,7 +326,11 @@ fn check_contract(unit: &Unit) -> Result<(), String> {
             "KillSignal={sig}: the worker drains on SIGTERM"
         );
     }
-    let stop_ms = timespan_ms(&unit.service("TimeoutStopSec").ok_or("TimeoutStopSec set")?);
+    let stop_ms = timespan_ms(
+        &unit
+            .service("TimeoutStopSec")
+            .ok_or("TimeoutStopSec= must be set (<= 60 s, DESIGN §3)")?,
+    );
     ensure!(
         stop_ms <= 60_000,
         "TimeoutStopSec must be <= 60 s (DESIGN §3), is {stop_ms} ms"
@@ -335,7 +343,11 @@ fn check_contract(unit: &Unit) -> Result<(), String> {
 
     // Watchdog: pinged every WatchdogSec/2, only while the supervisor loop ticks (at least every
     // poll_fallback_ms when idle), so it must be well above that period.
-    let wd_ms = timespan_ms(&unit.service("WatchdogSec").ok_or("WatchdogSec set")?);
+    let wd_ms = timespan_ms(
+        &unit
+            .service("WatchdogSec")
+            .ok_or("WatchdogSec= must be set: the worker pings the systemd watchdog")?,
+    );
     ensure!(wd_ms > 0, "WatchdogSec must be set");
     ensure!(
         wd_ms >= 4 * defaults.poll_fallback_ms,
