@@ -27,7 +27,19 @@ impl InstanceLock {
             .truncate(false)
             .open(&path)
             .with_context(|| format!("cannot open lock file {}", path.display()))?;
-        let mut lock = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        // `brainloop status` takes a shared lock for a moment to see whether a worker runs;
+        // a start colliding with it retries briefly instead of failing.
+        let mut attempt = Flock::lock(file, FlockArg::LockExclusiveNonblock);
+        for _ in 0..20 {
+            match attempt {
+                Err((f, Errno::EWOULDBLOCK)) => {
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                    attempt = Flock::lock(f, FlockArg::LockExclusiveNonblock);
+                }
+                _ => break,
+            }
+        }
+        let mut lock = match attempt {
             Ok(l) => l,
             Err((mut f, Errno::EWOULDBLOCK)) => {
                 let mut pid = String::new();

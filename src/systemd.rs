@@ -29,8 +29,14 @@ pub fn status(status: &str) {
     send(&[NotifyState::Status(status)]);
 }
 
-/// Starts the watchdog timer if systemd asked for one (`WatchdogSec=`).
-pub fn spawn_watchdog(stats: Arc<Stats>, stop: CancellationToken) {
+/// Starts the watchdog timer if systemd asked for one (`WatchdogSec=`). The supervisor loop goes
+/// round at least every `poll_fallback` while idle, so it counts as stalled only when its last
+/// round is older than the watchdog period plus that interval.
+pub fn spawn_watchdog(
+    stats: Arc<Stats>,
+    poll_fallback: std::time::Duration,
+    stop: CancellationToken,
+) {
     let Some(period) = sd_notify::watchdog_enabled() else {
         return;
     };
@@ -47,7 +53,7 @@ pub fn spawn_watchdog(stats: Arc<Stats>, stop: CancellationToken) {
                 _ = stop.cancelled() => return,
             }
             let age = crate::time::now_ms() - stats.last_tick_ms.load(Ordering::Relaxed);
-            if age < period.as_millis() as i64 {
+            if age < (period + poll_fallback).as_millis() as i64 {
                 send(&[NotifyState::Watchdog]);
             } else {
                 tracing::error!(

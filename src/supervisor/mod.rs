@@ -68,7 +68,11 @@ pub async fn run(
         state_rx,
     ));
     let background = CancellationToken::new();
-    systemd::spawn_watchdog(Arc::clone(&stats), background.clone());
+    systemd::spawn_watchdog(
+        Arc::clone(&stats),
+        Duration::from_millis(config.poll_fallback_ms),
+        background.clone(),
+    );
     event(
         &stores,
         "startup",
@@ -486,7 +490,6 @@ impl Loop {
         let disposition = match outcome.status {
             JobStatus::Cancelled if self.job_cancel.is_cancelled() => Disposition::Requeue,
             JobStatus::PendingValidation => Disposition::Pending,
-            s if s.is_final() => Disposition::Final,
             _ => Disposition::Final,
         };
         let now = crate::time::now_ms();
