@@ -47,6 +47,9 @@ pub struct Config {
     /// Enables hidden actions used by the test-suite and benchmarks (`sleep`). Never in production.
     pub test_actions: bool,
     pub retention: Retention,
+    /// Clients and their grants (`[clients.NAME]`); `[clients.default]` replaces the minimal
+    /// default of unlisted clients. See `clients::ClientConfig`.
+    pub clients: std::collections::BTreeMap<String, crate::clients::ClientConfig>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -95,6 +98,7 @@ impl Default for Config {
             params_max_bytes: 1024 * 1024,
             test_actions: false,
             retention: Retention::default(),
+            clients: Default::default(),
         }
     }
 }

@@ -7,6 +7,7 @@
 
 pub mod actions;
 pub mod cli;
+pub mod clients;
 pub mod config;
 pub mod db;
 pub mod heartbeat;

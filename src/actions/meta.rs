@@ -13,6 +13,7 @@ pub fn specs() -> Vec<ActionSpec> {
             aliases: &[],
             params_schema: || json!({"type": "object", "properties": {}, "additionalProperties": false}),
             grants: &[],
+            permission_set: "minimal",
             handler: list_actions,
             hidden: false,
         },
@@ -32,6 +33,7 @@ pub fn specs() -> Vec<ActionSpec> {
                 })
             },
             grants: &[],
+            permission_set: "minimal",
             handler: get_schema,
             hidden: false,
         },
@@ -50,6 +52,7 @@ pub fn specs() -> Vec<ActionSpec> {
                 })
             },
             grants: &[],
+            permission_set: "minimal",
             handler: get_stats,
             hidden: false,
         },

@@ -4,30 +4,22 @@
 //! One registry serves the worker, `brainloop enqueue` (early refusal of unknown actions) and
 //! the MCP front-end's `list_actions` / `get_schema`.
 
+mod clients;
 mod meta;
+mod readers;
 mod testing;
 
+use crate::clients::ClientGrants;
 use crate::config::Config;
 use crate::db::output::JobStatus;
 use crate::db::Stores;
-use serde::Serialize;
 use serde_json::{json, Value};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
-/// A typed permission (seed 004, DESIGN §6). Declared by actions; checked per client.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum Grant {
-    FileRead,
-    FileWrite,
-    SystemCommand,
-    Network,
-    Llm,
-    ForceExecute,
-}
+pub use crate::clients::Permission as Grant;
 
 /// What a handler sees of the job it runs.
 #[derive(Clone)]
@@ -40,6 +32,9 @@ pub struct JobCtx {
     pub stores: Arc<Stores>,
     pub config: Arc<Config>,
     pub registry: Arc<Registry>,
+    pub stats: Arc<crate::stats::Stats>,
+    /// The client's effective grants, loaded for actions that declare required grants.
+    pub grants: Option<Arc<ClientGrants>>,
 }
 
 /// How a job ended.
@@ -56,6 +51,14 @@ impl Outcome {
             status: JobStatus::Succeeded,
             result: Some(result),
             error: None,
+        }
+    }
+    /// Refused for lack of a grant (final status `denied`).
+    pub fn denied(error: impl Into<String>) -> Outcome {
+        Outcome {
+            status: JobStatus::Denied,
+            result: None,
+            error: Some(error.into()),
         }
     }
     pub fn failed(error: impl Into<String>) -> Outcome {
@@ -86,6 +89,8 @@ pub struct ActionSpec {
     pub aliases: &'static [&'static str],
     pub params_schema: fn() -> Value,
     pub grants: &'static [Grant],
+    /// The permission set recorded in the audit trail (seed 002 names).
+    pub permission_set: &'static str,
     pub handler: Handler,
     /// Hidden actions (test helpers) are runnable but not listed.
     pub hidden: bool,
@@ -117,6 +122,8 @@ impl Registry {
     /// Builds the registry; fails only if a built-in schema is itself invalid (a bug).
     pub fn new(config: &Config) -> anyhow::Result<Registry> {
         let mut specs = meta::specs();
+        specs.extend(clients::specs());
+        specs.extend(readers::specs());
         if config.test_actions {
             specs.extend(testing::specs());
         }
@@ -210,7 +217,33 @@ pub async fn run(
     if let Err(e) = registry.check_params(act, &params) {
         return Outcome::failed(e);
     }
+    let mut ctx = ctx;
+    if !act.spec.grants.is_empty() {
+        let (config, client) = (Arc::clone(&ctx.config), ctx.client_id.clone());
+        let loaded = ctx
+            .stores
+            .security
+            .call(move |c| crate::clients::load(&config, c, &client))
+            .await;
+        let grants = match loaded {
+            Ok(g) => g,
+            Err(e) => return Outcome::failed(format!("cannot load the client's grants: {e:#}")),
+        };
+        for &p in act.spec.grants {
+            if !grants.has(p) {
+                return Outcome::denied(grants.missing(p, act.spec.name));
+            }
+        }
+        ctx.grants = Some(Arc::new(grants));
+    }
     (act.spec.handler)(ctx, params).await
+}
+
+/// The permission set an action's calls are audited with.
+pub fn permission_set_of(registry: &Registry, action: Option<&str>) -> Option<&'static str> {
+    action
+        .and_then(|a| registry.get(a))
+        .map(|a| a.spec.permission_set)
 }
 
 #[cfg(test)]
@@ -224,7 +257,23 @@ mod tests {
     #[test]
     fn the_core_actions_are_listed_and_test_actions_hidden() {
         let r = registry();
-        assert_eq!(r.names(), vec!["get_schema", "get_stats", "list_actions"]);
+        for name in [
+            "get_schema",
+            "get_stats",
+            "list_actions",
+            "get_result",
+            "request_permission",
+            "read_sqlite",
+            "read_markdown",
+            "read_code",
+            "read_config",
+        ] {
+            assert!(
+                r.names().contains(&name),
+                "{name} missing from {:?}",
+                r.names()
+            );
+        }
         assert!(
             r.get("sleep").is_none(),
             "test actions only with test_actions"

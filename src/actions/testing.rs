@@ -24,6 +24,7 @@ pub fn specs() -> Vec<ActionSpec> {
             })
         },
         grants: &[],
+        permission_set: "minimal",
         handler: sleep,
         hidden: true,
     }]

@@ -3,6 +3,7 @@
 //! (0 success, 1 error, 2 usage, 3 `status`: worker not running).
 
 mod enqueue;
+mod grants;
 mod init;
 mod run;
 mod status;
@@ -43,6 +44,14 @@ pub enum Command {
     Enqueue(enqueue::EnqueueArgs),
     /// Show the worker's health: heartbeat age and state, queue, file sizes, headline metrics.
     Status(status::StatusArgs),
+    /// Give a client a permission (effective from its next job).
+    Grant(grants::GrantArgs),
+    /// Take back a permission given with `grant`.
+    Revoke(grants::RevokeArgs),
+    /// List clients' effective grants (config or default, plus operator grants).
+    Grants(grants::GrantsArgs),
+    /// List clients' permission requests; `requests grant ID` / `requests refuse ID` decide one.
+    Requests(grants::RequestsArgs),
 }
 
 /// Entry point of the binary; returns the process exit code.
@@ -73,6 +82,10 @@ pub fn main() -> i32 {
         Command::Run(args) => run::run(config, &args),
         Command::Enqueue(args) => enqueue::run(&config, &args),
         Command::Status(args) => status::run(&config, &args),
+        Command::Grant(args) => grants::grant(&config, &args),
+        Command::Revoke(args) => grants::revoke(&config, &args),
+        Command::Grants(args) => grants::list(&config, &args),
+        Command::Requests(args) => grants::requests(&config, &args),
     };
     match res {
         Ok(code) => code,

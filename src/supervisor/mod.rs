@@ -134,6 +134,7 @@ pub async fn run(
         config: Arc::clone(&config),
         stores: Arc::clone(&stores),
         registry,
+        stats: Arc::clone(&stats),
         tasks: JoinSet::new(),
         running: HashMap::new(),
         fin_tx,
@@ -351,6 +352,7 @@ struct Loop {
     config: Arc<Config>,
     stores: Arc<Stores>,
     registry: Arc<Registry>,
+    stats: Arc<Stats>,
     tasks: JoinSet<JobResult>,
     running: HashMap<Id, RunningJob>,
     fin_tx: mpsc::UnboundedSender<Finished>,
@@ -428,6 +430,8 @@ impl Loop {
             stores: Arc::clone(&self.stores),
             config: Arc::clone(&self.config),
             registry: Arc::clone(&self.registry),
+            stats: Arc::clone(&self.stats),
+            grants: None,
         };
         let params_hash = hex::encode(Sha256::digest(
             snap.params.as_deref().unwrap_or("").as_bytes(),
@@ -531,7 +535,8 @@ impl Loop {
             params_hash: Some(job.params_hash.clone()),
             status: status.as_str().to_string(),
             duration_ms: Some(duration_ms),
-            permission_set: None,
+            permission_set: actions::permission_set_of(&self.registry, snap.action.as_deref())
+                .map(str::to_string),
         };
         if self
             .fin_tx

@@ -1,0 +1,367 @@
+//! Path grants and opening files beneath their granted root.
+//!
+//! A FILE_READ / FILE_WRITE pattern is an absolute glob; its literal prefix (the components before
+//! the first wildcard) is the *root*. A requested path is normalised lexically, matched against a
+//! rule, then opened with `openat2(root_fd, rel, RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`: the
+//! kernel refuses any `..`, absolute symlink or symlink that would leave the root, atomically, so a
+//! component swapped to a symlink after the check cannot redirect the open. The path the opened
+//! descriptor really names (`/proc/self/fd/N`) is then matched against the rule again and against
+//! the deny list (the data dir, `/proc`, `/sys`, `/dev`), so a symlink inside the root to a file
+//! the glob does not cover is refused too. Only regular files are returned (no FIFOs, devices).
+
+use super::{ClientGrants, Grant, Permission};
+use anyhow::{bail, Result};
+use globset::{GlobBuilder, GlobMatcher};
+use nix::errno::Errno;
+use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag};
+use nix::sys::stat::Mode;
+use std::fs::File;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::{Component, Path, PathBuf};
+
+/// A compiled path grant.
+#[derive(Debug, Clone)]
+pub struct PathRule {
+    pub permission: Permission,
+    pub pattern: String,
+    pub auto: bool,
+    /// The literal prefix as written (after `{workspace}` expansion).
+    lexical_root: PathBuf,
+    /// The same, resolved (symlinks in the operator's own pattern are followed once, here).
+    root: PathBuf,
+    /// The glob re-rooted at `root`.
+    matcher: GlobMatcher,
+}
+
+fn has_glob(s: &str) -> bool {
+    s.contains(['*', '?', '[', '{'])
+}
+
+impl PathRule {
+    pub fn new(g: &Grant, workspace: &Path) -> Result<PathRule> {
+        let ws = workspace.to_string_lossy();
+        let expanded = g.pattern.replace("{workspace}", &ws);
+        let p = Path::new(&expanded);
+        if !p.is_absolute() {
+            bail!("path grants must be absolute (or start with {{workspace}}): {expanded:?}");
+        }
+        let mut root = PathBuf::from("/");
+        let mut rest = PathBuf::new();
+        let mut in_glob = false;
+        for c in p.components().skip(1) {
+            let s = c.as_os_str().to_string_lossy();
+            if c == Component::ParentDir {
+                bail!("path grants must not contain '..': {expanded:?}");
+            }
+            if in_glob || has_glob(&s) {
+                in_glob = true;
+                rest.push(c);
+            } else {
+                root.push(c);
+            }
+        }
+        if !in_glob {
+            // An exact file: its directory is the root.
+            let name = root.file_name().map(PathBuf::from).unwrap_or_default();
+            root.pop();
+            rest = name;
+        }
+        let canon = root.canonicalize().unwrap_or_else(|_| root.clone());
+        let full = canon.join(&rest);
+        let matcher = GlobBuilder::new(&full.to_string_lossy())
+            .literal_separator(true)
+            .build()?
+            .compile_matcher();
+        Ok(PathRule {
+            permission: g.permission,
+            pattern: expanded,
+            auto: g.auto,
+            lexical_root: root,
+            root: canon,
+            matcher,
+        })
+    }
+
+    /// The path relative to this rule's root, if `norm` lies beneath it (lexically).
+    fn relative<'a>(&self, norm: &'a Path) -> Option<&'a Path> {
+        norm.strip_prefix(&self.root)
+            .ok()
+            .or_else(|| norm.strip_prefix(&self.lexical_root).ok())
+    }
+
+    pub fn matches(&self, canonical: &Path) -> bool {
+        self.matcher.is_match(canonical)
+    }
+}
+
+/// Lexical normalisation: absolute, no `.`, `..` applied; `None` if it climbs above `/`.
+pub fn normalize(p: &Path) -> Option<PathBuf> {
+    let mut out = PathBuf::from("/");
+    for c in p.components() {
+        match c {
+            Component::RootDir | Component::CurDir => {}
+            Component::ParentDir => {
+                if !out.pop() {
+                    return None;
+                }
+            }
+            Component::Normal(s) => out.push(s),
+            Component::Prefix(_) => return None,
+        }
+    }
+    Some(out)
+}
+
+/// A file opened for reading under a grant.
+#[derive(Debug)]
+pub struct Opened {
+    pub file: File,
+    /// What the descriptor really names.
+    pub real_path: PathBuf,
+    /// The pattern of the grant that allowed it.
+    pub grant: String,
+}
+
+/// Paths no reader may open whatever the grants say.
+pub fn deny_roots(data_dir: &Path) -> Vec<PathBuf> {
+    let mut v = vec![
+        PathBuf::from("/proc"),
+        PathBuf::from("/sys"),
+        PathBuf::from("/dev"),
+    ];
+    v.push(
+        data_dir
+            .canonicalize()
+            .unwrap_or_else(|_| data_dir.to_path_buf()),
+    );
+    v
+}
+
+/// Why a path was refused.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PathError {
+    /// No grant covers it: a `denied` result.
+    NotGranted(String),
+    /// Granted, but the file cannot be opened safely or does not exist: a `failed` result.
+    Unusable(String),
+}
+
+impl std::fmt::Display for PathError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PathError::NotGranted(s) | PathError::Unusable(s) => f.write_str(s),
+        }
+    }
+}
+
+/// Opens `requested` (absolute, or relative to the workspace) for reading under the client's
+/// FILE_READ grants, refusing anything in `deny`.
+pub fn open_for_read(
+    grants: &ClientGrants,
+    requested: &str,
+    deny: &[PathBuf],
+) -> Result<Opened, PathError> {
+    if requested.is_empty() || requested.contains('\0') || requested.len() > 4096 {
+        return Err(PathError::Unusable(
+            "path must be 1–4096 bytes without NUL".into(),
+        ));
+    }
+    let abs = if Path::new(requested).is_absolute() {
+        PathBuf::from(requested)
+    } else {
+        grants.workspace().join(requested)
+    };
+    let Some(norm) = normalize(&abs) else {
+        return Err(PathError::NotGranted(
+            grants.missing(Permission::FileRead, requested),
+        ));
+    };
+    let mut last_err = None;
+    for rule in grants
+        .path_rules()
+        .iter()
+        .filter(|r| r.permission == Permission::FileRead)
+    {
+        let Some(rel) = rule.relative(&norm) else {
+            continue;
+        };
+        if !rule.matches(&rule.root.join(rel)) {
+            continue;
+        }
+        match open_beneath(&rule.root, rel) {
+            Ok(file) => {
+                let real = real_path(&file)
+                    .map_err(|e| PathError::Unusable(format!("{requested}: {e}")))?;
+                if deny.iter().any(|d| real.starts_with(d)) {
+                    return Err(PathError::NotGranted(format!(
+                        "{requested} resolves to {} which no client may read (brainloop's data dir or a kernel filesystem)",
+                        real.display()
+                    )));
+                }
+                if !rule.matches(&real) {
+                    last_err = Some(PathError::NotGranted(format!(
+                        "{requested} resolves (through a symlink) to {}, which the grant {} does not cover",
+                        real.display(),
+                        rule.pattern
+                    )));
+                    continue;
+                }
+                return Ok(Opened {
+                    file,
+                    real_path: real,
+                    grant: rule.pattern.clone(),
+                });
+            }
+            Err(e) => last_err = Some(e_to_path_error(requested, e)),
+        }
+    }
+    Err(last_err.unwrap_or_else(|| {
+        PathError::NotGranted(grants.missing(Permission::FileRead, &norm.to_string_lossy()))
+    }))
+}
+
+fn e_to_path_error(requested: &str, e: Errno) -> PathError {
+    match e {
+        Errno::EXDEV | Errno::ELOOP => PathError::NotGranted(format!(
+            "{requested} escapes its granted root (through '..' or a symlink); refused"
+        )),
+        Errno::ENOENT => PathError::Unusable(format!("{requested}: no such file")),
+        Errno::ENXIO | Errno::ENODEV => {
+            PathError::Unusable(format!("{requested}: not a regular file"))
+        }
+        other => PathError::Unusable(format!("{requested}: cannot open ({other})")),
+    }
+}
+
+/// `openat2(root, rel, RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`, read-only, non-blocking (a FIFO
+/// must not hang the reader), then only a regular file is accepted.
+fn open_beneath(root: &Path, rel: &Path) -> Result<File, Errno> {
+    let root_fd: OwnedFd = nix::fcntl::open(
+        root,
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )?;
+    let rel = if rel.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        rel
+    };
+    let how = OpenHow::new()
+        .flags(OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NOCTTY | OFlag::O_NONBLOCK)
+        .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+    let fd = openat2(root_fd.as_fd(), rel, how)?;
+    let file = File::from(fd);
+    let meta = file.metadata().map_err(|_| Errno::EIO)?;
+    if !meta.is_file() {
+        return Err(if meta.is_dir() {
+            Errno::EISDIR
+        } else {
+            Errno::ENXIO
+        });
+    }
+    Ok(file)
+}
+
+fn real_path(file: &File) -> std::io::Result<PathBuf> {
+    use std::os::fd::AsRawFd;
+    std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{ClientGrants, Grant, Permission, Source};
+    use super::*;
+
+    fn grants(ws: &Path, patterns: &[&str]) -> ClientGrants {
+        let g = patterns
+            .iter()
+            .map(|p| Grant {
+                permission: Permission::FileRead,
+                pattern: p.to_string(),
+                auto: false,
+                source: Source::Config,
+            })
+            .collect();
+        ClientGrants::new("c", g, ws).unwrap()
+    }
+
+    #[test]
+    fn normalization() {
+        assert_eq!(
+            normalize(Path::new("/a/./b/../c")),
+            Some(PathBuf::from("/a/c"))
+        );
+        assert_eq!(normalize(Path::new("/..")), None);
+    }
+
+    #[test]
+    fn reads_inside_the_grant_and_refuses_every_escape() {
+        let root = tempfile::tempdir().unwrap();
+        let ws = root.path().join("ws");
+        std::fs::create_dir_all(ws.join("docs")).unwrap();
+        std::fs::write(ws.join("docs/a.md"), "hello").unwrap();
+        std::fs::write(ws.join("notes.txt"), "notes").unwrap();
+        std::fs::write(root.path().join("secret"), "SECRET").unwrap();
+        std::os::unix::fs::symlink(root.path().join("secret"), ws.join("docs/abs_link.md"))
+            .unwrap();
+        std::os::unix::fs::symlink("../../secret", ws.join("docs/rel_link.md")).unwrap();
+        std::os::unix::fs::symlink("../notes.txt", ws.join("docs/inside_link.md")).unwrap();
+        let g = grants(&ws, &["{workspace}/docs/*.md"]);
+        let deny = deny_roots(&root.path().join("data"));
+        let ok = open_for_read(&g, "docs/a.md", &deny).unwrap();
+        assert!(ok.real_path.ends_with("docs/a.md"));
+        let cases = [
+            "docs/../../secret",
+            "/etc/passwd",
+            "docs/abs_link.md",
+            "docs/rel_link.md",
+            "docs/inside_link.md", // stays in the workspace but leaves the glob
+            "notes.txt",
+            "docs/../notes.txt",
+            "/proc/self/environ",
+        ];
+        for c in cases {
+            let e = open_for_read(&g, c, &deny).unwrap_err();
+            assert!(matches!(e, PathError::NotGranted(_)), "{c}: {e:?}");
+        }
+        assert!(matches!(
+            open_for_read(&g, "docs/missing.md", &deny),
+            Err(PathError::Unusable(_))
+        ));
+    }
+
+    #[test]
+    fn fifos_and_directories_are_not_opened() {
+        let root = tempfile::tempdir().unwrap();
+        let ws = root.path().to_path_buf();
+        nix::unistd::mkfifo(&ws.join("pipe"), Mode::from_bits_truncate(0o600)).unwrap();
+        std::fs::create_dir(ws.join("dir")).unwrap();
+        let g = grants(&ws, &["{workspace}/**"]);
+        let deny = deny_roots(Path::new("/nonexistent-data"));
+        assert!(matches!(
+            open_for_read(&g, "pipe", &deny),
+            Err(PathError::Unusable(_))
+        ));
+        assert!(matches!(
+            open_for_read(&g, "dir", &deny),
+            Err(PathError::Unusable(_))
+        ));
+    }
+
+    #[test]
+    fn the_data_dir_is_never_readable_even_with_a_root_grant() {
+        let root = tempfile::tempdir().unwrap();
+        let data = root.path().join("data");
+        std::fs::create_dir_all(&data).unwrap();
+        std::fs::write(data.join("brainloop.output.db"), "x").unwrap();
+        let g = grants(root.path(), &["/**"]);
+        let deny = deny_roots(&data);
+        let e = open_for_read(
+            &g,
+            &data.join("brainloop.output.db").to_string_lossy(),
+            &deny,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("data dir"), "{e}");
+    }
+}
