@@ -1,0 +1,949 @@
+//! The AST walk: parses a command with tree-sitter-bash and lists every simple command it
+//! would run, with its DAG layer. It descends into `$(...)`, backticks, process
+//! substitutions, subshells, `{ ...; }`, loops and conditionals; calls of functions defined
+//! in the same command are expanded at the call site (a function shadowing `ls` is judged
+//! by its body); heredoc- and herestring-fed shells and `echo ... | sh` have their input
+//! parsed as a script; wrappers (`env`, `timeout`, `nice`, `nohup`, `command`, `xargs`,
+//! `sh -c`, `bash -c`, `find -exec`, `eval`, `source`, `sudo`...) are unwrapped through the
+//! knowledge table. Anything that does not parse is reported as an error, never as pure.
+
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+
+use tree_sitter::{Node, Parser, Tree};
+
+use super::knowledge::{self, Analysis, Effects, Nested, Parsed};
+use super::types::{display_word, Category, OpKind, DYN};
+use super::words::{self, Vars};
+
+/// Nesting limit for scripts inside scripts (`sh -c "sh -c '...'"`, function calls).
+const MAX_DEPTH: usize = 12;
+/// Upper bound on operations, so hostile input cannot blow up the classifier.
+const MAX_OPS: usize = 1000;
+
+thread_local! {
+    static PARSER: RefCell<Option<Parser>> = const { RefCell::new(None) };
+}
+
+/// Parse shell text. `Err` when the grammar cannot be loaded or the text has any ERROR /
+/// MISSING node (the tree-sitter grammar recovers from errors; we refuse instead).
+pub fn parse_tree(text: &str) -> Result<Tree, String> {
+    PARSER.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        if slot.is_none() {
+            let mut p = Parser::new();
+            p.set_language(&tree_sitter_bash::LANGUAGE.into())
+                .map_err(|e| format!("shell grammar failed to load: {e}"))?;
+            *slot = Some(p);
+        }
+        let parser = slot.as_mut().ok_or_else(|| "no parser".to_string())?;
+        let tree = parser
+            .parse(text, None)
+            .ok_or_else(|| "the shell parser gave up".to_string())?;
+        if tree.root_node().has_error() {
+            return Err(first_error(tree.root_node(), text.as_bytes()));
+        }
+        Ok(tree)
+    })
+}
+
+fn first_error(root: Node, src: &[u8]) -> String {
+    let mut stack = vec![root];
+    while let Some(n) = stack.pop() {
+        if n.is_error() || n.is_missing() {
+            let p = n.start_position();
+            let t: String = n.utf8_text(src).unwrap_or("").chars().take(40).collect();
+            return if n.is_missing() {
+                format!("syntax error: missing `{}` at line {}, column {}", n.kind(), p.row + 1, p.column + 1)
+            } else {
+                format!("syntax error near `{}` at line {}, column {}", t, p.row + 1, p.column + 1)
+            };
+        }
+        let mut c = n.walk();
+        let kids: Vec<Node> = n.children(&mut c).collect();
+        for k in kids.into_iter().rev() {
+            if k.has_error() || k.is_missing() {
+                stack.push(k);
+            }
+        }
+    }
+    "syntax error".to_string()
+}
+
+/// Variables whose assignment makes a command non-pure (DESIGN §5.2 plus the ones that make
+/// programs run other programs).
+pub fn sensitive_var(name: &str) -> bool {
+    const EXACT: &[&str] = &[
+        "PATH", "BASH_ENV", "ENV", "IFS", "PROMPT_COMMAND", "PS4", "SHELLOPTS", "BASHOPTS", "CDPATH",
+        "HOME", "PYTHONPATH", "PYTHONSTARTUP", "PYTHONHOME", "PERL5LIB", "PERL5OPT", "RUBYOPT", "RUBYLIB",
+        "NODE_OPTIONS", "NODE_PATH", "GCONV_PATH", "PAGER", "EDITOR", "VISUAL", "LESSOPEN", "LESSCLOSE",
+        "MANPAGER", "BROWSER", "SSH_ASKPASS", "SUDO_ASKPASS", "HISTFILE", "TMPDIR", "GLOBIGNORE",
+    ];
+    EXACT.contains(&name) || name.starts_with("LD_") || name.starts_with("GIT_") || name.starts_with("BASH_FUNC_")
+}
+
+/// A static stdout of a pipeline stage that a later stage reads.
+#[derive(Debug, Clone, Default)]
+struct Feed {
+    text: String,
+    words: Vec<String>,
+    exact: bool,
+}
+
+/// One operation with everything later stages need (the public view is `Operation`).
+#[derive(Debug, Clone)]
+pub struct RawOp {
+    pub op: String,
+    pub program: String,
+    pub program_dir: Option<String>,
+    pub args: Vec<String>,
+    pub kind: OpKind,
+    pub effects: Effects,
+    pub layer: usize,
+    pub via: Vec<String>,
+    pub notes: Vec<String>,
+    pub reads: Vec<String>,
+    pub writes: Vec<String>,
+    pub block: Option<String>,
+    pub stdin_exec: bool,
+    pub decoder: bool,
+    pub network_source: bool,
+    pub runs_file: bool,
+    pub is_shell: bool,
+    pub canonical: Option<String>,
+    pub parsed: Parsed,
+    pub cmd_id: usize,
+    /// This operation runs inside a substitution in the words of command `cmd_id`.
+    pub subst_of: Option<usize>,
+    /// (pipeline id, stage index).
+    pub pipeline: Option<(usize, usize)>,
+    pub background: bool,
+    /// Its arguments come partly from stdin (xargs).
+    pub stdin_args: bool,
+    /// Runs on another host (ssh CMD).
+    pub remote: bool,
+    /// Its stdin comes from a heredoc / herestring / static echo.
+    pub fed_static: bool,
+    /// Redirect operator (`>`, `>>`, `<` ...) for redirect operations.
+    pub redirect_op: Option<String>,
+}
+
+impl RawOp {
+    pub fn dynamic(&self) -> bool {
+        self.program.contains(DYN) || self.args.iter().any(|a| a.contains(DYN)) || self.stdin_args
+    }
+}
+
+/// The result of walking a command.
+#[derive(Debug, Default)]
+pub struct Walked {
+    pub ops: Vec<RawOp>,
+    /// Code strings handed to other languages (`python -c`), for the regex line.
+    pub codes: Vec<(String, String)>,
+    /// Shell text of every nested script (`sh -c`, `eval`...), for the regex line.
+    pub scripts: Vec<String>,
+    /// Functions that call themselves from a pipeline or in the background (fork bombs).
+    pub fork_bombs: Vec<String>,
+    /// Nested scripts that failed to parse.
+    pub inner_errors: Vec<String>,
+    /// The walk hit its size or depth bound.
+    pub truncated: bool,
+}
+
+struct Walker {
+    out: Walked,
+    vars: Vars,
+    funcs: HashMap<String, String>,
+    called: HashSet<String>,
+    call_stack: Vec<String>,
+    via: Vec<String>,
+    depth: usize,
+    next_cmd: usize,
+    next_pipe: usize,
+    cur_pipe: Option<(usize, usize)>,
+    cur_subst: Option<usize>,
+    background: bool,
+    remote: bool,
+    feed: Option<Feed>,
+    stage_out: Option<Feed>,
+}
+
+/// Walk a command that is known to parse (the top-level tree).
+pub fn walk(tree: &Tree, text: &str) -> Walked {
+    let mut w = Walker {
+        out: Walked::default(),
+        vars: Vars::new(),
+        funcs: HashMap::new(),
+        called: HashSet::new(),
+        call_stack: Vec::new(),
+        via: Vec::new(),
+        depth: 0,
+        next_cmd: 0,
+        next_pipe: 0,
+        cur_pipe: None,
+        cur_subst: None,
+        background: false,
+        remote: false,
+        feed: None,
+        stage_out: None,
+    };
+    let last = w.node(tree.root_node(), text.as_bytes(), 0);
+    // functions defined but never called are still judged (they could be called by a
+    // computed name or from a trap)
+    let mut uncalled: Vec<(String, String)> = w
+        .funcs
+        .iter()
+        .filter(|(n, _)| !w.called.contains(*n))
+        .map(|(n, b)| (n.clone(), b.clone()))
+        .collect();
+    uncalled.sort();
+    for (name, body) in uncalled {
+        w.call_stack.push(name.clone());
+        w.via.push(format!("function {name} (not called)"));
+        w.script(&body, last);
+        w.via.pop();
+        w.call_stack.pop();
+    }
+    w.out
+}
+
+fn text<'a>(n: Node, src: &'a [u8]) -> &'a str {
+    n.utf8_text(src).unwrap_or("")
+}
+
+impl Walker {
+    fn budget_ok(&mut self) -> bool {
+        if self.out.ops.len() >= MAX_OPS || self.depth > MAX_DEPTH {
+            if !self.out.truncated {
+                self.out.truncated = true;
+                let layer = self.out.ops.last().map(|o| o.layer).unwrap_or(0);
+                self.push_unknown("analysis bound reached (too many operations or nesting too deep)", layer);
+            }
+            return false;
+        }
+        true
+    }
+
+    fn push_unknown(&mut self, why: &str, layer: usize) {
+        let mut e = Effects::default();
+        e.add(Category::Unknown);
+        let op = self.blank_op("bash:<unanalysable>", "<unanalysable>", OpKind::Command, e, layer);
+        let mut op = op;
+        op.notes.push(why.to_string());
+        self.out.ops.push(op);
+    }
+
+    fn blank_op(&self, name: &str, program: &str, kind: OpKind, effects: Effects, layer: usize) -> RawOp {
+        RawOp {
+            op: name.to_string(),
+            program: program.to_string(),
+            program_dir: None,
+            args: Vec::new(),
+            kind,
+            effects,
+            layer,
+            via: self.via.clone(),
+            notes: Vec::new(),
+            reads: Vec::new(),
+            writes: Vec::new(),
+            block: None,
+            stdin_exec: false,
+            decoder: false,
+            network_source: false,
+            runs_file: false,
+            is_shell: false,
+            canonical: None,
+            parsed: Parsed::default(),
+            cmd_id: usize::MAX,
+            subst_of: self.cur_subst,
+            pipeline: self.cur_pipe,
+            background: self.background,
+            stdin_args: false,
+            remote: self.remote,
+            fed_static: false,
+            redirect_op: None,
+        }
+    }
+
+    /// Parse and walk nested shell text; returns the last layer used.
+    fn script(&mut self, body: &str, layer: usize) -> usize {
+        self.out.scripts.push(body.to_string());
+        if !self.budget_ok() {
+            return layer;
+        }
+        match parse_tree(body) {
+            Ok(tree) => {
+                self.depth += 1;
+                let saved_pipe = self.cur_pipe;
+                let r = self.node(tree.root_node(), body.as_bytes(), layer);
+                self.cur_pipe = saved_pipe;
+                self.depth -= 1;
+                r
+            }
+            Err(e) => {
+                let shown = display_word(body);
+                self.out.inner_errors.push(format!("{e} in nested script `{shown}`"));
+                self.push_unknown(&format!("nested script does not parse ({e}): `{shown}`"), layer);
+                layer
+            }
+        }
+    }
+
+    /// Walk any node; returns the last layer used.
+    fn node(&mut self, n: Node, src: &[u8], layer: usize) -> usize {
+        if !self.budget_ok() {
+            return layer;
+        }
+        match n.kind() {
+            "program" | "compound_statement" | "subshell" | "do_group" | "else_clause" | "list" => {
+                self.sequence(n, src, layer)
+            }
+            "pipeline" => self.pipeline(n, src, layer, None),
+            "redirected_statement" => self.redirected(n, src, layer),
+            "command" => self.command(n, src, layer, &[]),
+            "function_definition" => {
+                let name = n
+                    .child_by_field_name("name")
+                    .map(|x| words::eval_one(x, src, &self.vars))
+                    .unwrap_or_default();
+                let body = n
+                    .child_by_field_name("body")
+                    .map(|b| text(b, src).to_string())
+                    .unwrap_or_default();
+                self.funcs.insert(name, body);
+                layer
+            }
+            "variable_assignment" => {
+                self.assignment(n, src, layer, true);
+                layer
+            }
+            "variable_assignments" => {
+                let mut c = n.walk();
+                let kids: Vec<Node> = n.named_children(&mut c).collect();
+                for k in kids {
+                    self.assignment(k, src, layer, true);
+                }
+                layer
+            }
+            "declaration_command" | "unset_command" => self.declaration(n, src, layer),
+            "for_statement" => {
+                if let Some(v) = n.child_by_field_name("variable") {
+                    self.vars.insert(text(v, src).to_string(), DYN.to_string());
+                }
+                let mut c = n.walk();
+                let values: Vec<Node> = n.children_by_field_name("value", &mut c).collect();
+                for v in values {
+                    self.substs(v, src, layer, None);
+                }
+                match n.child_by_field_name("body") {
+                    Some(b) => self.node(b, src, layer),
+                    None => layer,
+                }
+            }
+            "comment" | "heredoc_body" | "heredoc_start" | "heredoc_end" => layer,
+            "test_command" => {
+                self.substs(n, src, layer, None);
+                let t = text(n, src);
+                let args: Vec<String> = t
+                    .trim_start_matches("[[")
+                    .trim_end_matches("]]")
+                    .split_whitespace()
+                    .map(|s| s.to_string())
+                    .collect();
+                let a = knowledge::analyze("[[", None, &args);
+                let mut op = self.blank_op("bash:[[", "[[", OpKind::Command, a.effects, layer);
+                op.notes = a.notes;
+                self.out.ops.push(op);
+                layer
+            }
+            "command_substitution" | "process_substitution" => {
+                self.subst_body(n, src, layer, None);
+                layer
+            }
+            "negated_command" | "if_statement" | "while_statement" | "c_style_for_statement"
+            | "case_statement" | "case_item" | "elif_clause" => {
+                // conditions and bodies in order; expressions may hide substitutions
+                let mut c = n.walk();
+                let kids: Vec<Node> = n.named_children(&mut c).collect();
+                let mut cur = layer;
+                let mut first = true;
+                for k in kids {
+                    if is_statement(k.kind()) {
+                        cur = self.node(k, src, if first { cur } else { cur + 1 });
+                        first = false;
+                    } else {
+                        self.substs(k, src, cur, None);
+                    }
+                }
+                cur
+            }
+            _ => {
+                // expressions ((...)), words at top level...
+                self.substs(n, src, layer, None);
+                layer
+            }
+        }
+    }
+
+    fn sequence(&mut self, n: Node, src: &[u8], layer: usize) -> usize {
+        let mut c = n.walk();
+        let kids: Vec<Node> = n.children(&mut c).collect();
+        let mut cur = layer;
+        let mut first = true;
+        for (i, k) in kids.iter().enumerate() {
+            if !k.is_named() || k.kind() == "comment" {
+                continue;
+            }
+            let bg = kids.get(i + 1).map(|x| x.kind() == "&").unwrap_or(false);
+            let saved = self.background;
+            self.background |= bg;
+            let start = if first { cur } else { cur + 1 };
+            cur = self.node(*k, src, start);
+            self.background = saved;
+            first = false;
+        }
+        cur
+    }
+
+    /// Pipeline stages share a layer. `head` is a stage that precedes the pipeline's own
+    /// children (the command of a `cmd <<EOF | next` heredoc).
+    fn pipeline(&mut self, n: Node, src: &[u8], layer: usize, head: Option<Feed>) -> usize {
+        let pid = self.next_pipe;
+        self.next_pipe += 1;
+        let saved_pipe = self.cur_pipe;
+        let mut c = n.walk();
+        let stages: Vec<Node> = n.named_children(&mut c).filter(|k| k.kind() != "comment").collect();
+        let mut max = layer;
+        let offset = usize::from(head.is_some());
+        let mut prev = head;
+        for (i, s) in stages.into_iter().enumerate() {
+            self.cur_pipe = Some((pid, i + offset));
+            self.feed = prev.take();
+            self.stage_out = None;
+            let l = self.node(s, src, layer);
+            max = max.max(l);
+            prev = self.stage_out.take();
+            self.feed = None;
+        }
+        self.cur_pipe = saved_pipe;
+        max
+    }
+
+    fn redirected(&mut self, n: Node, src: &[u8], layer: usize) -> usize {
+        let body = n.child_by_field_name("body");
+        let mut c = n.walk();
+        let redirects: Vec<Node> = n
+            .children(&mut c)
+            .filter(|k| k.kind().ends_with("_redirect"))
+            .collect();
+        let Some(body) = body else {
+            for r in &redirects {
+                self.redirect(*r, src, layer);
+            }
+            return layer;
+        };
+        // heredoc with trailing syntax inside it (`cat <<EOF | sh`, `cat <<EOF && x`)
+        let heredoc = redirects.iter().find(|r| r.kind() == "heredoc_redirect").copied();
+        let mut stdin_text: Option<String> = None;
+        for r in &redirects {
+            if let Some(t) = self.stdin_text_of(*r, src) {
+                stdin_text = Some(t);
+            }
+        }
+        if let Some(h) = heredoc {
+            let mut hc = h.walk();
+            let inner: Vec<Node> = h.named_children(&mut hc).collect();
+            if let Some(p) = inner.iter().find(|k| k.kind() == "pipeline") {
+                // body is stage 0, the heredoc's pipeline continues it
+                let pid_stage0 = self.next_pipe;
+                self.next_pipe += 1;
+                let saved_pipe = self.cur_pipe;
+                self.cur_pipe = Some((pid_stage0, 0));
+                self.feed = stdin_text.clone().map(|t| Feed { words: t.split_whitespace().map(String::from).collect(), text: t, exact: true });
+                self.stage_out = None;
+                let extra: Vec<Node> = redirects.iter().copied().filter(|r| r.kind() != "heredoc_redirect").collect();
+                let l0 = self.node_with_redirects(body, src, layer, &extra, &inner);
+                let out = self.stage_out.take();
+                self.feed = None;
+                // continue the same pipeline id for the following stages
+                let mut pc = p.walk();
+                let stages: Vec<Node> = p.named_children(&mut pc).collect();
+                let mut prev = out;
+                let mut max = l0;
+                for (i, s) in stages.into_iter().enumerate() {
+                    self.cur_pipe = Some((pid_stage0, i + 1));
+                    self.feed = prev.take();
+                    self.stage_out = None;
+                    max = max.max(self.node(s, src, layer));
+                    prev = self.stage_out.take();
+                    self.feed = None;
+                }
+                self.cur_pipe = saved_pipe;
+                return self.heredoc_tail(&inner, src, max);
+            }
+            self.feed = stdin_text.map(|t| Feed { words: t.split_whitespace().map(String::from).collect(), text: t, exact: true });
+            let extra: Vec<Node> = redirects.iter().copied().filter(|r| r.kind() != "heredoc_redirect").collect();
+            let l = self.node_with_redirects(body, src, layer, &extra, &inner);
+            self.feed = None;
+            return self.heredoc_tail(&inner, src, l);
+        }
+        self.feed = stdin_text.map(|t| Feed { words: t.split_whitespace().map(String::from).collect(), text: t, exact: true });
+        let l = self.node_with_redirects(body, src, layer, &redirects, &[]);
+        self.feed = None;
+        l
+    }
+
+    /// Walk `body`, then attach redirects (and file redirects nested in a heredoc) to the
+    /// last layer it used.
+    fn node_with_redirects(&mut self, body: Node, src: &[u8], layer: usize, redirects: &[Node], heredoc_inner: &[Node]) -> usize {
+        let l = if body.kind() == "command" {
+            let mut all: Vec<Node> = redirects.to_vec();
+            all.extend(heredoc_inner.iter().copied().filter(|k| k.kind() == "file_redirect"));
+            return self.command(body, src, layer, &all);
+        } else {
+            self.node(body, src, layer)
+        };
+        for r in redirects {
+            self.redirect(*r, src, l);
+        }
+        for r in heredoc_inner.iter().filter(|k| k.kind() == "file_redirect") {
+            self.redirect(*r, src, l);
+        }
+        l
+    }
+
+    /// Statements after `&&` / `||` / `;` that tree-sitter nests inside a heredoc node.
+    fn heredoc_tail(&mut self, inner: &[Node], src: &[u8], layer: usize) -> usize {
+        let mut cur = layer;
+        for k in inner {
+            if is_statement(k.kind()) && k.kind() != "pipeline" {
+                cur = self.node(*k, src, cur + 1);
+            }
+        }
+        cur
+    }
+
+    /// Static text a redirect feeds to stdin (heredoc body, herestring).
+    fn stdin_text_of(&mut self, r: Node, src: &[u8]) -> Option<String> {
+        match r.kind() {
+            "heredoc_redirect" => {
+                let mut c = r.walk();
+                let kids: Vec<Node> = r.named_children(&mut c).collect();
+                let body = kids.iter().find(|k| k.kind() == "heredoc_body")?;
+                Some(text(*body, src).to_string())
+            }
+            "herestring_redirect" => {
+                let mut c = r.walk();
+                let kids: Vec<Node> = r.named_children(&mut c).collect();
+                let v = kids.last()?;
+                Some(words::eval_one(*v, src, &self.vars))
+            }
+            _ => None,
+        }
+    }
+
+    fn redirect(&mut self, r: Node, src: &[u8], layer: usize) {
+        match r.kind() {
+            "file_redirect" => {
+                self.substs(r, src, layer, None);
+                let mut c = r.walk();
+                let mut opname = String::new();
+                for k in r.children(&mut c) {
+                    if !k.is_named() {
+                        opname.push_str(k.kind());
+                    }
+                }
+                let Some(dest) = r.child_by_field_name("destination") else {
+                    return;
+                };
+                let target = words::eval_one(dest, src, &self.vars);
+                let dup = opname.ends_with('&') && (target.chars().all(|ch| ch.is_ascii_digit()) || target == "-");
+                if dup {
+                    return;
+                }
+                let harmless = matches!(target.as_str(), "/dev/null" | "/dev/stdout" | "/dev/stderr" | "/dev/tty")
+                    || target.starts_with("/dev/fd/");
+                let is_write = opname.contains('>');
+                let is_read = opname.contains('<');
+                let mut e = Effects::default();
+                let mut op = self.blank_op(
+                    if is_write { "redirect:write" } else { "redirect:read" },
+                    &opname,
+                    OpKind::Redirect,
+                    e,
+                    layer,
+                );
+                if target.starts_with("/dev/tcp/") || target.starts_with("/dev/udp/") {
+                    e.add(Category::Network);
+                    op.network_source = true;
+                    op.notes.push(format!("{target} opens a network connection"));
+                } else if !harmless {
+                    if is_write {
+                        e.add(Category::Filesystem);
+                        op.writes.push(target.clone());
+                    }
+                    if is_read {
+                        e.add(Category::Readonly);
+                        op.reads.push(target.clone());
+                    }
+                }
+                op.effects = e;
+                op.args = vec![target];
+                op.redirect_op = Some(opname);
+                self.out.ops.push(op);
+            }
+            "heredoc_redirect" => {
+                let mut c = r.walk();
+                let kids: Vec<Node> = r.named_children(&mut c).collect();
+                let quoted = kids
+                    .iter()
+                    .find(|k| k.kind() == "heredoc_start")
+                    .map(|k| {
+                        let t = text(*k, src);
+                        t.contains('\'') || t.contains('"') || t.contains('\\')
+                    })
+                    .unwrap_or(false);
+                if !quoted {
+                    for k in kids.iter().filter(|k| k.kind() == "heredoc_body") {
+                        self.substs(*k, src, layer, None);
+                    }
+                }
+            }
+            _ => self.substs(r, src, layer, None),
+        }
+    }
+
+    /// Find command/process substitutions inside a non-statement node and walk them.
+    fn substs(&mut self, n: Node, src: &[u8], layer: usize, parent: Option<usize>) {
+        match n.kind() {
+            "command_substitution" | "process_substitution" => {
+                self.subst_body(n, src, layer, parent);
+            }
+            _ => {
+                let mut c = n.walk();
+                let kids: Vec<Node> = n.named_children(&mut c).collect();
+                for k in kids {
+                    self.substs(k, src, layer, parent);
+                }
+            }
+        }
+    }
+
+    fn subst_body(&mut self, n: Node, src: &[u8], layer: usize, parent: Option<usize>) {
+        let label = if n.kind() == "process_substitution" {
+            let t = text(n, src);
+            if t.starts_with(">(") { ">(...)" } else { "<(...)" }
+        } else if text(n, src).starts_with('`') {
+            "`...`"
+        } else {
+            "$(...)"
+        };
+        let saved_feed = self.feed.take();
+        let saved_out = self.stage_out.take();
+        let saved_pipe = self.cur_pipe.take();
+        let saved_subst = self.cur_subst;
+        self.cur_subst = parent.or(saved_subst);
+        self.via.push(label.to_string());
+        let mut c = n.walk();
+        let kids: Vec<Node> = n.named_children(&mut c).collect();
+        let mut cur = layer;
+        for k in kids {
+            if is_statement(k.kind()) {
+                // all statements of a substitution belong to the enclosing step
+                cur = self.node(k, src, cur);
+            } else {
+                self.substs(k, src, cur, parent);
+            }
+        }
+        self.via.pop();
+        self.cur_subst = saved_subst;
+        self.cur_pipe = saved_pipe;
+        self.feed = saved_feed;
+        self.stage_out = saved_out;
+    }
+
+    fn assignment(&mut self, n: Node, src: &[u8], layer: usize, persist: bool) {
+        let name = n
+            .child_by_field_name("name")
+            .map(|x| text(x, src).to_string())
+            .unwrap_or_default();
+        let value = n.child_by_field_name("value");
+        if let Some(v) = value {
+            self.substs(v, src, layer, None);
+        }
+        let val = value
+            .map(|v| words::eval_one(v, src, &self.vars))
+            .unwrap_or_default();
+        if sensitive_var(&name) {
+            let mut e = Effects::default();
+            e.add(Category::Env);
+            let mut op = self.blank_op(&format!("assign:{name}"), &name, OpKind::Assignment, e, layer);
+            op.args = vec![display_word(&val)];
+            op.notes.push(format!("assigning {name} changes how later programs are found or behave"));
+            self.out.ops.push(op);
+        }
+        if persist {
+            self.vars.insert(name, val);
+        }
+    }
+
+    fn declaration(&mut self, n: Node, src: &[u8], layer: usize) -> usize {
+        let mut c = n.walk();
+        let kids: Vec<Node> = n.children(&mut c).collect();
+        let builtin = kids.first().map(|k| text(*k, src).to_string()).unwrap_or_default();
+        let mut args = Vec::new();
+        for k in &kids[1.min(kids.len())..] {
+            if k.kind() == "variable_assignment" {
+                self.assignment(*k, src, layer, true);
+                args.push(text(*k, src).to_string());
+            } else if k.is_named() {
+                self.substs(*k, src, layer, None);
+                args.push(words::eval_one(*k, src, &self.vars));
+            }
+        }
+        let mut e = Effects::default();
+        if args.iter().all(|a| a.starts_with('-')) && (builtin == "export" || builtin == "declare" || builtin == "typeset") {
+            e.add(Category::Env);
+        }
+        let mut op = self.blank_op(&format!("bash:{builtin}"), &builtin, OpKind::Command, e, layer);
+        op.args = args.iter().map(|a| display_word(a)).collect();
+        if !e.is_pure() {
+            op.notes.push("prints the environment".into());
+        }
+        self.out.ops.push(op);
+        layer
+    }
+
+    /// A simple command: assignments, words, redirects.
+    fn command(&mut self, n: Node, src: &[u8], layer: usize, outer_redirects: &[Node]) -> usize {
+        let cmd_id = self.next_cmd;
+        self.next_cmd += 1;
+        let mut c = n.walk();
+        let kids: Vec<Node> = n.children(&mut c).collect();
+        let mut argv: Vec<String> = Vec::new();
+        let mut redirects: Vec<Node> = Vec::new();
+        let mut assigns: Vec<Node> = Vec::new();
+        for (i, k) in kids.iter().enumerate() {
+            let field = n.field_name_for_child(i as u32);
+            match k.kind() {
+                "variable_assignment" => assigns.push(*k),
+                "file_redirect" | "herestring_redirect" | "heredoc_redirect" => redirects.push(*k),
+                "subshell" => {
+                    self.node(*k, src, layer);
+                }
+                _ if field == Some("name") || field == Some("argument") => {
+                    self.substs(*k, src, layer, Some(cmd_id));
+                    argv.extend(words::eval_words(*k, src, &self.vars));
+                }
+                _ if k.is_named() => self.substs(*k, src, layer, Some(cmd_id)),
+                _ => {}
+            }
+        }
+        redirects.extend_from_slice(outer_redirects);
+        let persist = argv.is_empty();
+        for a in assigns {
+            self.assignment(a, src, layer, persist);
+        }
+        let mut fed = false;
+        for r in &redirects {
+            if let Some(t) = self.stdin_text_of(*r, src) {
+                self.feed = Some(Feed { words: t.split_whitespace().map(String::from).collect(), text: t, exact: true });
+                fed = true;
+            }
+        }
+        let last = if argv.is_empty() {
+            layer
+        } else {
+            self.dispatch(argv, layer, cmd_id, false, fed)
+        };
+        for r in &redirects {
+            self.redirect(*r, src, layer);
+        }
+        last.max(layer)
+    }
+
+    /// Judge an argv (after unwrapping) and recurse into what it runs.
+    fn dispatch(&mut self, argv: Vec<String>, layer: usize, cmd_id: usize, stdin_args: bool, fed_static: bool) -> usize {
+        if argv.is_empty() || !self.budget_ok() {
+            return layer;
+        }
+        let word0 = argv[0].clone();
+        let (dir, base) = split_program(&word0);
+        // a function defined in this command shadows any program
+        if dir.is_none() {
+            if let Some(body) = self.funcs.get(&base).cloned() {
+                self.called.insert(base.clone());
+                if self.call_stack.contains(&base) {
+                    if self.cur_pipe.is_some() || self.background {
+                        self.out.fork_bombs.push(base.clone());
+                    }
+                    return layer;
+                }
+                self.call_stack.push(base.clone());
+                self.via.push(format!("function {base}"));
+                let l = self.script(&body, layer);
+                self.via.pop();
+                self.call_stack.pop();
+                return l;
+            }
+        }
+        let mut args: Vec<String> = argv[1..].to_vec();
+        let mut xargs_fed = false;
+        if stdin_args {
+            match self.feed.take() {
+                Some(f) if !f.words.is_empty() => {
+                    args.extend(f.words.iter().cloned());
+                    if !f.exact {
+                        args.push(DYN.to_string());
+                    }
+                    xargs_fed = true;
+                }
+                _ => args.push(DYN.to_string()),
+            }
+        }
+        let a: Analysis = knowledge::analyze(&base, dir.as_deref(), &args);
+        let skip_op = !a.nested.is_empty()
+            && a.effects.is_pure()
+            && a.block.is_none()
+            && a.reads.is_empty()
+            && a.writes.is_empty()
+            && !a.stdin_exec;
+        let program_shown = display_word(&base);
+        let opname = if base.contains(DYN) {
+            "bash:<dynamic>".to_string()
+        } else {
+            format!("bash:{base}")
+        };
+        // static output for the next pipeline stage
+        match a.canonical.as_deref() {
+            Some("echo") | Some("printf") if !args.iter().any(|x| x.contains(DYN)) => {
+                let words: Vec<String> = args.iter().filter(|x| !x.starts_with('-')).cloned().collect();
+                self.stage_out = Some(Feed { text: words.join(" "), words, exact: true });
+            }
+            Some("cat") if fed_static && args.is_empty() => {
+                self.stage_out = self.feed.clone();
+            }
+            Some("find") if a.nested.is_empty() => {
+                self.stage_out = Some(Feed { text: String::new(), words: a.parsed.operands.clone(), exact: false });
+            }
+            _ => {}
+        }
+        if !skip_op {
+            let mut op = self.blank_op(&opname, &program_shown, OpKind::Command, a.effects, layer);
+            op.program_dir = dir.clone();
+            op.args = args.clone();
+            op.notes = a.notes.clone();
+            op.reads = a.reads.clone();
+            op.writes = a.writes.clone();
+            op.block = a.block.clone();
+            op.stdin_exec = a.stdin_exec;
+            op.decoder = a.decoder;
+            op.network_source = a.network_source;
+            op.runs_file = a.runs_file;
+            op.is_shell = a.is_shell;
+            op.canonical = a.canonical.clone();
+            op.parsed = a.parsed.clone();
+            op.cmd_id = cmd_id;
+            op.stdin_args = stdin_args && !xargs_fed;
+            op.fed_static = fed_static || self.feed.is_some();
+            if op.remote {
+                op.effects = Effects::default();
+                op.effects.add(Category::Network);
+                op.notes.push("runs on the remote host".into());
+            }
+            self.out.ops.push(op);
+        }
+        let mut last = layer;
+        for nested in a.nested {
+            match nested {
+                Nested::Argv { argv, via, stdin_args: sa } => {
+                    self.via.push(via);
+                    let l = self.dispatch(argv, layer, cmd_id, sa || stdin_args, fed_static);
+                    last = last.max(l);
+                    self.via.pop();
+                }
+                Nested::Script { text, via, remote } => {
+                    let saved_remote = self.remote;
+                    self.remote |= remote;
+                    self.via.push(via);
+                    let l = self.script(&text, layer);
+                    last = last.max(l);
+                    self.via.pop();
+                    self.remote = saved_remote;
+                }
+                Nested::Code { lang, text } => self.out.codes.push((lang, text)),
+            }
+        }
+        if a.stdin_exec {
+            if let Some(f) = self.feed.take() {
+                if !f.text.is_empty() {
+                    self.via.push(format!("{} (stdin)", display_word(&base)));
+                    if a.is_shell || base == "source" || base == "." {
+                        last = last.max(self.script(&f.text, layer));
+                    } else {
+                        self.out.codes.push((base.clone(), f.text));
+                    }
+                    self.via.pop();
+                }
+            }
+        }
+        last
+    }
+}
+
+fn is_statement(k: &str) -> bool {
+    matches!(
+        k,
+        "command"
+            | "pipeline"
+            | "list"
+            | "redirected_statement"
+            | "subshell"
+            | "compound_statement"
+            | "if_statement"
+            | "while_statement"
+            | "for_statement"
+            | "c_style_for_statement"
+            | "case_statement"
+            | "function_definition"
+            | "negated_command"
+            | "declaration_command"
+            | "unset_command"
+            | "test_command"
+            | "variable_assignment"
+            | "variable_assignments"
+            | "do_group"
+            | "else_clause"
+            | "elif_clause"
+    )
+}
+
+/// `/usr/bin/rm` → (Some("/usr/bin"), "rm"); `rm` → (None, "rm"); `./x` → (Some("."), "x").
+pub fn split_program(w: &str) -> (Option<String>, String) {
+    match w.rfind('/') {
+        Some(i) => {
+            let dir = &w[..i];
+            let base = &w[i + 1..];
+            let dir = normalize_dir(if dir.is_empty() { "/" } else { dir });
+            (Some(dir), base.to_string())
+        }
+        None => (None, w.to_string()),
+    }
+}
+
+fn normalize_dir(d: &str) -> String {
+    if !d.starts_with('/') {
+        return d.to_string();
+    }
+    let mut parts: Vec<&str> = Vec::new();
+    for p in d.split('/') {
+        match p {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            p => parts.push(p),
+        }
+    }
+    format!("/{}", parts.join("/"))
+}
