@@ -178,7 +178,7 @@ pub fn findings(ops: &[RawOp], walked: &Walked, raw: &str) -> Vec<Finding> {
     for op in ops {
         let shown = format!(
             "{}{}{}",
-            op.program,
+            display_word(&op.program),
             if op.args.is_empty() { "" } else { " " },
             op.args.iter().map(|a| display_word(a)).collect::<Vec<_>>().join(" ")
         );
@@ -299,14 +299,14 @@ pub fn findings(ops: &[RawOp], walked: &Walked, raw: &str) -> Vec<Finding> {
             let ys = y.pipeline.map(|p| p.1).unwrap_or(0);
             if ys < stage {
                 if y.network_source {
-                    push("download-to-shell", format!("network output piped into `{}`", x.program));
+                    push("download-to-shell", format!("network output piped into `{}`", display_word(&x.program)));
                 } else if y.decoder {
-                    push("decode-to-shell", format!("decoded data piped into `{}`", x.program));
+                    push("decode-to-shell", format!("decoded data piped into `{}`", display_word(&x.program)));
                 } else if matches!(y.canonical.as_deref(), Some("echo") | Some("printf")) && y.subst_of.is_none() {
-                    push("echo-to-shell", format!("`{}` output piped into `{}`", y.program, x.program));
+                    push("echo-to-shell", format!("`{}` output piped into `{}`", display_word(&y.program), display_word(&x.program)));
                 }
             } else if y.network_source && x.is_shell {
-                push("reverse-shell", format!("`{}` piped into a network connection (`{}`)", x.program, y.program));
+                push("reverse-shell", format!("`{}` piped into a network connection (`{}`)", display_word(&x.program), display_word(&y.program)));
             }
         }
     }
@@ -314,9 +314,9 @@ pub fn findings(ops: &[RawOp], walked: &Walked, raw: &str) -> Vec<Finding> {
     for x in ops.iter().filter(|o| interpreter_like(o)) {
         for y in ops.iter().filter(|o| o.subst_of == Some(x.cmd_id)) {
             if y.network_source {
-                push("download-to-shell", format!("`{}` runs code downloaded by `{}`", x.program, y.program));
+                push("download-to-shell", format!("`{}` runs code downloaded by `{}`", display_word(&x.program), display_word(&y.program)));
             } else if y.decoder {
-                push("decode-to-shell", format!("`{}` runs code decoded by `{}`", x.program, y.program));
+                push("decode-to-shell", format!("`{}` runs code decoded by `{}`", display_word(&x.program), display_word(&y.program)));
             }
         }
     }

@@ -81,7 +81,7 @@ pub fn check(command: &str, ctx: &Context) -> CheckReport {
         .zip(op_risks.iter())
         .map(|(o, r)| Operation {
             op: o.op.clone(),
-            program: o.program.clone(),
+            program: display_word(&o.program),
             program_path: o.program_dir.clone(),
             args: o.args.iter().map(|a| display_word(a)).collect(),
             kind: o.kind,
@@ -165,6 +165,8 @@ pub fn check(command: &str, ctx: &Context) -> CheckReport {
         blocked,
         reasons,
         risk_score,
+        category: all.primary(),
+        categories: all.categories(),
         permission_set: set.as_str(),
         confidence,
         detected_patterns: patterns,
@@ -191,6 +193,8 @@ fn refused(command: &str, hash: String, workdir: Option<String>, error: String) 
         error: Some(error),
         blocked: false,
         risk_score: 1.0,
+        category: Category::Unknown,
+        categories: vec![Category::Unknown],
         permission_set: PermissionSet::McpStandard.as_str(),
         confidence: 0.0,
         detected_patterns: vec!["invalid".into()],

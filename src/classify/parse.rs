@@ -124,6 +124,8 @@ pub struct RawOp {
     pub remote: bool,
     /// Its stdin comes from a heredoc / herestring / static echo.
     pub fed_static: bool,
+    /// A shell whose stdin is a static script that was walked.
+    pub static_script: bool,
     /// Redirect operator (`>`, `>>`, `<` ...) for redirect operations.
     pub redirect_op: Option<String>,
 }
@@ -261,6 +263,7 @@ impl Walker {
             stdin_args: false,
             remote: self.remote,
             fed_static: false,
+            static_script: false,
             redirect_op: None,
         }
     }
@@ -463,6 +466,7 @@ impl Walker {
                 self.stage_out = None;
                 let extra: Vec<Node> = redirects.iter().copied().filter(|r| r.kind() != "heredoc_redirect").collect();
                 let l0 = self.node_with_redirects(body, src, layer, &extra, &inner);
+                self.redirect(h, src, layer);
                 let out = self.stage_out.take();
                 self.feed = None;
                 // continue the same pipeline id for the following stages
@@ -485,6 +489,7 @@ impl Walker {
             let extra: Vec<Node> = redirects.iter().copied().filter(|r| r.kind() != "heredoc_redirect").collect();
             let l = self.node_with_redirects(body, src, layer, &extra, &inner);
             self.feed = None;
+            self.redirect(h, src, layer);
             return self.heredoc_tail(&inner, src, l);
         }
         self.feed = stdin_text.map(|t| Feed { words: t.split_whitespace().map(String::from).collect(), text: t, exact: true });
@@ -563,6 +568,9 @@ impl Walker {
                 }
                 let harmless = matches!(target.as_str(), "/dev/null" | "/dev/stdout" | "/dev/stderr" | "/dev/tty")
                     || target.starts_with("/dev/fd/");
+                if harmless {
+                    return;
+                }
                 let is_write = opname.contains('>');
                 let is_read = opname.contains('<');
                 let mut e = Effects::default();
@@ -777,6 +785,12 @@ impl Walker {
                     if self.cur_pipe.is_some() || self.background {
                         self.out.fork_bombs.push(base.clone());
                     }
+                    let mut e = Effects::default();
+                    e.add(Category::Process);
+                    let mut op = self.blank_op(&format!("bash:{base}"), &base, OpKind::Command, e, layer);
+                    op.notes.push(format!("function `{base}` calls itself"));
+                    op.cmd_id = cmd_id;
+                    self.out.ops.push(op);
                     return layer;
                 }
                 self.call_stack.push(base.clone());
@@ -787,6 +801,7 @@ impl Walker {
                 return l;
             }
         }
+        let fed_static = fed_static || self.feed.is_some();
         let mut args: Vec<String> = argv[1..].to_vec();
         let mut xargs_fed = false;
         if stdin_args {
@@ -801,14 +816,22 @@ impl Walker {
                 _ => args.push(DYN.to_string()),
             }
         }
-        let a: Analysis = knowledge::analyze(&base, dir.as_deref(), &args);
+        let mut a: Analysis = knowledge::analyze(&base, dir.as_deref(), &args);
+        // a shell reading a static script from stdin (heredoc, herestring, `cat <<EOF |`)
+        // is a pass-through like `sh -c`: its script is walked below
+        let static_script = a.is_shell
+            && a.stdin_exec
+            && self.feed.as_ref().map(|f| !f.text.is_empty()).unwrap_or(false);
+        if static_script {
+            a.effects = Effects::default();
+            a.notes.push("runs the static script given on stdin (walked below)".into());
+        }
         let skip_op = !a.nested.is_empty()
             && a.effects.is_pure()
             && a.block.is_none()
             && a.reads.is_empty()
             && a.writes.is_empty()
             && !a.stdin_exec;
-        let program_shown = display_word(&base);
         let opname = if base.contains(DYN) {
             "bash:<dynamic>".to_string()
         } else {
@@ -829,7 +852,7 @@ impl Walker {
             _ => {}
         }
         if !skip_op {
-            let mut op = self.blank_op(&opname, &program_shown, OpKind::Command, a.effects, layer);
+            let mut op = self.blank_op(&opname, &base, OpKind::Command, a.effects, layer);
             op.program_dir = dir.clone();
             op.args = args.clone();
             op.notes = a.notes.clone();
@@ -845,7 +868,8 @@ impl Walker {
             op.parsed = a.parsed.clone();
             op.cmd_id = cmd_id;
             op.stdin_args = stdin_args && !xargs_fed;
-            op.fed_static = fed_static || self.feed.is_some();
+            op.fed_static = fed_static;
+            op.static_script = static_script;
             if op.remote {
                 op.effects = Effects::default();
                 op.effects.add(Category::Network);

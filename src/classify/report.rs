@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use super::dag::Layer;
-use super::types::{display_word, Operation};
+use super::types::{display_word, Category, Operation};
 
 /// Everything the classifier decided about one command. Field names are a contract
 /// (DESIGN §7): add fields freely, never rename.
@@ -24,6 +24,10 @@ pub struct CheckReport {
     /// Why it is blocked / refused / needs validation (empty when it can run unasked).
     pub reasons: Vec<String>,
     pub risk_score: f64,
+    /// The most privileged category over all operations (`pure` when all are pure).
+    pub category: Category,
+    /// Every category the operations have.
+    pub categories: Vec<Category>,
     /// minimal | readonly | filesystem | network-api | mcp-standard
     pub permission_set: &'static str,
     pub confidence: f64,
@@ -67,8 +71,11 @@ pub fn render_text(r: &CheckReport) -> String {
         s.push_str(&format!("error:    {e}\n"));
     }
     s.push_str(&format!(
-        "set:      {} (confidence {:.2})   risk: {:.2}\n",
-        r.permission_set, r.confidence, r.risk_score
+        "set:      {} (confidence {:.2})   risk: {:.2}   category: {}\n",
+        r.permission_set,
+        r.confidence,
+        r.risk_score,
+        r.categories.iter().map(|c| c.as_str()).collect::<Vec<_>>().join("+")
     ));
     if !r.reasons.is_empty() {
         s.push_str("reasons:\n");

@@ -54,7 +54,7 @@ pub fn op_risk(op: &RawOp) -> f64 {
         r += 0.15;
     }
     if op.reads.iter().any(|w| secret_path(w)) {
-        r += 0.3;
+        r += 0.5;
     }
     if op.program.contains(DYN) {
         r += 0.3;
@@ -64,7 +64,7 @@ pub fn op_risk(op: &RawOp) -> f64 {
     if op.runs_file {
         r += 0.1;
     }
-    if op.stdin_exec {
+    if op.stdin_exec && !op.static_script {
         r += 0.2;
     }
     if op.via.iter().any(|v| v.contains(" -c") || v == "eval" || v.starts_with("env -S")) {
@@ -92,7 +92,7 @@ pub fn command_risk(ops: &[RawOp], op_risks: &[f64], all: &Effects, blocked: boo
     if all.has(Category::Network) && (all.has(Category::Readonly) || all.has(Category::Filesystem)) {
         r += 0.1;
     }
-    if ops.iter().any(|o| o.stdin_exec && o.pipeline.is_some()) {
+    if ops.iter().any(|o| o.stdin_exec && !o.static_script && o.pipeline.is_some()) {
         r += 0.1;
     }
     (r.clamp(0.0, 1.0) * 100.0).round() / 100.0
