@@ -196,6 +196,11 @@ pub fn findings(ops: &[RawOp], walked: &Walked, raw: &str) -> Vec<Finding> {
         // recursive deletion of /, ~ or system directories
         if is_rm(op) && (is_recursive(op) || op.parsed.has("--no-preserve-root")) {
             for t in &op.writes {
+                if let (Some(c), false) = (&op.cwd, t.starts_with('/') || t.starts_with('~')) {
+                    if let Some(why) = critical_target(&format!("{c}/{t}")) {
+                        push("recursive-delete", format!("recursive deletion of {why} (after `cd {c}`): `{shown}`"));
+                    }
+                }
                 if let Some(why) = critical_target(t) {
                     push("recursive-delete", format!("recursive deletion of {why}: `{shown}`"));
                 }
@@ -332,10 +337,11 @@ pub fn findings(ops: &[RawOp], walked: &Walked, raw: &str) -> Vec<Finding> {
 
     // ── second line: regexes ──
     let rx = regexes();
-    if hit(&rx.fork_bomb, raw) {
+    let skeleton = unquoted_skeleton(raw);
+    if hit(&rx.fork_bomb, &skeleton) {
         push("fork-bomb", "fork bomb shape".into());
     }
-    if hit(&rx.dev_tcp_shell, raw) {
+    if hit(&rx.dev_tcp_shell, &skeleton) {
         push("reverse-shell", "interactive shell wired to /dev/tcp".into());
     }
     let mut texts: Vec<&str> = walked.codes.iter().map(|(_, t)| t.as_str()).collect();
@@ -358,6 +364,37 @@ pub fn findings(ops: &[RawOp], walked: &Walked, raw: &str) -> Vec<Finding> {
         }
     }
     f
+}
+
+/// The command text with the contents of quoted strings removed, so the whole-text
+/// regexes do not fire on data (`echo ":(){ :|:& };:"`).
+fn unquoted_skeleton(raw: &str) -> String {
+    let mut out = String::with_capacity(raw.len());
+    let mut q: Option<char> = None;
+    let mut esc = false;
+    for c in raw.chars() {
+        if esc {
+            esc = false;
+            if q.is_none() {
+                out.push(c);
+            }
+            continue;
+        }
+        match (q, c) {
+            (_, '\\') if q != Some('\'') => esc = true,
+            (None, '\'') | (None, '"') => {
+                q = Some(c);
+                out.push(c);
+            }
+            (Some(x), c) if c == x => {
+                q = None;
+                out.push(c);
+            }
+            (Some(_), _) => {}
+            (None, c) => out.push(c),
+        }
+    }
+    out
 }
 
 impl RawOp {

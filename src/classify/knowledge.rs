@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 use serde::Deserialize;
 
 use super::scripts;
-use super::types::{Category, DYN};
+use super::types::{Category, ANY_FILE, DYN};
 
 const TABLE: &str = include_str!("programs.toml");
 
@@ -103,6 +103,8 @@ pub struct FlagRule {
     pub value: Option<String>,
     pub add: Vec<String>,
     pub set: Option<Vec<String>>,
+    /// Overrides what operands are (`gzip -c FILE` reads FILE instead of replacing it).
+    pub operands: Option<String>,
     pub note: String,
 }
 
@@ -126,6 +128,8 @@ pub struct ProgramSpec {
     pub interpreter: bool,
     pub code_opts: Vec<String>,
     pub decoder_flags: Vec<String>,
+    /// Always decodes its input (zcat, gunzip).
+    pub decoder: bool,
     pub source_kind: Option<String>,
     pub block: Option<String>,
     pub note: Option<String>,
@@ -375,12 +379,16 @@ pub enum Nested {
         argv: Vec<String>,
         via: String,
         stdin_args: bool,
+        /// xargs -I: this string in `argv` is replaced by each input item.
+        replace: Option<String>,
     },
     /// Shell code given as a string (`sh -c`, `eval`, `env -S`, `trap`, `ssh host CMD`).
     Script {
         text: String,
         via: String,
         remote: bool,
+        /// Positional parameters `$0 $1 ...` (`sh -c SCRIPT NAME ARGS...`).
+        args: Vec<String>,
     },
     /// Code in another language (`python -c`, `perl -e`): scanned by the regex line.
     Code { lang: String, text: String },
@@ -440,6 +448,12 @@ pub fn analyze(prog: &str, dir: Option<&str>, args: &[String]) -> Analysis {
     }
     if let Some(d) = dir {
         if !TRUSTED_DIRS.contains(&d) {
+            // judged by location (a file, not the program) *and* by basename (for the
+            // danger rules: `./rm -rf /` is still a recursive delete)
+            let g = generic(prog, args);
+            a.parsed = g.parsed;
+            a.writes = g.writes;
+            a.canonical = g.canonical;
             a.effects.add(Category::Unknown);
             a.runs_file = true;
             a.notes.push(format!("runs the file {d}/{prog}, not a program from the fixed PATH"));
@@ -460,6 +474,7 @@ pub fn analyze(prog: &str, dir: Option<&str>, args: &[String]) -> Analysis {
                     text: p.operands[1..].join(" "),
                     via: "ssh".into(),
                     remote: true,
+                    args: Vec::new(),
                 });
             }
             return a;
@@ -475,6 +490,7 @@ pub fn analyze(prog: &str, dir: Option<&str>, args: &[String]) -> Analysis {
                 text,
                 via: "eval".into(),
                 remote: false,
+                args: Vec::new(),
             });
             return a;
         }
@@ -497,6 +513,7 @@ pub fn analyze(prog: &str, dir: Option<&str>, args: &[String]) -> Analysis {
                     text: cmd.clone(),
                     via: "trap".into(),
                     remote: false,
+                    args: Vec::new(),
                 });
             }
             return a;
@@ -509,6 +526,7 @@ pub fn analyze(prog: &str, dir: Option<&str>, args: &[String]) -> Analysis {
                         text: v.to_string(),
                         via: "alias".into(),
                         remote: false,
+                        args: Vec::new(),
                     });
                 }
             }
@@ -573,7 +591,21 @@ fn generic(prog: &str, args: &[String]) -> Analysis {
         .filter(|o| o.starts_with('-') && !o.starts_with("--") && o.len() > 2)
         .collect();
     let stop = spec.shell || spec.interpreter || !spec.subcommands.is_empty() || canon == "ssh";
+    // tar's old-style first argument (`tar czf x.tgz dir`) is an option cluster
+    let owned: Vec<String>;
+    let args: &[String] = if canon == "tar" && args.first().map(|a| !a.starts_with('-') && !a.is_empty() && a.chars().all(|c| c.is_ascii_alphabetic())).unwrap_or(false) {
+        owned = std::iter::once(format!("-{}", args[0])).chain(args[1..].iter().cloned()).collect();
+        &owned
+    } else {
+        args
+    };
     let p = parse_opts(args, &spec.value_opts, &spec.opt_value_opts, &whole, stop);
+    // flag rules see every option, also those after a subcommand (`git log --ext-diff`)
+    let p_flags = if !spec.subcommands.is_empty() {
+        parse_opts(args, &spec.value_opts, &spec.opt_value_opts, &whole, false)
+    } else {
+        p.clone()
+    };
     let mut fx = if spec.effects.is_empty() {
         Effects::from_names(&["unknown".to_string()])
     } else {
@@ -599,16 +631,20 @@ fn generic(prog: &str, args: &[String]) -> Analysis {
         }
     }
     // flag rules: `set` rules first, then `add`
+    let mut operand_kind = spec.operands.clone();
     for rule in spec.flags.iter().filter(|r| r.set.is_some()) {
-        if flag_hit(&p, rule) {
+        if flag_hit(&p_flags, rule) {
             if let Some(set) = &rule.set {
                 fx = Effects::from_names(set);
+            }
+            if let Some(o) = &rule.operands {
+                operand_kind = o.clone();
             }
             a.notes.push(rule.note.clone());
         }
     }
     for rule in spec.flags.iter().filter(|r| r.set.is_none()) {
-        if flag_hit(&p, rule) {
+        if flag_hit(&p_flags, rule) {
             for c in &rule.add {
                 fx.add(Category::parse(c).unwrap_or(Category::Unknown));
             }
@@ -672,24 +708,23 @@ fn generic(prog: &str, args: &[String]) -> Analysis {
         }
     }
     // operands
-    let files: Vec<String> = operands
+    let positional: Vec<String> = operands
         .into_iter()
-        .filter(|o| o != "-" && !(canon == "awk" && is_awk_assignment(o)))
+        .filter(|o| !(canon == "awk" && is_awk_assignment(o)))
         .collect();
-    match spec.operands.as_str() {
+    let harmless = |f: &String| matches!(f.as_str(), "-" | "/dev/stdout" | "/dev/stderr" | "/dev/null" | "/dev/stdin");
+    let files: Vec<String> = positional.iter().filter(|f| !harmless(f)).cloned().collect();
+    match operand_kind.as_str() {
         "read" => a.reads.extend(files),
-        "write" => {
-            if !files.is_empty() {
-                fx.add(Category::Filesystem);
-            }
-            a.writes.extend(files.into_iter().filter(|f| f != "/dev/stdout" && f != "/dev/stderr"));
-        }
+        "write" => a.writes.extend(files),
         "read_then_write" => {
-            if files.len() >= 2 {
-                let mut f = files;
+            if positional.len() >= 2 {
+                let mut f = positional;
                 let last = f.pop().unwrap_or_default();
-                a.reads.extend(f);
-                a.writes.push(last);
+                a.reads.extend(f.into_iter().filter(|x| !harmless(x)));
+                if !harmless(&last) {
+                    a.writes.push(last);
+                }
             } else {
                 a.reads.extend(files);
             }
@@ -713,7 +748,7 @@ fn generic(prog: &str, args: &[String]) -> Analysis {
     if !a.writes.is_empty() && a.writes.iter().any(|w| w != "/dev/null") {
         fx.add(Category::Filesystem);
     }
-    if spec.decoder_flags.iter().any(|d| p.has(d)) {
+    if spec.decoder || spec.decoder_flags.iter().any(|d| p.has(d)) {
         a.decoder = true;
     }
     if spec.source_kind.as_deref() == Some("network") {
@@ -783,6 +818,7 @@ fn shell(prog: &str, args: &[String], a: &mut Analysis) {
                     text: text.clone(),
                     via: format!("{prog} -c"),
                     remote: false,
+                    args: rest[1..].to_vec(),
                 });
             }
             None => {
@@ -840,7 +876,15 @@ fn interpreter(prog: &str, spec: &ProgramSpec, args: &[String], a: &mut Analysis
 fn wrapper(canon: &str, w: &WrapperSpec, args: &[String]) -> Analysis {
     let mut a = Analysis::default();
     a.canonical = Some(canon.to_string());
-    let p = parse_opts(args, &w.value_opts.iter().chain(w.string_opts.iter()).cloned().collect::<Vec<_>>(), &[], &[], true);
+    let vo: Vec<String> = w.value_opts.iter().chain(w.string_opts.iter()).cloned().collect();
+    let mut p = parse_opts(args, &vo, &[], &[], true);
+    if !w.string_opts.is_empty() {
+        // `flock FILE -c CMD`: a string option may follow the operands
+        let full = parse_opts(args, &vo, &[], &[], false);
+        if full.opts.iter().any(|o| w.string_opts.iter().any(|s| opt_matches(o, s))) {
+            p = full;
+        }
+    }
     a.effects = Effects::from_names(&w.effects);
     if let Some(b) = &w.block {
         a.block = Some(b.clone());
@@ -852,6 +896,7 @@ fn wrapper(canon: &str, w: &WrapperSpec, args: &[String]) -> Analysis {
                     text: v.clone(),
                     via: format!("{canon} {}", o.name),
                     remote: w.remote,
+                    args: Vec::new(),
                 });
             }
         }
@@ -879,12 +924,14 @@ fn wrapper(canon: &str, w: &WrapperSpec, args: &[String]) -> Analysis {
                 text: ops.join(" "),
                 via: canon.to_string(),
                 remote: w.remote,
+                args: Vec::new(),
             });
         } else {
             a.nested.push(Nested::Argv {
                 argv: ops,
                 via: canon.to_string(),
                 stdin_args: false,
+                replace: None,
             });
         }
     }
@@ -925,7 +972,7 @@ fn find(args: &[String]) -> Analysis {
         .iter()
         .map(|s| {
             if filtered {
-                format!("{}/{DYN}", s.trim_end_matches('/'))
+                format!("{}/{ANY_FILE}", s.trim_end_matches('/'))
             } else {
                 s.clone()
             }
@@ -953,14 +1000,16 @@ fn find(args: &[String]) -> Analysis {
                         out.push(w);
                     }
                 }
-                if !out.is_empty() {
+                if out.is_empty() {
+                    a.effects.add(Category::Unknown);
+                } else {
                     a.nested.push(Nested::Argv {
                         argv: out,
                         via: format!("find {x}"),
                         stdin_args: false,
+                        replace: None,
                     });
                 }
-                a.effects.add(Category::Process);
                 a.notes.push(format!("find {x} runs a command for each file"));
             }
             "-delete" => {
@@ -1026,18 +1075,19 @@ fn xargs(args: &[String]) -> Analysis {
             _ => {}
         }
     }
-    let mut argv = if p.operands.is_empty() {
+    let mut argv: Vec<String> = if p.operands.is_empty() {
         vec!["echo".to_string()]
     } else {
         p.operands.clone()
     };
-    if let Some(r) = &replace {
-        argv = argv.into_iter().map(|w| w.replace(r.as_str(), &DYN.to_string())).collect();
+    if argv.is_empty() {
+        argv.push("echo".into());
     }
     a.nested.push(Nested::Argv {
         argv,
         via: "xargs".into(),
         stdin_args: replace.is_none(),
+        replace,
     });
     a.parsed = p;
     a
@@ -1109,6 +1159,7 @@ fn env(args: &[String]) -> Analysis {
             text,
             via: "env -S".into(),
             remote: false,
+            args: Vec::new(),
         });
     } else if rest.is_empty() {
         a.effects.add(Category::Env);
@@ -1118,6 +1169,7 @@ fn env(args: &[String]) -> Analysis {
             argv: rest,
             via: "env".into(),
             stdin_args: false,
+            replace: None,
         });
     }
     a
@@ -1147,6 +1199,7 @@ fn command(args: &[String]) -> Analysis {
             argv: args[i..].to_vec(),
             via: "command".into(),
             stdin_args: false,
+            replace: None,
         });
     }
     a

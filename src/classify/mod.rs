@@ -67,6 +67,9 @@ pub fn check(command: &str, ctx: &Context) -> CheckReport {
         Err(e) => return refused(command, hash, workdir, e),
     };
     let walked = parse::walk(&tree, command);
+    if let Some(e) = walked.syntax_errors.first() {
+        return refused(command, hash, workdir, e.clone());
+    }
     let raw_ops = &walked.ops;
     let findings = danger::findings(raw_ops, &walked, command);
     let blocked = !findings.is_empty();

@@ -128,6 +128,8 @@ pub struct RawOp {
     pub static_script: bool,
     /// Redirect operator (`>`, `>>`, `<` ...) for redirect operations.
     pub redirect_op: Option<String>,
+    /// Working directory set by an earlier static `cd` in the same command.
+    pub cwd: Option<String>,
 }
 
 impl RawOp {
@@ -148,6 +150,8 @@ pub struct Walked {
     pub fork_bombs: Vec<String>,
     /// Nested scripts that failed to parse.
     pub inner_errors: Vec<String>,
+    /// Places where the grammar accepted text that bash would reject or read differently.
+    pub syntax_errors: Vec<String>,
     /// The walk hit its size or depth bound.
     pub truncated: bool,
 }
@@ -168,6 +172,8 @@ struct Walker {
     remote: bool,
     feed: Option<Feed>,
     stage_out: Option<Feed>,
+    /// Working directory after a static `cd` (for `cd / && rm -rf *`).
+    cwd: Option<String>,
 }
 
 /// Walk a command that is known to parse (the top-level tree).
@@ -188,6 +194,7 @@ pub fn walk(tree: &Tree, text: &str) -> Walked {
         remote: false,
         feed: None,
         stage_out: None,
+        cwd: None,
     };
     let last = w.node(tree.root_node(), text.as_bytes(), 0);
     // functions defined but never called are still judged (they could be called by a
@@ -265,7 +272,26 @@ impl Walker {
             fed_static: false,
             static_script: false,
             redirect_op: None,
+            cwd: self.cwd.clone(),
         }
+    }
+
+    /// Bind `$0 $1 ... $@ $*` for a nested `sh -c SCRIPT NAME ARGS`; returns what to restore.
+    fn set_positional(&mut self, args: &[String]) -> Vec<(String, Option<String>)> {
+        let mut keys: Vec<String> = (0..10).map(|i| i.to_string()).collect();
+        keys.push("@".into());
+        keys.push("*".into());
+        let saved: Vec<(String, Option<String>)> = keys.iter().map(|k| (k.clone(), self.vars.get(k).cloned())).collect();
+        for k in &keys {
+            self.vars.remove(k);
+        }
+        for (i, a) in args.iter().enumerate().take(10) {
+            self.vars.insert(i.to_string(), a.clone());
+        }
+        let rest = args.get(1..).unwrap_or(&[]).join(" ");
+        self.vars.insert("@".into(), rest.clone());
+        self.vars.insert("*".into(), rest);
+        saved
     }
 
     /// Parse and walk nested shell text; returns the last layer used.
@@ -414,16 +440,19 @@ impl Walker {
         let pid = self.next_pipe;
         self.next_pipe += 1;
         let saved_pipe = self.cur_pipe;
-        let mut c = n.walk();
-        let stages: Vec<Node> = n.named_children(&mut c).filter(|k| k.kind() != "comment").collect();
+        let mut stages: Vec<(Node, Vec<Node>)> = Vec::new();
+        flatten_pipeline(n, &mut stages);
         let mut max = layer;
         let offset = usize::from(head.is_some());
         let mut prev = head;
-        for (i, s) in stages.into_iter().enumerate() {
+        for (i, (s, redirects)) in stages.into_iter().enumerate() {
             self.cur_pipe = Some((pid, i + offset));
             self.feed = prev.take();
             self.stage_out = None;
             let l = self.node(s, src, layer);
+            for r in redirects {
+                self.redirect(r, src, l);
+            }
             max = max.max(l);
             prev = self.stage_out.take();
             self.feed = None;
@@ -747,6 +776,28 @@ impl Walker {
                 _ => {}
             }
         }
+        // words tree-sitter split without a blank between them (`rm$IFS-rf$IFS/`): bash
+        // reads one word there, so our reading would differ from bash's — refuse
+        let mut prev_end: Option<usize> = None;
+        for (i, k) in kids.iter().enumerate() {
+            let field = n.field_name_for_child(i as u32);
+            if field == Some("name") || field == Some("argument") {
+                if prev_end == Some(k.start_byte()) {
+                    self.out.syntax_errors.push(format!(
+                        "ambiguous word boundary near `{}`",
+                        text(*k, src).chars().take(30).collect::<String>()
+                    ));
+                }
+                prev_end = Some(k.end_byte());
+            }
+        }
+        if let Some(name) = n.child_by_field_name("name") {
+            const RESERVED: &[&str] = &["fi", "done", "then", "else", "elif", "esac", "do", "in", "}", "{", "function"];
+            let t = text(name, src);
+            if RESERVED.contains(&t) {
+                self.out.syntax_errors.push(format!("syntax error: unexpected reserved word `{t}`"));
+            }
+        }
         redirects.extend_from_slice(outer_redirects);
         let persist = argv.is_empty();
         for a in assigns {
@@ -837,11 +888,24 @@ impl Walker {
         } else {
             format!("bash:{base}")
         };
+        if a.canonical.as_deref() == Some("cd") {
+            let target = a.parsed.operands.first().cloned().unwrap_or_else(|| "~".into());
+            self.cwd = if target.contains(DYN) {
+                None
+            } else if target.starts_with('/') || target.starts_with('~') {
+                Some(super::danger::normalize(&target))
+            } else {
+                self.cwd.as_ref().map(|c| super::danger::normalize(&format!("{c}/{target}")))
+            };
+        }
         // static output for the next pipeline stage
         match a.canonical.as_deref() {
             Some("echo") | Some("printf") if !args.iter().any(|x| x.contains(DYN)) => {
-                let words: Vec<String> = args.iter().filter(|x| !x.starts_with('-')).cloned().collect();
-                self.stage_out = Some(Feed { text: words.join(" "), words, exact: true });
+                self.stage_out = static_output(&base, &args).map(|text| Feed {
+                    words: text.split_whitespace().map(String::from).collect(),
+                    text,
+                    exact: true,
+                });
             }
             Some("cat") if fed_static && args.is_empty() => {
                 self.stage_out = self.feed.clone();
@@ -880,17 +944,48 @@ impl Walker {
         let mut last = layer;
         for nested in a.nested {
             match nested {
-                Nested::Argv { argv, via, stdin_args: sa } => {
+                Nested::Argv { argv, via, stdin_args: sa, replace } => {
                     self.via.push(via);
-                    let l = self.dispatch(argv, layer, cmd_id, sa || stdin_args, fed_static);
-                    last = last.max(l);
+                    match replace {
+                        Some(r) => {
+                            // xargs -I R: one run per input item, R replaced by the item
+                            let (mut items, exact) = match self.feed.take() {
+                                Some(f) => (f.words, f.exact),
+                                None => (Vec::new(), false),
+                            };
+                            items.truncate(8);
+                            if !exact || items.is_empty() {
+                                items.push(DYN.to_string());
+                            }
+                            for item in items {
+                                let v: Vec<String> = argv.iter().map(|w| w.replace(r.as_str(), &item)).collect();
+                                let l = self.dispatch(v, layer, cmd_id, false, fed_static);
+                                last = last.max(l);
+                            }
+                        }
+                        None => {
+                            let l = self.dispatch(argv, layer, cmd_id, sa || stdin_args, fed_static);
+                            last = last.max(l);
+                        }
+                    }
                     self.via.pop();
                 }
-                Nested::Script { text, via, remote } => {
+                Nested::Script { text, via, remote, args } => {
                     let saved_remote = self.remote;
                     self.remote |= remote;
                     self.via.push(via);
+                    let saved: Vec<(String, Option<String>)> = if args.is_empty() {
+                        Vec::new()
+                    } else {
+                        self.set_positional(&args)
+                    };
                     let l = self.script(&text, layer);
+                    for (k, v) in saved {
+                        match v {
+                            Some(v) => self.vars.insert(k, v),
+                            None => self.vars.remove(&k),
+                        };
+                    }
                     last = last.max(l);
                     self.via.pop();
                     self.remote = saved_remote;
@@ -912,6 +1007,36 @@ impl Walker {
             }
         }
         last
+    }
+}
+
+/// Pipeline stages, flattening tree-sitter's nesting of `a | b 2>&1 | c` into
+/// `pipeline(redirected_statement(pipeline(a, b), 2>&1), c)`: the redirects go with the
+/// last stage of the nested pipeline.
+fn flatten_pipeline<'t>(n: Node<'t>, out: &mut Vec<(Node<'t>, Vec<Node<'t>>)>) {
+    let mut c = n.walk();
+    let kids: Vec<Node<'t>> = n.named_children(&mut c).filter(|k| k.kind() != "comment").collect();
+    for k in kids {
+        if k.kind() == "redirected_statement" {
+            if let Some(body) = k.child_by_field_name("body") {
+                if body.kind() == "pipeline" {
+                    let mut rc = k.walk();
+                    let redirects: Vec<Node<'t>> = k
+                        .children(&mut rc)
+                        .filter(|r| r.kind() == "file_redirect" || r.kind() == "herestring_redirect")
+                        .collect();
+                    let before = out.len();
+                    flatten_pipeline(body, out);
+                    if out.len() > before {
+                        if let Some(last) = out.last_mut() {
+                            last.1.extend(redirects);
+                        }
+                        continue;
+                    }
+                }
+            }
+        }
+        out.push((k, Vec::new()));
     }
 }
 
@@ -939,7 +1064,38 @@ fn is_statement(k: &str) -> bool {
             | "do_group"
             | "else_clause"
             | "elif_clause"
+            | "case_item"
     )
+}
+
+/// What `echo ARGS` / `printf FORMAT ARGS` print, when it is simple enough to know.
+fn static_output(prog: &str, args: &[String]) -> Option<String> {
+    if prog == "echo" {
+        let mut i = 0;
+        let mut escapes = false;
+        while i < args.len() && args[i].len() > 1 && args[i].starts_with('-') && args[i][1..].chars().all(|c| matches!(c, 'n' | 'e' | 'E')) {
+            escapes |= args[i].contains('e');
+            i += 1;
+        }
+        let t = args[i..].join(" ");
+        if escapes {
+            let mut out = String::new();
+            words::ansi_c_unescape(&t, &mut out);
+            return Some(out);
+        }
+        return Some(t);
+    }
+    let fmt = args.first()?;
+    let rest = &args[1..];
+    let mut unescaped = String::new();
+    words::ansi_c_unescape(fmt, &mut unescaped);
+    if !fmt.contains('%') {
+        return Some(unescaped);
+    }
+    match unescaped.as_str() {
+        "%s\n" | "%s" | "%s " => Some(rest.join("\n")),
+        _ => None,
+    }
 }
 
 /// `/usr/bin/rm` → (Some("/usr/bin"), "rm"); `rm` → (None, "rm"); `./x` → (Some("."), "x").

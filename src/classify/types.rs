@@ -6,6 +6,8 @@ use serde::{Deserialize, Serialize};
 /// Marks a part of a word whose value is not known statically (`$x`, `$(...)`, globs of
 /// unknown files are *not* dynamic: they stay literal).
 pub const DYN: char = '\u{FFFC}';
+/// Marks "some file found there" (`find /x -name y -exec rm {}`): never empty.
+pub const ANY_FILE: char = '\u{FFFD}';
 /// Marks an unquoted `$IFS` expansion: the word is split there.
 pub const SPLIT: char = '\u{1F}';
 
@@ -129,6 +131,7 @@ pub fn display_word(w: &str) -> String {
     w.chars()
         .map(|c| match c {
             DYN => '…',
+            ANY_FILE => '*',
             SPLIT => ' ',
             c => c,
         })

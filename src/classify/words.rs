@@ -104,18 +104,60 @@ fn eval_into(node: Node, src: &[u8], vars: &Vars, quoted: bool, out: &mut String
                 }
             }
         }
-        "simple_expansion" | "expansion" => expand_var(node, src, vars, quoted, out, brace),
+        "simple_expansion" | "expansion" => {
+            // tree-sitter quirk: inside a string the span may start with the blank before `$`
+            let t = text(node, src);
+            let lead = t.len() - t.trim_start().len();
+            out.push_str(&t[..lead]);
+            expand_var(node, src, vars, quoted, out, brace)
+        }
+        "command_substitution" => match fold_echo(node, src, vars) {
+            // `$(echo rm)` is the literal `rm`: fold it (split when unquoted)
+            Some(v) if quoted => out.push_str(&v),
+            Some(v) => out.push_str(&v.split_whitespace().collect::<Vec<_>>().join(&SPLIT.to_string())),
+            None => out.push(DYN),
+        },
         "brace_expression" => {
             out.push_str(text(node, src));
             *brace = true;
         }
-        "command_substitution" | "process_substitution" | "arithmetic_expansion" => out.push(DYN),
+        "process_substitution" | "arithmetic_expansion" => out.push(DYN),
         "word" => out.push_str(text(node, src)),
         _ => {
             // unknown node kinds (array, subscript...): literal text is not trustworthy
             out.push(DYN);
         }
     }
+}
+
+/// The static output of `$(echo words...)` (no options), if it has one.
+fn fold_echo(node: Node, src: &[u8], vars: &Vars) -> Option<String> {
+    let mut c = node.walk();
+    let kids: Vec<Node> = node.named_children(&mut c).collect();
+    if kids.len() != 1 || kids[0].kind() != "command" {
+        return None;
+    }
+    let cmd = kids[0];
+    let name = cmd.child_by_field_name("name")?;
+    if text(name, src) != "echo" {
+        return None;
+    }
+    let mut words = Vec::new();
+    let mut cc = cmd.walk();
+    for (i, k) in cmd.children(&mut cc).enumerate() {
+        if cmd.field_name_for_child(i as u32) == Some("argument") {
+            for w in eval_words(k, src, vars) {
+                let echo_flag = words.is_empty() && w.len() > 1 && w.starts_with('-') && w[1..].chars().all(|c| matches!(c, 'n' | 'e' | 'E'));
+                if w.contains(DYN) || echo_flag {
+                    return None;
+                }
+                words.push(w);
+            }
+        } else if k.is_named() && k.kind() != "command_name" {
+            return None;
+        }
+    }
+    Some(words.join(" "))
 }
 
 fn expand_var(node: Node, src: &[u8], vars: &Vars, quoted: bool, out: &mut String, brace: &mut bool) {
