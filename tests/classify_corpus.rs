@@ -66,7 +66,9 @@ fn corpus() {
             wrong.push(format!("category {category} (want {})", c.category));
         }
         // invariants every report must hold
-        if r.pure && (r.blocked || !r.valid || r.requires_validation || r.permission_set != "minimal") {
+        if r.pure
+            && (r.blocked || !r.valid || r.requires_validation || r.permission_set != "minimal")
+        {
             wrong.push("pure report with blocked/invalid/validation/set".into());
         }
         if !r.valid && r.pure {
@@ -85,7 +87,10 @@ fn corpus() {
                 c.command.replace('\n', "⏎"),
                 wrong.join(", "),
                 r.reasons,
-                r.operations.iter().map(|o| format!("{}:{}", o.op, o.category.as_str())).collect::<Vec<_>>()
+                r.operations
+                    .iter()
+                    .map(|o| format!("{}:{}", o.op, o.category.as_str()))
+                    .collect::<Vec<_>>()
             ));
         }
     }
@@ -93,17 +98,39 @@ fn corpus() {
     for (g, (n, ok)) in &by_group {
         println!("  {g:<12} {ok:>4}/{n:<4} correct");
     }
-    assert!(cases.len() >= 400, "the corpus must hold at least 400 cases");
-    assert!(failures.is_empty(), "{} corpus failures:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        cases.len() >= 400,
+        "the corpus must hold at least 400 cases"
+    );
+    assert!(
+        failures.is_empty(),
+        "{} corpus failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 #[test]
 fn reports_serialize_with_the_design_fields() {
-    let r = check("cat data.csv | grep x | sort | uniq -c > out.txt && curl -s https://api.example.com", &Context::default());
+    let r = check(
+        "cat data.csv | grep x | sort | uniq -c > out.txt && curl -s https://api.example.com",
+        &Context::default(),
+    );
     let v = serde_json::to_value(&r).expect("serialises");
     for f in [
-        "command_hash", "valid", "blocked", "reasons", "risk_score", "permission_set", "confidence",
-        "detected_patterns", "pure", "requires_validation", "operations", "layers", "classifier_version",
+        "command_hash",
+        "valid",
+        "blocked",
+        "reasons",
+        "risk_score",
+        "permission_set",
+        "confidence",
+        "detected_patterns",
+        "pure",
+        "requires_validation",
+        "operations",
+        "layers",
+        "classifier_version",
     ] {
         assert!(v.get(f).is_some(), "missing field {f}");
     }

@@ -52,7 +52,11 @@ pub fn layers(ops: &mut [Operation]) -> Vec<Layer> {
 
 /// The executed path (`["bash:cat", "bash:grep", ...]`) in layer order.
 pub fn executed_path(ops: &[Operation]) -> Vec<String> {
-    let mut v: Vec<(usize, usize, String)> = ops.iter().enumerate().map(|(i, o)| (o.layer, i, o.op.clone())).collect();
+    let mut v: Vec<(usize, usize, String)> = ops
+        .iter()
+        .enumerate()
+        .map(|(i, o)| (o.layer, i, o.op.clone()))
+        .collect();
     v.sort();
     v.into_iter().map(|(_, _, s)| s).collect()
 }

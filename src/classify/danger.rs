@@ -20,21 +20,77 @@ pub struct Finding {
 
 /// Top-level directories whose recursive deletion / world-writable mode is blocked.
 const SYSTEM_DIRS: &[&str] = &[
-    "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/libx32", "/lost+found",
-    "/media", "/mnt", "/opt", "/proc", "/root", "/run", "/sbin", "/snap", "/srv", "/sys", "/usr", "/var",
-    "/usr/bin", "/usr/sbin", "/usr/lib", "/usr/lib64", "/usr/local", "/usr/share", "/usr/include",
-    "/var/lib", "/var/log", "/var/spool", "/etc/ssh", "/etc/systemd",
+    "/bin",
+    "/boot",
+    "/dev",
+    "/etc",
+    "/home",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/lost+found",
+    "/media",
+    "/mnt",
+    "/opt",
+    "/proc",
+    "/root",
+    "/run",
+    "/sbin",
+    "/snap",
+    "/srv",
+    "/sys",
+    "/usr",
+    "/var",
+    "/usr/bin",
+    "/usr/sbin",
+    "/usr/lib",
+    "/usr/lib64",
+    "/usr/local",
+    "/usr/share",
+    "/usr/include",
+    "/var/lib",
+    "/var/log",
+    "/var/spool",
+    "/etc/ssh",
+    "/etc/systemd",
 ];
 
 /// Account and privilege files (writes are blocked).
 const PROTECTED_FILES: &[&str] = &[
-    "/etc/passwd", "/etc/shadow", "/etc/group", "/etc/gshadow", "/etc/sudoers", "/etc/sudoers.d",
-    "/etc/doas.conf", "/etc/pam.d", "/etc/security", "/etc/ld.so.preload", "/etc/ld.so.conf",
-    "/etc/ld.so.conf.d", "/etc/crontab", "/etc/cron.d", "/etc/cron.hourly", "/etc/cron.daily",
-    "/etc/cron.weekly", "/etc/cron.monthly", "/var/spool/cron", "/etc/polkit-1", "/etc/login.defs",
-    "/etc/subuid", "/etc/subgid", "/etc/master.passwd", "/etc/ssh/sshd_config", "/root/.ssh",
-    "~/.ssh/authorized_keys", "~/.ssh/authorized_keys2", "/etc/environment", "/etc/profile",
-    "/etc/profile.d", "/etc/bash.bashrc", "/etc/systemd/system",
+    "/etc/passwd",
+    "/etc/shadow",
+    "/etc/group",
+    "/etc/gshadow",
+    "/etc/sudoers",
+    "/etc/sudoers.d",
+    "/etc/doas.conf",
+    "/etc/pam.d",
+    "/etc/security",
+    "/etc/ld.so.preload",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/crontab",
+    "/etc/cron.d",
+    "/etc/cron.hourly",
+    "/etc/cron.daily",
+    "/etc/cron.weekly",
+    "/etc/cron.monthly",
+    "/var/spool/cron",
+    "/etc/polkit-1",
+    "/etc/login.defs",
+    "/etc/subuid",
+    "/etc/subgid",
+    "/etc/master.passwd",
+    "/etc/ssh/sshd_config",
+    "/root/.ssh",
+    "~/.ssh/authorized_keys",
+    "~/.ssh/authorized_keys2",
+    "/etc/environment",
+    "/etc/profile",
+    "/etc/profile.d",
+    "/etc/bash.bashrc",
+    "/etc/systemd/system",
 ];
 
 /// Normalise a path word: collapse `//`, `/./`, resolve `..` against absolute prefixes,
@@ -86,7 +142,10 @@ pub fn critical_target(target: &str) -> Option<String> {
             return None;
         }
         return critical_static(&empty).map(|why| {
-            format!("`{}` becomes {why} if the computed part is empty", display_word(target))
+            format!(
+                "`{}` becomes {why} if the computed part is empty",
+                display_word(target)
+            )
         });
     }
     critical_static(target)
@@ -108,7 +167,11 @@ fn critical_static(target: &str) -> Option<String> {
         .trim_end_matches("/.*")
         .trim_end_matches("/*")
         .to_string();
-    let base = if base.is_empty() { "/".to_string() } else { base };
+    let base = if base.is_empty() {
+        "/".to_string()
+    } else {
+        base
+    };
     if base == "/" || n == "/*" {
         return Some("`/` (the root directory)".into());
     }
@@ -129,14 +192,16 @@ fn critical_static(target: &str) -> Option<String> {
 
 fn protected_file(target: &str) -> Option<&'static str> {
     let n = normalize(&target.replace(DYN, ""));
-    PROTECTED_FILES
-        .iter()
-        .copied()
-        .find(|p| n == *p || n.starts_with(&format!("{p}/")) || (has_glob(&n) && glob_prefix_hits(&n, p)))
+    PROTECTED_FILES.iter().copied().find(|p| {
+        n == *p || n.starts_with(&format!("{p}/")) || (has_glob(&n) && glob_prefix_hits(&n, p))
+    })
 }
 
 fn glob_prefix_hits(n: &str, p: &str) -> bool {
-    let lit: String = n.chars().take_while(|c| !matches!(c, '*' | '?' | '[')).collect();
+    let lit: String = n
+        .chars()
+        .take_while(|c| !matches!(c, '*' | '?' | '['))
+        .collect();
     !lit.is_empty() && p.starts_with(&lit) && lit.len() > 5
 }
 
@@ -146,8 +211,9 @@ fn is_block_device(t: &str) -> bool {
         return false;
     };
     const DEV: &[&str] = &[
-        "sd", "hd", "vd", "xvd", "nvme", "mmcblk", "loop", "md", "dm-", "mapper/", "disk/", "sr", "mtd",
-        "nbd", "zram", "ram", "mem", "kmem", "port", "root", "sg", "bsg", "fd0", "fd1", "block/", "ubd",
+        "sd", "hd", "vd", "xvd", "nvme", "mmcblk", "loop", "md", "dm-", "mapper/", "disk/", "sr",
+        "mtd", "nbd", "zram", "ram", "mem", "kmem", "port", "root", "sg", "bsg", "fd0", "fd1",
+        "block/", "ubd",
     ];
     DEV.iter().any(|p| d.starts_with(p))
 }
@@ -162,7 +228,10 @@ fn is_rm(op: &RawOp) -> bool {
 
 fn interpreter_like(op: &RawOp) -> bool {
     op.is_shell
-        || matches!(op.canonical.as_deref(), Some("python") | Some("eval") | Some("source"))
+        || matches!(
+            op.canonical.as_deref(),
+            Some("python") | Some("eval") | Some("source")
+        )
         || op.stdin_exec
 }
 
@@ -180,7 +249,11 @@ pub fn findings(ops: &[RawOp], walked: &Walked, raw: &str) -> Vec<Finding> {
             "{}{}{}",
             display_word(&op.program),
             if op.args.is_empty() { "" } else { " " },
-            op.args.iter().map(|a| display_word(a)).collect::<Vec<_>>().join(" ")
+            op.args
+                .iter()
+                .map(|a| display_word(a))
+                .collect::<Vec<_>>()
+                .join(" ")
         );
         // table-level blocks: mkfs, useradd, sudo ...
         if let Some(b) = &op.block {
@@ -198,11 +271,17 @@ pub fn findings(ops: &[RawOp], walked: &Walked, raw: &str) -> Vec<Finding> {
             for t in &op.writes {
                 if let (Some(c), false) = (&op.cwd, t.starts_with('/') || t.starts_with('~')) {
                     if let Some(why) = critical_target(&format!("{c}/{t}")) {
-                        push("recursive-delete", format!("recursive deletion of {why} (after `cd {c}`): `{shown}`"));
+                        push(
+                            "recursive-delete",
+                            format!("recursive deletion of {why} (after `cd {c}`): `{shown}`"),
+                        );
                     }
                 }
                 if let Some(why) = critical_target(t) {
-                    push("recursive-delete", format!("recursive deletion of {why}: `{shown}`"));
+                    push(
+                        "recursive-delete",
+                        format!("recursive deletion of {why}: `{shown}`"),
+                    );
                 }
             }
         }
@@ -212,14 +291,20 @@ pub fn findings(ops: &[RawOp], walked: &Walked, raw: &str) -> Vec<Finding> {
         if op.canonical.as_deref() == Some("find") && op.parsed.has("-delete") {
             for t in &op.writes {
                 if let Some(why) = critical_target(t) {
-                    push("recursive-delete", format!("find -delete over {why}: `{shown}`"));
+                    push(
+                        "recursive-delete",
+                        format!("find -delete over {why}: `{shown}`"),
+                    );
                 }
             }
         }
         if op.canonical.as_deref() == Some("rsync") && op.opts_start_with("--delete") {
             for t in &op.writes {
                 if let Some(why) = critical_target(t) {
-                    push("recursive-delete", format!("rsync --delete into {why}: `{shown}`"));
+                    push(
+                        "recursive-delete",
+                        format!("rsync --delete into {why}: `{shown}`"),
+                    );
                 }
             }
         }
@@ -233,19 +318,28 @@ pub fn findings(ops: &[RawOp], walked: &Walked, raw: &str) -> Vec<Finding> {
         if matches!(op.program.as_str(), "chown" | "chgrp") && is_recursive(op) {
             for t in &op.writes {
                 if let Some(why) = critical_target(t) {
-                    push("recursive-chown", format!("recursive ownership change of {why}: `{shown}`"));
+                    push(
+                        "recursive-chown",
+                        format!("recursive ownership change of {why}: `{shown}`"),
+                    );
                 }
             }
         }
         // a computed program name with recursive-delete arguments
         if op.program.contains(DYN) || op.program == "<unanalysable>" {
             let recursive = op.args.iter().any(|a| {
-                a == "--recursive" || (a.starts_with('-') && !a.starts_with("--") && (a.contains('r') || a.contains('R')))
+                a == "--recursive"
+                    || (a.starts_with('-')
+                        && !a.starts_with("--")
+                        && (a.contains('r') || a.contains('R')))
             });
             if recursive {
                 for t in op.args.iter().filter(|a| !a.starts_with('-')) {
                     if let Some(why) = critical_target(t) {
-                        push("recursive-delete", format!("computed program with recursive flags on {why}: `{shown}`"));
+                        push(
+                            "recursive-delete",
+                            format!("computed program with recursive flags on {why}: `{shown}`"),
+                        );
                     }
                 }
             }
@@ -255,10 +349,14 @@ pub fn findings(ops: &[RawOp], walked: &Walked, raw: &str) -> Vec<Finding> {
             if let Some(mode) = op.parsed.operands.first() {
                 let rec = is_recursive(op);
                 match chmod_mode(mode) {
-                    Mode::All777 => push("chmod-777", format!("chmod 777 (everyone may write and run): `{shown}`")),
-                    Mode::WorldWritable if rec => {
-                        push("chmod-777", format!("recursive world-writable mode: `{shown}`"))
-                    }
+                    Mode::All777 => push(
+                        "chmod-777",
+                        format!("chmod 777 (everyone may write and run): `{shown}`"),
+                    ),
+                    Mode::WorldWritable if rec => push(
+                        "chmod-777",
+                        format!("recursive world-writable mode: `{shown}`"),
+                    ),
                     _ => {}
                 }
             }
@@ -270,48 +368,88 @@ pub fn findings(ops: &[RawOp], walked: &Walked, raw: &str) -> Vec<Finding> {
         }
         for t in &targets {
             if is_block_device(t) {
-                push("block-device-write", format!("writes to the block device {}: `{shown}`", display_word(t)));
+                push(
+                    "block-device-write",
+                    format!("writes to the block device {}: `{shown}`", display_word(t)),
+                );
             }
         }
         // account and privilege files
         let mut wtargets: Vec<&String> = op.writes.iter().collect();
-        if op.canonical.as_deref() == Some("sed") && (op.parsed.has("-i") || op.parsed.has("--in-place")) {
+        if op.canonical.as_deref() == Some("sed")
+            && (op.parsed.has("-i") || op.parsed.has("--in-place"))
+        {
             wtargets.extend(op.reads.iter());
         }
         for t in wtargets {
             if let Some(p) = protected_file(t) {
-                push("account-files", format!("writes the account/privilege file {p}: `{shown}`"));
+                push(
+                    "account-files",
+                    format!("writes the account/privilege file {p}: `{shown}`"),
+                );
             }
         }
         // nc -e, socat exec:
         if op.canonical.as_deref() == Some("nc") {
-            let exec_flag = ["-e", "-c", "--exec", "--sh-exec", "--lua-exec"].iter().any(|x| op.parsed.has(x));
+            let exec_flag = ["-e", "-c", "--exec", "--sh-exec", "--lua-exec"]
+                .iter()
+                .any(|x| op.parsed.has(x));
             let socat_exec = op.program == "socat"
                 && op.args.iter().any(|a| {
                     let l = a.to_ascii_lowercase();
                     l.contains("exec:") || l.contains("system:")
                 });
             if exec_flag || socat_exec {
-                push("reverse-shell", format!("binds a program to a network connection: `{shown}`"));
+                push(
+                    "reverse-shell",
+                    format!("binds a program to a network connection: `{shown}`"),
+                );
             }
         }
     }
 
     // pipelines: download / decode / echo to a shell, reverse shells
     for x in ops.iter().filter(|o| o.stdin_exec && o.pipeline.is_some()) {
-        let Some((pid, stage)) = x.pipeline else { continue };
-        for y in ops.iter().filter(|o| matches!(o.pipeline, Some((p, s)) if p == pid && s != stage)) {
+        let Some((pid, stage)) = x.pipeline else {
+            continue;
+        };
+        for y in ops
+            .iter()
+            .filter(|o| matches!(o.pipeline, Some((p, s)) if p == pid && s != stage))
+        {
             let ys = y.pipeline.map(|p| p.1).unwrap_or(0);
             if ys < stage {
                 if y.network_source {
-                    push("download-to-shell", format!("network output piped into `{}`", display_word(&x.program)));
+                    push(
+                        "download-to-shell",
+                        format!("network output piped into `{}`", display_word(&x.program)),
+                    );
                 } else if y.decoder {
-                    push("decode-to-shell", format!("decoded data piped into `{}`", display_word(&x.program)));
-                } else if matches!(y.canonical.as_deref(), Some("echo") | Some("printf")) && y.subst_of.is_none() {
-                    push("echo-to-shell", format!("`{}` output piped into `{}`", display_word(&y.program), display_word(&x.program)));
+                    push(
+                        "decode-to-shell",
+                        format!("decoded data piped into `{}`", display_word(&x.program)),
+                    );
+                } else if matches!(y.canonical.as_deref(), Some("echo") | Some("printf"))
+                    && y.subst_of.is_none()
+                {
+                    push(
+                        "echo-to-shell",
+                        format!(
+                            "`{}` output piped into `{}`",
+                            display_word(&y.program),
+                            display_word(&x.program)
+                        ),
+                    );
                 }
             } else if y.network_source && x.is_shell {
-                push("reverse-shell", format!("`{}` piped into a network connection (`{}`)", display_word(&x.program), display_word(&y.program)));
+                push(
+                    "reverse-shell",
+                    format!(
+                        "`{}` piped into a network connection (`{}`)",
+                        display_word(&x.program),
+                        display_word(&y.program)
+                    ),
+                );
             }
         }
     }
@@ -319,20 +457,46 @@ pub fn findings(ops: &[RawOp], walked: &Walked, raw: &str) -> Vec<Finding> {
     for x in ops.iter().filter(|o| interpreter_like(o)) {
         for y in ops.iter().filter(|o| o.subst_of == Some(x.cmd_id)) {
             if y.network_source {
-                push("download-to-shell", format!("`{}` runs code downloaded by `{}`", display_word(&x.program), display_word(&y.program)));
+                push(
+                    "download-to-shell",
+                    format!(
+                        "`{}` runs code downloaded by `{}`",
+                        display_word(&x.program),
+                        display_word(&y.program)
+                    ),
+                );
             } else if y.decoder {
-                push("decode-to-shell", format!("`{}` runs code decoded by `{}`", display_word(&x.program), display_word(&y.program)));
+                push(
+                    "decode-to-shell",
+                    format!(
+                        "`{}` runs code decoded by `{}`",
+                        display_word(&x.program),
+                        display_word(&y.program)
+                    ),
+                );
             }
         }
     }
     // /dev/tcp with a shell
-    let dev_tcp = ops.iter().any(|o| o.redirect_op.is_some() && o.network_source);
-    if dev_tcp && ops.iter().any(|o| o.is_shell || o.stdin_exec || o.program == "exec") {
-        push("reverse-shell", "a shell wired to /dev/tcp or /dev/udp".into());
+    let dev_tcp = ops
+        .iter()
+        .any(|o| o.redirect_op.is_some() && o.network_source);
+    if dev_tcp
+        && ops
+            .iter()
+            .any(|o| o.is_shell || o.stdin_exec || o.program == "exec")
+    {
+        push(
+            "reverse-shell",
+            "a shell wired to /dev/tcp or /dev/udp".into(),
+        );
     }
     // fork bombs found by the walker
     for name in &walked.fork_bombs {
-        push("fork-bomb", format!("function `{name}` calls itself in a pipeline or in the background"));
+        push(
+            "fork-bomb",
+            format!("function `{name}` calls itself in a pipeline or in the background"),
+        );
     }
 
     // ── second line: regexes ──
@@ -342,25 +506,42 @@ pub fn findings(ops: &[RawOp], walked: &Walked, raw: &str) -> Vec<Finding> {
         push("fork-bomb", "fork bomb shape".into());
     }
     if hit(&rx.dev_tcp_shell, &skeleton) {
-        push("reverse-shell", "interactive shell wired to /dev/tcp".into());
+        push(
+            "reverse-shell",
+            "interactive shell wired to /dev/tcp".into(),
+        );
     }
     let mut texts: Vec<&str> = walked.codes.iter().map(|(_, t)| t.as_str()).collect();
     // nested scripts that did not parse are only reachable by regex
     let unparsed: Vec<&str> = walked
         .scripts
         .iter()
-        .filter(|s| walked.inner_errors.iter().any(|e| e.contains(&display_word(s))))
+        .filter(|s| {
+            walked
+                .inner_errors
+                .iter()
+                .any(|e| e.contains(&display_word(s)))
+        })
         .map(|s| s.as_str())
         .collect();
     texts.extend(unparsed);
     for t in texts {
         for (re, id, why) in &rx.code {
             if hit(re, t) {
-                push(id, format!("{why} in code `{}`", display_word(t).chars().take(80).collect::<String>()));
+                push(
+                    id,
+                    format!(
+                        "{why} in code `{}`",
+                        display_word(t).chars().take(80).collect::<String>()
+                    ),
+                );
             }
         }
         if hit(&rx.socket, t) && hit(&rx.spawn, t) {
-            push("reverse-shell", "code opens a socket and spawns a shell".into());
+            push(
+                "reverse-shell",
+                "code opens a socket and spawns a shell".into(),
+            );
         }
     }
     f
@@ -429,7 +610,9 @@ fn chmod_mode(m: &str) -> Mode {
         let op = rest.chars().next().unwrap_or(' ');
         let perms = rest.get(1..).unwrap_or("");
         let everyone = who.is_empty() || who.contains('a') || who.contains('o');
-        let ugo = who.is_empty() || who.contains('a') || (who.contains('u') && who.contains('g') && who.contains('o'));
+        let ugo = who.is_empty()
+            || who.contains('a')
+            || (who.contains('u') && who.contains('g') && who.contains('o'));
         if (op == '+' || op == '=') && perms.contains('w') && everyone {
             ww = true;
             if ugo && perms.contains('r') && perms.contains('x') && !who.is_empty() {
@@ -489,14 +672,12 @@ fn regexes() -> &'static Rx {
     })
 }
 
-
-
 /// Category a finding is about (for detected_patterns).
 pub fn pattern_category(id: &str) -> Category {
     match id {
         "download-to-shell" | "reverse-shell" => Category::Network,
-        "recursive-delete" | "recursive-chown" | "chmod-777" | "block-device-write" | "account-files"
-        | "filesystem-format" => Category::Filesystem,
+        "recursive-delete" | "recursive-chown" | "chmod-777" | "block-device-write"
+        | "account-files" | "filesystem-format" => Category::Filesystem,
         _ => Category::Process,
     }
 }
@@ -507,10 +688,20 @@ mod tests {
 
     #[test]
     fn criticals() {
-        for t in ["/", "//", "/*", "/.", "/usr/..", "~", "~/", "~/*", "/etc", "/usr/", "/e*", "..", "../.."] {
+        for t in [
+            "/", "//", "/*", "/.", "/usr/..", "~", "~/", "~/*", "/etc", "/usr/", "/e*", "..",
+            "../..",
+        ] {
             assert!(critical_target(t).is_some(), "{t}");
         }
-        for t in ["build", "./target", "/tmp/x", "/etc/nginx/conf.d", "~/project", "."] {
+        for t in [
+            "build",
+            "./target",
+            "/tmp/x",
+            "/etc/nginx/conf.d",
+            "~/project",
+            ".",
+        ] {
             assert!(critical_target(t).is_none(), "{t}");
         }
         let dynroot = format!("{DYN}/");
@@ -520,7 +711,12 @@ mod tests {
     #[test]
     fn regexes_compile() {
         let r = regexes();
-        assert!(r.fork_bomb.is_some() && r.dev_tcp_shell.is_some() && r.socket.is_some() && r.spawn.is_some());
+        assert!(
+            r.fork_bomb.is_some()
+                && r.dev_tcp_shell.is_some()
+                && r.socket.is_some()
+                && r.spawn.is_some()
+        );
         assert!(r.code.iter().all(|(x, _, _)| x.is_some()));
     }
 

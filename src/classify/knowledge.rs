@@ -251,7 +251,10 @@ pub fn opt_matches(o: &Opt, rule: &str) -> bool {
     if o.name == rule {
         return true;
     }
-    o.given.starts_with("--") && o.given.len() > 2 && rule.starts_with("--") && rule.starts_with(o.given.as_str())
+    o.given.starts_with("--")
+        && o.given.len() > 2
+        && rule.starts_with("--")
+        && rule.starts_with(o.given.as_str())
 }
 
 /// getopt-like parsing. `value_opts` take a value (attached or next word); `opt_value`
@@ -287,7 +290,10 @@ pub fn parse_opts(
             let name = if value_opts.contains(&given) || opt_value.contains(&given) {
                 given.clone()
             } else {
-                let cands: Vec<&&String> = longs.iter().filter(|l| l.starts_with(given.as_str())).collect();
+                let cands: Vec<&&String> = longs
+                    .iter()
+                    .filter(|l| l.starts_with(given.as_str()))
+                    .collect();
                 if cands.len() == 1 {
                     cands[0].to_string()
                 } else {
@@ -421,7 +427,8 @@ pub struct Analysis {
 }
 
 const SHELL_NAMES: &[&str] = &[
-    "sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "yash", "fish", "csh", "tcsh", "rbash", "posh",
+    "sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "yash", "fish", "csh", "tcsh", "rbash",
+    "posh",
 ];
 
 pub fn is_shell_name(p: &str) -> bool {
@@ -456,7 +463,9 @@ pub fn analyze(prog: &str, dir: Option<&str>, args: &[String]) -> Analysis {
             a.canonical = g.canonical;
             a.effects.add(Category::Unknown);
             a.runs_file = true;
-            a.notes.push(format!("runs the file {d}/{prog}, not a program from the fixed PATH"));
+            a.notes.push(format!(
+                "runs the file {d}/{prog}, not a program from the fixed PATH"
+            ));
             return a;
         }
     }
@@ -501,7 +510,8 @@ pub fn analyze(prog: &str, dir: Option<&str>, args: &[String]) -> Analysis {
                 Some(f) => {
                     a.reads.push(f.to_string());
                     a.runs_file = true;
-                    a.notes.push(format!("runs the commands of {f} in this shell"));
+                    a.notes
+                        .push(format!("runs the commands of {f} in this shell"));
                 }
             }
             return a;
@@ -578,7 +588,8 @@ fn generic(prog: &str, args: &[String]) -> Analysis {
     let mut a = Analysis::default();
     let Some((canon, spec)) = knowledge().program(prog) else {
         a.effects.add(Category::Unknown);
-        a.notes.push(format!("`{prog}` is not in the knowledge table"));
+        a.notes
+            .push(format!("`{prog}` is not in the knowledge table"));
         a.parsed = parse_opts(args, &[], &[], &[], false);
         return a;
     };
@@ -593,8 +604,17 @@ fn generic(prog: &str, args: &[String]) -> Analysis {
     let stop = spec.shell || spec.interpreter || !spec.subcommands.is_empty() || canon == "ssh";
     // tar's old-style first argument (`tar czf x.tgz dir`) is an option cluster
     let owned: Vec<String>;
-    let args: &[String] = if canon == "tar" && args.first().map(|a| !a.starts_with('-') && !a.is_empty() && a.chars().all(|c| c.is_ascii_alphabetic())).unwrap_or(false) {
-        owned = std::iter::once(format!("-{}", args[0])).chain(args[1..].iter().cloned()).collect();
+    let args: &[String] = if canon == "tar"
+        && args
+            .first()
+            .map(|a| {
+                !a.starts_with('-') && !a.is_empty() && a.chars().all(|c| c.is_ascii_alphabetic())
+            })
+            .unwrap_or(false)
+    {
+        owned = std::iter::once(format!("-{}", args[0]))
+            .chain(args[1..].iter().cloned())
+            .collect();
         &owned
     } else {
         args
@@ -664,7 +684,11 @@ fn generic(prog: &str, args: &[String]) -> Analysis {
     }
     // data operands (pattern / script)
     let data_given = spec.data_opts.iter().any(|d| p.has(d));
-    let ndata = if data_given { 0 } else { spec.data_operands.min(operands.len()) };
+    let ndata = if data_given {
+        0
+    } else {
+        spec.data_operands.min(operands.len())
+    };
     let data: Vec<String> = operands.drain(..ndata).collect();
     // scripts (GTFOBins flag rules for sed / awk / jq)
     if let Some(lang) = &spec.script {
@@ -682,7 +706,8 @@ fn generic(prog: &str, args: &[String]) -> Analysis {
             };
             if has_dyn(&t) {
                 fx.add(Category::Unknown);
-                a.notes.push(format!("{lang} program is computed at run time"));
+                a.notes
+                    .push(format!("{lang} program is computed at run time"));
             }
             if sfx.exec {
                 fx.add(Category::Process);
@@ -712,8 +737,17 @@ fn generic(prog: &str, args: &[String]) -> Analysis {
         .into_iter()
         .filter(|o| !(canon == "awk" && is_awk_assignment(o)))
         .collect();
-    let harmless = |f: &String| matches!(f.as_str(), "-" | "/dev/stdout" | "/dev/stderr" | "/dev/null" | "/dev/stdin");
-    let files: Vec<String> = positional.iter().filter(|f| !harmless(f)).cloned().collect();
+    let harmless = |f: &String| {
+        matches!(
+            f.as_str(),
+            "-" | "/dev/stdout" | "/dev/stderr" | "/dev/null" | "/dev/stdin"
+        )
+    };
+    let files: Vec<String> = positional
+        .iter()
+        .filter(|f| !harmless(f))
+        .cloned()
+        .collect();
     match operand_kind.as_str() {
         "read" => a.reads.extend(files),
         "write" => a.writes.extend(files),
@@ -790,7 +824,8 @@ fn shell(prog: &str, args: &[String], a: &mut Analysis) {
             i += 1;
             break;
         }
-        if x == "-o" || x == "+o" || x == "-O" || x == "+O" || x == "--rcfile" || x == "--init-file" {
+        if x == "-o" || x == "+o" || x == "-O" || x == "+O" || x == "--rcfile" || x == "--init-file"
+        {
             i += 2;
             continue;
         }
@@ -874,14 +909,25 @@ fn interpreter(prog: &str, spec: &ProgramSpec, args: &[String], a: &mut Analysis
 }
 
 fn wrapper(canon: &str, w: &WrapperSpec, args: &[String]) -> Analysis {
-    let mut a = Analysis::default();
-    a.canonical = Some(canon.to_string());
-    let vo: Vec<String> = w.value_opts.iter().chain(w.string_opts.iter()).cloned().collect();
+    let mut a = Analysis {
+        canonical: Some(canon.to_string()),
+        ..Default::default()
+    };
+    let vo: Vec<String> = w
+        .value_opts
+        .iter()
+        .chain(w.string_opts.iter())
+        .cloned()
+        .collect();
     let mut p = parse_opts(args, &vo, &[], &[], true);
     if !w.string_opts.is_empty() {
         // `flock FILE -c CMD`: a string option may follow the operands
         let full = parse_opts(args, &vo, &[], &[], false);
-        if full.opts.iter().any(|o| w.string_opts.iter().any(|s| opt_matches(o, s))) {
+        if full
+            .opts
+            .iter()
+            .any(|o| w.string_opts.iter().any(|s| opt_matches(o, s)))
+        {
             p = full;
         }
     }
@@ -940,12 +986,16 @@ fn wrapper(canon: &str, w: &WrapperSpec, args: &[String]) -> Analysis {
 }
 
 fn find(args: &[String]) -> Analysis {
-    let mut a = Analysis::default();
-    a.canonical = Some("find".into());
+    let mut a = Analysis {
+        canonical: Some("find".into()),
+        ..Default::default()
+    };
     a.effects.add(Category::Readonly);
     let mut i = 0;
     // leading global options -H -L -P -D x -Olevel
-    while i < args.len() && (args[i] == "-H" || args[i] == "-L" || args[i] == "-P" || args[i].starts_with("-O")) {
+    while i < args.len()
+        && (args[i] == "-H" || args[i] == "-L" || args[i] == "-P" || args[i].starts_with("-O"))
+    {
         i += 1;
     }
     if i < args.len() && args[i] == "-D" {
@@ -961,11 +1011,46 @@ fn find(args: &[String]) -> Analysis {
     }
     a.reads.extend(starts.iter().cloned());
     const TESTS: &[&str] = &[
-        "-name", "-iname", "-path", "-ipath", "-wholename", "-iwholename", "-regex", "-iregex", "-type",
-        "-xtype", "-newer", "-anewer", "-cnewer", "-mtime", "-mmin", "-atime", "-amin", "-ctime", "-cmin",
-        "-size", "-user", "-group", "-uid", "-gid", "-perm", "-empty", "-mindepth", "-links", "-inum",
-        "-samefile", "-lname", "-ilname", "-nouser", "-nogroup", "-used", "-readable", "-writable",
-        "-executable", "-fstype", "-context",
+        "-name",
+        "-iname",
+        "-path",
+        "-ipath",
+        "-wholename",
+        "-iwholename",
+        "-regex",
+        "-iregex",
+        "-type",
+        "-xtype",
+        "-newer",
+        "-anewer",
+        "-cnewer",
+        "-mtime",
+        "-mmin",
+        "-atime",
+        "-amin",
+        "-ctime",
+        "-cmin",
+        "-size",
+        "-user",
+        "-group",
+        "-uid",
+        "-gid",
+        "-perm",
+        "-empty",
+        "-mindepth",
+        "-links",
+        "-inum",
+        "-samefile",
+        "-lname",
+        "-ilname",
+        "-nouser",
+        "-nogroup",
+        "-used",
+        "-readable",
+        "-writable",
+        "-executable",
+        "-fstype",
+        "-context",
     ];
     let filtered = args[i..].iter().any(|x| TESTS.contains(&x.as_str()));
     let placeholder: Vec<String> = starts
@@ -1010,7 +1095,8 @@ fn find(args: &[String]) -> Analysis {
                         replace: None,
                     });
                 }
-                a.notes.push(format!("find {x} runs a command for each file"));
+                a.notes
+                    .push(format!("find {x} runs a command for each file"));
             }
             "-delete" => {
                 deletes = true;
@@ -1050,11 +1136,27 @@ fn find(args: &[String]) -> Analysis {
 }
 
 fn xargs(args: &[String]) -> Analysis {
-    let mut a = Analysis::default();
-    a.canonical = Some("xargs".into());
+    let mut a = Analysis {
+        canonical: Some("xargs".into()),
+        ..Default::default()
+    };
     let vo: Vec<String> = [
-        "-I", "-n", "--max-args", "-L", "--max-lines", "-P", "--max-procs", "-s", "--max-chars", "-d",
-        "--delimiter", "-E", "-a", "--arg-file", "--process-slot-var", "--replace",
+        "-I",
+        "-n",
+        "--max-args",
+        "-L",
+        "--max-lines",
+        "-P",
+        "--max-procs",
+        "-s",
+        "--max-chars",
+        "-d",
+        "--delimiter",
+        "-E",
+        "-a",
+        "--arg-file",
+        "--process-slot-var",
+        "--replace",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -1094,8 +1196,10 @@ fn xargs(args: &[String]) -> Analysis {
 }
 
 fn env(args: &[String]) -> Analysis {
-    let mut a = Analysis::default();
-    a.canonical = Some("env".into());
+    let mut a = Analysis {
+        canonical: Some("env".into()),
+        ..Default::default()
+    };
     let mut i = 0;
     let mut split: Option<String> = None;
     while i < args.len() {
@@ -1104,15 +1208,32 @@ fn env(args: &[String]) -> Analysis {
             i += 1;
             break;
         }
-        if x == "-" || x == "-i" || x == "--ignore-environment" || x == "-0" || x == "--null" || x == "-v" || x == "--debug" {
+        if x == "-"
+            || x == "-i"
+            || x == "--ignore-environment"
+            || x == "-0"
+            || x == "--null"
+            || x == "-v"
+            || x == "--debug"
+        {
             i += 1;
             continue;
         }
-        if x == "-u" || x == "--unset" || x == "-C" || x == "--chdir" || x == "-P" || x == "--argv0" || x == "-a" {
+        if x == "-u"
+            || x == "--unset"
+            || x == "-C"
+            || x == "--chdir"
+            || x == "-P"
+            || x == "--argv0"
+            || x == "-a"
+        {
             i += 2;
             continue;
         }
-        if let Some(s) = x.strip_prefix("-S").or_else(|| x.strip_prefix("--split-string=")) {
+        if let Some(s) = x
+            .strip_prefix("-S")
+            .or_else(|| x.strip_prefix("--split-string="))
+        {
             if s.is_empty() {
                 split = args.get(i + 1).cloned();
                 i += 2;
@@ -1127,7 +1248,11 @@ fn env(args: &[String]) -> Analysis {
             i += 2;
             break;
         }
-        if x.starts_with("-u") || x.starts_with("-C") || x.starts_with("--unset=") || x.starts_with("--chdir=") {
+        if x.starts_with("-u")
+            || x.starts_with("-C")
+            || x.starts_with("--unset=")
+            || x.starts_with("--chdir=")
+        {
             i += 1;
             continue;
         }
@@ -1149,7 +1274,8 @@ fn env(args: &[String]) -> Analysis {
     }
     let rest: Vec<String> = args[i.min(args.len())..].to_vec();
     if let Some(s) = split {
-        a.notes.push("env -S splits a string into a command (GTFOBins)".into());
+        a.notes
+            .push("env -S splits a string into a command (GTFOBins)".into());
         let mut text = s;
         for r in &rest {
             text.push(' ');
@@ -1176,8 +1302,10 @@ fn env(args: &[String]) -> Analysis {
 }
 
 fn command(args: &[String]) -> Analysis {
-    let mut a = Analysis::default();
-    a.canonical = Some("command".into());
+    let mut a = Analysis {
+        canonical: Some("command".into()),
+        ..Default::default()
+    };
     let mut i = 0;
     let mut lookup = false;
     while i < args.len() && args[i].starts_with('-') && args[i] != "--" {
@@ -1215,27 +1343,51 @@ mod tests {
 
     #[test]
     fn table_loads() {
-        assert!(knowledge().load_error.is_none(), "{:?}", knowledge().load_error);
+        assert!(
+            knowledge().load_error.is_none(),
+            "{:?}",
+            knowledge().load_error
+        );
         assert!(knowledge().len() > 200);
     }
 
     #[test]
     fn getopt_like() {
-        let p = parse_opts(&v(&["-n5", "-rf", "--lines=3", "x"]), &v(&["-n", "--lines"]), &[], &[], false);
+        let p = parse_opts(
+            &v(&["-n5", "-rf", "--lines=3", "x"]),
+            &v(&["-n", "--lines"]),
+            &[],
+            &[],
+            false,
+        );
         assert_eq!(p.operands, v(&["x"]));
         assert_eq!(p.values("-n"), vec!["5"]);
         assert!(p.has("-r") && p.has("-f"));
-        let p = parse_opts(&v(&["--compress-prog=sh"]), &v(&["--compress-program"]), &[], &[], false);
+        let p = parse_opts(
+            &v(&["--compress-prog=sh"]),
+            &v(&["--compress-program"]),
+            &[],
+            &[],
+            false,
+        );
         assert!(p.has("--compress-program"));
     }
 
     #[test]
     fn judge() {
         assert!(analyze("grep", None, &v(&["x"])).effects.is_pure());
-        assert!(analyze("grep", None, &v(&["x", "f"])).effects.has(Category::Readonly));
-        assert!(analyze("sort", None, &v(&["-o", "f"])).effects.has(Category::Filesystem));
-        assert!(analyze("sort", None, &v(&["--compress-program=sh"])).effects.has(Category::Process));
-        assert!(analyze("cat", Some("./bin"), &v(&[])).effects.has(Category::Unknown));
+        assert!(analyze("grep", None, &v(&["x", "f"]))
+            .effects
+            .has(Category::Readonly));
+        assert!(analyze("sort", None, &v(&["-o", "f"]))
+            .effects
+            .has(Category::Filesystem));
+        assert!(analyze("sort", None, &v(&["--compress-program=sh"]))
+            .effects
+            .has(Category::Process));
+        assert!(analyze("cat", Some("./bin"), &v(&[]))
+            .effects
+            .has(Category::Unknown));
         assert!(analyze("cat", Some("/bin"), &v(&[])).effects.is_pure());
     }
 }

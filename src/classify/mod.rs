@@ -58,7 +58,10 @@ pub fn command_hash(command: &str, workdir: Option<&std::path::Path>) -> String 
 /// Classify one command. Never executes anything.
 pub fn check(command: &str, ctx: &Context) -> CheckReport {
     let hash = command_hash(command, ctx.workdir.as_deref());
-    let workdir = ctx.workdir.as_ref().map(|p| p.to_string_lossy().into_owned());
+    let workdir = ctx
+        .workdir
+        .as_ref()
+        .map(|p| p.to_string_lossy().into_owned());
     if let Err(e) = validate::validate(command) {
         return refused(command, hash, workdir, e);
     }
@@ -176,7 +179,9 @@ pub fn check(command: &str, ctx: &Context) -> CheckReport {
         pure,
         requires_validation: !pure,
         starting_policy,
-        sandbox_auto_approvable: !blocked && set == PermissionSet::Readonly && risk_score < risk::WARNING_THRESHOLD,
+        sandbox_auto_approvable: !blocked
+            && set == PermissionSet::Readonly
+            && risk_score < risk::WARNING_THRESHOLD,
         computed_program,
         runs_workspace_file,
         operations,
@@ -223,9 +228,16 @@ mod tests {
 
     #[test]
     fn issue_example() {
-        let r = c("cat data.csv | grep x | sort | uniq -c > out.txt && curl -s https://api.example.com");
+        let r = c(
+            "cat data.csv | grep x | sort | uniq -c > out.txt && curl -s https://api.example.com",
+        );
         assert!(r.valid && !r.blocked && !r.pure);
-        let get = |op: &str| r.operations.iter().find(|o| o.op == op).map(|o| (o.category, o.layer));
+        let get = |op: &str| {
+            r.operations
+                .iter()
+                .find(|o| o.op == op)
+                .map(|o| (o.category, o.layer))
+        };
         assert_eq!(get("bash:cat"), Some((Category::Readonly, 0)));
         assert_eq!(get("bash:grep"), Some((Category::Pure, 0)));
         assert_eq!(get("bash:sort"), Some((Category::Pure, 0)));
@@ -238,8 +250,18 @@ mod tests {
 
     #[test]
     fn hash_includes_workdir() {
-        let a = check("ls", &Context { workdir: Some("/a".into()) });
-        let b = check("ls", &Context { workdir: Some("/b".into()) });
+        let a = check(
+            "ls",
+            &Context {
+                workdir: Some("/a".into()),
+            },
+        );
+        let b = check(
+            "ls",
+            &Context {
+                workdir: Some("/b".into()),
+            },
+        );
         assert_ne!(a.command_hash, b.command_hash);
         assert_eq!(a.command_hash.len(), 64);
     }

@@ -54,9 +54,19 @@ fn first_error(root: Node, src: &[u8]) -> String {
             let p = n.start_position();
             let t: String = n.utf8_text(src).unwrap_or("").chars().take(40).collect();
             return if n.is_missing() {
-                format!("syntax error: missing `{}` at line {}, column {}", n.kind(), p.row + 1, p.column + 1)
+                format!(
+                    "syntax error: missing `{}` at line {}, column {}",
+                    n.kind(),
+                    p.row + 1,
+                    p.column + 1
+                )
             } else {
-                format!("syntax error near `{}` at line {}, column {}", t, p.row + 1, p.column + 1)
+                format!(
+                    "syntax error near `{}` at line {}, column {}",
+                    t,
+                    p.row + 1,
+                    p.column + 1
+                )
             };
         }
         let mut c = n.walk();
@@ -74,12 +84,43 @@ fn first_error(root: Node, src: &[u8]) -> String {
 /// programs run other programs).
 pub fn sensitive_var(name: &str) -> bool {
     const EXACT: &[&str] = &[
-        "PATH", "BASH_ENV", "ENV", "IFS", "PROMPT_COMMAND", "PS4", "SHELLOPTS", "BASHOPTS", "CDPATH",
-        "HOME", "PYTHONPATH", "PYTHONSTARTUP", "PYTHONHOME", "PERL5LIB", "PERL5OPT", "RUBYOPT", "RUBYLIB",
-        "NODE_OPTIONS", "NODE_PATH", "GCONV_PATH", "PAGER", "EDITOR", "VISUAL", "LESSOPEN", "LESSCLOSE",
-        "MANPAGER", "BROWSER", "SSH_ASKPASS", "SUDO_ASKPASS", "HISTFILE", "TMPDIR", "GLOBIGNORE",
+        "PATH",
+        "BASH_ENV",
+        "ENV",
+        "IFS",
+        "PROMPT_COMMAND",
+        "PS4",
+        "SHELLOPTS",
+        "BASHOPTS",
+        "CDPATH",
+        "HOME",
+        "PYTHONPATH",
+        "PYTHONSTARTUP",
+        "PYTHONHOME",
+        "PERL5LIB",
+        "PERL5OPT",
+        "RUBYOPT",
+        "RUBYLIB",
+        "NODE_OPTIONS",
+        "NODE_PATH",
+        "GCONV_PATH",
+        "PAGER",
+        "EDITOR",
+        "VISUAL",
+        "LESSOPEN",
+        "LESSCLOSE",
+        "MANPAGER",
+        "BROWSER",
+        "SSH_ASKPASS",
+        "SUDO_ASKPASS",
+        "HISTFILE",
+        "TMPDIR",
+        "GLOBIGNORE",
     ];
-    EXACT.contains(&name) || name.starts_with("LD_") || name.starts_with("GIT_") || name.starts_with("BASH_FUNC_")
+    EXACT.contains(&name)
+        || name.starts_with("LD_")
+        || name.starts_with("GIT_")
+        || name.starts_with("BASH_FUNC_")
 }
 
 /// A static stdout of a pipeline stage that a later stage reads.
@@ -226,7 +267,10 @@ impl Walker {
             if !self.out.truncated {
                 self.out.truncated = true;
                 let layer = self.out.ops.last().map(|o| o.layer).unwrap_or(0);
-                self.push_unknown("analysis bound reached (too many operations or nesting too deep)", layer);
+                self.push_unknown(
+                    "analysis bound reached (too many operations or nesting too deep)",
+                    layer,
+                );
             }
             return false;
         }
@@ -236,13 +280,26 @@ impl Walker {
     fn push_unknown(&mut self, why: &str, layer: usize) {
         let mut e = Effects::default();
         e.add(Category::Unknown);
-        let op = self.blank_op("bash:<unanalysable>", "<unanalysable>", OpKind::Command, e, layer);
+        let op = self.blank_op(
+            "bash:<unanalysable>",
+            "<unanalysable>",
+            OpKind::Command,
+            e,
+            layer,
+        );
         let mut op = op;
         op.notes.push(why.to_string());
         self.out.ops.push(op);
     }
 
-    fn blank_op(&self, name: &str, program: &str, kind: OpKind, effects: Effects, layer: usize) -> RawOp {
+    fn blank_op(
+        &self,
+        name: &str,
+        program: &str,
+        kind: OpKind,
+        effects: Effects,
+        layer: usize,
+    ) -> RawOp {
         RawOp {
             op: name.to_string(),
             program: program.to_string(),
@@ -281,7 +338,10 @@ impl Walker {
         let mut keys: Vec<String> = (0..10).map(|i| i.to_string()).collect();
         keys.push("@".into());
         keys.push("*".into());
-        let saved: Vec<(String, Option<String>)> = keys.iter().map(|k| (k.clone(), self.vars.get(k).cloned())).collect();
+        let saved: Vec<(String, Option<String>)> = keys
+            .iter()
+            .map(|k| (k.clone(), self.vars.get(k).cloned()))
+            .collect();
         for k in &keys {
             self.vars.remove(k);
         }
@@ -311,8 +371,13 @@ impl Walker {
             }
             Err(e) => {
                 let shown = display_word(body);
-                self.out.inner_errors.push(format!("{e} in nested script `{shown}`"));
-                self.push_unknown(&format!("nested script does not parse ({e}): `{shown}`"), layer);
+                self.out
+                    .inner_errors
+                    .push(format!("{e} in nested script `{shown}`"));
+                self.push_unknown(
+                    &format!("nested script does not parse ({e}): `{shown}`"),
+                    layer,
+                );
                 layer
             }
         }
@@ -389,8 +454,13 @@ impl Walker {
                 self.subst_body(n, src, layer, None);
                 layer
             }
-            "negated_command" | "if_statement" | "while_statement" | "c_style_for_statement"
-            | "case_statement" | "case_item" | "elif_clause" => {
+            "negated_command"
+            | "if_statement"
+            | "while_statement"
+            | "c_style_for_statement"
+            | "case_statement"
+            | "case_item"
+            | "elif_clause" => {
                 // conditions and bodies in order; expressions may hide substitutions
                 let mut c = n.walk();
                 let kids: Vec<Node> = n.named_children(&mut c).collect();
@@ -475,7 +545,10 @@ impl Walker {
             return layer;
         };
         // heredoc with trailing syntax inside it (`cat <<EOF | sh`, `cat <<EOF && x`)
-        let heredoc = redirects.iter().find(|r| r.kind() == "heredoc_redirect").copied();
+        let heredoc = redirects
+            .iter()
+            .find(|r| r.kind() == "heredoc_redirect")
+            .copied();
         let mut stdin_text: Option<String> = None;
         for r in &redirects {
             if let Some(t) = self.stdin_text_of(*r, src) {
@@ -491,9 +564,17 @@ impl Walker {
                 self.next_pipe += 1;
                 let saved_pipe = self.cur_pipe;
                 self.cur_pipe = Some((pid_stage0, 0));
-                self.feed = stdin_text.clone().map(|t| Feed { words: t.split_whitespace().map(String::from).collect(), text: t, exact: true });
+                self.feed = stdin_text.clone().map(|t| Feed {
+                    words: t.split_whitespace().map(String::from).collect(),
+                    text: t,
+                    exact: true,
+                });
                 self.stage_out = None;
-                let extra: Vec<Node> = redirects.iter().copied().filter(|r| r.kind() != "heredoc_redirect").collect();
+                let extra: Vec<Node> = redirects
+                    .iter()
+                    .copied()
+                    .filter(|r| r.kind() != "heredoc_redirect")
+                    .collect();
                 let l0 = self.node_with_redirects(body, src, layer, &extra, &inner);
                 self.redirect(h, src, layer);
                 let out = self.stage_out.take();
@@ -514,14 +595,26 @@ impl Walker {
                 self.cur_pipe = saved_pipe;
                 return self.heredoc_tail(&inner, src, max);
             }
-            self.feed = stdin_text.map(|t| Feed { words: t.split_whitespace().map(String::from).collect(), text: t, exact: true });
-            let extra: Vec<Node> = redirects.iter().copied().filter(|r| r.kind() != "heredoc_redirect").collect();
+            self.feed = stdin_text.map(|t| Feed {
+                words: t.split_whitespace().map(String::from).collect(),
+                text: t,
+                exact: true,
+            });
+            let extra: Vec<Node> = redirects
+                .iter()
+                .copied()
+                .filter(|r| r.kind() != "heredoc_redirect")
+                .collect();
             let l = self.node_with_redirects(body, src, layer, &extra, &inner);
             self.feed = None;
             self.redirect(h, src, layer);
             return self.heredoc_tail(&inner, src, l);
         }
-        self.feed = stdin_text.map(|t| Feed { words: t.split_whitespace().map(String::from).collect(), text: t, exact: true });
+        self.feed = stdin_text.map(|t| Feed {
+            words: t.split_whitespace().map(String::from).collect(),
+            text: t,
+            exact: true,
+        });
         let l = self.node_with_redirects(body, src, layer, &redirects, &[]);
         self.feed = None;
         l
@@ -529,10 +622,22 @@ impl Walker {
 
     /// Walk `body`, then attach redirects (and file redirects nested in a heredoc) to the
     /// last layer it used.
-    fn node_with_redirects(&mut self, body: Node, src: &[u8], layer: usize, redirects: &[Node], heredoc_inner: &[Node]) -> usize {
+    fn node_with_redirects(
+        &mut self,
+        body: Node,
+        src: &[u8],
+        layer: usize,
+        redirects: &[Node],
+        heredoc_inner: &[Node],
+    ) -> usize {
         let l = if body.kind() == "command" {
             let mut all: Vec<Node> = redirects.to_vec();
-            all.extend(heredoc_inner.iter().copied().filter(|k| k.kind() == "file_redirect"));
+            all.extend(
+                heredoc_inner
+                    .iter()
+                    .copied()
+                    .filter(|k| k.kind() == "file_redirect"),
+            );
             return self.command(body, src, layer, &all);
         } else {
             self.node(body, src, layer)
@@ -591,12 +696,15 @@ impl Walker {
                     return;
                 };
                 let target = words::eval_one(dest, src, &self.vars);
-                let dup = opname.ends_with('&') && (target.chars().all(|ch| ch.is_ascii_digit()) || target == "-");
+                let dup = opname.ends_with('&')
+                    && (target.chars().all(|ch| ch.is_ascii_digit()) || target == "-");
                 if dup {
                     return;
                 }
-                let harmless = matches!(target.as_str(), "/dev/null" | "/dev/stdout" | "/dev/stderr" | "/dev/tty")
-                    || target.starts_with("/dev/fd/");
+                let harmless = matches!(
+                    target.as_str(),
+                    "/dev/null" | "/dev/stdout" | "/dev/stderr" | "/dev/tty"
+                ) || target.starts_with("/dev/fd/");
                 if harmless {
                     return;
                 }
@@ -604,7 +712,11 @@ impl Walker {
                 let is_read = opname.contains('<');
                 let mut e = Effects::default();
                 let mut op = self.blank_op(
-                    if is_write { "redirect:write" } else { "redirect:read" },
+                    if is_write {
+                        "redirect:write"
+                    } else {
+                        "redirect:read"
+                    },
                     &opname,
                     OpKind::Redirect,
                     e,
@@ -613,7 +725,8 @@ impl Walker {
                 if target.starts_with("/dev/tcp/") || target.starts_with("/dev/udp/") {
                     e.add(Category::Network);
                     op.network_source = true;
-                    op.notes.push(format!("{target} opens a network connection"));
+                    op.notes
+                        .push(format!("{target} opens a network connection"));
                 } else if !harmless {
                     if is_write {
                         e.add(Category::Filesystem);
@@ -669,7 +782,11 @@ impl Walker {
     fn subst_body(&mut self, n: Node, src: &[u8], layer: usize, parent: Option<usize>) {
         let label = if n.kind() == "process_substitution" {
             let t = text(n, src);
-            if t.starts_with(">(") { ">(...)" } else { "<(...)" }
+            if t.starts_with(">(") {
+                ">(...)"
+            } else {
+                "<(...)"
+            }
         } else if text(n, src).starts_with('`') {
             "`...`"
         } else {
@@ -714,9 +831,17 @@ impl Walker {
         if sensitive_var(&name) {
             let mut e = Effects::default();
             e.add(Category::Env);
-            let mut op = self.blank_op(&format!("assign:{name}"), &name, OpKind::Assignment, e, layer);
+            let mut op = self.blank_op(
+                &format!("assign:{name}"),
+                &name,
+                OpKind::Assignment,
+                e,
+                layer,
+            );
             op.args = vec![display_word(&val)];
-            op.notes.push(format!("assigning {name} changes how later programs are found or behave"));
+            op.notes.push(format!(
+                "assigning {name} changes how later programs are found or behave"
+            ));
             self.out.ops.push(op);
         }
         if persist {
@@ -727,7 +852,10 @@ impl Walker {
     fn declaration(&mut self, n: Node, src: &[u8], layer: usize) -> usize {
         let mut c = n.walk();
         let kids: Vec<Node> = n.children(&mut c).collect();
-        let builtin = kids.first().map(|k| text(*k, src).to_string()).unwrap_or_default();
+        let builtin = kids
+            .first()
+            .map(|k| text(*k, src).to_string())
+            .unwrap_or_default();
         let mut args = Vec::new();
         for k in &kids[1.min(kids.len())..] {
             if k.kind() == "variable_assignment" {
@@ -739,10 +867,18 @@ impl Walker {
             }
         }
         let mut e = Effects::default();
-        if args.iter().all(|a| a.starts_with('-')) && (builtin == "export" || builtin == "declare" || builtin == "typeset") {
+        if args.iter().all(|a| a.starts_with('-'))
+            && (builtin == "export" || builtin == "declare" || builtin == "typeset")
+        {
             e.add(Category::Env);
         }
-        let mut op = self.blank_op(&format!("bash:{builtin}"), &builtin, OpKind::Command, e, layer);
+        let mut op = self.blank_op(
+            &format!("bash:{builtin}"),
+            &builtin,
+            OpKind::Command,
+            e,
+            layer,
+        );
         op.args = args.iter().map(|a| display_word(a)).collect();
         if !e.is_pure() {
             op.notes.push("prints the environment".into());
@@ -792,10 +928,14 @@ impl Walker {
             }
         }
         if let Some(name) = n.child_by_field_name("name") {
-            const RESERVED: &[&str] = &["fi", "done", "then", "else", "elif", "esac", "do", "in", "}", "{", "function"];
+            const RESERVED: &[&str] = &[
+                "fi", "done", "then", "else", "elif", "esac", "do", "in", "}", "{", "function",
+            ];
             let t = text(name, src);
             if RESERVED.contains(&t) {
-                self.out.syntax_errors.push(format!("syntax error: unexpected reserved word `{t}`"));
+                self.out
+                    .syntax_errors
+                    .push(format!("syntax error: unexpected reserved word `{t}`"));
             }
         }
         redirects.extend_from_slice(outer_redirects);
@@ -806,7 +946,11 @@ impl Walker {
         let mut fed = false;
         for r in &redirects {
             if let Some(t) = self.stdin_text_of(*r, src) {
-                self.feed = Some(Feed { words: t.split_whitespace().map(String::from).collect(), text: t, exact: true });
+                self.feed = Some(Feed {
+                    words: t.split_whitespace().map(String::from).collect(),
+                    text: t,
+                    exact: true,
+                });
                 fed = true;
             }
         }
@@ -822,7 +966,14 @@ impl Walker {
     }
 
     /// Judge an argv (after unwrapping) and recurse into what it runs.
-    fn dispatch(&mut self, argv: Vec<String>, layer: usize, cmd_id: usize, stdin_args: bool, fed_static: bool) -> usize {
+    fn dispatch(
+        &mut self,
+        argv: Vec<String>,
+        layer: usize,
+        cmd_id: usize,
+        stdin_args: bool,
+        fed_static: bool,
+    ) -> usize {
         if argv.is_empty() || !self.budget_ok() {
             return layer;
         }
@@ -838,7 +989,8 @@ impl Walker {
                     }
                     let mut e = Effects::default();
                     e.add(Category::Process);
-                    let mut op = self.blank_op(&format!("bash:{base}"), &base, OpKind::Command, e, layer);
+                    let mut op =
+                        self.blank_op(&format!("bash:{base}"), &base, OpKind::Command, e, layer);
                     op.notes.push(format!("function `{base}` calls itself"));
                     op.cmd_id = cmd_id;
                     self.out.ops.push(op);
@@ -872,10 +1024,15 @@ impl Walker {
         // is a pass-through like `sh -c`: its script is walked below
         let static_script = a.is_shell
             && a.stdin_exec
-            && self.feed.as_ref().map(|f| !f.text.is_empty()).unwrap_or(false);
+            && self
+                .feed
+                .as_ref()
+                .map(|f| !f.text.is_empty())
+                .unwrap_or(false);
         if static_script {
             a.effects = Effects::default();
-            a.notes.push("runs the static script given on stdin (walked below)".into());
+            a.notes
+                .push("runs the static script given on stdin (walked below)".into());
         }
         let skip_op = !a.nested.is_empty()
             && a.effects.is_pure()
@@ -889,13 +1046,20 @@ impl Walker {
             format!("bash:{base}")
         };
         if a.canonical.as_deref() == Some("cd") {
-            let target = a.parsed.operands.first().cloned().unwrap_or_else(|| "~".into());
+            let target = a
+                .parsed
+                .operands
+                .first()
+                .cloned()
+                .unwrap_or_else(|| "~".into());
             self.cwd = if target.contains(DYN) {
                 None
             } else if target.starts_with('/') || target.starts_with('~') {
                 Some(super::danger::normalize(&target))
             } else {
-                self.cwd.as_ref().map(|c| super::danger::normalize(&format!("{c}/{target}")))
+                self.cwd
+                    .as_ref()
+                    .map(|c| super::danger::normalize(&format!("{c}/{target}")))
             };
         }
         // static output for the next pipeline stage
@@ -911,7 +1075,11 @@ impl Walker {
                 self.stage_out = self.feed.clone();
             }
             Some("find") if a.nested.is_empty() => {
-                self.stage_out = Some(Feed { text: String::new(), words: a.parsed.operands.clone(), exact: false });
+                self.stage_out = Some(Feed {
+                    text: String::new(),
+                    words: a.parsed.operands.clone(),
+                    exact: false,
+                });
             }
             _ => {}
         }
@@ -944,7 +1112,12 @@ impl Walker {
         let mut last = layer;
         for nested in a.nested {
             match nested {
-                Nested::Argv { argv, via, stdin_args: sa, replace } => {
+                Nested::Argv {
+                    argv,
+                    via,
+                    stdin_args: sa,
+                    replace,
+                } => {
                     self.via.push(via);
                     match replace {
                         Some(r) => {
@@ -958,19 +1131,26 @@ impl Walker {
                                 items.push(DYN.to_string());
                             }
                             for item in items {
-                                let v: Vec<String> = argv.iter().map(|w| w.replace(r.as_str(), &item)).collect();
+                                let v: Vec<String> =
+                                    argv.iter().map(|w| w.replace(r.as_str(), &item)).collect();
                                 let l = self.dispatch(v, layer, cmd_id, false, fed_static);
                                 last = last.max(l);
                             }
                         }
                         None => {
-                            let l = self.dispatch(argv, layer, cmd_id, sa || stdin_args, fed_static);
+                            let l =
+                                self.dispatch(argv, layer, cmd_id, sa || stdin_args, fed_static);
                             last = last.max(l);
                         }
                     }
                     self.via.pop();
                 }
-                Nested::Script { text, via, remote, args } => {
+                Nested::Script {
+                    text,
+                    via,
+                    remote,
+                    args,
+                } => {
                     let saved_remote = self.remote;
                     self.remote |= remote;
                     self.via.push(via);
@@ -1015,7 +1195,10 @@ impl Walker {
 /// last stage of the nested pipeline.
 fn flatten_pipeline<'t>(n: Node<'t>, out: &mut Vec<(Node<'t>, Vec<Node<'t>>)>) {
     let mut c = n.walk();
-    let kids: Vec<Node<'t>> = n.named_children(&mut c).filter(|k| k.kind() != "comment").collect();
+    let kids: Vec<Node<'t>> = n
+        .named_children(&mut c)
+        .filter(|k| k.kind() != "comment")
+        .collect();
     for k in kids {
         if k.kind() == "redirected_statement" {
             if let Some(body) = k.child_by_field_name("body") {
@@ -1023,7 +1206,9 @@ fn flatten_pipeline<'t>(n: Node<'t>, out: &mut Vec<(Node<'t>, Vec<Node<'t>>)>) {
                     let mut rc = k.walk();
                     let redirects: Vec<Node<'t>> = k
                         .children(&mut rc)
-                        .filter(|r| r.kind() == "file_redirect" || r.kind() == "herestring_redirect")
+                        .filter(|r| {
+                            r.kind() == "file_redirect" || r.kind() == "herestring_redirect"
+                        })
                         .collect();
                     let before = out.len();
                     flatten_pipeline(body, out);
@@ -1073,7 +1258,11 @@ fn static_output(prog: &str, args: &[String]) -> Option<String> {
     if prog == "echo" {
         let mut i = 0;
         let mut escapes = false;
-        while i < args.len() && args[i].len() > 1 && args[i].starts_with('-') && args[i][1..].chars().all(|c| matches!(c, 'n' | 'e' | 'E')) {
+        while i < args.len()
+            && args[i].len() > 1
+            && args[i].starts_with('-')
+            && args[i][1..].chars().all(|c| matches!(c, 'n' | 'e' | 'E'))
+        {
             escapes |= args[i].contains('e');
             i += 1;
         }

@@ -57,7 +57,11 @@ pub fn confidence(ops: &[RawOp], all: &Effects, truncated: bool) -> f64 {
     if truncated || all.has(Category::Unknown) || ops.iter().any(|o| o.dynamic()) {
         return 0.5;
     }
-    let cats: Vec<Category> = all.categories().into_iter().filter(|c| *c != Category::Pure).collect();
+    let cats: Vec<Category> = all
+        .categories()
+        .into_iter()
+        .filter(|c| *c != Category::Pure)
+        .collect();
     match cats.len() {
         0 => 0.95,
         1 => {

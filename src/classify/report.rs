@@ -52,7 +52,10 @@ pub struct CheckReport {
 /// A readable explanation of a report.
 pub fn render_text(r: &CheckReport) -> String {
     let mut s = String::new();
-    s.push_str(&format!("command:  {}\n", r.command.replace('\n', "\n          ")));
+    s.push_str(&format!(
+        "command:  {}\n",
+        r.command.replace('\n', "\n          ")
+    ));
     let verdict = if !r.valid {
         "REFUSED — the command is not valid shell".to_string()
     } else if r.blocked {
@@ -75,7 +78,11 @@ pub fn render_text(r: &CheckReport) -> String {
         r.permission_set,
         r.confidence,
         r.risk_score,
-        r.categories.iter().map(|c| c.as_str()).collect::<Vec<_>>().join("+")
+        r.categories
+            .iter()
+            .map(|c| c.as_str())
+            .collect::<Vec<_>>()
+            .join("+")
     ));
     if !r.reasons.is_empty() {
         s.push_str("reasons:\n");

@@ -26,14 +26,37 @@ fn base(e: &Effects) -> f64 {
 }
 
 fn system_path(p: &str) -> bool {
-    const SYS: &[&str] = &["/etc", "/usr", "/bin", "/sbin", "/lib", "/boot", "/var", "/opt", "/root", "/sys", "/proc", "/srv", "/home"];
+    const SYS: &[&str] = &[
+        "/etc", "/usr", "/bin", "/sbin", "/lib", "/boot", "/var", "/opt", "/root", "/sys", "/proc",
+        "/srv", "/home",
+    ];
     let p = p.trim_start_matches("//");
     (p.starts_with("/dev/") && !matches!(p, "/dev/null" | "/dev/stdout" | "/dev/stderr"))
-        || SYS.iter().any(|s| p == *s || p.starts_with(&format!("{s}/")))
+        || SYS
+            .iter()
+            .any(|s| p == *s || p.starts_with(&format!("{s}/")))
 }
 
 fn secret_path(p: &str) -> bool {
-    const S: &[&str] = &["/etc/shadow", "/etc/gshadow", ".ssh/", "id_rsa", "id_ed25519", ".pem", ".key", ".env", "credentials", ".netrc", ".aws/", ".kube/config", ".docker/config", ".git-credentials", ".pgpass", "/proc/self/environ", "/environ"];
+    const S: &[&str] = &[
+        "/etc/shadow",
+        "/etc/gshadow",
+        ".ssh/",
+        "id_rsa",
+        "id_ed25519",
+        ".pem",
+        ".key",
+        ".env",
+        "credentials",
+        ".netrc",
+        ".aws/",
+        ".kube/config",
+        ".docker/config",
+        ".git-credentials",
+        ".pgpass",
+        "/proc/self/environ",
+        "/environ",
+    ];
     S.iter().any(|s| p.contains(s))
 }
 
@@ -50,7 +73,11 @@ pub fn op_risk(op: &RawOp) -> f64 {
     if op.writes.iter().any(|w| system_path(w)) {
         r += 0.3;
     }
-    if op.writes.iter().any(|w| w.starts_with('~') || w == "." || w == ".." || w == "*" || w.starts_with(DYN)) {
+    if op
+        .writes
+        .iter()
+        .any(|w| w.starts_with('~') || w == "." || w == ".." || w == "*" || w.starts_with(DYN))
+    {
         r += 0.15;
     }
     if op.reads.iter().any(|w| secret_path(w)) {
@@ -67,7 +94,11 @@ pub fn op_risk(op: &RawOp) -> f64 {
     if op.stdin_exec && !op.static_script {
         r += 0.2;
     }
-    if op.via.iter().any(|v| v.contains(" -c") || v == "eval" || v.starts_with("env -S")) {
+    if op
+        .via
+        .iter()
+        .any(|v| v.contains(" -c") || v == "eval" || v.starts_with("env -S"))
+    {
         r += 0.1;
     }
     if op.background {
@@ -85,14 +116,22 @@ pub fn command_risk(ops: &[RawOp], op_risks: &[f64], all: &Effects, blocked: boo
         return 1.0;
     }
     let mut r = op_risks.iter().copied().fold(0.0, f64::max);
-    let nonpure = all.categories().into_iter().filter(|c| *c != Category::Pure).count();
+    let nonpure = all
+        .categories()
+        .into_iter()
+        .filter(|c| *c != Category::Pure)
+        .count();
     if nonpure > 1 {
         r += 0.05 * (nonpure - 1) as f64;
     }
-    if all.has(Category::Network) && (all.has(Category::Readonly) || all.has(Category::Filesystem)) {
+    if all.has(Category::Network) && (all.has(Category::Readonly) || all.has(Category::Filesystem))
+    {
         r += 0.1;
     }
-    if ops.iter().any(|o| o.stdin_exec && !o.static_script && o.pipeline.is_some()) {
+    if ops
+        .iter()
+        .any(|o| o.stdin_exec && !o.static_script && o.pipeline.is_some())
+    {
         r += 0.1;
     }
     (r.clamp(0.0, 1.0) * 100.0).round() / 100.0

@@ -165,7 +165,10 @@ pub fn sed(script: &str) -> ScriptEffects {
                             'g' | 'p' | 'i' | 'I' | 'm' | 'M' | '0'..='9' => i += 1,
                             'e' => {
                                 fx.exec = true;
-                                fx.notes.push("sed s///e runs the pattern space as a command (GTFOBins)".into());
+                                fx.notes.push(
+                                    "sed s///e runs the pattern space as a command (GTFOBins)"
+                                        .into(),
+                                );
                                 i += 1;
                             }
                             'w' => {
@@ -233,7 +236,8 @@ pub fn awk(prog: &str) -> ScriptEffects {
             let s: String = c[start.min(n)..i.min(n)].iter().collect();
             if s.starts_with("/inet") {
                 fx.network = true;
-                fx.notes.push("awk uses a /inet network special file".into());
+                fx.notes
+                    .push("awk uses a /inet network special file".into());
             }
             i += 1;
             prev_sig = '"';
@@ -246,8 +250,11 @@ pub fn awk(prog: &str) -> ScriptEffects {
             }
             continue;
         }
-        if ch == '/' && (matches!(prev_sig, '\n' | '(' | ',' | '{' | ';' | '!' | '~' | '&' | '|' | '=' | '?' | ':')
-            || matches!(prev_word.as_str(), "print" | "printf" | "return" | "in"))
+        if ch == '/'
+            && (matches!(
+                prev_sig,
+                '\n' | '(' | ',' | '{' | ';' | '!' | '~' | '&' | '|' | '=' | '?' | ':'
+            ) || matches!(prev_word.as_str(), "print" | "printf" | "return" | "in"))
         {
             i += 1;
             while i < n && c[i] != '/' {
@@ -270,11 +277,13 @@ pub fn awk(prog: &str) -> ScriptEffects {
             match w.as_str() {
                 "system" => {
                     fx.exec = true;
-                    fx.notes.push("awk system() runs a command (GTFOBins)".into());
+                    fx.notes
+                        .push("awk system() runs a command (GTFOBins)".into());
                 }
                 "getline" => {
                     fx.reads.push("(getline)".into());
-                    fx.notes.push("awk getline reads a file or a command".into());
+                    fx.notes
+                        .push("awk getline reads a file or a command".into());
                 }
                 "ENVIRON" | "PROCINFO" => {
                     fx.env = true;
@@ -306,11 +315,13 @@ pub fn awk(prog: &str) -> ScriptEffects {
                     continue;
                 }
                 fx.exec = true;
-                fx.notes.push("awk pipes to or from a command (GTFOBins)".into());
+                fx.notes
+                    .push("awk pipes to or from a command (GTFOBins)".into());
             }
             '>' if in_print && paren <= 0 => {
                 fx.writes.push("(awk output redirection)".into());
-                fx.notes.push("awk print > FILE writes a file (GTFOBins)".into());
+                fx.notes
+                    .push("awk print > FILE writes a file (GTFOBins)".into());
             }
             _ => {}
         }
@@ -327,7 +338,11 @@ pub fn awk(prog: &str) -> ScriptEffects {
 /// `input_filename` and `$__loc__` are harmless.
 pub fn jq(filter: &str) -> ScriptEffects {
     let mut fx = ScriptEffects::default();
-    if filter.contains("$ENV") || filter.split(|c: char| !c.is_ascii_alphanumeric() && c != '_' && c != '$').any(|w| w == "env") {
+    if filter.contains("$ENV")
+        || filter
+            .split(|c: char| !c.is_ascii_alphanumeric() && c != '_' && c != '$')
+            .any(|w| w == "env")
+    {
         fx.env = true;
         fx.notes.push("jq reads the environment".into());
     }

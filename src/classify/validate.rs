@@ -19,7 +19,9 @@ pub fn validate(s: &str) -> Result<(), String> {
     }
     let n = s.chars().count();
     if n > MAX_CHARS {
-        return Err(format!("command is {n} characters long (maximum {MAX_CHARS})"));
+        return Err(format!(
+            "command is {n} characters long (maximum {MAX_CHARS})"
+        ));
     }
     if s.trim().is_empty() {
         return Err("command is empty".into());

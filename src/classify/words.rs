@@ -18,11 +18,7 @@ pub fn eval_words(node: Node, src: &[u8], vars: &Vars) -> Vec<String> {
     let mut out = String::new();
     let mut brace = false;
     eval_into(node, src, vars, false, &mut out, &mut brace);
-    let expanded = if brace {
-        brace_expand(&out)
-    } else {
-        vec![out]
-    };
+    let expanded = if brace { brace_expand(&out) } else { vec![out] };
     let mut words = Vec::new();
     for w in expanded {
         if w.contains(SPLIT) {
@@ -50,7 +46,14 @@ fn text<'a>(node: Node, src: &'a [u8]) -> &'a str {
     node.utf8_text(src).unwrap_or("")
 }
 
-fn eval_into(node: Node, src: &[u8], vars: &Vars, quoted: bool, out: &mut String, brace: &mut bool) {
+fn eval_into(
+    node: Node,
+    src: &[u8],
+    vars: &Vars,
+    quoted: bool,
+    out: &mut String,
+    brace: &mut bool,
+) {
     match node.kind() {
         "word" | "command_name" if node.named_child_count() == 0 => {
             let t = text(node, src);
@@ -58,7 +61,8 @@ fn eval_into(node: Node, src: &[u8], vars: &Vars, quoted: bool, out: &mut String
                 out.push_str(t);
             } else {
                 unescape_unquoted(t, out.is_empty(), out);
-                if t.contains('{') && (t.contains(',') || t.contains("..")) || t == "{" || t == "}" {
+                if t.contains('{') && (t.contains(',') || t.contains("..")) || t == "{" || t == "}"
+                {
                     *brace = true;
                 }
             }
@@ -83,7 +87,11 @@ fn eval_into(node: Node, src: &[u8], vars: &Vars, quoted: bool, out: &mut String
         }
         "raw_string" => {
             let t = text(node, src);
-            out.push_str(t.strip_prefix('\'').and_then(|s| s.strip_suffix('\'')).unwrap_or(t));
+            out.push_str(
+                t.strip_prefix('\'')
+                    .and_then(|s| s.strip_suffix('\''))
+                    .unwrap_or(t),
+            );
         }
         "ansi_c_string" => {
             let t = text(node, src);
@@ -114,7 +122,11 @@ fn eval_into(node: Node, src: &[u8], vars: &Vars, quoted: bool, out: &mut String
         "command_substitution" => match fold_echo(node, src, vars) {
             // `$(echo rm)` is the literal `rm`: fold it (split when unquoted)
             Some(v) if quoted => out.push_str(&v),
-            Some(v) => out.push_str(&v.split_whitespace().collect::<Vec<_>>().join(&SPLIT.to_string())),
+            Some(v) => out.push_str(
+                &v.split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(&SPLIT.to_string()),
+            ),
             None => out.push(DYN),
         },
         "brace_expression" => {
@@ -147,7 +159,10 @@ fn fold_echo(node: Node, src: &[u8], vars: &Vars) -> Option<String> {
     for (i, k) in cmd.children(&mut cc).enumerate() {
         if cmd.field_name_for_child(i as u32) == Some("argument") {
             for w in eval_words(k, src, vars) {
-                let echo_flag = words.is_empty() && w.len() > 1 && w.starts_with('-') && w[1..].chars().all(|c| matches!(c, 'n' | 'e' | 'E'));
+                let echo_flag = words.is_empty()
+                    && w.len() > 1
+                    && w.starts_with('-')
+                    && w[1..].chars().all(|c| matches!(c, 'n' | 'e' | 'E'));
                 if w.contains(DYN) || echo_flag {
                     return None;
                 }
@@ -160,7 +175,14 @@ fn fold_echo(node: Node, src: &[u8], vars: &Vars) -> Option<String> {
     Some(words.join(" "))
 }
 
-fn expand_var(node: Node, src: &[u8], vars: &Vars, quoted: bool, out: &mut String, brace: &mut bool) {
+fn expand_var(
+    node: Node,
+    src: &[u8],
+    vars: &Vars,
+    quoted: bool,
+    out: &mut String,
+    brace: &mut bool,
+) {
     let mut name: Option<String> = None;
     let mut has_operator = false;
     let mut default: Option<Node> = None;
@@ -218,7 +240,11 @@ fn known_var(name: &str, vars: &Vars, quoted: bool) -> Option<String> {
     }
     match name {
         "HOME" => Some("~".to_string()),
-        "IFS" => Some(if quoted { " ".to_string() } else { SPLIT.to_string() }),
+        "IFS" => Some(if quoted {
+            " ".to_string()
+        } else {
+            SPLIT.to_string()
+        }),
         _ => None,
     }
 }
