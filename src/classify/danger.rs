@@ -186,6 +186,10 @@ fn critical_static(target: &str) -> Option<String> {
         if SYSTEM_DIRS.contains(&base.as_str()) {
             return Some(format!("`{t}` (a system directory)"));
         }
+        let parts: Vec<&str> = base.split('/').filter(|p| !p.is_empty()).collect();
+        if parts.len() == 2 && parts[0] == "home" {
+            return Some(format!("`{t}` (a home directory)"));
+        }
     }
     None
 }
@@ -492,11 +496,8 @@ pub fn findings(ops: &[RawOp], walked: &Walked, raw: &str) -> Vec<Finding> {
         );
     }
     // fork bombs found by the walker
-    for name in &walked.fork_bombs {
-        push(
-            "fork-bomb",
-            format!("function `{name}` calls itself in a pipeline or in the background"),
-        );
+    for why in &walked.fork_bombs {
+        push("fork-bomb", why.clone());
     }
 
     // ── second line: regexes ──
@@ -511,7 +512,25 @@ pub fn findings(ops: &[RawOp], walked: &Walked, raw: &str) -> Vec<Finding> {
             "interactive shell wired to /dev/tcp".into(),
         );
     }
+    // arguments of programs that run strings (git -c core.pager=..., ssh -o ProxyCommand=...,
+    // tar --checkpoint-action=exec=..., docker/kubectl exec ...)
+    let arg_texts: Vec<String> = ops
+        .iter()
+        .filter(|o| {
+            o.kind == super::types::OpKind::Command
+                && !o.is_shell
+                && (o.effects.has(Category::Process) || o.effects.has(Category::Unknown))
+        })
+        .map(|o| {
+            o.args
+                .iter()
+                .map(|a| display_word(a))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect();
     let mut texts: Vec<&str> = walked.codes.iter().map(|(_, t)| t.as_str()).collect();
+    texts.extend(arg_texts.iter().map(|s| s.as_str()));
     // nested scripts that did not parse are only reachable by regex
     let unparsed: Vec<&str> = walked
         .scripts

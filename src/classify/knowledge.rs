@@ -712,6 +712,14 @@ fn generic(prog: &str, args: &[String]) -> Analysis {
             if sfx.exec {
                 fx.add(Category::Process);
             }
+            for cmd in &sfx.commands {
+                a.nested.push(Nested::Script {
+                    text: cmd.clone(),
+                    via: format!("{lang} command"),
+                    remote: false,
+                    args: Vec::new(),
+                });
+            }
             if !sfx.writes.is_empty() {
                 fx.add(Category::Filesystem);
                 a.writes.extend(sfx.writes);

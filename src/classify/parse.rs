@@ -187,7 +187,8 @@ pub struct Walked {
     pub codes: Vec<(String, String)>,
     /// Shell text of every nested script (`sh -c`, `eval`...), for the regex line.
     pub scripts: Vec<String>,
-    /// Functions that call themselves from a pipeline or in the background (fork bombs).
+    /// Fork bombs found (a function calling itself in a pipeline or in the background, an
+    /// endless loop starting background jobs), as reasons.
     pub fork_bombs: Vec<String>,
     /// Nested scripts that failed to parse.
     pub inner_errors: Vec<String>,
@@ -411,6 +412,7 @@ impl Walker {
                 self.assignment(n, src, layer, true);
                 layer
             }
+            "while_statement" => self.while_loop(n, src, layer),
             "variable_assignments" => {
                 let mut c = n.walk();
                 let kids: Vec<Node> = n.named_children(&mut c).collect();
@@ -456,7 +458,6 @@ impl Walker {
             }
             "negated_command"
             | "if_statement"
-            | "while_statement"
             | "c_style_for_statement"
             | "case_statement"
             | "case_item"
@@ -482,6 +483,42 @@ impl Walker {
                 layer
             }
         }
+    }
+
+    /// `while COND; do BODY; done`: an endless loop that starts background jobs is a fork
+    /// bomb in another spelling.
+    fn while_loop(&mut self, n: Node, src: &[u8], layer: usize) -> usize {
+        let endless = n
+            .child_by_field_name("condition")
+            .map(|c| {
+                let t = text(c, src).trim().trim_end_matches(';').trim().to_string();
+                let kw = text(n, src).trim_start().starts_with("until");
+                if kw {
+                    t == "false"
+                } else {
+                    matches!(t.as_str(), "true" | ":" | "[ 1 ]" | "((1))")
+                }
+            })
+            .unwrap_or(false);
+        let before = self.out.ops.len();
+        let mut c = n.walk();
+        let kids: Vec<Node> = n.named_children(&mut c).collect();
+        let mut cur = layer;
+        let mut first = true;
+        for k in kids {
+            if is_statement(k.kind()) {
+                cur = self.node(k, src, if first { cur } else { cur + 1 });
+                first = false;
+            } else {
+                self.substs(k, src, cur, None);
+            }
+        }
+        if endless && self.out.ops[before..].iter().any(|o| o.background) {
+            self.out
+                .fork_bombs
+                .push("an endless loop starting background jobs".into());
+        }
+        cur
     }
 
     fn sequence(&mut self, n: Node, src: &[u8], layer: usize) -> usize {
@@ -816,7 +853,7 @@ impl Walker {
         self.stage_out = saved_out;
     }
 
-    fn assignment(&mut self, n: Node, src: &[u8], layer: usize, persist: bool) {
+    fn assignment(&mut self, n: Node, src: &[u8], layer: usize, persist: bool) -> (String, String) {
         let name = n
             .child_by_field_name("name")
             .map(|x| text(x, src).to_string())
@@ -845,8 +882,9 @@ impl Walker {
             self.out.ops.push(op);
         }
         if persist {
-            self.vars.insert(name, val);
+            self.vars.insert(name.clone(), val.clone());
         }
+        (name, val)
     }
 
     fn declaration(&mut self, n: Node, src: &[u8], layer: usize) -> usize {
@@ -918,7 +956,14 @@ impl Walker {
         for (i, k) in kids.iter().enumerate() {
             let field = n.field_name_for_child(i as u32);
             if field == Some("name") || field == Some("argument") {
-                if prev_end == Some(k.start_byte()) {
+                let joined = prev_end
+                    .map(|e| {
+                        let gap = &src[e.min(k.start_byte())..k.start_byte()];
+                        gap.is_empty()
+                            || (gap.len() % 2 == 0 && gap.chunks(2).all(|p| p == b"\\\n"))
+                    })
+                    .unwrap_or(false);
+                if joined {
                     self.out.syntax_errors.push(format!(
                         "ambiguous word boundary near `{}`",
                         text(*k, src).chars().take(30).collect::<String>()
@@ -940,8 +985,14 @@ impl Walker {
         }
         redirects.extend_from_slice(outer_redirects);
         let persist = argv.is_empty();
+        let mut scoped: Vec<(String, Option<String>)> = Vec::new();
         for a in assigns {
-            self.assignment(a, src, layer, persist);
+            let (name, val) = self.assignment(a, src, layer, persist);
+            if !persist {
+                // `X=/ bash -c 'rm -rf $X'`: the value is in the command's environment
+                scoped.push((name.clone(), self.vars.get(&name).cloned()));
+                self.vars.insert(name, val);
+            }
         }
         let mut fed = false;
         for r in &redirects {
@@ -959,6 +1010,12 @@ impl Walker {
         } else {
             self.dispatch(argv, layer, cmd_id, false, fed)
         };
+        for (k, v) in scoped.into_iter().rev() {
+            match v {
+                Some(v) => self.vars.insert(k, v),
+                None => self.vars.remove(&k),
+            };
+        }
         for r in &redirects {
             self.redirect(*r, src, layer);
         }
@@ -977,7 +1034,11 @@ impl Walker {
         if argv.is_empty() || !self.budget_ok() {
             return layer;
         }
-        let word0 = argv[0].clone();
+        let mut word0 = argv[0].clone();
+        if word0.contains(['*', '?', '[']) {
+            // a glob in the program name (`/bin/r?`) may match any program
+            word0.push(DYN);
+        }
         let (dir, base) = split_program(&word0);
         // a function defined in this command shadows any program
         if dir.is_none() {
@@ -985,7 +1046,10 @@ impl Walker {
                 self.called.insert(base.clone());
                 if self.call_stack.contains(&base) {
                     if self.cur_pipe.is_some() || self.background {
-                        self.out.fork_bombs.push(base.clone());
+                        self.out.fork_bombs.push(format!(
+                            "function `{}` calls itself in a pipeline or in the background",
+                            display_word(&base)
+                        ));
                     }
                     let mut e = Effects::default();
                     e.add(Category::Process);
@@ -1278,6 +1342,7 @@ fn static_output(prog: &str, args: &[String]) -> Option<String> {
     let rest = &args[1..];
     let mut unescaped = String::new();
     words::ansi_c_unescape(fmt, &mut unescaped);
+    let unescaped = unescaped.replace('\0', "\n");
     if !fmt.contains('%') {
         return Some(unescaped);
     }

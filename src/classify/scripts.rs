@@ -19,6 +19,8 @@ pub struct ScriptEffects {
     pub network: bool,
     /// Could not be understood.
     pub unknown: bool,
+    /// Shell commands given as static text (`system("...")`, sed `e CMD`).
+    pub commands: Vec<String>,
     /// Human-readable findings.
     pub notes: Vec<String>,
 }
@@ -143,7 +145,10 @@ pub fn sed(script: &str) -> ScriptEffects {
                 fx.writes.push(f);
             }
             'e' => {
-                rest_of_line(&mut i);
+                let cmd = rest_of_line(&mut i);
+                if !cmd.is_empty() {
+                    fx.commands.push(cmd);
+                }
                 fx.exec = true;
                 fx.notes.push("sed `e` runs a command (GTFOBins)".into());
             }
@@ -276,6 +281,28 @@ pub fn awk(prog: &str) -> ScriptEffects {
             let w: String = c[start..i].iter().collect();
             match w.as_str() {
                 "system" => {
+                    // system("static command")
+                    let mut j = i;
+                    while j < n && c[j] == ' ' {
+                        j += 1;
+                    }
+                    if j + 1 < n && c[j] == '(' {
+                        let mut k = j + 1;
+                        while k < n && c[k] == ' ' {
+                            k += 1;
+                        }
+                        if k < n && c[k] == '"' {
+                            let start = k + 1;
+                            let mut e = start;
+                            while e < n && c[e] != '"' {
+                                if c[e] == '\\' {
+                                    e += 1;
+                                }
+                                e += 1;
+                            }
+                            fx.commands.push(c[start.min(n)..e.min(n)].iter().collect());
+                        }
+                    }
                     fx.exec = true;
                     fx.notes
                         .push("awk system() runs a command (GTFOBins)".into());

@@ -151,7 +151,8 @@ fn fold_echo(node: Node, src: &[u8], vars: &Vars) -> Option<String> {
     }
     let cmd = kids[0];
     let name = cmd.child_by_field_name("name")?;
-    if text(name, src) != "echo" {
+    let prog = text(name, src);
+    if prog != "echo" && prog != "printf" {
         return None;
     }
     let mut words = Vec::new();
@@ -171,6 +172,15 @@ fn fold_echo(node: Node, src: &[u8], vars: &Vars) -> Option<String> {
         } else if k.is_named() && k.kind() != "command_name" {
             return None;
         }
+    }
+    if prog == "printf" {
+        // only a lone format without conversions: `$(printf 'rm -rf /')`
+        if words.len() != 1 || words[0].contains('%') {
+            return None;
+        }
+        let mut out = String::new();
+        ansi_c_unescape(&words[0], &mut out);
+        return Some(out.trim_end_matches('\n').to_string());
     }
     Some(words.join(" "))
 }
@@ -213,7 +223,16 @@ fn expand_var(
         out.push(DYN);
         return;
     };
-    let known = known_var(&name, vars, quoted);
+    let known = known_var(&name, vars, quoted).map(|v| {
+        // with a custom IFS, unquoted expansions split on its characters
+        match vars.get("IFS") {
+            Some(ifs) if !quoted && name != "IFS" && !ifs.is_empty() && !ifs.contains(DYN) => v
+                .chars()
+                .map(|ch| if ifs.contains(ch) { SPLIT } else { ch })
+                .collect(),
+            _ => v,
+        }
+    });
     if !has_operator {
         match known {
             Some(v) => out.push_str(&v),
@@ -235,6 +254,11 @@ fn expand_var(
 }
 
 fn known_var(name: &str, vars: &Vars, quoted: bool) -> Option<String> {
+    if name == "IFS" {
+        if let Some(v) = vars.get(name) {
+            return Some(if quoted { v.clone() } else { SPLIT.to_string() });
+        }
+    }
     if let Some(v) = vars.get(name) {
         return Some(v.clone());
     }
