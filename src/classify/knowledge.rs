@@ -387,6 +387,8 @@ pub enum Nested {
         stdin_args: bool,
         /// xargs -I: this string in `argv` is replaced by each input item.
         replace: Option<String>,
+        /// Runs in this directory (`env -C DIR`).
+        cwd: Option<String>,
     },
     /// Shell code given as a string (`sh -c`, `eval`, `env -S`, `trap`, `ssh host CMD`).
     Script {
@@ -986,6 +988,7 @@ fn wrapper(canon: &str, w: &WrapperSpec, args: &[String]) -> Analysis {
                 via: canon.to_string(),
                 stdin_args: false,
                 replace: None,
+                cwd: None,
             });
         }
     }
@@ -1101,6 +1104,7 @@ fn find(args: &[String]) -> Analysis {
                         via: format!("find {x}"),
                         stdin_args: false,
                         replace: None,
+                        cwd: None,
                     });
                 }
                 a.notes
@@ -1198,6 +1202,7 @@ fn xargs(args: &[String]) -> Analysis {
         via: "xargs".into(),
         stdin_args: replace.is_none(),
         replace,
+        cwd: None,
     });
     a.parsed = p;
     a
@@ -1210,6 +1215,7 @@ fn env(args: &[String]) -> Analysis {
     };
     let mut i = 0;
     let mut split: Option<String> = None;
+    let mut chdir: Option<String> = None;
     while i < args.len() {
         let x = &args[i];
         if x == "--" {
@@ -1227,14 +1233,20 @@ fn env(args: &[String]) -> Analysis {
             i += 1;
             continue;
         }
-        if x == "-u"
-            || x == "--unset"
-            || x == "-C"
-            || x == "--chdir"
-            || x == "-P"
-            || x == "--argv0"
-            || x == "-a"
+        if x == "-C" || x == "--chdir" {
+            chdir = args.get(i + 1).cloned();
+            i += 2;
+            continue;
+        }
+        if let Some(d) = x
+            .strip_prefix("--chdir=")
+            .or_else(|| x.strip_prefix("-C").filter(|d| !d.is_empty()))
         {
+            chdir = Some(d.to_string());
+            i += 1;
+            continue;
+        }
+        if x == "-u" || x == "--unset" || x == "-P" || x == "--argv0" || x == "-a" {
             i += 2;
             continue;
         }
@@ -1304,6 +1316,7 @@ fn env(args: &[String]) -> Analysis {
             via: "env".into(),
             stdin_args: false,
             replace: None,
+            cwd: chdir,
         });
     }
     a
@@ -1336,6 +1349,7 @@ fn command(args: &[String]) -> Analysis {
             via: "command".into(),
             stdin_args: false,
             replace: None,
+            cwd: None,
         });
     }
     a

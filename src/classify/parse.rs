@@ -842,6 +842,9 @@ impl Walker {
             if is_statement(k.kind()) {
                 // all statements of a substitution belong to the enclosing step
                 cur = self.node(k, src, cur);
+            } else if k.kind() == "file_redirect" {
+                // `$(< file)` reads the file
+                self.redirect(k, src, cur);
             } else {
                 self.substs(k, src, cur, parent);
             }
@@ -1181,8 +1184,21 @@ impl Walker {
                     via,
                     stdin_args: sa,
                     replace,
+                    cwd,
                 } => {
                     self.via.push(via);
+                    let saved_cwd = self.cwd.clone();
+                    if let Some(d) = cwd {
+                        self.cwd = if d.contains(DYN) {
+                            None
+                        } else if d.starts_with('/') || d.starts_with('~') {
+                            Some(super::danger::normalize(&d))
+                        } else {
+                            self.cwd
+                                .as_ref()
+                                .map(|c| super::danger::normalize(&format!("{c}/{d}")))
+                        };
+                    }
                     match replace {
                         Some(r) => {
                             // xargs -I R: one run per input item, R replaced by the item
@@ -1207,6 +1223,7 @@ impl Walker {
                             last = last.max(l);
                         }
                     }
+                    self.cwd = saved_cwd;
                     self.via.pop();
                 }
                 Nested::Script {
