@@ -150,3 +150,126 @@ fn refusals_are_clear() {
         assert!(r.error.is_some());
     }
 }
+
+/// Hostile shapes and random token soup: never a panic, never a stack overflow on a 2 MiB
+/// thread (tokio's default worker stack), bounded time, and never "pure" when invalid.
+#[test]
+fn robustness_on_a_small_stack() {
+    let handle = std::thread::Builder::new()
+        .stack_size(2 * 1024 * 1024)
+        .spawn(|| {
+            let ctx = Context::default();
+            let mut inputs: Vec<String> = vec![
+                format!("echo {}x{}", "$(".repeat(600), ")".repeat(600)),
+                format!("{}x{}", "(".repeat(1300), ")".repeat(1300)),
+                format!("echo {}x{}", "$(".repeat(30), ")".repeat(30)),
+                format!("{}:{}", "{ ".repeat(30), "; }".repeat(30)),
+                // sh -c nested deeper than the walker goes
+                (0..8).fold("rm -rf /".to_string(), |acc, _| {
+                    format!("sh -c {}", shell_quote(&acc))
+                }),
+                (0..12).fold("rm -rf /".to_string(), |acc, _| {
+                    format!("sh -c {}", shell_quote(&acc))
+                }),
+                // exponential function calls
+                format!(
+                    "f0(){{ echo; }}; {} f24",
+                    (1..25)
+                        .map(|i| format!("f{i}(){{ f{p}; f{p}; }};", p = i - 1))
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                ),
+                "x".repeat(4096),
+                "{a,b}{c,d}{e,f}{g,h}{i,j}{k,l}{m,n}{o,p}{q,r}{s,t}".to_string(),
+                "echo {1..100000}".to_string(),
+            ];
+            let tokens = [
+                "rm",
+                " -rf",
+                " /",
+                "$(",
+                ")",
+                "`",
+                "'",
+                "\"",
+                " | ",
+                " && ",
+                "; ",
+                "{ ",
+                " }",
+                "(",
+                ")",
+                " <<EOF\n",
+                "\nEOF\n",
+                "$IFS",
+                "sh -c ",
+                "eval ",
+                "\\",
+                " ",
+                "x",
+                "~",
+                "*",
+                "f(){ ",
+                " & ",
+                " > ",
+                "<(",
+                "$((",
+                "))",
+                "\n",
+                "${",
+                "}",
+                "xargs ",
+                "find / -exec ",
+                " {} +",
+                "env -S ",
+                "$'\\x72'",
+                "a=",
+                "$a",
+                " 2>&1",
+                "<<<",
+                "#",
+                "[[ ",
+                " ]]",
+                "case ",
+                " in ",
+                "esac",
+            ];
+            let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+            for _ in 0..3000 {
+                let mut s = String::new();
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                let n = 1 + (seed % 24) as usize;
+                for _ in 0..n {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 7;
+                    seed ^= seed << 17;
+                    s.push_str(tokens[(seed % tokens.len() as u64) as usize]);
+                }
+                inputs.push(s);
+            }
+            let mut slowest = 0.0f64;
+            for s in &inputs {
+                let t = std::time::Instant::now();
+                let r = check(s, &ctx);
+                slowest = slowest.max(t.elapsed().as_secs_f64());
+                assert!(!(r.pure && (!r.valid || r.blocked)), "{s:?}");
+                assert!(r.operations.len() <= 2000, "{s:?}");
+                if s.contains("rm -rf /") && s.starts_with("sh -c") {
+                    assert!(
+                        r.blocked || !r.valid,
+                        "nested sh -c must be blocked or refused: {s:?}"
+                    );
+                }
+            }
+            slowest
+        })
+        .expect("spawn");
+    let slowest = handle.join().expect("no panic, no stack overflow");
+    assert!(slowest < 2.0, "slowest check took {slowest:.3}s");
+}
+
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}

@@ -73,6 +73,15 @@ pub fn check(command: &str, ctx: &Context) -> CheckReport {
     if let Some(e) = walked.syntax_errors.first() {
         return refused(command, hash, workdir, e.clone());
     }
+    if walked.truncated {
+        // something was left unexamined: refusing is the only safe verdict
+        return refused(
+            command,
+            hash,
+            workdir,
+            "too complex to analyse (operation or nesting bound reached)".into(),
+        );
+    }
     let raw_ops = &walked.ops;
     let findings = danger::findings(raw_ops, &walked, command);
     let blocked = !findings.is_empty();

@@ -17,7 +17,33 @@ use super::types::{display_word, Category, OpKind, DYN};
 use super::words::{self, Vars};
 
 /// Nesting limit for scripts inside scripts (`sh -c "sh -c '...'"`, function calls).
-const MAX_DEPTH: usize = 12;
+const MAX_DEPTH: usize = 8;
+/// Deepest syntax tree we walk (the walk is recursive: this bounds its stack use, so the
+/// classifier is safe on a 2 MiB thread stack).
+pub const MAX_AST_DEPTH: usize = 64;
+
+/// Depth of a tree, iteratively (no recursion on hostile input).
+fn max_depth(tree: &Tree) -> usize {
+    let mut cursor = tree.walk();
+    let mut depth = 0usize;
+    let mut max = 0usize;
+    loop {
+        max = max.max(depth);
+        if cursor.goto_first_child() {
+            depth += 1;
+            continue;
+        }
+        loop {
+            if cursor.goto_next_sibling() {
+                break;
+            }
+            if !cursor.goto_parent() {
+                return max;
+            }
+            depth -= 1;
+        }
+    }
+}
 /// Upper bound on operations, so hostile input cannot blow up the classifier.
 const MAX_OPS: usize = 1000;
 
@@ -42,6 +68,12 @@ pub fn parse_tree(text: &str) -> Result<Tree, String> {
             .ok_or_else(|| "the shell parser gave up".to_string())?;
         if tree.root_node().has_error() {
             return Err(first_error(tree.root_node(), text.as_bytes()));
+        }
+        let depth = max_depth(&tree);
+        if depth > MAX_AST_DEPTH {
+            return Err(format!(
+                "nesting too deep to analyse ({depth} levels, at most {MAX_AST_DEPTH})"
+            ));
         }
         Ok(tree)
     })
