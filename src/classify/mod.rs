@@ -12,14 +12,20 @@
 pub mod cli;
 pub mod dag;
 pub mod danger;
+pub mod dispatch;
+pub mod forms;
+pub mod judge;
 pub mod knowledge;
+pub mod opts;
 pub mod parse;
 pub mod permset;
+pub mod rawop;
 pub mod report;
 pub mod risk;
 pub mod scripts;
 pub mod types;
 pub mod validate;
+pub mod walk;
 pub mod words;
 
 use std::path::PathBuf;
