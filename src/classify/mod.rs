@@ -1,13 +1,22 @@
 //! Shell command classification (issue 4; DESIGN §5 steps 1–5 and 9): decides, without
 //! running anything, what a shell command would do.
 //!
-//! Pipeline: `validate` (length, NUL, UTF-8) → `parse` (tree-sitter-bash AST; any ERROR node
-//! is a refusal) → walk every simple command, unwrapping wrappers, substitutions, functions
-//! and nested scripts → `knowledge` (data-driven table `programs.toml`: programs and flags →
-//! effects, GTFOBins flag rules via `scripts`) → `danger` (AST rules, then regexes) →
-//! `risk`, `permset` (+ confidence), `dag` (layers) → `report` ([`CheckReport`]).
+//! Stages, one file each:
+//! - `validate` — length (≤ 4096 chars), NUL, UTF-8, empty.
+//! - `parse` — tree-sitter-bash; any ERROR/MISSING node or a too-deep tree is a refusal.
+//! - `walk` / `dispatch` — every simple command with its DAG layer, through substitutions,
+//!   subshells, loops, heredocs, functions defined in the command, and wrappers / nested
+//!   scripts (`env`, `timeout`, `xargs`, `find -exec`, `sh -c`, `eval`, `env -S`...);
+//!   `words` evaluates words statically (quotes, escapes, `$IFS`, braces, known variables);
+//!   `rawop` holds the result.
+//! - `knowledge` (+ the data file `programs.toml`), `opts`, `judge`, `forms`, `scripts` —
+//!   programs and flags → effects, GTFOBins flag rules, sed/awk/jq program analysis.
+//! - `danger` (AST rules) with `paths` and `regexes` (second line) — blocking findings.
+//! - `risk`, `permset` (+ confidence), `dag` (layers), `report` ([`CheckReport`], text),
+//!   `cli` (`brainloop check`).
 //!
-//! Entry points: [`check`], [`render_text`], [`cli::run_check`].
+//! Entry points: [`check`], [`render_text`], [`cli::run_check`]. Nothing here executes
+//! the command.
 
 pub mod cli;
 pub mod dag;
@@ -18,8 +27,10 @@ pub mod judge;
 pub mod knowledge;
 pub mod opts;
 pub mod parse;
+pub mod paths;
 pub mod permset;
 pub mod rawop;
+pub mod regexes;
 pub mod report;
 pub mod risk;
 pub mod scripts;
