@@ -275,6 +275,58 @@ mod tests {
     }
 
     #[test]
+    fn pure_command_runs_unasked() {
+        let r = c("printf 'b\\na\\n' | sort | uniq -c");
+        assert!(r.valid && r.pure && !r.blocked && !r.requires_validation);
+        assert_eq!(r.permission_set, "minimal");
+        assert_eq!(r.confidence, 0.95);
+        assert_eq!(r.starting_policy, "auto_approve");
+        assert_eq!(r.risk_score, 0.0);
+        assert!(r.layers.iter().all(|l| !l.requires_validation));
+        assert_eq!(
+            r.executed_path,
+            vec!["bash:printf", "bash:sort", "bash:uniq"]
+        );
+    }
+
+    #[test]
+    fn layers_name_what_needs_validation() {
+        let r = c("echo a | sort; ls -l; echo done");
+        let need: Vec<usize> = r
+            .layers
+            .iter()
+            .filter(|l| l.requires_validation)
+            .map(|l| l.index)
+            .collect();
+        assert_eq!(need, vec![1]);
+        assert!(r.layers[1].reason.contains("bash:ls"));
+        assert_eq!(r.permission_set, "readonly");
+        assert!(r.sandbox_auto_approvable);
+    }
+
+    #[test]
+    fn flags_for_the_policy_engine() {
+        assert!(c("$X -l").computed_program);
+        assert!(c("python3 x.py").runs_workspace_file);
+        assert!(!c("ls").computed_program);
+        let r = c("rm -rf build");
+        assert_eq!(r.starting_policy, "ask");
+        let r = c("rm -rf /etc/nginx");
+        assert_eq!(r.starting_policy, "ask_warning");
+        assert!(r.risk_score >= risk::WARNING_THRESHOLD);
+    }
+
+    #[test]
+    fn text_rendering_explains() {
+        let t = render_text(&c("rm -rf /"));
+        assert!(t.contains("BLOCKED") && t.contains("recursive deletion"));
+        let t = render_text(&c("echo ("));
+        assert!(t.contains("REFUSED") && t.contains("syntax error"));
+        let t = render_text(&c("cat a | grep x"));
+        assert!(t.contains("layer 0") && t.contains("bash:grep"));
+    }
+
+    #[test]
     fn hash_includes_workdir() {
         let a = check(
             "ls",
