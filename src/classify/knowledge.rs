@@ -1,0 +1,276 @@
+//! The knowledge base: loads the data-driven table `programs.toml` (programs, flags,
+//! wrappers → effects) once, and the effect set type. Option parsing is in `opts.rs`,
+//! judging one argv against the table in `judge.rs`, the special forms (shells,
+//! interpreters, wrappers, `find`, `xargs`, `env`, `command`) in `forms.rs`.
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use serde::Deserialize;
+
+use super::types::Category;
+
+pub use super::judge::{analyze, is_shell_name, Analysis, Nested};
+pub use super::opts::{opt_matches, parse_opts, Opt, Parsed};
+
+const TABLE: &str = include_str!("programs.toml");
+
+/// Directories programs are resolved from (DESIGN §5.2: a fixed PATH, never the workspace).
+pub const TRUSTED_DIRS: &[&str] = &[
+    "/bin",
+    "/usr/bin",
+    "/sbin",
+    "/usr/sbin",
+    "/usr/local/bin",
+    "/usr/local/sbin",
+];
+
+/// A set of effects (bitset over the non-pure categories; empty = pure).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Effects(u8);
+
+impl Effects {
+    const READ: u8 = 1;
+    const WRITE: u8 = 2;
+    const NET: u8 = 4;
+    const PROC: u8 = 8;
+    const ENV: u8 = 16;
+    const UNKNOWN: u8 = 32;
+
+    fn bit(c: Category) -> u8 {
+        match c {
+            Category::Pure => 0,
+            Category::Readonly => Self::READ,
+            Category::Filesystem => Self::WRITE,
+            Category::Network => Self::NET,
+            Category::Process => Self::PROC,
+            Category::Env => Self::ENV,
+            Category::Unknown => Self::UNKNOWN,
+        }
+    }
+    pub fn add(&mut self, c: Category) {
+        self.0 |= Self::bit(c);
+    }
+    pub fn has(&self, c: Category) -> bool {
+        let b = Self::bit(c);
+        if b == 0 {
+            self.0 == 0
+        } else {
+            self.0 & b != 0
+        }
+    }
+    pub fn is_pure(&self) -> bool {
+        self.0 == 0
+    }
+    pub fn union(&mut self, o: Effects) {
+        self.0 |= o.0;
+    }
+    pub fn from_names(names: &[String]) -> Effects {
+        let mut e = Effects::default();
+        for n in names {
+            e.add(Category::parse(n).unwrap_or(Category::Unknown));
+        }
+        e
+    }
+    /// Every category present (just `Pure` when empty).
+    pub fn categories(&self) -> Vec<Category> {
+        let all = [
+            Category::Readonly,
+            Category::Filesystem,
+            Category::Network,
+            Category::Process,
+            Category::Env,
+            Category::Unknown,
+        ];
+        let v: Vec<Category> = all.into_iter().filter(|c| self.has(*c)).collect();
+        if v.is_empty() {
+            vec![Category::Pure]
+        } else {
+            v
+        }
+    }
+    /// The single most privileged category, for display.
+    pub fn primary(&self) -> Category {
+        self.categories()
+            .into_iter()
+            .fold(Category::Pure, |a, b| a.escalate(b))
+    }
+}
+
+#[derive(Debug, Deserialize, Default, Clone)]
+#[serde(default, deny_unknown_fields)]
+pub struct FlagRule {
+    pub opt: String,
+    pub value: Option<String>,
+    pub add: Vec<String>,
+    pub set: Option<Vec<String>>,
+    /// Overrides what operands are (`gzip -c FILE` reads FILE instead of replacing it).
+    pub operands: Option<String>,
+    pub note: String,
+}
+
+#[derive(Debug, Deserialize, Default, Clone)]
+#[serde(default, deny_unknown_fields)]
+pub struct ProgramSpec {
+    pub aliases: Vec<String>,
+    pub effects: Vec<String>,
+    pub operands: String,
+    pub value_opts: Vec<String>,
+    pub opt_value_opts: Vec<String>,
+    pub data_operands: usize,
+    pub data_opts: Vec<String>,
+    pub read_opts: Vec<String>,
+    pub write_opts: Vec<String>,
+    pub script: Option<String>,
+    pub flags: Vec<FlagRule>,
+    pub subcommands: HashMap<String, Vec<String>>,
+    pub sub_default: Vec<String>,
+    pub shell: bool,
+    pub interpreter: bool,
+    pub code_opts: Vec<String>,
+    pub decoder_flags: Vec<String>,
+    /// Always decodes its input (zcat, gunzip).
+    pub decoder: bool,
+    pub source_kind: Option<String>,
+    pub block: Option<String>,
+    pub note: Option<String>,
+}
+
+#[derive(Debug, Deserialize, Default, Clone)]
+#[serde(default, deny_unknown_fields)]
+pub struct WrapperSpec {
+    pub aliases: Vec<String>,
+    pub value_opts: Vec<String>,
+    pub string_opts: Vec<String>,
+    pub skip_operands: usize,
+    pub join_operands: bool,
+    pub no_command: bool,
+    pub effects: Vec<String>,
+    pub block: Option<String>,
+    pub remote: bool,
+}
+
+#[derive(Deserialize)]
+struct RawTable {
+    programs: HashMap<String, ProgramSpec>,
+    wrappers: HashMap<String, WrapperSpec>,
+}
+
+/// The loaded table, with aliases resolved.
+pub struct Knowledge {
+    programs: HashMap<String, (String, ProgramSpec)>,
+    wrappers: HashMap<String, (String, WrapperSpec)>,
+    /// Set when the table failed to load: everything is then `unknown` (fail closed).
+    pub load_error: Option<String>,
+}
+
+impl Knowledge {
+    pub fn program(&self, name: &str) -> Option<&(String, ProgramSpec)> {
+        self.programs.get(name)
+    }
+    pub fn wrapper(&self, name: &str) -> Option<&(String, WrapperSpec)> {
+        self.wrappers.get(name)
+    }
+    pub fn len(&self) -> usize {
+        self.programs.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.programs.is_empty()
+    }
+}
+
+/// Parse a table text (public for tests of alternative tables).
+pub fn load(text: &str) -> Result<Knowledge, String> {
+    let raw: RawTable = toml::from_str(text).map_err(|e| e.to_string())?;
+    let mut programs = HashMap::new();
+    for (name, spec) in raw.programs {
+        for a in spec.aliases.clone() {
+            programs.insert(a, (name.clone(), spec.clone()));
+        }
+        programs.insert(name.clone(), (name, spec));
+    }
+    let mut wrappers = HashMap::new();
+    for (name, spec) in raw.wrappers {
+        for a in spec.aliases.clone() {
+            wrappers.insert(a, (name.clone(), spec.clone()));
+        }
+        wrappers.insert(name.clone(), (name, spec));
+    }
+    Ok(Knowledge {
+        programs,
+        wrappers,
+        load_error: None,
+    })
+}
+
+/// The shipped table (parsed once).
+pub fn knowledge() -> &'static Knowledge {
+    static K: OnceLock<Knowledge> = OnceLock::new();
+    K.get_or_init(|| match load(TABLE) {
+        Ok(k) => k,
+        Err(e) => Knowledge {
+            programs: HashMap::new(),
+            wrappers: HashMap::new(),
+            load_error: Some(e),
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(s: &[&str]) -> Vec<String> {
+        s.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn table_loads() {
+        assert!(
+            knowledge().load_error.is_none(),
+            "{:?}",
+            knowledge().load_error
+        );
+        assert!(knowledge().len() > 200);
+    }
+
+    #[test]
+    fn getopt_like() {
+        let p = parse_opts(
+            &v(&["-n5", "-rf", "--lines=3", "x"]),
+            &v(&["-n", "--lines"]),
+            &[],
+            &[],
+            false,
+        );
+        assert_eq!(p.operands, v(&["x"]));
+        assert_eq!(p.values("-n"), vec!["5"]);
+        assert!(p.has("-r") && p.has("-f"));
+        let p = parse_opts(
+            &v(&["--compress-prog=sh"]),
+            &v(&["--compress-program"]),
+            &[],
+            &[],
+            false,
+        );
+        assert!(p.has("--compress-program"));
+    }
+
+    #[test]
+    fn judge() {
+        assert!(analyze("grep", None, &v(&["x"])).effects.is_pure());
+        assert!(analyze("grep", None, &v(&["x", "f"]))
+            .effects
+            .has(Category::Readonly));
+        assert!(analyze("sort", None, &v(&["-o", "f"]))
+            .effects
+            .has(Category::Filesystem));
+        assert!(analyze("sort", None, &v(&["--compress-program=sh"]))
+            .effects
+            .has(Category::Process));
+        assert!(analyze("cat", Some("./bin"), &v(&[]))
+            .effects
+            .has(Category::Unknown));
+        assert!(analyze("cat", Some("/bin"), &v(&[])).effects.is_pure());
+    }
+}
