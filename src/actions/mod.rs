@@ -4,6 +4,7 @@
 //! One registry serves the worker, `brainloop enqueue` (early refusal of unknown actions) and
 //! the MCP front-end's `list_actions` / `get_schema`.
 
+mod check;
 mod clients;
 mod meta;
 mod readers;
@@ -122,6 +123,7 @@ impl Registry {
     /// Builds the registry; fails only if a built-in schema is itself invalid (a bug).
     pub fn new(config: &Config) -> anyhow::Result<Registry> {
         let mut specs = meta::specs();
+        specs.extend(check::specs());
         specs.extend(clients::specs());
         specs.extend(readers::specs());
         if config.test_actions {

@@ -2,6 +2,7 @@
 //! its own module; this one parses arguments, sets up logging and maps errors to exit codes
 //! (0 success, 1 error, 2 usage, 3 `status`: worker not running).
 
+mod check;
 mod enqueue;
 mod grants;
 mod init;
@@ -44,6 +45,8 @@ pub enum Command {
     Enqueue(enqueue::EnqueueArgs),
     /// Show the worker's health: heartbeat age and state, queue, file sizes, headline metrics.
     Status(status::StatusArgs),
+    /// Classify a shell command without running it: operations, layers, permission set, risk, blocks.
+    Check(check::CheckArgs),
     /// Give a client a permission (effective from its next job).
     Grant(grants::GrantArgs),
     /// Take back a permission given with `grant`.
@@ -57,6 +60,17 @@ pub enum Command {
 /// Entry point of the binary; returns the process exit code.
 pub fn main() -> i32 {
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Run(_)) {
+        // Short-lived CLI commands behave like Unix tools: `brainloop check ... | head` ends
+        // quietly on a closed pipe instead of panicking. The daemon keeps SIGPIPE ignored.
+        // SAFETY: called before any thread is started; restoring the default disposition.
+        unsafe {
+            let _ = nix::sys::signal::signal(
+                nix::sys::signal::Signal::SIGPIPE,
+                nix::sys::signal::SigHandler::SigDfl,
+            );
+        }
+    }
     let default_level = match cli.command {
         Command::Run(_) => "info",
         _ => "warn",
@@ -82,6 +96,7 @@ pub fn main() -> i32 {
         Command::Run(args) => run::run(config, &args),
         Command::Enqueue(args) => enqueue::run(&config, &args),
         Command::Status(args) => status::run(&config, &args),
+        Command::Check(args) => check::run(&config, &args),
         Command::Grant(args) => grants::grant(&config, &args),
         Command::Revoke(args) => grants::revoke(&config, &args),
         Command::Grants(args) => grants::list(&config, &args),
