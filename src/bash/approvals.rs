@@ -1,0 +1,269 @@
+//! Human validation (DESIGN §3 "Approvals"): `validations` in output.db (written by the worker,
+//! readable by anyone) and `approvals` in command_security.db (written only by the operator CLI).
+//!
+//! A job that needs a human gets a validation with a random 128-bit id and waits
+//! (`pending_validation`). `brainloop approve|deny ID [--always]` writes an approval row. The
+//! worker consumes each approval row exactly once, and acts on it only if the validation is still
+//! pending, unexpired, and names the same command hash as the job's claimed snapshot — so a
+//! replayed approval, an approval of an expired request, or a producer editing `jobs.params`
+//! after approval changes nothing. Unanswered validations expire closed.
+
+use crate::db::write_tx;
+use anyhow::{bail, Result};
+use rusqlite::{params, Connection, OptionalExtension};
+use serde::Serialize;
+
+/// Pending validations one client may have at once; beyond, new requests fail.
+pub const MAX_PENDING_PER_CLIENT: i64 = 50;
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Validation {
+    pub id: String,
+    pub job_id: i64,
+    pub client_id: String,
+    pub command: Option<String>,
+    pub command_hash: Option<String>,
+    pub policy: Option<String>,
+    pub risk_score: Option<f64>,
+    pub permission_set: Option<String>,
+    /// JSON array of strings.
+    pub reasons: Option<String>,
+    pub status: String,
+    pub requested_at: i64,
+    pub decided_at: Option<i64>,
+    pub expires_at: Option<i64>,
+}
+
+/// 128 random bits, hex.
+pub fn new_id() -> Result<String> {
+    let mut b = [0u8; 16];
+    getrandom::fill(&mut b)
+        .map_err(|e| anyhow::anyhow!("no randomness for a validation id: {e}"))?;
+    Ok(hex::encode(b))
+}
+
+const COLS: &str = "id, job_id, client_id, command, command_hash, policy, risk_score, permission_set, reasons, status, requested_at, decided_at, expires_at";
+
+fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Validation> {
+    Ok(Validation {
+        id: r.get(0)?,
+        job_id: r.get(1)?,
+        client_id: r.get(2)?,
+        command: r.get(3)?,
+        command_hash: r.get(4)?,
+        policy: r.get(5)?,
+        risk_score: r.get(6)?,
+        permission_set: r.get(7)?,
+        reasons: r.get(8)?,
+        status: r.get(9)?,
+        requested_at: r.get(10)?,
+        decided_at: r.get(11)?,
+        expires_at: r.get(12)?,
+    })
+}
+
+/// Creates a pending validation (output.db); refuses past the per-client cap.
+pub fn create(output: &mut Connection, v: &Validation) -> Result<()> {
+    let capped = write_tx(output, |tx| {
+        let n: i64 = tx.query_row(
+            "SELECT count(*) FROM validations WHERE client_id = ?1 AND status = 'pending'",
+            [&v.client_id],
+            |r| r.get(0),
+        )?;
+        if n >= MAX_PENDING_PER_CLIENT {
+            return Ok(true);
+        }
+        tx.execute(
+            &format!("INSERT INTO validations({COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'pending', ?10, NULL, ?11)"),
+            params![v.id, v.job_id, v.client_id, v.command, v.command_hash, v.policy, v.risk_score, v.permission_set, v.reasons, v.requested_at, v.expires_at],
+        )?;
+        Ok(false)
+    })?;
+    if capped {
+        bail!(
+            "client {:?} already has {MAX_PENDING_PER_CLIENT} validations waiting for a human; wait for them to be decided",
+            v.client_id
+        );
+    }
+    Ok(())
+}
+
+pub fn get(output: &Connection, id: &str) -> Result<Option<Validation>> {
+    Ok(output
+        .query_row(
+            &format!("SELECT {COLS} FROM validations WHERE id = ?1"),
+            [id],
+            row,
+        )
+        .optional()?)
+}
+
+pub fn list(output: &Connection, only_pending: bool) -> Result<Vec<Validation>> {
+    let mut s = output.prepare(&format!(
+        "SELECT {COLS} FROM validations WHERE (?1 = 0 OR status = 'pending') ORDER BY requested_at"
+    ))?;
+    let v = s
+        .query_map([only_pending as i64], row)?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(v)
+}
+
+/// The latest validation of a job with a given status.
+pub fn of_job(output: &Connection, job_id: i64, status: &str) -> Result<Option<Validation>> {
+    Ok(output
+        .query_row(
+            &format!("SELECT {COLS} FROM validations WHERE job_id = ?1 AND status = ?2 ORDER BY requested_at DESC LIMIT 1"),
+            params![job_id, status],
+            row,
+        )
+        .optional()?)
+}
+
+/// When this command was last asked for (for the duplicate check).
+pub fn last_requested(output: &Connection, hash: &str) -> Result<Option<i64>> {
+    Ok(output.query_row(
+        "SELECT max(requested_at) FROM validations WHERE command_hash = ?1",
+        [hash],
+        |r| r.get(0),
+    )?)
+}
+
+pub fn set_status(output: &mut Connection, id: &str, status: &str, now: i64) -> Result<bool> {
+    let n = write_tx(output, |tx| {
+        tx.execute(
+            "UPDATE validations SET status = ?2, decided_at = ?3 WHERE id = ?1 AND status = 'pending'",
+            params![id, status, now],
+        )
+    })?;
+    Ok(n == 1)
+}
+
+/// Marks pending validations past their deadline `expired`; returns them.
+pub fn expire(output: &mut Connection, now: i64) -> Result<Vec<Validation>> {
+    Ok(write_tx(output, |tx| {
+        let mut s = tx.prepare(&format!(
+            "UPDATE validations SET status = 'expired', decided_at = ?1
+             WHERE status = 'pending' AND expires_at IS NOT NULL AND expires_at <= ?1 RETURNING {COLS}"
+        ))?;
+        let v = s
+            .query_map([now], row)?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        Ok(v)
+    })?)
+}
+
+/// An operator decision as written by the CLI.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    Approve,
+    Deny,
+    AlwaysAllow,
+    AlwaysAsk,
+    Never,
+}
+
+impl Decision {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Approve => "approve",
+            Decision::Deny => "deny",
+            Decision::AlwaysAllow => "always_allow",
+            Decision::AlwaysAsk => "always_ask",
+            Decision::Never => "never",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Decision> {
+        Some(match s {
+            "approve" => Decision::Approve,
+            "deny" => Decision::Deny,
+            "always_allow" => Decision::AlwaysAllow,
+            "always_ask" => Decision::AlwaysAsk,
+            "never" => Decision::Never,
+            _ => return None,
+        })
+    }
+    /// Whether the job runs.
+    pub fn runs(self) -> bool {
+        matches!(
+            self,
+            Decision::Approve | Decision::AlwaysAllow | Decision::AlwaysAsk
+        )
+    }
+}
+
+/// Operator side: records a decision for a pending validation.
+pub fn decide(
+    security: &mut Connection,
+    output: &Connection,
+    id: &str,
+    d: Decision,
+    reason: Option<&str>,
+    by: &str,
+) -> Result<Validation> {
+    let Some(v) = get(output, id)? else {
+        bail!("no validation {id} (see `brainloop validations`)");
+    };
+    if v.status != "pending" {
+        bail!("validation {id} is already {}", v.status);
+    }
+    write_tx(security, |tx| {
+        tx.execute(
+            "INSERT INTO approvals(validation_id, decision, reason, decided_by, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![id, d.as_str(), reason, by, crate::time::now_ms()],
+        )
+    })?;
+    Ok(v)
+}
+
+/// An unconsumed approval row.
+#[derive(Debug, Clone)]
+pub struct ApprovalRow {
+    pub row_id: i64,
+    pub validation_id: String,
+    pub decision: Option<Decision>,
+    pub reason: Option<String>,
+    pub decided_by: String,
+}
+
+pub fn unconsumed(security: &Connection) -> Result<Vec<ApprovalRow>> {
+    let mut s = security.prepare_cached(
+        "SELECT id, validation_id, decision, reason, decided_by FROM approvals WHERE consumed_at IS NULL ORDER BY id",
+    )?;
+    let v = s
+        .query_map([], |r| {
+            Ok(ApprovalRow {
+                row_id: r.get(0)?,
+                validation_id: r.get(1)?,
+                decision: Decision::parse(&r.get::<_, String>(2)?),
+                reason: r.get(3)?,
+                decided_by: r.get(4)?,
+            })
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(v)
+}
+
+/// Marks an approval row consumed (it is never looked at again, whatever it said).
+pub fn consume(security: &mut Connection, row_id: i64, now: i64) -> Result<()> {
+    write_tx(security, |tx| {
+        tx.execute(
+            "UPDATE approvals SET consumed_at = ?2 WHERE id = ?1 AND consumed_at IS NULL",
+            params![row_id, now],
+        )
+    })?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_random_128_bit_hex() {
+        let a = new_id().unwrap();
+        let b = new_id().unwrap();
+        assert_eq!(a.len(), 32);
+        assert_ne!(a, b);
+    }
+}

@@ -1,0 +1,345 @@
+//! Runs one shell command as its own process tree and collects its output safely.
+//!
+//! - `/bin/bash -c COMMAND` in a new process group (so the whole tree can be signalled), with
+//!   `PR_SET_PDEATHSIG` so it dies with the worker, stdin from /dev/null;
+//! - environment: only an allowlist (DESIGN §5.10) — a fixed `PATH`, `HOME`, `USER`, `LANG`,
+//!   `LC_ALL`, `TERM`; nothing else of the worker's environment (API keys, AWS_*, tokens) passes;
+//! - timeout (120 s default and maximum): SIGTERM to the group, then SIGKILL after a grace;
+//!   cancellation (shutdown) does the same; output read so far is kept;
+//! - when bash exits, whatever it left in its group is killed, so a background grandchild holding
+//!   the pipes cannot keep the job alive;
+//! - stdout + stderr capped at 10 KB *total*, cut on a UTF-8 boundary, with a `truncated` flag;
+//!   beyond the cap the pipes are drained and discarded, so memory stays bounded under a flood.
+
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+use tokio::io::AsyncReadExt;
+use tokio_util::sync::CancellationToken;
+
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(120);
+pub const OUTPUT_CAP: usize = 10 * 1024;
+pub const TERM_GRACE: Duration = Duration::from_secs(2);
+/// The only PATH commands see: system directories, never the workspace.
+pub const SAFE_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+/// Variables copied from the worker's environment (besides PATH, which is fixed).
+pub const ENV_ALLOWLIST: &[&str] = &["HOME", "USER", "LANG", "LC_ALL", "TERM"];
+
+#[derive(Debug, Clone)]
+pub struct ExecRequest {
+    pub command: String,
+    pub workdir: PathBuf,
+    pub timeout: Duration,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ExecResult {
+    /// `None` when killed by a signal.
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    pub truncated: bool,
+    /// Some output was not valid UTF-8 and was replaced with U+FFFD.
+    pub lossy: bool,
+    pub duration_ms: u64,
+    pub timed_out: bool,
+    pub cancelled: bool,
+    /// The process group id, for bookkeeping.
+    pub pgid: i32,
+}
+
+impl ExecResult {
+    pub fn success(&self) -> bool {
+        self.exit_code == Some(0) && !self.timed_out && !self.cancelled
+    }
+}
+
+/// The environment a command gets: the allowlist, taken from `source`.
+pub fn filtered_env(source: impl Fn(&str) -> Option<String>) -> Vec<(String, String)> {
+    let mut env = vec![("PATH".to_string(), SAFE_PATH.to_string())];
+    for k in ENV_ALLOWLIST {
+        if let Some(v) = source(k) {
+            env.push((k.to_string(), v));
+        }
+    }
+    env
+}
+
+/// Shared state of the two streams: the first `OUTPUT_CAP` bytes (in arrival order) are kept,
+/// the rest is read and dropped.
+#[derive(Default)]
+struct Captured {
+    left: usize,
+    truncated: bool,
+    streams: [Vec<u8>; 2],
+}
+
+type Shared = std::sync::Arc<std::sync::Mutex<Captured>>;
+
+fn lock(c: &Shared) -> std::sync::MutexGuard<'_, Captured> {
+    match c.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    }
+}
+
+async fn pump<R: tokio::io::AsyncRead + Unpin>(mut r: R, shared: Shared, which: usize) {
+    let mut buf = [0u8; 8192];
+    loop {
+        let n = match r.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let mut c = lock(&shared);
+        let take = n.min(c.left);
+        c.streams[which].extend_from_slice(&buf[..take]);
+        c.left -= take;
+        if take < n {
+            c.truncated = true;
+        }
+    }
+}
+
+/// Bytes to text: cut an incomplete trailing UTF-8 sequence (from truncation), replace invalid bytes.
+fn to_text(mut bytes: Vec<u8>, truncated: bool) -> (String, bool) {
+    if truncated {
+        if let Err(e) = std::str::from_utf8(&bytes) {
+            if e.error_len().is_none() {
+                bytes.truncate(e.valid_up_to());
+            }
+        }
+    }
+    match String::from_utf8(bytes) {
+        Ok(s) => (s, false),
+        Err(e) => (String::from_utf8_lossy(e.as_bytes()).into_owned(), true),
+    }
+}
+
+fn signal_group(pgid: i32, sig: Signal) {
+    if pgid > 0 {
+        let _ = killpg(Pid::from_raw(pgid), sig);
+    }
+}
+
+pub async fn execute(req: &ExecRequest, cancel: &CancellationToken) -> std::io::Result<ExecResult> {
+    let timeout = req.timeout.min(MAX_TIMEOUT);
+    let mut cmd = tokio::process::Command::new("/bin/bash");
+    cmd.arg("-c")
+        .arg(&req.command)
+        .current_dir(&req.workdir)
+        .env_clear()
+        .envs(filtered_env(|k| std::env::var(k).ok()))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    // SAFETY: prctl is async-signal-safe; this runs in the child between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)?;
+            // The worker ignores SIGPIPE (Rust's default) and ignored signals survive exec:
+            // give commands the default, or `yes | head` would never end.
+            nix::sys::signal::signal(Signal::SIGPIPE, nix::sys::signal::SigHandler::SigDfl)
+                .map_err(std::io::Error::from)?;
+            Ok(())
+        });
+    }
+    let t0 = Instant::now();
+    let mut child = cmd.spawn()?;
+    let pgid = child.id().map(|p| p as i32).unwrap_or(0);
+    let (Some(out), Some(err)) = (child.stdout.take(), child.stderr.take()) else {
+        signal_group(pgid, Signal::SIGKILL);
+        return Err(std::io::Error::other("cannot capture the command's output"));
+    };
+    let shared: Shared = std::sync::Arc::new(std::sync::Mutex::new(Captured {
+        left: OUTPUT_CAP,
+        ..Captured::default()
+    }));
+    // The pipes are drained while the command runs, or a chatty command would block on a full pipe.
+    let out_task = tokio::spawn(pump(out, shared.clone(), 0));
+    let err_task = tokio::spawn(pump(err, shared.clone(), 1));
+
+    let mut timed_out = false;
+    let mut cancelled = false;
+    let status = tokio::select! {
+        s = child.wait() => Some(s?),
+        _ = tokio::time::sleep(timeout) => { timed_out = true; None }
+        _ = cancel.cancelled() => { cancelled = true; None }
+    };
+    let status = match status {
+        Some(s) => s,
+        None => {
+            signal_group(pgid, Signal::SIGTERM);
+            match tokio::time::timeout(TERM_GRACE, child.wait()).await {
+                Ok(s) => s?,
+                Err(_) => {
+                    signal_group(pgid, Signal::SIGKILL);
+                    child.wait().await?
+                }
+            }
+        }
+    };
+    // bash is gone: nothing it started may outlive the job or hold the pipes open.
+    signal_group(pgid, Signal::SIGKILL);
+    let aborts = (out_task.abort_handle(), err_task.abort_handle());
+    let drained = async {
+        let _ = out_task.await;
+        let _ = err_task.await;
+    };
+    if tokio::time::timeout(Duration::from_millis(500), drained)
+        .await
+        .is_err()
+    {
+        // Something outside the group (a daemon that escaped with setsid) holds the pipes:
+        // stop reading and keep what arrived.
+        aborts.0.abort();
+        aborts.1.abort();
+    }
+    let (out, err, truncated) = {
+        let mut c = lock(&shared);
+        let [o, e] = std::mem::take(&mut c.streams);
+        (o, e, c.truncated)
+    };
+    let (stdout, l1) = to_text(out, truncated);
+    let (stderr, l2) = to_text(err, truncated);
+    use std::os::unix::process::ExitStatusExt;
+    Ok(ExecResult {
+        exit_code: status.code(),
+        signal: status.signal(),
+        stdout,
+        stderr,
+        truncated,
+        lossy: l1 || l2,
+        duration_ms: t0.elapsed().as_millis() as u64,
+        timed_out,
+        cancelled,
+        pgid,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(cmd: &str, timeout_ms: u64) -> ExecRequest {
+        ExecRequest {
+            command: cmd.into(),
+            workdir: std::env::temp_dir(),
+            timeout: Duration::from_millis(timeout_ms),
+        }
+    }
+
+    #[tokio::test]
+    async fn runs_and_captures_both_streams() {
+        let r = execute(
+            &req("echo out; echo err >&2; exit 3", 5000),
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(r.exit_code, Some(3));
+        assert_eq!(r.stdout, "out\n");
+        assert_eq!(r.stderr, "err\n");
+        assert!(!r.truncated && !r.success());
+    }
+
+    #[tokio::test]
+    async fn a_flood_is_capped_on_a_utf8_boundary() {
+        // 3-byte characters, several MB: the cut must not split one.
+        let r = execute(
+            &req("yes 'ééé€€€' | head -c 5000000", 20000),
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+        assert!(r.truncated);
+        assert!(r.stdout.len() <= OUTPUT_CAP && r.stdout.len() > OUTPUT_CAP - 4);
+        assert!(!r.stdout.contains('\u{FFFD}'));
+    }
+
+    #[tokio::test]
+    async fn timeout_kills_the_whole_tree_and_keeps_partial_output() {
+        let marker = format!("brainloop-test-{}", std::process::id());
+        let cmd = format!("echo started; (sleep 30; echo {marker}) & sleep 30");
+        let r = execute(&req(&cmd, 300), &CancellationToken::new())
+            .await
+            .unwrap();
+        assert!(r.timed_out);
+        assert_eq!(r.stdout, "started\n");
+        assert!(r.duration_ms < 10_000);
+        // No process of the group survives.
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(
+            !crate::bash::leftovers::group_alive(r.pgid),
+            "process group {} still alive",
+            r.pgid
+        );
+    }
+
+    #[tokio::test]
+    async fn background_children_do_not_hold_the_job() {
+        let r = execute(
+            &req("sleep 30 & echo done", 20000),
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+        assert!(r.success(), "{r:?}");
+        assert!(r.duration_ms < 5000, "{r:?}");
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(!crate::bash::leftovers::group_alive(r.pgid));
+    }
+
+    #[tokio::test]
+    async fn a_process_escaping_the_group_cannot_hold_the_job() {
+        // setsid leaves the process group (the sandbox's PID namespace will catch this one too);
+        // the job still ends and keeps its output.
+        let r = execute(
+            &req("echo before; setsid sleep 3 & echo after", 20000),
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+        assert!(r.success(), "{r:?}");
+        assert_eq!(r.stdout, "before\nafter\n");
+        assert!(r.duration_ms < 2500, "{r:?}");
+    }
+
+    #[tokio::test]
+    async fn the_environment_is_filtered() {
+        // The test process itself carries a secret; the command must not see it.
+        std::env::set_var("AWS_SECRET_ACCESS_KEY", "leak-me");
+        std::env::set_var("CEREBRAS_API_KEY", "leak-me-too");
+        let r = execute(&req("env", 5000), &CancellationToken::new())
+            .await
+            .unwrap();
+        assert!(!r.stdout.contains("leak-me"), "{}", r.stdout);
+        assert!(r.stdout.contains(&format!("PATH={SAFE_PATH}")));
+    }
+
+    #[tokio::test]
+    async fn non_utf8_output_is_replaced_not_fatal() {
+        let r = execute(&req("printf 'a\\xffb'", 5000), &CancellationToken::new())
+            .await
+            .unwrap();
+        assert_eq!(r.stdout, "a\u{FFFD}b");
+        assert!(r.lossy);
+    }
+
+    #[tokio::test]
+    async fn cancellation_stops_the_command() {
+        let c = CancellationToken::new();
+        let c2 = c.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            c2.cancel();
+        });
+        let r = execute(&req("sleep 30", 60000), &c).await.unwrap();
+        assert!(r.cancelled && !r.success());
+    }
+}

@@ -1,0 +1,11 @@
+//! Shell commands (seed 001's secure bash execution, DESIGN §5): `policy` (pure decision rules),
+//! `registry` (the evolving per-command registry), `approvals` (human validation), `executor`
+//! (running one command as a bounded process tree), `leftovers` (no command outlives a crash).
+//! Classification itself lives in `crate::classify`; the `execute_bash` action in
+//! `crate::actions::bash` ties them together.
+
+pub mod approvals;
+pub mod executor;
+pub mod leftovers;
+pub mod policy;
+pub mod registry;

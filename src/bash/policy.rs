@@ -1,0 +1,690 @@
+//! Command policy as plain functions over data (DESIGN §5.6–5.8; seed 001's evolving registry,
+//! with its bugs fixed): the precedence table that decides whether a command runs, asks or is
+//! refused, the starting policy of a new command, and the evolution rules applied after each run.
+//! No I/O here: `bash::registry` loads and stores the rows, `actions::bash` applies the verdict.
+
+use serde::Serialize;
+
+pub const PROMOTION_MIN_RUNS: i64 = 20;
+pub const PROMOTION_MIN_SUCCESS: f64 = 0.95;
+pub const RISK_GATE: f64 = 0.7;
+pub const DEMOTION_WINDOW: usize = 20;
+pub const DEMOTION_MIN_SUCCESS: f64 = 0.80;
+pub const MONITORING_MIN_RUNS: i64 = 50;
+pub const MONITORING_MAX_INTERVAL_MS: f64 = 5_000.0;
+pub const RARE_MIN_INTERVAL_MS: f64 = 3_600_000.0;
+pub const RARE_THRESHOLD_MS: i64 = 30_000;
+pub const DEFAULT_DUPLICATE_THRESHOLD_MS: i64 = 2_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Policy {
+    AutoApprove,
+    Ask,
+    AskWarning,
+}
+
+impl Policy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Policy::AutoApprove => "auto_approve",
+            Policy::Ask => "ask",
+            Policy::AskWarning => "ask_warning",
+        }
+    }
+    pub fn parse(s: &str) -> Policy {
+        match s {
+            "auto_approve" => Policy::AutoApprove,
+            "ask_warning" => Policy::AskWarning,
+            // Anything unknown asks: an unreadable policy never runs unasked.
+            _ => Policy::Ask,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Override {
+    AlwaysAllow,
+    AlwaysAsk,
+    Never,
+}
+
+impl Override {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Override::AlwaysAllow => "always_allow",
+            Override::AlwaysAsk => "always_ask",
+            Override::Never => "never",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Override> {
+        match s {
+            "always_allow" => Some(Override::AlwaysAllow),
+            "always_ask" => Some(Override::AlwaysAsk),
+            "never" => Some(Override::Never),
+            _ => None,
+        }
+    }
+}
+
+/// What the classifier said about the command (the parts policy needs).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Facts {
+    pub blocked: bool,
+    pub pure: bool,
+    pub risk: f64,
+    pub permission_set: String,
+    /// Readonly and below the warning gate: may run unasked when an enforcing sandbox confines it.
+    pub sandbox_auto_approvable: bool,
+    pub computed_program: bool,
+    pub runs_workspace_file: bool,
+}
+
+/// The starting policy of a command seen for the first time (DESIGN §5.7).
+pub fn starting_policy(f: &Facts, sandbox_enforcing: bool) -> (Policy, String) {
+    if f.pure {
+        (
+            Policy::AutoApprove,
+            "pure: no I/O beyond arguments, stdin and stdout".into(),
+        )
+    } else if f.sandbox_auto_approvable && sandbox_enforcing {
+        (
+            Policy::AutoApprove,
+            "read-only, confined by an enforcing sandbox".into(),
+        )
+    } else if f.risk >= RISK_GATE {
+        (
+            Policy::AskWarning,
+            format!(
+                "risk {:.2} ≥ {RISK_GATE}: asks with a warning, never promoted",
+                f.risk
+            ),
+        )
+    } else {
+        (Policy::Ask, format!("new command (risk {:.2})", f.risk))
+    }
+}
+
+/// Why a command may never be promoted to auto_approve, if it may not.
+pub fn never_promoted(f: &Facts, policy: Policy) -> Option<&'static str> {
+    if policy == Policy::AskWarning || f.risk >= RISK_GATE {
+        return Some("high risk");
+    }
+    if f.computed_program {
+        return Some("its program name is computed at run time");
+    }
+    let with_network = matches!(f.permission_set.as_str(), "network-api" | "mcp-standard");
+    if f.runs_workspace_file && with_network {
+        return Some("it executes workspace files with network access");
+    }
+    None
+}
+
+/// The inputs of one decision.
+#[derive(Debug, Clone)]
+pub struct Situation {
+    pub facts: Facts,
+    pub policy: Policy,
+    pub user_override: Option<Override>,
+    /// `force_execute: true` in the params.
+    pub force_requested: bool,
+    /// The client holds FORCE_EXECUTE.
+    pub force_granted: bool,
+    /// A human approved exactly this snapshot (a consumed approval).
+    pub approved: bool,
+    /// Milliseconds since the last run, when the duplicate check applies to this command.
+    pub since_last_ms: Option<i64>,
+    pub duplicate_threshold_ms: i64,
+    pub duplicate_check_enabled: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    /// Nothing lifts it.
+    Blocked,
+    /// `user_override = never`.
+    Denied(String),
+    /// Run it; the string is `policy_used`.
+    Run(String),
+    /// Ask a human; the policy shown (ask / ask_warning / always_ask).
+    Ask(String),
+    /// Asked again too soon: nothing ran.
+    Duplicate { seconds_since_last: f64 },
+}
+
+/// The precedence table (DESIGN §5.6): blocked > user_override > approval > force > policy.
+pub fn decide(s: &Situation) -> Verdict {
+    if s.facts.blocked {
+        return Verdict::Blocked;
+    }
+    match s.user_override {
+        Some(Override::Never) => {
+            return Verdict::Denied("the operator set this command to `never`".into())
+        }
+        Some(Override::AlwaysAllow) => return Verdict::Run("always_allow".into()),
+        Some(Override::AlwaysAsk) if !s.approved => return ask(s, "always_ask"),
+        _ => {}
+    }
+    if s.approved {
+        return Verdict::Run("approved".into());
+    }
+    if s.policy == Policy::AutoApprove {
+        return Verdict::Run("auto_approve".into());
+    }
+    if s.force_requested && s.force_granted {
+        return Verdict::Run("force_execute".into());
+    }
+    ask(s, s.policy.as_str())
+}
+
+fn ask(s: &Situation, shown: &str) -> Verdict {
+    if s.duplicate_check_enabled {
+        if let Some(ms) = s.since_last_ms {
+            if ms >= 0 && ms < s.duplicate_threshold_ms {
+                return Verdict::Duplicate {
+                    seconds_since_last: ms as f64 / 1000.0,
+                };
+            }
+        }
+    }
+    Verdict::Ask(shown.to_string())
+}
+
+/// The registry's statistics of one command (after the current run is counted).
+#[derive(Debug, Clone, Default)]
+pub struct Stats {
+    pub execution_count: i64,
+    pub success_count: i64,
+    /// Oldest first, at most 100.
+    pub timestamps: Vec<i64>,
+    /// Success of the most recent runs, newest last (at least the last 20).
+    pub recent_success: Vec<bool>,
+    pub duplicate_check_enabled: bool,
+    pub duplicate_threshold_ms: i64,
+}
+
+/// Mean interval between the stored timestamps: (last − first) / (n − 1) (seed 001).
+pub fn mean_interval_ms(ts: &[i64]) -> Option<f64> {
+    if ts.len() < 2 {
+        return None;
+    }
+    let (first, last) = (ts[0], ts[ts.len() - 1]);
+    Some((last - first) as f64 / (ts.len() - 1) as f64)
+}
+
+/// A change the evolution rules make.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Change {
+    Policy { to: Policy, reason: String },
+    DuplicateCheck { enabled: bool, reason: String },
+    DuplicateThreshold { ms: i64, reason: String },
+}
+
+/// Evolution after a run (DESIGN §5.8). `promoted` says whether the current auto_approve came from
+/// a promotion (pure commands start auto-approved and are never demoted by failures).
+pub fn evolve(
+    f: &Facts,
+    policy: Policy,
+    user_override: Option<Override>,
+    promoted: bool,
+    st: &Stats,
+) -> Vec<Change> {
+    let mut out = Vec::new();
+    let rate = if st.execution_count > 0 {
+        st.success_count as f64 / st.execution_count as f64
+    } else {
+        0.0
+    };
+    if policy == Policy::Ask
+        && user_override.is_none()
+        && st.execution_count >= PROMOTION_MIN_RUNS
+        && rate >= PROMOTION_MIN_SUCCESS
+        && never_promoted(f, policy).is_none()
+    {
+        out.push(Change::Policy {
+            to: Policy::AutoApprove,
+            reason: format!(
+                "promoted: {} runs, {:.0}% success, risk {:.2} < {RISK_GATE}",
+                st.execution_count,
+                rate * 100.0,
+                f.risk
+            ),
+        });
+    }
+    if policy == Policy::AutoApprove && promoted && st.recent_success.len() >= DEMOTION_WINDOW {
+        let recent = &st.recent_success[st.recent_success.len() - DEMOTION_WINDOW..];
+        let ok = recent.iter().filter(|b| **b).count() as f64 / DEMOTION_WINDOW as f64;
+        if ok < DEMOTION_MIN_SUCCESS {
+            out.push(Change::Policy {
+                to: Policy::Ask,
+                reason: format!(
+                    "demoted: {:.0}% success over the last {DEMOTION_WINDOW} runs < 80%",
+                    ok * 100.0
+                ),
+            });
+        }
+    }
+    if let Some(mean) = mean_interval_ms(&st.timestamps) {
+        if st.duplicate_check_enabled
+            && st.execution_count >= MONITORING_MIN_RUNS
+            && mean < MONITORING_MAX_INTERVAL_MS
+        {
+            out.push(Change::DuplicateCheck {
+                enabled: false,
+                reason: format!(
+                    "monitoring pattern: {} runs, mean interval {:.1} s < 5 s",
+                    st.execution_count,
+                    mean / 1000.0
+                ),
+            });
+        }
+        if mean > RARE_MIN_INTERVAL_MS && st.duplicate_threshold_ms < RARE_THRESHOLD_MS {
+            out.push(Change::DuplicateThreshold {
+                ms: RARE_THRESHOLD_MS,
+                reason: format!(
+                    "rare command: mean interval {:.1} h > 1 h",
+                    mean / 3_600_000.0
+                ),
+            });
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts(pure: bool, risk: f64) -> Facts {
+        Facts {
+            blocked: false,
+            pure,
+            risk,
+            permission_set: if pure {
+                "minimal".into()
+            } else {
+                "filesystem".into()
+            },
+            sandbox_auto_approvable: false,
+            computed_program: false,
+            runs_workspace_file: false,
+        }
+    }
+
+    fn sit(f: Facts, policy: Policy) -> Situation {
+        Situation {
+            facts: f,
+            policy,
+            user_override: None,
+            force_requested: false,
+            force_granted: false,
+            approved: false,
+            since_last_ms: None,
+            duplicate_threshold_ms: DEFAULT_DUPLICATE_THRESHOLD_MS,
+            duplicate_check_enabled: true,
+        }
+    }
+
+    /// The precedence table, row by row.
+    #[test]
+    fn precedence_table() {
+        let blocked = Facts {
+            blocked: true,
+            ..facts(false, 1.0)
+        };
+        type Case = (&'static str, Situation, Verdict);
+        let run = |s: &str| Verdict::Run(s.into());
+        let askv = |s: &str| Verdict::Ask(s.into());
+        let cases: Vec<Case> = vec![
+            (
+                "blocked beats always_allow",
+                Situation {
+                    user_override: Some(Override::AlwaysAllow),
+                    ..sit(blocked.clone(), Policy::AutoApprove)
+                },
+                Verdict::Blocked,
+            ),
+            (
+                "blocked beats force",
+                Situation {
+                    force_requested: true,
+                    force_granted: true,
+                    ..sit(blocked.clone(), Policy::Ask)
+                },
+                Verdict::Blocked,
+            ),
+            (
+                "blocked beats an approval",
+                Situation {
+                    approved: true,
+                    ..sit(blocked, Policy::Ask)
+                },
+                Verdict::Blocked,
+            ),
+            (
+                "never denies an auto_approve command",
+                Situation {
+                    user_override: Some(Override::Never),
+                    ..sit(facts(true, 0.0), Policy::AutoApprove)
+                },
+                Verdict::Denied("the operator set this command to `never`".into()),
+            ),
+            (
+                "never beats an approval",
+                Situation {
+                    user_override: Some(Override::Never),
+                    approved: true,
+                    ..sit(facts(false, 0.3), Policy::Ask)
+                },
+                Verdict::Denied("the operator set this command to `never`".into()),
+            ),
+            (
+                "always_ask asks even when auto_approve",
+                Situation {
+                    user_override: Some(Override::AlwaysAsk),
+                    ..sit(facts(true, 0.0), Policy::AutoApprove)
+                },
+                askv("always_ask"),
+            ),
+            (
+                "always_ask asks even with force",
+                Situation {
+                    user_override: Some(Override::AlwaysAsk),
+                    force_requested: true,
+                    force_granted: true,
+                    ..sit(facts(false, 0.3), Policy::Ask)
+                },
+                askv("always_ask"),
+            ),
+            (
+                "always_ask runs once approved",
+                Situation {
+                    user_override: Some(Override::AlwaysAsk),
+                    approved: true,
+                    ..sit(facts(false, 0.3), Policy::Ask)
+                },
+                run("approved"),
+            ),
+            (
+                "always_allow runs an ask command",
+                Situation {
+                    user_override: Some(Override::AlwaysAllow),
+                    ..sit(facts(false, 0.3), Policy::Ask)
+                },
+                run("always_allow"),
+            ),
+            (
+                "auto_approve runs",
+                sit(facts(true, 0.0), Policy::AutoApprove),
+                run("auto_approve"),
+            ),
+            ("ask asks", sit(facts(false, 0.3), Policy::Ask), askv("ask")),
+            (
+                "ask_warning asks with the warning",
+                sit(facts(false, 0.8), Policy::AskWarning),
+                askv("ask_warning"),
+            ),
+            (
+                "force without the grant still asks",
+                Situation {
+                    force_requested: true,
+                    ..sit(facts(false, 0.3), Policy::Ask)
+                },
+                askv("ask"),
+            ),
+            (
+                "force with the grant skips ask",
+                Situation {
+                    force_requested: true,
+                    force_granted: true,
+                    ..sit(facts(false, 0.3), Policy::Ask)
+                },
+                run("force_execute"),
+            ),
+            (
+                "an approval runs",
+                Situation {
+                    approved: true,
+                    ..sit(facts(false, 0.3), Policy::Ask)
+                },
+                run("approved"),
+            ),
+            (
+                "asked again within 2 s: duplicate",
+                Situation {
+                    since_last_ms: Some(500),
+                    ..sit(facts(false, 0.3), Policy::Ask)
+                },
+                Verdict::Duplicate {
+                    seconds_since_last: 0.5,
+                },
+            ),
+            (
+                "asked again after the threshold: asks",
+                Situation {
+                    since_last_ms: Some(2500),
+                    ..sit(facts(false, 0.3), Policy::Ask)
+                },
+                askv("ask"),
+            ),
+            (
+                "monitoring pattern: no duplicate check",
+                Situation {
+                    since_last_ms: Some(500),
+                    duplicate_check_enabled: false,
+                    ..sit(facts(false, 0.3), Policy::Ask)
+                },
+                askv("ask"),
+            ),
+            (
+                "rare command: 30 s threshold",
+                Situation {
+                    since_last_ms: Some(10_000),
+                    duplicate_threshold_ms: RARE_THRESHOLD_MS,
+                    ..sit(facts(false, 0.3), Policy::Ask)
+                },
+                Verdict::Duplicate {
+                    seconds_since_last: 10.0,
+                },
+            ),
+            (
+                "an auto-approved command is never a duplicate",
+                Situation {
+                    since_last_ms: Some(10),
+                    ..sit(facts(true, 0.0), Policy::AutoApprove)
+                },
+                run("auto_approve"),
+            ),
+        ];
+        for (name, s, want) in cases {
+            assert_eq!(decide(&s), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn starting_policies() {
+        assert_eq!(
+            starting_policy(&facts(true, 0.0), false).0,
+            Policy::AutoApprove
+        );
+        assert_eq!(starting_policy(&facts(false, 0.3), false).0, Policy::Ask);
+        assert_eq!(
+            starting_policy(&facts(false, 0.75), false).0,
+            Policy::AskWarning
+        );
+        let ro = Facts {
+            sandbox_auto_approvable: true,
+            permission_set: "readonly".into(),
+            ..facts(false, 0.1)
+        };
+        assert_eq!(
+            starting_policy(&ro, false).0,
+            Policy::Ask,
+            "readonly asks without an enforcing sandbox"
+        );
+        assert_eq!(starting_policy(&ro, true).0, Policy::AutoApprove);
+    }
+
+    fn stats(n: i64, ok: i64, interval_ms: i64) -> Stats {
+        let count = n.min(100) as usize;
+        Stats {
+            execution_count: n,
+            success_count: ok,
+            timestamps: (0..count as i64)
+                .map(|i| 1_000_000 + i * interval_ms)
+                .collect(),
+            recent_success: (0..n).map(|i| i < ok).collect(),
+            duplicate_check_enabled: true,
+            duplicate_threshold_ms: DEFAULT_DUPLICATE_THRESHOLD_MS,
+        }
+    }
+
+    #[test]
+    fn promotion_needs_20_runs_95_percent_and_low_risk() {
+        let f = facts(false, 0.3);
+        let promoted = |c: &[Change]| {
+            c.iter().any(|c| {
+                matches!(
+                    c,
+                    Change::Policy {
+                        to: Policy::AutoApprove,
+                        ..
+                    }
+                )
+            })
+        };
+        assert!(!promoted(&evolve(
+            &f,
+            Policy::Ask,
+            None,
+            false,
+            &stats(19, 19, 60_000)
+        )));
+        assert!(promoted(&evolve(
+            &f,
+            Policy::Ask,
+            None,
+            false,
+            &stats(20, 19, 60_000)
+        )));
+        assert!(
+            !promoted(&evolve(
+                &f,
+                Policy::Ask,
+                None,
+                false,
+                &stats(20, 18, 60_000)
+            )),
+            "90% is not enough"
+        );
+        assert!(
+            !promoted(&evolve(
+                &facts(false, 0.7),
+                Policy::Ask,
+                None,
+                false,
+                &stats(50, 50, 60_000)
+            )),
+            "risk gate"
+        );
+        assert!(
+            !promoted(&evolve(
+                &f,
+                Policy::AskWarning,
+                None,
+                false,
+                &stats(50, 50, 60_000)
+            )),
+            "ask_warning never"
+        );
+        assert!(
+            !promoted(&evolve(
+                &f,
+                Policy::Ask,
+                Some(Override::AlwaysAsk),
+                false,
+                &stats(50, 50, 60_000)
+            )),
+            "override wins"
+        );
+        let computed = Facts {
+            computed_program: true,
+            ..f.clone()
+        };
+        assert!(!promoted(&evolve(
+            &computed,
+            Policy::Ask,
+            None,
+            false,
+            &stats(50, 50, 60_000)
+        )));
+        let script_net = Facts {
+            runs_workspace_file: true,
+            permission_set: "mcp-standard".into(),
+            ..f.clone()
+        };
+        assert!(!promoted(&evolve(
+            &script_net,
+            Policy::Ask,
+            None,
+            false,
+            &stats(50, 50, 60_000)
+        )));
+        let script_local = Facts {
+            runs_workspace_file: true,
+            permission_set: "filesystem".into(),
+            ..f
+        };
+        assert!(promoted(&evolve(
+            &script_local,
+            Policy::Ask,
+            None,
+            false,
+            &stats(50, 50, 60_000)
+        )));
+    }
+
+    #[test]
+    fn demotion_below_80_percent_over_the_last_20() {
+        let f = facts(false, 0.3);
+        let mut st = stats(40, 40, 60_000);
+        st.recent_success = (0..40).map(|i| i < 24 || i % 3 != 0).collect(); // last 20: 14/20 = 70%
+        let c = evolve(&f, Policy::AutoApprove, None, true, &st);
+        assert!(
+            c.iter().any(|c| matches!(
+                c,
+                Change::Policy {
+                    to: Policy::Ask,
+                    ..
+                }
+            )),
+            "{c:?}"
+        );
+        // A pure command (auto-approved from the start, not promoted) is not demoted by failures.
+        assert!(evolve(&facts(true, 0.0), Policy::AutoApprove, None, false, &st).is_empty());
+    }
+
+    #[test]
+    fn monitoring_and_rare_rules() {
+        let f = facts(false, 0.3);
+        let c = evolve(&f, Policy::AutoApprove, None, true, &stats(60, 60, 1_000));
+        assert!(
+            c.iter()
+                .any(|c| matches!(c, Change::DuplicateCheck { enabled: false, .. })),
+            "{c:?}"
+        );
+        assert!(
+            !evolve(&f, Policy::AutoApprove, None, true, &stats(49, 49, 1_000))
+                .iter()
+                .any(|c| matches!(c, Change::DuplicateCheck { .. }))
+        );
+        let c = evolve(&f, Policy::Ask, None, false, &stats(3, 3, 2 * 3_600_000));
+        assert!(
+            c.iter()
+                .any(|c| matches!(c, Change::DuplicateThreshold { ms: 30_000, .. })),
+            "{c:?}"
+        );
+        assert_eq!(mean_interval_ms(&[0, 10, 30]), Some(15.0));
+    }
+}

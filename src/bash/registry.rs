@@ -1,0 +1,352 @@
+//! command_security.db `commands_registry`, `executions` and `policy_history`: one row per
+//! command identity (SHA-256 of text + canonical workdir) with its statistics and policy, one
+//! row per run, one row per policy change with its reason. Every read-modify-write is one
+//! `BEGIN IMMEDIATE` transaction (the original's statistics never updated — ORIGIN.md).
+
+use super::policy::{self, Change, Facts, Override, Policy, Stats};
+use crate::db::write_tx;
+use anyhow::Result;
+use rusqlite::{params, Connection, OptionalExtension, Transaction};
+use serde::Serialize;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Entry {
+    pub command_hash: String,
+    pub command_text: String,
+    pub workdir: Option<String>,
+    pub execution_count: i64,
+    pub success_count: i64,
+    pub failure_count: i64,
+    pub avg_duration_ms: f64,
+    pub last_executed: Option<i64>,
+    pub current_policy: Policy,
+    pub policy_reason: Option<String>,
+    pub promoted_at: Option<i64>,
+    pub user_override: Option<Override>,
+    pub user_override_reason: Option<String>,
+    pub risk_score: f64,
+    pub permission_set: Option<String>,
+    pub classifier_version: Option<String>,
+    pub duplicate_check_enabled: bool,
+    pub duplicate_threshold_ms: i64,
+    #[serde(skip)]
+    pub timestamps: Vec<i64>,
+}
+
+const COLUMNS: &str =
+    "command_hash, command_text, workdir, execution_count, success_count, failure_count,
+    avg_duration_ms, last_executed, current_policy, policy_reason, promoted_at, user_override,
+    user_override_reason, risk_score, permission_set, classifier_version, duplicate_check_enabled,
+    duplicate_threshold_ms, last_100_timestamps";
+
+fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Entry> {
+    let ts: String = r.get(18)?;
+    Ok(Entry {
+        command_hash: r.get(0)?,
+        command_text: r.get(1)?,
+        workdir: r.get(2)?,
+        execution_count: r.get(3)?,
+        success_count: r.get(4)?,
+        failure_count: r.get(5)?,
+        avg_duration_ms: r.get(6)?,
+        last_executed: r.get(7)?,
+        current_policy: Policy::parse(&r.get::<_, String>(8)?),
+        policy_reason: r.get(9)?,
+        promoted_at: r.get(10)?,
+        user_override: r
+            .get::<_, Option<String>>(11)?
+            .as_deref()
+            .and_then(Override::parse),
+        user_override_reason: r.get(12)?,
+        risk_score: r.get(13)?,
+        permission_set: r.get(14)?,
+        classifier_version: r.get(15)?,
+        duplicate_check_enabled: r.get(16)?,
+        duplicate_threshold_ms: r.get(17)?,
+        timestamps: ts
+            .split(';')
+            .filter_map(|t| t.trim().parse().ok())
+            .collect(),
+    })
+}
+
+pub fn get(conn: &Connection, hash: &str) -> Result<Option<Entry>> {
+    Ok(conn
+        .query_row(
+            &format!("SELECT {COLUMNS} FROM commands_registry WHERE command_hash = ?1"),
+            [hash],
+            row,
+        )
+        .optional()?)
+}
+
+pub fn list(conn: &Connection) -> Result<Vec<Entry>> {
+    let mut s = conn.prepare(&format!("SELECT {COLUMNS} FROM commands_registry ORDER BY last_executed DESC NULLS LAST, first_seen DESC"))?;
+    let v = s
+        .query_map([], row)?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(v)
+}
+
+fn history(
+    tx: &Transaction<'_>,
+    hash: &str,
+    old: Option<&str>,
+    new: &str,
+    reason: &str,
+    now: i64,
+) -> rusqlite::Result<()> {
+    tx.execute(
+        "INSERT INTO policy_history(command_hash, old_policy, new_policy, reason, changed_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+        params![hash, old, new, reason, now],
+    )?;
+    Ok(())
+}
+
+/// The command's entry, created on first sight with its starting policy, and re-evaluated when
+/// the classifier version changed (DESIGN §5.8).
+#[allow(clippy::too_many_arguments)]
+pub fn get_or_create(
+    conn: &mut Connection,
+    hash: &str,
+    command: &str,
+    workdir: &str,
+    facts: &Facts,
+    classifier_version: &str,
+    sandbox_enforcing: bool,
+    now: i64,
+) -> Result<Entry> {
+    write_tx(conn, |tx| {
+        let existing = tx
+            .query_row(&format!("SELECT {COLUMNS} FROM commands_registry WHERE command_hash = ?1"), [hash], row)
+            .optional()?;
+        let (start, reason) = policy::starting_policy(facts, sandbox_enforcing);
+        match existing {
+            None => {
+                tx.execute(
+                    "INSERT INTO commands_registry(command_hash, command_text, workdir, first_seen, current_policy,
+                         policy_reason, risk_score, permission_set, classifier_version)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                    params![hash, command, workdir, now, start.as_str(), reason, facts.risk, facts.permission_set, classifier_version],
+                )?;
+                history(tx, hash, None, start.as_str(), &format!("created: {reason}"), now)?;
+            }
+            Some(e) if e.classifier_version.as_deref() != Some(classifier_version) => {
+                // Keep a promotion only if the command is still eligible under the new classifier.
+                let keep = e.current_policy == Policy::AutoApprove
+                    && e.promoted_at.is_some()
+                    && policy::never_promoted(facts, start).is_none()
+                    && start != Policy::AskWarning;
+                let new = if keep { Policy::AutoApprove } else { start };
+                let why = format!(
+                    "re-evaluated for classifier {classifier_version} (was {}): {}",
+                    e.classifier_version.as_deref().unwrap_or("unknown"),
+                    if keep { "promotion still valid".to_string() } else { reason.clone() }
+                );
+                tx.execute(
+                    "UPDATE commands_registry SET current_policy = ?2, policy_reason = ?3, risk_score = ?4,
+                         permission_set = ?5, classifier_version = ?6,
+                         promoted_at = CASE WHEN ?2 = 'auto_approve' THEN promoted_at END
+                     WHERE command_hash = ?1",
+                    params![hash, new.as_str(), why, facts.risk, facts.permission_set, classifier_version],
+                )?;
+                if new != e.current_policy {
+                    history(tx, hash, Some(e.current_policy.as_str()), new.as_str(), &why, now)?;
+                }
+            }
+            Some(_) => {}
+        }
+        tx.query_row(&format!("SELECT {COLUMNS} FROM commands_registry WHERE command_hash = ?1"), [hash], row)
+    })
+    .map_err(Into::into)
+}
+
+/// Records one run and applies the evolution rules; returns the changes made.
+#[allow(clippy::too_many_arguments)]
+pub fn record_run(
+    conn: &mut Connection,
+    hash: &str,
+    job_id: i64,
+    exit_code: Option<i32>,
+    success: bool,
+    duration_ms: i64,
+    sandbox: &str,
+    facts: &Facts,
+    now: i64,
+) -> Result<Vec<Change>> {
+    Ok(write_tx(conn, |tx| {
+        tx.execute(
+            "INSERT INTO executions(command_hash, job_id, exit_code, duration_ms, sandbox, executed_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![hash, job_id, exit_code, duration_ms, sandbox, now],
+        )?;
+        let e = tx.query_row(
+            &format!("SELECT {COLUMNS} FROM commands_registry WHERE command_hash = ?1"),
+            [hash],
+            row,
+        )?;
+        let mut ts = e.timestamps.clone();
+        ts.push(now);
+        if ts.len() > 100 {
+            ts.drain(..ts.len() - 100);
+        }
+        let ts_text = ts
+            .iter()
+            .map(|t| t.to_string())
+            .collect::<Vec<_>>()
+            .join(";");
+        tx.execute(
+            "UPDATE commands_registry SET
+                execution_count = execution_count + 1,
+                success_count = success_count + ?2,
+                failure_count = failure_count + ?3,
+                total_duration_ms = total_duration_ms + ?4,
+                avg_duration_ms = CAST(total_duration_ms + ?4 AS REAL) / (execution_count + 1),
+                min_duration_ms = min(coalesce(min_duration_ms, ?4), ?4),
+                max_duration_ms = max(coalesce(max_duration_ms, ?4), ?4),
+                last_executed = ?5,
+                last_100_timestamps = ?6
+             WHERE command_hash = ?1",
+            params![
+                hash,
+                success as i64,
+                (!success) as i64,
+                duration_ms,
+                now,
+                ts_text
+            ],
+        )?;
+        let recent: Vec<bool> = {
+            let mut s = tx.prepare_cached(
+                "SELECT exit_code FROM executions WHERE command_hash = ?1 ORDER BY id DESC LIMIT ?2",
+            )?;
+            let mut v = s
+                .query_map(params![hash, policy::DEMOTION_WINDOW as i64], |r| {
+                    r.get::<_, Option<i64>>(0)
+                })?
+                .map(|x| x.map(|c| c == Some(0)))
+                .collect::<rusqlite::Result<Vec<bool>>>()?;
+            v.reverse();
+            v
+        };
+        let stats = Stats {
+            execution_count: e.execution_count + 1,
+            success_count: e.success_count + success as i64,
+            timestamps: ts,
+            recent_success: recent,
+            duplicate_check_enabled: e.duplicate_check_enabled,
+            duplicate_threshold_ms: e.duplicate_threshold_ms,
+        };
+        let changes = policy::evolve(
+            facts,
+            e.current_policy,
+            e.user_override,
+            e.promoted_at.is_some(),
+            &stats,
+        );
+        for c in &changes {
+            match c {
+                Change::Policy { to, reason } => {
+                    tx.execute(
+                        "UPDATE commands_registry SET current_policy = ?2, policy_reason = ?3,
+                             promoted_at = CASE WHEN ?2 = 'auto_approve' THEN ?4 END
+                         WHERE command_hash = ?1",
+                        params![hash, to.as_str(), reason, now],
+                    )?;
+                    history(
+                        tx,
+                        hash,
+                        Some(e.current_policy.as_str()),
+                        to.as_str(),
+                        reason,
+                        now,
+                    )?;
+                }
+                Change::DuplicateCheck { enabled, reason } => {
+                    tx.execute("UPDATE commands_registry SET duplicate_check_enabled = ?2 WHERE command_hash = ?1", params![hash, enabled])?;
+                    history(
+                        tx,
+                        hash,
+                        Some(e.current_policy.as_str()),
+                        e.current_policy.as_str(),
+                        reason,
+                        now,
+                    )?;
+                }
+                Change::DuplicateThreshold { ms, reason } => {
+                    tx.execute("UPDATE commands_registry SET duplicate_threshold_ms = ?2 WHERE command_hash = ?1", params![hash, ms])?;
+                    history(
+                        tx,
+                        hash,
+                        Some(e.current_policy.as_str()),
+                        e.current_policy.as_str(),
+                        reason,
+                        now,
+                    )?;
+                }
+            }
+        }
+        Ok(changes)
+    })?)
+}
+
+/// Sets or clears the operator override (`brainloop override` / `approve --always` / `deny --always`).
+pub fn set_override(
+    conn: &mut Connection,
+    hash: &str,
+    ov: Option<Override>,
+    reason: &str,
+    now: i64,
+) -> Result<bool> {
+    Ok(write_tx(conn, |tx| {
+        let cur: Option<String> = tx
+            .query_row(
+                "SELECT current_policy FROM commands_registry WHERE command_hash = ?1",
+                [hash],
+                |r| r.get(0),
+            )
+            .optional()?;
+        let Some(cur) = cur else { return Ok(false) };
+        tx.execute(
+            "UPDATE commands_registry SET user_override = ?2, user_override_reason = ?3, user_override_at = ?4 WHERE command_hash = ?1",
+            params![hash, ov.map(Override::as_str), reason, now],
+        )?;
+        let label = ov
+            .map(|o| format!("override {}", o.as_str()))
+            .unwrap_or_else(|| "override cleared".into());
+        history(
+            tx,
+            hash,
+            Some(&cur),
+            &cur,
+            &format!("{label}: {reason}"),
+            now,
+        )?;
+        Ok(true)
+    })?)
+}
+
+/// Finds a registry entry by a hash prefix (operators type prefixes); errors if ambiguous.
+pub fn resolve_prefix(conn: &Connection, prefix: &str) -> Result<String> {
+    let mut s = conn.prepare(
+        "SELECT command_hash FROM commands_registry WHERE command_hash LIKE ?1 || '%' LIMIT 2",
+    )?;
+    let v = s
+        .query_map([prefix.to_ascii_lowercase()], |r| r.get::<_, String>(0))?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    match v.len() {
+        0 => anyhow::bail!("no command with hash {prefix} (see `brainloop commands`)"),
+        1 => Ok(v.into_iter().next().unwrap_or_default()),
+        _ => anyhow::bail!("hash prefix {prefix} is ambiguous; give more characters"),
+    }
+}
+
+pub fn history_of(
+    conn: &Connection,
+    hash: &str,
+) -> Result<Vec<(i64, Option<String>, String, String)>> {
+    let mut s = conn.prepare("SELECT changed_at, old_policy, new_policy, reason FROM policy_history WHERE command_hash = ?1 ORDER BY id")?;
+    let v = s
+        .query_map([hash], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(v)
+}
