@@ -44,6 +44,8 @@ pub struct Config {
     pub cancel_grace_ms: u64,
     /// Params larger than this fail the job without being loaded (bytes).
     pub params_max_bytes: u64,
+    /// A validation nobody answers within this time expires, and its job ends `expired` (ms).
+    pub validation_ttl_ms: u64,
     /// Enables hidden actions used by the test-suite and benchmarks (`sleep`). Never in production.
     pub test_actions: bool,
     pub retention: Retention,
@@ -96,6 +98,7 @@ impl Default for Config {
             drain_window_ms: 20_000,
             cancel_grace_ms: 5_000,
             params_max_bytes: 1024 * 1024,
+            validation_ttl_ms: 4 * 3_600_000,
             test_actions: false,
             retention: Retention::default(),
             clients: Default::default(),
@@ -183,6 +186,7 @@ impl Config {
             "BRAINLOOP_RETENTION_INTERVAL_MS",
             self.retention.interval_ms
         );
+        env_num!("BRAINLOOP_VALIDATION_TTL_MS", self.validation_ttl_ms);
         if let Some(v) = get("BRAINLOOP_TEST_ACTIONS") {
             self.test_actions = matches!(v.trim(), "1" | "true" | "yes");
         }

@@ -2,45 +2,9 @@
 
 mod common;
 
-use common::Env;
-use rusqlite::params;
+use common::{job, run, settled as outcome, Env};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use std::time::Duration;
-
-const LONG: Duration = Duration::from_secs(60);
-
-fn job(env: &Env, client: &str, action: &str, params: &Value) -> i64 {
-    let c = env.input();
-    c.execute(
-        "INSERT INTO jobs(action, params, client_id) VALUES (?1, ?2, ?3)",
-        params![action, params.to_string(), client],
-    )
-    .unwrap();
-    c.last_insert_rowid()
-}
-
-/// Waits for a final result: (status, result JSON, error).
-fn outcome(env: &Env, id: i64) -> (String, Value, String) {
-    let t0 = std::time::Instant::now();
-    loop {
-        if let Some((status, result, error, _)) = env.result(id) {
-            if !["queued", "running", "pending_validation"].contains(&status.as_str()) {
-                let v = result
-                    .and_then(|r| serde_json::from_str(&r).ok())
-                    .unwrap_or(Value::Null);
-                return (status, v, error.unwrap_or_default());
-            }
-        }
-        assert!(t0.elapsed() < LONG, "job {id} not finished");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-fn run(env: &Env, client: &str, action: &str, params: Value) -> (String, Value, String) {
-    let id = job(env, client, action, &params);
-    outcome(env, id)
-}
 
 #[test]
 fn grant_and_revoke_take_effect_on_the_next_job_and_every_call_is_audited() {

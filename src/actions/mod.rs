@@ -4,6 +4,7 @@
 //! One registry serves the worker, `brainloop enqueue` (early refusal of unknown actions) and
 //! the MCP front-end's `list_actions` / `get_schema`.
 
+mod bash;
 mod check;
 mod clients;
 mod meta;
@@ -36,6 +37,15 @@ pub struct JobCtx {
     pub stats: Arc<crate::stats::Stats>,
     /// The client's effective grants, loaded for actions that declare required grants.
     pub grants: Option<Arc<ClientGrants>>,
+    /// A human approved this job's command (a consumed approval of its snapshot).
+    pub approval: Option<ApprovedRun>,
+}
+
+/// What a consumed approval carries into the resumed job.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApprovedRun {
+    pub validation_id: String,
+    pub command_hash: String,
 }
 
 /// How a job ended.
@@ -123,6 +133,7 @@ impl Registry {
     /// Builds the registry; fails only if a built-in schema is itself invalid (a bug).
     pub fn new(config: &Config) -> anyhow::Result<Registry> {
         let mut specs = meta::specs();
+        specs.extend(bash::specs());
         specs.extend(check::specs());
         specs.extend(clients::specs());
         specs.extend(readers::specs());

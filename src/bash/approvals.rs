@@ -119,6 +119,17 @@ pub fn of_job(output: &Connection, job_id: i64, status: &str) -> Result<Option<V
         .optional()?)
 }
 
+/// The most recent validation of a job, whatever its status.
+pub fn latest_of_job(output: &Connection, job_id: i64) -> Result<Option<Validation>> {
+    Ok(output
+        .query_row(
+            &format!("SELECT {COLS} FROM validations WHERE job_id = ?1 ORDER BY requested_at DESC, rowid DESC LIMIT 1"),
+            [job_id],
+            row,
+        )
+        .optional()?)
+}
+
 /// When this command was last asked for (for the duplicate check).
 pub fn last_requested(output: &Connection, hash: &str) -> Result<Option<i64>> {
     Ok(output.query_row(
@@ -224,11 +235,12 @@ pub struct ApprovalRow {
     pub decision: Option<Decision>,
     pub reason: Option<String>,
     pub decided_by: String,
+    pub created_at: i64,
 }
 
 pub fn unconsumed(security: &Connection) -> Result<Vec<ApprovalRow>> {
     let mut s = security.prepare_cached(
-        "SELECT id, validation_id, decision, reason, decided_by FROM approvals WHERE consumed_at IS NULL ORDER BY id",
+        "SELECT id, validation_id, decision, reason, decided_by, created_at FROM approvals WHERE consumed_at IS NULL ORDER BY id",
     )?;
     let v = s
         .query_map([], |r| {
@@ -238,6 +250,7 @@ pub fn unconsumed(security: &Connection) -> Result<Vec<ApprovalRow>> {
                 decision: Decision::parse(&r.get::<_, String>(2)?),
                 reason: r.get(3)?,
                 decided_by: r.get(4)?,
+                created_at: r.get(5)?,
             })
         })?
         .collect::<rusqlite::Result<Vec<_>>>()?;

@@ -126,6 +126,16 @@ fn signal_group(pgid: i32, sig: Signal) {
 }
 
 pub async fn execute(req: &ExecRequest, cancel: &CancellationToken) -> std::io::Result<ExecResult> {
+    execute_with(req, cancel, |_| {}).await
+}
+
+/// [`execute`], calling `on_spawn(pgid)` once the process group exists (the worker records it so
+/// a crash cannot leave the tree running).
+pub async fn execute_with(
+    req: &ExecRequest,
+    cancel: &CancellationToken,
+    on_spawn: impl FnOnce(i32),
+) -> std::io::Result<ExecResult> {
     let timeout = req.timeout.min(MAX_TIMEOUT);
     let mut cmd = tokio::process::Command::new("/bin/bash");
     cmd.arg("-c")
@@ -152,6 +162,7 @@ pub async fn execute(req: &ExecRequest, cancel: &CancellationToken) -> std::io::
     let t0 = Instant::now();
     let mut child = cmd.spawn()?;
     let pgid = child.id().map(|p| p as i32).unwrap_or(0);
+    on_spawn(pgid);
     let (Some(out), Some(err)) = (child.stdout.take(), child.stderr.take()) else {
         signal_group(pgid, Signal::SIGKILL);
         return Err(std::io::Error::other("cannot capture the command's output"));

@@ -340,10 +340,13 @@ pub fn resolve_prefix(conn: &Connection, prefix: &str) -> Result<String> {
     }
 }
 
+/// One policy change: (changed_at, old policy, new policy, reason).
+pub type HistoryRow = (i64, Option<String>, String, String);
+
 pub fn history_of(
     conn: &Connection,
     hash: &str,
-) -> Result<Vec<(i64, Option<String>, String, String)>> {
+) -> Result<Vec<HistoryRow>> {
     let mut s = conn.prepare("SELECT changed_at, old_policy, new_policy, reason FROM policy_history WHERE command_hash = ?1 ORDER BY id")?;
     let v = s
         .query_map([hash], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?

@@ -95,6 +95,7 @@ fn parse_when(s: &str) -> Result<i64> {
 
 fn wait_for(config: &Config, id: i64, timeout: Duration) -> Result<i32> {
     let t0 = Instant::now();
+    let mut told = false;
     loop {
         if let Ok(conn) = db::open_read_only(&config.data_dir, DbKind::Output) {
             let row: Option<(String, Option<String>, Option<String>)> = conn
@@ -114,6 +115,26 @@ fn wait_for(config: &Config, id: i64, timeout: Duration) -> Result<i32> {
                 let out = serde_json::json!({"job_id": id, "status": status, "result": result, "error": error});
                 println!("{}", serde_json::to_string_pretty(&out)?);
                 return Ok(if status == "succeeded" { 0 } else { 1 });
+            }
+        }
+        if !told {
+            if let Ok(conn) = db::open_read_only(&config.data_dir, DbKind::Output) {
+                let pending: Option<String> = conn
+                    .query_row(
+                        "SELECT result FROM results WHERE job_id = ?1 AND status = 'pending_validation'",
+                        [id],
+                        |r| r.get(0),
+                    )
+                    .optional()?
+                    .flatten();
+                if let Some(r) = pending {
+                    let v: Value = serde_json::from_str(&r).unwrap_or(Value::Null);
+                    eprintln!(
+                        "job {id} waits for a human: brainloop approve {} (or deny); still waiting",
+                        v["validation_id"].as_str().unwrap_or("?")
+                    );
+                    told = true;
+                }
             }
         }
         if t0.elapsed() > timeout {

@@ -7,6 +7,7 @@ mod enqueue;
 mod grants;
 mod init;
 mod run;
+mod security;
 mod status;
 
 use crate::config::{Config, Overrides};
@@ -47,6 +48,16 @@ pub enum Command {
     Status(status::StatusArgs),
     /// Classify a shell command without running it: operations, layers, permission set, risk, blocks.
     Check(check::CheckArgs),
+    /// List validations waiting for a human (commands that need approval).
+    Validations(security::ValidationsArgs),
+    /// Approve a pending validation (`--always`: also always_allow this command).
+    Approve(security::DecideArgs),
+    /// Deny a pending validation (`--always`: also never allow this command).
+    Deny(security::DecideArgs),
+    /// The command registry: policy, override, runs, success rate, risk (`--history HASH`).
+    Commands(security::CommandsArgs),
+    /// Set a command's override: always_allow, always_ask, never, or clear.
+    Override(security::OverrideArgs),
     /// Give a client a permission (effective from its next job).
     Grant(grants::GrantArgs),
     /// Take back a permission given with `grant`.
@@ -97,6 +108,11 @@ pub fn main() -> i32 {
         Command::Enqueue(args) => enqueue::run(&config, &args),
         Command::Status(args) => status::run(&config, &args),
         Command::Check(args) => check::run(&config, &args),
+        Command::Validations(args) => security::validations(&config, &args),
+        Command::Approve(args) => security::decide(&config, &args, true),
+        Command::Deny(args) => security::decide(&config, &args, false),
+        Command::Commands(args) => security::commands(&config, &args),
+        Command::Override(args) => security::set_override(&config, &args),
         Command::Grant(args) => grants::grant(&config, &args),
         Command::Revoke(args) => grants::revoke(&config, &args),
         Command::Grants(args) => grants::list(&config, &args),

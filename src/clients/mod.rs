@@ -216,6 +216,20 @@ impl ClientGrants {
         })
     }
 
+    /// SYSTEM_COMMAND `*`: any program, including computed names.
+    pub fn may_run_any(&self) -> bool {
+        self.grants
+            .iter()
+            .any(|g| g.permission == Permission::SystemCommand && g.pattern == "*")
+    }
+
+    /// Whether a path grant of kind `p` covers directory `dir` (the directory itself or what is in it).
+    pub fn covers_dir(&self, p: Permission, dir: &Path) -> bool {
+        self.path_rules
+            .iter()
+            .any(|r| r.permission == p && (r.matches(dir) || r.matches(&dir.join("x"))))
+    }
+
     pub fn workspace(&self) -> &Path {
         &self.workspace
     }

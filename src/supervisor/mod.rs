@@ -11,6 +11,7 @@
 //! rest (`cancel_grace_ms` to wind down, then abandoned), record them so they run again, flush
 //! results, heartbeat `stopped`, a `shutdown` event — all inside 60 s.
 
+pub mod approvals;
 pub mod claim;
 pub mod finisher;
 pub mod ready;
@@ -89,7 +90,15 @@ pub async fn run(
     // Recovery of the previous run.
     let st = Arc::clone(&stores);
     let max_attempts = config.max_attempts;
-    let rec = tokio::task::spawn_blocking(move || recovery::recover(&st, max_attempts))
+    let ttl = config.validation_ttl_ms;
+    let killed = crate::bash::leftovers::reap_previous(&stores.lifecycle);
+    if killed > 0 {
+        tracing::warn!(
+            processes = killed,
+            "killed commands left running by the previous run"
+        );
+    }
+    let rec = tokio::task::spawn_blocking(move || recovery::recover(&st, max_attempts, ttl))
         .await
         .context("recovery task panicked")?
         .context("start-up recovery failed")?;
@@ -98,12 +107,13 @@ pub async fn run(
     for c in &rec.requeue {
         ready.push(c.id, c.priority, c.not_before, now);
     }
-    if rec.requeued + rec.interrupted + rec.already_done > 0 {
+    if rec.requeued + rec.interrupted + rec.already_done + rec.asked_again > 0 {
         tracing::info!(
             requeued = rec.requeued,
             retried_after_crash = rec.retried_after_crash,
             interrupted = rec.interrupted,
             already_done = rec.already_done,
+            asked_again = rec.asked_again,
             "recovered the previous run's jobs"
         );
         event(&stores, "recovery", None, json!(rec)).await;
@@ -139,6 +149,7 @@ pub async fn run(
         running: HashMap::new(),
         fin_tx,
         job_cancel: job_cancel.clone(),
+        approved: HashMap::new(),
     };
 
     let poll = Duration::from_millis(config.poll_fallback_ms);
@@ -150,6 +161,7 @@ pub async fn run(
     let mut recheck: Option<Duration> = None;
     let mut recheck_at: Option<tokio::time::Instant> = None;
     let mut recheck_next = RECHECK_FIRST;
+    let mut approvals_check = true;
     loop {
         let mut claimed_now = 0usize;
         stats.tick();
@@ -206,6 +218,34 @@ pub async fn run(
             }
             check = false;
         }
+        if approvals_check {
+            approvals_check = false;
+            let st = Arc::clone(&stores);
+            match tokio::task::spawn_blocking(move || approvals::collect(&st)).await {
+                Ok(Ok(resumes)) => {
+                    let now = crate::time::now_ms();
+                    for r in resumes {
+                        match r {
+                            approvals::Resume::Run {
+                                job_id,
+                                priority,
+                                approval,
+                            } => {
+                                tracing::info!(job_id, validation_id = %approval.validation_id, "approved: resuming the job");
+                                loop_state.approved.insert(job_id, approval);
+                                ready.push(job_id, priority, None, now);
+                            }
+                            approvals::Resume::End(row) => loop_state.finish_waiting(row),
+                        }
+                    }
+                }
+                Ok(Err(e)) => tracing::warn!(
+                    error = format!("{e:#}"),
+                    "cannot process approvals; retrying"
+                ),
+                Err(e) => tracing::error!(error = %e, "approvals task panicked"),
+            }
+        }
         ready.promote(crate::time::now_ms());
         loop_state.start_ready(&mut ready).await;
         stats
@@ -253,10 +293,12 @@ pub async fn run(
                 check = true;
                 recheck = Some(RECHECK_FIRST);
             }
+            _ = watcher.approvals.notified() => { approvals_check = true; }
             _ = tokio::time::sleep_until(deadline) => {
                 let now = tokio::time::Instant::now();
                 if now >= next_poll {
                     check = true;
+                    approvals_check = true;
                     next_poll = now + poll;
                 }
                 if recheck_at.is_some_and(|t| now >= t) {
@@ -357,6 +399,8 @@ struct Loop {
     running: HashMap<Id, RunningJob>,
     fin_tx: mpsc::UnboundedSender<Finished>,
     job_cancel: CancellationToken,
+    /// Jobs resumed by a human approval, until they start.
+    approved: HashMap<i64, actions::ApprovedRun>,
 }
 
 impl Loop {
@@ -432,6 +476,7 @@ impl Loop {
             registry: Arc::clone(&self.registry),
             stats: Arc::clone(&self.stats),
             grants: None,
+            approval: self.approved.remove(&snap.job_id),
         };
         let params_hash = hex::encode(Sha256::digest(
             snap.params.as_deref().unwrap_or("").as_bytes(),
@@ -469,6 +514,26 @@ impl Loop {
         );
         self.running
             .insert(handle.id(), RunningJob { snap, params_hash });
+    }
+
+    /// Ends a job that was waiting for a human (denied, expired).
+    fn finish_waiting(&mut self, row: ResultRow) {
+        let audit = AuditRow {
+            timestamp: crate::time::now_ms(),
+            job_id: Some(row.job_id),
+            client_id: row.client_id.clone(),
+            action: row.action.clone(),
+            params_hash: None,
+            status: row.status.as_str().to_string(),
+            duration_ms: None,
+            permission_set: actions::permission_set_of(&self.registry, row.action.as_deref())
+                .map(str::to_string),
+        };
+        let _ = self.fin_tx.send(Finished {
+            row,
+            disposition: Disposition::Final,
+            audit: Some(audit),
+        });
     }
 
     /// Records a job that stopped: its outcome goes to the finisher.

@@ -4,9 +4,11 @@
 //! - a job that was running when the worker died ran one attempt; it runs again until it has
 //!   started `max_attempts` times, then ends `interrupted`;
 //! - a job that was only claimed (or cut off by a graceful shutdown) runs again;
-//! - a job waiting for a human validation keeps waiting (it is never re-run without approval).
+//! - a job waiting for a human validation keeps waiting (it is never re-run without approval);
+//! - a job whose approved run did not finish is asked again, never re-run unapproved.
 
 use super::claim::Claimed;
+use crate::bash::approvals;
 use crate::db::lifecycle::{self, status};
 use crate::db::output::{self, JobStatus, ResultRow};
 use crate::db::{write_tx, Stores};
@@ -22,9 +24,11 @@ pub struct Recovered {
     pub interrupted: usize,
     pub already_done: usize,
     pub pending_validation: usize,
+    /// Approved jobs that did not finish: asked again, never re-run unapproved.
+    pub asked_again: usize,
 }
 
-pub fn recover(stores: &Stores, max_attempts: u32) -> Result<Recovered> {
+pub fn recover(stores: &Stores, max_attempts: u32, validation_ttl_ms: u64) -> Result<Recovered> {
     let open = stores.lifecycle.with(|c| lifecycle::open_jobs(c))?;
     let mut rec = Recovered::default();
     if open.is_empty() {
@@ -37,10 +41,48 @@ pub fn recover(stores: &Stores, max_attempts: u32) -> Result<Recovered> {
     let mut done = Vec::new();
     let mut results = Vec::new();
     let mut back_to_claimed = Vec::new();
+    let mut reask = Vec::new();
     for j in open {
         if finals.contains(&j.job_id) {
             done.push(j.job_id);
             rec.already_done += 1;
+        } else if let Some(v) = stores
+            .output
+            .with(|c| approvals::latest_of_job(c, j.job_id))?
+            .filter(|v| {
+                v.status == "approved"
+                    || (j.status == status::PENDING_VALIDATION && v.status != "pending")
+            })
+        {
+            // A human decided, but the job never finished acting on it (a crash, a shutdown
+            // cut-off, or a crash between approval and start): a denial or expiry is final;
+            // an approval is asked again rather than re-run.
+            match v.status.as_str() {
+                "denied" | "expired" => {
+                    let status = if v.status == "denied" {
+                        JobStatus::Denied
+                    } else {
+                        JobStatus::Expired
+                    };
+                    results.push(ResultRow {
+                        job_id: j.job_id,
+                        action: j.action.clone(),
+                        client_id: j.client_id.clone(),
+                        status,
+                        result: None,
+                        error: Some(format!("validation {} was {}", v.id, v.status)),
+                        attempts: j.attempts,
+                        duration_ms: None,
+                        started_at: None,
+                        finished_at: Some(now),
+                    });
+                    done.push(j.job_id);
+                }
+                _ => {
+                    reask.push((j.job_id, v));
+                    rec.asked_again += 1;
+                }
+            }
         } else if j.status == status::PENDING_VALIDATION {
             rec.pending_validation += 1;
         } else if j.status == status::RUNNING && j.attempts >= max_attempts {
@@ -89,6 +131,9 @@ pub fn recover(stores: &Stores, max_attempts: u32) -> Result<Recovered> {
         }
     }
     rec.requeued = rec.requeue.len();
+    for (job_id, v) in &reask {
+        super::approvals::reask(stores, *job_id, v, validation_ttl_ms)?;
+    }
     // Results first (FULL): an `interrupted` row is the proof; marking done second is idempotent.
     stores
         .output

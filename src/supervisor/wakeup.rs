@@ -13,6 +13,14 @@ pub struct InputWatcher {
     // Dropping the watcher stops it.
     _watcher: Option<notify::RecommendedWatcher>,
     pub wake: Arc<Notify>,
+    /// command_security.db changed (an operator approved or denied something).
+    pub approvals: Arc<Notify>,
+}
+
+fn is_security_file(p: &Path) -> bool {
+    p.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n == "command_security.db" || n == "command_security.db-wal")
 }
 
 fn is_input_file(p: &Path) -> bool {
@@ -27,13 +35,18 @@ impl InputWatcher {
     /// Starts watching; on failure logs a warning and relies on the poll fallback.
     pub fn start(data_dir: &Path) -> InputWatcher {
         let wake = Arc::new(Notify::new());
+        let approvals = Arc::new(Notify::new());
         let w = Arc::clone(&wake);
+        let a = Arc::clone(&approvals);
         let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
             if let Ok(ev) = res {
-                if matches!(ev.kind, EventKind::Modify(_) | EventKind::Create(_))
-                    && ev.paths.iter().any(|p| is_input_file(p))
-                {
-                    w.notify_one();
+                if matches!(ev.kind, EventKind::Modify(_) | EventKind::Create(_)) {
+                    if ev.paths.iter().any(|p| is_input_file(p)) {
+                        w.notify_one();
+                    }
+                    if ev.paths.iter().any(|p| is_security_file(p)) {
+                        a.notify_one();
+                    }
                 }
             }
         })
@@ -45,12 +58,14 @@ impl InputWatcher {
             Ok(w) => InputWatcher {
                 _watcher: Some(w),
                 wake,
+                approvals,
             },
             Err(e) => {
                 tracing::warn!(error = %e, "cannot watch the data dir; relying on the poll fallback");
                 InputWatcher {
                     _watcher: None,
                     wake,
+                    approvals,
                 }
             }
         }

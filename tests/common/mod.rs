@@ -273,3 +273,46 @@ pub fn now_ms() -> i64 {
         .unwrap()
         .as_millis() as i64
 }
+
+/// Inserts a job for `client` with JSON params; returns its id.
+pub fn job(env: &Env, client: &str, action: &str, params: &serde_json::Value) -> i64 {
+    let c = env.input();
+    c.execute(
+        "INSERT INTO jobs(action, params, client_id) VALUES (?1, ?2, ?3)",
+        rusqlite::params![action, params.to_string(), client],
+    )
+    .unwrap();
+    c.last_insert_rowid()
+}
+
+/// Waits until the job leaves queued/running (final or pending_validation):
+/// (status, result JSON, error).
+pub fn settled(env: &Env, id: i64) -> (String, serde_json::Value, String) {
+    let t0 = Instant::now();
+    loop {
+        if let Some((status, result, error, _)) = env.result(id) {
+            if !["queued", "running"].contains(&status.as_str()) {
+                let v = result
+                    .and_then(|r| serde_json::from_str(&r).ok())
+                    .unwrap_or(serde_json::Value::Null);
+                return (status, v, error.unwrap_or_default());
+            }
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "job {id} did not settle"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Inserts a job and waits for it to settle.
+pub fn run(
+    env: &Env,
+    client: &str,
+    action: &str,
+    params: serde_json::Value,
+) -> (String, serde_json::Value, String) {
+    let id = job(env, client, action, &params);
+    settled(env, id)
+}

@@ -1,0 +1,211 @@
+//! Operator commands for command security (DESIGN §7): `validations`, `approve ID [--always]`,
+//! `deny ID [--always]`, `commands`, `override HASH always_allow|always_ask|never|clear`.
+//! Decisions are written to command_security.db, which only the operator and the worker can
+//! write; the worker consumes each approval once (see `supervisor::approvals`).
+
+use crate::bash::approvals::{self, Decision};
+use crate::bash::policy::Override;
+use crate::bash::registry;
+use crate::config::Config;
+use crate::db::{self, DbKind};
+use anyhow::{bail, Result};
+
+#[derive(clap::Args, Debug)]
+pub struct ValidationsArgs {
+    /// Include decided and expired validations.
+    #[arg(long)]
+    pub all: bool,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct DecideArgs {
+    /// The validation id (from `brainloop validations`, or the job's result).
+    pub id: String,
+    /// Also set the command's override: `approve --always` → always_allow, `deny --always` → never.
+    #[arg(long)]
+    pub always: bool,
+    /// Why (kept with the decision).
+    #[arg(long)]
+    pub reason: Option<String>,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct CommandsArgs {
+    #[arg(long)]
+    pub json: bool,
+    /// Show one command's policy history (hash or unique prefix).
+    #[arg(long, value_name = "HASH")]
+    pub history: Option<String>,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct OverrideArgs {
+    /// Command hash (or a unique prefix), from `brainloop commands` or `brainloop check`.
+    pub hash: String,
+    /// always_allow, always_ask, never, or clear.
+    pub value: String,
+    #[arg(long)]
+    pub reason: Option<String>,
+}
+
+fn operator() -> String {
+    let user = std::env::var("SUDO_USER")
+        .or_else(|_| std::env::var("USER"))
+        .unwrap_or_else(|_| format!("uid {}", nix::unistd::getuid()));
+    format!("operator:{user}")
+}
+
+fn open(config: &Config, kind: DbKind) -> Result<rusqlite::Connection> {
+    if !kind.path(&config.data_dir).exists() {
+        bail!(
+            "{} does not exist: run `brainloop init` first",
+            kind.path(&config.data_dir).display()
+        );
+    }
+    db::open(&config.data_dir, kind)
+}
+
+pub fn validations(config: &Config, a: &ValidationsArgs) -> Result<i32> {
+    let out = db::open_read_only(&config.data_dir, DbKind::Output)?;
+    let list = approvals::list(&out, !a.all)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&list)?);
+        return Ok(0);
+    }
+    if list.is_empty() {
+        println!("no {}validations", if a.all { "" } else { "pending " });
+    }
+    let now = crate::time::now_ms();
+    for v in list {
+        println!(
+            "{}  job {}  client {}  [{}]",
+            v.id, v.job_id, v.client_id, v.status
+        );
+        println!(
+            "  command:  {}",
+            v.command
+                .as_deref()
+                .unwrap_or("")
+                .replace('\n', "\n            ")
+        );
+        println!(
+            "  policy {}   risk {:.2}   set {}   {}",
+            v.policy.as_deref().unwrap_or("?"),
+            v.risk_score.unwrap_or(0.0),
+            v.permission_set.as_deref().unwrap_or("?"),
+            v.expires_at
+                .filter(|_| v.status == "pending")
+                .map(|t| format!("expires in {} min", (t - now).max(0) / 60_000))
+                .unwrap_or_default()
+        );
+        let reasons: Vec<String> = v
+            .reasons
+            .as_deref()
+            .and_then(|r| serde_json::from_str(r).ok())
+            .unwrap_or_default();
+        for r in reasons {
+            println!("  - {r}");
+        }
+        if v.status == "pending" {
+            println!(
+                "  → brainloop approve {} [--always]   |   brainloop deny {} [--always]",
+                v.id, v.id
+            );
+        }
+    }
+    Ok(0)
+}
+
+pub fn decide(config: &Config, a: &DecideArgs, approve: bool) -> Result<i32> {
+    let d = match (approve, a.always) {
+        (true, false) => Decision::Approve,
+        (true, true) => Decision::AlwaysAllow,
+        (false, false) => Decision::Deny,
+        (false, true) => Decision::Never,
+    };
+    let out = db::open_read_only(&config.data_dir, DbKind::Output)?;
+    let mut sec = open(config, DbKind::Security)?;
+    let v = approvals::decide(&mut sec, &out, &a.id, d, a.reason.as_deref(), &operator())?;
+    println!(
+        "{} validation {} (job {}): {}",
+        d.as_str(),
+        v.id,
+        v.job_id,
+        v.command.as_deref().unwrap_or("")
+    );
+    println!("the worker applies it within seconds (`brainloop enqueue get_result` / results table for the outcome)");
+    Ok(0)
+}
+
+pub fn commands(config: &Config, a: &CommandsArgs) -> Result<i32> {
+    let sec = open(config, DbKind::Security)?;
+    if let Some(h) = &a.history {
+        let hash = registry::resolve_prefix(&sec, h)?;
+        let hist = registry::history_of(&sec, &hash)?;
+        if a.json {
+            let v: Vec<_> = hist
+                .iter()
+                .map(|(t, o, n, r)| serde_json::json!({"changed_at": t, "old_policy": o, "new_policy": n, "reason": r}))
+                .collect();
+            println!("{}", serde_json::to_string_pretty(&v)?);
+        } else {
+            for (t, o, n, r) in hist {
+                println!("{t}  {} → {n}  {r}", o.unwrap_or_else(|| "-".into()));
+            }
+        }
+        return Ok(0);
+    }
+    let list = registry::list(&sec)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&list)?);
+        return Ok(0);
+    }
+    if list.is_empty() {
+        println!("no commands yet");
+    }
+    println!(
+        "{:<12} {:<12} {:<13} {:>5} {:>6} {:>5}  command",
+        "hash", "policy", "override", "runs", "ok%", "risk"
+    );
+    for e in list {
+        let rate = if e.execution_count > 0 {
+            e.success_count as f64 * 100.0 / e.execution_count as f64
+        } else {
+            0.0
+        };
+        println!(
+            "{:<12} {:<12} {:<13} {:>5} {:>5.0}% {:>5.2}  {}",
+            &e.command_hash[..12.min(e.command_hash.len())],
+            e.current_policy.as_str(),
+            e.user_override.map(|o| o.as_str()).unwrap_or("-"),
+            e.execution_count,
+            rate,
+            e.risk_score,
+            e.command_text.replace('\n', " ")
+        );
+    }
+    Ok(0)
+}
+
+pub fn set_override(config: &Config, a: &OverrideArgs) -> Result<i32> {
+    let ov = match a.value.as_str() {
+        "clear" => None,
+        v => Some(Override::parse(v).ok_or_else(|| {
+            anyhow::anyhow!("override must be always_allow, always_ask, never or clear (got {v:?})")
+        })?),
+    };
+    let mut sec = open(config, DbKind::Security)?;
+    let hash = registry::resolve_prefix(&sec, &a.hash)?;
+    let reason = a
+        .reason
+        .clone()
+        .unwrap_or_else(|| format!("set by {}", operator()));
+    registry::set_override(&mut sec, &hash, ov, &reason, crate::time::now_ms())?;
+    println!(
+        "{hash}: override {}",
+        ov.map(|o| o.as_str()).unwrap_or("cleared")
+    );
+    Ok(0)
+}

@@ -1,0 +1,273 @@
+//! Resuming jobs that wait for a human (DESIGN §3 "Approvals"). On every wake-up of
+//! command_security.db (and on the poll tick) the supervisor:
+//! - consumes each new approval row exactly once, acting on it only if its validation is still
+//!   pending and unexpired and names the command hash recorded in the job's claimed snapshot;
+//!   `approve` resumes the job (it runs that snapshot, without asking again), `deny` ends it
+//!   `denied`, `--always` also sets the registry override. Anything else is consumed and ignored;
+//! - then expires pending validations past their deadline (their jobs end `expired`: fail closed).
+
+use crate::actions::ApprovedRun;
+use crate::bash::approvals::{self, Decision, Validation};
+use crate::bash::policy::Override;
+use crate::bash::registry;
+use crate::db::lifecycle::status;
+use crate::db::output::{self, JobStatus, ResultRow};
+use crate::db::{write_tx, Stores};
+use anyhow::Result;
+use rusqlite::{params, OptionalExtension};
+use serde_json::json;
+
+/// What the supervisor must do with a waiting job.
+#[derive(Debug)]
+pub enum Resume {
+    Run {
+        job_id: i64,
+        priority: i64,
+        approval: ApprovedRun,
+    },
+    End(ResultRow),
+}
+
+struct Waiting {
+    status: String,
+    command_hash: Option<String>,
+    priority: i64,
+    action: Option<String>,
+    client_id: String,
+    attempts: u32,
+}
+
+fn waiting(stores: &Stores, job_id: i64) -> Result<Option<Waiting>> {
+    stores.lifecycle.with(|c| {
+        Ok(c.query_row(
+            "SELECT p.status, q.command_hash, q.priority, q.action, q.client_id, p.attempts
+             FROM processed_log p JOIN queue q USING(job_id) WHERE p.job_id = ?1",
+            [job_id],
+            |r| {
+                Ok(Waiting {
+                    status: r.get(0)?,
+                    command_hash: r.get(1)?,
+                    priority: r.get(2)?,
+                    action: r.get(3)?,
+                    client_id: r.get(4)?,
+                    attempts: r.get::<_, i64>(5)?.max(0) as u32,
+                })
+            },
+        )
+        .optional()?)
+    })
+}
+
+fn end_row(
+    job_id: i64,
+    w: &Waiting,
+    status: JobStatus,
+    error: String,
+    result: serde_json::Value,
+) -> ResultRow {
+    ResultRow {
+        job_id,
+        action: w.action.clone(),
+        client_id: w.client_id.clone(),
+        status,
+        result: Some(result.to_string()),
+        error: Some(error),
+        attempts: w.attempts,
+        duration_ms: None,
+        started_at: None,
+        finished_at: Some(crate::time::now_ms()),
+    }
+}
+
+fn ignore(stores: &Stores, row_id: i64, validation_id: &str, why: &str, now: i64) -> Result<()> {
+    tracing::warn!(validation_id, why, "approval ignored");
+    stores
+        .security
+        .with(|c| approvals::consume(c, row_id, now))?;
+    Ok(())
+}
+
+/// Expiries and new approvals, as actions for the supervisor.
+pub fn collect(stores: &Stores) -> Result<Vec<Resume>> {
+    let now = crate::time::now_ms();
+    let mut out = Vec::new();
+    let rows = stores.security.with(|c| approvals::unconsumed(c))?;
+    for a in rows {
+        let Some(decision) = a.decision else {
+            ignore(stores, a.row_id, &a.validation_id, "unknown decision", now)?;
+            continue;
+        };
+        let v: Option<Validation> = stores
+            .output
+            .with(|c| approvals::get(c, &a.validation_id))?;
+        let Some(v) = v else {
+            ignore(
+                stores,
+                a.row_id,
+                &a.validation_id,
+                "no such validation",
+                now,
+            )?;
+            continue;
+        };
+        if v.status != "pending" {
+            ignore(
+                stores,
+                a.row_id,
+                &v.id,
+                &format!("validation already {} (replayed approval)", v.status),
+                now,
+            )?;
+            continue;
+        }
+        // A decision made before the deadline counts even if the worker sees it after.
+        if v.expires_at.is_some_and(|t| t <= a.created_at) {
+            ignore(stores, a.row_id, &v.id, "validation expired", now)?;
+            continue;
+        }
+        let Some(w) = waiting(stores, v.job_id)? else {
+            ignore(stores, a.row_id, &v.id, "job not found", now)?;
+            continue;
+        };
+        if w.status != status::PENDING_VALIDATION
+            || w.command_hash.is_none()
+            || w.command_hash != v.command_hash
+        {
+            ignore(
+                stores,
+                a.row_id,
+                &v.id,
+                "the job's snapshot does not match this validation",
+                now,
+            )?;
+            continue;
+        }
+        let hash = v.command_hash.clone().unwrap_or_default();
+        let runs = decision.runs();
+        stores.output.with(|c| {
+            approvals::set_status(c, &v.id, if runs { "approved" } else { "denied" }, now)
+        })?;
+        let ov = match decision {
+            Decision::AlwaysAllow => Some(Override::AlwaysAllow),
+            Decision::AlwaysAsk => Some(Override::AlwaysAsk),
+            Decision::Never => Some(Override::Never),
+            _ => None,
+        };
+        if let Some(ov) = ov {
+            let reason = format!(
+                "{} by {} (validation {})",
+                decision.as_str(),
+                a.decided_by,
+                v.id
+            );
+            stores
+                .security
+                .with(|c| registry::set_override(c, &hash, Some(ov), &reason, now))?;
+        }
+        if runs {
+            stores.lifecycle.with(|c| {
+                Ok(write_tx(c, |tx| {
+                    tx.execute(
+                        "UPDATE processed_log SET status = 'claimed' WHERE job_id = ?1 AND status = 'pending_validation'",
+                        [v.job_id],
+                    )
+                })?)
+            })?;
+            out.push(Resume::Run {
+                job_id: v.job_id,
+                priority: w.priority,
+                approval: ApprovedRun {
+                    validation_id: v.id.clone(),
+                    command_hash: hash,
+                },
+            });
+        } else {
+            out.push(Resume::End(end_row(
+                v.job_id,
+                &w,
+                JobStatus::Denied,
+                format!("denied by {}{}", a.decided_by, a.reason.as_ref().map(|r| format!(": {r}")).unwrap_or_default()),
+                json!({"status": "denied", "validation_id": v.id, "command": v.command, "decided_by": a.decided_by, "reason": a.reason}),
+            )));
+        }
+        // Consumed last: a crash before this line re-reads the row, finds the validation decided,
+        // and ignores it; recovery then re-asks the job (never runs it unapproved).
+        stores
+            .security
+            .with(|c| approvals::consume(c, a.row_id, now))?;
+    }
+    // Expiry after the decisions: what nobody answered in time fails closed.
+    for v in stores.output.with(|c| approvals::expire(c, now))? {
+        if let Some(w) = waiting(stores, v.job_id)? {
+            if w.status == status::PENDING_VALIDATION {
+                out.push(Resume::End(end_row(
+                    v.job_id,
+                    &w,
+                    JobStatus::Expired,
+                    format!("validation {} was not answered in time; nothing ran", v.id),
+                    json!({"status": "expired", "validation_id": v.id, "command": v.command}),
+                )));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Asks again for a job that had been approved but did not finish (crash or shutdown while it
+/// ran, or between approval and start): a fresh validation, the job back to waiting.
+pub fn reask(stores: &Stores, job_id: i64, previous: &Validation, ttl_ms: u64) -> Result<String> {
+    let now = crate::time::now_ms();
+    let id = approvals::new_id()?;
+    let mut reasons: Vec<String> = previous
+        .reasons
+        .as_deref()
+        .and_then(|r| serde_json::from_str(r).ok())
+        .unwrap_or_default();
+    reasons.insert(
+        0,
+        format!(
+            "asked again: the approved run (validation {}) was interrupted before it finished",
+            previous.id
+        ),
+    );
+    let v = Validation {
+        id: id.clone(),
+        status: "pending".into(),
+        requested_at: now,
+        decided_at: None,
+        expires_at: Some(now + ttl_ms as i64),
+        reasons: Some(json!(reasons).to_string()),
+        ..previous.clone()
+    };
+    let result = json!({
+        "status": "pending_validation",
+        "validation_id": id,
+        "command": v.command,
+        "policy": v.policy,
+        "risk_score": v.risk_score,
+        "reasons": reasons,
+    });
+    stores.output.with(|c| {
+        // Past the per-client cap the job still waits; the operator sees it in `validations`.
+        let _ = approvals::create(c, &v);
+        Ok(write_tx(c, |tx| {
+            tx.execute(
+                &format!(
+                    "UPDATE results SET status = 'pending_validation', result = ?2, error = NULL
+                     WHERE job_id = ?1 AND status NOT IN {}",
+                    output::FINAL_SQL
+                ),
+                params![job_id, result.to_string()],
+            )
+        })?)
+    })?;
+    stores.lifecycle.with(|c| {
+        Ok(write_tx(c, |tx| {
+            tx.execute(
+                "UPDATE processed_log SET status = 'pending_validation' WHERE job_id = ?1",
+                [job_id],
+            )
+        })?)
+    })?;
+    Ok(id)
+}
