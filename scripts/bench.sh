@@ -4,4 +4,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 echo "machine: $(nproc) cores, $(uname -sr), $(date -u +%Y-%m-%d)"
-exec cargo bench --bench core_throughput "$@"
+cargo bench --bench core_throughput "$@"
+cargo bench --bench bash_throughput "$@"
+cargo bench --bench classify "$@"

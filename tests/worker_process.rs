@@ -328,6 +328,12 @@ fn sigterm_with_slow_jobs_exits_zero_quickly_and_they_run_again_next_start() {
     let quick = env.insert("sleep", "{\"ms\": 100}");
     env.wait_status(slow, "running", LONG);
     env.wait_status(stubborn, "running", LONG);
+    // The quick one must have been picked up too (running, or already done).
+    let t0 = std::time::Instant::now();
+    while env.result(quick).is_none() {
+        assert!(t0.elapsed() < LONG);
+        std::thread::sleep(Duration::from_millis(5));
+    }
     d.sigterm();
     let (st, took) = d.wait_exit(Duration::from_secs(60));
     assert!(st.success(), "exit status {st:?}");

@@ -350,13 +350,13 @@ async fn execute(
         workdir: workdir.to_path_buf(),
         timeout,
     };
-    let stores = ctx.stores.clone();
+    let data_dir = ctx.config.data_dir.clone();
     let job_id = ctx.job_id;
     let res = executor::execute_with(&req, &ctx.cancel, |pgid| {
-        leftovers::record(&stores.lifecycle, job_id, pgid)
+        leftovers::record(&data_dir, job_id, pgid)
     })
     .await;
-    leftovers::forget(&ctx.stores.lifecycle, job_id);
+    leftovers::forget(&data_dir, job_id);
     let r = res.map_err(|e| Outcome::failed(format!("cannot start /bin/bash: {e}")))?;
     if r.cancelled {
         return Ok(Outcome::cancelled());

@@ -151,11 +151,8 @@ pub async fn execute_with(
     // SAFETY: prctl is async-signal-safe; this runs in the child between fork and exec.
     unsafe {
         cmd.pre_exec(|| {
+            // (std already restores SIGPIPE's default disposition in the child.)
             nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)?;
-            // The worker ignores SIGPIPE (Rust's default) and ignored signals survive exec:
-            // give commands the default, or `yes | head` would never end.
-            nix::sys::signal::signal(Signal::SIGPIPE, nix::sys::signal::SigHandler::SigDfl)
-                .map_err(std::io::Error::from)?;
             Ok(())
         });
     }

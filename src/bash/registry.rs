@@ -116,6 +116,12 @@ pub fn get_or_create(
     sandbox_enforcing: bool,
     now: i64,
 ) -> Result<Entry> {
+    // The common case (a known command, same classifier) needs no write lock.
+    if let Some(e) = get(conn, hash)? {
+        if e.classifier_version.as_deref() == Some(classifier_version) {
+            return Ok(e);
+        }
+    }
     write_tx(conn, |tx| {
         let existing = tx
             .query_row(&format!("SELECT {COLUMNS} FROM commands_registry WHERE command_hash = ?1"), [hash], row)
@@ -343,10 +349,7 @@ pub fn resolve_prefix(conn: &Connection, prefix: &str) -> Result<String> {
 /// One policy change: (changed_at, old policy, new policy, reason).
 pub type HistoryRow = (i64, Option<String>, String, String);
 
-pub fn history_of(
-    conn: &Connection,
-    hash: &str,
-) -> Result<Vec<HistoryRow>> {
+pub fn history_of(conn: &Connection, hash: &str) -> Result<Vec<HistoryRow>> {
     let mut s = conn.prepare("SELECT changed_at, old_policy, new_policy, reason FROM policy_history WHERE command_hash = ?1 ORDER BY id")?;
     let v = s
         .query_map([hash], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?

@@ -91,7 +91,7 @@ pub async fn run(
     let st = Arc::clone(&stores);
     let max_attempts = config.max_attempts;
     let ttl = config.validation_ttl_ms;
-    let killed = crate::bash::leftovers::reap_previous(&stores.lifecycle);
+    let killed = crate::bash::leftovers::reap_previous(&config.data_dir);
     if killed > 0 {
         tracing::warn!(
             processes = killed,
@@ -162,6 +162,11 @@ pub async fn run(
     let mut recheck_at: Option<tokio::time::Instant> = None;
     let mut recheck_next = RECHECK_FIRST;
     let mut approvals_check = true;
+    // Set by a change notification on command_security.db; confirmed with data_version, which
+    // moves only when *another* connection (the operator's CLI) commits — the worker's own
+    // registry writes do not trigger a scan.
+    let mut approvals_notified = false;
+    let mut security_dv: Option<i64> = None;
     loop {
         let mut claimed_now = 0usize;
         stats.tick();
@@ -218,8 +223,19 @@ pub async fn run(
             }
             check = false;
         }
+        if approvals_notified && !approvals_check {
+            approvals_notified = false;
+            let dv =
+                tokio::task::block_in_place(|| stores.security.with(|c| input::data_version(c)))
+                    .ok();
+            if dv.is_some() && dv != security_dv {
+                security_dv = dv;
+                approvals_check = true;
+            }
+        }
         if approvals_check {
             approvals_check = false;
+            approvals_notified = false;
             let st = Arc::clone(&stores);
             match tokio::task::spawn_blocking(move || approvals::collect(&st)).await {
                 Ok(Ok(resumes)) => {
@@ -293,7 +309,7 @@ pub async fn run(
                 check = true;
                 recheck = Some(RECHECK_FIRST);
             }
-            _ = watcher.approvals.notified() => { approvals_check = true; }
+            _ = watcher.approvals.notified() => { approvals_notified = true; }
             _ = tokio::time::sleep_until(deadline) => {
                 let now = tokio::time::Instant::now();
                 if now >= next_poll {
