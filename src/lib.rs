@@ -15,6 +15,7 @@ pub mod db;
 pub mod heartbeat;
 pub mod lockfile;
 pub mod retention;
+pub mod sandbox;
 pub mod shutdown;
 pub mod stats;
 pub mod supervisor;

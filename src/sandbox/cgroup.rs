@@ -1,0 +1,116 @@
+//! A cgroup per job for process and memory limits: cgroup v2 (`pids.max`, `memory.max`,
+//! `memory.swap.max`) when the worker's own cgroup is writable (systemd `Delegate=yes`), else the
+//! cgroup v1 `pids` and `memory` hierarchies when writable. The worker creates it before spawning
+//! the helper (which joins it first) and removes it when the job ends. `None` when neither works:
+//! the limits then fall back to rlimits (see `Limits`).
+
+use super::Limits;
+use std::path::{Path, PathBuf};
+
+const ROOT: &str = "/sys/fs/cgroup";
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobCgroup {
+    pub dirs: Vec<PathBuf>,
+}
+
+fn own_path(controller: &str) -> Option<String> {
+    let s = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    s.lines().find_map(|l| {
+        let mut it = l.splitn(3, ':');
+        let (_, ctrls, path) = (it.next()?, it.next()?, it.next()?);
+        let matches = if controller.is_empty() { ctrls.is_empty() } else { ctrls.split(',').any(|c| c == controller) };
+        matches.then(|| path.to_string())
+    })
+}
+
+/// Which cgroup flavour this process can create children in.
+pub fn flavour() -> Option<&'static str> {
+    if v2_base().is_some() {
+        Some("v2")
+    } else if v1_base("pids").is_some() {
+        Some("v1")
+    } else {
+        None
+    }
+}
+
+fn writable_dir(p: &Path) -> bool {
+    nix::unistd::access(p, nix::unistd::AccessFlags::W_OK).is_ok()
+}
+
+fn v2_base() -> Option<PathBuf> {
+    let root = Path::new(ROOT);
+    if !root.join("cgroup.controllers").exists() {
+        return None;
+    }
+    let rel = own_path("")?;
+    let base = root.join(rel.trim_start_matches('/'));
+    let ctrls = std::fs::read_to_string(base.join("cgroup.controllers")).ok()?;
+    (ctrls.split_whitespace().any(|c| c == "pids") && writable_dir(&base)).then_some(base)
+}
+
+fn v1_base(controller: &str) -> Option<PathBuf> {
+    let root = Path::new(ROOT).join(controller);
+    if !root.join("cgroup.procs").exists() {
+        return None;
+    }
+    let rel = own_path(controller)?;
+    let base = root.join(rel.trim_start_matches('/'));
+    writable_dir(&base).then_some(base)
+}
+
+impl JobCgroup {
+    /// Creates the job's cgroup(s) with the limits written; `None` if none can be made.
+    pub fn create(name: &str, limits: &Limits) -> Option<JobCgroup> {
+        if let Some(base) = v2_base() {
+            let dir = base.join(name);
+            let _ = std::fs::create_dir(&dir);
+            let ok = std::fs::write(dir.join("pids.max"), limits.max_processes.to_string()).is_ok();
+            let _ = std::fs::write(dir.join("memory.max"), limits.max_memory_bytes.to_string());
+            let _ = std::fs::write(dir.join("memory.swap.max"), "0");
+            if ok {
+                return Some(JobCgroup { dirs: vec![dir] });
+            }
+            let _ = std::fs::remove_dir(&dir);
+        }
+        let mut dirs = Vec::new();
+        if let Some(base) = v1_base("pids") {
+            let dir = base.join(name);
+            let _ = std::fs::create_dir(&dir);
+            if std::fs::write(dir.join("pids.max"), limits.max_processes.to_string()).is_ok() {
+                dirs.push(dir);
+            }
+        }
+        if let Some(base) = v1_base("memory") {
+            let dir = base.join(name);
+            let _ = std::fs::create_dir(&dir);
+            if std::fs::write(dir.join("memory.limit_in_bytes"), limits.max_memory_bytes.to_string()).is_ok() {
+                let _ = std::fs::write(dir.join("memory.memsw.limit_in_bytes"), limits.max_memory_bytes.to_string());
+                dirs.push(dir);
+            }
+        }
+        (!dirs.is_empty()).then_some(JobCgroup { dirs })
+    }
+
+    pub fn procs_files(&self) -> Vec<PathBuf> {
+        self.dirs.iter().map(|d| d.join("cgroup.procs")).collect()
+    }
+
+    /// Kills whatever is left and removes the directories (retries while processes exit).
+    pub fn remove(&self) {
+        for d in &self.dirs {
+            if let Ok(pids) = std::fs::read_to_string(d.join("cgroup.procs")) {
+                for p in pids.split_whitespace().filter_map(|p| p.parse::<i32>().ok()) {
+                    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), nix::sys::signal::Signal::SIGKILL);
+                }
+            }
+            for _ in 0..50 {
+                if std::fs::remove_dir(d).is_ok() || !d.exists() {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+        }
+    }
+}

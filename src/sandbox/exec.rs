@@ -1,0 +1,186 @@
+//! `brainloop sandbox-exec --spec JSON`: the single-threaded helper that confines one command.
+//!
+//! ```text
+//! helper (in the worker's process group, PDEATHSIG from the worker)
+//!   join the job's cgroup, set rlimits
+//!   unshare(user | mount | pid [| net]); map our uid/gid; make mounts private; bind /tmp
+//!   fork ─▶ init (PID 1 of the new PID namespace, PDEATHSIG from the helper)
+//!            mount a fresh /proc (only the sandbox's processes are visible)
+//!            fork ─▶ command: chdir, no_new_privs, Landlock, seccomp, exec /bin/bash -c
+//!            reap everything; when the command exits, exit with its status — the kernel then
+//!            kills whatever is left in the namespace (a `setsid` double-fork included)
+//! ```
+//! Any setup failure exits with [`SETUP_FAILED`] and a message prefixed by [`ERROR_PREFIX`]:
+//! nothing of the command ran.
+
+use super::{Spec, ERROR_PREFIX, SETUP_FAILED};
+use nix::mount::{mount, MsFlags};
+use nix::sched::{unshare, CloneFlags};
+use nix::sys::resource::{setrlimit, Resource};
+use nix::sys::signal::Signal;
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::{fork, ForkResult, Pid};
+use std::ffi::CString;
+use std::path::Path;
+
+fn fail(msg: impl std::fmt::Display) -> ! {
+    eprintln!("{ERROR_PREFIX} {msg}");
+    // SAFETY: _exit is always safe; no destructors must run in a forked child.
+    unsafe { libc::_exit(SETUP_FAILED) }
+}
+
+fn status_code(ws: WaitStatus) -> Option<i32> {
+    match ws {
+        WaitStatus::Exited(_, c) => Some(c),
+        WaitStatus::Signaled(_, s, _) => Some(128 + s as i32),
+        _ => None,
+    }
+}
+
+fn rlimits(spec: &Spec) -> Result<(), String> {
+    let l = &spec.limits;
+    let set = |r, v: u64| setrlimit(r, v, v).map_err(|e| format!("setrlimit {r:?}: {e}"));
+    set(Resource::RLIMIT_NOFILE, l.max_open_files)?;
+    set(Resource::RLIMIT_FSIZE, l.max_file_size_bytes)?;
+    set(Resource::RLIMIT_CPU, l.max_cpu_seconds)?;
+    set(Resource::RLIMIT_CORE, 0)?;
+    if spec.cgroup_procs.is_empty() {
+        if let Some(n) = l.rlimit_nproc_fallback {
+            set(Resource::RLIMIT_NPROC, n)?;
+        }
+        if let Some(n) = l.rlimit_as_fallback {
+            set(Resource::RLIMIT_AS, n)?;
+        }
+    }
+    Ok(())
+}
+
+fn write(path: &str, text: &str) -> Result<(), String> {
+    std::fs::write(path, text).map_err(|e| format!("{path}: {e}"))
+}
+
+/// Runs the helper; returns its exit code (the command's, or SETUP_FAILED).
+pub fn main(spec: &Spec) -> i32 {
+    for f in &spec.cgroup_procs {
+        if let Err(e) = std::fs::write(f, "0") {
+            fail(format!("cannot join cgroup {}: {e}", f.display()));
+        }
+    }
+    if let Err(e) = rlimits(spec) {
+        fail(e);
+    }
+    let (uid, gid) = (nix::unistd::getuid(), nix::unistd::getgid());
+    let mut flags = CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWPID;
+    if !spec.network {
+        flags |= CloneFlags::CLONE_NEWNET;
+    }
+    if let Err(e) = unshare(flags) {
+        fail(format!("unshare: {e} (user namespaces unavailable?)"));
+    }
+    let maps = write("/proc/self/setgroups", "deny")
+        .and_then(|_| write("/proc/self/uid_map", &format!("{uid} {uid} 1")))
+        .and_then(|_| write("/proc/self/gid_map", &format!("{gid} {gid} 1")));
+    if let Err(e) = maps {
+        fail(e);
+    }
+    if let Err(e) = mount(None::<&str>, "/", None::<&str>, MsFlags::MS_REC | MsFlags::MS_PRIVATE, None::<&str>) {
+        fail(format!("make mounts private: {e}"));
+    }
+    if let Some(tmp) = &spec.tmp_dir {
+        if let Err(e) = mount(Some(tmp.as_path()), "/tmp", None::<&str>, MsFlags::MS_BIND | MsFlags::MS_REC, None::<&str>) {
+            fail(format!("bind private /tmp: {e}"));
+        }
+    }
+    // SAFETY: the helper is single-threaded (it never starts a runtime), so fork is sound.
+    match unsafe { fork() } {
+        Err(e) => fail(format!("fork: {e}")),
+        Ok(ForkResult::Child) => init(spec),
+        Ok(ForkResult::Parent { child }) => loop {
+            match waitpid(child, None) {
+                Ok(ws) => {
+                    if let Some(c) = status_code(ws) {
+                        return c;
+                    }
+                }
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(e) => {
+                    eprintln!("{ERROR_PREFIX} waitpid: {e}");
+                    return SETUP_FAILED;
+                }
+            }
+        },
+    }
+}
+
+/// PID 1 of the sandbox.
+fn init(spec: &Spec) -> ! {
+    if let Err(e) = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL) {
+        fail(format!("pdeathsig: {e}"));
+    }
+    let proc_flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+    if let Err(e) = mount(Some("proc"), "/proc", Some("proc"), proc_flags, None::<&str>) {
+        fail(format!("mount /proc: {e}"));
+    }
+    // SAFETY: still single-threaded.
+    let cmd = match unsafe { fork() } {
+        Err(e) => fail(format!("fork: {e}")),
+        Ok(ForkResult::Child) => command(spec),
+        Ok(ForkResult::Parent { child }) => child,
+    };
+    loop {
+        match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::__WALL)) {
+            Ok(ws) => {
+                if ws.pid() == Some(cmd) {
+                    if let Some(c) = status_code(ws) {
+                        // SAFETY: exiting PID 1 kills the rest of the namespace, as intended.
+                        unsafe { libc::_exit(c) }
+                    }
+                }
+            }
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => unsafe { libc::_exit(SETUP_FAILED) },
+        }
+    }
+}
+
+fn cstring(s: &str) -> CString {
+    CString::new(s.replace('\0', "")).unwrap_or_default()
+}
+
+/// The command itself: confine, then exec bash.
+fn command(spec: &Spec) -> ! {
+    if let Err(e) = std::env::set_current_dir(&spec.workdir) {
+        fail(format!("chdir {}: {e}", spec.workdir.display()));
+    }
+    if let Err(e) = nix::sys::prctl::set_no_new_privs() {
+        fail(format!("no_new_privs: {e}"));
+    }
+    match super::landlock::apply(spec) {
+        Ok(true) => {}
+        Ok(false) => fail("Landlock is not fully enforced on this kernel"),
+        Err(e) => fail(format!("landlock: {e}")),
+    }
+    if let Err(e) = super::seccomp::apply() {
+        fail(format!("seccomp: {e}"));
+    }
+    let argv = [cstring("bash"), cstring("-c"), cstring(&spec.command)];
+    let envp: Vec<CString> = spec.env.iter().map(|(k, v)| cstring(&format!("{k}={v}"))).collect();
+    let e = nix::unistd::execve(&cstring("/bin/bash"), &argv, &envp).err();
+    fail(format!("exec /bin/bash: {}", e.map(|e| e.to_string()).unwrap_or_default()))
+}
+
+/// Parses the spec argument and runs; for `cli`.
+pub fn run_from_arg(spec_json: &str) -> i32 {
+    match serde_json::from_str::<Spec>(spec_json) {
+        Ok(spec) => main(&spec),
+        Err(e) => {
+            eprintln!("{ERROR_PREFIX} invalid spec: {e}");
+            SETUP_FAILED
+        }
+    }
+}
+
+/// Whether `p` is a usable helper binary.
+pub fn helper_exists(p: &Path) -> bool {
+    p.is_file()
+}

@@ -1,0 +1,231 @@
+//! Runtime enforcement (DESIGN §5.11, seed 000's "double security"): every command runs confined
+//! according to its permission set, whatever the classifier said.
+//!
+//! | set | reads | writes | network |
+//! |---|---|---|---|
+//! | minimal | system dirs needed to run programs | /dev/null only | none |
+//! | readonly | + the workspace | /dev/null only | none |
+//! | filesystem | + the workspace | workspace + a private /tmp | none |
+//! | network-api | system dirs | private /tmp | yes |
+//! | mcp-standard | configured readable roots (default: the workspace) | workspace + private /tmp | yes |
+//!
+//! The worker is multi-threaded, and `unshare(CLONE_NEWUSER)` refuses multi-threaded callers, so
+//! confinement happens in a small single-threaded helper, `brainloop sandbox-exec`, which the
+//! executor spawns with a [`Spec`] computed in advance (`exec.rs`). Mechanisms, one file each:
+//! user + mount + PID (+ network) namespaces and a private /tmp (`exec.rs`), Landlock file, TCP
+//! and signal rules (`landlock.rs`), a seccomp filter for what Landlock cannot express
+//! (`seccomp.rs`), a per-job cgroup for processes and memory (`cgroup.rs`), rlimits, and
+//! `no_new_privs`. `detect.rs` probes all of it at start-up.
+
+pub mod cgroup;
+pub mod detect;
+pub mod exec;
+pub mod landlock;
+pub mod seccomp;
+
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// Permission sets (seed 002) the sandbox knows how to enforce.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Set {
+    Minimal,
+    Readonly,
+    Filesystem,
+    NetworkApi,
+    McpStandard,
+}
+
+impl Set {
+    pub fn parse(s: &str) -> Option<Set> {
+        Some(match s {
+            "minimal" => Set::Minimal,
+            "readonly" => Set::Readonly,
+            "filesystem" => Set::Filesystem,
+            "network-api" => Set::NetworkApi,
+            "mcp-standard" => Set::McpStandard,
+            _ => return None,
+        })
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Set::Minimal => "minimal",
+            Set::Readonly => "readonly",
+            Set::Filesystem => "filesystem",
+            Set::NetworkApi => "network-api",
+            Set::McpStandard => "mcp-standard",
+        }
+    }
+    pub fn network(self) -> bool {
+        matches!(self, Set::NetworkApi | Set::McpStandard)
+    }
+    pub fn private_tmp(self) -> bool {
+        matches!(self, Set::Filesystem | Set::NetworkApi | Set::McpStandard)
+    }
+}
+
+/// Resource limits applied to the command tree.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Limits {
+    /// Processes and threads in the job's cgroup (`pids.max`).
+    pub max_processes: u64,
+    /// Memory of the job's cgroup (bytes).
+    pub max_memory_bytes: u64,
+    pub max_open_files: u64,
+    pub max_file_size_bytes: u64,
+    pub max_cpu_seconds: u64,
+    /// Fallbacks when no cgroup can be created. RLIMIT_NPROC counts every process of the user,
+    /// RLIMIT_AS breaks JIT runtimes: off by default.
+    pub rlimit_nproc_fallback: Option<u64>,
+    pub rlimit_as_fallback: Option<u64>,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_processes: 256,
+            max_memory_bytes: 1 << 30,
+            max_open_files: 1024,
+            max_file_size_bytes: 1 << 30,
+            max_cpu_seconds: 300,
+            rlimit_nproc_fallback: None,
+            rlimit_as_fallback: None,
+        }
+    }
+}
+
+/// Sandbox configuration (`[sandbox]`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct SandboxConfig {
+    /// Fail closed: when the sandbox cannot be enforced, commands are refused (not run unconfined).
+    pub required: bool,
+    /// Extra directories mcp-standard commands may read (the workspace always; never the data dir).
+    pub readable_roots: Vec<PathBuf>,
+    pub limits: Limits,
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        SandboxConfig {
+            required: true,
+            readable_roots: Vec::new(),
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// Everything the helper needs, computed by the worker before spawning it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Spec {
+    pub set: Set,
+    pub command: String,
+    pub workdir: PathBuf,
+    pub env: Vec<(String, String)>,
+    /// Read (and execute) beneath these.
+    pub read: Vec<PathBuf>,
+    /// Read and write beneath these.
+    pub write: Vec<PathBuf>,
+    /// Device files readable and writable (/dev/null...).
+    pub devices: Vec<PathBuf>,
+    pub network: bool,
+    /// Bound onto /tmp inside the sandbox.
+    pub tmp_dir: Option<PathBuf>,
+    pub limits: Limits,
+    /// `cgroup.procs` files the helper joins before anything else.
+    pub cgroup_procs: Vec<PathBuf>,
+}
+
+/// System directories every set reads (programs, libraries).
+pub const SYSTEM_DIRS: &[&str] = &["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"];
+/// The /etc entries programs need — not /etc itself (/etc/shadow, /etc/sudoers stay out).
+pub const ETC_ENTRIES: &[&str] = &[
+    "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/passwd", "/etc/group",
+    "/etc/nsswitch.conf", "/etc/localtime", "/etc/timezone", "/etc/hosts", "/etc/host.conf",
+    "/etc/resolv.conf", "/etc/gai.conf", "/etc/services", "/etc/protocols", "/etc/ssl",
+    "/etc/ca-certificates", "/etc/pki", "/etc/bash.bashrc", "/etc/inputrc", "/etc/profile",
+    "/etc/environment", "/etc/locale.alias", "/etc/locale.conf", "/etc/default/locale",
+    "/etc/mime.types", "/etc/magic", "/etc/gitconfig", "/etc/terminfo", "/etc/python3",
+    "/etc/alternatives", "/etc/debian_version", "/etc/os-release", "/etc/lsb-release",
+    "/etc/papersize", "/etc/mailcap", "/etc/xdg", "/etc/npmrc", "/etc/pip.conf",
+];
+/// Devices every set may use.
+pub const DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"];
+/// Read-only extras: the sandbox's own /proc, CPU topology (nproc), DNS stub for network sets.
+pub const PROC_AND_SYS: &[&str] = &["/proc", "/sys/devices/system/cpu"];
+pub const NETWORK_EXTRAS: &[&str] = &["/run/systemd/resolve", "/run/resolvconf"];
+
+fn existing(paths: &[&str]) -> Vec<PathBuf> {
+    paths.iter().map(PathBuf::from).filter(|p| p.exists()).collect()
+}
+
+/// The confinement of `set` for one command.
+#[allow(clippy::too_many_arguments)]
+pub fn spec_for(
+    set: Set,
+    command: &str,
+    workdir: &Path,
+    workspace: &Path,
+    readable_roots: &[PathBuf],
+    tmp_dir: Option<PathBuf>,
+    env: Vec<(String, String)>,
+    limits: &Limits,
+) -> Spec {
+    let mut read = existing(SYSTEM_DIRS);
+    read.extend(existing(ETC_ENTRIES));
+    read.extend(existing(PROC_AND_SYS));
+    let mut write = Vec::new();
+    match set {
+        Set::Minimal | Set::NetworkApi => {}
+        Set::Readonly => read.push(workspace.to_path_buf()),
+        Set::Filesystem => write.push(workspace.to_path_buf()),
+        Set::McpStandard => {
+            write.push(workspace.to_path_buf());
+            read.extend(readable_roots.iter().filter(|p| p.exists()).cloned());
+        }
+    }
+    if set.network() {
+        read.extend(existing(NETWORK_EXTRAS));
+    }
+    let tmp_dir = if set.private_tmp() { tmp_dir } else { None };
+    if tmp_dir.is_some() {
+        write.push(PathBuf::from("/tmp"));
+    }
+    // The working dir must be usable: it is the workspace (or beneath it) for workspace sets; for
+    // the others, the command starts in /tmp (or / when it has none).
+    let ws_visible = matches!(set, Set::Readonly | Set::Filesystem | Set::McpStandard);
+    let workdir = if ws_visible {
+        workdir.to_path_buf()
+    } else if tmp_dir.is_some() {
+        PathBuf::from("/tmp")
+    } else {
+        PathBuf::from("/")
+    };
+    let mut env = env;
+    let home = if tmp_dir.is_some() { "/tmp".to_string() } else { workdir.display().to_string() };
+    env.retain(|(k, _)| k != "HOME" && k != "TMPDIR");
+    env.push(("HOME".into(), home));
+    if tmp_dir.is_some() {
+        env.push(("TMPDIR".into(), "/tmp".into()));
+    }
+    Spec {
+        set,
+        command: command.to_string(),
+        workdir,
+        env,
+        read,
+        write,
+        devices: existing(DEVICES),
+        network: set.network(),
+        tmp_dir,
+        limits: limits.clone(),
+        cgroup_procs: Vec::new(),
+    }
+}
+
+/// The exit code the helper uses when it could not set the sandbox up (nothing ran).
+pub const SETUP_FAILED: i32 = 125;
+/// Prefix of the helper's own error messages on stderr.
+pub const ERROR_PREFIX: &str = "brainloop sandbox-exec:";

@@ -1,0 +1,112 @@
+//! The seccomp filter: what Landlock cannot express. Denied with EPERM: tracing other processes
+//! (`ptrace`, `process_vm_*`), mounting and namespaces (`mount`, `umount2`, the new mount API,
+//! `pivot_root`, `unshare`, `setns`, `clone` with any `CLONE_NEW*` flag), kernel keyrings, BPF,
+//! perf, module and kexec loading, raw and packet sockets, `userfaultfd`, swap, reboot.
+//! `clone3` gets ENOSYS so libc falls back to `clone`, whose flags the filter can inspect.
+
+use seccompiler::{
+    apply_filter, BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule,
+    TargetArch,
+};
+use std::collections::BTreeMap;
+
+#[cfg(target_arch = "x86_64")]
+const ARCH: TargetArch = TargetArch::x86_64;
+#[cfg(target_arch = "aarch64")]
+const ARCH: TargetArch = TargetArch::aarch64;
+
+const DENIED: &[i64] = &[
+    libc::SYS_ptrace,
+    libc::SYS_process_vm_readv,
+    libc::SYS_process_vm_writev,
+    libc::SYS_mount,
+    libc::SYS_umount2,
+    libc::SYS_pivot_root,
+    libc::SYS_unshare,
+    libc::SYS_setns,
+    libc::SYS_fsopen,
+    libc::SYS_fsconfig,
+    libc::SYS_fsmount,
+    libc::SYS_fspick,
+    libc::SYS_move_mount,
+    libc::SYS_open_tree,
+    libc::SYS_mount_setattr,
+    libc::SYS_keyctl,
+    libc::SYS_add_key,
+    libc::SYS_request_key,
+    libc::SYS_bpf,
+    libc::SYS_perf_event_open,
+    libc::SYS_kexec_load,
+    libc::SYS_kexec_file_load,
+    libc::SYS_init_module,
+    libc::SYS_finit_module,
+    libc::SYS_delete_module,
+    libc::SYS_open_by_handle_at,
+    libc::SYS_userfaultfd,
+    libc::SYS_swapon,
+    libc::SYS_swapoff,
+    libc::SYS_reboot,
+    libc::SYS_acct,
+    libc::SYS_syslog,
+    libc::SYS_quotactl,
+];
+
+const NS_FLAGS: &[u64] = &[
+    libc::CLONE_NEWNS as u64,
+    libc::CLONE_NEWUSER as u64,
+    libc::CLONE_NEWPID as u64,
+    libc::CLONE_NEWNET as u64,
+    libc::CLONE_NEWUTS as u64,
+    libc::CLONE_NEWIPC as u64,
+    libc::CLONE_NEWCGROUP as u64,
+];
+
+fn cond(arg: u8, op: SeccompCmpOp, value: u64) -> Result<SeccompCondition, String> {
+    SeccompCondition::new(arg, SeccompCmpArgLen::Qword, op, value).map_err(|e| e.to_string())
+}
+
+fn program() -> Result<(BpfProgram, BpfProgram), String> {
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = DENIED.iter().map(|&s| (s, Vec::new())).collect();
+    // clone(flags, ...): deny when any namespace flag is set (one rule per flag: any matches).
+    let mut clone_rules = Vec::new();
+    for &f in NS_FLAGS {
+        clone_rules.push(SeccompRule::new(vec![cond(0, SeccompCmpOp::MaskedEq(f), f)?]).map_err(|e| e.to_string())?);
+    }
+    rules.insert(libc::SYS_clone, clone_rules);
+    // socket(domain, type, ...): no packet sockets, no raw sockets.
+    rules.insert(
+        libc::SYS_socket,
+        vec![
+            SeccompRule::new(vec![cond(0, SeccompCmpOp::Eq, libc::AF_PACKET as u64)?]).map_err(|e| e.to_string())?,
+            SeccompRule::new(vec![cond(1, SeccompCmpOp::MaskedEq(0xf), libc::SOCK_RAW as u64)?]).map_err(|e| e.to_string())?,
+        ],
+    );
+    let deny = SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(libc::EPERM as u32), ARCH)
+        .map_err(|e| e.to_string())?;
+    let clone3 = SeccompFilter::new(
+        [(libc::SYS_clone3, Vec::new())].into_iter().collect(),
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::ENOSYS as u32),
+        ARCH,
+    )
+    .map_err(|e| e.to_string())?;
+    Ok((
+        deny.try_into().map_err(|e: seccompiler::BackendError| e.to_string())?,
+        clone3.try_into().map_err(|e: seccompiler::BackendError| e.to_string())?,
+    ))
+}
+
+/// Installs the filters on the calling thread (inherited across fork and exec). Requires
+/// `no_new_privs`, which the helper sets first.
+pub fn apply() -> Result<(), String> {
+    let (deny, clone3) = program()?;
+    apply_filter(&deny).map_err(|e| e.to_string())?;
+    apply_filter(&clone3).map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+/// Whether the kernel supports seccomp filters.
+pub fn available() -> bool {
+    // PR_GET_SECCOMP succeeds (0 = disabled for us) when seccomp is built in.
+    unsafe { libc::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0) >= 0 }
+}
