@@ -46,6 +46,9 @@ pub struct Config {
     pub params_max_bytes: u64,
     /// Enables hidden actions used by the test-suite and benchmarks (`sleep`). Never in production.
     pub test_actions: bool,
+    /// MCP tool → permission set mapping merged over the shipped `config/mcp-permissions.toml`
+    /// (`BRAINLOOP_MCP_PERMISSIONS`); none: the shipped defaults.
+    pub mcp_permissions: Option<PathBuf>,
     pub retention: Retention,
 }
 
@@ -94,6 +97,7 @@ impl Default for Config {
             cancel_grace_ms: 5_000,
             params_max_bytes: 1024 * 1024,
             test_actions: false,
+            mcp_permissions: None,
             retention: Retention::default(),
         }
     }
@@ -152,6 +156,9 @@ impl Config {
         }
         if let Some(v) = get("BRAINLOOP_WORKSPACE") {
             self.workspace = PathBuf::from(v);
+        }
+        if let Some(v) = get("BRAINLOOP_MCP_PERMISSIONS") {
+            self.mcp_permissions = Some(PathBuf::from(v));
         }
         if let Some(v) = get("BRAINLOOP_WORKER_ID") {
             self.worker_id = Some(v);

@@ -10,6 +10,7 @@ pub mod cli;
 pub mod config;
 pub mod db;
 pub mod heartbeat;
+pub mod infer;
 pub mod lockfile;
 pub mod retention;
 pub mod shutdown;

@@ -3,6 +3,7 @@
 //! (0 success, 1 error, 2 usage, 3 `status`: worker not running).
 
 mod enqueue;
+mod infer;
 mod init;
 mod run;
 mod status;
@@ -43,6 +44,8 @@ pub enum Command {
     Enqueue(enqueue::EnqueueArgs),
     /// Show the worker's health: heartbeat age and state, queue, file sizes, headline metrics.
     Status(status::StatusArgs),
+    /// Infer the permission set and pure-operation DAG of JS/TS agent code (never runs it).
+    InferPermissions(infer::InferArgs),
 }
 
 /// Entry point of the binary; returns the process exit code.
@@ -73,6 +76,7 @@ pub fn main() -> i32 {
         Command::Run(args) => run::run(config, &args),
         Command::Enqueue(args) => enqueue::run(&config, &args),
         Command::Status(args) => status::run(&config, &args),
+        Command::InferPermissions(args) => infer::run(&config, &args),
     };
     match res {
         Ok(code) => code,
