@@ -4,6 +4,7 @@
 //! One registry serves the worker, `brainloop enqueue` (early refusal of unknown actions) and
 //! the MCP front-end's `list_actions` / `get_schema`.
 
+mod infer;
 mod meta;
 mod testing;
 
@@ -117,6 +118,7 @@ impl Registry {
     /// Builds the registry; fails only if a built-in schema is itself invalid (a bug).
     pub fn new(config: &Config) -> anyhow::Result<Registry> {
         let mut specs = meta::specs();
+        specs.extend(infer::specs());
         if config.test_actions {
             specs.extend(testing::specs());
         }
@@ -224,7 +226,15 @@ mod tests {
     #[test]
     fn the_core_actions_are_listed_and_test_actions_hidden() {
         let r = registry();
-        assert_eq!(r.names(), vec!["get_schema", "get_stats", "list_actions"]);
+        assert_eq!(
+            r.names(),
+            vec![
+                "get_schema",
+                "get_stats",
+                "infer_permissions",
+                "list_actions"
+            ]
+        );
         assert!(
             r.get("sleep").is_none(),
             "test actions only with test_actions"

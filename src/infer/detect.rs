@@ -100,11 +100,17 @@ pub fn classify_path(path: &[Seg], mapping: &McpPermissions) -> PathClass {
                 } else {
                     Category::of_set(class.permission_set)
                 };
-                let pattern = if op == "*" {
-                    format!("mcp.{tool}")
-                } else {
-                    format!("mcp.{tool}.{op}")
-                };
+                let mut pattern = format!("mcp.{tool}");
+                for s in &path[2..] {
+                    match s {
+                        Seg::Name(n) if op.split('.').any(|o| o == n) => {
+                            pattern.push('.');
+                            pattern.push_str(n);
+                        }
+                        Seg::Name(_) => {}
+                        Seg::Dynamic => pattern.push_str("[dynamic]"),
+                    }
+                }
                 PathClass {
                     pattern,
                     category,
@@ -609,11 +615,19 @@ impl<'a> Visit<'a> for Detector<'_> {
             self.pending = None;
             return;
         }
-        if is_chain_kind(init) && self.b.pattern_targets(&it.id).is_some() {
-            let chain = self.b.chain(init);
-            if self.b.sensitive(&chain).is_some() {
-                // An alias: its uses are checked where they happen.
-                self.reference(init, false);
+        if is_chain_kind(init) {
+            if let Some(paths) = self.b.alias_paths(&it.id, init) {
+                // An alias: its uses are checked where they happen (an unused alias reaches
+                // nothing) — except the environment, which binding already reads.
+                for p in paths {
+                    let class = classify_path(&p, self.mapping);
+                    if class.category == Category::Env {
+                        self.record(class, init.span(), false);
+                    }
+                }
+                for x in self.b.chain(init).extra {
+                    self.visit_expression(x);
+                }
                 return;
             }
         }
@@ -629,9 +643,18 @@ impl<'a> Visit<'a> for Detector<'_> {
                 self.pending = None;
                 return;
             }
-            if is_chain_kind(&it.right) && self.b.sensitive(&self.b.chain(&it.right)).is_some() {
-                self.reference(&it.right, false);
-                return;
+            if is_chain_kind(&it.right) {
+                let chain = self.b.chain(&it.right);
+                if let Some(path) = self.b.sensitive(&chain) {
+                    let class = classify_path(&path, self.mapping);
+                    if class.category == Category::Env {
+                        self.record(class, it.right.span(), false);
+                    }
+                    for x in chain.extra {
+                        self.visit_expression(x);
+                    }
+                    return;
+                }
             }
         }
         self.visit_expression(&it.right);

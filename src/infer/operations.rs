@@ -282,6 +282,14 @@ impl OpVisitor<'_> {
         );
     }
 
+    /// A sensitive capability bound to a name without being used (not the environment, whose
+    /// binding is already a read).
+    fn is_alias_value(&self, e: &Expression<'_>) -> bool {
+        self.b
+            .sensitive(&self.b.chain(e))
+            .is_some_and(|p| classify_path(&p, self.mapping).category != Category::Env)
+    }
+
     fn bind(&mut self, names: Vec<String>, m: &Mark, replace: bool) {
         let mut prods = self.roots_since(m.ops);
         if prods.is_empty() {
@@ -584,8 +592,10 @@ impl<'a> Visit<'a> for OpVisitor<'_> {
         let Some(init) = &it.init else { return };
         let m = self.mark();
         let alias = is_chain_kind(init)
-            && self.b.pattern_targets(&it.id).is_some()
-            && self.b.sensitive(&self.b.chain(init)).is_some();
+            && self.b.alias_paths(&it.id, init).is_some_and(|ps| {
+                ps.iter()
+                    .all(|p| classify_path(p, self.mapping).category != Category::Env)
+            });
         if alias {
             // `const f = fetch`: no operation; its uses are the operations.
             let chain = self.b.chain(init);
@@ -605,7 +615,7 @@ impl<'a> Visit<'a> for OpVisitor<'_> {
         self.visit_assignment_target(&it.left);
         let alias = matches!(it.left, AssignmentTarget::AssignmentTargetIdentifier(_))
             && is_chain_kind(&it.right)
-            && self.b.sensitive(&self.b.chain(&it.right)).is_some();
+            && self.is_alias_value(&it.right);
         if !alias {
             self.visit_expression(&it.right);
         }

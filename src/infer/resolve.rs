@@ -265,6 +265,26 @@ impl Bindings {
         Some(())
     }
 
+    /// For `const <pattern> = <init>` binding a sensitive value: the path each bound name gets.
+    pub fn alias_paths(
+        &self,
+        id: &BindingPattern<'_>,
+        init: &Expression<'_>,
+    ) -> Option<Vec<Vec<Seg>>> {
+        let base = self.sensitive(&self.chain(init))?;
+        let targets = self.pattern_targets(id)?;
+        Some(
+            targets
+                .into_iter()
+                .map(|(_, suffix)| {
+                    let mut p = base.clone();
+                    p.extend(suffix);
+                    normalise(p)
+                })
+                .collect(),
+        )
+    }
+
     fn add_alias(&mut self, name: String, path: Vec<Seg>) -> bool {
         match self.aliases.get(&name) {
             Some(p) if *p == path => false,
