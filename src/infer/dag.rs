@@ -355,8 +355,9 @@ fn collect_tools(id: usize, ops: &[RawOp], children: &[Vec<usize>], out: &mut Ve
     out.extend(ids.into_iter().map(|x| ops[x].tool.clone()));
 }
 
-/// The source of the whole statements a pure run covers, when they contain nothing else; the
-/// op-less statements just before them (literals the run reads) are included.
+/// The code of a pure run: the whole statements it owns from its first one (with the op-less
+/// statements just before them — literals the run reads), then the text of its operations in
+/// a statement it shares with other tasks. `None` when it owns no whole statement.
 #[allow(clippy::too_many_arguments)]
 fn statement_code(
     g: &[usize],
@@ -373,15 +374,32 @@ fn statement_code(
     if hi >= statements.len() || lo < *next_free {
         return None;
     }
-    let exclusive = (lo..=hi).all(|s| stmt_ops[s].iter().all(|id| task_of[*id] == t));
-    if !exclusive {
-        return None;
+    let owned = |s: usize| stmt_ops[s].iter().all(|id| task_of[*id] == t);
+    let mut last = None;
+    for s in lo..=hi {
+        if owned(s) {
+            last = Some(s);
+        } else {
+            break;
+        }
     }
+    let last = last?;
     let mut start = lo;
     while start > *next_free && stmt_ops[start - 1].is_empty() {
         start -= 1;
     }
-    *next_free = hi + 1;
-    code.get(statements[start].start as usize..statements[hi].end as usize)
-        .map(str::to_string)
+    *next_free = last + 1;
+    let mut out = code
+        .get(statements[start].start as usize..statements[last].end as usize)?
+        .to_string();
+    for id in g.iter().filter(|id| ops[**id].stmt > last) {
+        let sp = ops[*id].span;
+        out.push('\n');
+        out.push_str(
+            code.get(sp.start as usize..sp.end as usize)
+                .unwrap_or_default(),
+        );
+        out.push(';');
+    }
+    Some(out)
 }

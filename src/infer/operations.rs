@@ -211,6 +211,10 @@ impl OpVisitor<'_> {
     fn adopt(&mut self, parent: Option<usize>, children: Vec<usize>) {
         match parent {
             Some(p) => {
+                if !children.is_empty() {
+                    // The call runs its callbacks' side effects: it is the latest side effect.
+                    self.last_effect = Some(p);
+                }
                 for c in children {
                     if let Some(op) = self.ops.get_mut(c) {
                         if op.parent.is_none() {
