@@ -52,6 +52,8 @@ pub struct Detected {
     /// Member names the code defines itself (`{ filter() {...} }`, `o.map = ...`); `"*"` when a
     /// computed key could define any name.
     pub user_names: HashSet<String>,
+    /// The walk met nesting deeper than `parse::MAX_AST_DEPTH`.
+    pub too_deep: bool,
 }
 
 /// Classifies a normalised sensitive path (see `Bindings::sensitive`).
@@ -161,6 +163,7 @@ pub fn detect(program: &Program<'_>, b: &Bindings, mapping: &McpPermissions) -> 
         fns: Vec::new(),
         pending: None,
         risky_fns: Vec::new(),
+        depth: 0,
     };
     d.visit_program(program);
     d.finish()
@@ -176,6 +179,7 @@ struct Detector<'m> {
     pending: Option<FnKind>,
     /// Functions that may reach I/O, by kind.
     risky_fns: Vec<FnKind>,
+    depth: usize,
 }
 
 /// Whether `e` is a chain the resolver flattens (identifier, member, wrappers).
@@ -441,11 +445,27 @@ impl Detector<'_> {
 
 impl<'a> Visit<'a> for Detector<'_> {
     fn visit_expression(&mut self, it: &Expression<'a>) {
+        if self.depth >= super::parse::MAX_AST_DEPTH {
+            self.out.too_deep = true;
+            return;
+        }
+        self.depth += 1;
         if is_chain_kind(it) {
             self.reference(it, true);
         } else {
             walk::walk_expression(self, it);
         }
+        self.depth -= 1;
+    }
+
+    fn visit_statement(&mut self, it: &Statement<'a>) {
+        if self.depth >= super::parse::MAX_AST_DEPTH {
+            self.out.too_deep = true;
+            return;
+        }
+        self.depth += 1;
+        walk::walk_statement(self, it);
+        self.depth -= 1;
     }
 
     fn visit_member_expression(&mut self, it: &MemberExpression<'a>) {

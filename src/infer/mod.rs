@@ -230,10 +230,25 @@ pub fn infer(code: &str, lang: Lang, mapping: &McpPermissions) -> InferReport {
         Ok(p) => p,
         Err(e) => return unparseable(hash, lang, e),
     };
+    let too_deep = || {
+        unparseable(
+            hash.clone(),
+            lang,
+            format!(
+                "code is nested too deeply to analyse safely (over {} levels)",
+                parse::MAX_AST_DEPTH
+            ),
+        )
+    };
     let bindings = resolve::Bindings::collect(&program);
     let found = detect::detect(&program, &bindings, mapping);
+    if bindings.too_deep || found.too_deep {
+        return too_deep();
+    }
     let (set, confidence) = confidence::decide(&found.detections);
-    let ops = operations::operations(&program, &bindings, mapping);
+    let Some(ops) = operations::operations(&program, &bindings, mapping) else {
+        return too_deep();
+    };
     let statements = program.body.iter().map(|s| s.span()).collect();
     let dag = dag::build(dag::Input {
         code,
@@ -248,7 +263,14 @@ pub fn infer(code: &str, lang: Lang, mapping: &McpPermissions) -> InferReport {
         found.detections.iter().map(|d| d.pattern.clone()).collect();
     let low = confidence < confidence::LOW_CONFIDENCE;
     let pure = !low && set == PermissionSet::Minimal && dag.tasks.iter().all(|t| t.pure);
-    let requires_validation = low || dag.layers.iter().any(|l| l.requires_validation);
+    // Safety net: dynamic code, or a capability used as a value, may act where no operation
+    // shows it.
+    let unaccounted = found
+        .detections
+        .iter()
+        .any(|d| d.category == Category::Dynamic || d.escapes);
+    let requires_validation =
+        low || unaccounted || dag.layers.iter().any(|l| l.requires_validation);
     InferReport {
         code_hash: hash,
         language: lang,

@@ -51,7 +51,12 @@ pub fn callee_tool_name(chain: &Chain<'_, '_>) -> String {
 }
 
 /// Runs the operation pass.
-pub fn operations(program: &Program<'_>, b: &Bindings, mapping: &McpPermissions) -> Vec<RawOp> {
+/// Runs the operation pass; `None` when the code is nested deeper than `parse::MAX_AST_DEPTH`.
+pub fn operations(
+    program: &Program<'_>,
+    b: &Bindings,
+    mapping: &McpPermissions,
+) -> Option<Vec<RawOp>> {
     let mut v = OpVisitor {
         b,
         mapping,
@@ -61,12 +66,14 @@ pub fn operations(program: &Program<'_>, b: &Bindings, mapping: &McpPermissions)
         refs: Vec::new(),
         producers: HashMap::new(),
         last_effect: None,
+        depth: 0,
+        too_deep: false,
     };
     for (i, s) in program.body.iter().enumerate() {
         v.stmt = i;
         v.visit_statement(s);
     }
-    v.ops
+    (!v.too_deep).then_some(v.ops)
 }
 
 struct OpVisitor<'m> {
@@ -80,6 +87,8 @@ struct OpVisitor<'m> {
     refs: Vec<String>,
     producers: HashMap<String, BTreeSet<usize>>,
     last_effect: Option<usize>,
+    depth: usize,
+    too_deep: bool,
 }
 
 struct Mark {
@@ -337,11 +346,27 @@ fn binding_names(p: &BindingPattern<'_>, out: &mut Vec<String>) {
 
 impl<'a> Visit<'a> for OpVisitor<'_> {
     fn visit_expression(&mut self, it: &Expression<'a>) {
+        if self.depth >= super::parse::MAX_AST_DEPTH {
+            self.too_deep = true;
+            return;
+        }
+        self.depth += 1;
         if is_chain_kind(it) {
             self.value_chain(it);
         } else {
             walk::walk_expression(self, it);
         }
+        self.depth -= 1;
+    }
+
+    fn visit_statement(&mut self, it: &Statement<'a>) {
+        if self.depth >= super::parse::MAX_AST_DEPTH {
+            self.too_deep = true;
+            return;
+        }
+        self.depth += 1;
+        walk::walk_statement(self, it);
+        self.depth -= 1;
     }
 
     fn visit_identifier_reference(&mut self, it: &IdentifierReference<'a>) {
@@ -549,6 +574,34 @@ impl<'a> Visit<'a> for OpVisitor<'_> {
     fn visit_import_expression(&mut self, it: &ImportExpression<'a>) {
         let m = self.mark();
         walk::walk_import_expression(self, it);
+        self.emit(
+            &m,
+            NewOp {
+                tool: "code:import".into(),
+                io: Some(Category::Dynamic),
+                tool_call: None,
+                span: it.span,
+                method: false,
+            },
+        );
+    }
+
+    fn visit_export_all_declaration(&mut self, it: &ExportAllDeclaration<'a>) {
+        let m = self.mark();
+        self.emit(
+            &m,
+            NewOp {
+                tool: "code:import".into(),
+                io: Some(Category::Dynamic),
+                tool_call: None,
+                span: it.span,
+                method: false,
+            },
+        );
+    }
+
+    fn visit_export_from_declaration(&mut self, it: &ExportFromDeclaration<'a>) {
+        let m = self.mark();
         self.emit(
             &m,
             NewOp {

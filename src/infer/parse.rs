@@ -14,6 +14,9 @@ use oxc_span::SourceType;
 pub const MAX_CODE_BYTES: usize = 1024 * 1024;
 /// Deepest nesting accepted by the pre-scan (brackets + unclosed prefix operators).
 pub const MAX_NESTING: usize = 400;
+/// Deepest expression/statement nesting the AST walks descend into; deeper code (which the
+/// pre-scan should already have refused) is reported as unparseable.
+pub const MAX_AST_DEPTH: usize = 2000;
 
 /// Parses `code`; the error names the first syntax problem.
 pub fn parse<'a>(alloc: &'a Allocator, code: &'a str, lang: Lang) -> Result<Program<'a>, String> {
@@ -63,22 +66,25 @@ pub fn parse<'a>(alloc: &'a Allocator, code: &'a str, lang: Lang) -> Result<Prog
 /// comments and template text are skipped; a `/` after an operator starts a regex literal.
 pub fn nesting_estimate(code: &str) -> usize {
     let b = code.as_bytes();
-    let mut stack: Vec<usize> = vec![0];
+    let mut stack = Nest::default();
     let mut max = 0usize;
     let mut i = 0;
     // true when the previous significant token ends an operand (then `/` divides)
     let mut after_operand = false;
     let mut templates: Vec<usize> = Vec::new(); // stack depth at each `${`
-    let total = |s: &Vec<usize>| s.len() + s.iter().sum::<usize>();
+    let mut headers: Vec<usize> = Vec::new(); // stack depth inside each control header `(`
+    let mut pending_header = false;
     while i < b.len() {
+        if max > MAX_NESTING {
+            return max;
+        }
         let c = b[i];
         match c {
             b'\n' => {
-                // A line ending with a complete operand ends the statement (no semicolons).
-                if after_operand {
-                    if let Some(top) = stack.last_mut() {
-                        *top = 0;
-                    }
+                // A line ending with a complete operand ends the statement (no semicolons),
+                // unless the next line goes on with an operator (`a\n= b\n= c`).
+                if after_operand && !continues(b, i + 1) {
+                    stack.reset();
                 }
                 i += 1;
                 continue;
@@ -111,14 +117,14 @@ pub fn nesting_estimate(code: &str) -> usize {
                 if i < b.len() && b[i] == b'$' {
                     // `${`: an expression inside the template
                     i += 2;
-                    stack.push(0);
+                    stack.push();
                     templates.push(stack.len());
                     after_operand = false;
                 } else {
                     i += 1;
                     after_operand = true;
                 }
-                max = max.max(total(&stack));
+                max = max.max(stack.total());
                 continue;
             }
             b'/' if !after_operand => {
@@ -127,7 +133,11 @@ pub fn nesting_estimate(code: &str) -> usize {
                 continue;
             }
             b'(' | b'[' | b'{' => {
-                stack.push(0);
+                stack.push();
+                if c == b'(' && pending_header {
+                    headers.push(stack.len());
+                }
+                pending_header = false;
                 after_operand = false;
             }
             b'}' if templates.last() == Some(&stack.len()) => {
@@ -139,7 +149,7 @@ pub fn nesting_estimate(code: &str) -> usize {
                 i = skip_template_text(b, i + 1);
                 if i < b.len() && b[i] == b'$' {
                     i += 2;
-                    stack.push(0);
+                    stack.push();
                     templates.push(stack.len());
                     after_operand = false;
                 } else {
@@ -149,24 +159,23 @@ pub fn nesting_estimate(code: &str) -> usize {
                 continue;
             }
             b')' | b']' | b'}' => {
+                // `)` closing `if (...)`, `for (...)`, `while (...)`: a statement follows.
+                let header = c == b')' && headers.last() == Some(&stack.len());
+                if header {
+                    headers.pop();
+                }
                 if stack.len() > 1 {
                     stack.pop();
                 }
-                after_operand = c != b'}';
+                after_operand = c != b'}' && !header;
             }
             b';' | b',' => {
-                if let Some(top) = stack.last_mut() {
-                    *top = 0;
-                }
+                stack.reset();
                 after_operand = false;
             }
             b'!' | b'~' | b'+' | b'-' | b'?' | b'=' | b':' | b'*' | b'&' | b'|' | b'<' | b'>'
             | b'%' | b'^' | b'.' | b'@' | b'#' => {
-                if c != b'.' {
-                    if let Some(top) = stack.last_mut() {
-                        *top += 1;
-                    }
-                }
+                stack.bump();
                 after_operand = false;
             }
             _ if c.is_ascii_alphanumeric() || c == b'_' || c == b'$' || c >= 0x80 => {
@@ -213,20 +222,93 @@ pub fn nesting_estimate(code: &str) -> usize {
                         | "switch"
                 );
                 if keyword {
-                    if let Some(top) = stack.last_mut() {
-                        *top += 1;
-                    }
+                    stack.bump();
                 }
                 after_operand = !keyword || matches!(word, "this" | "super");
-                max = max.max(total(&stack));
+                pending_header = matches!(word, "if" | "for" | "while" | "with" | "catch");
+                max = max.max(stack.total());
                 continue;
             }
             _ => {}
         }
-        max = max.max(total(&stack));
+        max = max.max(stack.total());
         i += 1;
     }
     max
+}
+
+/// Bracket levels, each with its count of unclosed operators; the total is kept up to date.
+struct Nest {
+    levels: Vec<usize>,
+    sum: usize,
+}
+
+impl Default for Nest {
+    fn default() -> Nest {
+        Nest {
+            levels: vec![0],
+            sum: 0,
+        }
+    }
+}
+
+impl Nest {
+    fn push(&mut self) {
+        self.levels.push(0);
+    }
+    fn pop(&mut self) {
+        if let Some(v) = self.levels.pop() {
+            self.sum -= v;
+        }
+    }
+    fn bump(&mut self) {
+        if let Some(top) = self.levels.last_mut() {
+            *top += 1;
+            self.sum += 1;
+        }
+    }
+    fn reset(&mut self) {
+        if let Some(top) = self.levels.last_mut() {
+            self.sum -= *top;
+            *top = 0;
+        }
+    }
+    fn len(&self) -> usize {
+        self.levels.len()
+    }
+    fn total(&self) -> usize {
+        self.levels.len() + self.sum
+    }
+}
+
+/// Whether the next significant character (after `i`) continues an expression.
+fn continues(b: &[u8], mut i: usize) -> bool {
+    while i < b.len() && matches!(b[i], b' ' | b'\t' | b'\r' | b'\n') {
+        i += 1;
+    }
+    match b.get(i) {
+        None => false,
+        // `//` and `/*` start comments; a lone `/` divides
+        Some(b'/') => !matches!(b.get(i + 1), Some(b'/') | Some(b'*')),
+        Some(c) => matches!(
+            c,
+            b'=' | b'+'
+                | b'-'
+                | b'*'
+                | b'%'
+                | b'&'
+                | b'|'
+                | b'^'
+                | b'<'
+                | b'>'
+                | b'?'
+                | b':'
+                | b'.'
+                | b'!'
+                | b'~'
+                | b','
+        ),
+    }
 }
 
 fn skip_quoted(b: &[u8], mut i: usize, q: u8) -> usize {
@@ -280,11 +362,29 @@ mod tests {
             "{}",
             nesting_estimate(ordinary)
         );
-        let no_semicolons = "const a = 1\n".repeat(3000);
-        assert!(nesting_estimate(&no_semicolons) < 10);
+        let no_semicolons = "const a = 1\nif (a) b()\nfor (const x of xs) f(x)\n".repeat(3000);
+        assert!(
+            nesting_estimate(&no_semicolons) < 10,
+            "{}",
+            nesting_estimate(&no_semicolons)
+        );
+        let fluent =
+            "const r = xs\n  .filter((x) => x)\n  .map((x) => x * 2)\n  .slice(0, 3)\n".repeat(50);
+        assert!(
+            nesting_estimate(&fluent) < 20,
+            "{}",
+            nesting_estimate(&fluent)
+        );
         for deep in [
             "(".repeat(5000),
             "!\n".repeat(5000) + "x",
+            "a\n= ".repeat(5000) + "1",
+            "a\n+ ".repeat(5000) + "1",
+            "if (a)\n".repeat(5000) + "x",
+            "while (a)\n".repeat(5000) + "x",
+            "a".to_string() + &".b".repeat(5000),
+            "a\n.b".repeat(5000),
+            "label: ".repeat(5000) + "x",
             "!".repeat(5000) + "x",
             "a = ".repeat(5000) + "1",
             "x ? y : ".repeat(5000) + "z",

@@ -51,6 +51,8 @@ pub struct Bindings {
     pub aliases: HashMap<String, Vec<Seg>>,
     /// `None` when the name is bound to several different values.
     consts: HashMap<String, Option<String>>,
+    /// The walk met nesting deeper than `parse::MAX_AST_DEPTH`.
+    pub too_deep: bool,
 }
 
 impl Bindings {
@@ -61,6 +63,7 @@ impl Bindings {
             let mut c = Collector {
                 b: &mut b,
                 changed: false,
+                depth: 0,
             };
             c.visit_program(program);
             if !c.changed {
@@ -339,9 +342,30 @@ fn normalise(mut path: Vec<Seg>) -> Vec<Seg> {
 struct Collector<'b> {
     b: &'b mut Bindings,
     changed: bool,
+    depth: usize,
 }
 
 impl<'a> Visit<'a> for Collector<'_> {
+    fn visit_expression(&mut self, it: &Expression<'a>) {
+        if self.depth >= super::parse::MAX_AST_DEPTH {
+            self.b.too_deep = true;
+            return;
+        }
+        self.depth += 1;
+        walk::walk_expression(self, it);
+        self.depth -= 1;
+    }
+
+    fn visit_statement(&mut self, it: &Statement<'a>) {
+        if self.depth >= super::parse::MAX_AST_DEPTH {
+            self.b.too_deep = true;
+            return;
+        }
+        self.depth += 1;
+        walk::walk_statement(self, it);
+        self.depth -= 1;
+    }
+
     fn visit_variable_declarator(&mut self, it: &VariableDeclarator<'a>) {
         if let Some(init) = &it.init {
             let chain = self.b.chain(init);

@@ -55,6 +55,9 @@ pub fn validate_pure_task(task: &Task, lang: Lang) -> Result<(), RevalidationErr
     let mapping = McpPermissions::defaults();
     let b = Bindings::collect(&program);
     let found = detect::detect(&program, &b, &mapping);
+    if b.too_deep || found.too_deep {
+        return Err(refuse("its code is nested too deeply to check".into()));
+    }
     if let Some(d) = found.detections.first() {
         return Err(refuse(format!("its code reaches {}", d.pattern)));
     }
