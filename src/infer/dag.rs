@@ -229,8 +229,9 @@ pub fn build(input: Input<'_>) -> Dag {
     }
 
     // Seed 000: a task marked pure is re-validated statically before it is trusted.
+    let mut alloc = oxc_allocator::Allocator::default();
     for task in &mut tasks {
-        if let Err(e) = revalidate::validate_pure_task(task, lang) {
+        if let Err(e) = revalidate::validate_with(task, lang, &mut alloc) {
             task.pure = false;
             task.requires_validation = true;
             task.permission_set = set;

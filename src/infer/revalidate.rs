@@ -36,6 +36,15 @@ pub struct RevalidationError {
 
 /// Checks one task's code; `Ok` when it is pure or not marked pure.
 pub fn validate_pure_task(task: &Task, lang: Lang) -> Result<(), RevalidationError> {
+    validate_with(task, lang, &mut Allocator::default())
+}
+
+/// [`validate_pure_task`] reusing `alloc` (reset first) for the re-parse.
+pub fn validate_with(
+    task: &Task,
+    lang: Lang,
+    alloc: &mut Allocator,
+) -> Result<(), RevalidationError> {
     if !task.pure {
         return Ok(());
     }
@@ -49,12 +58,14 @@ pub fn validate_pure_task(task: &Task, lang: Lang) -> Result<(), RevalidationErr
     if let Some(p) = forbidden_pattern(&task.code) {
         return Err(refuse(format!("contains forbidden pattern {p}")));
     }
-    let alloc = Allocator::default();
-    let program = parse::parse(&alloc, &task.code, lang)
+    alloc.reset();
+    let program = parse::parse(alloc, &task.code, lang)
         .map_err(|e| refuse(format!("its code does not parse on its own: {e}")))?;
-    let mapping = McpPermissions::defaults();
+    // Any detection refuses the task, whatever the tool mapping says.
+    static MAPPING: std::sync::OnceLock<McpPermissions> = std::sync::OnceLock::new();
+    let mapping = MAPPING.get_or_init(McpPermissions::defaults);
     let b = Bindings::collect(&program);
-    let found = detect::detect(&program, &b, &mapping);
+    let found = detect::detect(&program, &b, mapping);
     if b.too_deep || found.too_deep {
         return Err(refuse("its code is nested too deeply to check".into()));
     }
