@@ -348,11 +348,14 @@ impl Detector<'_> {
         if !mutator {
             return;
         }
-        if let Some(Argument::SpreadElement(_)) | None = call.arguments.first() {
-            if call.arguments.first().is_some() {
+        match call.arguments.first() {
+            None => return,
+            // `Object.assign(...targets)`: the target is unknown.
+            Some(Argument::SpreadElement(_)) => {
                 self.dynamic("builtin-mutation", call.span);
+                return;
             }
-            return;
+            Some(_) => {}
         }
         if let Some(first) = call.arguments.first().and_then(|a| a.as_expression()) {
             let c = self.b.chain(first);
