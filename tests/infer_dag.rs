@@ -259,6 +259,8 @@ fn hidden_io_inside_pure_operations_is_not_pure() {
         ("prototype patch", "Array.prototype.filter = function () { return fetch(\"x\"); };\nconst r = [1].filter((x) => x);"),
         ("setter via defineProperty", "Object.defineProperty(Object.prototype, \"x\", { get() { return fetch(1); } });\nconst r = [1].map((v) => v.x);"),
         ("escape into an object", "const t = { f: fetch };\nconst r = xs.filter((x) => t.f(x));"),
+        ("impure receiver", "function load() { return fetch(\"x\"); }\nconst r = load().filter((x) => x);"),
+        ("tool call as operand", "const n = (await mcp.db.query({})).filter((x) => x).length;"),
     ] {
         let r = run(code);
         let pure: Vec<&str> = r
@@ -267,7 +269,14 @@ fn hidden_io_inside_pure_operations_is_not_pure() {
             .filter(|o| o.pure)
             .map(|o| o.code.as_str())
             .collect();
-        let wrap = ["code:map", "code:filter", "code:sort", "code:add", "code:JSON.stringify"];
+        let wrap = [
+            "code:map",
+            "code:filter",
+            "code:sort",
+            "code:add",
+            "code:JSON.stringify",
+            "code:get_length",
+        ];
         let suspects: Vec<&str> = r
             .operations
             .iter()

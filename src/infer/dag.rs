@@ -91,6 +91,9 @@ pub fn build(input: Input<'_>) -> Dag {
             && is_pure_operation(&op.tool)
             && !user_defined(op)
             && kids.iter().all(|c| !effective_impure(&ops[*c]))
+            && ops[op.first_inner.min(op.id)..op.id]
+                .iter()
+                .all(|o| !effective_impure(o))
             && !detection_inside(op.span);
         needs[op.id] = if low {
             true

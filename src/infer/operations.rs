@@ -34,6 +34,8 @@ pub struct RawOp {
     pub deps: BTreeSet<usize>,
     /// A method call (`x.filter(...)`), as opposed to a built-in or an operator.
     pub method: bool,
+    /// Operations `first_inner..id` were found inside this one (operands, callbacks).
+    pub first_inner: usize,
 }
 
 /// The `code:*` name of a call whose callee is not sensitive.
@@ -168,6 +170,7 @@ impl OpVisitor<'_> {
             parent: None,
             deps,
             method: n.method,
+            first_inner: m.ops,
         });
         if let Some(f) = self.frames.last_mut() {
             f.push(id);
