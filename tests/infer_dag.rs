@@ -259,6 +259,7 @@ fn hidden_io_inside_pure_operations_is_not_pure() {
         ("prototype patch", "Array.prototype.filter = function () { return fetch(\"x\"); };\nconst r = [1].filter((x) => x);"),
         ("setter via defineProperty", "Object.defineProperty(Object.prototype, \"x\", { get() { return fetch(1); } });\nconst r = [1].map((v) => v.x);"),
         ("escape into an object", "const t = { f: fetch };\nconst r = xs.filter((x) => t.f(x));"),
+        ("callback handed to the code's own forEach", "const box = { forEach(cb) { this.cb = cb; }, valueOf() { return this.cb(); } };\nbox.forEach(() => fetch(\"x\"));\nconst r = [box].map((b) => b + 1);"),
         ("impure receiver", "function load() { return fetch(\"x\"); }\nconst r = load().filter((x) => x);"),
         ("tool call as operand", "const n = (await mcp.db.query({})).filter((x) => x).length;"),
     ] {
@@ -298,6 +299,25 @@ fn io_in_a_function_called_directly_keeps_other_operations_pure() {
     let call = r.operations.iter().find(|o| o.code == "main()").unwrap();
     assert_eq!(call.tool, "code:call");
     assert!(call.requires_validation, "a call that may reach I/O asks");
+}
+
+#[test]
+fn io_in_callbacks_of_builtins_keeps_other_operations_pure() {
+    let code = "const users = await mcp.db.query({});\nusers.forEach((u) => mcp.slack.send({ text: u.name }));\nconst p = mcp.fs.read({}).then((t) => mcp.fs.write({ t }));\nconst n = users.filter((u) => u.active).length;";
+    let r = run(code);
+    assert!(r.purity_withdrawn.is_none(), "{:?}", r.purity_withdrawn);
+    let filter = r
+        .operations
+        .iter()
+        .find(|o| o.tool == "code:filter")
+        .unwrap();
+    assert!(filter.pure);
+    let each = r
+        .operations
+        .iter()
+        .find(|o| o.tool == "code:forEach")
+        .unwrap();
+    assert!(!each.pure && each.requires_validation);
 }
 
 #[test]

@@ -141,6 +141,9 @@ pub const CALLBACK_METHODS: &[&str] = &[
     "from",
     "parse",
     "stringify",
+    "then",
+    "catch",
+    "finally",
 ];
 
 /// Global objects whose members are the globals themselves.

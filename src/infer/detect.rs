@@ -142,8 +142,10 @@ enum FnKind {
     Named(String),
     /// `(() => {...})()`
     Iife,
-    /// A callback given to a pure-listed method (`arr.map(u => ...)`).
-    OpCallback,
+    /// A callback given to a built-in method that calls it and keeps nothing (`arr.map(u =>
+    /// ...)`, `p.then(...)`, `arr.forEach(...)`): safe unless the code defines a method of
+    /// that name itself (then the "built-in" may be the code's own and store it).
+    MethodCallback(String),
     /// Anything else: a method, getter, class member, argument of an unknown call...
     Other,
 }
@@ -369,12 +371,12 @@ impl Detector<'_> {
         }
     }
 
-    fn visit_args(&mut self, args: &[Argument<'_>], callbacks_are_ops: bool) {
+    fn visit_args(&mut self, args: &[Argument<'_>], method: Option<String>) {
         for a in args {
             if let Some(e) = a.as_expression() {
                 if as_function(e) {
-                    self.pending = Some(if callbacks_are_ops {
-                        FnKind::OpCallback
+                    self.pending = Some(if let Some(m) = &method {
+                        FnKind::MethodCallback(m.clone())
                     } else {
                         FnKind::Other
                     });
@@ -434,6 +436,14 @@ impl Detector<'_> {
                     FnKind::Named(n) if self.value_refs.contains(n) => {
                         taint = Some(format!(
                             "function {n}, which may reach I/O, is used as a value"
+                        ));
+                        break;
+                    }
+                    FnKind::MethodCallback(m)
+                        if self.out.user_names.contains(m) || self.out.user_names.contains("*") =>
+                    {
+                        taint = Some(format!(
+                            "a callback that may reach I/O is given to .{m}, which the code defines itself"
                         ));
                         break;
                     }
@@ -521,10 +531,10 @@ impl<'a> Visit<'a> for Detector<'_> {
             self.pending = Some(FnKind::Iife);
             self.visit_expression(callee);
             self.pending = None;
-            self.visit_args(&it.arguments, false);
+            self.visit_args(&it.arguments, None);
             return;
         }
-        let mut callbacks_are_ops = false;
+        let mut callback_method = None;
         if is_chain_kind(callee) {
             let chain = self.b.chain(callee);
             let timer_with_fn = matches!(self.b.sensitive(&chain).as_deref(), Some([Seg::Name(n)]) if n == "setTimeout" || n == "setInterval")
@@ -549,12 +559,13 @@ impl<'a> Visit<'a> for Detector<'_> {
                 }
                 self.mutator_call(&chain, it);
                 let name = super::operations::callee_tool_name(&chain);
-                callbacks_are_ops = catalog::is_pure_operation(&name)
-                    && chain
-                        .segs
-                        .last()
-                        .and_then(Seg::name)
-                        .is_some_and(|m| CALLBACK_METHODS.contains(&m));
+                let is_method = !chain.segs.is_empty();
+                callback_method = chain
+                    .segs
+                    .last()
+                    .and_then(Seg::name)
+                    .filter(|m| is_method && CALLBACK_METHODS.contains(m))
+                    .map(str::to_string);
                 if !catalog::is_pure_operation(&name)
                     && !catalog::is_inert_impure(&name)
                     && !timer_with_fn
@@ -569,7 +580,7 @@ impl<'a> Visit<'a> for Detector<'_> {
             self.opaque_call();
             self.visit_expression(callee);
         }
-        self.visit_args(&it.arguments, callbacks_are_ops);
+        self.visit_args(&it.arguments, callback_method);
     }
 
     fn visit_new_expression(&mut self, it: &NewExpression<'a>) {
@@ -588,7 +599,7 @@ impl<'a> Visit<'a> for Detector<'_> {
             self.opaque_call();
             self.visit_expression(&it.callee);
         }
-        self.visit_args(&it.arguments, false);
+        self.visit_args(&it.arguments, None);
     }
 
     fn visit_tagged_template_expression(&mut self, it: &TaggedTemplateExpression<'a>) {
