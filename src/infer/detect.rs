@@ -247,16 +247,15 @@ impl Detector<'_> {
         );
     }
 
-    /// A chain in a value position (escapes when sensitive), or as a direct callee / alias.
-    fn reference(&mut self, e: &Expression<'_>, escapes: bool) {
+    /// A chain in a value position: a sensitive value there escapes (stored, passed,
+    /// returned); a plain identifier there is recorded as a value use.
+    fn value_reference(&mut self, e: &Expression<'_>) {
         let chain = self.b.chain(e);
-        self.check_chain(&chain, e.span(), escapes);
-        if escapes {
-            if let (Root::Ident(n), true) = (&chain.root, chain.segs.is_empty()) {
-                self.value_refs.insert(n.clone());
-            }
+        self.check_chain(&chain, e.span(), true);
+        if let (Root::Ident(n), true) = (&chain.root, chain.segs.is_empty()) {
+            self.value_refs.insert(n.clone());
         }
-        for x in chain.extra.clone() {
+        for x in chain.extra {
             self.visit_expression(x);
         }
     }
@@ -464,7 +463,7 @@ impl<'a> Visit<'a> for Detector<'_> {
         }
         self.depth += 1;
         if is_chain_kind(it) {
-            self.reference(it, true);
+            self.value_reference(it);
         } else {
             walk::walk_expression(self, it);
         }

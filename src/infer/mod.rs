@@ -8,6 +8,9 @@
 //!
 //! Unparseable code gives `minimal` with confidence 0.0 and an `error`; unparseable or
 //! low-confidence code is never pure and always needs validation; `trusted` is never inferred.
+//!
+//! Untrusted input on a thread with a small stack (tokio workers, the blocking pool: 2 MiB)
+//! goes through [`infer_isolated`], which runs on a 64 MiB stack.
 
 pub mod catalog;
 pub mod confidence;
