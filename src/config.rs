@@ -48,6 +48,9 @@ pub struct Config {
     pub validation_ttl_ms: u64,
     /// Enables hidden actions used by the test-suite and benchmarks (`sleep`). Never in production.
     pub test_actions: bool,
+    /// MCP tool → permission set mapping merged over the shipped `config/mcp-permissions.toml`
+    /// (`BRAINLOOP_MCP_PERMISSIONS`); none: the shipped defaults.
+    pub mcp_permissions: Option<PathBuf>,
     pub retention: Retention,
     /// Clients and their grants (`[clients.NAME]`); `[clients.default]` replaces the minimal
     /// default of unlisted clients. See `clients::ClientConfig`.
@@ -100,6 +103,7 @@ impl Default for Config {
             params_max_bytes: 1024 * 1024,
             validation_ttl_ms: 4 * 3_600_000,
             test_actions: false,
+            mcp_permissions: None,
             retention: Retention::default(),
             clients: Default::default(),
         }
@@ -159,6 +163,9 @@ impl Config {
         }
         if let Some(v) = get("BRAINLOOP_WORKSPACE") {
             self.workspace = PathBuf::from(v);
+        }
+        if let Some(v) = get("BRAINLOOP_MCP_PERMISSIONS") {
+            self.mcp_permissions = Some(PathBuf::from(v));
         }
         if let Some(v) = get("BRAINLOOP_WORKER_ID") {
             self.worker_id = Some(v);

@@ -463,18 +463,13 @@ fn concurrent_init_and_run_on_a_fresh_dir_apply_the_schema_once() {
     for r in inits {
         assert!(r.unwrap().status.success());
     }
-    for f in [
-        "brainloop.input.db",
-        "brainloop.lifecycle.db",
-        "brainloop.output.db",
-        "brainloop.metadata.db",
-        "command_security.db",
-    ] {
+    for kind in brainloop::db::DbKind::ALL {
+        let f = kind.file_name();
         let v: i64 = env
             .db(f)
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .unwrap();
-        assert_eq!(v, 1, "{f}");
+        assert_eq!(v, brainloop::db::migrate::target_version(kind), "{f}");
     }
     let id = env.insert("list_actions", "{}");
     env.wait_status(id, "succeeded", LONG);

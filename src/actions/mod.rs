@@ -7,6 +7,7 @@
 mod bash;
 mod check;
 mod clients;
+mod infer;
 mod meta;
 mod readers;
 mod testing;
@@ -137,6 +138,7 @@ impl Registry {
         specs.extend(check::specs());
         specs.extend(clients::specs());
         specs.extend(readers::specs());
+        specs.extend(infer::specs());
         if config.test_actions {
             specs.extend(testing::specs());
         }
@@ -271,6 +273,9 @@ mod tests {
     fn the_core_actions_are_listed_and_test_actions_hidden() {
         let r = registry();
         for name in [
+            "execute_bash",
+            "check_command",
+            "infer_permissions",
             "get_schema",
             "get_stats",
             "list_actions",

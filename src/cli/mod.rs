@@ -5,6 +5,7 @@
 mod check;
 mod enqueue;
 mod grants;
+mod infer;
 mod init;
 mod run;
 mod security;
@@ -66,6 +67,8 @@ pub enum Command {
     Grants(grants::GrantsArgs),
     /// List clients' permission requests; `requests grant ID` / `requests refuse ID` decide one.
     Requests(grants::RequestsArgs),
+    /// Infer the permission set and pure-operation DAG of JS/TS agent code (never runs it).
+    InferPermissions(infer::InferArgs),
 }
 
 /// Entry point of the binary; returns the process exit code.
@@ -117,6 +120,7 @@ pub fn main() -> i32 {
         Command::Revoke(args) => grants::revoke(&config, &args),
         Command::Grants(args) => grants::list(&config, &args),
         Command::Requests(args) => grants::requests(&config, &args),
+        Command::InferPermissions(args) => infer::run(&config, &args),
     };
     match res {
         Ok(code) => code,

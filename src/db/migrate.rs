@@ -12,7 +12,11 @@ use std::time::{Duration, Instant};
 
 /// Schema steps per database: step N brings `user_version` from N-1 to N. Append, never edit.
 fn steps(kind: DbKind) -> Vec<&'static str> {
-    vec![kind.schema()]
+    match kind {
+        // 2: inferred_permissions (code permission inference results)
+        DbKind::Lifecycle => vec![kind.schema(), include_str!("../../schema/lifecycle.2.sql")],
+        _ => vec![kind.schema()],
+    }
 }
 
 /// The version a fully migrated database has.
@@ -132,10 +136,35 @@ mod tests {
         for k in DbKind::ALL {
             assert_eq!(migrate(&data, k).unwrap(), 0, "second run applies nothing");
         }
+        assert_eq!(target_version(DbKind::Lifecycle), 2);
         let c = open(&data, DbKind::Output).unwrap();
         let mode: String = c
             .query_row("PRAGMA journal_mode", [], |r| r.get(0))
             .unwrap();
         assert_eq!(mode, "wal");
+    }
+
+    #[test]
+    fn a_version_1_lifecycle_database_upgrades_to_2() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        ensure_data_dir(&data).unwrap();
+        {
+            let c = open(&data, DbKind::Lifecycle).unwrap();
+            c.execute_batch(DbKind::Lifecycle.schema()).unwrap();
+            c.pragma_update(None, "user_version", 1).unwrap();
+        }
+        assert_eq!(migrate(&data, DbKind::Lifecycle).unwrap(), 1);
+        let c = open(&data, DbKind::Lifecycle).unwrap();
+        let v: i64 = c
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(v, 2);
+        let n: i64 = c
+            .query_row("SELECT count(*) FROM inferred_permissions", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(n, 0);
     }
 }

@@ -19,7 +19,11 @@ fn own_path(controller: &str) -> Option<String> {
     s.lines().find_map(|l| {
         let mut it = l.splitn(3, ':');
         let (_, ctrls, path) = (it.next()?, it.next()?, it.next()?);
-        let matches = if controller.is_empty() { ctrls.is_empty() } else { ctrls.split(',').any(|c| c == controller) };
+        let matches = if controller.is_empty() {
+            ctrls.is_empty()
+        } else {
+            ctrls.split(',').any(|c| c == controller)
+        };
         matches.then(|| path.to_string())
     })
 }
@@ -85,8 +89,16 @@ impl JobCgroup {
         if let Some(base) = v1_base("memory") {
             let dir = base.join(name);
             let _ = std::fs::create_dir(&dir);
-            if std::fs::write(dir.join("memory.limit_in_bytes"), limits.max_memory_bytes.to_string()).is_ok() {
-                let _ = std::fs::write(dir.join("memory.memsw.limit_in_bytes"), limits.max_memory_bytes.to_string());
+            if std::fs::write(
+                dir.join("memory.limit_in_bytes"),
+                limits.max_memory_bytes.to_string(),
+            )
+            .is_ok()
+            {
+                let _ = std::fs::write(
+                    dir.join("memory.memsw.limit_in_bytes"),
+                    limits.max_memory_bytes.to_string(),
+                );
                 dirs.push(dir);
             }
         }
@@ -101,8 +113,14 @@ impl JobCgroup {
     pub fn remove(&self) {
         for d in &self.dirs {
             if let Ok(pids) = std::fs::read_to_string(d.join("cgroup.procs")) {
-                for p in pids.split_whitespace().filter_map(|p| p.parse::<i32>().ok()) {
-                    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), nix::sys::signal::Signal::SIGKILL);
+                for p in pids
+                    .split_whitespace()
+                    .filter_map(|p| p.parse::<i32>().ok())
+                {
+                    let _ = nix::sys::signal::kill(
+                        nix::unistd::Pid::from_raw(p),
+                        nix::sys::signal::Signal::SIGKILL,
+                    );
                 }
             }
             for _ in 0..50 {

@@ -27,7 +27,9 @@ impl Level {
             format!(
                 "landlock-v{}+seccomp+namespaces{}",
                 self.landlock_abi,
-                self.cgroup.map(|c| format!("+cgroup-{c}")).unwrap_or_else(|| "+rlimits".into())
+                self.cgroup
+                    .map(|c| format!("+cgroup-{c}"))
+                    .unwrap_or_else(|| "+rlimits".into())
             )
         } else {
             format!("none ({})", self.error.as_deref().unwrap_or("unknown"))
@@ -60,7 +62,16 @@ pub fn probe(helper: &Path) -> Level {
         level.error = Some(format!("helper {} not found", helper.display()));
         return level;
     }
-    let spec = spec_for(Set::Minimal, "exit 0", Path::new("/"), Path::new("/"), &[], None, Vec::new(), &Limits::default());
+    let spec = spec_for(
+        Set::Minimal,
+        "exit 0",
+        Path::new("/"),
+        Path::new("/"),
+        &[],
+        None,
+        Vec::new(),
+        &Limits::default(),
+    );
     let json = match serde_json::to_string(&spec) {
         Ok(j) => j,
         Err(e) => {
@@ -79,11 +90,13 @@ pub fn probe(helper: &Path) -> Level {
         Ok(out) if out.status.success() => level.enforcing = true,
         Ok(out) => {
             let msg = String::from_utf8_lossy(&out.stderr).trim().to_string();
-            level.error = Some(if out.status.code() == Some(SETUP_FAILED) && !msg.is_empty() {
-                msg
-            } else {
-                format!("probe exited {:?}: {msg}", out.status.code())
-            });
+            level.error = Some(
+                if out.status.code() == Some(SETUP_FAILED) && !msg.is_empty() {
+                    msg
+                } else {
+                    format!("probe exited {:?}: {msg}", out.status.code())
+                },
+            );
         }
         Err(e) => level.error = Some(format!("cannot run the helper: {e}")),
     }

@@ -83,11 +83,23 @@ pub fn main(spec: &Spec) -> i32 {
     if let Err(e) = maps {
         fail(e);
     }
-    if let Err(e) = mount(None::<&str>, "/", None::<&str>, MsFlags::MS_REC | MsFlags::MS_PRIVATE, None::<&str>) {
+    if let Err(e) = mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None::<&str>,
+    ) {
         fail(format!("make mounts private: {e}"));
     }
     if let Some(tmp) = &spec.tmp_dir {
-        if let Err(e) = mount(Some(tmp.as_path()), "/tmp", None::<&str>, MsFlags::MS_BIND | MsFlags::MS_REC, None::<&str>) {
+        if let Err(e) = mount(
+            Some(tmp.as_path()),
+            "/tmp",
+            None::<&str>,
+            MsFlags::MS_BIND | MsFlags::MS_REC,
+            None::<&str>,
+        ) {
             fail(format!("bind private /tmp: {e}"));
         }
     }
@@ -118,7 +130,13 @@ fn init(spec: &Spec) -> ! {
         fail(format!("pdeathsig: {e}"));
     }
     let proc_flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
-    if let Err(e) = mount(Some("proc"), "/proc", Some("proc"), proc_flags, None::<&str>) {
+    if let Err(e) = mount(
+        Some("proc"),
+        "/proc",
+        Some("proc"),
+        proc_flags,
+        None::<&str>,
+    ) {
         fail(format!("mount /proc: {e}"));
     }
     // SAFETY: still single-threaded.
@@ -164,9 +182,16 @@ fn command(spec: &Spec) -> ! {
         fail(format!("seccomp: {e}"));
     }
     let argv = [cstring("bash"), cstring("-c"), cstring(&spec.command)];
-    let envp: Vec<CString> = spec.env.iter().map(|(k, v)| cstring(&format!("{k}={v}"))).collect();
+    let envp: Vec<CString> = spec
+        .env
+        .iter()
+        .map(|(k, v)| cstring(&format!("{k}={v}")))
+        .collect();
     let e = nix::unistd::execve(&cstring("/bin/bash"), &argv, &envp).err();
-    fail(format!("exec /bin/bash: {}", e.map(|e| e.to_string()).unwrap_or_default()))
+    fail(format!(
+        "exec /bin/bash: {}",
+        e.map(|e| e.to_string()).unwrap_or_default()
+    ))
 }
 
 /// Parses the spec argument and runs; for `cli`.

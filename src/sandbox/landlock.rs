@@ -6,7 +6,8 @@
 
 use super::Spec;
 use landlock::{
-    Access, AccessFs, AccessNet, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetError, RulesetStatus, Scope, ABI,
+    Access, AccessFs, AccessNet, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr,
+    RulesetError, RulesetStatus, Scope, ABI,
 };
 
 /// The newest ABI this code was written and tested against.
@@ -15,7 +16,14 @@ pub const TARGET_ABI: ABI = ABI::V6;
 /// The kernel's Landlock ABI version (0 when unsupported).
 pub fn kernel_abi() -> i64 {
     // landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION)
-    let r = unsafe { libc::syscall(libc::SYS_landlock_create_ruleset, std::ptr::null::<u8>(), 0usize, 1u32) };
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<u8>(),
+            0usize,
+            1u32,
+        )
+    };
     if r < 0 {
         0
     } else {
@@ -30,11 +38,17 @@ pub fn apply(spec: &Spec) -> Result<bool, String> {
     let read = AccessFs::from_read(abi);
     let all = AccessFs::from_all(abi);
     let dev = AccessFs::ReadFile | AccessFs::WriteFile;
-    let mut ruleset = Ruleset::default().handle_access(all).map_err(|e| e.to_string())?;
+    let mut ruleset = Ruleset::default()
+        .handle_access(all)
+        .map_err(|e| e.to_string())?;
     if !spec.network {
-        ruleset = ruleset.handle_access(AccessNet::from_all(abi)).map_err(|e| e.to_string())?;
+        ruleset = ruleset
+            .handle_access(AccessNet::from_all(abi))
+            .map_err(|e| e.to_string())?;
     }
-    ruleset = ruleset.scope(Scope::from_all(abi)).map_err(|e| e.to_string())?;
+    ruleset = ruleset
+        .scope(Scope::from_all(abi))
+        .map_err(|e| e.to_string())?;
     // A path that does not exist (or vanished) is simply not allowed.
     let rules = spec
         .read
@@ -42,8 +56,16 @@ pub fn apply(spec: &Spec) -> Result<bool, String> {
         .map(|p| (p, read))
         .chain(spec.write.iter().map(|p| (p, all)))
         .chain(spec.devices.iter().map(|p| (p, dev)))
-        .filter_map(|(p, access)| PathFd::new(p).ok().map(|fd| Ok::<_, RulesetError>(PathBeneath::new(fd, access))));
-    let created = ruleset.create().map_err(|e| e.to_string())?.add_rules(rules).map_err(|e| e.to_string())?;
+        .filter_map(|(p, access)| {
+            PathFd::new(p)
+                .ok()
+                .map(|fd| Ok::<_, RulesetError>(PathBeneath::new(fd, access)))
+        });
+    let created = ruleset
+        .create()
+        .map_err(|e| e.to_string())?
+        .add_rules(rules)
+        .map_err(|e| e.to_string())?;
     let status = created.restrict_self().map_err(|e| e.to_string())?;
     Ok(status.ruleset == RulesetStatus::FullyEnforced)
 }

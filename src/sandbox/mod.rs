@@ -139,26 +139,68 @@ pub struct Spec {
 }
 
 /// System directories every set reads (programs, libraries).
-pub const SYSTEM_DIRS: &[&str] = &["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"];
+pub const SYSTEM_DIRS: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+];
 /// The /etc entries programs need — not /etc itself (/etc/shadow, /etc/sudoers stay out).
 pub const ETC_ENTRIES: &[&str] = &[
-    "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/passwd", "/etc/group",
-    "/etc/nsswitch.conf", "/etc/localtime", "/etc/timezone", "/etc/hosts", "/etc/host.conf",
-    "/etc/resolv.conf", "/etc/gai.conf", "/etc/services", "/etc/protocols", "/etc/ssl",
-    "/etc/ca-certificates", "/etc/pki", "/etc/bash.bashrc", "/etc/inputrc", "/etc/profile",
-    "/etc/environment", "/etc/locale.alias", "/etc/locale.conf", "/etc/default/locale",
-    "/etc/mime.types", "/etc/magic", "/etc/gitconfig", "/etc/terminfo", "/etc/python3",
-    "/etc/alternatives", "/etc/debian_version", "/etc/os-release", "/etc/lsb-release",
-    "/etc/papersize", "/etc/mailcap", "/etc/xdg", "/etc/npmrc", "/etc/pip.conf",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/nsswitch.conf",
+    "/etc/localtime",
+    "/etc/timezone",
+    "/etc/hosts",
+    "/etc/host.conf",
+    "/etc/resolv.conf",
+    "/etc/gai.conf",
+    "/etc/services",
+    "/etc/protocols",
+    "/etc/ssl",
+    "/etc/ca-certificates",
+    "/etc/pki",
+    "/etc/bash.bashrc",
+    "/etc/inputrc",
+    "/etc/profile",
+    "/etc/environment",
+    "/etc/locale.alias",
+    "/etc/locale.conf",
+    "/etc/default/locale",
+    "/etc/mime.types",
+    "/etc/magic",
+    "/etc/gitconfig",
+    "/etc/terminfo",
+    "/etc/python3",
+    "/etc/alternatives",
+    "/etc/debian_version",
+    "/etc/os-release",
+    "/etc/lsb-release",
+    "/etc/papersize",
+    "/etc/mailcap",
+    "/etc/xdg",
+    "/etc/npmrc",
+    "/etc/pip.conf",
 ];
 /// Devices every set may use.
-pub const DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"];
+pub const DEVICES: &[&str] = &[
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+];
 /// Read-only extras: the sandbox's own /proc, CPU topology (nproc), DNS stub for network sets.
 pub const PROC_AND_SYS: &[&str] = &["/proc", "/sys/devices/system/cpu"];
 pub const NETWORK_EXTRAS: &[&str] = &["/run/systemd/resolve", "/run/resolvconf"];
 
 fn existing(paths: &[&str]) -> Vec<PathBuf> {
-    paths.iter().map(PathBuf::from).filter(|p| p.exists()).collect()
+    paths
+        .iter()
+        .map(PathBuf::from)
+        .filter(|p| p.exists())
+        .collect()
 }
 
 /// The confinement of `set` for one command.
@@ -204,7 +246,11 @@ pub fn spec_for(
         PathBuf::from("/")
     };
     let mut env = env;
-    let home = if tmp_dir.is_some() { "/tmp".to_string() } else { workdir.display().to_string() };
+    let home = if tmp_dir.is_some() {
+        "/tmp".to_string()
+    } else {
+        workdir.display().to_string()
+    };
     env.retain(|(k, _)| k != "HOME" && k != "TMPDIR");
     env.push(("HOME".into(), home));
     if tmp_dir.is_some() {

@@ -5,8 +5,8 @@
 //! `clone3` gets ENOSYS so libc falls back to `clone`, whose flags the filter can inspect.
 
 use seccompiler::{
-    apply_filter, BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule,
-    TargetArch,
+    apply_filter, BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition,
+    SeccompFilter, SeccompRule, TargetArch,
 };
 use std::collections::BTreeMap;
 
@@ -66,23 +66,38 @@ fn cond(arg: u8, op: SeccompCmpOp, value: u64) -> Result<SeccompCondition, Strin
 }
 
 fn program() -> Result<(BpfProgram, BpfProgram), String> {
-    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = DENIED.iter().map(|&s| (s, Vec::new())).collect();
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
+        DENIED.iter().map(|&s| (s, Vec::new())).collect();
     // clone(flags, ...): deny when any namespace flag is set (one rule per flag: any matches).
     let mut clone_rules = Vec::new();
     for &f in NS_FLAGS {
-        clone_rules.push(SeccompRule::new(vec![cond(0, SeccompCmpOp::MaskedEq(f), f)?]).map_err(|e| e.to_string())?);
+        clone_rules.push(
+            SeccompRule::new(vec![cond(0, SeccompCmpOp::MaskedEq(f), f)?])
+                .map_err(|e| e.to_string())?,
+        );
     }
     rules.insert(libc::SYS_clone, clone_rules);
     // socket(domain, type, ...): no packet sockets, no raw sockets.
     rules.insert(
         libc::SYS_socket,
         vec![
-            SeccompRule::new(vec![cond(0, SeccompCmpOp::Eq, libc::AF_PACKET as u64)?]).map_err(|e| e.to_string())?,
-            SeccompRule::new(vec![cond(1, SeccompCmpOp::MaskedEq(0xf), libc::SOCK_RAW as u64)?]).map_err(|e| e.to_string())?,
+            SeccompRule::new(vec![cond(0, SeccompCmpOp::Eq, libc::AF_PACKET as u64)?])
+                .map_err(|e| e.to_string())?,
+            SeccompRule::new(vec![cond(
+                1,
+                SeccompCmpOp::MaskedEq(0xf),
+                libc::SOCK_RAW as u64,
+            )?])
+            .map_err(|e| e.to_string())?,
         ],
     );
-    let deny = SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(libc::EPERM as u32), ARCH)
-        .map_err(|e| e.to_string())?;
+    let deny = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        ARCH,
+    )
+    .map_err(|e| e.to_string())?;
     let clone3 = SeccompFilter::new(
         [(libc::SYS_clone3, Vec::new())].into_iter().collect(),
         SeccompAction::Allow,
@@ -91,8 +106,11 @@ fn program() -> Result<(BpfProgram, BpfProgram), String> {
     )
     .map_err(|e| e.to_string())?;
     Ok((
-        deny.try_into().map_err(|e: seccompiler::BackendError| e.to_string())?,
-        clone3.try_into().map_err(|e: seccompiler::BackendError| e.to_string())?,
+        deny.try_into()
+            .map_err(|e: seccompiler::BackendError| e.to_string())?,
+        clone3
+            .try_into()
+            .map_err(|e: seccompiler::BackendError| e.to_string())?,
     ))
 }
 

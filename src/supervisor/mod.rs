@@ -50,7 +50,7 @@ struct RunningJob {
 type JobResult = (Outcome, Duration);
 
 const RECHECK_FIRST: Duration = Duration::from_millis(1);
-const RECHECK_LAST: Duration = Duration::from_millis(256);
+const RECHECK_LAST: Duration = Duration::from_millis(1024);
 
 /// Runs the worker until shutdown. The databases must be migrated and the instance lock held.
 pub async fn run(
@@ -168,7 +168,6 @@ pub async fn run(
     let mut approvals_notified = false;
     let mut security_dv: Option<i64> = None;
     loop {
-        let mut claimed_now = 0usize;
         stats.tick();
         if shutdown.requested.is_cancelled() {
             break;
@@ -194,7 +193,6 @@ pub async fn run(
                     more = full;
                     claim_errors = 0;
                     let now = crate::time::now_ms();
-                    claimed_now = claimed.len();
                     for c in claimed {
                         ready.push(c.id, c.priority, c.not_before, now);
                     }
@@ -280,13 +278,15 @@ pub async fn run(
             continue;
         }
 
-        // The file watcher fires when the producer writes the WAL, which can be just before its
-        // commit becomes visible (a FULL fsync lies in between). So a wake-up that finds
-        // data_version unchanged re-checks a few times with growing delays (1, 4, 16, 64, 256 ms).
+        // The file watcher fires when a producer writes the WAL, which can be well before its
+        // commit becomes visible (a FULL fsync lies in between, slow on a busy disk), and events
+        // of several producers coalesce into one wake-up. So after a wake-up the supervisor
+        // re-checks data_version with doubling delays (1, 2, 4 … 1024 ms: about 2 s, when the
+        // poll fallback takes over), whether or not that check found rows.
         if let Some(delay) = recheck.take() {
-            if claimed_now == 0 && delay <= RECHECK_LAST {
+            if delay <= RECHECK_LAST {
                 recheck_at = Some(tokio::time::Instant::now() + delay);
-                recheck_next = delay * 4;
+                recheck_next = delay * 2;
             } else {
                 recheck_at = None;
             }
