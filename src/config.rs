@@ -55,6 +55,8 @@ pub struct Config {
     /// Clients and their grants (`[clients.NAME]`); `[clients.default]` replaces the minimal
     /// default of unlisted clients. See `clients::ClientConfig`.
     pub clients: std::collections::BTreeMap<String, crate::clients::ClientConfig>,
+    /// Runtime confinement of commands (`[sandbox]`): fail-closed switch, readable roots, limits.
+    pub sandbox: crate::sandbox::SandboxConfig,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -106,6 +108,7 @@ impl Default for Config {
             mcp_permissions: None,
             retention: Retention::default(),
             clients: Default::default(),
+            sandbox: Default::default(),
         }
     }
 }

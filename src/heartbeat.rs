@@ -16,6 +16,7 @@ pub async fn run(
     stores: Arc<Stores>,
     stats: Arc<Stats>,
     config: Arc<Config>,
+    sandbox_level: String,
     mut state: watch::Receiver<WorkerState>,
 ) {
     let started = Instant::now();
@@ -23,7 +24,15 @@ pub async fn run(
     let interval = Duration::from_millis(config.heartbeat_interval_ms);
     loop {
         let current = *state.borrow_and_update();
-        beat(&stores, &stats, &worker_id, current, started).await;
+        beat(
+            &stores,
+            &stats,
+            &worker_id,
+            &sandbox_level,
+            current,
+            started,
+        )
+        .await;
         if current == WorkerState::Stopped {
             return;
         }
@@ -32,7 +41,7 @@ pub async fn run(
             changed = state.changed() => {
                 if changed.is_err() {
                     // The supervisor is gone without saying Stopped: record it anyway.
-                    beat(&stores, &stats, &worker_id, WorkerState::Stopped, started).await;
+                    beat(&stores, &stats, &worker_id, &sandbox_level, WorkerState::Stopped, started).await;
                     return;
                 }
             }
@@ -44,6 +53,7 @@ async fn beat(
     stores: &Arc<Stores>,
     stats: &Arc<Stats>,
     worker_id: &str,
+    sandbox_level: &str,
     state: WorkerState,
     started: Instant,
 ) {
@@ -60,7 +70,7 @@ async fn beat(
         queue_depth: stats.queue_depth.load(Ordering::Relaxed),
         jobs_done_total: stats.jobs_done_total.load(Ordering::Relaxed),
         cache_hit_rate: stats.cache_hit_rate(),
-        sandbox_level: None,
+        sandbox_level: Some(sandbox_level.to_string()),
         uptime_ms: started.elapsed().as_millis() as i64,
     };
     let metrics = stats.take_metrics(now);

@@ -21,8 +21,12 @@ use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// Until the sandbox issue lands, commands run unconfined (process group only).
-pub const SANDBOX: &str = "none";
+fn workspace_of(ctx: &JobCtx) -> PathBuf {
+    ctx.config
+        .workspace
+        .canonicalize()
+        .unwrap_or_else(|_| ctx.config.workspace.clone())
+}
 
 pub fn specs() -> Vec<ActionSpec> {
     vec![ActionSpec {
@@ -226,6 +230,7 @@ async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
         since_last_ms: last.map(|t| now - t),
         duplicate_threshold_ms: entry.duplicate_threshold_ms,
         duplicate_check_enabled: entry.duplicate_check_enabled,
+        sandbox_enforcing: ctx.sandbox.enforcing,
     };
     match policy::decide(&situation) {
         Verdict::Blocked => Err(Outcome {
@@ -252,7 +257,10 @@ async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
             )),
         }),
         Verdict::Ask(shown) => ask(ctx, &command, &report, &workdir, &shown, force_requested && !situation.force_granted).await,
-        Verdict::Run(policy_used) => execute(ctx, &command, &report, &f, &workdir, timeout, &policy_used).await,
+        Verdict::Run(policy_used) => {
+            let set = entry.permission_set.clone().unwrap_or_else(|| report.permission_set.to_string());
+            execute(ctx, &command, &report, &f, &workdir, timeout, &policy_used, &set).await
+        }
     }
 }
 
@@ -336,6 +344,7 @@ async fn ask(
     })
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn execute(
     ctx: &JobCtx,
     command: &str,
@@ -344,11 +353,28 @@ async fn execute(
     workdir: &Path,
     timeout: Duration,
     policy_used: &str,
+    permission_set: &str,
 ) -> Result<Outcome, Outcome> {
+    // The set recorded in the registry (the one it was approved/promoted under) decides.
+    let set =
+        crate::sandbox::Set::parse(permission_set).unwrap_or(crate::sandbox::Set::McpStandard);
+    let prepared = crate::sandbox::prepare(
+        &ctx.sandbox,
+        &ctx.config.sandbox,
+        set,
+        command,
+        workdir,
+        &workspace_of(ctx),
+        executor::filtered_env(|k| std::env::var(k).ok()),
+        ctx.job_id,
+    )
+    .map_err(Outcome::failed)?;
+    let label = prepared.label.clone();
     let req = ExecRequest {
         command: command.to_string(),
         workdir: workdir.to_path_buf(),
         timeout,
+        sandbox: prepared.sandbox.clone(),
     };
     let data_dir = ctx.config.data_dir.clone();
     let job_id = ctx.job_id;
@@ -357,9 +383,16 @@ async fn execute(
     })
     .await;
     leftovers::forget(&data_dir, job_id);
-    let r = res.map_err(|e| Outcome::failed(format!("cannot start /bin/bash: {e}")))?;
+    prepared.finish();
+    let r = res.map_err(|e| Outcome::failed(format!("cannot start the command: {e}")))?;
     if r.cancelled {
         return Ok(Outcome::cancelled());
+    }
+    if r.sandbox_failed {
+        return Err(Outcome::failed(format!(
+            "the sandbox could not confine the command, so nothing ran: {}",
+            r.stderr.trim()
+        )));
     }
     ctx.stats.incr("bash_executions", 1.0);
     let success = r.success();
@@ -367,7 +400,7 @@ async fn execute(
         let (h, f2, sandbox, code, ms) = (
             report.command_hash.clone(),
             f.clone(),
-            SANDBOX,
+            label.clone(),
             r.exit_code,
             r.duration_ms as i64,
         );
@@ -376,7 +409,7 @@ async fn execute(
             .stores
             .security
             .call(move |c| {
-                registry::record_run(c, &h, job_id, code, success, ms, sandbox, &f2, now)
+                registry::record_run(c, &h, job_id, code, success, ms, &sandbox, &f2, now)
             })
             .await;
         match changes {
@@ -401,7 +434,8 @@ async fn execute(
         "policy_used": policy_used,
         "truncated": r.truncated,
         "timed_out": r.timed_out,
-        "sandbox": SANDBOX,
+        "sandbox": label,
+        "permission_set": set.as_str(),
         "executed_path": report.executed_path,
         "command_hash": report.command_hash,
     });

@@ -40,6 +40,8 @@ pub struct JobCtx {
     pub grants: Option<Arc<ClientGrants>>,
     /// A human approved this job's command (a consumed approval of its snapshot).
     pub approval: Option<ApprovedRun>,
+    /// What the sandbox can enforce on this machine (probed at start-up).
+    pub sandbox: Arc<crate::sandbox::detect::Level>,
 }
 
 /// What a consumed approval carries into the resumed job.

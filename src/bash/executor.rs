@@ -33,6 +33,9 @@ pub struct ExecRequest {
     pub command: String,
     pub workdir: PathBuf,
     pub timeout: Duration,
+    /// Run confined: the helper binary (`brainloop`) and the spec it applies. `None` runs
+    /// `/bin/bash -c` directly (process group only).
+    pub sandbox: Option<(PathBuf, crate::sandbox::Spec)>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -48,13 +51,15 @@ pub struct ExecResult {
     pub duration_ms: u64,
     pub timed_out: bool,
     pub cancelled: bool,
+    /// The sandbox helper could not confine the command: nothing of it ran (message in stderr).
+    pub sandbox_failed: bool,
     /// The process group id, for bookkeeping.
     pub pgid: i32,
 }
 
 impl ExecResult {
     pub fn success(&self) -> bool {
-        self.exit_code == Some(0) && !self.timed_out && !self.cancelled
+        self.exit_code == Some(0) && !self.timed_out && !self.cancelled && !self.sandbox_failed
     }
 }
 
@@ -137,13 +142,27 @@ pub async fn execute_with(
     on_spawn: impl FnOnce(i32),
 ) -> std::io::Result<ExecResult> {
     let timeout = req.timeout.min(MAX_TIMEOUT);
-    let mut cmd = tokio::process::Command::new("/bin/bash");
-    cmd.arg("-c")
-        .arg(&req.command)
-        .current_dir(&req.workdir)
-        .env_clear()
-        .envs(filtered_env(|k| std::env::var(k).ok()))
-        .stdin(Stdio::null())
+    let mut cmd = match &req.sandbox {
+        None => {
+            let mut c = tokio::process::Command::new("/bin/bash");
+            c.arg("-c")
+                .arg(&req.command)
+                .current_dir(&req.workdir)
+                .env_clear()
+                .envs(filtered_env(|k| std::env::var(k).ok()));
+            c
+        }
+        Some((helper, spec)) => {
+            let json = serde_json::to_string(spec).map_err(std::io::Error::other)?;
+            let mut c = tokio::process::Command::new(helper);
+            // The spec carries the command's environment; the helper itself needs none.
+            c.args(["sandbox-exec", "--spec", &json])
+                .current_dir("/")
+                .env_clear();
+            c
+        }
+    };
+    cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
@@ -216,7 +235,11 @@ pub async fn execute_with(
     let (stdout, l1) = to_text(out, truncated);
     let (stderr, l2) = to_text(err, truncated);
     use std::os::unix::process::ExitStatusExt;
+    let sandbox_failed = req.sandbox.is_some()
+        && status.code() == Some(crate::sandbox::SETUP_FAILED)
+        && stderr.starts_with(crate::sandbox::ERROR_PREFIX);
     Ok(ExecResult {
+        sandbox_failed,
         exit_code: status.code(),
         signal: status.signal(),
         stdout,
@@ -239,6 +262,7 @@ mod tests {
             command: cmd.into(),
             workdir: std::env::temp_dir(),
             timeout: Duration::from_millis(timeout_ms),
+            sandbox: None,
         }
     }
 

@@ -137,6 +137,8 @@ pub struct Situation {
     pub since_last_ms: Option<i64>,
     pub duplicate_threshold_ms: i64,
     pub duplicate_check_enabled: bool,
+    /// The sandbox is enforcing here: read-only commands may run unasked (DESIGN §5.7).
+    pub sandbox_enforcing: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -171,6 +173,9 @@ pub fn decide(s: &Situation) -> Verdict {
     }
     if s.policy == Policy::AutoApprove {
         return Verdict::Run("auto_approve".into());
+    }
+    if s.policy == Policy::Ask && s.facts.sandbox_auto_approvable && s.sandbox_enforcing {
+        return Verdict::Run("sandboxed_readonly".into());
     }
     if s.force_requested && s.force_granted {
         return Verdict::Run("force_execute".into());
@@ -323,6 +328,7 @@ mod tests {
             since_last_ms: None,
             duplicate_threshold_ms: DEFAULT_DUPLICATE_THRESHOLD_MS,
             duplicate_check_enabled: true,
+            sandbox_enforcing: false,
         }
     }
 
@@ -336,7 +342,42 @@ mod tests {
         type Case = (&'static str, Situation, Verdict);
         let run = |s: &str| Verdict::Run(s.into());
         let askv = |s: &str| Verdict::Ask(s.into());
+        let readonly = Facts {
+            sandbox_auto_approvable: true,
+            permission_set: "readonly".into(),
+            ..facts(false, 0.1)
+        };
         let cases: Vec<Case> = vec![
+            (
+                "readonly runs unasked under an enforcing sandbox",
+                Situation {
+                    sandbox_enforcing: true,
+                    ..sit(readonly.clone(), Policy::Ask)
+                },
+                run("sandboxed_readonly"),
+            ),
+            (
+                "readonly asks without one",
+                sit(readonly.clone(), Policy::Ask),
+                askv("ask"),
+            ),
+            (
+                "always_ask beats the sandbox rule",
+                Situation {
+                    sandbox_enforcing: true,
+                    user_override: Some(Override::AlwaysAsk),
+                    ..sit(readonly.clone(), Policy::Ask)
+                },
+                askv("always_ask"),
+            ),
+            (
+                "a write is not readonly: asks even under the sandbox",
+                Situation {
+                    sandbox_enforcing: true,
+                    ..sit(facts(false, 0.3), Policy::Ask)
+                },
+                askv("ask"),
+            ),
             (
                 "blocked beats always_allow",
                 Situation {

@@ -59,6 +59,12 @@ pub enum Command {
     Commands(security::CommandsArgs),
     /// Set a command's override: always_allow, always_ask, never, or clear.
     Override(security::OverrideArgs),
+    /// (internal) The sandbox helper the worker runs for each command.
+    #[command(hide = true)]
+    SandboxExec {
+        #[arg(long)]
+        spec: String,
+    },
     /// Give a client a permission (effective from its next job).
     Grant(grants::GrantArgs),
     /// Take back a permission given with `grant`.
@@ -74,6 +80,10 @@ pub enum Command {
 /// Entry point of the binary; returns the process exit code.
 pub fn main() -> i32 {
     let cli = Cli::parse();
+    // The sandbox helper must stay single-threaded and quiet: nothing else runs before it.
+    if let Command::SandboxExec { spec } = &cli.command {
+        return crate::sandbox::exec::run_from_arg(spec);
+    }
     if !matches!(cli.command, Command::Run(_)) {
         // Short-lived CLI commands behave like Unix tools: `brainloop check ... | head` ends
         // quietly on a closed pipe instead of panicking. The daemon keeps SIGPIPE ignored.
@@ -110,6 +120,7 @@ pub fn main() -> i32 {
         Command::Run(args) => run::run(config, &args),
         Command::Enqueue(args) => enqueue::run(&config, &args),
         Command::Status(args) => status::run(&config, &args),
+        Command::SandboxExec { .. } => Ok(crate::sandbox::SETUP_FAILED),
         Command::Check(args) => check::run(&config, &args),
         Command::Validations(args) => security::validations(&config, &args),
         Command::Approve(args) => security::decide(&config, &args, true),

@@ -40,6 +40,18 @@ pub fn run(config: Config, args: &RunArgs) -> Result<i32> {
     if let Err(e) = nix::sys::prctl::set_dumpable(false) {
         tracing::warn!(error = %e, "cannot mark the worker non-dumpable");
     }
+    check_readable_roots(&config.data_dir, &config.sandbox.readable_roots)?;
+    let helper = std::env::current_exe()
+        .context("cannot find the brainloop binary for the sandbox helper")?;
+    let sandbox = crate::sandbox::detect::probe(&helper);
+    if sandbox.enforcing {
+        tracing::info!(level = %sandbox.label(), "sandbox enforcing");
+    } else if config.sandbox.required {
+        tracing::error!(level = %sandbox.label(), "sandbox NOT available: commands will be refused (fail closed); set [sandbox] required = false to run them unconfined");
+    } else {
+        tracing::warn!(level = %sandbox.label(), "sandbox NOT available: commands run unconfined ([sandbox] required = false)");
+    }
+    let sandbox = Arc::new(sandbox);
     let config = Arc::new(config);
     let registry = Arc::new(Registry::new(&config)?);
     let stores = Stores::open(&config.data_dir)?;
@@ -53,7 +65,7 @@ pub fn run(config: Config, args: &RunArgs) -> Result<i32> {
         shutdown
             .listen_for_signals()
             .context("cannot install signal handlers")?;
-        crate::supervisor::run(config, stores, registry, shutdown).await
+        crate::supervisor::run(config, stores, registry, sandbox, shutdown).await
     });
     // Jobs abandoned after cancellation may still hold blocking threads; do not wait for them.
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
@@ -78,6 +90,24 @@ pub fn check_data_dir_outside_workspace(data_dir: &Path, workspace: &Path) -> Re
             data.display(),
             ws.display()
         );
+    }
+    Ok(())
+}
+
+/// DESIGN §2: no readable root of the sandbox may contain the data dir.
+pub fn check_readable_roots(data_dir: &Path, roots: &[PathBuf]) -> Result<()> {
+    let data = data_dir
+        .canonicalize()
+        .unwrap_or_else(|_| data_dir.to_path_buf());
+    for r in roots {
+        let root = r.canonicalize().unwrap_or_else(|_| r.clone());
+        if data.starts_with(&root) {
+            bail!(
+                "[sandbox] readable_roots contains {} which holds the data dir {}: sandboxed commands could read the worker's databases. Remove it or move the data dir",
+                root.display(),
+                data.display()
+            );
+        }
     }
     Ok(())
 }

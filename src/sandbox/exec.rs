@@ -3,7 +3,7 @@
 //! ```text
 //! helper (in the worker's process group, PDEATHSIG from the worker)
 //!   join the job's cgroup, set rlimits
-//!   unshare(user | mount | pid [| net]); map our uid/gid; make mounts private; bind /tmp
+//!   unshare(user | mount | pid [| net]); map our uid/gid; make mounts private
 //!   fork ─▶ init (PID 1 of the new PID namespace, PDEATHSIG from the helper)
 //!            mount a fresh /proc (only the sandbox's processes are visible)
 //!            fork ─▶ command: chdir, no_new_privs, Landlock, seccomp, exec /bin/bash -c
@@ -91,17 +91,6 @@ pub fn main(spec: &Spec) -> i32 {
         None::<&str>,
     ) {
         fail(format!("make mounts private: {e}"));
-    }
-    if let Some(tmp) = &spec.tmp_dir {
-        if let Err(e) = mount(
-            Some(tmp.as_path()),
-            "/tmp",
-            None::<&str>,
-            MsFlags::MS_BIND | MsFlags::MS_REC,
-            None::<&str>,
-        ) {
-            fail(format!("bind private /tmp: {e}"));
-        }
     }
     // SAFETY: the helper is single-threaded (it never starts a runtime), so fork is sound.
     match unsafe { fork() } {

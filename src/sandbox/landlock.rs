@@ -57,6 +57,12 @@ pub fn apply(spec: &Spec) -> Result<bool, String> {
         .chain(spec.write.iter().map(|p| (p, all)))
         .chain(spec.devices.iter().map(|p| (p, dev)))
         .filter_map(|(p, access)| {
+            // Directory-only rights on a file would leave the ruleset partially enforced.
+            let access = if p.is_dir() {
+                access
+            } else {
+                access & AccessFs::from_file(abi)
+            };
             PathFd::new(p)
                 .ok()
                 .map(|fd| Ok::<_, RulesetError>(PathBeneath::new(fd, access)))

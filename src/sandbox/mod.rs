@@ -5,14 +5,14 @@
 //! |---|---|---|---|
 //! | minimal | system dirs needed to run programs | /dev/null only | none |
 //! | readonly | + the workspace | /dev/null only | none |
-//! | filesystem | + the workspace | workspace + a private /tmp | none |
-//! | network-api | system dirs | private /tmp | yes |
-//! | mcp-standard | configured readable roots (default: the workspace) | workspace + private /tmp | yes |
+//! | filesystem | + the workspace | workspace + a private tmp dir | none |
+//! | network-api | system dirs | private tmp dir | yes |
+//! | mcp-standard | configured readable roots (default: the workspace) | workspace + private tmp dir | yes |
 //!
 //! The worker is multi-threaded, and `unshare(CLONE_NEWUSER)` refuses multi-threaded callers, so
 //! confinement happens in a small single-threaded helper, `brainloop sandbox-exec`, which the
 //! executor spawns with a [`Spec`] computed in advance (`exec.rs`). Mechanisms, one file each:
-//! user + mount + PID (+ network) namespaces and a private /tmp (`exec.rs`), Landlock file, TCP
+//! user + mount + PID (+ network) namespaces and a fresh /proc (`exec.rs`), Landlock file, TCP
 //! and signal rules (`landlock.rs`), a seccomp filter for what Landlock cannot express
 //! (`seccomp.rs`), a per-job cgroup for processes and memory (`cgroup.rs`), rlimits, and
 //! `no_new_privs`. `detect.rs` probes all of it at start-up.
@@ -131,7 +131,7 @@ pub struct Spec {
     /// Device files readable and writable (/dev/null...).
     pub devices: Vec<PathBuf>,
     pub network: bool,
-    /// Bound onto /tmp inside the sandbox.
+    /// The job's private temporary directory (TMPDIR and HOME), writable.
     pub tmp_dir: Option<PathBuf>,
     pub limits: Limits,
     /// `cgroup.procs` files the helper joins before anything else.
@@ -231,30 +231,30 @@ pub fn spec_for(
     if set.network() {
         read.extend(existing(NETWORK_EXTRAS));
     }
+    // The private temporary directory is allowed by path and announced through TMPDIR and HOME
+    // (not mounted over /tmp: the workspace itself may live under /tmp).
     let tmp_dir = if set.private_tmp() { tmp_dir } else { None };
-    if tmp_dir.is_some() {
-        write.push(PathBuf::from("/tmp"));
+    if let Some(t) = &tmp_dir {
+        write.push(t.clone());
     }
-    // The working dir must be usable: it is the workspace (or beneath it) for workspace sets; for
-    // the others, the command starts in /tmp (or / when it has none).
+    // The working dir must be usable: the requested one for sets that see the workspace, else
+    // the private tmp (or / when there is none).
     let ws_visible = matches!(set, Set::Readonly | Set::Filesystem | Set::McpStandard);
     let workdir = if ws_visible {
         workdir.to_path_buf()
-    } else if tmp_dir.is_some() {
-        PathBuf::from("/tmp")
+    } else if let Some(t) = &tmp_dir {
+        t.clone()
     } else {
         PathBuf::from("/")
     };
     let mut env = env;
-    let home = if tmp_dir.is_some() {
-        "/tmp".to_string()
-    } else {
-        workdir.display().to_string()
-    };
     env.retain(|(k, _)| k != "HOME" && k != "TMPDIR");
-    env.push(("HOME".into(), home));
-    if tmp_dir.is_some() {
-        env.push(("TMPDIR".into(), "/tmp".into()));
+    match &tmp_dir {
+        Some(t) => {
+            env.push(("HOME".into(), t.display().to_string()));
+            env.push(("TMPDIR".into(), t.display().to_string()));
+        }
+        None => env.push(("HOME".into(), workdir.display().to_string())),
     }
     Spec {
         set,
@@ -275,3 +275,89 @@ pub fn spec_for(
 pub const SETUP_FAILED: i32 = 125;
 /// Prefix of the helper's own error messages on stderr.
 pub const ERROR_PREFIX: &str = "brainloop sandbox-exec:";
+
+/// The confinement of one job, ready to hand to the executor, and what to clean up after it.
+#[derive(Debug)]
+pub struct Prepared {
+    /// (helper binary, spec), or `None` to run unconfined.
+    pub sandbox: Option<(PathBuf, Spec)>,
+    /// What the result's `sandbox` field says.
+    pub label: String,
+    cgroup: Option<cgroup::JobCgroup>,
+    tmp_dir: Option<PathBuf>,
+}
+
+impl Prepared {
+    /// Removes the job's cgroup and private tmp dir.
+    pub fn finish(self) {
+        if let Some(c) = &self.cgroup {
+            c.remove();
+        }
+        if let Some(t) = &self.tmp_dir {
+            let _ = std::fs::remove_dir_all(t);
+        }
+    }
+}
+
+/// Prepares the sandbox of one command in `set`, or explains why it cannot run: when the probe
+/// found the sandbox unusable and `required` is on, nothing runs (fail closed).
+#[allow(clippy::too_many_arguments)]
+pub fn prepare(
+    level: &detect::Level,
+    cfg: &SandboxConfig,
+    set: Set,
+    command: &str,
+    workdir: &Path,
+    workspace: &Path,
+    env: Vec<(String, String)>,
+    job_id: i64,
+) -> Result<Prepared, String> {
+    if !level.enforcing {
+        if cfg.required {
+            return Err(format!(
+                "the sandbox cannot be enforced here ({}); commands are refused. Fix it, or set [sandbox] required = false to run them unconfined",
+                level.label()
+            ));
+        }
+        return Ok(Prepared {
+            sandbox: None,
+            label: "none".into(),
+            cgroup: None,
+            tmp_dir: None,
+        });
+    }
+    let helper =
+        std::env::current_exe().map_err(|e| format!("cannot find the sandbox helper: {e}"))?;
+    let tmp_dir = if set.private_tmp() {
+        let template = std::env::temp_dir().join(format!("brainloop-job-{job_id}-XXXXXX"));
+        Some(
+            nix::unistd::mkdtemp(&template)
+                .map_err(|e| format!("cannot create the private tmp dir: {e}"))?,
+        )
+    } else {
+        None
+    };
+    let cg = cgroup::JobCgroup::create(
+        &format!("brainloop-{}-{job_id}", std::process::id()),
+        &cfg.limits,
+    );
+    let mut spec = spec_for(
+        set,
+        command,
+        workdir,
+        workspace,
+        &cfg.readable_roots,
+        tmp_dir.clone(),
+        env,
+        &cfg.limits,
+    );
+    if let Some(c) = &cg {
+        spec.cgroup_procs = c.procs_files();
+    }
+    Ok(Prepared {
+        label: format!("{} ({})", set.as_str(), level.label()),
+        sandbox: Some((helper, spec)),
+        cgroup: cg,
+        tmp_dir,
+    })
+}

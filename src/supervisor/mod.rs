@@ -57,6 +57,7 @@ pub async fn run(
     config: Arc<Config>,
     stores: Arc<Stores>,
     registry: Arc<Registry>,
+    sandbox: Arc<crate::sandbox::detect::Level>,
     shutdown: Shutdown,
 ) -> Result<()> {
     let stats = Arc::new(Stats::default());
@@ -66,6 +67,7 @@ pub async fn run(
         Arc::clone(&stores),
         Arc::clone(&stats),
         Arc::clone(&config),
+        sandbox.label(),
         state_rx,
     ));
     let background = CancellationToken::new();
@@ -145,6 +147,7 @@ pub async fn run(
         stores: Arc::clone(&stores),
         registry,
         stats: Arc::clone(&stats),
+        sandbox: Arc::clone(&sandbox),
         tasks: JoinSet::new(),
         running: HashMap::new(),
         fin_tx,
@@ -411,6 +414,7 @@ struct Loop {
     stores: Arc<Stores>,
     registry: Arc<Registry>,
     stats: Arc<Stats>,
+    sandbox: Arc<crate::sandbox::detect::Level>,
     tasks: JoinSet<JobResult>,
     running: HashMap<Id, RunningJob>,
     fin_tx: mpsc::UnboundedSender<Finished>,
@@ -493,6 +497,7 @@ impl Loop {
             stats: Arc::clone(&self.stats),
             grants: None,
             approval: self.approved.remove(&snap.job_id),
+            sandbox: Arc::clone(&self.sandbox),
         };
         let params_hash = hex::encode(Sha256::digest(
             snap.params.as_deref().unwrap_or("").as_bytes(),
