@@ -457,3 +457,64 @@ fn the_executor_kills_the_tree_caps_floods_and_filters_the_environment() {
     assert_eq!(st, "succeeded");
     assert_eq!(v["stdout"], "a\u{FFFD}b");
 }
+
+fn sandbox_enforcing() -> bool {
+    std::process::Command::new(common::BIN)
+        .arg("sandbox")
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
+
+#[test]
+fn readonly_commands_run_unasked_in_the_sandbox_and_cannot_do_more() {
+    if !sandbox_enforcing() {
+        eprintln!("SKIP: the sandbox is not available on this machine");
+        return;
+    }
+    let env = Env::new();
+    let cfg = ops_config(&env);
+    std::fs::write(env.workspace.join("a.txt"), "data\n").unwrap();
+    let d = env.start(&[
+        ("BRAINLOOP_CONFIG", cfg.as_str()),
+        ("BRAINLOOP_TEST_SECRET", "WORKER-ENV-SECRET"),
+    ]);
+    // A read-only command: no human, confined to the readonly set.
+    let (st, v, err) = bash(&env, "local", "cat a.txt | wc -l");
+    assert_eq!(st, "succeeded", "{err}");
+    assert_eq!(v["policy_used"], "sandboxed_readonly");
+    assert!(
+        v["sandbox"]
+            .as_str()
+            .unwrap()
+            .starts_with("readonly (landlock"),
+        "{v}"
+    );
+    // It looks read-only to the classifier but a repository hook tries to write: the sandbox says no.
+    let ws = env.workspace.display();
+    let outside = env.root.path().join("pwned");
+    assert!(std::process::Command::new("bash")
+        .arg("-c")
+        .arg(format!("cd {ws} && git init -q && git config core.fsmonitor 'touch {} {ws}/pwned_inside; false'", outside.display()))
+        .status()
+        .unwrap()
+        .success());
+    let (st, v, _) = bash(&env, "local", "git status");
+    assert!(st == "succeeded" || st == "failed", "{st}: {v}");
+    assert_eq!(v["policy_used"], "sandboxed_readonly");
+    assert!(
+        !outside.exists() && !env.workspace.join("pwned_inside").exists(),
+        "the hook wrote something"
+    );
+    // The worker's own environment is out of reach even for a forced command.
+    let (_, v, _) = run(
+        &env,
+        "ops",
+        "execute_bash",
+        json!({"command": format!("cat /proc/{}/environ; cat /proc/*/environ", d.pid()), "force_execute": true}),
+    );
+    assert!(!v.to_string().contains("WORKER-ENV-SECRET"), "{v}");
+    // `status` shows the sandbox level.
+    let (_, out, _) = env.cli(&["status"]);
+    assert!(out.contains("landlock"), "{out}");
+}

@@ -59,6 +59,11 @@ pub enum Command {
     Commands(security::CommandsArgs),
     /// Set a command's override: always_allow, always_ask, never, or clear.
     Override(security::OverrideArgs),
+    /// Show what the command sandbox can enforce on this machine (Landlock, seccomp, namespaces, cgroup).
+    Sandbox {
+        #[arg(long)]
+        json: bool,
+    },
     /// (internal) The sandbox helper the worker runs for each command.
     #[command(hide = true)]
     SandboxExec {
@@ -121,6 +126,7 @@ pub fn main() -> i32 {
         Command::Enqueue(args) => enqueue::run(&config, &args),
         Command::Status(args) => status::run(&config, &args),
         Command::SandboxExec { .. } => Ok(crate::sandbox::SETUP_FAILED),
+        Command::Sandbox { json } => sandbox_report(json),
         Command::Check(args) => check::run(&config, &args),
         Command::Validations(args) => security::validations(&config, &args),
         Command::Approve(args) => security::decide(&config, &args, true),
@@ -140,6 +146,23 @@ pub fn main() -> i32 {
             1
         }
     }
+}
+
+fn sandbox_report(json: bool) -> anyhow::Result<i32> {
+    let exe = std::env::current_exe()?;
+    let level = crate::sandbox::detect::probe(&exe);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&level)?);
+    } else {
+        println!("sandbox: {}", level.label());
+        println!(
+            "  landlock ABI {}, seccomp {}, cgroup {}",
+            level.landlock_abi,
+            level.seccomp,
+            level.cgroup.unwrap_or("none (rlimits only)")
+        );
+    }
+    Ok(if level.enforcing { 0 } else { 3 })
 }
 
 fn init_logging(default_level: &str) {

@@ -194,6 +194,11 @@ pub fn render(r: &Value) -> String {
         );
         line(
             &mut s,
+            "sandbox",
+            hb["sandbox_level"].as_str().unwrap_or("?").to_string(),
+        );
+        line(
+            &mut s,
             "cache hit rate",
             format!(
                 "{:.0} %",

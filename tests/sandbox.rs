@@ -1,0 +1,388 @@
+//! The sandbox, attacked from inside (issue 6). Each test runs a command confined exactly as the
+//! worker would (the real `brainloop sandbox-exec` helper, a per-job cgroup and private tmp dir)
+//! against throwaway temp dirs, and checks that the escape failed and what it targeted survived.
+//! When the machine supports the sandbox (the probe says enforcing), a failure here is a failure,
+//! never a skip.
+
+use brainloop::bash::executor::{execute, ExecRequest, ExecResult};
+use brainloop::sandbox::{self, cgroup::JobCgroup, detect, Limits, Set};
+use std::io::Read;
+use std::net::{TcpListener, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+const BIN: &str = env!("CARGO_BIN_EXE_brainloop");
+
+struct Lab {
+    _root: tempfile::TempDir,
+    ws: PathBuf,
+    outside: PathBuf,
+}
+
+fn lab() -> Option<Lab> {
+    let level = detect::probe(Path::new(BIN));
+    if !level.enforcing {
+        eprintln!("SKIP: sandbox not available here: {}", level.label());
+        return None;
+    }
+    let root = tempfile::tempdir().unwrap();
+    let ws = root.path().join("ws");
+    let outside = root.path().join("outside");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::create_dir_all(outside.join(".ssh")).unwrap();
+    std::fs::write(outside.join(".ssh/id_rsa"), "PRIVATE-KEY-SECRET").unwrap();
+    std::fs::write(outside.join("shadow"), "root:SHADOW-SECRET:19000::::::").unwrap();
+    std::fs::write(ws.join("a.txt"), "inside\n").unwrap();
+    Some(Lab {
+        _root: root,
+        ws,
+        outside,
+    })
+}
+
+fn limits() -> Limits {
+    Limits {
+        max_processes: 64,
+        max_memory_bytes: 256 << 20,
+        ..Limits::default()
+    }
+}
+
+async fn confined(lab: &Lab, set: Set, cmd: &str, timeout_ms: u64) -> ExecResult {
+    let ws = lab.ws.canonicalize().unwrap();
+    let tmp = tempfile::Builder::new()
+        .prefix("bl-sbx-tmp")
+        .tempdir()
+        .unwrap();
+    let name = format!("bl-test-{}-{}", std::process::id(), rand_suffix());
+    let cg = JobCgroup::create(&name, &limits());
+    let env = brainloop::bash::executor::filtered_env(|k| std::env::var(k).ok());
+    let mut spec = sandbox::spec_for(
+        set,
+        cmd,
+        &ws,
+        &ws,
+        &[],
+        Some(tmp.path().to_path_buf()),
+        env,
+        &limits(),
+    );
+    if let Some(c) = &cg {
+        spec.cgroup_procs = c.procs_files();
+    }
+    let req = ExecRequest {
+        command: cmd.to_string(),
+        workdir: ws,
+        timeout: Duration::from_millis(timeout_ms),
+        sandbox: Some((PathBuf::from(BIN), spec)),
+    };
+    let r = execute(&req, &CancellationToken::new()).await.unwrap();
+    if let Some(c) = &cg {
+        c.remove();
+    }
+    assert!(!r.sandbox_failed, "sandbox setup failed: {}", r.stderr);
+    r
+}
+
+fn rand_suffix() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos() as u64
+}
+
+fn all_output(r: &ExecResult) -> String {
+    format!("{}{}", r.stdout, r.stderr)
+}
+
+#[tokio::test]
+async fn writes_outside_the_workspace_fail_by_every_route() {
+    let Some(lab) = lab() else { return };
+    std::os::unix::fs::symlink(&lab.outside, lab.ws.join("link")).unwrap();
+    let o = lab.outside.display();
+    for (i, cmd) in [
+        format!("echo x > {o}/direct"),
+        "echo x > link/via_symlink".to_string(),
+        "echo x > ../outside/via_dotdot".to_string(),
+        "echo x > /proc/self/cwd/../outside/via_proc_cwd".to_string(),
+        format!("cp a.txt {o}/via_cp"),
+        format!("mv a.txt {o}/via_mv"),
+        format!("ln a.txt {o}/via_hardlink"),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let r = confined(&lab, Set::McpStandard, cmd, 10_000).await;
+        assert_ne!(
+            r.exit_code,
+            Some(0),
+            "case {i} `{cmd}` succeeded: {}",
+            all_output(&r)
+        );
+    }
+    let left: Vec<_> = std::fs::read_dir(&lab.outside)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left.len(), 2, "nothing new outside: {left:?}");
+    assert!(
+        lab.ws.join("a.txt").exists(),
+        "mv out of the workspace failed and left the file"
+    );
+    // The same write inside the workspace works (the rule is not simply "deny everything").
+    let r = confined(
+        &lab,
+        Set::Filesystem,
+        "echo ok > b.txt && cat b.txt",
+        10_000,
+    )
+    .await;
+    assert_eq!(r.stdout, "ok\n");
+}
+
+#[tokio::test]
+async fn secrets_outside_and_the_workers_environment_are_unreadable() {
+    let Some(lab) = lab() else { return };
+    std::env::set_var("BRAINLOOP_TEST_SECRET", "ENVIRON-SECRET");
+    let o = lab.outside.display();
+    let me = std::process::id();
+    for cmd in [
+        format!("cat {o}/.ssh/id_rsa"),
+        format!("cat {o}/shadow"),
+        "cat ../outside/shadow".to_string(),
+        format!("cat /proc/{me}/environ"),
+        "cat /proc/1/environ; cat /proc/*/environ".to_string(),
+        "cat /etc/shadow".to_string(),
+        format!("ls {o}"),
+    ] {
+        let r = confined(&lab, Set::McpStandard, &cmd, 10_000).await;
+        let out = all_output(&r);
+        for s in ["PRIVATE-KEY-SECRET", "SHADOW-SECRET", "ENVIRON-SECRET"] {
+            assert!(!out.contains(s), "`{cmd}` leaked {s}: {out}");
+        }
+        assert!(
+            r.stdout.trim().is_empty() || cmd.starts_with("cat /proc/1"),
+            "`{cmd}` printed {}",
+            r.stdout
+        );
+    }
+    // Only the sandbox's own processes are visible.
+    let r = confined(
+        &lab,
+        Set::Readonly,
+        "ls /proc | grep -E '^[0-9]+$' | wc -l",
+        10_000,
+    )
+    .await;
+    let n: u32 = r.stdout.trim().parse().unwrap();
+    assert!(n <= 6, "{n} processes visible");
+}
+
+#[tokio::test]
+async fn no_network_sets_cannot_reach_loopback_listeners() {
+    let Some(lab) = lab() else { return };
+    let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
+    tcp.set_nonblocking(true).unwrap();
+    let tport = tcp.local_addr().unwrap().port();
+    let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let uport = udp.local_addr().unwrap().port();
+    for set in [Set::Minimal, Set::Readonly, Set::Filesystem] {
+        for cmd in [
+            format!("curl -s -m 2 http://127.0.0.1:{tport}/"),
+            format!("echo hi > /dev/tcp/127.0.0.1/{tport}"),
+            format!("python3 -c \"import socket; s=socket.create_connection(('127.0.0.1', {tport}), 2); s.send(b'hi')\""),
+            format!("echo hi > /dev/udp/127.0.0.1/{uport}"),
+            format!("python3 -c \"import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'hi', ('127.0.0.1', {uport}))\""),
+        ] {
+            let r = confined(&lab, set, &cmd, 10_000).await;
+            assert_ne!(r.exit_code, Some(0), "{set:?}: `{cmd}` succeeded");
+        }
+    }
+    assert!(tcp.accept().is_err(), "a TCP connection got through");
+    let mut buf = [0u8; 16];
+    assert!(udp.recv(&mut buf).is_err(), "a UDP datagram got through");
+    // A network set does reach it.
+    let r = confined(
+        &lab,
+        Set::NetworkApi,
+        &format!("echo hi > /dev/tcp/127.0.0.1/{tport}"),
+        10_000,
+    )
+    .await;
+    assert_eq!(r.exit_code, Some(0), "{}", all_output(&r));
+    std::thread::sleep(Duration::from_millis(50));
+    let (mut s, _) = tcp.accept().expect("network-api reaches the listener");
+    let mut got = String::new();
+    s.set_nonblocking(false).unwrap();
+    s.read_to_string(&mut got).unwrap();
+    assert_eq!(got, "hi\n");
+}
+
+#[tokio::test]
+async fn a_git_hook_in_a_readonly_git_status_cannot_write() {
+    let Some(lab) = lab() else { return };
+    let o = lab.outside.display();
+    let ws = lab.ws.display();
+    let setup = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "cd {ws} && git init -q && git config core.fsmonitor 'touch {o}/pwned_outside; touch {ws}/pwned_inside; false'"
+        ))
+        .status()
+        .unwrap();
+    assert!(setup.success());
+    let r = confined(&lab, Set::Readonly, "git status", 20_000).await;
+    assert!(
+        !lab.outside.join("pwned_outside").exists(),
+        "the hook wrote outside: {}",
+        all_output(&r)
+    );
+    assert!(
+        !lab.ws.join("pwned_inside").exists(),
+        "the hook wrote in a readonly run"
+    );
+}
+
+#[tokio::test]
+async fn fork_and_memory_bombs_are_bounded_and_the_worker_is_unharmed() {
+    let Some(lab) = lab() else { return };
+    // A real fork bomb (the classifier would block it; here the runtime must hold on its own),
+    // kept going for 2 s against the cgroup's process limit, then the job ends.
+    let r = confined(&lab, Set::Minimal, ":(){ :|:& };: ; sleep 2", 10_000).await;
+    assert!(!r.timed_out, "the job still ends on time");
+    std::thread::sleep(Duration::from_millis(300));
+    let bombs = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| std::fs::read(e.unwrap().path().join("cmdline")).ok())
+        .filter(|c| String::from_utf8_lossy(c).contains(":(){ :|:& };:"))
+        .count();
+    assert_eq!(bombs, 0, "fork bomb processes survived");
+    // Memory: 2 GiB against a 256 MiB limit.
+    let r = confined(
+        &lab,
+        Set::Minimal,
+        "python3 -c \"a = bytearray(2 * 1024**3); print('allocated')\"",
+        30_000,
+    )
+    .await;
+    assert_ne!(r.exit_code, Some(0));
+    assert!(!r.stdout.contains("allocated"), "{}", all_output(&r));
+    // The test process (standing in for the worker) is fine and can still run commands.
+    let r = confined(&lab, Set::Minimal, "echo alive", 10_000).await;
+    assert_eq!(r.stdout, "alive\n");
+}
+
+#[tokio::test]
+async fn processes_namespaces_mounts_and_tracing_are_out_of_reach() {
+    let Some(lab) = lab() else { return };
+    let mut victim = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .unwrap();
+    let vpid = victim.id();
+    for cmd in [
+        format!("kill -9 {vpid}"),
+        "kill -9 -1; true".to_string(),
+        "unshare -r true".to_string(),
+        "unshare -n true".to_string(),
+        "mount -t tmpfs none \"$TMPDIR\"".to_string(),
+        "python3 -c \"import ctypes,sys; sys.exit(0 if ctypes.CDLL(None).ptrace(16, 1, 0, 0) == 0 else 1)\"".to_string(),
+        "strace -f true".to_string(),
+    ] {
+        let r = confined(&lab, Set::McpStandard, &cmd, 10_000).await;
+        if !cmd.starts_with("kill -9 -1") {
+            assert_ne!(r.exit_code, Some(0), "`{cmd}` succeeded: {}", all_output(&r));
+        }
+    }
+    assert!(
+        victim.try_wait().unwrap().is_none(),
+        "the outside process was killed"
+    );
+    victim.kill().unwrap();
+    let _ = victim.wait();
+}
+
+#[tokio::test]
+async fn a_setsid_double_fork_dies_with_the_job_at_timeout() {
+    let Some(lab) = lab() else { return };
+    let marker = format!("{}.{}", 50 + rand_suffix() % 40, rand_suffix() % 1000);
+    let cmd = format!("(setsid bash -c 'sleep {marker}' &) ; sleep {marker}");
+    let r = confined(&lab, Set::Minimal, &cmd, 500).await;
+    assert!(r.timed_out);
+    std::thread::sleep(Duration::from_millis(300));
+    let left = std::process::Command::new("pgrep")
+        .args(["-f", &format!("sleep {marker}")])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&left.stdout).trim().is_empty(),
+        "the escapee survived"
+    );
+}
+
+#[tokio::test]
+async fn each_set_can_do_what_its_row_allows() {
+    let Some(lab) = lab() else { return };
+    let ok = |r: &ExecResult| r.exit_code == Some(0);
+    // minimal: run programs, nothing else.
+    assert!(ok(&confined(
+        &lab,
+        Set::Minimal,
+        "echo hi | tr a-z A-Z && ls /usr/bin > /dev/null",
+        10_000
+    )
+    .await));
+    assert!(!ok(&confined(
+        &lab,
+        Set::Minimal,
+        &format!("cat {}/a.txt", lab.ws.display()),
+        10_000
+    )
+    .await));
+    // readonly: + read the workspace.
+    let r = confined(&lab, Set::Readonly, "cat a.txt", 10_000).await;
+    assert_eq!(r.stdout, "inside\n");
+    assert!(!ok(
+        &confined(&lab, Set::Readonly, "touch new.txt", 10_000).await
+    ));
+    // filesystem: + write the workspace and a private tmp.
+    assert!(ok(&confined(
+        &lab,
+        Set::Filesystem,
+        "touch new.txt && echo t > \"$TMPDIR/t\" && cat \"$TMPDIR/t\"",
+        10_000
+    )
+    .await));
+    assert!(lab.ws.join("new.txt").exists());
+    // network-api: private tmp, network, not the workspace.
+    assert!(ok(&confined(
+        &lab,
+        Set::NetworkApi,
+        "echo t > \"$TMPDIR/t\"",
+        10_000
+    )
+    .await));
+    assert!(!ok(&confined(
+        &lab,
+        Set::NetworkApi,
+        &format!("cat {}/a.txt", lab.ws.display()),
+        10_000
+    )
+    .await));
+    // mcp-standard: workspace read/write + network.
+    assert!(ok(&confined(
+        &lab,
+        Set::McpStandard,
+        "cat a.txt && touch other.txt",
+        10_000
+    )
+    .await));
+    // The job's cgroup is really joined when the machine allows one.
+    if brainloop::sandbox::cgroup::flavour().is_some() {
+        let r = confined(&lab, Set::Minimal, "cat /proc/self/cgroup", 10_000).await;
+        assert!(r.stdout.contains("bl-test-"), "{}", r.stdout);
+    }
+}
