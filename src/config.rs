@@ -44,6 +44,8 @@ pub struct Config {
     pub cancel_grace_ms: u64,
     /// Params larger than this fail the job without being loaded (bytes).
     pub params_max_bytes: u64,
+    /// At start-up, run once each schedule firing missed while the worker was down.
+    pub schedules_catch_up: bool,
     /// A validation nobody answers within this time expires, and its job ends `expired` (ms).
     pub validation_ttl_ms: u64,
     /// Enables hidden actions used by the test-suite and benchmarks (`sleep`). Never in production.
@@ -104,6 +106,7 @@ impl Default for Config {
             cancel_grace_ms: 5_000,
             params_max_bytes: 1024 * 1024,
             validation_ttl_ms: 4 * 3_600_000,
+            schedules_catch_up: true,
             test_actions: false,
             mcp_permissions: None,
             retention: Retention::default(),

@@ -17,6 +17,7 @@ pub mod infer;
 pub mod lockfile;
 pub mod retention;
 pub mod sandbox;
+pub mod schedules;
 pub mod shutdown;
 pub mod stats;
 pub mod supervisor;
