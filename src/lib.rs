@@ -13,6 +13,7 @@ pub mod clients;
 pub mod config;
 pub mod db;
 pub mod heartbeat;
+pub mod horos;
 pub mod infer;
 pub mod lockfile;
 pub mod retention;

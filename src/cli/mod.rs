@@ -104,7 +104,6 @@ pub fn main() -> i32 {
         Command::Run(_) => "info",
         _ => "warn",
     };
-    init_logging(default_level);
     let flags = Overrides {
         data_dir: cli.data_dir.clone(),
         workspace: match &cli.command {
@@ -120,6 +119,10 @@ pub fn main() -> i32 {
             return 1;
         }
     };
+    if let Err(e) = init_logging(default_level, &config) {
+        eprintln!("brainloop: {e:#}");
+        return 1;
+    }
     let res = match cli.command {
         Command::Init => init::run(&config),
         Command::Run(args) => run::run(config, &args),
@@ -165,14 +168,34 @@ fn sandbox_report(json: bool) -> anyhow::Result<i32> {
     Ok(if level.enforcing { 0 } else { 3 })
 }
 
-fn init_logging(default_level: &str) {
+fn init_logging(default_level: &str, config: &Config) -> anyhow::Result<()> {
+    use tracing_subscriber::fmt::writer::{BoxMakeWriter, MakeWriterExt};
     let filter = std::env::var("BRAINLOOP_LOG")
         .or_else(|_| std::env::var("RUST_LOG"))
         .unwrap_or_else(|_| default_level.to_string());
-    let _ = tracing_subscriber::fmt()
+    let writer = match &config.log_file {
+        Some(p) => {
+            let f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .map_err(|e| anyhow::anyhow!("cannot open log_file {}: {e}", p.display()))?;
+            BoxMakeWriter::new(std::io::stderr.and(std::sync::Mutex::new(f)))
+        }
+        None => BoxMakeWriter::new(std::io::stderr),
+    };
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_target(false)
-        .try_init();
+        .with_writer(writer)
+        .with_target(false);
+    let _ = if config.log_format == "json" {
+        builder.json().with_current_span(true).try_init()
+    } else {
+        builder
+            .with_ansi(
+                config.log_file.is_none() && std::io::IsTerminal::is_terminal(&std::io::stderr()),
+            )
+            .try_init()
+    };
+    Ok(())
 }

@@ -131,6 +131,7 @@ pub async fn run(
     let (fin_tx, fin_handle) = finisher::spawn(Arc::clone(&stores), Arc::clone(&stats));
 
     let _ = state_tx.send(WorkerState::Running);
+    crate::horos::register(&config, "running");
     systemd::ready("running");
     tracing::info!(
         data_dir = %config.data_dir.display(),
@@ -444,6 +445,7 @@ pub async fn run(
         }),
     )
     .await;
+    crate::horos::register(&config, "stopped");
     let _ = state_tx.send(WorkerState::Stopped);
     let _ = tokio::time::timeout(Duration::from_secs(3), heartbeat).await;
     tracing::info!(
