@@ -151,6 +151,14 @@ pub fn main() -> i32 {
     }
 }
 
+/// Who an operator command is recorded as (`decided_by`, `granted_by`).
+pub(crate) fn operator() -> String {
+    let user = std::env::var("SUDO_USER")
+        .or_else(|_| std::env::var("USER"))
+        .unwrap_or_else(|_| format!("uid {}", nix::unistd::getuid()));
+    format!("operator:{user}")
+}
+
 fn sandbox_report(json: bool) -> anyhow::Result<i32> {
     let exe = std::env::current_exe()?;
     let level = crate::sandbox::detect::probe(&exe);
