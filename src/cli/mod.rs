@@ -7,6 +7,7 @@ mod enqueue;
 mod grants;
 mod infer;
 mod init;
+mod prune;
 mod run;
 mod security;
 mod status;
@@ -47,6 +48,8 @@ pub enum Command {
     Enqueue(enqueue::EnqueueArgs),
     /// Show the worker's health: heartbeat age and state, queue, file sizes, headline metrics.
     Status(status::StatusArgs),
+    /// Delete old, already claimed jobs from input.db (the worker never writes it).
+    PruneInput(prune::PruneArgs),
     /// Classify a shell command without running it: operations, layers, permission set, risk, blocks.
     Check(check::CheckArgs),
     /// List validations waiting for a human (commands that need approval).
@@ -128,6 +131,7 @@ pub fn main() -> i32 {
         Command::Run(args) => run::run(config, &args),
         Command::Enqueue(args) => enqueue::run(&config, &args),
         Command::Status(args) => status::run(&config, &args),
+        Command::PruneInput(args) => prune::run(&config, &args),
         Command::SandboxExec { .. } => Ok(crate::sandbox::SETUP_FAILED),
         Command::Sandbox { json } => sandbox_report(json),
         Command::Check(args) => check::run(&config, &args),
