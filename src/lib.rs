@@ -14,6 +14,7 @@ pub mod config;
 pub mod db;
 pub mod heartbeat;
 pub mod lockfile;
+pub mod mcp;
 pub mod retention;
 pub mod shutdown;
 pub mod stats;

@@ -1,4 +1,4 @@
-//! The command line (DESIGN §7): `init`, `run`, `enqueue`, `status`. Each subcommand lives in
+//! The command line (DESIGN §7): `init`, `run`, `enqueue`, `status`, `mcp`, ... Each subcommand lives in
 //! its own module; this one parses arguments, sets up logging and maps errors to exit codes
 //! (0 success, 1 error, 2 usage, 3 `status`: worker not running).
 
@@ -6,6 +6,7 @@ mod check;
 mod enqueue;
 mod grants;
 mod init;
+mod mcp;
 mod run;
 mod security;
 mod status;
@@ -66,14 +67,17 @@ pub enum Command {
     Grants(grants::GrantsArgs),
     /// List clients' permission requests; `requests grant ID` / `requests refuse ID` decide one.
     Requests(grants::RequestsArgs),
+    /// MCP server on stdio: a front-end that queues jobs for --client and returns their results.
+    Mcp(mcp::McpArgs),
 }
 
 /// Entry point of the binary; returns the process exit code.
 pub fn main() -> i32 {
     let cli = Cli::parse();
-    if !matches!(cli.command, Command::Run(_)) {
+    if !matches!(cli.command, Command::Run(_) | Command::Mcp(_)) {
         // Short-lived CLI commands behave like Unix tools: `brainloop check ... | head` ends
-        // quietly on a closed pipe instead of panicking. The daemon keeps SIGPIPE ignored.
+        // quietly on a closed pipe instead of panicking. The daemon and the MCP server keep
+        // SIGPIPE ignored (a client that goes away is an error to handle, not a signal).
         // SAFETY: called before any thread is started; restoring the default disposition.
         unsafe {
             let _ = nix::sys::signal::signal(
@@ -117,6 +121,7 @@ pub fn main() -> i32 {
         Command::Revoke(args) => grants::revoke(&config, &args),
         Command::Grants(args) => grants::list(&config, &args),
         Command::Requests(args) => grants::requests(&config, &args),
+        Command::Mcp(args) => mcp::run(config, &args),
     };
     match res {
         Ok(code) => code,
