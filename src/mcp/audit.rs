@@ -53,7 +53,9 @@ impl Auditor {
         let res = tokio::task::spawn_blocking(move || me.write(&row)).await;
         match res {
             Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::warn!(error = %format!("{e:#}"), "cannot write an audit row to metadata.db"),
+            Ok(Err(e)) => {
+                tracing::warn!(error = %format!("{e:#}"), "cannot write an audit row to metadata.db")
+            }
             Err(e) => tracing::warn!(error = %e, "audit task failed"),
         }
     }

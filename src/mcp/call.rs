@@ -71,7 +71,9 @@ fn parse_arguments(args: Option<JsonObject>) -> Result<Call, String> {
     };
     let params = match args.get("params") {
         Some(v @ Value::Object(_)) => v.clone(),
-        Some(_) => return Err("\"params\" must be an object ({} when the action takes none)".into()),
+        Some(_) => {
+            return Err("\"params\" must be an object ({} when the action takes none)".into())
+        }
         None => return Err("\"params\" is required ({} when the action takes none)".into()),
     };
     Ok(Call { action, params })
@@ -88,6 +90,20 @@ fn short(name: &str) -> String {
         end -= 1;
     }
     format!("{}…", &name[..end])
+}
+
+/// Refusal messages may quote caller input (a schema error quotes the offending value): keep
+/// them readable and bounded.
+fn bounded(error: String) -> String {
+    const MAX: usize = 4096;
+    if error.len() <= MAX {
+        return error;
+    }
+    let mut end = MAX;
+    while !error.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes in all)", &error[..end], error.len())
 }
 
 /// Whether params ask for `force_execute` (any value except `false`/`null` counts as asking).
@@ -114,8 +130,7 @@ impl Frontend {
             params_hash: params_text.map(audit::params_hash),
             status: st.to_string(),
             duration_ms: Some(t0.elapsed().as_millis().min(i64::MAX as u128) as i64),
-            permission_set: actions::permission_set_of(&self.registry, action)
-                .map(str::to_string),
+            permission_set: actions::permission_set_of(&self.registry, action).map(str::to_string),
         }
     }
 
@@ -128,6 +143,7 @@ impl Frontend {
         error: String,
         t0: Instant,
     ) -> Reply {
+        let error = bounded(error);
         tracing::info!(client = %self.client, action = action.unwrap_or("-"), status = st, %error, "call refused");
         self.auditor
             .record(self.audit_row(action, params_text, st, t0))
@@ -145,7 +161,9 @@ impl Frontend {
         let Some(action) = self.registry.get(&call.action) else {
             let e = self.registry.unknown(&short(&call.action));
             let attempted = short(&call.action);
-            return self.refuse(Some(&attempted), None, status::FAILED, e, t0).await;
+            return self
+                .refuse(Some(&attempted), None, status::FAILED, e, t0)
+                .await;
         };
         let name = action.spec.name;
         let params_text = call.params.to_string();
@@ -259,12 +277,13 @@ impl Frontend {
                     return Reply::pending(job_id, row.result)
                 }
                 Ok(row) => current = row.map(|r| r.status),
-                Err(e) => tracing::warn!(job_id, error = %format!("{e:#}"), "cannot read the job's result; retrying"),
+                Err(e) => {
+                    tracing::warn!(job_id, error = %format!("{e:#}"), "cannot read the job's result; retrying")
+                }
             }
             if last_live.elapsed() >= RECHECK {
                 last_live = Instant::now();
-                if let Ok(Liveness::Down(why)) =
-                    self.queue.liveness(Arc::clone(&self.config)).await
+                if let Ok(Liveness::Down(why)) = self.queue.liveness(Arc::clone(&self.config)).await
                 {
                     return Reply::still_open(
                         job_id,

@@ -57,7 +57,9 @@ pub fn check_client_name(name: &str) -> Result<()> {
 pub async fn serve(config: Arc<Config>, opts: Options) -> Result<()> {
     check_client_name(&opts.client)?;
     if opts.client == "local" {
-        tracing::warn!("--client local gives MCP callers the local producer's broad default grants");
+        tracing::warn!(
+            "--client local gives MCP callers the local producer's broad default grants"
+        );
     }
     let registry = Arc::new(Registry::new(&config)?);
     let queue = queue::Queue::open(&config.data_dir)?;

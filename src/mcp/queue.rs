@@ -94,9 +94,8 @@ impl Queue {
                     let result: Option<String> = r.get(1)?;
                     Ok(JobRow {
                         status: r.get(0)?,
-                        result: result.map(|s| {
-                            serde_json::from_str::<Value>(&s).unwrap_or(Value::String(s))
-                        }),
+                        result: result
+                            .map(|s| serde_json::from_str::<Value>(&s).unwrap_or(Value::String(s))),
                         error: r.get(2)?,
                     })
                 })

@@ -30,7 +30,12 @@ impl Reply {
     }
 
     /// A job's final row.
-    pub fn finished(job_id: i64, status: &str, result: Option<Value>, error: Option<String>) -> Reply {
+    pub fn finished(
+        job_id: i64,
+        status: &str,
+        result: Option<Value>,
+        error: Option<String>,
+    ) -> Reply {
         Reply {
             body: json!({"job_id": job_id, "status": status, "result": result, "error": error}),
             is_error: status != "succeeded",
@@ -94,14 +99,27 @@ mod tests {
 
     #[test]
     fn only_succeeded_is_not_an_error_and_pending_says_how_to_approve() {
-        for s in ["failed", "denied", "blocked", "expired", "duplicate_warning", "cancelled"] {
-            assert!(Reply::finished(1, s, None, Some("x".into())).is_error, "{s}");
+        for s in [
+            "failed",
+            "denied",
+            "blocked",
+            "expired",
+            "duplicate_warning",
+            "cancelled",
+        ] {
+            assert!(
+                Reply::finished(1, s, None, Some("x".into())).is_error,
+                "{s}"
+            );
         }
         assert!(!Reply::finished(1, "succeeded", Some(json!({})), None).is_error);
         let p = Reply::pending(7, Some(json!({"validation_id": "abc"})));
         assert!(!p.is_error);
         assert_eq!(p.body["validation_id"], "abc");
-        assert!(p.body["message"].as_str().unwrap().contains("brainloop approve abc"));
+        assert!(p.body["message"]
+            .as_str()
+            .unwrap()
+            .contains("brainloop approve abc"));
         let r = p.into_result();
         assert_eq!(r.structured_content.as_ref().unwrap()["job_id"], 7);
         let text = r.content[0].as_text().unwrap().text.clone();

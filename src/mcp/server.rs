@@ -61,7 +61,10 @@ impl ServerHandler for Server {
     ) -> Result<CallToolResponse, McpError> {
         if request.name != TOOL_NAME {
             return Err(McpError::invalid_params(
-                format!("unknown tool {:?}: the only tool is {TOOL_NAME:?}", request.name),
+                format!(
+                    "unknown tool {:?}: the only tool is {TOOL_NAME:?}",
+                    request.name
+                ),
                 None,
             ));
         }

@@ -76,7 +76,12 @@ mod tests {
             .map(|v| v.as_str().unwrap())
             .collect();
         assert_eq!(listed, r.names());
-        for needed in ["execute_bash", "check_command", "get_result", "list_actions"] {
+        for needed in [
+            "execute_bash",
+            "check_command",
+            "get_result",
+            "list_actions",
+        ] {
             assert!(listed.contains(&needed), "{needed} missing");
         }
         assert_eq!(s["required"], json!(["action", "params"]));
