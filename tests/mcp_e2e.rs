@@ -76,10 +76,17 @@ impl Mcp {
         let Value::Object(m) = args else {
             panic!("arguments must be an object")
         };
-        self.service
-            .call_tool(CallToolRequestParams::new("brainloop").with_arguments(m))
-            .await
-            .expect("tools/call")
+        // Bounded: a server that died mid-call must fail the test, not hang it.
+        let call = self
+            .service
+            .call_tool(CallToolRequestParams::new("brainloop").with_arguments(m));
+        match tokio::time::timeout(LONG, call).await {
+            Ok(r) => r.expect("tools/call"),
+            Err(_) => panic!(
+                "no answer within {LONG:?}; server log:\n{}",
+                self.log_text()
+            ),
+        }
     }
 
     /// Calls the tool; returns (is_error, structured content). Checks the text content is the

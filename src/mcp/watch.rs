@@ -1,26 +1,28 @@
 //! Waking waiting calls when output.db changes (the same pattern as `supervisor::wakeup` for
 //! input.db): an inotify watcher on the data dir fires on writes to `brainloop.output.db`,
-//! `-wal` or `-journal`; a task confirms with `PRAGMA data_version` on its own read-only
+//! `-wal` or `-journal`; a thread confirms with `PRAGMA data_version` on its own read-only
 //! connection and, when the version moved, bumps a [`watch`] counter every waiting call
 //! subscribes to. The inotify event can precede the commit becoming visible (the writer's
 //! fsync sits between its WAL write and the wal-index update), so an event that finds the
-//! version unchanged is re-checked after 1, 4, 16, 64 and 256 ms. A slow poll (one PRAGMA per
-//! [`FALLBACK_POLL`]) covers missed notifications.
+//! version unchanged is re-checked from 100 µs to 256 ms later, on a plain thread (µs sleeps). A slow
+//! poll (one PRAGMA per [`FALLBACK_POLL`]) covers missed notifications.
 
 use crate::db::{self, DbKind};
-use anyhow::Result;
+use anyhow::{Context, Result};
 use notify::{EventKind, RecursiveMode, Watcher};
 use rusqlite::Connection;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::mpsc::{sync_channel, RecvTimeoutError, SyncSender};
 use std::time::Duration;
-use tokio::sync::{watch, Notify};
+use tokio::sync::watch;
 
 /// The fallback check period when no notification arrives.
 pub const FALLBACK_POLL: Duration = Duration::from_millis(1000);
 
-/// Re-checks after an event that found `data_version` unchanged.
-const RECHECKS_MS: [u64; 5] = [1, 4, 16, 64, 256];
+/// Re-checks (µs after the event) when an event found `data_version` unchanged. A plain thread
+/// sleeps with microsecond resolution (tokio timers have 1 ms), which keeps the wake-up latency
+/// of a waiting call near the worker's commit.
+const RECHECKS_US: [u64; 9] = [100, 250, 500, 1000, 2000, 4000, 16_000, 64_000, 256_000];
 
 fn is_output_file(p: &Path) -> bool {
     p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
@@ -30,26 +32,28 @@ fn is_output_file(p: &Path) -> bool {
     })
 }
 
-/// A running watch of output.db; dropping it stops the watcher and the confirming task.
+/// A running watch of output.db; dropping it stops the watcher and the confirming thread.
 pub struct OutputWatch {
     _watcher: Option<notify::RecommendedWatcher>,
+    // Held so the confirming thread sees a disconnect only when the watch is dropped.
+    _events: SyncSender<()>,
     rx: watch::Receiver<u64>,
-    task: tokio::task::JoinHandle<()>,
 }
 
 impl OutputWatch {
-    /// Starts watching `data_dir` (must be called inside a tokio runtime). A watcher that
-    /// cannot start is logged and the slow poll alone remains.
+    /// Starts watching `data_dir`. A watcher that cannot start is logged and the slow poll
+    /// alone remains.
     pub fn start(data_dir: &Path) -> Result<OutputWatch> {
         let conn = db::open_read_only(data_dir, DbKind::Output)?;
-        let raw = Arc::new(Notify::new());
-        let r = Arc::clone(&raw);
+        // One pending event is enough: bursts coalesce.
+        let (ev_tx, ev_rx) = sync_channel::<()>(1);
+        let cb_tx = ev_tx.clone();
         let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
             if let Ok(ev) = res {
                 if matches!(ev.kind, EventKind::Modify(_) | EventKind::Create(_))
                     && ev.paths.iter().any(|p| is_output_file(p))
                 {
-                    r.notify_one();
+                    let _ = cb_tx.try_send(());
                 }
             }
         })
@@ -65,11 +69,14 @@ impl OutputWatch {
             }
         };
         let (tx, rx) = watch::channel(0u64);
-        let task = tokio::spawn(confirm_loop(conn, raw, tx));
+        std::thread::Builder::new()
+            .name("mcp-output-watch".into())
+            .spawn(move || confirm_loop(conn, ev_rx, tx))
+            .context("cannot start the output.db watch thread")?;
         Ok(OutputWatch {
             _watcher: watcher,
+            _events: ev_tx,
             rx,
-            task,
         })
     }
 
@@ -80,12 +87,6 @@ impl OutputWatch {
 
     pub fn is_watching(&self) -> bool {
         self._watcher.is_some()
-    }
-}
-
-impl Drop for OutputWatch {
-    fn drop(&mut self) {
-        self.task.abort();
     }
 }
 
@@ -100,7 +101,7 @@ fn data_version(conn: &Connection) -> Option<i64> {
     }
 }
 
-async fn confirm_loop(conn: Connection, raw: Arc<Notify>, tx: watch::Sender<u64>) {
+fn confirm_loop(conn: Connection, events: std::sync::mpsc::Receiver<()>, tx: watch::Sender<u64>) {
     let mut last = data_version(&conn);
     let mut changed = |conn: &Connection| {
         let v = data_version(conn);
@@ -112,21 +113,22 @@ async fn confirm_loop(conn: Connection, raw: Arc<Notify>, tx: watch::Sender<u64>
             false
         }
     };
+    let bump = |tx: &watch::Sender<u64>| tx.send_modify(|n| *n = n.wrapping_add(1));
     loop {
-        let by_event = tokio::select! {
-            _ = raw.notified() => true,
-            _ = tokio::time::sleep(FALLBACK_POLL) => false,
-            _ = tx.closed() => return,
+        let by_event = match events.recv_timeout(FALLBACK_POLL) {
+            Ok(()) => true,
+            Err(RecvTimeoutError::Timeout) => false,
+            Err(RecvTimeoutError::Disconnected) => return,
         };
         if changed(&conn) {
-            tx.send_modify(|n| *n = n.wrapping_add(1));
+            bump(&tx);
             continue;
         }
         if by_event {
-            for ms in RECHECKS_MS {
-                tokio::time::sleep(Duration::from_millis(ms)).await;
+            for us in RECHECKS_US {
+                std::thread::sleep(Duration::from_micros(us));
                 if changed(&conn) {
-                    tx.send_modify(|n| *n = n.wrapping_add(1));
+                    bump(&tx);
                     break;
                 }
             }
