@@ -366,10 +366,24 @@ async fn pending_validation_is_approved_from_the_cli_polled_and_private_to_its_c
             "{v}"
         );
     }
+    // Nor through a shell command: running the operator CLI (or writing its database) is a
+    // side effect that itself waits for a human — it cannot approve anything.
+    for cmd in [
+        format!("brainloop approve {vid}"),
+        format!("sqlite3 {}/command_security.db \"INSERT INTO approvals(validation_id, decision, decided_by, created_at) VALUES ('{vid}', 'approve', 'agent', 0)\"", env.data.display()),
+    ] {
+        let (_, v) = agent.call("execute_bash", json!({"command": cmd})).await;
+        assert_ne!(v["status"], "succeeded", "{v}");
+    }
     let (err, v) = agent.call("get_result", json!({"job_id": job_id})).await;
     assert!(!err, "{v}");
     assert_eq!(v["result"]["status"], "pending_validation");
     assert!(!env.workspace.join("approved.txt").exists());
+    let approvals: i64 = env
+        .db("command_security.db")
+        .query_row("SELECT count(*) FROM approvals", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(approvals, 0);
 
     // Another MCP client cannot read the job (same answer as for a job that does not exist).
     let other = Mcp::connect(&env, "other", "agent", &[]).await;
