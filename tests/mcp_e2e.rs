@@ -10,12 +10,14 @@ mod common;
 use common::{Env, BIN};
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation,
+    ProgressNotificationParam,
 };
-use rmcp::service::RunningService;
+use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::TokioChildProcess;
-use rmcp::{RoleClient, ServiceExt};
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::{json, Value};
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const LONG: Duration = Duration::from_secs(60);
@@ -38,8 +40,45 @@ fn start(env: &Env) -> common::Daemon {
     env.start(&[("BRAINLOOP_CONFIG", &cfg)])
 }
 
+/// The MCP client: declares a name of its choosing and records progress notifications.
+#[derive(Clone)]
+struct Recorder {
+    info: ClientConfig,
+    progress: Arc<Mutex<Vec<String>>>,
+}
+
+impl Recorder {
+    fn new(declared: &str) -> Recorder {
+        Recorder {
+            info: ClientConfig::new(
+                ClientCapabilities::default(),
+                Implementation::new(declared, "1.0"),
+            ),
+            progress: Arc::default(),
+        }
+    }
+}
+
+impl ClientHandler for Recorder {
+    fn get_info(&self) -> ClientConfig {
+        self.info.clone()
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.progress
+            .lock()
+            .unwrap()
+            .push(params.message.unwrap_or_default());
+    }
+}
+
 struct Mcp {
-    service: RunningService<RoleClient, ClientConfig>,
+    service: RunningService<RoleClient, Recorder>,
+    progress: Arc<Mutex<Vec<String>>>,
     log: PathBuf,
 }
 
@@ -64,12 +103,18 @@ impl Mcp {
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .unwrap();
-        let info = ClientConfig::new(
-            ClientCapabilities::default(),
-            Implementation::new(declared, "1.0"),
-        );
-        let service = info.serve(transport).await.expect("MCP initialize");
-        Mcp { service, log }
+        Mcp::over(transport, declared, log).await
+    }
+
+    async fn over(transport: TokioChildProcess, declared: &str, log: PathBuf) -> Mcp {
+        let recorder = Recorder::new(declared);
+        let progress = Arc::clone(&recorder.progress);
+        let service = recorder.serve(transport).await.expect("MCP initialize");
+        Mcp {
+            service,
+            progress,
+            log,
+        }
     }
 
     async fn raw(&self, args: Value) -> CallToolResult {
@@ -594,20 +639,27 @@ async fn a_cancelled_or_timed_out_call_stops_waiting_and_the_job_stays_queued() 
     // --timeout-s: the call returns an error naming the job, which then finishes; poll it.
     let log = env.root.path().join("mcp-timeout.log");
     let mut cmd = tokio::process::Command::new(BIN);
-    cmd.args(["mcp", "--client", "agent", "--timeout-s", "1", "--data-dir"])
+    cmd.args(["mcp", "--client", "agent", "--timeout-s", "2", "--data-dir"])
         .arg(&env.data)
         .env("BRAINLOOP_TEST_ACTIONS", "1");
     let (transport, _) = TokioChildProcess::builder(cmd)
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .unwrap();
-    let short = Mcp {
-        service: ClientConfig::default().serve(transport).await.unwrap(),
-        log,
-    };
-    let (err, v) = short.call("sleep", json!({"ms": 2500})).await;
+    let short = Mcp::over(transport, "x", log).await;
+    let (err, v) = short.call("sleep", json!({"ms": 3500})).await;
     assert!(err, "{v}");
     let job_id = v["job_id"].as_i64().unwrap();
+    // Progress told the client which job it waited for (after 1 s of waiting).
+    let t0 = Instant::now();
+    loop {
+        let told = short.progress.lock().unwrap().clone();
+        if told.iter().any(|m| m.contains(&format!("job {job_id} "))) {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(5), "{told:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     assert!(
         v["error"].as_str().unwrap().contains("stays in the queue"),
         "{v}"

@@ -27,7 +27,8 @@ use crate::clients::{self, Permission};
 use crate::config::Config;
 use crate::db::metadata::AuditRow;
 use crate::db::{self, DbKind};
-use rmcp::model::JsonObject;
+use rmcp::model::{JsonObject, ProgressNotificationParam, ProgressToken};
+use rmcp::{Peer, RoleServer};
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -35,6 +36,27 @@ use tokio_util::sync::CancellationToken;
 
 /// How often a waiting call re-checks the worker's heartbeat (and its job, as a fallback).
 const RECHECK: Duration = Duration::from_secs(1);
+
+/// When a waiting call first tells a client that asked for progress which job it waits for
+/// (quick calls send nothing), then how often it repeats that it is still waiting.
+const FIRST_PROGRESS: Duration = Duration::from_secs(1);
+const PROGRESS_EVERY: Duration = Duration::from_secs(10);
+
+/// Where progress notifications go: the caller's peer and the token of its request.
+pub struct Progress {
+    pub peer: Peer<RoleServer>,
+    pub token: ProgressToken,
+}
+
+impl Progress {
+    async fn send(&self, step: u32, message: String) {
+        let p = ProgressNotificationParam::new(self.token.clone(), f64::from(step))
+            .with_message(message);
+        if let Err(e) = self.peer.notify_progress(p).await {
+            tracing::debug!(error = %e, "cannot send a progress notification");
+        }
+    }
+}
 
 /// Everything a call needs; shared by all concurrent calls of one `brainloop mcp` process.
 pub struct Frontend {
@@ -152,7 +174,14 @@ impl Frontend {
     }
 
     /// Handles one call of the tool.
-    pub async fn call(&self, args: Option<JsonObject>, ct: CancellationToken) -> Reply {
+    /// `progress`, when the client asked for it, gets the job id once the call has waited 1 s
+    /// (so a client that gives up still knows what to poll), then a beat every 10 s.
+    pub async fn call(
+        &self,
+        args: Option<JsonObject>,
+        ct: CancellationToken,
+        progress: Option<Progress>,
+    ) -> Reply {
         let t0 = Instant::now();
         let call = match parse_arguments(args) {
             Ok(c) => c,
@@ -228,7 +257,7 @@ impl Frontend {
             }
         };
         tracing::debug!(client = %self.client, action = name, job_id, "queued");
-        self.wait(job_id, ct).await
+        self.wait(job_id, ct, progress).await
     }
 
     /// FORCE_EXECUTE of `--client`, from the configuration and the operator's grants.
@@ -262,12 +291,28 @@ impl Frontend {
     }
 
     /// Waits for the job's final result (or `pending_validation`), woken by output.db changes.
-    async fn wait(&self, job_id: i64, ct: CancellationToken) -> Reply {
+    async fn wait(&self, job_id: i64, ct: CancellationToken, progress: Option<Progress>) -> Reply {
         let deadline = tokio::time::Instant::now() + self.timeout;
         let mut rx = self.watch.subscribe();
         let mut last_live = Instant::now();
         let mut current: Option<String> = None;
+        let mut step = 0u32;
+        let mut next_progress = Instant::now() + FIRST_PROGRESS;
         loop {
+            if let Some(p) = &progress {
+                if Instant::now() >= next_progress {
+                    next_progress = Instant::now() + PROGRESS_EVERY;
+                    p.send(
+                        step,
+                        format!(
+                            "job {job_id} {}; waiting for its result (poll: get_result {{\"job_id\": {job_id}}})",
+                            current.as_deref().unwrap_or("queued")
+                        ),
+                    )
+                    .await;
+                    step += 1;
+                }
+            }
             rx.borrow_and_update();
             match self.queue.row(job_id).await {
                 Ok(Some(row)) if row.is_final() => {

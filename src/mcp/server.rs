@@ -1,9 +1,10 @@
 //! The rmcp [`ServerHandler`]: `initialize` (protocol version negotiation is rmcp's), one tool
 //! in `tools/list`, `tools/call` handed to [`Frontend::call`] with the request's cancellation
-//! token (fired by `notifications/cancelled`). Notifications are never answered (rmcp), and
+//! token (fired by `notifications/cancelled`) and, when the request carries a progress token,
+//! a [`Progress`] sink (the job id after 1 s of waiting, then a beat every 10 s). Notifications are never answered (rmcp), and
 //! nothing here writes to stdout: it is the protocol channel, logs go to stderr.
 
-use super::call::Frontend;
+use super::call::{Frontend, Progress};
 use super::tool::{self, TOOL_NAME};
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
@@ -68,7 +69,14 @@ impl ServerHandler for Server {
                 None,
             ));
         }
-        let reply = self.frontend.call(request.arguments, context.ct).await;
+        let progress = context.meta.get_progress_token().map(|token| Progress {
+            peer: context.peer.clone(),
+            token,
+        });
+        let reply = self
+            .frontend
+            .call(request.arguments, context.ct, progress)
+            .await;
         Ok(reply.into_result().into())
     }
 
