@@ -16,6 +16,7 @@ pub mod heartbeat;
 pub mod horos;
 pub mod infer;
 pub mod lockfile;
+pub mod mcp;
 pub mod retention;
 pub mod sandbox;
 pub mod schedules;

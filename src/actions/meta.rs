@@ -1,7 +1,7 @@
 //! The actions that describe brainloop itself: `list_actions`, `get_schema`, `get_stats`.
 //! Pure reads: they need no grant and never wait for a human.
 
-use super::{ActionSpec, HandlerFuture, JobCtx, Outcome};
+use super::{ActionSpec, HandlerFuture, JobCtx, Outcome, Registry};
 use crate::db::output;
 use serde_json::{json, Value};
 
@@ -59,27 +59,40 @@ pub fn specs() -> Vec<ActionSpec> {
     ]
 }
 
+/// The `list_actions` answer. Shared with the MCP front-end, which answers it itself, so the
+/// two can never differ.
+pub fn list_actions_answer(registry: &Registry) -> Value {
+    let actions: Vec<Value> = registry.visible().map(|a| a.describe()).collect();
+    json!({"success": true, "count": actions.len(), "actions": actions})
+}
+
+/// The `get_schema` answer for already validated params, or the unknown-action error.
+/// Shared with the MCP front-end like [`list_actions_answer`].
+pub fn get_schema_answer(registry: &Registry, params: &Value) -> Result<Value, String> {
+    let name = params
+        .get("action_name")
+        .or_else(|| params.get("action"))
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    match registry.get(name).filter(|a| !a.spec.hidden) {
+        Some(a) => {
+            let mut v = a.describe();
+            v["success"] = json!(true);
+            Ok(v)
+        }
+        None => Err(registry.unknown(name)),
+    }
+}
+
 fn list_actions(ctx: JobCtx, _params: Value) -> HandlerFuture {
-    Box::pin(async move {
-        let actions: Vec<Value> = ctx.registry.visible().map(|a| a.describe()).collect();
-        Outcome::ok(json!({"success": true, "count": actions.len(), "actions": actions}))
-    })
+    Box::pin(async move { Outcome::ok(list_actions_answer(&ctx.registry)) })
 }
 
 fn get_schema(ctx: JobCtx, params: Value) -> HandlerFuture {
     Box::pin(async move {
-        let name = params
-            .get("action_name")
-            .or_else(|| params.get("action"))
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        match ctx.registry.get(name).filter(|a| !a.spec.hidden) {
-            Some(a) => {
-                let mut v = a.describe();
-                v["success"] = json!(true);
-                Outcome::ok(v)
-            }
-            None => Outcome::failed(ctx.registry.unknown(name)),
+        match get_schema_answer(&ctx.registry, &params) {
+            Ok(v) => Outcome::ok(v),
+            Err(e) => Outcome::failed(e),
         }
     })
 }

@@ -23,6 +23,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 pub use crate::clients::Permission as Grant;
+pub use meta::{get_schema_answer, list_actions_answer};
 
 /// What a handler sees of the job it runs.
 #[derive(Clone)]

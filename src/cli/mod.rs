@@ -1,4 +1,4 @@
-//! The command line (DESIGN §7): `init`, `run`, `enqueue`, `status`. Each subcommand lives in
+//! The command line (DESIGN §7): `init`, `run`, `enqueue`, `status`, `mcp`, ... Each subcommand lives in
 //! its own module; this one parses arguments, sets up logging and maps errors to exit codes
 //! (0 success, 1 error, 2 usage, 3 `status`: worker not running).
 
@@ -7,6 +7,7 @@ mod enqueue;
 mod grants;
 mod infer;
 mod init;
+mod mcp;
 mod prune;
 mod run;
 mod security;
@@ -83,6 +84,8 @@ pub enum Command {
     Requests(grants::RequestsArgs),
     /// Infer the permission set and pure-operation DAG of JS/TS agent code (never runs it).
     InferPermissions(infer::InferArgs),
+    /// MCP server on stdio: a front-end that queues jobs for --client and returns their results.
+    Mcp(mcp::McpArgs),
 }
 
 /// Entry point of the binary; returns the process exit code.
@@ -92,9 +95,10 @@ pub fn main() -> i32 {
     if let Command::SandboxExec { spec } = &cli.command {
         return crate::sandbox::exec::run_from_arg(spec);
     }
-    if !matches!(cli.command, Command::Run(_)) {
+    if !matches!(cli.command, Command::Run(_) | Command::Mcp(_)) {
         // Short-lived CLI commands behave like Unix tools: `brainloop check ... | head` ends
-        // quietly on a closed pipe instead of panicking. The daemon keeps SIGPIPE ignored.
+        // quietly on a closed pipe instead of panicking. The daemon and the MCP server keep
+        // SIGPIPE ignored (a client that goes away is an error to handle, not a signal).
         // SAFETY: called before any thread is started; restoring the default disposition.
         unsafe {
             let _ = nix::sys::signal::signal(
@@ -145,6 +149,7 @@ pub fn main() -> i32 {
         Command::Grants(args) => grants::list(&config, &args),
         Command::Requests(args) => grants::requests(&config, &args),
         Command::InferPermissions(args) => infer::run(&config, &args),
+        Command::Mcp(args) => mcp::run(config, &args),
     };
     match res {
         Ok(code) => code,

@@ -1,5 +1,6 @@
 //! `brainloop.metadata.db`: telemetry `events` (startup, shutdown, recovery, errors) and the
-//! `audit` trail of action calls. Written only by the worker.
+//! `audit` trail of action calls. Written by the worker and, for the audit rows of the calls it
+//! answers or refuses itself, by `brainloop mcp` (a second writer: `BEGIN IMMEDIATE` + busy_timeout).
 
 use anyhow::Result;
 use rusqlite::{params, Connection};

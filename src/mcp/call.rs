@@ -1,0 +1,405 @@
+//! One `tools/call` of the `brainloop` tool, from arguments to [`Reply`]:
+//!
+//! 1. arguments: exactly `{action, params}` (an unexpected key such as `client_id` is refused:
+//!    the identity is the operator's `--client`, nothing a caller sends);
+//! 2. the action must be in the registry; params an object within `params_max_bytes`;
+//! 3. `force_execute` (any value but `false`) needs the client's FORCE_EXECUTE grant, checked
+//!    here with `clients::load` (the worker checks it again);
+//! 4. params are validated against the action's schema;
+//! 5. `list_actions` / `get_schema` are answered here; every other call needs a live worker
+//!    (fails fast with the heartbeat age otherwise), is inserted as a job for `--client`, and
+//!    the call waits — woken by output.db changing — for the job's final result, returning at
+//!    once if it ends `pending_validation`. Cancellation or the timeout stop the wait, never the
+//!    job.
+//!
+//! The params inserted are the re-serialised value that was checked, so duplicate keys or other
+//! encodings cannot make the worker see something else. Steps 1–5 that answer or refuse write
+//! an audit row ([`super::audit`]); jobs are audited by the worker.
+
+use super::audit::{self, status, Auditor};
+use super::liveness::Liveness;
+use super::queue::Queue;
+use super::reply::Reply;
+use super::tool::ARGUMENTS;
+use super::watch::OutputWatch;
+use crate::actions::{self, Registry};
+use crate::clients::{self, Permission};
+use crate::config::Config;
+use crate::db::metadata::AuditRow;
+use crate::db::{self, DbKind};
+use rmcp::model::{JsonObject, ProgressNotificationParam, ProgressToken};
+use rmcp::{Peer, RoleServer};
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+/// How often a waiting call re-checks the worker's heartbeat (and its job, as a fallback).
+const RECHECK: Duration = Duration::from_secs(1);
+
+/// When a waiting call first tells a client that asked for progress which job it waits for
+/// (quick calls send nothing), then how often it repeats that it is still waiting.
+const FIRST_PROGRESS: Duration = Duration::from_secs(1);
+const PROGRESS_EVERY: Duration = Duration::from_secs(10);
+
+/// Where progress notifications go: the caller's peer and the token of its request.
+pub struct Progress {
+    pub peer: Peer<RoleServer>,
+    pub token: ProgressToken,
+}
+
+impl Progress {
+    async fn send(&self, step: u32, message: String) {
+        let p = ProgressNotificationParam::new(self.token.clone(), f64::from(step))
+            .with_message(message);
+        if let Err(e) = self.peer.notify_progress(p).await {
+            tracing::debug!(error = %e, "cannot send a progress notification");
+        }
+    }
+}
+
+/// Everything a call needs; shared by all concurrent calls of one `brainloop mcp` process.
+pub struct Frontend {
+    pub config: Arc<Config>,
+    pub registry: Arc<Registry>,
+    /// The operator's `--client`: the only identity jobs are ever inserted with.
+    pub client: String,
+    pub timeout: Duration,
+    pub queue: Arc<Queue>,
+    pub watch: OutputWatch,
+    pub auditor: Arc<Auditor>,
+}
+
+/// The parsed arguments.
+struct Call {
+    action: String,
+    params: Value,
+}
+
+fn parse_arguments(args: Option<JsonObject>) -> Result<Call, String> {
+    let Some(args) = args else {
+        return Err("arguments are required: {\"action\": NAME, \"params\": {...}}".into());
+    };
+    if let Some(k) = args.keys().find(|k| !ARGUMENTS.contains(&k.as_str())) {
+        return Err(format!(
+            "unexpected argument {k:?}: the brainloop tool takes only \"action\" and \"params\" \
+             (the client identity is set by the operator's configuration, not by the caller)"
+        ));
+    }
+    let action = match args.get("action") {
+        Some(Value::String(s)) => s.clone(),
+        Some(_) => return Err("\"action\" must be a string (see list_actions)".into()),
+        None => return Err("\"action\" is required (start with \"list_actions\")".into()),
+    };
+    let params = match args.get("params") {
+        Some(v @ Value::Object(_)) => v.clone(),
+        Some(_) => {
+            return Err("\"params\" must be an object ({} when the action takes none)".into())
+        }
+        None => return Err("\"params\" is required ({} when the action takes none)".into()),
+    };
+    Ok(Call { action, params })
+}
+
+/// A caller-chosen name, bounded for logs, errors and the audit trail.
+fn short(name: &str) -> String {
+    const MAX: usize = 128;
+    if name.len() <= MAX {
+        return name.to_string();
+    }
+    let mut end = MAX;
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &name[..end])
+}
+
+/// Refusal messages may quote caller input (a schema error quotes the offending value): keep
+/// them readable and bounded.
+fn bounded(error: String) -> String {
+    const MAX: usize = 4096;
+    if error.len() <= MAX {
+        return error;
+    }
+    let mut end = MAX;
+    while !error.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes in all)", &error[..end], error.len())
+}
+
+/// Whether params ask for `force_execute` (any value except `false`/`null` counts as asking).
+fn asks_force(params: &Value) -> bool {
+    !matches!(
+        params.get("force_execute"),
+        None | Some(Value::Null) | Some(Value::Bool(false))
+    )
+}
+
+impl Frontend {
+    fn audit_row(
+        &self,
+        action: Option<&str>,
+        params_text: Option<&str>,
+        st: &str,
+        t0: Instant,
+    ) -> AuditRow {
+        AuditRow {
+            timestamp: crate::time::now_ms(),
+            job_id: None,
+            client_id: self.client.clone(),
+            action: action.map(str::to_string),
+            params_hash: params_text.map(audit::params_hash),
+            status: st.to_string(),
+            duration_ms: Some(t0.elapsed().as_millis().min(i64::MAX as u128) as i64),
+            permission_set: actions::permission_set_of(&self.registry, action).map(str::to_string),
+        }
+    }
+
+    /// Audits and returns a refusal.
+    async fn refuse(
+        &self,
+        action: Option<&str>,
+        params_text: Option<&str>,
+        st: &str,
+        error: String,
+        t0: Instant,
+    ) -> Reply {
+        let error = bounded(error);
+        tracing::info!(client = %self.client, action = action.unwrap_or("-"), status = st, %error, "call refused");
+        self.auditor
+            .record(self.audit_row(action, params_text, st, t0))
+            .await;
+        Reply::refused(st, error)
+    }
+
+    /// Handles one call of the tool.
+    /// `progress`, when the client asked for it, gets the job id once the call has waited 1 s
+    /// (so a client that gives up still knows what to poll), then a beat every 10 s.
+    pub async fn call(
+        &self,
+        args: Option<JsonObject>,
+        ct: CancellationToken,
+        progress: Option<Progress>,
+    ) -> Reply {
+        let t0 = Instant::now();
+        let call = match parse_arguments(args) {
+            Ok(c) => c,
+            Err(e) => return self.refuse(None, None, status::FAILED, e, t0).await,
+        };
+        let Some(action) = self.registry.get(&call.action) else {
+            let e = self.registry.unknown(&short(&call.action));
+            let attempted = short(&call.action);
+            return self
+                .refuse(Some(&attempted), None, status::FAILED, e, t0)
+                .await;
+        };
+        let name = action.spec.name;
+        let params_text = call.params.to_string();
+        let p = Some(params_text.as_str());
+        if params_text.len() as u64 > self.config.params_max_bytes {
+            let e = format!(
+                "params are {} bytes, over the {} byte limit (params_max_bytes): nothing was queued",
+                params_text.len(),
+                self.config.params_max_bytes
+            );
+            return self.refuse(Some(name), p, status::FAILED, e, t0).await;
+        }
+        if asks_force(&call.params) {
+            if let Err(e) = self.check_force().await {
+                return self.refuse(Some(name), p, status::DENIED, e, t0).await;
+            }
+        }
+        if let Err(e) = self.registry.check_params(action, &call.params) {
+            return self.refuse(Some(name), p, status::FAILED, e, t0).await;
+        }
+        match name {
+            "list_actions" => {
+                let v = actions::list_actions_answer(&self.registry);
+                self.auditor
+                    .record(self.audit_row(Some(name), p, status::SUCCEEDED, t0))
+                    .await;
+                return Reply::answered(v);
+            }
+            "get_schema" => {
+                return match actions::get_schema_answer(&self.registry, &call.params) {
+                    Ok(v) => {
+                        self.auditor
+                            .record(self.audit_row(Some(name), p, status::SUCCEEDED, t0))
+                            .await;
+                        Reply::answered(v)
+                    }
+                    Err(e) => self.refuse(Some(name), p, status::FAILED, e, t0).await,
+                };
+            }
+            _ => {}
+        }
+        match self.queue.liveness(Arc::clone(&self.config)).await {
+            Ok(Liveness::Alive) => {}
+            Ok(Liveness::Down(why)) => {
+                let e = format!("{why} (nothing was queued)");
+                return self.refuse(Some(name), p, status::UNAVAILABLE, e, t0).await;
+            }
+            Err(e) => {
+                let e = format!("cannot read the worker's heartbeat in brainloop.output.db: {e:#} (nothing was queued)");
+                return self.refuse(Some(name), p, status::UNAVAILABLE, e, t0).await;
+            }
+        }
+        let job_id = match self
+            .queue
+            .insert(name.to_string(), params_text.clone(), self.client.clone())
+            .await
+        {
+            Ok(id) => id,
+            Err(e) => {
+                let e = format!("{e:#} (nothing was queued)");
+                return self.refuse(Some(name), p, status::FAILED, e, t0).await;
+            }
+        };
+        tracing::debug!(client = %self.client, action = name, job_id, "queued");
+        self.wait(job_id, ct, progress).await
+    }
+
+    /// FORCE_EXECUTE of `--client`, from the configuration and the operator's grants.
+    async fn check_force(&self) -> Result<(), String> {
+        let config = Arc::clone(&self.config);
+        let client = self.client.clone();
+        let loaded = tokio::task::spawn_blocking(move || {
+            let conn = db::open_read_only(&config.data_dir, DbKind::Security)?;
+            clients::load(&config, &conn, &client)
+        })
+        .await;
+        let grants = match loaded {
+            Ok(Ok(g)) => g,
+            Ok(Err(e)) => {
+                return Err(format!(
+                    "force_execute refused: cannot load the grants of client {:?} ({e:#})",
+                    self.client
+                ))
+            }
+            Err(e) => return Err(format!("force_execute refused: grant lookup failed ({e})")),
+        };
+        if grants.has(Permission::ForceExecute) {
+            return Ok(());
+        }
+        Err(format!(
+            "force_execute refused: client {c:?} is not granted FORCE_EXECUTE (only an operator can grant it: \
+             brainloop grant {c} FORCE_EXECUTE '*'). Nothing was queued; send the call without force_execute \
+             and a command that needs a human returns a validation id for an operator to approve.",
+            c = self.client
+        ))
+    }
+
+    /// Waits for the job's final result (or `pending_validation`), woken by output.db changes.
+    async fn wait(&self, job_id: i64, ct: CancellationToken, progress: Option<Progress>) -> Reply {
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        let mut rx = self.watch.subscribe();
+        let mut last_live = Instant::now();
+        let mut current: Option<String> = None;
+        let mut step = 0u32;
+        let mut next_progress = Instant::now() + FIRST_PROGRESS;
+        loop {
+            if let Some(p) = &progress {
+                if Instant::now() >= next_progress {
+                    next_progress = Instant::now() + PROGRESS_EVERY;
+                    p.send(
+                        step,
+                        format!(
+                            "job {job_id} {}; waiting for its result (poll: get_result {{\"job_id\": {job_id}}})",
+                            current.as_deref().unwrap_or("queued")
+                        ),
+                    )
+                    .await;
+                    step += 1;
+                }
+            }
+            rx.borrow_and_update();
+            match self.queue.row(job_id).await {
+                Ok(Some(row)) if row.is_final() => {
+                    return Reply::finished(job_id, &row.status, row.result, row.error)
+                }
+                Ok(Some(row)) if row.status == "pending_validation" => {
+                    return Reply::pending(job_id, row.result)
+                }
+                Ok(row) => current = row.map(|r| r.status),
+                Err(e) => {
+                    tracing::warn!(job_id, error = %format!("{e:#}"), "cannot read the job's result; retrying")
+                }
+            }
+            if last_live.elapsed() >= RECHECK {
+                last_live = Instant::now();
+                if let Ok(Liveness::Down(why)) = self.queue.liveness(Arc::clone(&self.config)).await
+                {
+                    return Reply::still_open(
+                        job_id,
+                        current.as_deref(),
+                        &format!("stopped waiting: {why}"),
+                    );
+                }
+            }
+            tokio::select! {
+                changed = rx.changed() => {
+                    if changed.is_err() {
+                        // The watch task is gone: keep going on the periodic re-check alone.
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                }
+                _ = tokio::time::sleep(RECHECK) => {}
+                _ = tokio::time::sleep_until(deadline) => {
+                    return Reply::still_open(
+                        job_id,
+                        current.as_deref(),
+                        &format!("no final result within {} s (--timeout-s)", self.timeout.as_secs()),
+                    );
+                }
+                _ = ct.cancelled() => {
+                    tracing::info!(job_id, "call cancelled by the client; the job stays queued");
+                    return Reply::still_open(job_id, current.as_deref(), "cancelled by the client");
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn obj(v: Value) -> Option<JsonObject> {
+        match v {
+            Value::Object(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn arguments_are_exactly_action_and_params() {
+        let c = parse_arguments(obj(json!({"action": "list_actions", "params": {}}))).unwrap();
+        assert_eq!(c.action, "list_actions");
+        for (bad, needle) in [
+            (json!({"action": "list_actions"}), "params"),
+            (json!({"params": {}}), "action"),
+            (json!({"action": 3, "params": {}}), "string"),
+            (json!({"action": "x", "params": "{}"}), "object"),
+            (
+                json!({"action": "x", "params": {}, "client_id": "local"}),
+                "client identity",
+            ),
+        ] {
+            let e = parse_arguments(obj(bad.clone())).err().unwrap();
+            assert!(e.contains(needle), "{bad}: {e}");
+        }
+        assert!(parse_arguments(None).is_err());
+    }
+
+    #[test]
+    fn any_force_execute_but_false_asks_for_the_grant() {
+        assert!(!asks_force(&json!({"command": "ls"})));
+        assert!(!asks_force(&json!({"force_execute": false})));
+        assert!(!asks_force(&json!({"force_execute": null})));
+        for v in [json!(true), json!("true"), json!(1), json!({})] {
+            assert!(asks_force(&json!({ "force_execute": v })), "{v}");
+        }
+    }
+}

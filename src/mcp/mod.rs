@@ -1,0 +1,86 @@
+//! `brainloop mcp`: the MCP front-end (issue 11, DESIGN §1 "one executor"). A thin stdio
+//! server that never executes an action: it answers `list_actions` / `get_schema` itself, turns
+//! every other call of its one tool into a job in input.db for the operator's `--client`, and
+//! waits for that job's result in output.db.
+//!
+//! | file | concern |
+//! |---|---|
+//! | `tool.rs` | the `brainloop` tool and its input schema, generated from the registry |
+//! | `server.rs` | the rmcp `ServerHandler` (initialize, tools/list, tools/call, cancellation) |
+//! | `call.rs` | one call: argument checks, force_execute grant, direct answers, queue + wait |
+//! | `queue.rs` | inserting the job, reading its result row and the heartbeat |
+//! | `watch.rs` | waking waiters when output.db changes (inotify + `PRAGMA data_version`) |
+//! | `liveness.rs` | is the worker running (heartbeat age, state) |
+//! | `audit.rs` | the front-end's own audit rows (a second writer of metadata.db) |
+//! | `reply.rs` | JSON text + structured content, `isError` |
+
+mod audit;
+mod call;
+mod liveness;
+mod queue;
+mod reply;
+mod server;
+mod tool;
+mod watch;
+
+pub use liveness::Liveness;
+pub use tool::{input_schema, TOOL_NAME};
+
+use crate::actions::Registry;
+use crate::config::Config;
+use anyhow::{bail, Context, Result};
+use rmcp::ServiceExt;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What the operator chose on the command line.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The client identity every job is inserted with.
+    pub client: String,
+    /// How long a call waits for its job's final result.
+    pub timeout: Duration,
+}
+
+/// Checks a `--client` name: non-empty, at most 128 characters, no control characters.
+pub fn check_client_name(name: &str) -> Result<()> {
+    if name.trim().is_empty() {
+        bail!("--client must name the client (a key of [clients] in the configuration, or any name for the minimal default grants)");
+    }
+    if name.chars().count() > 128 || name.chars().any(char::is_control) {
+        bail!("--client {name:?}: at most 128 characters, no control characters");
+    }
+    Ok(())
+}
+
+/// Serves MCP on stdin/stdout until the client closes the connection.
+pub async fn serve(config: Arc<Config>, opts: Options) -> Result<()> {
+    check_client_name(&opts.client)?;
+    if opts.client == "local" {
+        tracing::warn!(
+            "--client local gives MCP callers the local producer's broad default grants"
+        );
+    }
+    let registry = Arc::new(Registry::new(&config)?);
+    let queue = queue::Queue::open(&config.data_dir)?;
+    let watch = watch::OutputWatch::start(&config.data_dir)?;
+    let watching = watch.is_watching();
+    let auditor = audit::Auditor::new(&config.data_dir);
+    let frontend = Arc::new(call::Frontend {
+        config: Arc::clone(&config),
+        registry,
+        client: opts.client.clone(),
+        timeout: opts.timeout,
+        queue,
+        watch,
+        auditor,
+    });
+    tracing::info!(client = %opts.client, data_dir = %config.data_dir.display(), watching, "MCP front-end on stdio");
+    let service = server::Server::new(frontend)
+        .serve(rmcp::transport::stdio())
+        .await
+        .context("MCP initialization failed")?;
+    let reason = service.waiting().await.context("MCP service failed")?;
+    tracing::info!(?reason, "MCP client disconnected");
+    Ok(())
+}
