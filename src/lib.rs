@@ -16,6 +16,7 @@ pub mod heartbeat;
 pub mod infer;
 pub mod lockfile;
 pub mod retention;
+pub mod runcode;
 pub mod sandbox;
 pub mod shutdown;
 pub mod stats;

@@ -10,6 +10,7 @@ mod clients;
 mod infer;
 mod meta;
 mod readers;
+mod runcode;
 mod testing;
 
 use crate::clients::ClientGrants;
@@ -141,6 +142,7 @@ impl Registry {
         specs.extend(clients::specs());
         specs.extend(readers::specs());
         specs.extend(infer::specs());
+        specs.extend(runcode::specs());
         if config.test_actions {
             specs.extend(testing::specs());
         }
@@ -278,6 +280,7 @@ mod tests {
             "execute_bash",
             "check_command",
             "infer_permissions",
+            "run_code",
             "get_schema",
             "get_stats",
             "list_actions",
