@@ -16,6 +16,7 @@ pub mod instrument;
 pub mod plan;
 pub mod route;
 pub mod run;
+pub mod standalone;
 pub mod strip;
 
 pub use run::{gate_hash, run, Request};

@@ -62,6 +62,7 @@ type Joined = (u64, String, String, Option<usize>, String, usize, Outcome, Durat
 struct Runner<'c> {
     ctx: &'c JobCtx,
     plan: Plan,
+    mapping: McpPermissions,
     lang: Lang,
     state: State,
     calls: Vec<Value>,
@@ -116,6 +117,7 @@ async fn run_inner(ctx: &JobCtx, req: Request) -> Result<Outcome, Outcome> {
     let mut runner = Runner {
         ctx,
         plan,
+        mapping,
         lang,
         state,
         calls: Vec::new(),
@@ -241,15 +243,8 @@ impl Runner<'_> {
             self.reply(id, if rec.ok { Ok(rec.answer) } else { Err(rec.answer) });
             return;
         }
-        let gate = self.plan.gate(&tool, &op, site);
-        if gate != Gate::None && !self.state.is_approved(&gate.name()) {
-            self.pause = Some(Pause::Gate(gate));
-            self.halt();
-            return;
-        }
-        let mapping = McpPermissions::load(self.ctx.config.mcp_permissions.as_deref())
-            .unwrap_or_else(|_| McpPermissions::defaults());
-        let action = match route::route(&self.ctx.registry, &mapping, &tool, &op) {
+        // A call that cannot go anywhere fails at once: nothing to ask a human about.
+        let action = match route::route(&self.ctx.registry, &self.mapping, &tool, &op) {
             Ok(a) => a,
             Err(e) => {
                 self.calls.push(json!({"tool": tool, "op": op, "layer": layer, "ms": 0, "ok": false, "error": e}));
@@ -257,6 +252,12 @@ impl Runner<'_> {
                 return;
             }
         };
+        let gate = self.plan.gate(&tool, &op, site);
+        if gate != Gate::None && !self.state.is_approved(&gate.name()) {
+            self.pause = Some(Pause::Gate(gate));
+            self.halt();
+            return;
+        }
         let child = JobCtx {
             grants: None,
             ..self.ctx.clone()
