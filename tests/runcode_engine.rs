@@ -7,7 +7,11 @@ use brainloop::runcode::standalone::{run_standalone, SeenCall};
 use serde_json::{json, Value};
 use std::time::Duration;
 
-fn run_with(code: &str, lang: Lang, limits: Limits) -> (Result<Value, Failure>, Vec<String>, Vec<SeenCall>) {
+fn run_with(
+    code: &str,
+    lang: Lang,
+    limits: Limits,
+) -> (Result<Value, Failure>, Vec<String>, Vec<SeenCall>) {
     let (f, calls) = run_standalone(code, lang, limits, |c| {
         if c.tool == "brainloop" && c.op == "echo" {
             Ok(c.params.clone())
@@ -38,7 +42,10 @@ fn pure_code_returns_its_value() {
         js("const users = [{n: 'a', active: true}, {n: 'b', active: false}];\nreturn users.filter(u => u.active).map(u => u.n);").unwrap(),
         json!(["a"])
     );
-    assert_eq!(js("const x = await Promise.resolve(5); return {x};").unwrap(), json!({"x": 5}));
+    assert_eq!(
+        js("const x = await Promise.resolve(5); return {x};").unwrap(),
+        json!({"x": 5})
+    );
     assert_eq!(js("let y = 1;").unwrap(), Value::Null, "no return → null");
 }
 
@@ -54,11 +61,27 @@ fn typescript_types_are_stripped() {
 
 #[test]
 fn console_is_captured_and_capped() {
-    let (v, logs, _) = run_with("console.log('a', 1, {b: 2}); console.warn('w'); return null;", Lang::Js, Limits::default());
+    let (v, logs, _) = run_with(
+        "console.log('a', 1, {b: 2}); console.warn('w'); return null;",
+        Lang::Js,
+        Limits::default(),
+    );
     assert!(v.is_ok());
-    assert_eq!(logs, vec!["a 1 {\"b\":2}".to_string(), "[warn] w".to_string()]);
-    let lim = Limits { max_log_bytes: 100, ..Limits::default() };
-    let (f, _) = run_standalone("for (let i = 0; i < 1000; i++) console.log('xxxxxxxxxx'); return 1;", Lang::Js, lim, |_| Err("x".into())).unwrap();
+    assert_eq!(
+        logs,
+        vec!["a 1 {\"b\":2}".to_string(), "[warn] w".to_string()]
+    );
+    let lim = Limits {
+        max_log_bytes: 100,
+        ..Limits::default()
+    };
+    let (f, _) = run_standalone(
+        "for (let i = 0; i < 1000; i++) console.log('xxxxxxxxxx'); return 1;",
+        Lang::Js,
+        lim,
+        |_| Err("x".into()),
+    )
+    .unwrap();
     assert!(f.logs_truncated);
     assert!(f.logs.iter().map(|l| l.len()).sum::<usize>() <= 100);
     assert_eq!(f.value.unwrap(), json!(1));
@@ -75,7 +98,11 @@ fn tool_calls_leave_through_the_bridge_with_their_site() {
     assert_eq!(calls.len(), 3);
     assert!(calls.iter().all(|c| c.site.is_some()), "{calls:?}");
     // An alias taken at run time carries no site.
-    let (v, _, calls) = run_with("const t = ['brain', 'loop'].join(''); return await mcp[t].echo({z: 1});", Lang::Js, Limits::default());
+    let (v, _, calls) = run_with(
+        "const t = ['brain', 'loop'].join(''); return await mcp[t].echo({z: 1});",
+        Lang::Js,
+        Limits::default(),
+    );
     assert_eq!(v.unwrap(), json!({"z": 1}));
     assert_eq!(calls[0].site, None);
 }
@@ -95,7 +122,30 @@ fn a_refused_call_is_a_catchable_error() {
 
 #[test]
 fn host_capabilities_are_simply_absent() {
-    for g in ["fetch", "require", "process", "Deno", "Bun", "setTimeout", "setInterval", "XMLHttpRequest", "WebSocket", "Atomics", "SharedArrayBuffer", "WebAssembly", "performance", "std", "os", "print", "scriptArgs", "importScripts", "Worker", "module", "exports", "__dirname"] {
+    for g in [
+        "fetch",
+        "require",
+        "process",
+        "Deno",
+        "Bun",
+        "setTimeout",
+        "setInterval",
+        "XMLHttpRequest",
+        "WebSocket",
+        "Atomics",
+        "SharedArrayBuffer",
+        "WebAssembly",
+        "performance",
+        "std",
+        "os",
+        "print",
+        "scriptArgs",
+        "importScripts",
+        "Worker",
+        "module",
+        "exports",
+        "__dirname",
+    ] {
         let v = js(&format!("return typeof {g};")).unwrap();
         assert_eq!(v, json!("undefined"), "{g} must not exist");
         let v = js(&format!("return typeof globalThis['{g}'];")).unwrap();
@@ -153,7 +203,10 @@ fn tampering_with_builtins_does_not_redirect_calls() {
     );
     assert_eq!(v.unwrap(), json!({"ok": true}));
     assert_eq!(calls.len(), 1);
-    assert_eq!((calls[0].op.as_str(), calls[0].params.as_str()), ("echo", "{\"ok\":true}"));
+    assert_eq!(
+        (calls[0].op.as_str(), calls[0].params.as_str()),
+        ("echo", "{\"ok\":true}")
+    );
     // mcp cannot be replaced or extended
     let v = js("'use strict'; try { globalThis.mcp = 1; } catch (e) {} try { mcp.x = 1 } catch (e) {} return typeof mcp.x;").unwrap();
     assert_eq!(v, json!("object"));
@@ -161,22 +214,47 @@ fn tampering_with_builtins_does_not_redirect_calls() {
 
 #[test]
 fn infinite_loop_hits_the_cpu_limit_and_cannot_be_caught() {
-    let (v, _, _) = run_with("try { while (true) {} } catch (e) { return 'caught'; }", Lang::Js, small());
+    let (v, _, _) = run_with(
+        "try { while (true) {} } catch (e) { return 'caught'; }",
+        Lang::Js,
+        small(),
+    );
     match v {
         Err(Failure::Limit(l)) => assert!(l.starts_with("cpu"), "{l}"),
         other => panic!("{other:?}"),
     }
-    let (v, _, _) = run_with("for (;;) { try { while (true) {} } catch (e) {} }", Lang::Js, small());
-    assert!(matches!(v, Err(Failure::Limit(ref l)) if l.starts_with("cpu")), "{v:?}");
+    let (v, _, _) = run_with(
+        "for (;;) { try { while (true) {} } catch (e) {} }",
+        Lang::Js,
+        small(),
+    );
+    assert!(
+        matches!(v, Err(Failure::Limit(ref l)) if l.starts_with("cpu")),
+        "{v:?}"
+    );
     // inside a promise job too
-    let (v, _, _) = run_with("await Promise.resolve().then(() => { while (true) {} });", Lang::Js, small());
-    assert!(matches!(v, Err(Failure::Limit(ref l)) if l.starts_with("cpu")), "{v:?}");
+    let (v, _, _) = run_with(
+        "await Promise.resolve().then(() => { while (true) {} });",
+        Lang::Js,
+        small(),
+    );
+    assert!(
+        matches!(v, Err(Failure::Limit(ref l)) if l.starts_with("cpu")),
+        "{v:?}"
+    );
 }
 
 #[test]
 fn memory_bomb_hits_the_memory_limit() {
-    let (v, _, _) = run_with("const a = []; while (true) a.push(new Array(100000).fill(1.5));", Lang::Js, small());
-    assert!(matches!(v, Err(Failure::Limit(ref l)) if l.starts_with("memory")), "{v:?}");
+    let (v, _, _) = run_with(
+        "const a = []; while (true) a.push(new Array(100000).fill(1.5));",
+        Lang::Js,
+        small(),
+    );
+    assert!(
+        matches!(v, Err(Failure::Limit(ref l)) if l.starts_with("memory")),
+        "{v:?}"
+    );
     // QuickJS's own string-length bound (2^30) or the memory limit: never a value.
     let (v, _, _) = run_with("let s = 'x'; while (true) s = s + s;", Lang::Js, small());
     assert!(v.is_err(), "{v:?}");
@@ -184,8 +262,15 @@ fn memory_bomb_hits_the_memory_limit() {
 
 #[test]
 fn deep_recursion_hits_the_stack_limit() {
-    let (v, _, _) = run_with("function f(n) { return f(n + 1) + 1; } return f(0);", Lang::Js, small());
-    assert!(matches!(v, Err(Failure::Limit(ref l)) if l.starts_with("stack")), "{v:?}");
+    let (v, _, _) = run_with(
+        "function f(n) { return f(n + 1) + 1; } return f(0);",
+        Lang::Js,
+        small(),
+    );
+    assert!(
+        matches!(v, Err(Failure::Limit(ref l)) if l.starts_with("stack")),
+        "{v:?}"
+    );
 }
 
 #[test]
@@ -204,12 +289,30 @@ fn randomness_and_time_are_recorded_for_replay() {
 
 #[test]
 fn too_many_tool_calls_is_a_limit() {
-    let lim = Limits { max_calls: 5, ..Limits::default() };
-    let (f, _) = run_standalone("for (let i = 0; i < 10; i++) await mcp.brainloop.echo({i});", Lang::Js, lim, |c| Ok(c.params.clone())).unwrap();
-    assert!(matches!(f.value, Err(Failure::Limit(ref l)) if l.starts_with("tool calls")), "{:?}", f.value);
+    let lim = Limits {
+        max_calls: 5,
+        ..Limits::default()
+    };
+    let (f, _) = run_standalone(
+        "for (let i = 0; i < 10; i++) await mcp.brainloop.echo({i});",
+        Lang::Js,
+        lim,
+        |c| Ok(c.params.clone()),
+    )
+    .unwrap();
+    assert!(
+        matches!(f.value, Err(Failure::Limit(ref l)) if l.starts_with("tool calls")),
+        "{:?}",
+        f.value
+    );
 }
 
 #[test]
 fn unparseable_code_never_runs() {
-    assert!(run_standalone("return (", Lang::Js, Limits::default(), |_| Err(String::new())).is_err());
+    assert!(
+        run_standalone("return (", Lang::Js, Limits::default(), |_| Err(
+            String::new()
+        ))
+        .is_err()
+    );
 }

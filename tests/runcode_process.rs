@@ -71,8 +71,16 @@ fn pure_code_runs_with_zero_validations_ac_1_5() {
     assert_eq!(v["success"], true);
     assert_eq!(v["value"], json!([20, 40]));
     assert_eq!(v["logs"], json!(["even 2"]));
-    let path: Vec<&str> = v["executed_path"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
-    assert!(path.contains(&"code:filter") && path.contains(&"code:map"), "{path:?}");
+    let path: Vec<&str> = v["executed_path"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        path.contains(&"code:filter") && path.contains(&"code:map"),
+        "{path:?}"
+    );
     assert!(!v["layers_executed"].as_array().unwrap().is_empty());
     assert_eq!(validations(&env), 0, "pure layers never ask");
 }
@@ -92,8 +100,15 @@ fn filter_over_a_tool_result_returns_the_filtered_array_ac_1_2() {
     assert_eq!(v["calls"][0]["tool"], "brainloop");
     assert_eq!(v["calls"][0]["op"], "execute_bash");
     assert_eq!(v["calls"][0]["ok"], true);
-    assert!(v["executed_path"].to_string().contains("code:filter"), "{v}");
-    assert_eq!(validations(&env), 0, "a pure command inside code runs like a pure job");
+    assert!(
+        v["executed_path"].to_string().contains("code:filter"),
+        "{v}"
+    );
+    assert_eq!(
+        validations(&env),
+        0,
+        "a pure command inside code runs like a pure job"
+    );
 }
 
 #[test]
@@ -114,7 +129,12 @@ fn mixed_code_pauses_at_the_tool_layer_and_resumes_after_approval() {
     let (vid, v) = wait_pending(&env, id, None);
     assert!(v["layer"].is_u64(), "paused at a layer: {v}");
     assert_eq!(v["operations"], json!(["brainloop:execute_bash"]));
-    assert!(v["reasons"].to_string().contains("mcp.brainloop.execute_bash"), "{v}");
+    assert!(
+        v["reasons"]
+            .to_string()
+            .contains("mcp.brainloop.execute_bash"),
+        "{v}"
+    );
     let (_, listing, _) = env.cli(&["validations"]);
     assert!(listing.contains(&vid), "{listing}");
     let ran: i64 = env
@@ -126,7 +146,10 @@ fn mixed_code_pauses_at_the_tool_layer_and_resumes_after_approval() {
     let (st, v, err) = wait_final(&env, id);
     assert_eq!(st, "succeeded", "{err} {v}");
     assert_eq!(v["value"], json!([1, 2, 3, 7]));
-    assert_eq!(v["validated"], json!([format!("layer:{}", v["calls"][0]["layer"])]));
+    assert_eq!(
+        v["validated"],
+        json!([format!("layer:{}", v["calls"][0]["layer"])])
+    );
     assert_eq!(validations(&env), 1);
 }
 
@@ -148,7 +171,10 @@ fn a_command_that_asks_inside_code_pauses_the_job_until_approved() {
     assert_eq!(st, "succeeded", "{err} {v}");
     assert_eq!(v["value"], "first");
     assert!(env.workspace.join("made.txt").exists());
-    assert_eq!(v["calls"][0]["replayed"], true, "the first call came from the checkpoint: {v}");
+    assert_eq!(
+        v["calls"][0]["replayed"], true,
+        "the first call came from the checkpoint: {v}"
+    );
 }
 
 #[test]
@@ -164,32 +190,59 @@ fn a_call_the_client_may_not_make_is_a_catchable_denial() {
     let (st, v, err) = wait_final(&env, id);
     assert_eq!(st, "succeeded", "{err} {v}");
     let msg = v["value"].as_str().unwrap();
-    assert!(msg.contains("denied") && msg.contains("brainloop grant"), "{msg}");
-    let id = code(&env, "agent", "await mcp.brainloop.execute_bash({command: 'ls'});");
+    assert!(
+        msg.contains("denied") && msg.contains("brainloop grant"),
+        "{msg}"
+    );
+    let id = code(
+        &env,
+        "agent",
+        "await mcp.brainloop.execute_bash({command: 'ls'});",
+    );
     let (st, _, err) = wait_final(&env, id);
     assert_eq!(st, "failed");
     assert!(err.contains("denied"), "{err}");
     // other tools are not connected; unknown tools fail clearly
-    let id = code(&env, "agent", "try { await mcp.slack.send({text: 'hi'}); } catch (e) { return e.message; }");
+    let id = code(
+        &env,
+        "agent",
+        "try { await mcp.slack.send({text: 'hi'}); } catch (e) { return e.message; }",
+    );
     let (st, v, _) = wait_final(&env, id);
     assert_eq!(st, "succeeded");
-    assert!(v["value"].as_str().unwrap().contains("no connection"), "{v}");
+    assert!(
+        v["value"].as_str().unwrap().contains("no connection"),
+        "{v}"
+    );
 }
 
 #[test]
 fn limits_and_escapes_end_the_job_failed_with_the_reason() {
     let env = Env::new();
     let _d = env.start(&[]);
-    let id = job(&env, "local", "run_code", &json!({"code": "while (true) {}", "timeout_ms": 300}));
+    let id = job(
+        &env,
+        "local",
+        "run_code",
+        &json!({"code": "while (true) {}", "timeout_ms": 300}),
+    );
     let (st, v, err) = wait_final(&env, id);
     assert_eq!(st, "failed");
     assert!(err.contains("limit exceeded: cpu"), "{err}");
     assert_eq!(v["success"], false);
-    let id = code(&env, "local", "const a = []; while (true) a.push(new Array(1e5).fill(1.5));");
+    let id = code(
+        &env,
+        "local",
+        "const a = []; while (true) a.push(new Array(1e5).fill(1.5));",
+    );
     let (st, _, err) = wait_final(&env, id);
     assert_eq!(st, "failed");
     assert!(err.contains("limit exceeded: memory"), "{err}");
-    let id = code(&env, "local", "function f() { return f() + 1; } return f();");
+    let id = code(
+        &env,
+        "local",
+        "function f() { return f() + 1; } return f();",
+    );
     let (st, _, err) = wait_final(&env, id);
     assert_eq!(st, "failed");
     assert!(err.contains("limit exceeded: stack"), "{err}");
@@ -208,7 +261,12 @@ fn limits_and_escapes_end_the_job_failed_with_the_reason() {
     let (st, _, err) = wait_final(&env, id);
     assert_eq!(st, "failed", "{err}");
     assert!(err.contains("threw"), "{err}");
-    let id = job(&env, "local", "run_code", &json!({"code": "const x: number = 1; return x + 1;", "language": "ts"}));
+    let id = job(
+        &env,
+        "local",
+        "run_code",
+        &json!({"code": "const x: number = 1; return x + 1;", "language": "ts"}),
+    );
     let (st, v, err) = wait_final(&env, id);
     assert_eq!(st, "succeeded", "{err}");
     assert_eq!(v["value"], 2);
@@ -224,7 +282,10 @@ fn dynamic_code_asks_for_the_whole_program_first() {
         "const k = ['execute', 'bash'].join('_');\nconst r = await mcp.brainloop[k]({command: 'echo dyn'});\nreturn r.stdout.trim();",
     );
     let (vid, v) = wait_pending(&env, id, None);
-    assert!(v["command"].as_str().unwrap().contains("whole program"), "{v}");
+    assert!(
+        v["command"].as_str().unwrap().contains("whole program"),
+        "{v}"
+    );
     approve(&env, &vid);
     let (st, v, err) = wait_final(&env, id);
     assert_eq!(st, "succeeded", "{err} {v}");
@@ -267,6 +328,10 @@ fn kill9_after_a_side_effecting_call_does_not_repeat_it() {
     let (st, v, err) = wait_final(&env, id);
     assert_eq!(st, "succeeded", "{err} {v}");
     assert_eq!(v["value"], "done");
-    assert_eq!(std::fs::read_to_string(&log).unwrap(), "x\n", "the write ran once");
+    assert_eq!(
+        std::fs::read_to_string(&log).unwrap(),
+        "x\n",
+        "the write ran once"
+    );
     assert_eq!(v["calls"][0]["replayed"], true, "{v}");
 }

@@ -81,7 +81,13 @@ pub async fn load(db: &Arc<Db>, job_id: i64) -> Result<Option<State>> {
 }
 
 /// Writes the state (`open`), or marks the session `committed` when the job ended.
-pub async fn save(db: &Arc<Db>, job_id: i64, client: &str, state: &State, done: bool) -> Result<()> {
+pub async fn save(
+    db: &Arc<Db>,
+    job_id: i64,
+    client: &str,
+    state: &State,
+    done: bool,
+) -> Result<()> {
     let (id, client, text) = (
         session_id(job_id),
         client.to_string(),

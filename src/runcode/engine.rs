@@ -13,8 +13,8 @@
 //! on the reply channel.
 
 use rquickjs::{
-    function::Func, CaughtError, Context, Ctx, Exception, Function, Object, Persistent, Promise,
-    promise::PromiseState, Runtime, Value,
+    function::Func, promise::PromiseState, CaughtError, Context, Ctx, Exception, Function, Object,
+    Persistent, Promise, Runtime, Value,
 };
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
@@ -143,7 +143,12 @@ enum Why {
 
 /// Runs `job` to completion on the current thread (call it on a thread with
 /// [`ENGINE_THREAD_STACK`]); the result is also sent as [`FromEngine::Done`].
-pub fn run(job: Job, tx: UnboundedSender<FromEngine>, rx: Receiver<ToEngine>, stop: Arc<AtomicBool>) {
+pub fn run(
+    job: Job,
+    tx: UnboundedSender<FromEngine>,
+    rx: Receiver<ToEngine>,
+    stop: Arc<AtomicBool>,
+) {
     let started = Instant::now();
     let used = Rc::new(Cell::new(Duration::ZERO));
     let since: Rc<Cell<Option<Instant>>> = Rc::new(Cell::new(None));
@@ -207,7 +212,8 @@ fn drive(
             false
         })));
     }
-    let ctx = Context::full(&rt).map_err(|e| Failure::Setup(format!("cannot create the engine context: {e}")))?;
+    let ctx = Context::full(&rt)
+        .map_err(|e| Failure::Setup(format!("cannot create the engine context: {e}")))?;
     let slice = |f: &mut dyn FnMut()| {
         since.set(Some(Instant::now()));
         f();
@@ -226,7 +232,9 @@ fn drive(
             let f: Function = ctx
                 .eval(wrapper)
                 .map_err(|e| thrown(&ctx, e, "the code does not compile"))?;
-            let p: Promise = f.call((site,)).map_err(|e| thrown(&ctx, e, "the code failed"))?;
+            let p: Promise = f
+                .call((site,))
+                .map_err(|e| thrown(&ctx, e, "the code failed"))?;
             Ok(Persistent::save(&ctx, p))
         });
         match r {
@@ -256,10 +264,12 @@ fn drive(
 /// Names the limit behind QuickJS's own errors (memory, stack).
 fn name_limit(f: Failure, limits: &Limits) -> Failure {
     match f {
-        Failure::Thrown(m) | Failure::Setup(m) if m.contains("out of memory") => Failure::Limit(format!(
-            "memory: the code needed more than {} MiB",
-            limits.memory_bytes / (1024 * 1024)
-        )),
+        Failure::Thrown(m) | Failure::Setup(m) if m.contains("out of memory") => {
+            Failure::Limit(format!(
+                "memory: the code needed more than {} MiB",
+                limits.memory_bytes / (1024 * 1024)
+            ))
+        }
         Failure::Thrown(m) if m.contains("stack overflow") || m.contains("Maximum call stack") => {
             Failure::Limit(format!(
                 "stack: recursion deeper than the {} KiB stack ({})",
@@ -396,12 +406,16 @@ fn settle_value<'js>(
             text.len()
         )));
     }
-    serde_json::from_str(&text).map_err(|e| Failure::Thrown(format!("the returned value is not JSON: {e}")))
+    serde_json::from_str(&text)
+        .map_err(|e| Failure::Thrown(format!("the returned value is not JSON: {e}")))
 }
 
 /// The message (and first stack lines) of a thrown value.
 fn describe<'js>(ctx: &Ctx<'js>, v: Value<'js>) -> String {
-    if let Some(ex) = v.as_object().and_then(|o| Exception::from_object(o.clone())) {
+    if let Some(ex) = v
+        .as_object()
+        .and_then(|o| Exception::from_object(o.clone()))
+    {
         let name: String = ex
             .get::<_, String>("name")
             .unwrap_or_else(|_| "Error".to_string());
@@ -465,7 +479,10 @@ fn install<'js>(ctx: &Ctx<'js>, host: &Rc<Host>, seed: i32) -> rquickjs::Result<
                 let site = (site >= 0.0 && site.fract() == 0.0).then_some(site as usize);
                 hc.pending.borrow_mut().insert(
                     id,
-                    (Persistent::save(&ctx, resolve), Persistent::save(&ctx, reject)),
+                    (
+                        Persistent::save(&ctx, resolve),
+                        Persistent::save(&ctx, reject),
+                    ),
                 );
                 if hc
                     .tx

@@ -75,7 +75,10 @@ pub fn instrument(
     emit(code, (0, code.len() as u32), &sites, key, &mut out)?;
     let mut ids: Vec<usize> = sites.iter().map(|s| s.id).collect();
     ids.sort_unstable();
-    Ok(Instrumented { code: out, sites: ids })
+    Ok(Instrumented {
+        code: out,
+        sites: ids,
+    })
 }
 
 struct Finder<'w> {
@@ -234,7 +237,10 @@ mod tests {
     fn computed_keys_and_typescript_type_arguments() {
         let code = "const x = await mcp.db[\"query\"]<Row[]>({sql: 'q' as string});";
         let mut w = HashMap::new();
-        w.insert(at(code, "mcp.db[\"query\"]<Row[]>({sql: 'q' as string})"), 4);
+        w.insert(
+            at(code, "mcp.db[\"query\"]<Row[]>({sql: 'q' as string})"),
+            4,
+        );
         let i = instrument(code, Lang::Ts, &w, "K").unwrap();
         assert_eq!(
             i.code,

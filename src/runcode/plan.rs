@@ -94,7 +94,12 @@ pub fn prepare_isolated(
 }
 
 /// Infers, instruments and compiles `code`; an error means it cannot run at all.
-pub fn prepare(code: &str, lang: Lang, mapping: &McpPermissions, key: &str) -> Result<Plan, String> {
+pub fn prepare(
+    code: &str,
+    lang: Lang,
+    mapping: &McpPermissions,
+    key: &str,
+) -> Result<Plan, String> {
     let report = infer::infer(code, lang, mapping);
     if let Some(e) = &report.error {
         return Err(format!("the code cannot run: {e}"));
@@ -168,7 +173,10 @@ mod tests {
         assert_eq!(s.len(), 2);
         let (a, b) = (s[0], s[1]);
         assert_eq!(a.1.tool, "brainloop:execute_bash");
-        assert!(!a.1.requires_validation, "brainloop actions validate themselves");
+        assert!(
+            !a.1.requires_validation,
+            "brainloop actions validate themselves"
+        );
         assert_eq!(b.1.tool, "db:query");
         assert!(b.1.requires_validation);
         assert!(b.1.layer > a.1.layer);
@@ -177,7 +185,11 @@ mod tests {
         // wrong tool at a site, or no site: the whole program
         assert_eq!(p.gate("brainloop", "execute_bash", Some(*b.0)), Gate::All);
         assert_eq!(p.gate("db", "query", None), Gate::All);
-        assert!(p.js.contains("K(") && !p.js.contains("mcp.db.query("), "{}", p.js);
+        assert!(
+            p.js.contains("K(") && !p.js.contains("mcp.db.query("),
+            "{}",
+            p.js
+        );
     }
 
     #[test]

@@ -11,7 +11,12 @@ use crate::infer::McpPermissions;
 const REFUSED: &[&str] = &["run_code"];
 
 /// The brainloop action a call runs, or the error thrown in the code.
-pub fn route(registry: &Registry, mapping: &McpPermissions, tool: &str, op: &str) -> Result<String, String> {
+pub fn route(
+    registry: &Registry,
+    mapping: &McpPermissions,
+    tool: &str,
+    op: &str,
+) -> Result<String, String> {
     let class = mapping.classify(tool, op);
     match class.canonical.as_deref() {
         Some("brainloop") => match registry.get(op) {
@@ -43,10 +48,21 @@ mod tests {
     fn only_brainloop_actions_are_reachable() {
         let r = Registry::new(&Config::default()).unwrap();
         let m = McpPermissions::defaults();
-        assert_eq!(route(&r, &m, "brainloop", "execute_bash").unwrap(), "execute_bash");
-        assert!(route(&r, &m, "brainloop", "run_code").unwrap_err().contains("cannot be called"));
-        assert!(route(&r, &m, "brainloop", "nope").unwrap_err().contains("no action"));
-        assert!(route(&r, &m, "slack", "send").unwrap_err().contains("no connection"));
-        assert!(route(&r, &m, "zzz", "x").unwrap_err().contains("unknown tool"));
+        assert_eq!(
+            route(&r, &m, "brainloop", "execute_bash").unwrap(),
+            "execute_bash"
+        );
+        assert!(route(&r, &m, "brainloop", "run_code")
+            .unwrap_err()
+            .contains("cannot be called"));
+        assert!(route(&r, &m, "brainloop", "nope")
+            .unwrap_err()
+            .contains("no action"));
+        assert!(route(&r, &m, "slack", "send")
+            .unwrap_err()
+            .contains("no connection"));
+        assert!(route(&r, &m, "zzz", "x")
+            .unwrap_err()
+            .contains("unknown tool"));
     }
 }

@@ -47,7 +47,11 @@ pub fn gate_hash(code_hash: &str, lang: Lang, gate: &Gate) -> String {
 
 enum Pause {
     Gate(Gate),
-    Nested { tool: String, op: String, result: Value },
+    Nested {
+        tool: String,
+        op: String,
+        result: Value,
+    },
 }
 
 struct StopOnDrop(Arc<AtomicBool>);
@@ -57,7 +61,16 @@ impl Drop for StopOnDrop {
     }
 }
 
-type Joined = (u64, String, String, Option<usize>, String, usize, Outcome, Duration);
+type Joined = (
+    u64,
+    String,
+    String,
+    Option<usize>,
+    String,
+    usize,
+    Outcome,
+    Duration,
+);
 
 struct Runner<'c> {
     ctx: &'c JobCtx,
@@ -82,7 +95,10 @@ async fn run_inner(ctx: &JobCtx, req: Request) -> Result<Outcome, Outcome> {
     let started = Instant::now();
     let mapping = McpPermissions::load(ctx.config.mcp_permissions.as_deref())
         .map_err(|e| Outcome::failed(format!("{e:#}")))?;
-    let key = format!("__bl_{}", approvals::new_id().map_err(|e| Outcome::failed(e.to_string()))?);
+    let key = format!(
+        "__bl_{}",
+        approvals::new_id().map_err(|e| Outcome::failed(e.to_string()))?
+    );
     let lang = req.lang;
     let plan = {
         let (code, m, k) = (req.code.clone(), mapping.clone(), key.clone());
@@ -99,13 +115,17 @@ async fn run_inner(ctx: &JobCtx, req: Request) -> Result<Outcome, Outcome> {
             seed: random_seed(),
             ..State::default()
         },
-        Err(e) => return Err(Outcome::failed(format!("cannot read the checkpoint: {e:#}"))),
+        Err(e) => {
+            return Err(Outcome::failed(format!(
+                "cannot read the checkpoint: {e:#}"
+            )))
+        }
     };
     // A consumed approval of one of this code's gates (the supervisor checked it against the
     // claimed snapshot; the hash is recomputed here from the claimed code).
     if let Some(a) = &ctx.approval {
-        let gates = std::iter::once(Gate::All)
-            .chain((0..plan.report.layers.len()).map(Gate::Layer));
+        let gates =
+            std::iter::once(Gate::All).chain((0..plan.report.layers.len()).map(Gate::Layer));
         for g in gates {
             if gate_hash(&plan.report.code_hash, lang, &g) == a.command_hash
                 && !state.approved.contains(&g.name())
@@ -158,8 +178,19 @@ impl Runner<'_> {
 
     async fn save(&self, done: bool) {
         let c = &self.ctx;
-        if let Err(e) = checkpoint::save(&c.stores.lifecycle, c.job_id, &c.client_id, &self.state, done).await {
-            tracing::warn!(error = format!("{e:#}"), "cannot write the run_code checkpoint");
+        if let Err(e) = checkpoint::save(
+            &c.stores.lifecycle,
+            c.job_id,
+            &c.client_id,
+            &self.state,
+            done,
+        )
+        .await
+        {
+            tracing::warn!(
+                error = format!("{e:#}"),
+                "cannot write the run_code checkpoint"
+            );
         }
     }
 
@@ -240,7 +271,14 @@ impl Runner<'_> {
         let layer = site.and_then(|s| self.plan.sites.get(&s)).map(|s| s.layer);
         if let Some(rec) = self.state.find(&k, n).cloned() {
             self.calls.push(json!({"tool": tool, "op": op, "layer": layer, "ms": rec.ms, "ok": rec.ok, "replayed": true}));
-            self.reply(id, if rec.ok { Ok(rec.answer) } else { Err(rec.answer) });
+            self.reply(
+                id,
+                if rec.ok {
+                    Ok(rec.answer)
+                } else {
+                    Err(rec.answer)
+                },
+            );
             return;
         }
         // A call that cannot go anywhere fails at once: nothing to ask a human about.
@@ -398,7 +436,10 @@ impl Runner<'_> {
                     Failure::Limit(l) => format!("limit exceeded: {l}"),
                     Failure::Thrown(m) => format!("the code threw: {m}"),
                     Failure::Setup(m) => format!("the code could not start: {m}"),
-                    Failure::Stuck => "the code awaits something that can never happen (no tool call is pending)".into(),
+                    Failure::Stuck => {
+                        "the code awaits something that can never happen (no tool call is pending)"
+                            .into()
+                    }
                     Failure::Stopped => "the run was stopped".into(),
                 };
                 result["success"] = json!(false);
@@ -425,7 +466,10 @@ impl Runner<'_> {
         let now = crate::time::now_ms();
         let (what, sites): (String, Vec<&plan::SiteInfo>) = match &gate {
             Gate::Layer(l) => (format!("layer {l}"), self.plan.layer_sites(*l)),
-            _ => ("the whole program".into(), self.plan.sites.values().collect()),
+            _ => (
+                "the whole program".into(),
+                self.plan.sites.values().collect(),
+            ),
         };
         let mut reasons: Vec<String> = Vec::new();
         if gate == Gate::All {
@@ -444,7 +488,11 @@ impl Runner<'_> {
             "run_code {} of job {}: {}",
             what,
             ctx.job_id,
-            if tools.is_empty() { "tool calls".to_string() } else { tools.join(", ") }
+            if tools.is_empty() {
+                "tool calls".to_string()
+            } else {
+                tools.join(", ")
+            }
         );
         let v = Validation {
             id: id.clone(),

@@ -28,7 +28,12 @@ pub fn run_standalone(
         "__bl_{}",
         crate::bash::approvals::new_id().map_err(|e| e.to_string())?
     );
-    let plan = plan::prepare_isolated(code.to_string(), lang, McpPermissions::defaults(), key.clone())?;
+    let plan = plan::prepare_isolated(
+        code.to_string(),
+        lang,
+        McpPermissions::defaults(),
+        key.clone(),
+    )?;
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let (to_engine, engine_rx) = std::sync::mpsc::channel();
     let job = engine::Job {
@@ -49,8 +54,19 @@ pub fn run_standalone(
             None => break Err("the engine stopped without an answer".to_string()),
             Some(FromEngine::Done(f)) => break Ok(f),
             Some(FromEngine::Time(_)) => {}
-            Some(FromEngine::Call { id, tool, op, site, params }) => {
-                let c = SeenCall { tool, op, site, params };
+            Some(FromEngine::Call {
+                id,
+                tool,
+                op,
+                site,
+                params,
+            }) => {
+                let c = SeenCall {
+                    tool,
+                    op,
+                    site,
+                    params,
+                };
                 let result = answer(&c);
                 seen.push(c);
                 let _ = to_engine.send(ToEngine::Reply { id, result });

@@ -55,8 +55,14 @@ mod tests {
             "interface U { active: boolean }\nconst users: U[] = await f<U>();\nconst n = (users as any).length!;\nreturn users.filter((u: U): boolean => u.active);",
         )
         .unwrap();
-        assert!(!js.contains("interface") && !js.contains(": U") && !js.contains(" as "), "{js}");
-        assert!(js.contains("await f()") && js.contains("return users.filter"), "{js}");
+        assert!(
+            !js.contains("interface") && !js.contains(": U") && !js.contains(" as "),
+            "{js}"
+        );
+        assert!(
+            js.contains("await f()") && js.contains("return users.filter"),
+            "{js}"
+        );
     }
 
     #[test]
