@@ -200,6 +200,21 @@ mod tests {
     }
 
     #[test]
+    fn ways_to_forge_a_call_site_need_the_whole_program_validated() {
+        // Reading a function's (instrumented) source and evaluating it in scope, or building
+        // code at run time: the analysis flags each, so no site is trusted without a human.
+        for code in [
+            "function f() { return mcp.brainloop.get_stats({}); }\nreturn eval(f.toString().replace('get_stats', 'execute_bash'));",
+            "return (function(){}).constructor('return 1')();",
+            "const F = Function; return new F('return 1')();",
+            "return await import('x');",
+        ] {
+            let p = plan(code, "");
+            assert!(p.whole_program.is_some(), "{code}");
+        }
+    }
+
+    #[test]
     fn unparseable_code_cannot_run() {
         let m = McpPermissions::defaults();
         let e = prepare("return (", Lang::Js, &m, "K").unwrap_err();
