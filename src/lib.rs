@@ -18,6 +18,7 @@ pub mod infer;
 pub mod lockfile;
 pub mod mcp;
 pub mod retention;
+pub mod runcode;
 pub mod sandbox;
 pub mod schedules;
 pub mod shutdown;

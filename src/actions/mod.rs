@@ -10,6 +10,7 @@ mod clients;
 mod infer;
 mod meta;
 mod readers;
+mod runcode;
 mod testing;
 
 use crate::clients::ClientGrants;
@@ -142,6 +143,7 @@ impl Registry {
         specs.extend(clients::specs());
         specs.extend(readers::specs());
         specs.extend(infer::specs());
+        specs.extend(runcode::specs());
         if config.test_actions {
             specs.extend(testing::specs());
         }
@@ -279,6 +281,7 @@ mod tests {
             "execute_bash",
             "check_command",
             "infer_permissions",
+            "run_code",
             "get_schema",
             "get_stats",
             "list_actions",

@@ -215,6 +215,10 @@ pub struct InferReport {
     /// Why no operation could be trusted pure by its name (dynamic code, escaping capability).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub purity_withdrawn: Option<String>,
+    /// Dynamic code or a capability used as a value: something may act where no operation
+    /// shows it, so an executor must validate the whole program, not layer by layer.
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub unaccounted: bool,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub error: Option<String>,
 }
@@ -287,6 +291,7 @@ pub fn infer(code: &str, lang: Lang, mapping: &McpPermissions) -> InferReport {
         layers: dag.layers,
         tasks: dag.tasks,
         purity_withdrawn: found.taint.clone(),
+        unaccounted,
         error: None,
     }
 }
@@ -305,6 +310,7 @@ fn unparseable(hash: String, lang: Lang, error: String) -> InferReport {
         tasks: vec![],
         executed_path: vec![],
         purity_withdrawn: None,
+        unaccounted: true,
         error: Some(error),
     }
 }

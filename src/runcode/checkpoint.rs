@@ -1,0 +1,109 @@
+//! Checkpoints of a run in lifecycle.db `sessions` (one row per job, `session_id =
+//! "run_code:<job>"`, mode `run_code`): the completed tool calls with their answers, the seed
+//! of `Math.random`, the clock readings and the validations already granted. A re-run of the
+//! same job (after a pause and approval, a shutdown, or a crash) re-executes the code
+//! deterministically and answers completed calls from here instead of repeating their side
+//! effects. Only the worker writes this table; the state is bound to the code's hash.
+
+use crate::db::{write_tx, Db};
+use anyhow::Result;
+use rusqlite::{params, OptionalExtension};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::sync::Arc;
+
+/// One completed tool call.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct CallRecord {
+    /// SHA-256 of tool, op and params.
+    pub key: String,
+    /// Occurrence of this key in the run (the n-th identical call).
+    pub n: usize,
+    pub tool: String,
+    pub op: String,
+    pub ok: bool,
+    /// The answer as JSON text, or the error message.
+    pub answer: String,
+    pub ms: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, Default, PartialEq)]
+pub struct State {
+    /// Hash of language + code: a checkpoint of other code is ignored.
+    pub code_key: String,
+    pub seed: i32,
+    pub times: Vec<i64>,
+    pub calls: Vec<CallRecord>,
+    /// Validations granted so far (`layer:N`, `all`).
+    pub approved: Vec<String>,
+}
+
+/// Clock readings kept at most (later readings of a long loop are not replayed).
+pub const MAX_TIMES: usize = 10_000;
+
+impl State {
+    pub fn find(&self, key: &str, n: usize) -> Option<&CallRecord> {
+        self.calls.iter().find(|c| c.key == key && c.n == n)
+    }
+    pub fn is_approved(&self, gate: &str) -> bool {
+        self.approved.iter().any(|g| g == gate || g == "all")
+    }
+}
+
+pub fn call_key(tool: &str, op: &str, params: &str) -> String {
+    let mut h = Sha256::new();
+    h.update(tool.as_bytes());
+    h.update([0]);
+    h.update(op.as_bytes());
+    h.update([0]);
+    h.update(params.as_bytes());
+    hex::encode(h.finalize())
+}
+
+fn session_id(job_id: i64) -> String {
+    format!("run_code:{job_id}")
+}
+
+/// The stored state of a job, if any (any status: a committed one is simply not used again).
+pub async fn load(db: &Arc<Db>, job_id: i64) -> Result<Option<State>> {
+    let id = session_id(job_id);
+    let text: Option<String> = db
+        .call(move |c| {
+            Ok(c.query_row(
+                "SELECT state FROM sessions WHERE session_id = ?1 AND status = 'open'",
+                [id],
+                |r| r.get(0),
+            )
+            .optional()?)
+        })
+        .await?;
+    Ok(text.and_then(|t| serde_json::from_str(&t).ok()))
+}
+
+/// Writes the state (`open`), or marks the session `committed` when the job ended.
+pub async fn save(
+    db: &Arc<Db>,
+    job_id: i64,
+    client: &str,
+    state: &State,
+    done: bool,
+) -> Result<()> {
+    let (id, client, text) = (
+        session_id(job_id),
+        client.to_string(),
+        serde_json::to_string(state)?,
+    );
+    let now = crate::time::now_ms();
+    db.call(move |c| {
+        Ok(write_tx(c, |tx| {
+            tx.execute(
+                "INSERT INTO sessions(session_id, job_id, client_id, mode, status, state, created_at, updated_at)
+                 VALUES (?1, ?2, ?3, 'run_code', ?4, ?5, ?6, ?6)
+                 ON CONFLICT(session_id) DO UPDATE SET status = excluded.status, state = excluded.state, updated_at = excluded.updated_at",
+                params![id, job_id, client, if done { "committed" } else { "open" }, text, now],
+            )
+        })?)
+    })
+    .await?;
+    Ok(())
+}
