@@ -14,6 +14,7 @@ pub mod config;
 pub mod db;
 pub mod heartbeat;
 pub mod infer;
+pub mod llm;
 pub mod lockfile;
 pub mod retention;
 pub mod sandbox;

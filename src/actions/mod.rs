@@ -42,6 +42,8 @@ pub struct JobCtx {
     pub approval: Option<ApprovedRun>,
     /// What the sandbox can enforce on this machine (probed at start-up).
     pub sandbox: Arc<crate::sandbox::detect::Level>,
+    /// The LLM client shared by every job (calls fail with a clear error when there is no key).
+    pub llm: Arc<crate::llm::Llm>,
 }
 
 /// What a consumed approval carries into the resumed job.
