@@ -8,6 +8,7 @@ mod bash;
 mod check;
 mod clients;
 mod infer;
+mod llm;
 mod meta;
 mod readers;
 mod testing;
@@ -143,6 +144,7 @@ impl Registry {
         specs.extend(clients::specs());
         specs.extend(readers::specs());
         specs.extend(infer::specs());
+        specs.extend(llm::specs());
         if config.test_actions {
             specs.extend(testing::specs());
         }
@@ -289,6 +291,10 @@ mod tests {
             "read_markdown",
             "read_code",
             "read_config",
+            "generate_file",
+            "generate_sql",
+            "explore",
+            "audit_code",
         ] {
             assert!(
                 r.names().contains(&name),
