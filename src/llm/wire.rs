@@ -136,7 +136,7 @@ pub struct RateHints {
 
 fn secs(v: &str) -> Option<Duration> {
     let f: f64 = v.trim().trim_end_matches('s').parse().ok()?;
-    (f.is_finite() && f >= 0.0 && f < 1e9).then(|| Duration::from_secs_f64(f))
+    (0.0..1e9).contains(&f).then(|| Duration::from_secs_f64(f))
 }
 
 impl RateHints {
