@@ -134,6 +134,14 @@ pub fn check(
         let rel_parent = rel.parent().map(Path::to_path_buf).unwrap_or_default();
         let (real_parent, missing) = match resolve_parent(rule.root(), &rel_parent) {
             Ok(r) => r,
+            Err(Errno::ENOENT) => {
+                last_err = Some(PathError::Unusable(format!(
+                    "the directory {} granted by {} does not exist; create it first",
+                    rule.root().display(),
+                    rule.pattern
+                )));
+                continue;
+            }
             Err(e) => {
                 last_err = Some(e_to_path_error(requested, e));
                 continue;
