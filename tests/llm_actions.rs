@@ -183,6 +183,22 @@ fn generate_file_asks_then_writes_exactly_the_approved_content() {
         assert!(t0.elapsed() < LONG, "no cerebras metrics");
         std::thread::sleep(Duration::from_millis(50));
     }
+    let (st, v, err) = run(&env, "local", "get_stats", json!({}));
+    assert_eq!(st, "succeeded", "{err}");
+    assert_eq!(v["llm"]["tokens_today_utc"], 15, "{v}");
+    assert_eq!(
+        v["llm"]["last_hour"]["cerebras_tokens_prompt"]["sum"], 10.0,
+        "{v}"
+    );
+    let used: i64 = env
+        .lifecycle()
+        .query_row(
+            "SELECT sum(prompt_tokens + completion_tokens) FROM llm_usage",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(used, 15, "daily usage persisted");
 }
 
 #[test]
