@@ -44,6 +44,16 @@ pub struct Config {
     pub cancel_grace_ms: u64,
     /// Params larger than this fail the job without being loaded (bytes).
     pub params_max_bytes: u64,
+    /// A HOROS registry database to register the worker in (seed 001); none by default.
+    pub horos_registry: Option<PathBuf>,
+    /// The project name in that registry.
+    pub horos_name: String,
+    /// `text` (default) or `json` (one JSON object per line, for journald or log shippers).
+    pub log_format: String,
+    /// Also append the log to this file.
+    pub log_file: Option<PathBuf>,
+    /// At start-up, run once each schedule firing missed while the worker was down.
+    pub schedules_catch_up: bool,
     /// A validation nobody answers within this time expires, and its job ends `expired` (ms).
     pub validation_ttl_ms: u64,
     /// Enables hidden actions used by the test-suite and benchmarks (`sleep`). Never in production.
@@ -106,6 +116,11 @@ impl Default for Config {
             cancel_grace_ms: 5_000,
             params_max_bytes: 1024 * 1024,
             validation_ttl_ms: 4 * 3_600_000,
+            schedules_catch_up: true,
+            horos_registry: None,
+            horos_name: "brainloop".into(),
+            log_format: "text".into(),
+            log_file: None,
             test_actions: false,
             mcp_permissions: None,
             retention: Retention::default(),
@@ -176,6 +191,15 @@ impl Config {
         if let Some(v) = get("BRAINLOOP_WORKER_ID") {
             self.worker_id = Some(v);
         }
+        if let Some(v) = get("BRAINLOOP_HOROS_REGISTRY") {
+            self.horos_registry = Some(PathBuf::from(v));
+        }
+        if let Some(v) = get("BRAINLOOP_LOG_FORMAT") {
+            self.log_format = v;
+        }
+        if let Some(v) = get("BRAINLOOP_LOG_FILE") {
+            self.log_file = Some(PathBuf::from(v));
+        }
         macro_rules! env_num {
             ($key:literal, $field:expr) => {
                 if let Some(v) = get($key) {
@@ -219,6 +243,12 @@ impl Config {
         }
         if self.poll_fallback_ms < 10 {
             bail!("poll_fallback_ms must be at least 10");
+        }
+        if !matches!(self.log_format.as_str(), "text" | "json") {
+            bail!(
+                "log_format must be \"text\" or \"json\" (got {:?})",
+                self.log_format
+            );
         }
         if self.claim_batch == 0 {
             bail!("claim_batch must be at least 1");

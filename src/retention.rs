@@ -1,7 +1,9 @@
-//! Retention and file-size bounds: a periodic pass that prunes old heartbeats, metrics, finished
-//! results (with their lifecycle snapshots), telemetry events and command executions in bounded
-//! batches, then checkpoints each database's WAL (`TRUNCATE`) so the `-wal` files stay small.
-//! The audit trail is kept.
+//! Retention and file-size bounds: a periodic pass that prunes, in bounded batches, old
+//! heartbeats, metrics, finished results (with their lifecycle snapshots), decided validations,
+//! telemetry events, command executions and consumed approvals, expired reader digests and unused
+//! stored inferences; then checkpoints each database's WAL (`TRUNCATE`) so the `-wal` files stay
+//! small and runs `incremental_vacuum` so freed pages go back to the disk. The audit trail and
+//! policy history are kept. (input.db belongs to the producers: the worker never deletes there.)
 
 use crate::config::Config;
 use crate::db::{lifecycle, metadata, output, write_tx, Db, Stores};
@@ -68,11 +70,17 @@ pub async fn pass(
                 .security
                 .call(move |c| {
                     Ok(write_tx(c, |tx| {
-                        tx.execute(
+                        let n = tx.execute(
                             "DELETE FROM executions WHERE id IN
                                  (SELECT id FROM executions WHERE executed_at < ?1 LIMIT ?2)",
                             rusqlite::params![ex, BATCH as i64],
-                        )
+                        )?;
+                        // Consumed approvals are kept as long as executions (their audit value).
+                        Ok(n + tx.execute(
+                            "DELETE FROM approvals WHERE id IN
+                                 (SELECT id FROM approvals WHERE consumed_at IS NOT NULL AND consumed_at < ?1 LIMIT ?2)",
+                            rusqlite::params![ex, BATCH as i64],
+                        )?)
                     })?)
                 })
                 .await?;

@@ -148,3 +148,48 @@ fn a_pass_prunes_old_rows_keeps_recent_ones_and_truncates_wal() {
         assert_eq!(wal, 0, "{f}-wal truncated by the checkpoint");
     }
 }
+
+#[test]
+fn prune_input_deletes_only_old_claimed_jobs() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    migrate::migrate_all(&data).unwrap();
+    let old = brainloop::time::now_ms() - 40 * 86_400_000;
+    let i = rusqlite::Connection::open(data.join("brainloop.input.db")).unwrap();
+    for created in [old, old, brainloop::time::now_ms(), old] {
+        i.execute(
+            "INSERT INTO jobs(action, created_at) VALUES ('list_actions', ?1)",
+            [created],
+        )
+        .unwrap();
+    }
+    // The worker has claimed ids 1..=3 (job 4 is old but not yet claimed).
+    rusqlite::Connection::open(data.join("brainloop.lifecycle.db"))
+        .unwrap()
+        .execute(
+            "INSERT INTO config(key, value, updated_at) VALUES ('high_water_mark', '3', 0)",
+            [],
+        )
+        .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_brainloop"))
+        .args(["prune-input", "--days", "30", "--data-dir"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let left: String = i
+        .query_row(
+            "SELECT group_concat(id) FROM (SELECT id FROM jobs ORDER BY id)",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(
+        left, "3,4",
+        "old claimed jobs pruned; recent and unclaimed kept"
+    );
+}

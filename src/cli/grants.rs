@@ -55,13 +55,6 @@ pub enum Decide {
     Refuse { id: i64 },
 }
 
-fn operator() -> String {
-    let user = std::env::var("SUDO_USER")
-        .or_else(|_| std::env::var("USER"))
-        .unwrap_or_else(|_| format!("uid {}", nix::unistd::getuid()));
-    format!("operator:{user}")
-}
-
 fn security(config: &Config) -> Result<rusqlite::Connection> {
     if !DbKind::Security.path(&config.data_dir).exists() {
         bail!(
@@ -75,7 +68,7 @@ fn security(config: &Config) -> Result<rusqlite::Connection> {
 pub fn grant(config: &Config, a: &GrantArgs) -> Result<i32> {
     let p = Permission::parse(&a.permission)?;
     let mut c = security(config)?;
-    store::grant(&mut c, &a.client, p, &a.pattern, a.auto, &operator())?;
+    store::grant(&mut c, &a.client, p, &a.pattern, a.auto, &super::operator())?;
     println!(
         "granted {} {} {}{} (effective from the client's next job)",
         a.client,
@@ -179,7 +172,7 @@ pub fn requests(config: &Config, a: &RequestsArgs) -> Result<i32> {
             Decide::Grant { id } => (*id, true),
             Decide::Refuse { id } => (*id, false),
         };
-        let r = store::decide(&mut c, id, grant_it, &operator())?;
+        let r = store::decide(&mut c, id, grant_it, &super::operator())?;
         println!(
             "request {} {}: {} {} {}",
             r.id, r.status, r.client_id, r.permission, r.pattern

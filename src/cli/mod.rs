@@ -7,6 +7,7 @@ mod enqueue;
 mod grants;
 mod infer;
 mod init;
+mod prune;
 mod run;
 mod security;
 mod status;
@@ -47,6 +48,8 @@ pub enum Command {
     Enqueue(enqueue::EnqueueArgs),
     /// Show the worker's health: heartbeat age and state, queue, file sizes, headline metrics.
     Status(status::StatusArgs),
+    /// Delete old, already claimed jobs from input.db (the worker never writes it).
+    PruneInput(prune::PruneArgs),
     /// Classify a shell command without running it: operations, layers, permission set, risk, blocks.
     Check(check::CheckArgs),
     /// List validations waiting for a human (commands that need approval).
@@ -104,7 +107,6 @@ pub fn main() -> i32 {
         Command::Run(_) => "info",
         _ => "warn",
     };
-    init_logging(default_level);
     let flags = Overrides {
         data_dir: cli.data_dir.clone(),
         workspace: match &cli.command {
@@ -120,11 +122,16 @@ pub fn main() -> i32 {
             return 1;
         }
     };
+    if let Err(e) = init_logging(default_level, &config) {
+        eprintln!("brainloop: {e:#}");
+        return 1;
+    }
     let res = match cli.command {
         Command::Init => init::run(&config),
         Command::Run(args) => run::run(config, &args),
         Command::Enqueue(args) => enqueue::run(&config, &args),
         Command::Status(args) => status::run(&config, &args),
+        Command::PruneInput(args) => prune::run(&config, &args),
         Command::SandboxExec { .. } => Ok(crate::sandbox::SETUP_FAILED),
         Command::Sandbox { json } => sandbox_report(json),
         Command::Check(args) => check::run(&config, &args),
@@ -148,6 +155,14 @@ pub fn main() -> i32 {
     }
 }
 
+/// Who an operator command is recorded as (`decided_by`, `granted_by`).
+pub(crate) fn operator() -> String {
+    let user = std::env::var("SUDO_USER")
+        .or_else(|_| std::env::var("USER"))
+        .unwrap_or_else(|_| format!("uid {}", nix::unistd::getuid()));
+    format!("operator:{user}")
+}
+
 fn sandbox_report(json: bool) -> anyhow::Result<i32> {
     let exe = std::env::current_exe()?;
     let level = crate::sandbox::detect::probe(&exe);
@@ -165,14 +180,34 @@ fn sandbox_report(json: bool) -> anyhow::Result<i32> {
     Ok(if level.enforcing { 0 } else { 3 })
 }
 
-fn init_logging(default_level: &str) {
+fn init_logging(default_level: &str, config: &Config) -> anyhow::Result<()> {
+    use tracing_subscriber::fmt::writer::{BoxMakeWriter, MakeWriterExt};
     let filter = std::env::var("BRAINLOOP_LOG")
         .or_else(|_| std::env::var("RUST_LOG"))
         .unwrap_or_else(|_| default_level.to_string());
-    let _ = tracing_subscriber::fmt()
+    let writer = match &config.log_file {
+        Some(p) => {
+            let f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .map_err(|e| anyhow::anyhow!("cannot open log_file {}: {e}", p.display()))?;
+            BoxMakeWriter::new(std::io::stderr.and(std::sync::Mutex::new(f)))
+        }
+        None => BoxMakeWriter::new(std::io::stderr),
+    };
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_target(false)
-        .try_init();
+        .with_writer(writer)
+        .with_target(false);
+    let _ = if config.log_format == "json" {
+        builder.json().with_current_span(true).try_init()
+    } else {
+        builder
+            .with_ansi(
+                config.log_file.is_none() && std::io::IsTerminal::is_terminal(&std::io::stderr()),
+            )
+            .try_init()
+    };
+    Ok(())
 }

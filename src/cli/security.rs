@@ -50,13 +50,6 @@ pub struct OverrideArgs {
     pub reason: Option<String>,
 }
 
-fn operator() -> String {
-    let user = std::env::var("SUDO_USER")
-        .or_else(|_| std::env::var("USER"))
-        .unwrap_or_else(|_| format!("uid {}", nix::unistd::getuid()));
-    format!("operator:{user}")
-}
-
 fn open(config: &Config, kind: DbKind) -> Result<rusqlite::Connection> {
     if !kind.path(&config.data_dir).exists() {
         bail!(
@@ -127,7 +120,14 @@ pub fn decide(config: &Config, a: &DecideArgs, approve: bool) -> Result<i32> {
     };
     let out = db::open_read_only(&config.data_dir, DbKind::Output)?;
     let mut sec = open(config, DbKind::Security)?;
-    let v = approvals::decide(&mut sec, &out, &a.id, d, a.reason.as_deref(), &operator())?;
+    let v = approvals::decide(
+        &mut sec,
+        &out,
+        &a.id,
+        d,
+        a.reason.as_deref(),
+        &super::operator(),
+    )?;
     println!(
         "{} validation {} (job {}): {}",
         d.as_str(),
@@ -201,7 +201,7 @@ pub fn set_override(config: &Config, a: &OverrideArgs) -> Result<i32> {
     let reason = a
         .reason
         .clone()
-        .unwrap_or_else(|| format!("set by {}", operator()));
+        .unwrap_or_else(|| format!("set by {}", super::operator()));
     registry::set_override(&mut sec, &hash, ov, &reason, crate::time::now_ms())?;
     println!(
         "{hash}: override {}",

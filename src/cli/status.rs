@@ -127,7 +127,78 @@ pub fn collect(config: &Config) -> Result<Value> {
         })
         .and_then(|d| serde_json::from_str(&d).ok())
         .unwrap_or(Value::Null);
+    let lc = db::open_read_only(dir, DbKind::Lifecycle).ok();
+    let schedules = db::open_read_only(dir, DbKind::Input)
+        .and_then(|c| crate::schedules::views(&c, lc.as_ref(), chrono::Utc::now()))
+        .unwrap_or_default();
+    let pending_validations: i64 = out
+        .query_row(
+            "SELECT count(*) FROM validations WHERE status = 'pending'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap_or(0);
+    let running: Vec<Value> = {
+        let mut st = out.prepare(
+            "SELECT job_id, action, client_id, started_at FROM results WHERE status = 'running' ORDER BY started_at LIMIT 20",
+        )?;
+        let rows = st
+            .query_map([], |r| {
+                let started: Option<i64> = r.get(3)?;
+                Ok(
+                    json!({"job_id": r.get::<_, i64>(0)?, "action": r.get::<_, Option<String>>(1)?,
+                          "client_id": r.get::<_, Option<String>>(2)?,
+                          "age_ms": started.map(|t| now - t)}),
+                )
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        rows
+    };
+    let last_errors: Vec<Value> = {
+        let mut st = out.prepare(
+            "SELECT job_id, action, status, error, finished_at FROM results
+             WHERE status IN ('failed','blocked','denied','expired','interrupted') ORDER BY finished_at DESC LIMIT 5",
+        )?;
+        let rows = st
+            .query_map([], |r| {
+                Ok(
+                    json!({"job_id": r.get::<_, i64>(0)?, "action": r.get::<_, Option<String>>(1)?,
+                          "status": r.get::<_, String>(2)?, "error": r.get::<_, Option<String>>(3)?,
+                          "finished_at": r.get::<_, Option<i64>>(4)?}),
+                )
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        rows
+    };
+    let queue_by_action: serde_json::Map<String, Value> = lc
+        .as_ref()
+        .and_then(|c| {
+            let mut st = c
+                .prepare("SELECT coalesce(q.action, '?'), count(*) FROM processed_log p JOIN queue q USING(job_id) WHERE p.status = 'claimed' GROUP BY 1")
+                .ok()?;
+            let rows = st
+                .query_map([], |r| Ok((r.get::<_, String>(0)?, json!(r.get::<_, i64>(1)?))))
+                .ok()?
+                .collect::<rusqlite::Result<Vec<_>>>()
+                .ok()?;
+            Some(rows.into_iter().collect())
+        })
+        .unwrap_or_default();
+    let midnight = now - now.rem_euclid(86_400_000);
+    let tokens_today: f64 = out
+        .query_row(
+            "SELECT coalesce(sum(value), 0) FROM metrics WHERE name IN ('cerebras_tokens_prompt', 'cerebras_tokens_completion') AND timestamp >= ?1",
+            [midnight],
+            |r| r.get(0),
+        )
+        .unwrap_or(0.0);
     Ok(json!({
+        "schedules": schedules,
+        "pending_validations": pending_validations,
+        "running_jobs": running,
+        "last_errors": last_errors,
+        "queue_by_action": queue_by_action,
+        "tokens_today": tokens_today,
         "data_dir": dir.display().to_string(),
         "llm": llm,
         "alive": alive,
@@ -258,6 +329,69 @@ pub fn render(r: &Value) -> String {
                 &format!("  {name}"),
                 format!("sum {} max {}", v["sum"], v["max"]),
             );
+        }
+    }
+    line(
+        &mut s,
+        "pending validations",
+        r["pending_validations"].to_string(),
+    );
+    line(&mut s, "tokens today", r["tokens_today"].to_string());
+    if let Some(q) = r["queue_by_action"].as_object().filter(|q| !q.is_empty()) {
+        line(
+            &mut s,
+            "queued by action",
+            q.iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+        );
+    }
+    for j in r["running_jobs"].as_array().into_iter().flatten() {
+        line(
+            &mut s,
+            "  running",
+            format!(
+                "job {} {} ({} s)",
+                j["job_id"],
+                j["action"].as_str().unwrap_or("?"),
+                j["age_ms"].as_i64().unwrap_or(0) / 1000
+            ),
+        );
+    }
+    for e in r["last_errors"].as_array().into_iter().flatten() {
+        line(
+            &mut s,
+            "  recent error",
+            format!(
+                "job {} {} {}: {}",
+                e["job_id"],
+                e["action"].as_str().unwrap_or("?"),
+                e["status"].as_str().unwrap_or(""),
+                e["error"]
+                    .as_str()
+                    .unwrap_or("")
+                    .chars()
+                    .take(100)
+                    .collect::<String>()
+            ),
+        );
+    }
+    if let Some(sch) = r["schedules"].as_array().filter(|a| !a.is_empty()) {
+        s.push_str("schedules:\n");
+        let now = crate::time::now_ms();
+        for v in sch {
+            let next = match (v["error"].as_str(), v["next_fire_ms"].as_i64()) {
+                (Some(e), _) => format!("INVALID: {e}"),
+                (None, Some(t)) => format!("next in {} s", (t - now).max(0) / 1000),
+                (None, None) => "disabled".into(),
+            };
+            s.push_str(&format!(
+                "  {:<20} {:<20} {:<16} {next}\n",
+                v["name"].as_str().unwrap_or(""),
+                v["cron"].as_str().unwrap_or(""),
+                v["action"].as_str().unwrap_or("")
+            ));
         }
     }
     s.push_str("files:\n");

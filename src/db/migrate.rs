@@ -60,6 +60,9 @@ pub fn ensure_data_dir(data_dir: &Path) -> Result<()> {
 /// Brings one database to the current schema; returns the number of steps applied.
 pub fn migrate(data_dir: &Path, kind: DbKind) -> Result<usize> {
     let mut conn = open(data_dir, kind)?;
+    // Only takes effect on a brand-new file (before its first table): lets retention give freed
+    // pages back to the file system with `incremental_vacuum`.
+    let _ = conn.pragma_update(None, "auto_vacuum", "INCREMENTAL");
     set_wal(&conn).with_context(|| format!("cannot set WAL mode on {}", kind.file_name()))?;
     let applied = apply_steps(&mut conn, kind)
         .with_context(|| format!("cannot migrate {}", kind.file_name()))?;

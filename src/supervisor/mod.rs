@@ -131,6 +131,7 @@ pub async fn run(
     let (fin_tx, fin_handle) = finisher::spawn(Arc::clone(&stores), Arc::clone(&stats));
 
     let _ = state_tx.send(WorkerState::Running);
+    crate::horos::register(&config, "running");
     systemd::ready("running");
     tracing::info!(
         data_dir = %config.data_dir.display(),
@@ -188,6 +189,8 @@ pub async fn run(
     let mut recheck_at: Option<tokio::time::Instant> = None;
     let mut recheck_next = RECHECK_FIRST;
     let mut approvals_check = true;
+    let mut scheduler = crate::schedules::Scheduler::new();
+    let mut schedules_check = true;
     // Set by a change notification on command_security.db; confirmed with data_version, which
     // moves only when *another* connection (the operator's CLI) commits — the worker's own
     // registry writes do not trigger a scan.
@@ -246,6 +249,44 @@ pub async fn run(
                 }
             }
             check = false;
+        }
+        if schedules_check {
+            schedules_check = false;
+            let catch_up = config.schedules_catch_up;
+            match tokio::task::block_in_place(|| scheduler.refresh(&stores, catch_up)) {
+                Ok(problems) => {
+                    for p in problems {
+                        tracing::warn!(problem = %p, "invalid schedule (skipped)");
+                        event(&stores, "schedule_invalid", None, json!({"problem": p})).await;
+                    }
+                }
+                Err(e) => tracing::warn!(error = format!("{e:#}"), "cannot read schedules"),
+            }
+        }
+        if scheduler
+            .next_due()
+            .is_some_and(|t| t <= crate::time::now_ms())
+        {
+            let now = crate::time::now_ms();
+            match tokio::task::block_in_place(|| scheduler.fire_due(&stores, now)) {
+                Ok((fired, skipped)) => {
+                    for f in fired {
+                        tracing::info!(schedule = %f.schedule, job_id = f.job_id, "schedule fired");
+                        ready.push(f.job_id, 0, None, now);
+                    }
+                    for name in skipped {
+                        tracing::info!(schedule = %name, "schedule skipped: its previous job is still running");
+                        event(
+                            &stores,
+                            "schedule_skipped",
+                            None,
+                            json!({"schedule": name, "reason": "previous job still running"}),
+                        )
+                        .await;
+                    }
+                }
+                Err(e) => tracing::warn!(error = format!("{e:#}"), "cannot fire schedules"),
+            }
         }
         if approvals_notified && !approvals_check {
             approvals_notified = false;
@@ -321,7 +362,10 @@ pub async fn run(
         if let Some(t) = recheck_at {
             deadline = deadline.min(t);
         }
-        if let Some(t) = ready.next_due() {
+        for t in [ready.next_due(), scheduler.next_due()]
+            .into_iter()
+            .flatten()
+        {
             let in_ms = (t - crate::time::now_ms()).max(0) as u64;
             deadline = deadline.min(tokio::time::Instant::now() + Duration::from_millis(in_ms));
         }
@@ -333,6 +377,7 @@ pub async fn run(
             }
             _ = watcher.wake.notified() => {
                 check = true;
+                schedules_check = true;
                 recheck = Some(RECHECK_FIRST);
             }
             _ = watcher.approvals.notified() => { approvals_notified = true; }
@@ -341,6 +386,7 @@ pub async fn run(
                 if now >= next_poll {
                     check = true;
                     approvals_check = true;
+                    schedules_check = true;
                     next_poll = now + poll;
                 }
                 if recheck_at.is_some_and(|t| now >= t) {
@@ -422,6 +468,7 @@ pub async fn run(
         }),
     )
     .await;
+    crate::horos::register(&config, "stopped");
     let _ = state_tx.send(WorkerState::Stopped);
     let _ = tokio::time::timeout(Duration::from_secs(3), heartbeat).await;
     tracing::info!(

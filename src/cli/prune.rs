@@ -1,0 +1,41 @@
+//! `brainloop prune-input [--days N]`: input.db belongs to the producers and the worker never
+//! writes it, so its `jobs` table only shrinks when an operator (a producer too) prunes it. Only
+//! rows the worker has already claimed (id ≤ the high-water mark: their snapshot lives in
+//! lifecycle.db) and older than N days are deleted; the file is then checkpointed and vacuumed
+//! incrementally.
+
+use crate::config::Config;
+use crate::db::{self, lifecycle, write_tx, DbKind};
+use anyhow::Result;
+
+#[derive(clap::Args, Debug)]
+pub struct PruneArgs {
+    /// Keep jobs younger than this many days (default: retention.results_days).
+    #[arg(long)]
+    pub days: Option<u64>,
+}
+
+pub fn run(config: &Config, a: &PruneArgs) -> Result<i32> {
+    let days = a.days.unwrap_or(config.retention.results_days);
+    let hwm =
+        lifecycle::high_water_mark(&db::open_read_only(&config.data_dir, DbKind::Lifecycle)?)?;
+    let cutoff = crate::time::now_ms() - days as i64 * 86_400_000;
+    let mut conn = db::open(&config.data_dir, DbKind::Input)?;
+    let mut total = 0;
+    loop {
+        let n = write_tx(&mut conn, |tx| {
+            tx.execute(
+                "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE id <= ?1 AND created_at < ?2 LIMIT 5000)",
+                rusqlite::params![hwm, cutoff],
+            )
+        })?;
+        total += n;
+        if n == 0 {
+            break;
+        }
+    }
+    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+    conn.execute_batch("PRAGMA incremental_vacuum")?;
+    println!("deleted {total} claimed jobs older than {days} days from input.db (claimed up to id {hwm})");
+    Ok(0)
+}
