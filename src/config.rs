@@ -67,6 +67,8 @@ pub struct Config {
     pub clients: std::collections::BTreeMap<String, crate::clients::ClientConfig>,
     /// Runtime confinement of commands (`[sandbox]`): fail-closed switch, readable roots, limits.
     pub sandbox: crate::sandbox::SandboxConfig,
+    /// The Cerebras / OpenAI-compatible LLM client (`[llm]`); see `llm::LlmConfig`.
+    pub llm: crate::llm::LlmConfig,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -124,6 +126,7 @@ impl Default for Config {
             retention: Retention::default(),
             clients: Default::default(),
             sandbox: Default::default(),
+            llm: Default::default(),
         }
     }
 }
@@ -221,6 +224,7 @@ impl Config {
             self.retention.interval_ms
         );
         env_num!("BRAINLOOP_VALIDATION_TTL_MS", self.validation_ttl_ms);
+        self.llm.apply_env(&get)?;
         if let Some(v) = get("BRAINLOOP_TEST_ACTIONS") {
             self.test_actions = matches!(v.trim(), "1" | "true" | "yes");
         }
@@ -261,6 +265,7 @@ impl Config {
         if self.drain_window_ms + self.cancel_grace_ms > 55_000 {
             bail!("drain_window_ms + cancel_grace_ms must stay under 55000 so that shutdown fits in 60 s");
         }
+        self.llm.validate()?;
         Ok(())
     }
 

@@ -15,6 +15,7 @@ pub mod db;
 pub mod heartbeat;
 pub mod horos;
 pub mod infer;
+pub mod llm;
 pub mod lockfile;
 pub mod mcp;
 pub mod retention;

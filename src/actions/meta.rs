@@ -4,6 +4,7 @@
 use super::{ActionSpec, HandlerFuture, JobCtx, Outcome, Registry};
 use crate::db::output;
 use serde_json::{json, Value};
+use std::sync::Arc;
 
 pub fn specs() -> Vec<ActionSpec> {
     vec![
@@ -104,10 +105,37 @@ fn get_stats(ctx: JobCtx, params: Value) -> HandlerFuture {
             .and_then(Value::as_i64)
             .unwrap_or(3600);
         let pool = ctx.stores.output_readers.clone();
-        let since = crate::time::now_ms() - window_s * 1000;
+        let now = crate::time::now_ms();
+        let since = now - window_s * 1000;
+        let llm = Arc::clone(&ctx.llm);
         let read = tokio::task::spawn_blocking(move || -> anyhow::Result<Value> {
             let conn = pool.get()?;
             let metrics = output::summarize_metrics(&conn, since)?;
+            // LLM totals per hour and per day (from the metrics) and today's budget use.
+            let totals = |ms: i64| -> anyhow::Result<Value> {
+                let m: serde_json::Map<String, Value> = output::summarize_metrics(&conn, now - ms)?
+                    .into_iter()
+                    .filter(|m| m.name.starts_with("cerebras_"))
+                    .map(|m| {
+                        (
+                            m.name.clone(),
+                            json!({"sum": m.sum, "samples": m.samples, "avg": m.avg, "max": m.max}),
+                        )
+                    })
+                    .collect();
+                Ok(Value::Object(m))
+            };
+            let cfg = llm.config();
+            let llm_stats = json!({
+                "model": cfg.model,
+                "available": llm.available().is_ok(),
+                "last_hour": totals(3_600_000)?,
+                "last_day": totals(86_400_000)?,
+                "tokens_today_utc": llm.used_today(),
+                "daily_token_budget": cfg.daily_token_budget,
+                "job_token_budget": cfg.job_token_budget,
+                "start_up_check": llm.last_check(),
+            });
             let statuses: serde_json::Map<String, Value> = output::status_counts(&conn, since)?
                 .into_iter()
                 .map(|(s, n)| (s, json!(n)))
@@ -119,6 +147,7 @@ fn get_stats(ctx: JobCtx, params: Value) -> HandlerFuture {
                 "metrics": metrics,
                 "results_by_status": statuses,
                 "heartbeat": hb,
+                "llm": llm_stats,
             }))
         })
         .await;

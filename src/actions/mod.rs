@@ -8,6 +8,7 @@ mod bash;
 mod check;
 mod clients;
 mod infer;
+mod llm;
 mod meta;
 mod readers;
 mod runcode;
@@ -44,6 +45,8 @@ pub struct JobCtx {
     pub approval: Option<ApprovedRun>,
     /// What the sandbox can enforce on this machine (probed at start-up).
     pub sandbox: Arc<crate::sandbox::detect::Level>,
+    /// The LLM client shared by every job (calls fail with a clear error when there is no key).
+    pub llm: Arc<crate::llm::Llm>,
 }
 
 /// What a consumed approval carries into the resumed job.
@@ -144,6 +147,7 @@ impl Registry {
         specs.extend(readers::specs());
         specs.extend(infer::specs());
         specs.extend(runcode::specs());
+        specs.extend(llm::specs());
         if config.test_actions {
             specs.extend(testing::specs());
         }
@@ -291,6 +295,10 @@ mod tests {
             "read_markdown",
             "read_code",
             "read_config",
+            "generate_file",
+            "generate_sql",
+            "explore",
+            "audit_code",
         ] {
             assert!(
                 r.names().contains(&name),

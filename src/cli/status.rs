@@ -114,6 +114,19 @@ pub fn collect(config: &Config) -> Result<Value> {
         .into_iter()
         .map(|(k, v)| (k.file_name().to_string(), json!(v)))
         .collect();
+    // The LLM check of the current run (start-up `GET /models`), from the telemetry events.
+    let llm: Value = db::open_read_only(dir, DbKind::Metadata)
+        .ok()
+        .and_then(|c| {
+            c.query_row(
+                "SELECT detail FROM events WHERE kind = 'llm_check' ORDER BY id DESC LIMIT 1",
+                [],
+                |r| r.get::<_, String>(0),
+            )
+            .ok()
+        })
+        .and_then(|d| serde_json::from_str(&d).ok())
+        .unwrap_or(Value::Null);
     let lc = db::open_read_only(dir, DbKind::Lifecycle).ok();
     let schedules = db::open_read_only(dir, DbKind::Input)
         .and_then(|c| crate::schedules::views(&c, lc.as_ref(), chrono::Utc::now()))
@@ -187,6 +200,7 @@ pub fn collect(config: &Config) -> Result<Value> {
         "queue_by_action": queue_by_action,
         "tokens_today": tokens_today,
         "data_dir": dir.display().to_string(),
+        "llm": llm,
         "alive": alive,
         "state": state,
         "heartbeat_age_ms": age_ms,
@@ -268,6 +282,26 @@ pub fn render(r: &Value) -> String {
             "sandbox",
             hb["sandbox_level"].as_str().unwrap_or("?").to_string(),
         );
+        let llm = &r["llm"];
+        if !llm.is_null() {
+            let state = if llm["ok"] == json!(true) {
+                "ok".to_string()
+            } else {
+                format!(
+                    "WARNING: {}",
+                    llm["error"].as_str().unwrap_or("model not available")
+                )
+            };
+            line(
+                &mut s,
+                "llm",
+                format!(
+                    "{} at {}: {state}",
+                    llm["model"].as_str().unwrap_or("?"),
+                    llm["base_url"].as_str().unwrap_or("?")
+                ),
+            );
+        }
         line(
             &mut s,
             "cache hit rate",

@@ -11,6 +11,7 @@
 
 pub mod paths;
 pub mod store;
+pub mod write;
 
 use crate::config::Config;
 use anyhow::{bail, Result};

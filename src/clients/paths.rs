@@ -83,10 +83,15 @@ impl PathRule {
     }
 
     /// The path relative to this rule's root, if `norm` lies beneath it (lexically).
-    fn relative<'a>(&self, norm: &'a Path) -> Option<&'a Path> {
+    pub(crate) fn relative<'a>(&self, norm: &'a Path) -> Option<&'a Path> {
         norm.strip_prefix(&self.root)
             .ok()
             .or_else(|| norm.strip_prefix(&self.lexical_root).ok())
+    }
+
+    /// The resolved literal prefix of the pattern.
+    pub(crate) fn root(&self) -> &Path {
+        &self.root
     }
 
     pub fn matches(&self, canonical: &Path) -> bool {
@@ -220,7 +225,7 @@ pub fn open_for_read(
     }))
 }
 
-fn e_to_path_error(requested: &str, e: Errno) -> PathError {
+pub(crate) fn e_to_path_error(requested: &str, e: Errno) -> PathError {
     match e {
         Errno::EXDEV | Errno::ELOOP => PathError::NotGranted(format!(
             "{requested} escapes its granted root (through '..' or a symlink); refused"
@@ -262,8 +267,7 @@ fn open_beneath(root: &Path, rel: &Path) -> Result<File, Errno> {
     Ok(file)
 }
 
-fn real_path(file: &File) -> std::io::Result<PathBuf> {
-    use std::os::fd::AsRawFd;
+pub(crate) fn real_path(file: &impl std::os::fd::AsRawFd) -> std::io::Result<PathBuf> {
     std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
 }
 

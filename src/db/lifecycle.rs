@@ -191,6 +191,18 @@ pub fn prune(conn: &mut Connection, before: i64, batch: usize) -> Result<usize> 
             tx.execute("DELETE FROM queue WHERE job_id = ?1", [id])?;
             tx.execute("DELETE FROM processed_log WHERE job_id = ?1", [id])?;
         }
-        Ok(ids.len())
+        // Generated content of jobs that ended (written, denied, expired) is of no further use.
+        let stale = tx.execute(
+            "DELETE FROM llm_pending WHERE job_id IN
+                 (SELECT l.job_id FROM llm_pending l LEFT JOIN processed_log p USING(job_id)
+                  WHERE p.job_id IS NULL OR p.status = 'done' LIMIT ?1)",
+            [batch as i64],
+        )?;
+        // Daily LLM usage is kept a year (the budget needs only today).
+        let old = tx.execute(
+            "DELETE FROM llm_usage WHERE updated_at < ?1 - 365 * 86400000",
+            [crate::time::now_ms()],
+        )?;
+        Ok(ids.len() + stale + old)
     })?)
 }

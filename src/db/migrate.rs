@@ -14,7 +14,12 @@ use std::time::{Duration, Instant};
 fn steps(kind: DbKind) -> Vec<&'static str> {
     match kind {
         // 2: inferred_permissions (code permission inference results)
-        DbKind::Lifecycle => vec![kind.schema(), include_str!("../../schema/lifecycle.2.sql")],
+        // 3: llm_usage (daily token budget), llm_pending (generated content awaiting approval)
+        DbKind::Lifecycle => vec![
+            kind.schema(),
+            include_str!("../../schema/lifecycle.2.sql"),
+            include_str!("../../schema/lifecycle.3.sql"),
+        ],
         _ => vec![kind.schema()],
     }
 }
@@ -139,7 +144,7 @@ mod tests {
         for k in DbKind::ALL {
             assert_eq!(migrate(&data, k).unwrap(), 0, "second run applies nothing");
         }
-        assert_eq!(target_version(DbKind::Lifecycle), 2);
+        assert_eq!(target_version(DbKind::Lifecycle), 3);
         let c = open(&data, DbKind::Output).unwrap();
         let mode: String = c
             .query_row("PRAGMA journal_mode", [], |r| r.get(0))
@@ -148,7 +153,7 @@ mod tests {
     }
 
     #[test]
-    fn a_version_1_lifecycle_database_upgrades_to_2() {
+    fn a_version_1_lifecycle_database_upgrades_to_the_latest() {
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path().join("data");
         ensure_data_dir(&data).unwrap();
@@ -157,12 +162,18 @@ mod tests {
             c.execute_batch(DbKind::Lifecycle.schema()).unwrap();
             c.pragma_update(None, "user_version", 1).unwrap();
         }
-        assert_eq!(migrate(&data, DbKind::Lifecycle).unwrap(), 1);
+        assert_eq!(migrate(&data, DbKind::Lifecycle).unwrap(), 2);
         let c = open(&data, DbKind::Lifecycle).unwrap();
         let v: i64 = c
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .unwrap();
-        assert_eq!(v, 2);
+        assert_eq!(v, 3);
+        for t in ["llm_usage", "llm_pending"] {
+            let n: i64 = c
+                .query_row(&format!("SELECT count(*) FROM {t}"), [], |r| r.get(0))
+                .unwrap();
+            assert_eq!(n, 0);
+        }
         let n: i64 = c
             .query_row("SELECT count(*) FROM inferred_permissions", [], |r| {
                 r.get(0)

@@ -142,8 +142,31 @@ pub async fn run(
         "brainloop worker ready"
     );
 
+    // The LLM client: without a key it still exists and LLM actions fail with a clear error.
+    let llm = Arc::new(crate::llm::Llm::from_env(
+        &config.llm,
+        Some(Arc::clone(&stores.lifecycle)),
+    ));
+    {
+        let (llm, stores, stop, check) = (
+            Arc::clone(&llm),
+            Arc::clone(&stores),
+            background.clone(),
+            config.llm.check_models,
+        );
+        tokio::spawn(async move {
+            let report = if check || llm.available().is_err() {
+                llm.check_models(&stop).await
+            } else {
+                return;
+            };
+            event(&stores, "llm_check", None, json!(report)).await;
+        });
+    }
+
     let job_cancel = CancellationToken::new();
     let mut loop_state = Loop {
+        llm,
         config: Arc::clone(&config),
         stores: Arc::clone(&stores),
         registry,
@@ -462,6 +485,7 @@ struct Loop {
     registry: Arc<Registry>,
     stats: Arc<Stats>,
     sandbox: Arc<crate::sandbox::detect::Level>,
+    llm: Arc<crate::llm::Llm>,
     tasks: JoinSet<JobResult>,
     running: HashMap<Id, RunningJob>,
     fin_tx: mpsc::UnboundedSender<Finished>,
@@ -545,6 +569,7 @@ impl Loop {
             grants: None,
             approval: self.approved.remove(&snap.job_id),
             sandbox: Arc::clone(&self.sandbox),
+            llm: Arc::clone(&self.llm),
         };
         let params_hash = hex::encode(Sha256::digest(
             snap.params.as_deref().unwrap_or("").as_bytes(),

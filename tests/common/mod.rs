@@ -2,6 +2,8 @@
 //! rows with a separate SQLite connection, signals the process, and reads the databases.
 #![allow(dead_code)]
 
+pub mod mock_llm;
+
 use rusqlite::{params, Connection, OptionalExtension};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -75,6 +77,10 @@ impl Env {
             .env("BRAINLOOP_TEST_ACTIONS", "1")
             .env("BRAINLOOP_HEARTBEAT_INTERVAL_MS", "200")
             .env("BRAINLOOP_LOG", "info")
+            // Never a real key: no test may send traffic beyond 127.0.0.1.
+            .env_remove("CEREBRAS_API_KEY")
+            .env_remove("CREDENTIALS_DIRECTORY")
+            .env_remove("BRAINLOOP_LLM_BASE_URL")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(logf);

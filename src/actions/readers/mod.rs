@@ -233,7 +233,7 @@ fn digest(kind: Kind, opened: &Opened, params: &Value) -> Result<(String, Value)
     }
 }
 
-fn read_text(opened: &Opened) -> Result<String, Outcome> {
+pub(crate) fn read_text(opened: &Opened) -> Result<String, Outcome> {
     let mut buf = Vec::new();
     (&opened.file)
         .take(MAX_TEXT_BYTES + 1)

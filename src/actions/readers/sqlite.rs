@@ -20,7 +20,7 @@ pub const BUDGET: Duration = Duration::from_secs(5);
 const MAX_TABLES: usize = 200;
 const MAX_CELL_CHARS: usize = 200;
 
-fn authorize(ctx: AuthContext<'_>) -> Authorization {
+pub(crate) fn authorize(ctx: AuthContext<'_>) -> Authorization {
     match ctx.action {
         AuthAction::Select | AuthAction::Read { .. } | AuthAction::Recursive => {
             Authorization::Allow
@@ -84,7 +84,7 @@ pub fn open_guarded(opened: &Opened) -> Result<Connection> {
     Ok(conn)
 }
 
-fn cell(v: ValueRef<'_>) -> Value {
+pub(crate) fn cell(v: ValueRef<'_>) -> Value {
     match v {
         ValueRef::Null => Value::Null,
         ValueRef::Integer(i) => json!(i),

@@ -1,0 +1,227 @@
+//! Generated content that waits for a human, and the approval check on resume.
+//!
+//! [`ask`] stores the content in lifecycle `llm_pending` (private to the worker), creates a
+//! validation (output.db) whose `command_hash` is [`write_hash`] — SHA-256 over the action, the
+//! target's real path, the overwrite flag and the content — records that hash in the job's
+//! snapshot (`queue.command_hash`), and ends the run `pending_validation`. When the operator
+//! approves, the supervisor resumes the job with `ctx.approval`; [`approved`] loads the stored
+//! content and recomputes the hash from the claimed params and the target as it resolves *now*:
+//! the content written is exactly the one shown and approved (never generated again), and a
+//! target that moved (symlink swap) or a different content writes nothing.
+
+use super::super::{JobCtx, Outcome};
+use crate::bash::approvals::{self, Validation};
+use crate::db::output::JobStatus;
+use crate::db::write_tx;
+use rusqlite::{params, OptionalExtension};
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use std::path::Path;
+
+/// The identity of a write: what, where, how, and the exact bytes.
+pub fn write_hash(action: &str, target: &Path, overwrite: bool, content: &str) -> String {
+    let mut h = Sha256::new();
+    h.update(b"brainloop-llm-write\0");
+    h.update(action.as_bytes());
+    h.update(b"\0");
+    h.update(target.as_os_str().as_encoded_bytes());
+    h.update(b"\0");
+    h.update(if overwrite { b"1" } else { b"0" });
+    h.update(b"\0");
+    h.update(content.as_bytes());
+    hex::encode(h.finalize())
+}
+
+pub fn sha256(s: &str) -> String {
+    hex::encode(Sha256::digest(s.as_bytes()))
+}
+
+/// What a validation request shows.
+pub struct Ask<'a> {
+    pub action: &'static str,
+    pub target: &'a Path,
+    pub content: &'a str,
+    pub hash: String,
+    /// One line: what will happen.
+    pub summary: String,
+    /// Preview or diff of the content.
+    pub preview: String,
+    pub permission_set: &'static str,
+    /// Extra fields for the pending result.
+    pub extra: Value,
+}
+
+/// Stores the content, asks a human, and returns the `pending_validation` outcome.
+pub async fn ask(ctx: &JobCtx, a: Ask<'_>) -> Outcome {
+    let (job, action, target, content, hash) = (
+        ctx.job_id,
+        a.action.to_string(),
+        a.target.display().to_string(),
+        a.content.to_string(),
+        a.hash.clone(),
+    );
+    let stored = ctx
+        .stores
+        .lifecycle
+        .call(move |c| {
+            Ok(write_tx(c, |tx| {
+                tx.execute(
+                    "INSERT OR REPLACE INTO llm_pending(job_id, action, target, content, content_hash, created_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                    params![job, action, target, content, hash, crate::time::now_ms()],
+                )
+            })?)
+        })
+        .await;
+    if let Err(e) = stored {
+        return Outcome::failed(format!("cannot store the generated content: {e:#}"));
+    }
+    let id = match approvals::new_id() {
+        Ok(id) => id,
+        Err(e) => return Outcome::failed(e.to_string()),
+    };
+    let now = crate::time::now_ms();
+    let reasons = vec![
+        a.summary.clone(),
+        format!("content sha256 {}", sha256(a.content)),
+        a.preview.clone(),
+    ];
+    let v = Validation {
+        id: id.clone(),
+        job_id: ctx.job_id,
+        client_id: ctx.client_id.clone(),
+        command: Some(a.summary.clone()),
+        command_hash: Some(a.hash.clone()),
+        policy: Some("ask".into()),
+        risk_score: Some(0.5),
+        permission_set: Some(a.permission_set.into()),
+        reasons: Some(json!(reasons).to_string()),
+        status: "pending".into(),
+        requested_at: now,
+        decided_at: None,
+        expires_at: Some(now + ctx.config.validation_ttl_ms as i64),
+    };
+    if let Err(e) = ctx
+        .stores
+        .output
+        .call(move |c| approvals::create(c, &v))
+        .await
+    {
+        return Outcome::failed(format!("{e:#}"));
+    }
+    let (job, hash, set) = (ctx.job_id, a.hash.clone(), a.permission_set);
+    let recorded = ctx
+        .stores
+        .lifecycle
+        .call(move |c| {
+            Ok(write_tx(c, |tx| {
+                tx.execute(
+                    "UPDATE queue SET command_hash = ?2, permission_set = ?3 WHERE job_id = ?1",
+                    params![job, hash, set],
+                )
+            })?)
+        })
+        .await;
+    if let Err(e) = recorded {
+        return Outcome::failed(format!(
+            "cannot record the request in the job's snapshot: {e:#}"
+        ));
+    }
+    ctx.stats.incr("hil_requests", 1.0);
+    let mut result = json!({
+        "status": "pending_validation",
+        "validation_id": id,
+        "action": a.action,
+        "command": a.summary,
+        "policy": "ask",
+        "path": a.target,
+        "bytes": a.content.len(),
+        "content_sha256": sha256(a.content),
+        "preview": a.preview,
+        "reasons": reasons,
+        "message": format!("waiting for a human: brainloop approve {id} (or deny); the approved content is written as shown, never regenerated"),
+    });
+    if let (Some(r), Some(e)) = (result.as_object_mut(), a.extra.as_object()) {
+        r.extend(e.clone());
+    }
+    Outcome {
+        status: JobStatus::PendingValidation,
+        result: Some(result),
+        error: None,
+    }
+}
+
+/// The approved content of a resumed job (None: the job was not approved).
+pub struct Approved {
+    pub validation_id: String,
+    pub target: String,
+    pub content: String,
+    pub hash: String,
+}
+
+/// Loads the stored content of an approved job; fails if there is none.
+pub async fn approved(ctx: &JobCtx, action: &str) -> Option<Result<Approved, Outcome>> {
+    let approval = ctx.approval.clone()?;
+    let job = ctx.job_id;
+    let action = action.to_string();
+    let row = ctx
+        .stores
+        .lifecycle
+        .call(move |c| {
+            Ok(c.query_row(
+                "SELECT target, content, content_hash FROM llm_pending WHERE job_id = ?1 AND action = ?2",
+                params![job, action],
+                |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?)),
+            )
+            .optional()?)
+        })
+        .await;
+    Some(match row {
+        Ok(Some((target, content, hash))) if hash == approval.command_hash => Ok(Approved {
+            validation_id: approval.validation_id,
+            target,
+            content,
+            hash,
+        }),
+        Ok(Some(_)) => Err(Outcome::denied(
+            "the stored content does not match the approved request; nothing was written",
+        )),
+        Ok(None) => Err(Outcome::failed(
+            "approved, but the generated content is no longer stored; nothing was written (submit the job again)",
+        )),
+        Err(e) => Err(Outcome::failed(format!("cannot load the approved content: {e:#}"))),
+    })
+}
+
+/// Forgets a job's stored content (written, or refused for good).
+pub async fn forget(ctx: &JobCtx) {
+    let job = ctx.job_id;
+    let _ = ctx
+        .stores
+        .lifecycle
+        .call(move |c| {
+            Ok(write_tx(c, |tx| {
+                tx.execute("DELETE FROM llm_pending WHERE job_id = ?1", [job])
+            })?)
+        })
+        .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_hash_covers_action_target_mode_and_content() {
+        let p = Path::new("/ws/a.py");
+        let h = write_hash("generate_file", p, false, "x");
+        assert_ne!(h, write_hash("generate_sql", p, false, "x"));
+        assert_ne!(
+            h,
+            write_hash("generate_file", Path::new("/ws/b.py"), false, "x")
+        );
+        assert_ne!(h, write_hash("generate_file", p, true, "x"));
+        assert_ne!(h, write_hash("generate_file", p, false, "y"));
+        assert_eq!(h, write_hash("generate_file", p, false, "x"));
+    }
+}

@@ -1,0 +1,223 @@
+//! The HTTP client: `POST {base_url}/chat/completions` streamed over SSE, with retries
+//! (`retry`), a stall timeout per read (`sse`), a deadline for the whole call
+//! (`request_timeout_ms`, retries and waits included) and cancellation; `GET {base_url}/models`
+//! for the start-up check. The key goes only into a sensitive `Authorization` header; redirects
+//! are not followed (a redirect could carry the header elsewhere).
+
+use super::key::ApiKey;
+use super::sse::{self, Streamed};
+use super::wire::{parse_error_body, ChatRequest, RateHints};
+use super::{retry, LlmConfig, LlmError};
+use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION, CONTENT_TYPE};
+use std::time::Duration;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+pub struct Client {
+    http: reqwest::Client,
+    base: String,
+    cfg: LlmConfig,
+}
+
+/// A completion and how it was obtained.
+#[derive(Debug, Clone)]
+pub struct Completion {
+    pub streamed: Streamed,
+    /// Attempts made (1 = no retry).
+    pub attempts: u32,
+    /// From the start of the successful attempt to its end.
+    pub total: Duration,
+}
+
+fn transport(e: &reqwest::Error) -> LlmError {
+    // reqwest's Display names the URL, never headers; keep the chain short.
+    let mut msg = e.to_string();
+    let mut src = std::error::Error::source(e);
+    while let Some(s) = src {
+        msg.push_str(": ");
+        msg.push_str(&s.to_string());
+        src = s.source();
+    }
+    LlmError::Transport(msg)
+}
+
+impl Client {
+    pub fn new(cfg: &LlmConfig, key: &ApiKey) -> anyhow::Result<Client> {
+        let mut auth =
+            HeaderValue::from_str(&format!("Bearer {}", key.expose())).map_err(|_| {
+                anyhow::anyhow!(
+                    "the LLM API key contains characters that cannot go in an HTTP header"
+                )
+            })?;
+        auth.set_sensitive(true);
+        let mut headers = HeaderMap::new();
+        headers.insert(AUTHORIZATION, auth);
+        let http = reqwest::Client::builder()
+            .default_headers(headers)
+            .connect_timeout(Duration::from_millis(cfg.connect_timeout_ms))
+            .redirect(reqwest::redirect::Policy::none())
+            .user_agent(concat!("brainloop/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| anyhow::anyhow!("cannot build the HTTP client: {e}"))?;
+        Ok(Client {
+            http,
+            base: cfg.base_url.trim_end_matches('/').to_string(),
+            cfg: cfg.clone(),
+        })
+    }
+
+    /// One attempt; the hints are those of the response, if one arrived.
+    async fn attempt(
+        &self,
+        req: &ChatRequest,
+        deadline: Instant,
+        cancel: &CancellationToken,
+    ) -> Result<Streamed, (LlmError, RateHints)> {
+        let stall = Duration::from_millis(self.cfg.stall_timeout_ms);
+        let send = self
+            .http
+            .post(format!("{}/chat/completions", self.base))
+            .header(CONTENT_TYPE, "application/json")
+            .header("accept", "text/event-stream")
+            .json(req)
+            .send();
+        let wait = stall.min(deadline.saturating_duration_since(Instant::now()));
+        let resp = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => return Err((LlmError::Cancelled, RateHints::default())),
+            r = tokio::time::timeout(wait, send) => match r {
+                Err(_) if Instant::now() >= deadline => return Err((LlmError::Timeout(self.cfg.request_timeout_ms), RateHints::default())),
+                Err(_) => return Err((LlmError::Stalled(self.cfg.stall_timeout_ms), RateHints::default())),
+                Ok(Err(e)) => return Err((transport(&e), RateHints::default())),
+                Ok(Ok(r)) => r,
+            },
+        };
+        let hints = RateHints::from_headers(resp.headers());
+        let status = resp.status();
+        if !status.is_success() {
+            let body = tokio::select! {
+                _ = cancel.cancelled() => return Err((LlmError::Cancelled, hints)),
+                b = tokio::time::timeout(stall, resp.text()) => b.ok().and_then(Result::ok).unwrap_or_default(),
+            };
+            let e = parse_error_body(&body);
+            return Err((
+                LlmError::Api {
+                    status: status.as_u16(),
+                    kind: e.kind,
+                    message: e.message.unwrap_or_else(|| {
+                        status.canonical_reason().unwrap_or("error").to_string()
+                    }),
+                },
+                hints,
+            ));
+        }
+        sse::read(Box::pin(resp.bytes_stream()), stall, deadline, cancel)
+            .await
+            .map_err(|e| match e {
+                LlmError::Timeout(_) => LlmError::Timeout(self.cfg.request_timeout_ms),
+                other => other,
+            })
+            .map_err(|e| (e, hints))
+    }
+
+    /// The completion of `req`, retried as `retry` says, within `deadline`.
+    pub async fn chat(
+        &self,
+        req: &ChatRequest,
+        deadline: Instant,
+        cancel: &CancellationToken,
+        mut on_retry: impl FnMut(&LlmError, Duration),
+    ) -> Result<Completion, LlmError> {
+        let mut retries = 0u32;
+        loop {
+            let started = Instant::now();
+            match self.attempt(req, deadline, cancel).await {
+                Ok(streamed) => {
+                    return Ok(Completion {
+                        streamed,
+                        attempts: retries + 1,
+                        total: started.elapsed(),
+                    })
+                }
+                Err((e, hints)) => {
+                    if !e.retryable() || retries >= self.cfg.max_retries {
+                        return Err(if retries > 0 && e.retryable() {
+                            annotate(e, retries + 1)
+                        } else {
+                            e
+                        });
+                    }
+                    let wait = retry::delay(&self.cfg, retries, &e, &hints)?;
+                    if Instant::now() + wait >= deadline {
+                        return Err(LlmError::Timeout(self.cfg.request_timeout_ms));
+                    }
+                    on_retry(&e, wait);
+                    tokio::select! {
+                        _ = cancel.cancelled() => return Err(LlmError::Cancelled),
+                        _ = tokio::time::sleep(wait) => {}
+                    }
+                    retries += 1;
+                }
+            }
+        }
+    }
+
+    /// The model ids the server lists (`GET /models`).
+    pub async fn models(&self, cancel: &CancellationToken) -> Result<Vec<String>, LlmError> {
+        let stall = Duration::from_millis(self.cfg.stall_timeout_ms.min(30_000));
+        let send = self.http.get(format!("{}/models", self.base)).send();
+        let resp = tokio::select! {
+            _ = cancel.cancelled() => return Err(LlmError::Cancelled),
+            r = tokio::time::timeout(stall, send) => match r {
+                Err(_) => return Err(LlmError::Stalled(stall.as_millis() as u64)),
+                Ok(Err(e)) => return Err(transport(&e)),
+                Ok(Ok(r)) => r,
+            },
+        };
+        let status = resp.status();
+        let body = tokio::select! {
+            _ = cancel.cancelled() => return Err(LlmError::Cancelled),
+            b = tokio::time::timeout(stall, resp.text()) => match b {
+                Err(_) => return Err(LlmError::Stalled(stall.as_millis() as u64)),
+                Ok(Err(e)) => return Err(transport(&e)),
+                Ok(Ok(b)) => b,
+            },
+        };
+        if !status.is_success() {
+            let e = parse_error_body(&body);
+            return Err(LlmError::Api {
+                status: status.as_u16(),
+                kind: e.kind,
+                message: e.message.unwrap_or_default(),
+            });
+        }
+        let v: serde_json::Value = serde_json::from_str(&body)
+            .map_err(|e| LlmError::Malformed(format!("GET /models: {e}")))?;
+        Ok(v["data"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|m| m["id"].as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
+}
+
+fn annotate(e: LlmError, attempts: u32) -> LlmError {
+    match e {
+        LlmError::Api {
+            status,
+            kind,
+            message,
+        } => LlmError::Api {
+            status,
+            kind,
+            message: format!("{message} (gave up after {attempts} attempts)"),
+        },
+        LlmError::Transport(m) => {
+            LlmError::Transport(format!("{m} (gave up after {attempts} attempts)"))
+        }
+        other => other,
+    }
+}

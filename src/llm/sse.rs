@@ -1,0 +1,213 @@
+//! Reading one streamed chat completion: SSE events → accumulated text, `finish_reason`, `usage`
+//! and `time_info`. Ends at `data: [DONE]` or at the end of the body (Cerebras may omit
+//! `[DONE]`); a body that ends before any `finish_reason` was cut off (a transport error, worth
+//! a retry). A mid-stream `{"error": ..., "status_code": N}` chunk becomes an API error with that
+//! status. Every wait is bounded by the stall timeout and the call's deadline, and gives way to
+//! cancellation.
+
+use super::wire::{parse_error_body, Chunk, Usage};
+use super::LlmError;
+use eventsource_stream::Eventsource;
+use futures_util::{Stream, StreamExt};
+use serde_json::Value;
+use std::time::Duration;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// A finished completion.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Streamed {
+    pub content: String,
+    pub finish_reason: Option<String>,
+    pub usage: Option<Usage>,
+    pub time_info: Option<Value>,
+    pub model: Option<String>,
+    /// Time from the start of the read to the first content delta.
+    pub first_token: Option<Duration>,
+}
+
+/// Hard cap of the accumulated text (bytes): a runaway stream cannot exhaust memory.
+pub const MAX_CONTENT_BYTES: usize = 4 * 1024 * 1024;
+
+/// Reads the SSE body `body` until the completion is complete.
+pub async fn read<S, B, E>(
+    body: S,
+    stall: Duration,
+    deadline: Instant,
+    cancel: &CancellationToken,
+) -> Result<Streamed, LlmError>
+where
+    S: Stream<Item = Result<B, E>> + Unpin,
+    B: AsRef<[u8]>,
+    E: std::fmt::Display,
+{
+    let started = Instant::now();
+    let mut events = body.eventsource();
+    let mut out = Streamed::default();
+    let mut saw_chunk = false;
+    loop {
+        let wait = stall.min(deadline.saturating_duration_since(Instant::now()));
+        let next = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => return Err(LlmError::Cancelled),
+            r = tokio::time::timeout(wait, events.next()) => r,
+        };
+        let item = match next {
+            Err(_) if Instant::now() >= deadline => {
+                return Err(LlmError::Timeout(0));
+            }
+            Err(_) => return Err(LlmError::Stalled(stall.as_millis() as u64)),
+            Ok(None) => break,
+            Ok(Some(Err(e))) => return Err(LlmError::Transport(format!("stream broke: {e}"))),
+            Ok(Some(Ok(ev))) => ev,
+        };
+        let data = item.data.trim();
+        if data.is_empty() {
+            continue;
+        }
+        if data == "[DONE]" {
+            return finish(out, saw_chunk, true);
+        }
+        let chunk: Chunk = serde_json::from_str(data).map_err(|e| {
+            LlmError::Malformed(format!(
+                "a chunk is not JSON ({e}): {}",
+                data.chars().take(200).collect::<String>()
+            ))
+        })?;
+        if let Some(err) = &chunk.error {
+            let body = parse_error_body(&err.to_string());
+            return Err(LlmError::Api {
+                status: chunk.status_code.unwrap_or(500),
+                kind: body.kind,
+                message: body
+                    .message
+                    .unwrap_or_else(|| "error in the middle of the stream".into()),
+            });
+        }
+        saw_chunk = true;
+        if out.model.is_none() {
+            out.model = chunk.model;
+        }
+        for choice in chunk.choices {
+            if let Some(text) = choice.delta.and_then(|d| d.content) {
+                if !text.is_empty() && out.first_token.is_none() {
+                    out.first_token = Some(started.elapsed());
+                }
+                if out.content.len() + text.len() > MAX_CONTENT_BYTES {
+                    return Err(LlmError::Malformed(format!(
+                        "the completion exceeds {MAX_CONTENT_BYTES} bytes"
+                    )));
+                }
+                out.content.push_str(&text);
+            }
+            if choice.finish_reason.is_some() {
+                out.finish_reason = choice.finish_reason;
+            }
+        }
+        if chunk.usage.is_some() {
+            out.usage = chunk.usage;
+        }
+        if chunk.time_info.is_some() {
+            out.time_info = chunk.time_info;
+        }
+    }
+    finish(out, saw_chunk, false)
+}
+
+fn finish(out: Streamed, saw_chunk: bool, done: bool) -> Result<Streamed, LlmError> {
+    if !saw_chunk {
+        return Err(if done {
+            LlmError::Malformed("the stream ended before any chunk".into())
+        } else {
+            LlmError::Transport("the response body was empty".into())
+        });
+    }
+    if out.finish_reason.is_none() && !done {
+        return Err(LlmError::Transport(
+            "the stream ended before the model finished (no finish_reason)".into(),
+        ));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures_util::stream;
+
+    fn body(parts: &[&str]) -> impl Stream<Item = Result<Vec<u8>, String>> + Unpin {
+        stream::iter(
+            parts
+                .iter()
+                .map(|p| Ok(p.as_bytes().to_vec()))
+                .collect::<Vec<_>>(),
+        )
+    }
+
+    async fn go(parts: &[&str]) -> Result<Streamed, LlmError> {
+        read(
+            body(parts),
+            Duration::from_secs(5),
+            Instant::now() + Duration::from_secs(5),
+            &CancellationToken::new(),
+        )
+        .await
+    }
+
+    const C1: &str = "data: {\"choices\":[{\"delta\":{\"role\":\"assistant\",\"content\":\"Hel\"},\"index\":0}],\"model\":\"zai-glm-4.6\"}\n\n";
+    const C2: &str = "data: {\"choices\":[{\"delta\":{\"content\":\"lo\"},\"index\":0}]}\n\n";
+    const LAST: &str = "data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\",\"index\":0}],\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":2,\"total_tokens\":9},\"time_info\":{\"completion_time\":0.01}}\n\n";
+
+    #[tokio::test]
+    async fn chunks_accumulate_with_or_without_done() {
+        let s = go(&[C1, C2, LAST, "data: [DONE]\n\n"]).await.unwrap();
+        assert_eq!(s.content, "Hello");
+        assert_eq!(s.finish_reason.as_deref(), Some("stop"));
+        assert_eq!(s.usage.unwrap().total(), 9);
+        assert!(s.time_info.is_some());
+        assert_eq!(s.model.as_deref(), Some("zai-glm-4.6"));
+        // Split across reads, and no [DONE].
+        let (a, b) = LAST.split_at(20);
+        let s = go(&[C1, ": keep-alive\n\n", C2, a, b]).await.unwrap();
+        assert_eq!(s.content, "Hello");
+    }
+
+    #[tokio::test]
+    async fn cut_off_error_chunk_and_malformed() {
+        assert!(matches!(go(&[C1, C2]).await, Err(LlmError::Transport(_))));
+        let e = go(&[C1, "data: {\"error\":{\"message\":\"overloaded\",\"type\":\"server_error\"},\"status_code\":503}\n\n"]).await.unwrap_err();
+        assert!(matches!(e, LlmError::Api { status: 503, .. }), "{e:?}");
+        assert!(e.retryable());
+        assert!(matches!(
+            go(&[C1, "data: {not json\n\n"]).await,
+            Err(LlmError::Malformed(_))
+        ));
+        assert!(matches!(go(&[]).await, Err(LlmError::Transport(_))));
+    }
+
+    #[tokio::test]
+    async fn a_stalled_stream_times_out_and_cancel_stops_it() {
+        let pending =
+            stream::iter(vec![Ok::<_, String>(C1.as_bytes().to_vec())]).chain(stream::pending());
+        let e = read(
+            Box::pin(pending),
+            Duration::from_millis(50),
+            Instant::now() + Duration::from_secs(5),
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(e, LlmError::Stalled(50));
+        let cancel = CancellationToken::new();
+        cancel.cancel();
+        let e = read(
+            Box::pin(stream::pending::<Result<Vec<u8>, String>>()),
+            Duration::from_secs(5),
+            Instant::now() + Duration::from_secs(5),
+            &cancel,
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(e, LlmError::Cancelled);
+    }
+}

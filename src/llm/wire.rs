@@ -1,0 +1,249 @@
+//! The Cerebras (OpenAI-compatible) wire format, as checked against the real API (CRATES.md):
+//! - request: `{model, messages, stream: true, temperature, max_completion_tokens}`;
+//! - stream: SSE `data:` chunks `{choices: [{delta: {content}, finish_reason}], usage?,
+//!   time_info?}`; the last chunk carries `finish_reason`, `usage` and `time_info`; the stream
+//!   may end without `data: [DONE]`;
+//! - a mid-stream error is a chunk `{"error": {...}, "status_code": N}`;
+//! - HTTP error bodies are flat: `{"message", "type", "param", "code"}` (the OpenAI nesting
+//!   `{"error": {...}}` is accepted too);
+//! - rate-limit headers: `x-ratelimit-{limit,remaining}-{requests-day,tokens-minute}`,
+//!   `x-ratelimit-reset-{requests-day,tokens-minute}` (float seconds), `retry-after(-ms)`.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::time::Duration;
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Message {
+    pub role: &'static str,
+    pub content: String,
+}
+
+impl Message {
+    pub fn system(c: impl Into<String>) -> Message {
+        Message {
+            role: "system",
+            content: c.into(),
+        }
+    }
+    pub fn user(c: impl Into<String>) -> Message {
+        Message {
+            role: "user",
+            content: c.into(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ChatRequest {
+    pub model: String,
+    pub messages: Vec<Message>,
+    pub stream: bool,
+    pub temperature: f32,
+    pub max_completion_tokens: u64,
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq)]
+pub struct Usage {
+    #[serde(default)]
+    pub prompt_tokens: u64,
+    #[serde(default)]
+    pub completion_tokens: u64,
+}
+
+impl Usage {
+    pub fn total(&self) -> u64 {
+        self.prompt_tokens + self.completion_tokens
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct Delta {
+    #[serde(default)]
+    pub content: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct Choice {
+    #[serde(default)]
+    pub delta: Option<Delta>,
+    #[serde(default)]
+    pub finish_reason: Option<String>,
+}
+
+/// Error details, flat or nested.
+#[derive(Debug, Default, Clone, Deserialize)]
+pub struct ErrorBody {
+    #[serde(default)]
+    pub message: Option<String>,
+    #[serde(default, rename = "type")]
+    pub kind: Option<String>,
+    #[serde(default)]
+    pub code: Option<Value>,
+}
+
+/// One `data:` chunk of the stream.
+#[derive(Debug, Default, Deserialize)]
+pub struct Chunk {
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub choices: Vec<Choice>,
+    #[serde(default)]
+    pub usage: Option<Usage>,
+    #[serde(default)]
+    pub time_info: Option<Value>,
+    #[serde(default)]
+    pub error: Option<Value>,
+    #[serde(default)]
+    pub status_code: Option<u16>,
+}
+
+/// Parses an HTTP error body: flat `{"message","type",...}` or `{"error": {...}}`; anything
+/// else becomes the (truncated) text itself.
+pub fn parse_error_body(body: &str) -> ErrorBody {
+    let v: Option<Value> = serde_json::from_str(body).ok();
+    let obj = match &v {
+        Some(Value::Object(m)) => match m.get("error") {
+            Some(e @ Value::Object(_)) => Some(e.clone()),
+            Some(Value::String(s)) => Some(serde_json::json!({"message": s})),
+            _ => Some(Value::Object(m.clone())),
+        },
+        _ => None,
+    };
+    let mut e: ErrorBody = obj
+        .and_then(|o| serde_json::from_value(o).ok())
+        .unwrap_or_default();
+    if e.message.is_none() {
+        let t = body.trim();
+        if !t.is_empty() {
+            e.message = Some(t.chars().take(500).collect());
+        }
+    }
+    e
+}
+
+/// What the server said about waiting, from the response headers.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RateHints {
+    /// `retry-after-ms`, else `retry-after` (seconds).
+    pub retry_after: Option<Duration>,
+    pub remaining_tokens_minute: Option<u64>,
+    pub remaining_requests_day: Option<u64>,
+    pub reset_tokens_minute: Option<Duration>,
+    pub reset_requests_day: Option<Duration>,
+}
+
+fn secs(v: &str) -> Option<Duration> {
+    let f: f64 = v.trim().trim_end_matches('s').parse().ok()?;
+    (0.0..1e9).contains(&f).then(|| Duration::from_secs_f64(f))
+}
+
+impl RateHints {
+    pub fn from_headers(h: &reqwest::header::HeaderMap) -> RateHints {
+        let get = |k: &str| h.get(k).and_then(|v| v.to_str().ok());
+        let int = |k: &str| {
+            get(k)
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .map(|f| f as u64)
+        };
+        let retry_after = get("retry-after-ms")
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .filter(|f| f.is_finite() && *f >= 0.0)
+            .map(|ms| Duration::from_millis(ms as u64))
+            .or_else(|| get("retry-after").and_then(secs));
+        RateHints {
+            retry_after,
+            remaining_tokens_minute: int("x-ratelimit-remaining-tokens-minute"),
+            remaining_requests_day: int("x-ratelimit-remaining-requests-day"),
+            reset_tokens_minute: get("x-ratelimit-reset-tokens-minute").and_then(secs),
+            reset_requests_day: get("x-ratelimit-reset-requests-day").and_then(secs),
+        }
+    }
+
+    /// How long the server wants us to wait before the next attempt, if it said so.
+    pub fn wait(&self) -> Option<Duration> {
+        if let Some(d) = self.retry_after {
+            return Some(d);
+        }
+        if self.remaining_requests_day == Some(0) {
+            if let Some(d) = self.reset_requests_day {
+                return Some(d);
+            }
+        }
+        if self.remaining_tokens_minute == Some(0) {
+            if let Some(d) = self.reset_tokens_minute {
+                return Some(d);
+            }
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reqwest::header::{HeaderMap, HeaderValue};
+
+    #[test]
+    fn error_bodies_flat_nested_or_text() {
+        let e = parse_error_body(
+            r#"{"message":"Rate limit exceeded","type":"too_many_requests_error","param":"quota","code":"token_quota_exceeded"}"#,
+        );
+        assert_eq!(e.message.as_deref(), Some("Rate limit exceeded"));
+        assert_eq!(e.kind.as_deref(), Some("too_many_requests_error"));
+        let e =
+            parse_error_body(r#"{"error":{"message":"bad model","type":"invalid_request_error"}}"#);
+        assert_eq!(e.message.as_deref(), Some("bad model"));
+        assert_eq!(
+            parse_error_body("upstream down").message.as_deref(),
+            Some("upstream down")
+        );
+    }
+
+    #[test]
+    fn hints_prefer_retry_after_ms_then_reset_of_the_exhausted_quota() {
+        let mut h = HeaderMap::new();
+        h.insert("retry-after", HeaderValue::from_static("2"));
+        h.insert("retry-after-ms", HeaderValue::from_static("150"));
+        assert_eq!(
+            RateHints::from_headers(&h).wait(),
+            Some(Duration::from_millis(150))
+        );
+        let mut h = HeaderMap::new();
+        h.insert(
+            "x-ratelimit-remaining-tokens-minute",
+            HeaderValue::from_static("0"),
+        );
+        h.insert(
+            "x-ratelimit-reset-tokens-minute",
+            HeaderValue::from_static("12.5"),
+        );
+        h.insert(
+            "x-ratelimit-remaining-requests-day",
+            HeaderValue::from_static("99"),
+        );
+        h.insert(
+            "x-ratelimit-reset-requests-day",
+            HeaderValue::from_static("30000.1"),
+        );
+        assert_eq!(
+            RateHints::from_headers(&h).wait(),
+            Some(Duration::from_millis(12_500))
+        );
+        assert_eq!(RateHints::from_headers(&HeaderMap::new()).wait(), None);
+    }
+
+    #[test]
+    fn the_last_chunk_and_the_error_chunk_parse() {
+        let c: Chunk = serde_json::from_str(r#"{"id":"x","choices":[{"delta":{},"finish_reason":"stop","index":0}],"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15},"time_info":{"queue_time":0.1}}"#).unwrap();
+        assert_eq!(c.choices[0].finish_reason.as_deref(), Some("stop"));
+        assert_eq!(c.usage.unwrap().total(), 15);
+        let c: Chunk = serde_json::from_str(
+            r#"{"error":{"message":"overloaded","type":"server_error"},"status_code":503}"#,
+        )
+        .unwrap();
+        assert_eq!(c.status_code, Some(503));
+        assert!(c.error.is_some());
+    }
+}
