@@ -54,6 +54,8 @@ pub struct Config {
     pub log_file: Option<PathBuf>,
     /// At start-up, run once each schedule firing missed while the worker was down.
     pub schedules_catch_up: bool,
+    /// IANA time zone cron expressions are read in (`UTC`, `Europe/Paris`).
+    pub schedules_timezone: String,
     /// A validation nobody answers within this time expires, and its job ends `expired` (ms).
     pub validation_ttl_ms: u64,
     /// Enables hidden actions used by the test-suite and benchmarks (`sleep`). Never in production.
@@ -117,6 +119,7 @@ impl Default for Config {
             params_max_bytes: 1024 * 1024,
             validation_ttl_ms: 4 * 3_600_000,
             schedules_catch_up: true,
+            schedules_timezone: "UTC".into(),
             horos_registry: None,
             horos_name: "brainloop".into(),
             log_format: "text".into(),
@@ -194,6 +197,9 @@ impl Config {
         if let Some(v) = get("BRAINLOOP_HOROS_REGISTRY") {
             self.horos_registry = Some(PathBuf::from(v));
         }
+        if let Some(v) = get("BRAINLOOP_SCHEDULES_TIMEZONE") {
+            self.schedules_timezone = v;
+        }
         if let Some(v) = get("BRAINLOOP_LOG_FORMAT") {
             self.log_format = v;
         }
@@ -244,6 +250,8 @@ impl Config {
         if self.poll_fallback_ms < 10 {
             bail!("poll_fallback_ms must be at least 10");
         }
+        crate::schedules::cronexpr::parse_tz(&self.schedules_timezone)
+            .map_err(|e| anyhow::anyhow!("schedules_timezone: {e}"))?;
         if !matches!(self.log_format.as_str(), "text" | "json") {
             bail!(
                 "log_format must be \"text\" or \"json\" (got {:?})",

@@ -129,7 +129,15 @@ pub fn collect(config: &Config) -> Result<Value> {
         .unwrap_or(Value::Null);
     let lc = db::open_read_only(dir, DbKind::Lifecycle).ok();
     let schedules = db::open_read_only(dir, DbKind::Input)
-        .and_then(|c| crate::schedules::views(&c, lc.as_ref(), chrono::Utc::now()))
+        .and_then(|c| {
+            crate::schedules::views(
+                &c,
+                lc.as_ref(),
+                chrono::Utc::now(),
+                crate::schedules::cronexpr::parse_tz(&config.schedules_timezone)
+                    .unwrap_or(chrono_tz::Tz::UTC),
+            )
+        })
         .unwrap_or_default();
     let pending_validations: i64 = out
         .query_row(

@@ -5,6 +5,7 @@
 //! Monday–Friday). Names (`MON-FRI`) mean the same in both and pass through.
 
 use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
 use cron::Schedule;
 use std::str::FromStr;
 
@@ -85,9 +86,19 @@ pub fn parse(expr: &str) -> Result<Schedule, String> {
     Schedule::from_str(&text).map_err(|e| format!("{expr:?}: {e}"))
 }
 
-/// The next firing strictly after `after`.
-pub fn next_after(s: &Schedule, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
-    s.after(&after).next()
+/// The next firing strictly after `after`, the expression read in time zone `tz` (so `0 9 * * *`
+/// in Europe/Paris is 09:00 Paris time, daylight saving included).
+pub fn next_after(s: &Schedule, after: DateTime<Utc>, tz: Tz) -> Option<DateTime<Utc>> {
+    s.after(&after.with_timezone(&tz))
+        .next()
+        .map(|t| t.with_timezone(&Utc))
+}
+
+/// Parses a configured IANA time zone name (`UTC`, `Europe/Paris`).
+pub fn parse_tz(name: &str) -> Result<Tz, String> {
+    name.parse::<Tz>().map_err(|_| {
+        format!("unknown time zone {name:?} (an IANA name such as UTC or Europe/Paris)")
+    })
 }
 
 #[cfg(test)]
@@ -162,13 +173,29 @@ mod tests {
     }
 
     #[test]
+    fn time_zones_shift_the_firing_and_follow_daylight_saving() {
+        let s = parse("0 9 * * *").unwrap();
+        let paris = parse_tz("Europe/Paris").unwrap();
+        // Winter: 09:00 Paris = 08:00 UTC; summer: 07:00 UTC.
+        assert_eq!(
+            next_after(&s, at(2026, 1, 10, 12, 0), paris).unwrap(),
+            at(2026, 1, 11, 8, 0)
+        );
+        assert_eq!(
+            next_after(&s, at(2026, 7, 10, 12, 0), paris).unwrap(),
+            at(2026, 7, 11, 7, 0)
+        );
+        assert!(parse_tz("Mars/Olympus").is_err());
+    }
+
+    #[test]
     fn fields_seconds_and_errors() {
         let s = parse("*/15 * * * * *").unwrap();
-        let t = next_after(&s, at(2026, 1, 1, 0, 0)).unwrap();
+        let t = next_after(&s, at(2026, 1, 1, 0, 0), Tz::UTC).unwrap();
         assert_eq!(t, Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 15).unwrap());
         let s = parse("30 4 1 * *").unwrap();
         assert_eq!(
-            next_after(&s, at(2026, 1, 5, 0, 0)).unwrap(),
+            next_after(&s, at(2026, 1, 5, 0, 0), Tz::UTC).unwrap(),
             at(2026, 2, 1, 4, 30)
         );
         for bad in [

@@ -7,7 +7,7 @@
 //! `results`, `get_result` and the audit treat it like any job. State per schedule (last firing,
 //! last job) lives in lifecycle `schedule_state`. A schedule whose previous job has not finished
 //! is not fired again (no overlap). At start-up a firing missed while the worker was down runs
-//! once (`schedules_catch_up`). Times are UTC. An invalid expression is reported (log, event,
+//! once (`schedules_catch_up`). Expressions are read in `schedules_timezone` (UTC by default). An invalid expression is reported (log, event,
 //! `status`) and skipped — never a crash.
 
 pub mod cronexpr;
@@ -89,6 +89,7 @@ pub fn views(
     input_conn: &Connection,
     lifecycle: Option<&Connection>,
     now: DateTime<Utc>,
+    tz: chrono_tz::Tz,
 ) -> Result<Vec<View>> {
     let mut out = Vec::new();
     for row in load(input_conn)? {
@@ -98,7 +99,7 @@ pub fn views(
             .and_then(|(t, _)| t);
         let (next, error) = match cronexpr::parse(&row.cron) {
             Ok(s) => (
-                cronexpr::next_after(&s, now).map(|t| t.timestamp_millis()),
+                cronexpr::next_after(&s, now, tz).map(|t| t.timestamp_millis()),
                 None,
             ),
             Err(e) => (None, Some(e)),
@@ -125,17 +126,18 @@ pub struct Fired {
 }
 
 /// The worker's scheduler: schedules as last loaded, with their next firing.
-#[derive(Default)]
 pub struct Scheduler {
     entries: BTreeMap<String, Entry>,
     first_load: bool,
+    tz: chrono_tz::Tz,
 }
 
 impl Scheduler {
-    pub fn new() -> Scheduler {
+    pub fn new(tz: chrono_tz::Tz) -> Scheduler {
         Scheduler {
             entries: BTreeMap::new(),
             first_load: true,
+            tz,
         }
     }
 
@@ -164,14 +166,14 @@ impl Scheduler {
                 let (last, _) = stores.lifecycle.with(|c| last_fired(c, &row.name))?;
                 next = match last {
                     // Missed while down: once, now (at the first load only).
-                    Some(t) => cronexpr::next_after(s, ms_to_dt(t)).map(|due| {
+                    Some(t) => cronexpr::next_after(s, ms_to_dt(t), self.tz).map(|due| {
                         if due <= now && !(catch_up && self.first_load) {
-                            cronexpr::next_after(s, now).unwrap_or(due)
+                            cronexpr::next_after(s, now, self.tz).unwrap_or(due)
                         } else {
                             due
                         }
                     }),
-                    None => cronexpr::next_after(s, now),
+                    None => cronexpr::next_after(s, now, self.tz),
                 };
             }
             fresh.insert(
@@ -200,6 +202,7 @@ impl Scheduler {
     /// Claims a job for every schedule that is due and whose previous job has finished.
     pub fn fire_due(&mut self, stores: &Stores, now_ms: i64) -> Result<(Vec<Fired>, Vec<String>)> {
         let now = ms_to_dt(now_ms);
+        let tz = self.tz;
         let mut fired = Vec::new();
         let mut skipped = Vec::new();
         for e in self.entries.values_mut() {
@@ -209,7 +212,7 @@ impl Scheduler {
             if next > now || !e.row.enabled {
                 continue;
             }
-            e.next = cronexpr::next_after(s, now);
+            e.next = cronexpr::next_after(s, now, tz);
             let row = e.row.clone();
             let job = stores.lifecycle.with(|c| {
                 let (_, last_job) = last_fired(c, &row.name)?;

@@ -189,7 +189,9 @@ pub async fn run(
     let mut recheck_at: Option<tokio::time::Instant> = None;
     let mut recheck_next = RECHECK_FIRST;
     let mut approvals_check = true;
-    let mut scheduler = crate::schedules::Scheduler::new();
+    let tz = crate::schedules::cronexpr::parse_tz(&config.schedules_timezone)
+        .unwrap_or(chrono_tz::Tz::UTC);
+    let mut scheduler = crate::schedules::Scheduler::new(tz);
     let mut schedules_check = true;
     // Set by a change notification on command_security.db; confirmed with data_version, which
     // moves only when *another* connection (the operator's CLI) commits — the worker's own
