@@ -67,6 +67,11 @@ pub struct Config {
     pub clients: std::collections::BTreeMap<String, crate::clients::ClientConfig>,
     /// Runtime confinement of commands (`[sandbox]`): fail-closed switch, readable roots, limits.
     pub sandbox: crate::sandbox::SandboxConfig,
+    /// Run commands whose writes stay in the workspace (no network) on a copy-on-write overlay
+    /// and ask the human about the resulting change set instead of the command (DESIGN §5.12).
+    pub overlay: bool,
+    /// Approved change sets (with no denial) after which an operation signature is learned.
+    pub signature_approvals: u32,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -124,6 +129,8 @@ impl Default for Config {
             retention: Retention::default(),
             clients: Default::default(),
             sandbox: Default::default(),
+            overlay: true,
+            signature_approvals: 5,
         }
     }
 }
@@ -221,6 +228,10 @@ impl Config {
             self.retention.interval_ms
         );
         env_num!("BRAINLOOP_VALIDATION_TTL_MS", self.validation_ttl_ms);
+        if let Some(v) = get("BRAINLOOP_OVERLAY") {
+            self.overlay = matches!(v.trim(), "1" | "true" | "yes");
+        }
+        env_num!("BRAINLOOP_SIGNATURE_APPROVALS", self.signature_approvals);
         if let Some(v) = get("BRAINLOOP_TEST_ACTIONS") {
             self.test_actions = matches!(v.trim(), "1" | "true" | "yes");
         }

@@ -15,6 +15,11 @@ fn steps(kind: DbKind) -> Vec<&'static str> {
     match kind {
         // 2: inferred_permissions (code permission inference results)
         DbKind::Lifecycle => vec![kind.schema(), include_str!("../../schema/lifecycle.2.sql")],
+        // 2: signatures, job_signatures, journal (effects over commands, issue 14)
+        DbKind::Security => vec![
+            kind.schema(),
+            include_str!("../../schema/command_security.2.sql"),
+        ],
         _ => vec![kind.schema()],
     }
 }

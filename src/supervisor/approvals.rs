@@ -88,7 +88,7 @@ fn ignore(stores: &Stores, row_id: i64, validation_id: &str, why: &str, now: i64
 }
 
 /// Expiries and new approvals, as actions for the supervisor.
-pub fn collect(stores: &Stores) -> Result<Vec<Resume>> {
+pub fn collect(stores: &Stores, data_dir: &std::path::Path) -> Result<Vec<Resume>> {
     let now = crate::time::now_ms();
     let mut out = Vec::new();
     let rows = stores.security.with(|c| approvals::unconsumed(c))?;
@@ -164,6 +164,20 @@ pub fn collect(stores: &Stores) -> Result<Vec<Resume>> {
                 .security
                 .with(|c| registry::set_override(c, &hash, Some(ov), &reason, now))?;
         }
+        // Approvals and denials accrue to the job's operation signatures (once per job).
+        if let Err(e) = stores
+            .security
+            .with(|c| crate::bash::signatures::count_decision(c, v.job_id, runs))
+        {
+            tracing::warn!(
+                error = format!("{e:#}"),
+                "cannot count the decision toward signatures"
+            );
+        }
+        if !runs {
+            // A denied change set is discarded: the workspace was never touched.
+            crate::bash::changes::discard(data_dir, v.job_id);
+        }
         if runs {
             stores.lifecycle.with(|c| {
                 Ok(write_tx(c, |tx| {
@@ -200,6 +214,7 @@ pub fn collect(stores: &Stores) -> Result<Vec<Resume>> {
     for v in stores.output.with(|c| approvals::expire(c, now))? {
         if let Some(w) = waiting(stores, v.job_id)? {
             if w.status == status::PENDING_VALIDATION {
+                crate::bash::changes::discard(data_dir, v.job_id);
                 out.push(Resume::End(end_row(
                     v.job_id,
                     &w,

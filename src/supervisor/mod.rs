@@ -279,7 +279,8 @@ pub async fn run(
             approvals_check = false;
             approvals_notified = false;
             let st = Arc::clone(&stores);
-            match tokio::task::spawn_blocking(move || approvals::collect(&st)).await {
+            let dd = config.data_dir.clone();
+            match tokio::task::spawn_blocking(move || approvals::collect(&st, &dd)).await {
                 Ok(Ok(resumes)) => {
                     let now = crate::time::now_ms();
                     for r in resumes {
