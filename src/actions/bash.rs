@@ -302,7 +302,8 @@ async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
             ask(ctx, &command, &report, &workdir, &shown, force_requested && !situation.force_granted, None).await
         }
         Verdict::Overlay { auto } => {
-            overlay_run(ctx, &command, &report, &f, &workdir, &ws, timeout, auto, &sigs).await
+            let force_refused = force_requested && !situation.force_granted;
+            overlay_run(ctx, &command, &report, &f, &workdir, &ws, timeout, auto, &sigs, force_refused).await
         }
         Verdict::Run(policy_used) if policy_used == "approved" && pending.is_some() => {
             match pending {
@@ -548,12 +549,16 @@ async fn record_run(
     }
 }
 
-/// Whether the overlay can capture every effect of the command: no network (readonly or
-/// filesystem set), a static program name, every statically known write inside the workspace,
+/// Whether the overlay can capture every effect of the command: no network, environment or
+/// system-control operation (workspace runners such as git hooks or test runners excepted: they
+/// run confined on the overlay too, without network), a static program name, every statically known write inside the workspace,
 /// and a working directory inside the workspace (the overlay covers only the workspace).
 pub fn overlay_capturable(report: &CheckReport, workdir: &Path, workspace: &Path) -> bool {
-    matches!(report.permission_set, "filesystem" | "readonly")
-        && !report.computed_program
+    !report.computed_program
+        && report
+            .operations
+            .iter()
+            .all(|op| signatures::not_capturable(op).is_none())
         && workdir.starts_with(workspace)
         && report.operations.iter().all(|op| {
             op.writes
@@ -618,6 +623,7 @@ async fn overlay_run(
     timeout: Duration,
     auto: bool,
     sigs: &[Signature],
+    force_refused: bool,
 ) -> Result<Outcome, Outcome> {
     let data_dir = ctx.config.data_dir.clone();
     let job_id = ctx.job_id;
@@ -761,7 +767,16 @@ async fn overlay_run(
         )));
     }
     remember_signatures(ctx, sigs, true).await;
-    ask(ctx, command, report, workdir, "ask", false, Some(&m)).await
+    ask(
+        ctx,
+        command,
+        report,
+        workdir,
+        "ask",
+        force_refused,
+        Some(&m),
+    )
+    .await
 }
 
 /// The result of a command that ran on the overlay (seed 001's shape plus the effects).

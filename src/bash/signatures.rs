@@ -125,16 +125,47 @@ fn arg_kind(a: &str, workdir: &Path, workspace: &Path) -> String {
     "LITERAL".into()
 }
 
-fn category_learnable(op: &Operation) -> Option<String> {
+/// Programs whose `process` / `unknown` category comes from running workspace code (git hooks,
+/// makefiles, test runners, scripts) rather than from controlling the system: on the overlay they
+/// run in the same sandbox (no network, writes only to the overlay and a private tmp), so their
+/// effects are captured. Anything else with process, unknown, env or network effects asks up
+/// front.
+pub const WORKSPACE_RUNNERS: &[&str] = &[
+    "git", "make", "pytest", "python", "python3", "node", "ruby", "tox",
+];
+/// Interpreter flags whose value is inline code: such a signature is never learned (the code is
+/// the whole effect and cannot be abstracted away).
+const INLINE_CODE: &[&str] = &["-c", "-e", "--eval", "-E", "-p", "--print"];
+
+/// Why the overlay cannot capture this operation's effects, if it cannot.
+pub fn not_capturable(op: &Operation) -> Option<String> {
     use crate::classify::Category::*;
     for c in &op.categories {
         match c {
             Network => return Some("network".into()),
-            Process => return Some("process or system control".into()),
             Env => return Some("changes the environment".into()),
-            Unknown => return Some("effect unknown to the classifier".into()),
-            Pure | Readonly | Filesystem => {}
+            Process | Unknown if !WORKSPACE_RUNNERS.contains(&op.program.as_str()) => {
+                return Some(if *c == Process {
+                    "process or system control".into()
+                } else {
+                    "effect unknown to the classifier".into()
+                })
+            }
+            _ => {}
         }
+    }
+    None
+}
+
+fn category_learnable(op: &Operation) -> Option<String> {
+    if let Some(why) = not_capturable(op) {
+        return Some(why);
+    }
+    if WORKSPACE_RUNNERS.contains(&op.program.as_str())
+        && op.program != "git"
+        && op.args.iter().any(|a| INLINE_CODE.contains(&a.as_str()))
+    {
+        return Some("inline code".into());
     }
     None
 }

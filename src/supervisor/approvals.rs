@@ -154,6 +154,11 @@ pub fn collect(stores: &Stores, data_dir: &std::path::Path) -> Result<Vec<Resume
             _ => None,
         };
         if let Some(ov) = ov {
+            // An approval of a change set binds to command + effects; the override is the command's.
+            let hash = match crate::bash::changes::load_manifest(data_dir, v.job_id) {
+                Ok(Some(m)) if m.effect_hash == hash => m.command_hash,
+                _ => hash.clone(),
+            };
             let reason = format!(
                 "{} by {} (validation {})",
                 decision.as_str(),
