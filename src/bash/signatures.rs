@@ -48,8 +48,9 @@ const SUBCOMMANDS: &[&str] = &[
 const EXPR_FIRST: &[&str] = &[
     "sed", "awk", "gawk", "mawk", "grep", "egrep", "fgrep", "rg", "perl", "jq",
 ];
-/// Flags whose value is a free-form message.
+/// Flags whose value is a free-form message (for version-control programs).
 const MSG_FLAGS: &[&str] = &["-m", "--message", "--msg", "-M"];
+const MSG_PROGRAMS: &[&str] = &["git", "hg", "svn", "gh", "cvs", "jj"];
 /// Flags whose value is an expression.
 const EXPR_FLAGS: &[&str] = &["-e", "--expression", "--regexp"];
 
@@ -101,6 +102,9 @@ fn arg_kind(a: &str, workdir: &Path, workspace: &Path) -> String {
     }
     if a.chars().any(char::is_whitespace) {
         return "MSG".into();
+    }
+    if a.contains("://") {
+        return "URL".into();
     }
     if !a.is_empty() && a.chars().all(|c| c.is_ascii_digit()) {
         return "NUM".into();
@@ -228,7 +232,9 @@ pub fn of_operation(op: &Operation, workdir: &Path, workspace: &Path) -> Option<
                             Some((n, _)) => (n.to_string(), true),
                             None => (a.clone(), false),
                         };
-                        if MSG_FLAGS.contains(&name.as_str()) {
+                        if MSG_FLAGS.contains(&name.as_str())
+                            && MSG_PROGRAMS.contains(&prog.as_str())
+                        {
                             flags.push(name);
                             if !value {
                                 next_kind = Some("MSG");
