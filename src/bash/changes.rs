@@ -506,6 +506,33 @@ pub fn discard(data_dir: &Path, job_id: i64) {
     let _ = fs::remove_dir_all(&d);
 }
 
+/// Discards the change sets of jobs that have a final result; returns how many.
+pub fn sweep_finished<S>(
+    data_dir: &Path,
+    finals_among: impl FnOnce(&[i64]) -> Result<S>,
+) -> Result<usize>
+where
+    S: IntoIterator<Item = i64>,
+{
+    let dir = data_dir.join("changes");
+    let Ok(rd) = fs::read_dir(&dir) else {
+        return Ok(0);
+    };
+    let ids: Vec<i64> = rd
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse().ok()))
+        .collect();
+    if ids.is_empty() {
+        return Ok(0);
+    }
+    let mut n = 0;
+    for id in finals_among(&ids)? {
+        discard(data_dir, id);
+        n += 1;
+    }
+    Ok(n)
+}
+
 /// Creates the (empty) overlay layers of a job; returns (upper, work).
 pub fn create_layers(data_dir: &Path, job_id: i64) -> Result<(PathBuf, PathBuf)> {
     discard(data_dir, job_id);
