@@ -346,6 +346,75 @@ fn a_crash_between_run_and_apply_loses_nothing() {
 }
 
 #[test]
+fn an_approval_cut_off_before_the_apply_asks_again_then_applies_without_rerunning() {
+    let Some((env, d)) = setup() else { return };
+    let (id, st, v, _) = submit(&env, "echo appended >> a.txt");
+    assert_eq!(st, "pending_validation", "{v}");
+    let vid = v["validation_id"].as_str().unwrap().to_string();
+    d.kill9();
+    // The state a crash leaves right after the approval was consumed, before the apply.
+    env.output()
+        .execute(
+            "UPDATE validations SET status = 'approved', decided_at = 1 WHERE id = ?1",
+            [&vid],
+        )
+        .unwrap();
+    env.lifecycle()
+        .execute(
+            "UPDATE processed_log SET status = 'claimed' WHERE job_id = ?1",
+            [id],
+        )
+        .unwrap();
+    let _d = env.start(&[]);
+    let (st, v, _) = settled(&env, id);
+    assert_eq!(st, "pending_validation", "asked again: {v}");
+    let second = v["validation_id"].as_str().unwrap().to_string();
+    assert_ne!(second, vid);
+    assert!(cli_ok(&env, &["show", &second]).contains("+appended"));
+    cli_ok(&env, &["approve", &second]);
+    let (st, v, err) = final_of(&env, id);
+    assert_eq!(st, "succeeded", "{err} {v}");
+    assert_eq!(
+        std::fs::read_to_string(env.workspace.join("a.txt")).unwrap(),
+        "line one\nline two\nline three\nappended\n"
+    );
+    let runs: i64 = env
+        .db("command_security.db")
+        .query_row(
+            "SELECT execution_count FROM commands_registry WHERE command_text = 'echo appended >> a.txt'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(runs, 1, "the command ran once, on the overlay");
+}
+
+#[test]
+fn a_replaced_directory_is_applied_and_undone_exactly() {
+    let Some((env, _d)) = setup() else { return };
+    let before = snapshot(&env.workspace);
+    // `rm -r src && mkdir src` makes an opaque directory in the overlay's upper layer.
+    let (id, st, v, _) = submit(&env, "rm -r src && mkdir src && echo n > src/new.rs");
+    assert_eq!(st, "pending_validation", "{v}");
+    assert_eq!(v["effects"]["deleted"], 1, "{v}");
+    assert_eq!(v["effects"]["added"], 1, "{v}");
+    cli_ok(
+        &env,
+        &["approve", "--always", v["validation_id"].as_str().unwrap()],
+    );
+    let (st, v, err) = final_of(&env, id);
+    assert_eq!(st, "succeeded", "{err} {v}");
+    assert_eq!(v["policy_used"], "approved", "applied, not re-run: {v}");
+    assert!(!env.workspace.join("src/lib.rs").exists());
+    assert_eq!(
+        std::fs::read_to_string(env.workspace.join("src/new.rs")).unwrap(),
+        "n\n"
+    );
+    cli_ok(&env, &["undo", &id.to_string()]);
+    assert_eq!(snapshot(&env.workspace), before);
+}
+
+#[test]
 fn a_command_with_no_effect_returns_at_once() {
     let Some((env, _d)) = setup() else { return };
     // A write-class command that changes nothing: nobody is asked.

@@ -269,7 +269,10 @@ async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
         signature_never: sig_state.never.clone(),
     };
     let verdict = policy::decide(&situation);
-    if pending.is_some() && !matches!(verdict, Verdict::Run(ref p) if p == "approved") {
+    // An approved change set is applied, never re-run — also when `approve --always` has just
+    // set always_allow (which precedes the approval in the table).
+    let apply_it = pending.is_some() && approved && matches!(verdict, Verdict::Run(_));
+    if pending.is_some() && !apply_it {
         // A change set nobody may apply any more (denied by an override, or superseded).
         changes::discard(&data_dir, ctx.job_id);
     }
@@ -305,7 +308,7 @@ async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
             let force_refused = force_requested && !situation.force_granted;
             overlay_run(ctx, &command, &report, &f, &workdir, &ws, timeout, auto, &sigs, force_refused).await
         }
-        Verdict::Run(policy_used) if policy_used == "approved" && pending.is_some() => {
+        Verdict::Run(_) if apply_it => {
             match pending {
                 Some(m) => apply_pending(ctx, m, "approved").await,
                 None => Err(Outcome::failed("internal error: change set vanished")),
