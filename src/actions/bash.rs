@@ -692,6 +692,16 @@ async fn overlay_run(
     }
     if r.sandbox_failed {
         discard();
+        if r.stderr.contains("mount overlay") && !auto {
+            // No overlay here (e.g. the data dir's file system cannot hold an upper layer):
+            // nothing ran; ask about the command up front, as without the overlay.
+            tracing::warn!(
+                stderr = r.stderr.trim(),
+                "overlay unavailable; asking up front"
+            );
+            remember_signatures(ctx, sigs, false).await;
+            return ask(ctx, command, report, workdir, "ask", force_refused, None).await;
+        }
         return Err(Outcome::failed(format!(
             "the sandbox could not confine the command, so nothing ran: {}",
             r.stderr.trim()
