@@ -692,7 +692,7 @@ async fn overlay_run(
     }
     if r.sandbox_failed {
         discard();
-        if r.stderr.contains("mount overlay") && !auto {
+        if r.stderr.contains("mount overlay") {
             // No overlay here (e.g. the data dir's file system cannot hold an upper layer):
             // nothing ran; ask about the command up front, as without the overlay.
             tracing::warn!(
