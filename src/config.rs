@@ -71,6 +71,11 @@ pub struct Config {
     pub sandbox: crate::sandbox::SandboxConfig,
     /// The Cerebras / OpenAI-compatible LLM client (`[llm]`); see `llm::LlmConfig`.
     pub llm: crate::llm::LlmConfig,
+    /// Run commands whose writes stay in the workspace (no network) on a copy-on-write overlay
+    /// and ask the human about the resulting change set instead of the command (DESIGN §5.12).
+    pub overlay: bool,
+    /// Approved change sets (with no denial) after which an operation signature is learned.
+    pub signature_approvals: u32,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -130,6 +135,8 @@ impl Default for Config {
             clients: Default::default(),
             sandbox: Default::default(),
             llm: Default::default(),
+            overlay: true,
+            signature_approvals: 5,
         }
     }
 }
@@ -231,6 +238,10 @@ impl Config {
         );
         env_num!("BRAINLOOP_VALIDATION_TTL_MS", self.validation_ttl_ms);
         self.llm.apply_env(&get)?;
+        if let Some(v) = get("BRAINLOOP_OVERLAY") {
+            self.overlay = matches!(v.trim(), "1" | "true" | "yes");
+        }
+        env_num!("BRAINLOOP_SIGNATURE_APPROVALS", self.signature_approvals);
         if let Some(v) = get("BRAINLOOP_TEST_ACTIONS") {
             self.test_actions = matches!(v.trim(), "1" | "true" | "yes");
         }

@@ -221,7 +221,9 @@ fn unanswered_validations_expire_closed() {
 #[test]
 fn an_approved_job_interrupted_by_a_crash_asks_again_instead_of_rerunning() {
     let env = Env::new();
-    let d = env.start(&[]);
+    // Without the overlay the command runs only after approval (with it, it would run on the
+    // overlay first and the approval would apply its change set: see tests/overlay.rs).
+    let d = env.start(&[("BRAINLOOP_OVERLAY", "0")]);
     let cmd = "sleep 30 && touch late.txt";
     let id = job(&env, "local", "execute_bash", &json!({"command": cmd}));
     let (st, v, _) = settled(&env, id);
@@ -231,7 +233,7 @@ fn an_approved_job_interrupted_by_a_crash_asks_again_instead_of_rerunning() {
     env.wait_status(id, "running", LONG);
     std::thread::sleep(Duration::from_millis(300));
     d.kill9();
-    let _d = env.start(&[]);
+    let _d = env.start(&[("BRAINLOOP_OVERLAY", "0")]);
     let (st, v, _) = settled(&env, id);
     assert_eq!(st, "pending_validation", "asked again, not re-run");
     let second = v["validation_id"].as_str().unwrap();

@@ -9,10 +9,12 @@
 
 use super::{ActionSpec, Grant, HandlerFuture, JobCtx, Outcome};
 use crate::bash::approvals::{self, Validation};
+use crate::bash::changes::{self, Manifest};
 use crate::bash::executor::{self, ExecRequest};
 use crate::bash::leftovers;
 use crate::bash::policy::{self, Facts, Situation, Verdict};
 use crate::bash::registry;
+use crate::bash::signatures::{self, SigState, Signature};
 use crate::classify::{self, CheckReport, Context};
 use crate::clients::{ClientGrants, Permission};
 use crate::db::output::JobStatus;
@@ -216,10 +218,40 @@ async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
             .unwrap_or(None)
     };
     let last = entry.last_executed.max(last_requested);
+    // Effects over commands (DESIGN §5.12): an overlay run of this job may wait for a human; an
+    // approval then binds to the command *and* that exact change set.
+    let ws = workspace_of(ctx);
+    let data_dir = ctx.config.data_dir.clone();
+    let pending: Option<Manifest> = {
+        let (dd, job) = (data_dir.clone(), ctx.job_id);
+        tokio::task::spawn_blocking(move || changes::load_manifest(&dd, job))
+            .await
+            .ok()
+            .and_then(|r| r.ok())
+            .flatten()
+            .filter(|m| m.command_hash == hash)
+    };
+    let expected_hash = pending
+        .as_ref()
+        .map(|m| m.effect_hash.clone())
+        .unwrap_or_else(|| hash.clone());
     let approved = ctx
         .approval
         .as_ref()
-        .is_some_and(|a| a.command_hash == hash);
+        .is_some_and(|a| a.command_hash == expected_hash);
+    let sigs = signatures::of_report(&report, &workdir, &ws);
+    let capturable =
+        ctx.config.overlay && ctx.sandbox.enforcing && overlay_capturable(&report, &workdir, &ws);
+    let sig_state = if sigs.is_empty() {
+        SigState::default()
+    } else {
+        let (s2, th) = (sigs.clone(), ctx.config.signature_approvals);
+        ctx.stores
+            .security
+            .call(move |c| signatures::observe(c, &s2, th, now))
+            .await
+            .map_err(|e| Outcome::failed(format!("signatures: {e:#}")))?
+    };
     let situation = Situation {
         facts: f.clone(),
         policy: entry.current_policy,
@@ -231,8 +263,20 @@ async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
         duplicate_threshold_ms: entry.duplicate_threshold_ms,
         duplicate_check_enabled: entry.duplicate_check_enabled,
         sandbox_enforcing: ctx.sandbox.enforcing,
+        overlay: capturable,
+        signatures_learned: sig_state.all_learned && sigs.iter().all(|s| s.learnable),
+        signature_always_ask: sig_state.always_ask,
+        signature_never: sig_state.never.clone(),
     };
-    match policy::decide(&situation) {
+    let verdict = policy::decide(&situation);
+    // An approved change set is applied, never re-run — also when `approve --always` has just
+    // set always_allow (which precedes the approval in the table).
+    let apply_it = pending.is_some() && approved && matches!(verdict, Verdict::Run(_));
+    if pending.is_some() && !apply_it {
+        // A change set nobody may apply any more (denied by an override, or superseded).
+        changes::discard(&data_dir, ctx.job_id);
+    }
+    match verdict {
         Verdict::Blocked => Err(Outcome {
             status: JobStatus::Blocked,
             result: Some(json!({"status": "blocked", "reasons": report.reasons})),
@@ -256,7 +300,20 @@ async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
                 entry.duplicate_threshold_ms
             )),
         }),
-        Verdict::Ask(shown) => ask(ctx, &command, &report, &workdir, &shown, force_requested && !situation.force_granted).await,
+        Verdict::Ask(shown) => {
+            remember_signatures(ctx, &sigs, false).await;
+            ask(ctx, &command, &report, &workdir, &shown, force_requested && !situation.force_granted, None).await
+        }
+        Verdict::Overlay { auto } => {
+            let force_refused = force_requested && !situation.force_granted;
+            overlay_run(ctx, &command, &report, &f, &workdir, &ws, timeout, auto, &sigs, force_refused).await
+        }
+        Verdict::Run(_) if apply_it => {
+            match pending {
+                Some(m) => apply_pending(ctx, m, "approved").await,
+                None => Err(Outcome::failed("internal error: change set vanished")),
+            }
+        }
         Verdict::Run(policy_used) => {
             let set = entry.permission_set.clone().unwrap_or_else(|| report.permission_set.to_string());
             execute(ctx, &command, &report, &f, &workdir, timeout, &policy_used, &set).await
@@ -271,10 +328,25 @@ async fn ask(
     workdir: &Path,
     shown: &str,
     force_refused: bool,
+    effects: Option<&Manifest>,
 ) -> Result<Outcome, Outcome> {
     let id = approvals::new_id().map_err(|e| Outcome::failed(e.to_string()))?;
     let now = crate::time::now_ms();
     let mut reasons = report.reasons.clone();
+    // What the approval binds to: the command, or the command and its change set.
+    let bound_hash = effects
+        .map(|m| m.effect_hash.clone())
+        .unwrap_or_else(|| report.command_hash.clone());
+    if let Some(m) = effects {
+        reasons.insert(
+            0,
+            format!(
+                "ran on an overlay of the workspace (exit {}); its effects: {} — `brainloop show {id}` for the diff; approve applies exactly this change set, deny discards it",
+                m.exit_code.map(|c| c.to_string()).unwrap_or_else(|| "?".into()),
+                m.change_set.summary()
+            ),
+        );
+    }
     if shown == "ask_warning" {
         reasons.insert(0, format!("WARNING: high risk ({:.2})", report.risk_score));
     }
@@ -292,7 +364,7 @@ async fn ask(
         job_id: ctx.job_id,
         client_id: ctx.client_id.clone(),
         command: Some(command.to_string()),
-        command_hash: Some(report.command_hash.clone()),
+        command_hash: Some(bound_hash.clone()),
         policy: Some(shown.to_string()),
         risk_score: Some(report.risk_score),
         permission_set: Some(report.permission_set.to_string()),
@@ -310,7 +382,7 @@ async fn ask(
     // The snapshot records what the approval must match (derived from the claimed params).
     let (job, hash, wd, set) = (
         ctx.job_id,
-        report.command_hash.clone(),
+        bound_hash.clone(),
         workdir.display().to_string(),
         report.permission_set,
     );
@@ -327,9 +399,7 @@ async fn ask(
         })
         .await;
     ctx.stats.incr("hil_requests", 1.0);
-    Ok(Outcome {
-        status: JobStatus::PendingValidation,
-        result: Some(json!({
+    let mut result = json!({
             "status": "pending_validation",
             "validation_id": id,
             "command": command,
@@ -339,7 +409,19 @@ async fn ask(
             "reasons": reasons,
             "layers": layers,
             "message": format!("waiting for a human: brainloop approve {id} (or deny)"),
-        })),
+    });
+    if let (Some(m), Some(obj)) = (effects, result.as_object_mut()) {
+        let diff = m.change_set.diff();
+        let (diff, _) = cap_str(&diff, 4096);
+        obj.insert("effects".into(), effects_json(m));
+        obj.insert("diff".into(), json!(diff));
+        obj.insert("exit_code".into(), json!(m.exit_code));
+        obj.insert("stdout".into(), json!(m.stdout));
+        obj.insert("stderr".into(), json!(m.stderr));
+    }
+    Ok(Outcome {
+        status: JobStatus::PendingValidation,
+        result: Some(result),
         error: None,
     })
 }
@@ -394,36 +476,8 @@ async fn execute(
             r.stderr.trim()
         )));
     }
-    ctx.stats.incr("bash_executions", 1.0);
     let success = r.success();
-    {
-        let (h, f2, sandbox, code, ms) = (
-            report.command_hash.clone(),
-            f.clone(),
-            label.clone(),
-            r.exit_code,
-            r.duration_ms as i64,
-        );
-        let now = crate::time::now_ms();
-        let changes = ctx
-            .stores
-            .security
-            .call(move |c| {
-                registry::record_run(c, &h, job_id, code, success, ms, &sandbox, &f2, now)
-            })
-            .await;
-        match changes {
-            Ok(ch) => {
-                for c in ch {
-                    tracing::info!(change = ?c, "command policy changed");
-                }
-            }
-            Err(e) => tracing::warn!(
-                error = format!("{e:#}"),
-                "cannot record the run in the registry"
-            ),
-        }
-    }
+    record_run(ctx, report, f, &label, &r).await;
     let result = json!({
         "success": success,
         "exit_code": r.exit_code,
@@ -459,4 +513,388 @@ async fn execute(
         }),
         result: Some(result),
     })
+}
+
+/// Counts a run in the registry (executions, evolution).
+async fn record_run(
+    ctx: &JobCtx,
+    report: &CheckReport,
+    f: &Facts,
+    label: &str,
+    r: &executor::ExecResult,
+) {
+    ctx.stats.incr("bash_executions", 1.0);
+    let (h, f2, sandbox, code, ms, success, job_id) = (
+        report.command_hash.clone(),
+        f.clone(),
+        label.to_string(),
+        r.exit_code,
+        r.duration_ms as i64,
+        r.success(),
+        ctx.job_id,
+    );
+    let now = crate::time::now_ms();
+    let changes = ctx
+        .stores
+        .security
+        .call(move |c| registry::record_run(c, &h, job_id, code, success, ms, &sandbox, &f2, now))
+        .await;
+    match changes {
+        Ok(ch) => {
+            for c in ch {
+                tracing::info!(change = ?c, "command policy changed");
+            }
+        }
+        Err(e) => tracing::warn!(
+            error = format!("{e:#}"),
+            "cannot record the run in the registry"
+        ),
+    }
+}
+
+/// Whether the overlay can capture every effect of the command: no network, environment or
+/// system-control operation (workspace runners such as git hooks or test runners excepted: they
+/// run confined on the overlay too, without network), a static program name, every statically known write inside the workspace,
+/// and a working directory inside the workspace (the overlay covers only the workspace).
+pub fn overlay_capturable(report: &CheckReport, workdir: &Path, workspace: &Path) -> bool {
+    !report.computed_program
+        && report
+            .operations
+            .iter()
+            .all(|op| signatures::not_capturable(op).is_none())
+        && workdir.starts_with(workspace)
+        && report.operations.iter().all(|op| {
+            op.writes
+                .iter()
+                .all(|w| signatures::write_in_workspace(w, workdir, workspace))
+        })
+}
+
+async fn remember_signatures(ctx: &JobCtx, sigs: &[Signature], overlay: bool) {
+    if sigs.is_empty() {
+        return;
+    }
+    let texts: Vec<String> = sigs.iter().map(|s| s.text.clone()).collect();
+    let job = ctx.job_id;
+    let now = crate::time::now_ms();
+    if let Err(e) = ctx
+        .stores
+        .security
+        .call(move |c| signatures::remember_job(c, job, overlay, &texts, now))
+        .await
+    {
+        tracing::warn!(
+            error = format!("{e:#}"),
+            "cannot record the job's signatures"
+        );
+    }
+}
+
+fn cap_str(s: &str, max: usize) -> (String, bool) {
+    if s.len() <= max {
+        return (s.to_string(), false);
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    (format!("{}… (truncated)", &s[..end]), true)
+}
+
+fn effects_json(m: &Manifest) -> Value {
+    let (a, md, d) = m.change_set.counts();
+    json!({
+        "added": a,
+        "modified": md,
+        "deleted": d,
+        "change_set_hash": m.change_set.hash,
+        "changes": m.change_set.changes.iter().take(200).map(|c| json!({"path": c.path, "kind": c.kind})).collect::<Vec<_>>(),
+    })
+}
+
+/// Runs the command in the sandbox on an overlay of the workspace, then: no change → the result
+/// at once; learned signatures (`auto`) → applies the change set now (journaled); otherwise →
+/// keeps the change set under the data dir and asks a human about it.
+#[allow(clippy::too_many_arguments)]
+async fn overlay_run(
+    ctx: &JobCtx,
+    command: &str,
+    report: &CheckReport,
+    f: &Facts,
+    workdir: &Path,
+    workspace: &Path,
+    timeout: Duration,
+    auto: bool,
+    sigs: &[Signature],
+    force_refused: bool,
+) -> Result<Outcome, Outcome> {
+    let data_dir = ctx.config.data_dir.clone();
+    let job_id = ctx.job_id;
+    let (upper, work) = {
+        let dd = data_dir.clone();
+        tokio::task::spawn_blocking(move || changes::create_layers(&dd, job_id))
+            .await
+            .map_err(|e| Outcome::failed(format!("overlay: {e}")))?
+            .map_err(|e| Outcome::failed(format!("cannot create the overlay layers: {e:#}")))?
+    };
+    let discard = || changes::discard(&data_dir, job_id);
+    let mut prepared = match crate::sandbox::prepare(
+        &ctx.sandbox,
+        &ctx.config.sandbox,
+        crate::sandbox::Set::Filesystem,
+        command,
+        workdir,
+        workspace,
+        executor::filtered_env(|k| std::env::var(k).ok()),
+        job_id,
+    ) {
+        Ok(p) => p,
+        Err(e) => {
+            discard();
+            return Err(Outcome::failed(e));
+        }
+    };
+    let Some((_, spec)) = prepared.sandbox.as_mut() else {
+        prepared.finish();
+        discard();
+        return Err(Outcome::failed(
+            "the overlay needs the sandbox, which is not enforcing here; nothing ran",
+        ));
+    };
+    spec.overlay = Some(crate::sandbox::OverlaySpec {
+        workspace: workspace.to_path_buf(),
+        upper: upper.clone(),
+        work,
+    });
+    let label = format!("{} + overlay", prepared.label);
+    let req = ExecRequest {
+        command: command.to_string(),
+        workdir: workdir.to_path_buf(),
+        timeout,
+        sandbox: prepared.sandbox.clone(),
+    };
+    let res = executor::execute_with(&req, &ctx.cancel, |pgid| {
+        leftovers::record(&data_dir, job_id, pgid)
+    })
+    .await;
+    leftovers::forget(&data_dir, job_id);
+    prepared.finish();
+    let r = match res {
+        Ok(r) => r,
+        Err(e) => {
+            discard();
+            return Err(Outcome::failed(format!("cannot start the command: {e}")));
+        }
+    };
+    if r.cancelled {
+        discard();
+        return Ok(Outcome::cancelled());
+    }
+    if r.sandbox_failed {
+        discard();
+        if r.stderr.contains("mount overlay") {
+            // No overlay here (e.g. the data dir's file system cannot hold an upper layer):
+            // nothing ran; ask about the command up front, as without the overlay.
+            tracing::warn!(
+                stderr = r.stderr.trim(),
+                "overlay unavailable; asking up front"
+            );
+            remember_signatures(ctx, sigs, false).await;
+            return ask(ctx, command, report, workdir, "ask", force_refused, None).await;
+        }
+        return Err(Outcome::failed(format!(
+            "the sandbox could not confine the command, so nothing ran: {}",
+            r.stderr.trim()
+        )));
+    }
+    record_run(ctx, report, f, &label, &r).await;
+    let cs = {
+        let (u, w) = (upper.clone(), workspace.to_path_buf());
+        tokio::task::spawn_blocking(move || changes::compute(&u, &w))
+            .await
+            .map_err(|e| Outcome::failed(format!("overlay: {e}")))?
+    };
+    let cs = match cs {
+        Ok(cs) => cs,
+        Err(e) => {
+            discard();
+            return Err(Outcome::failed(format!(
+                "cannot capture the command's effects, so nothing was applied: {e:#}"
+            )));
+        }
+    };
+    let m = Manifest {
+        job_id,
+        command: command.to_string(),
+        command_hash: report.command_hash.clone(),
+        effect_hash: changes::effect_hash(&report.command_hash, &cs.hash),
+        workspace: workspace.to_path_buf(),
+        workdir: workdir.to_path_buf(),
+        exit_code: r.exit_code,
+        success: r.success(),
+        stdout: r.stdout.clone(),
+        stderr: r.stderr.clone(),
+        truncated: r.truncated,
+        duration_ms: r.duration_ms as u64,
+        sandbox: label.clone(),
+        signatures: sigs.iter().map(|s| s.text.clone()).collect(),
+        change_set: cs,
+        created_at: crate::time::now_ms(),
+    };
+    if m.change_set.is_empty() {
+        discard();
+        return Ok(ran_outcome(
+            &m,
+            if auto {
+                "signature_learned"
+            } else {
+                "overlay_no_changes"
+            },
+            json!([]),
+            None,
+        ));
+    }
+    if auto {
+        let texts = m.signatures.clone();
+        let out = apply_pending(ctx, m, "signature_learned").await;
+        if out.is_ok() {
+            let _ = ctx
+                .stores
+                .security
+                .call(move |c| signatures::count_auto_applied(c, &texts))
+                .await;
+        }
+        return out;
+    }
+    let saved = {
+        let (dd, m2) = (data_dir.clone(), m.clone());
+        tokio::task::spawn_blocking(move || changes::save_manifest(&dd, &m2))
+            .await
+            .map_err(|e| anyhow::anyhow!("{e}"))
+            .and_then(|r| r)
+    };
+    if let Err(e) = saved {
+        discard();
+        return Err(Outcome::failed(format!(
+            "cannot keep the change set: {e:#}"
+        )));
+    }
+    remember_signatures(ctx, sigs, true).await;
+    ask(
+        ctx,
+        command,
+        report,
+        workdir,
+        "ask",
+        force_refused,
+        Some(&m),
+    )
+    .await
+}
+
+/// The result of a command that ran on the overlay (seed 001's shape plus the effects).
+fn ran_outcome(m: &Manifest, policy_used: &str, applied: Value, undo: Option<String>) -> Outcome {
+    let success = m.success;
+    let mut result = json!({
+        "success": success,
+        "exit_code": m.exit_code,
+        "stdout": m.stdout,
+        "stderr": m.stderr,
+        "duration_ms": m.duration_ms,
+        "policy_used": policy_used,
+        "truncated": m.truncated,
+        "sandbox": m.sandbox,
+        "permission_set": "filesystem",
+        "command_hash": m.command_hash,
+        "effects": effects_json(m),
+        "applied": applied,
+    });
+    if let (Some(u), Some(o)) = (undo, result.as_object_mut()) {
+        o.insert("undo".into(), json!(u));
+    }
+    Outcome {
+        status: if success {
+            JobStatus::Succeeded
+        } else {
+            JobStatus::Failed
+        },
+        error: (!success).then(|| match m.exit_code {
+            Some(c) => format!("exit code {c}"),
+            None => "the command did not exit normally".into(),
+        }),
+        result: Some(result),
+    }
+}
+
+/// Applies a change set to the real workspace (refused on conflict), journals it, and removes
+/// its overlay layers. Nothing is re-run.
+async fn apply_pending(ctx: &JobCtx, m: Manifest, policy_used: &str) -> Result<Outcome, Outcome> {
+    let data_dir = ctx.config.data_dir.clone();
+    let job_id = ctx.job_id;
+    let applied = {
+        let (dd, m2) = (data_dir.clone(), m.clone());
+        tokio::task::spawn_blocking(move || changes::apply(&dd, &m2))
+            .await
+            .map_err(|e| Outcome::failed(format!("apply: {e}")))?
+    };
+    let journal = match applied {
+        Ok(j) => j,
+        Err(e) => {
+            changes::discard(&data_dir, job_id);
+            let msg = format!("{e:#}");
+            return Err(Outcome {
+                status: JobStatus::Failed,
+                result: Some(json!({
+                    "status": "conflict",
+                    "command": m.command,
+                    "policy_used": policy_used,
+                    "effects": effects_json(&m),
+                    "applied": [],
+                    "error": msg,
+                })),
+                error: Some(msg),
+            });
+        }
+    };
+    let entries = serde_json::to_string(&journal.entries).unwrap_or_else(|_| "[]".into());
+    let (cmd, wsd, pu, summary) = (
+        m.command.clone(),
+        m.workspace.display().to_string(),
+        policy_used.to_string(),
+        m.change_set.summary(),
+    );
+    let now = crate::time::now_ms();
+    let stored = ctx
+        .stores
+        .security
+        .call(move |c| {
+            Ok(write_tx(c, |tx| {
+                tx.execute(
+                    "INSERT OR REPLACE INTO journal(job_id, command, workspace, policy_used, summary, entries, applied_at, undone_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, NULL)",
+                    rusqlite::params![job_id, cmd, wsd, pu, summary, entries, now],
+                )
+            })?)
+        })
+        .await;
+    if let Err(e) = stored {
+        tracing::error!(
+            error = format!("{e:#}"),
+            job_id,
+            "applied, but cannot record the journal row (journal/{job_id}/entries.json has it)"
+        );
+    }
+    changes::discard(&data_dir, job_id);
+    let paths: Vec<Value> = m
+        .change_set
+        .changes
+        .iter()
+        .map(|c| json!({"path": c.path, "kind": c.kind}))
+        .collect();
+    Ok(ran_outcome(
+        &m,
+        policy_used,
+        json!(paths),
+        Some(format!("brainloop undo {job_id}")),
+    ))
 }

@@ -5,7 +5,9 @@
 //! `crate::actions::bash` ties them together.
 
 pub mod approvals;
+pub mod changes;
 pub mod executor;
 pub mod leftovers;
 pub mod policy;
 pub mod registry;
+pub mod signatures;

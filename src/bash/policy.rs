@@ -139,6 +139,15 @@ pub struct Situation {
     pub duplicate_check_enabled: bool,
     /// The sandbox is enforcing here: read-only commands may run unasked (DESIGN §5.7).
     pub sandbox_enforcing: bool,
+    /// The command's effects can be captured on an overlay of the workspace (no network, every
+    /// write inside the workspace, enforcing sandbox, overlay enabled) — DESIGN §5.12.
+    pub overlay: bool,
+    /// Every operation signature of the command is learned (or `always_allow`).
+    pub signatures_learned: bool,
+    /// A signature of the command the operator set to `always_ask`.
+    pub signature_always_ask: bool,
+    /// A signature of the command the operator set to `never`.
+    pub signature_never: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -153,6 +162,9 @@ pub enum Verdict {
     Ask(String),
     /// Asked again too soon: nothing ran.
     Duplicate { seconds_since_last: f64 },
+    /// Run on an overlay of the workspace; `auto`: apply the change set at once (learned
+    /// signatures), else ask a human about the change set (when there is one).
+    Overlay { auto: bool },
 }
 
 /// The precedence table (DESIGN §5.6): blocked > user_override > approval > force > policy.
@@ -168,6 +180,9 @@ pub fn decide(s: &Situation) -> Verdict {
         Some(Override::AlwaysAsk) if !s.approved => return ask(s, "always_ask"),
         _ => {}
     }
+    if let Some(sig) = &s.signature_never {
+        return Verdict::Denied(format!("the operator set the signature `{sig}` to `never`"));
+    }
     if s.approved {
         return Verdict::Run("approved".into());
     }
@@ -179,6 +194,16 @@ pub fn decide(s: &Situation) -> Verdict {
     }
     if s.force_requested && s.force_granted {
         return Verdict::Run("force_execute".into());
+    }
+    // Effects over commands: never for ask_warning (high risk asks up front with its warning).
+    if s.overlay && s.policy == Policy::Ask {
+        if s.signatures_learned && !s.signature_always_ask {
+            return Verdict::Overlay { auto: true };
+        }
+        return match ask(s, "ask") {
+            Verdict::Ask(_) => Verdict::Overlay { auto: false },
+            other => other,
+        };
     }
     ask(s, s.policy.as_str())
 }
@@ -329,6 +354,10 @@ mod tests {
             duplicate_threshold_ms: DEFAULT_DUPLICATE_THRESHOLD_MS,
             duplicate_check_enabled: true,
             sandbox_enforcing: false,
+            overlay: false,
+            signatures_learned: false,
+            signature_always_ask: false,
+            signature_never: None,
         }
     }
 
@@ -347,7 +376,103 @@ mod tests {
             permission_set: "readonly".into(),
             ..facts(false, 0.1)
         };
+        let overlay = |learned: bool| Situation {
+            sandbox_enforcing: true,
+            overlay: true,
+            signatures_learned: learned,
+            ..sit(facts(false, 0.3), Policy::Ask)
+        };
+        let ov = |auto: bool| Verdict::Overlay { auto };
         let cases: Vec<Case> = vec![
+            (
+                "a capturable write runs on the overlay and asks about its change set",
+                overlay(false),
+                ov(false),
+            ),
+            (
+                "learned signatures: the change set is applied at once",
+                overlay(true),
+                ov(true),
+            ),
+            (
+                "a signature set to always_ask keeps asking on the overlay",
+                Situation {
+                    signature_always_ask: true,
+                    ..overlay(true)
+                },
+                ov(false),
+            ),
+            (
+                "a signature set to never denies",
+                Situation {
+                    signature_never: Some("rm WS_PATH".into()),
+                    ..overlay(true)
+                },
+                Verdict::Denied("the operator set the signature `rm WS_PATH` to `never`".into()),
+            ),
+            (
+                "blocked beats learned signatures",
+                Situation {
+                    facts: Facts {
+                        blocked: true,
+                        ..facts(false, 0.3)
+                    },
+                    ..overlay(true)
+                },
+                Verdict::Blocked,
+            ),
+            (
+                "ask_warning never goes to the overlay: asks up front",
+                Situation {
+                    policy: Policy::AskWarning,
+                    facts: facts(false, 0.8),
+                    ..overlay(true)
+                },
+                askv("ask_warning"),
+            ),
+            (
+                "a command override always_ask asks up front even when learned",
+                Situation {
+                    user_override: Some(Override::AlwaysAsk),
+                    ..overlay(true)
+                },
+                askv("always_ask"),
+            ),
+            (
+                "an approval of the change set applies it (approved)",
+                Situation {
+                    approved: true,
+                    ..overlay(false)
+                },
+                run("approved"),
+            ),
+            (
+                "not capturable (network or outside writes): asks up front even if learned",
+                Situation {
+                    overlay: false,
+                    ..overlay(true)
+                },
+                askv("ask"),
+            ),
+            (
+                "the duplicate check applies before an overlay ask",
+                Situation {
+                    since_last_ms: Some(100),
+                    ..overlay(false)
+                },
+                Verdict::Duplicate {
+                    seconds_since_last: 0.1,
+                },
+            ),
+            (
+                "force with the grant runs for real before the overlay",
+                Situation {
+                    force_requested: true,
+                    force_granted: true,
+                    ..overlay(false)
+                },
+                run("force_execute"),
+            ),
             (
                 "readonly runs unasked under an enforcing sandbox",
                 Situation {

@@ -61,8 +61,14 @@ pub enum Command {
     Deny(security::DecideArgs),
     /// The command registry: policy, override, runs, success rate, risk (`--history HASH`).
     Commands(security::CommandsArgs),
-    /// Set a command's override: always_allow, always_ask, never, or clear.
+    /// Set a command's (or a signature's) override: always_allow, always_ask, never, or clear.
     Override(security::OverrideArgs),
+    /// Show a validation or job: its change set (diff) and the command's output.
+    Show(security::ShowArgs),
+    /// Restore what a job's applied change set replaced (refused if later changes conflict).
+    Undo(security::UndoArgs),
+    /// Operation signatures: approvals, denials, learned or not (and why).
+    Signatures(security::SignaturesArgs),
     /// Show what the command sandbox can enforce on this machine (Landlock, seccomp, namespaces, cgroup).
     Sandbox {
         #[arg(long)]
@@ -144,6 +150,9 @@ pub fn main() -> i32 {
         Command::Deny(args) => security::decide(&config, &args, false),
         Command::Commands(args) => security::commands(&config, &args),
         Command::Override(args) => security::set_override(&config, &args),
+        Command::Show(args) => security::show(&config, &args),
+        Command::Undo(args) => security::undo(&config, &args),
+        Command::Signatures(args) => security::signatures_list(&config, &args),
         Command::Grant(args) => grants::grant(&config, &args),
         Command::Revoke(args) => grants::revoke(&config, &args),
         Command::Grants(args) => grants::list(&config, &args),

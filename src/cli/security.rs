@@ -4,8 +4,10 @@
 //! write; the worker consumes each approval once (see `supervisor::approvals`).
 
 use crate::bash::approvals::{self, Decision};
+use crate::bash::changes;
 use crate::bash::policy::Override;
 use crate::bash::registry;
+use crate::bash::signatures;
 use crate::config::Config;
 use crate::db::{self, DbKind};
 use anyhow::{bail, Result};
@@ -42,7 +44,8 @@ pub struct CommandsArgs {
 
 #[derive(clap::Args, Debug)]
 pub struct OverrideArgs {
-    /// Command hash (or a unique prefix), from `brainloop commands` or `brainloop check`.
+    /// Command hash (or a unique prefix), from `brainloop commands` or `brainloop check`; or a
+    /// signature id from `brainloop signatures` (`sig:N`, or `N` when no command hash matches).
     pub hash: String,
     /// always_allow, always_ask, never, or clear.
     pub value: String,
@@ -197,7 +200,31 @@ pub fn set_override(config: &Config, a: &OverrideArgs) -> Result<i32> {
         })?),
     };
     let mut sec = open(config, DbKind::Security)?;
-    let hash = registry::resolve_prefix(&sec, &a.hash)?;
+    let sig_id = a
+        .hash
+        .strip_prefix("sig:")
+        .and_then(|n| n.parse::<i64>().ok());
+    let as_hash = if sig_id.is_none() {
+        registry::resolve_prefix(&sec, &a.hash)
+    } else {
+        Err(anyhow::anyhow!("a signature id"))
+    };
+    let hash = match (as_hash, sig_id.or_else(|| a.hash.parse::<i64>().ok())) {
+        (Ok(h), _) => h,
+        (Err(_), Some(id)) => {
+            let reason = a
+                .reason
+                .clone()
+                .unwrap_or_else(|| format!("set by {}", super::operator()));
+            let sig = signatures::set_override(&mut sec, id, ov, &reason)?;
+            println!(
+                "signature {id} `{sig}`: override {}",
+                ov.map(|o| o.as_str()).unwrap_or("cleared")
+            );
+            return Ok(0);
+        }
+        (Err(e), None) => return Err(e),
+    };
     let reason = a
         .reason
         .clone()
@@ -207,5 +234,148 @@ pub fn set_override(config: &Config, a: &OverrideArgs) -> Result<i32> {
         "{hash}: override {}",
         ov.map(|o| o.as_str()).unwrap_or("cleared")
     );
+    Ok(0)
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ShowArgs {
+    /// A validation id, or a job id.
+    pub id: String,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct UndoArgs {
+    /// The job whose applied change set to undo.
+    pub job: i64,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct SignaturesArgs {
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `brainloop show ID`: a validation (or job) with its change set's diff and the command's output.
+pub fn show(config: &Config, a: &ShowArgs) -> Result<i32> {
+    let out = db::open_read_only(&config.data_dir, DbKind::Output)?;
+    let (job_id, v) = match approvals::get(&out, &a.id)? {
+        Some(v) => (v.job_id, Some(v)),
+        None => match a.id.parse::<i64>() {
+            Ok(j) => (j, approvals::latest_of_job(&out, j)?),
+            Err(_) => bail!("no validation {} (see `brainloop validations`)", a.id),
+        },
+    };
+    println!("job {job_id}");
+    if let Some(v) = &v {
+        println!(
+            "validation {} [{}]  policy {}  risk {:.2}",
+            v.id,
+            v.status,
+            v.policy.as_deref().unwrap_or("?"),
+            v.risk_score.unwrap_or(0.0)
+        );
+        println!("command: {}", v.command.as_deref().unwrap_or(""));
+    }
+    match changes::load_manifest(&config.data_dir, job_id)? {
+        Some(m) => {
+            println!(
+                "ran on an overlay of {} (exit {}, {} ms): {}",
+                m.workspace.display(),
+                m.exit_code
+                    .map(|c| c.to_string())
+                    .unwrap_or_else(|| "?".into()),
+                m.duration_ms,
+                m.change_set.summary()
+            );
+            if !m.signatures.is_empty() {
+                println!("signatures: {}", m.signatures.join(" | "));
+            }
+            println!("--- stdout\n{}", m.stdout);
+            println!("--- stderr\n{}", m.stderr);
+            println!("--- changes");
+            print!("{}", m.change_set.diff());
+        }
+        None => {
+            let sec = open(config, DbKind::Security)?;
+            let j: Option<(String, String, i64, Option<i64>)> = rusqlite::OptionalExtension::optional(sec.query_row(
+                "SELECT summary, policy_used, applied_at, undone_at FROM journal WHERE job_id = ?1",
+                [job_id],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+            ))?;
+            match j {
+                Some((summary, p, at, undone)) => println!(
+                    "change set applied ({p}) at {at}: {summary}{}",
+                    undone
+                        .map(|u| format!("; undone at {u}"))
+                        .unwrap_or_default()
+                ),
+                None => println!(
+                    "no pending change set (the command is asked up front, or was decided)"
+                ),
+            }
+        }
+    }
+    Ok(0)
+}
+
+/// `brainloop undo JOB`: restores what an applied change set replaced.
+pub fn undo(config: &Config, a: &UndoArgs) -> Result<i32> {
+    let mut sec = open(config, DbKind::Security)?;
+    let row: Option<(String, String, Option<i64>)> =
+        rusqlite::OptionalExtension::optional(sec.query_row(
+            "SELECT workspace, entries, undone_at FROM journal WHERE job_id = ?1",
+            [a.job],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        ))?;
+    let Some((ws, entries, undone)) = row else {
+        bail!(
+            "job {} has no applied change set (see `brainloop show {}`)",
+            a.job,
+            a.job
+        );
+    };
+    if let Some(t) = undone {
+        bail!("job {}'s change set was already undone (at {t})", a.job);
+    }
+    let j = changes::Journal {
+        job_id: a.job,
+        workspace: ws.into(),
+        entries: serde_json::from_str(&entries)?,
+    };
+    let restored = changes::undo(&config.data_dir, &j)?;
+    crate::db::write_tx(&mut sec, |tx| {
+        tx.execute(
+            "UPDATE journal SET undone_at = ?2 WHERE job_id = ?1",
+            rusqlite::params![a.job, crate::time::now_ms()],
+        )
+    })?;
+    println!("undid job {}: {} path(s) restored", a.job, restored.len());
+    for p in restored {
+        println!("  {p}");
+    }
+    Ok(0)
+}
+
+/// `brainloop signatures`: learned and learning operation signatures.
+pub fn signatures_list(config: &Config, a: &SignaturesArgs) -> Result<i32> {
+    let sec = open(config, DbKind::Security)?;
+    let rows = signatures::list(&sec, config.signature_approvals)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(0);
+    }
+    if rows.is_empty() {
+        println!("no signatures yet");
+    }
+    println!(
+        "{:>4} {:>4} {:>4} {:>5} {:>5}  {:<28} signature",
+        "id", "ok", "deny", "up", "auto", "state"
+    );
+    for r in rows {
+        println!(
+            "{:>4} {:>4} {:>4} {:>5} {:>5}  {:<28} {}",
+            r.id, r.approvals, r.denials, r.upfront_approvals, r.auto_applied, r.state, r.signature
+        );
+    }
     Ok(0)
 }

@@ -92,6 +92,11 @@ pub fn main(spec: &Spec) -> i32 {
     ) {
         fail(format!("make mounts private: {e}"));
     }
+    if let Some(o) = &spec.overlay {
+        if let Err(e) = mount_overlay(o) {
+            fail(e);
+        }
+    }
     // SAFETY: the helper is single-threaded (it never starts a runtime), so fork is sound.
     match unsafe { fork() } {
         Err(e) => fail(format!("fork: {e}")),
@@ -111,6 +116,38 @@ pub fn main(spec: &Spec) -> i32 {
             }
         },
     }
+}
+
+/// Mounts the copy-on-write view of the workspace over the workspace path (this mount
+/// namespace only). `userxattr` keeps overlay metadata (opaque dirs) in `user.overlay.*`, which
+/// an unprivileged mounter may write and the worker may read.
+fn mount_overlay(o: &super::OverlaySpec) -> Result<(), String> {
+    let opts = |extra: &str| {
+        format!(
+            "lowerdir={},upperdir={},workdir={}{extra}",
+            o.workspace.display(),
+            o.upper.display(),
+            o.work.display()
+        )
+    };
+    for p in [&o.workspace, &o.upper, &o.work] {
+        let s = p.display().to_string();
+        if s.contains(',') || s.contains(':') || s.contains('\\') {
+            return Err(format!("overlay: unsupported character in path {s}"));
+        }
+    }
+    let attempt = |data: String| {
+        mount(
+            Some("overlay"),
+            &o.workspace,
+            Some("overlay"),
+            MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+            Some(data.as_str()),
+        )
+    };
+    attempt(opts(",userxattr"))
+        .or_else(|_| attempt(opts("")))
+        .map_err(|e| format!("mount overlay on {}: {e}", o.workspace.display()))
 }
 
 /// PID 1 of the sandbox.

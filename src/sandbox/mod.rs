@@ -136,6 +136,20 @@ pub struct Spec {
     pub limits: Limits,
     /// `cgroup.procs` files the helper joins before anything else.
     pub cgroup_procs: Vec<PathBuf>,
+    /// Run on a copy-on-write view of the workspace (DESIGN §5.12): the helper mounts an
+    /// overlay (lower = the workspace, upper/work under the data dir) on the workspace path
+    /// inside the command's mount namespace; the real workspace is never written.
+    #[serde(default)]
+    pub overlay: Option<OverlaySpec>,
+}
+
+/// Where the overlay of one job lives (both under the data dir, never visible to the command).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct OverlaySpec {
+    /// The workspace (lower layer and mount point).
+    pub workspace: PathBuf,
+    pub upper: PathBuf,
+    pub work: PathBuf,
 }
 
 /// System directories every set reads (programs, libraries).
@@ -268,6 +282,7 @@ pub fn spec_for(
         tmp_dir,
         limits: limits.clone(),
         cgroup_procs: Vec::new(),
+        overlay: None,
     }
 }
 

@@ -88,7 +88,7 @@ fn ignore(stores: &Stores, row_id: i64, validation_id: &str, why: &str, now: i64
 }
 
 /// Expiries and new approvals, as actions for the supervisor.
-pub fn collect(stores: &Stores) -> Result<Vec<Resume>> {
+pub fn collect(stores: &Stores, data_dir: &std::path::Path) -> Result<Vec<Resume>> {
     let now = crate::time::now_ms();
     let mut out = Vec::new();
     let rows = stores.security.with(|c| approvals::unconsumed(c))?;
@@ -154,6 +154,11 @@ pub fn collect(stores: &Stores) -> Result<Vec<Resume>> {
             _ => None,
         };
         if let Some(ov) = ov {
+            // An approval of a change set binds to command + effects; the override is the command's.
+            let hash = match crate::bash::changes::load_manifest(data_dir, v.job_id) {
+                Ok(Some(m)) if m.effect_hash == hash => m.command_hash,
+                _ => hash.clone(),
+            };
             let reason = format!(
                 "{} by {} (validation {})",
                 decision.as_str(),
@@ -163,6 +168,20 @@ pub fn collect(stores: &Stores) -> Result<Vec<Resume>> {
             stores
                 .security
                 .with(|c| registry::set_override(c, &hash, Some(ov), &reason, now))?;
+        }
+        // Approvals and denials accrue to the job's operation signatures (once per job).
+        if let Err(e) = stores
+            .security
+            .with(|c| crate::bash::signatures::count_decision(c, v.job_id, runs))
+        {
+            tracing::warn!(
+                error = format!("{e:#}"),
+                "cannot count the decision toward signatures"
+            );
+        }
+        if !runs {
+            // A denied change set is discarded: the workspace was never touched.
+            crate::bash::changes::discard(data_dir, v.job_id);
         }
         if runs {
             stores.lifecycle.with(|c| {
@@ -200,6 +219,7 @@ pub fn collect(stores: &Stores) -> Result<Vec<Resume>> {
     for v in stores.output.with(|c| approvals::expire(c, now))? {
         if let Some(w) = waiting(stores, v.job_id)? {
             if w.status == status::PENDING_VALIDATION {
+                crate::bash::changes::discard(data_dir, v.job_id);
                 out.push(Resume::End(end_row(
                     v.job_id,
                     &w,

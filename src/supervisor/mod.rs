@@ -104,6 +104,22 @@ pub async fn run(
         .await
         .context("recovery task panicked")?
         .context("start-up recovery failed")?;
+    // Change sets of jobs that ended (denied or expired while the worker was down, or applied
+    // before a crash cut the clean-up) are discarded; waiting ones survive the restart.
+    {
+        let (st, dd) = (Arc::clone(&stores), config.data_dir.clone());
+        let swept = tokio::task::spawn_blocking(move || {
+            crate::bash::changes::sweep_finished(&dd, |ids| {
+                st.output.with(|c| crate::db::output::finals_among(c, ids))
+            })
+        })
+        .await;
+        if let Ok(Ok(n)) = swept {
+            if n > 0 {
+                tracing::info!(change_sets = n, "discarded change sets of finished jobs");
+            }
+        }
+    }
     let now = crate::time::now_ms();
     let mut ready = ReadyQueue::default();
     for c in &rec.requeue {
@@ -304,7 +320,8 @@ pub async fn run(
             approvals_check = false;
             approvals_notified = false;
             let st = Arc::clone(&stores);
-            match tokio::task::spawn_blocking(move || approvals::collect(&st)).await {
+            let dd = config.data_dir.clone();
+            match tokio::task::spawn_blocking(move || approvals::collect(&st, &dd)).await {
                 Ok(Ok(resumes)) => {
                     let now = crate::time::now_ms();
                     for r in resumes {

@@ -1,0 +1,850 @@
+//! Change sets (DESIGN §5.12 "effects over commands"): what a command run on an overlay of the
+//! workspace changed, how it is shown (a capped unified diff), applied to the real workspace
+//! (refused on conflict, journaled first) and undone.
+//!
+//! Layout under the data dir (never visible to commands):
+//! - `changes/<job>/upper`, `changes/<job>/work`: the overlay's layers while the change set waits;
+//!   `changes/<job>/manifest.json`: the run's output and the change set (survives a restart);
+//! - `journal/<job>/entries.json` + `journal/<job>/<n>`: previous contents of every path an
+//!   applied change set touched (what `brainloop undo` restores).
+//!
+//! A path's *state* is what conflict detection compares: absent, `dir`, `link:<target>` or
+//! `file:<sha256>:<mode>`. Apply requires every touched path to be in its pre-run state (or
+//! already in its post-run state: an apply cut off by a crash resumes); undo requires the
+//! post-run state.
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::fs;
+use std::io::Read;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// Diff text kept per file and per change set.
+pub const FILE_DIFF_CAP: usize = 16 * 1024;
+pub const TOTAL_DIFF_CAP: usize = 64 * 1024;
+/// Files larger than this are not diffed (shown as a size change).
+const DIFF_MAX_FILE: u64 = 1 << 20;
+/// More entries than this in one change set is refused (nothing applied).
+pub const MAX_CHANGES: usize = 10_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    Added,
+    Modified,
+    Deleted,
+}
+
+/// One path the command changed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Change {
+    /// Relative to the workspace, `/`-separated.
+    pub path: String,
+    pub kind: Kind,
+    /// State in the workspace when the command ran (None: absent).
+    pub before: Option<String>,
+    /// State the change set gives it (None: deleted).
+    pub after: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub diff: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ChangeSet {
+    pub changes: Vec<Change>,
+    /// SHA-256 over (path, kind, before, after) of every change: what an approval binds to.
+    pub hash: String,
+    pub diff_truncated: bool,
+}
+
+impl ChangeSet {
+    pub fn is_empty(&self) -> bool {
+        self.changes.is_empty()
+    }
+    pub fn counts(&self) -> (usize, usize, usize) {
+        let n = |k| self.changes.iter().filter(|c| c.kind == k).count();
+        (n(Kind::Added), n(Kind::Modified), n(Kind::Deleted))
+    }
+    pub fn summary(&self) -> String {
+        let (a, m, d) = self.counts();
+        format!("{a} added, {m} modified, {d} deleted")
+    }
+    /// The unified diff of the whole change set (capped).
+    pub fn diff(&self) -> String {
+        let mut out = String::new();
+        for c in &self.changes {
+            match &c.diff {
+                Some(d) => out.push_str(d),
+                None => out.push_str(&format!(
+                    "{} {} ({} → {})\n",
+                    match c.kind {
+                        Kind::Added => "added",
+                        Kind::Modified => "modified",
+                        Kind::Deleted => "deleted",
+                    },
+                    c.path,
+                    short_state(c.before.as_deref()),
+                    short_state(c.after.as_deref())
+                )),
+            }
+        }
+        if self.diff_truncated {
+            out.push_str("… (diff truncated)\n");
+        }
+        out
+    }
+}
+
+fn short_state(s: Option<&str>) -> String {
+    match s {
+        None => "absent".into(),
+        Some(s) if s.starts_with("file:") => {
+            let parts: Vec<&str> = s.splitn(3, ':').collect();
+            format!(
+                "file {} mode {}",
+                parts.get(1).map(|h| &h[..h.len().min(12)]).unwrap_or(""),
+                parts.get(2).unwrap_or(&"")
+            )
+        }
+        Some(s) => s.to_string(),
+    }
+}
+
+/// The effect hash an approval of this change set binds to: command + change set.
+pub fn effect_hash(command_hash: &str, change_set_hash: &str) -> String {
+    let mut h = Sha256::new();
+    h.update(b"brainloop effect v1\n");
+    h.update(command_hash.as_bytes());
+    h.update(b"\n");
+    h.update(change_set_hash.as_bytes());
+    hex::encode(h.finalize())
+}
+
+fn sha256_file(p: &Path) -> Result<String> {
+    let mut f = fs::File::open(p).with_context(|| format!("open {}", p.display()))?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(hex::encode(h.finalize()))
+}
+
+/// The state of a path (never follows a final symlink).
+pub fn state(p: &Path) -> Result<Option<String>> {
+    let md = match fs::symlink_metadata(p) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e).with_context(|| format!("stat {}", p.display())),
+    };
+    let ft = md.file_type();
+    Ok(Some(if ft.is_dir() {
+        "dir".into()
+    } else if ft.is_symlink() {
+        format!("link:{}", fs::read_link(p)?.display())
+    } else if ft.is_file() {
+        format!("file:{}:{:o}", sha256_file(p)?, md.mode() & 0o7777)
+    } else {
+        "special".into()
+    }))
+}
+
+fn xattr(p: &Path, name: &str) -> Option<Vec<u8>> {
+    use std::os::unix::ffi::OsStrExt;
+    let cp = std::ffi::CString::new(p.as_os_str().as_bytes()).ok()?;
+    let cn = std::ffi::CString::new(name).ok()?;
+    let mut buf = [0u8; 64];
+    // SAFETY: valid NUL-terminated strings and a buffer of the given length.
+    let n = unsafe {
+        libc::lgetxattr(
+            cp.as_ptr(),
+            cn.as_ptr(),
+            buf.as_mut_ptr() as *mut libc::c_void,
+            buf.len(),
+        )
+    };
+    (n >= 0).then(|| buf[..n as usize].to_vec())
+}
+
+fn is_whiteout(p: &Path, md: &fs::Metadata) -> bool {
+    (md.file_type().is_char_device() && md.rdev() == 0)
+        || (md.file_type().is_file()
+            && md.len() == 0
+            && (xattr(p, "user.overlay.whiteout").is_some()
+                || xattr(p, "trusted.overlay.whiteout").is_some()))
+}
+
+fn is_opaque(p: &Path) -> bool {
+    ["user.overlay.opaque", "trusted.overlay.opaque"]
+        .iter()
+        .any(|n| xattr(p, n).is_some_and(|v| v.first() == Some(&b'y')))
+}
+
+fn rel_join(rel: &str, name: &str) -> String {
+    if rel.is_empty() {
+        name.to_string()
+    } else {
+        format!("{rel}/{name}")
+    }
+}
+
+fn sorted_entries(dir: &Path) -> Result<Vec<String>> {
+    let mut v = Vec::new();
+    for e in fs::read_dir(dir).with_context(|| format!("read {}", dir.display()))? {
+        let e = e?;
+        match e.file_name().into_string() {
+            Ok(n) => v.push(n),
+            Err(n) => bail!("a file name that is not UTF-8: {:?}", n),
+        }
+    }
+    v.sort();
+    Ok(v)
+}
+
+struct Walk<'a> {
+    upper: &'a Path,
+    lower: &'a Path,
+    deletions: Vec<Change>,
+    others: Vec<Change>,
+}
+
+impl Walk<'_> {
+    fn count(&self) -> Result<()> {
+        if self.deletions.len() + self.others.len() > MAX_CHANGES {
+            bail!("the command changed more than {MAX_CHANGES} paths; refused (nothing applied)");
+        }
+        Ok(())
+    }
+
+    /// Everything under (and including) `rel` in the lower layer is deleted.
+    fn delete_lower(&mut self, rel: &str) -> Result<()> {
+        let p = self.lower.join(rel);
+        let before = state(&p)?;
+        if before.as_deref() == Some("dir") {
+            for name in sorted_entries(&p)? {
+                self.delete_lower(&rel_join(rel, &name))?;
+            }
+        }
+        if before.is_some() {
+            self.deletions.push(Change {
+                path: rel.to_string(),
+                kind: Kind::Deleted,
+                before,
+                after: None,
+                diff: None,
+            });
+        }
+        self.count()
+    }
+
+    fn dir(&mut self, rel: &str) -> Result<()> {
+        let up = self.upper.join(rel);
+        let names = sorted_entries(&up)?;
+        if !rel.is_empty() && is_opaque(&up) {
+            // A directory removed and recreated: what the lower layer had there is gone.
+            let low = self.lower.join(rel);
+            if state(&low)?.as_deref() == Some("dir") {
+                for name in sorted_entries(&low)? {
+                    if !names.contains(&name) {
+                        self.delete_lower(&rel_join(rel, &name))?;
+                    }
+                }
+            }
+        }
+        for name in names {
+            let r = rel_join(rel, &name);
+            let p = self.upper.join(&r);
+            let md = fs::symlink_metadata(&p)?;
+            let low = self.lower.join(&r);
+            let before = state(&low)?;
+            if is_whiteout(&p, &md) {
+                self.delete_lower(&r)?;
+                continue;
+            }
+            let ft = md.file_type();
+            if ft.is_dir() {
+                if before.is_some() && before.as_deref() != Some("dir") {
+                    self.delete_lower(&r)?;
+                }
+                if before.as_deref() != Some("dir") {
+                    self.others.push(Change {
+                        path: r.clone(),
+                        kind: Kind::Added,
+                        before: None,
+                        after: Some("dir".into()),
+                        diff: None,
+                    });
+                }
+                self.count()?;
+                self.dir(&r)?;
+            } else if ft.is_file() || ft.is_symlink() {
+                let after = state(&p)?;
+                if after == before {
+                    continue; // copied up, not changed
+                }
+                let kind = if before.as_deref() == Some("dir") {
+                    self.delete_lower(&r)?;
+                    Kind::Added
+                } else if before.is_some() {
+                    Kind::Modified
+                } else {
+                    Kind::Added
+                };
+                let before = if kind == Kind::Added { None } else { before };
+                self.others.push(Change {
+                    path: r,
+                    kind,
+                    before,
+                    after,
+                    diff: None,
+                });
+                self.count()?;
+            } else {
+                bail!(
+                    "the command created a special file ({}); such effects cannot be applied — nothing applied",
+                    r
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+fn read_text(p: &Path) -> Option<String> {
+    let md = fs::symlink_metadata(p).ok()?;
+    if !md.file_type().is_file() || md.len() > DIFF_MAX_FILE {
+        return None;
+    }
+    String::from_utf8(fs::read(p).ok()?).ok()
+}
+
+fn cap(s: String, max: usize) -> (String, bool) {
+    if s.len() <= max {
+        return (s, false);
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    (
+        format!("{}\n… (diff of this file truncated)\n", &s[..end]),
+        true,
+    )
+}
+
+fn file_diff(c: &Change, upper: &Path, lower: &Path) -> Option<String> {
+    let is_file = |s: &Option<String>| s.as_deref().is_some_and(|s| s.starts_with("file:"));
+    if !is_file(&c.before) && !is_file(&c.after) {
+        return None;
+    }
+    let old = if is_file(&c.before) {
+        read_text(&lower.join(&c.path))
+    } else {
+        Some(String::new())
+    };
+    let new = if is_file(&c.after) {
+        read_text(&upper.join(&c.path))
+    } else {
+        Some(String::new())
+    };
+    match (old, new) {
+        (Some(o), Some(n)) => {
+            let (a, b) = (
+                if c.before.is_some() {
+                    format!("a/{}", c.path)
+                } else {
+                    "/dev/null".into()
+                },
+                if c.after.is_some() {
+                    format!("b/{}", c.path)
+                } else {
+                    "/dev/null".into()
+                },
+            );
+            let mut d = similar::TextDiff::from_lines(&o, &n)
+                .unified_diff()
+                .context_radius(3)
+                .header(&a, &b)
+                .to_string();
+            if d.is_empty() {
+                d = format!("mode changed: {}\n", c.path);
+            }
+            Some(d)
+        }
+        _ => Some(format!(
+            "Binary file {} {}\n",
+            c.path,
+            match c.kind {
+                Kind::Added => "added",
+                Kind::Modified => "differs",
+                Kind::Deleted => "deleted",
+            }
+        )),
+    }
+}
+
+/// Computes the change set of an overlay run: `upper` against the workspace (`lower`).
+pub fn compute(upper: &Path, lower: &Path) -> Result<ChangeSet> {
+    let mut w = Walk {
+        upper,
+        lower,
+        deletions: Vec::new(),
+        others: Vec::new(),
+    };
+    w.dir("")?;
+    // Deepest first for deletions; additions in path order (parents before children).
+    w.deletions.sort_by(|a, b| b.path.cmp(&a.path));
+    w.deletions.dedup_by(|a, b| a.path == b.path);
+    let mut changes = w.deletions;
+    changes.extend(w.others);
+    let mut h = Sha256::new();
+    for c in &changes {
+        h.update(
+            serde_json::to_string(&(&c.path, c.kind, &c.before, &c.after))
+                .unwrap_or_default()
+                .as_bytes(),
+        );
+        h.update(b"\n");
+    }
+    let mut total = 0usize;
+    let mut truncated = false;
+    for c in changes.iter_mut() {
+        if total >= TOTAL_DIFF_CAP {
+            truncated = true;
+            break;
+        }
+        if let Some(d) = file_diff(c, upper, lower) {
+            let (d, t) = cap(d, FILE_DIFF_CAP.min(TOTAL_DIFF_CAP - total));
+            truncated |= t;
+            total += d.len();
+            c.diff = Some(d);
+        }
+    }
+    Ok(ChangeSet {
+        changes,
+        hash: hex::encode(h.finalize()),
+        diff_truncated: truncated,
+    })
+}
+
+/// Everything a pending change set needs to be shown and applied after a restart.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Manifest {
+    pub job_id: i64,
+    pub command: String,
+    pub command_hash: String,
+    pub effect_hash: String,
+    pub workspace: PathBuf,
+    pub workdir: PathBuf,
+    pub exit_code: Option<i32>,
+    pub success: bool,
+    pub stdout: String,
+    pub stderr: String,
+    pub truncated: bool,
+    pub duration_ms: u64,
+    pub sandbox: String,
+    pub signatures: Vec<String>,
+    pub change_set: ChangeSet,
+    pub created_at: i64,
+}
+
+pub fn job_dir(data_dir: &Path, job_id: i64) -> PathBuf {
+    data_dir.join("changes").join(job_id.to_string())
+}
+pub fn journal_dir(data_dir: &Path, job_id: i64) -> PathBuf {
+    data_dir.join("journal").join(job_id.to_string())
+}
+
+fn write_durable(p: &Path, bytes: &[u8]) -> Result<()> {
+    let tmp = p.with_extension("tmp");
+    {
+        use std::io::Write;
+        let mut f = fs::File::create(&tmp).with_context(|| format!("create {}", tmp.display()))?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+    }
+    fs::rename(&tmp, p).with_context(|| format!("rename {}", p.display()))?;
+    if let Some(d) = p.parent() {
+        if let Ok(f) = fs::File::open(d) {
+            let _ = f.sync_all();
+        }
+    }
+    Ok(())
+}
+
+pub fn save_manifest(data_dir: &Path, m: &Manifest) -> Result<()> {
+    write_durable(
+        &job_dir(data_dir, m.job_id).join("manifest.json"),
+        &serde_json::to_vec(m)?,
+    )
+}
+
+pub fn load_manifest(data_dir: &Path, job_id: i64) -> Result<Option<Manifest>> {
+    let p = job_dir(data_dir, job_id).join("manifest.json");
+    match fs::read(&p) {
+        Ok(b) => Ok(Some(serde_json::from_slice(&b).with_context(|| {
+            format!("corrupt change-set manifest {}", p.display())
+        })?)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("read {}", p.display())),
+    }
+}
+
+/// Removes a job's overlay layers and manifest (the overlay's work dir is made removable first).
+pub fn discard(data_dir: &Path, job_id: i64) {
+    let d = job_dir(data_dir, job_id);
+    let work = d.join("work").join("work");
+    if work.exists() {
+        let _ = fs::set_permissions(&work, fs::Permissions::from_mode(0o700));
+    }
+    let _ = fs::remove_dir_all(&d);
+}
+
+/// Discards the change sets of jobs that have a final result; returns how many.
+pub fn sweep_finished<S>(
+    data_dir: &Path,
+    finals_among: impl FnOnce(&[i64]) -> Result<S>,
+) -> Result<usize>
+where
+    S: IntoIterator<Item = i64>,
+{
+    let dir = data_dir.join("changes");
+    let Ok(rd) = fs::read_dir(&dir) else {
+        return Ok(0);
+    };
+    let ids: Vec<i64> = rd
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse().ok()))
+        .collect();
+    if ids.is_empty() {
+        return Ok(0);
+    }
+    let mut n = 0;
+    for id in finals_among(&ids)? {
+        discard(data_dir, id);
+        n += 1;
+    }
+    Ok(n)
+}
+
+/// Creates the (empty) overlay layers of a job; returns (upper, work).
+pub fn create_layers(data_dir: &Path, job_id: i64) -> Result<(PathBuf, PathBuf)> {
+    discard(data_dir, job_id);
+    let d = job_dir(data_dir, job_id);
+    let (u, w) = (d.join("upper"), d.join("work"));
+    for p in [&u, &w] {
+        fs::create_dir_all(p).with_context(|| format!("create {}", p.display()))?;
+        fs::set_permissions(p, fs::Permissions::from_mode(0o700))?;
+    }
+    if let Some(c) = d.parent() {
+        let _ = fs::set_permissions(c, fs::Permissions::from_mode(0o700));
+    }
+    Ok((u, w))
+}
+
+/// One journaled path: its state before and after the apply, and where its previous content is.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JournalEntry {
+    pub path: String,
+    pub before: Option<String>,
+    pub after: Option<String>,
+    /// File (in the journal dir) holding the previous regular-file content.
+    pub saved: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Journal {
+    pub job_id: i64,
+    pub workspace: PathBuf,
+    pub entries: Vec<JournalEntry>,
+}
+
+/// Every component between `root` and `p`'s parent must be a real directory (no symlink can
+/// redirect a write out of the workspace); missing ones are fine (created in order).
+fn check_parents(root: &Path, rel: &str) -> Result<()> {
+    let mut cur = root.to_path_buf();
+    let parts: Vec<&str> = rel.split('/').collect();
+    for part in &parts[..parts.len().saturating_sub(1)] {
+        if part.is_empty() || *part == "." || *part == ".." {
+            bail!("invalid path {rel}");
+        }
+        cur.push(part);
+        match fs::symlink_metadata(&cur) {
+            Ok(m) if m.file_type().is_dir() => {}
+            Ok(_) => bail!(
+                "{} is no longer a directory (a symlink or file is in the way)",
+                cur.display()
+            ),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
+/// Paths whose current state is neither the expected `from` nor `to`.
+fn conflicts<'a>(
+    root: &Path,
+    items: impl Iterator<Item = (&'a str, &'a Option<String>, &'a Option<String>)>,
+) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    for (path, from, to) in items {
+        if let Err(e) = check_parents(root, path) {
+            out.push(format!("{path}: {e}"));
+            continue;
+        }
+        let cur = state(&root.join(path))?;
+        if &cur != from && &cur != to {
+            out.push(format!(
+                "{path}: expected {}, found {}",
+                short_state(from.as_deref()),
+                short_state(cur.as_deref())
+            ));
+        }
+    }
+    Ok(out)
+}
+
+fn tmp_name(target: &Path) -> PathBuf {
+    let mut b = [0u8; 6];
+    let _ = getrandom::fill(&mut b);
+    let name = format!(".brainloop-{}.tmp", hex::encode(b));
+    target.parent().unwrap_or(Path::new("/")).join(name)
+}
+
+/// Puts `to` state at `target`, taking file content from `src` (a regular file or symlink).
+fn put(target: &Path, to: &str, src: Option<&Path>) -> Result<()> {
+    if to == "dir" {
+        match fs::symlink_metadata(target) {
+            Ok(m) if m.is_dir() => return Ok(()),
+            Ok(_) => fs::remove_file(target)?,
+            Err(_) => {}
+        }
+        fs::create_dir(target).with_context(|| format!("mkdir {}", target.display()))?;
+        return Ok(());
+    }
+    let tmp = tmp_name(target);
+    if let Some(link) = to.strip_prefix("link:") {
+        std::os::unix::fs::symlink(link, &tmp)?;
+    } else {
+        let src = src.ok_or_else(|| anyhow::anyhow!("no content for {}", target.display()))?;
+        fs::copy(src, &tmp)
+            .with_context(|| format!("copy {} → {}", src.display(), tmp.display()))?;
+        let mode = to
+            .rsplit(':')
+            .next()
+            .and_then(|m| u32::from_str_radix(m, 8).ok())
+            .unwrap_or(0o644);
+        fs::set_permissions(&tmp, fs::Permissions::from_mode(mode))?;
+    }
+    if fs::symlink_metadata(target).is_ok_and(|m| m.is_dir()) {
+        fs::remove_dir(target).with_context(|| format!("rmdir {}", target.display()))?;
+    }
+    fs::rename(&tmp, target).with_context(|| format!("rename onto {}", target.display()))?;
+    Ok(())
+}
+
+fn remove(target: &Path) -> Result<()> {
+    match fs::symlink_metadata(target) {
+        Ok(m) if m.is_dir() => {
+            fs::remove_dir(target).with_context(|| format!("rmdir {}", target.display()))
+        }
+        Ok(_) => fs::remove_file(target).with_context(|| format!("rm {}", target.display())),
+        Err(_) => Ok(()),
+    }
+}
+
+/// Applies a pending change set to the workspace: refuses (nothing written) if any touched path
+/// changed since the run, journals previous contents first, then writes each path atomically.
+/// Returns the journal.
+pub fn apply(data_dir: &Path, m: &Manifest) -> Result<Journal> {
+    let ws = &m.workspace;
+    let upper = job_dir(data_dir, m.job_id).join("upper");
+    let c = conflicts(
+        ws,
+        m.change_set
+            .changes
+            .iter()
+            .map(|c| (c.path.as_str(), &c.before, &c.after)),
+    )?;
+    if !c.is_empty() {
+        bail!(
+            "conflict: the workspace changed since the command ran, so nothing was applied ({})",
+            c.join("; ")
+        );
+    }
+    let jdir = journal_dir(data_dir, m.job_id);
+    let jfile = jdir.join("entries.json");
+    let journal: Journal = match fs::read(&jfile) {
+        // An apply cut off by a crash: the journal written before it is the truth.
+        Ok(b) => serde_json::from_slice(&b).context("corrupt journal")?,
+        Err(_) => {
+            fs::create_dir_all(&jdir)?;
+            let _ = fs::set_permissions(&jdir, fs::Permissions::from_mode(0o700));
+            let mut entries = Vec::new();
+            for (i, c) in m.change_set.changes.iter().enumerate() {
+                let saved = if c.before.as_deref().is_some_and(|b| b.starts_with("file:")) {
+                    let name = i.to_string();
+                    fs::copy(ws.join(&c.path), jdir.join(&name))
+                        .with_context(|| format!("journal {}", c.path))?;
+                    if let Ok(f) = fs::File::open(jdir.join(&name)) {
+                        let _ = f.sync_all();
+                    }
+                    Some(name)
+                } else {
+                    None
+                };
+                entries.push(JournalEntry {
+                    path: c.path.clone(),
+                    before: c.before.clone(),
+                    after: c.after.clone(),
+                    saved,
+                });
+            }
+            let j = Journal {
+                job_id: m.job_id,
+                workspace: ws.clone(),
+                entries,
+            };
+            write_durable(&jfile, &serde_json::to_vec(&j)?)?;
+            j
+        }
+    };
+    for c in &m.change_set.changes {
+        let target = ws.join(&c.path);
+        check_parents(ws, &c.path)?;
+        if state(&target)? == c.after {
+            continue;
+        }
+        match &c.after {
+            None => remove(&target)?,
+            Some(to) => put(&target, to, Some(&upper.join(&c.path)))?,
+        }
+    }
+    Ok(journal)
+}
+
+/// Restores what a journaled apply replaced; refuses (nothing written) if any path changed
+/// since the apply.
+pub fn undo(data_dir: &Path, j: &Journal) -> Result<Vec<String>> {
+    let ws = &j.workspace;
+    let c = conflicts(
+        ws,
+        j.entries
+            .iter()
+            .map(|e| (e.path.as_str(), &e.after, &e.before)),
+    )?;
+    if !c.is_empty() {
+        bail!(
+            "conflict: later changes touched these paths, so nothing was undone ({})",
+            c.join("; ")
+        );
+    }
+    let jdir = journal_dir(data_dir, j.job_id);
+    let mut restored = Vec::new();
+    // Reverse order: contents before their directories are removed, directories before contents.
+    for e in j.entries.iter().rev() {
+        let target = ws.join(&e.path);
+        if state(&target)? == e.before {
+            continue;
+        }
+        match &e.before {
+            None => remove(&target)?,
+            Some(to) => {
+                let src = e.saved.as_ref().map(|s| jdir.join(s));
+                put(&target, to, src.as_deref())?
+            }
+        }
+        restored.push(e.path.clone());
+    }
+    Ok(restored)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compute_apply_undo_without_overlay() {
+        // A hand-made upper layer (no whiteouts): added + modified files.
+        let t = tempfile::tempdir().unwrap();
+        let (ws, data) = (t.path().join("ws"), t.path().join("data"));
+        fs::create_dir_all(&ws).unwrap();
+        fs::write(ws.join("a.txt"), "one\ntwo\n").unwrap();
+        let (upper, _) = create_layers(&data, 7).unwrap();
+        fs::write(upper.join("a.txt"), "one\nTWO\n").unwrap();
+        fs::create_dir(upper.join("d")).unwrap();
+        fs::write(upper.join("d/new.txt"), "hello\n").unwrap();
+        let cs = compute(&upper, &ws).unwrap();
+        assert_eq!(cs.counts(), (2, 1, 0), "{cs:?}");
+        assert!(cs.diff().contains("-two\n+TWO"), "{}", cs.diff());
+        let m = Manifest {
+            job_id: 7,
+            command: "x".into(),
+            command_hash: "h".into(),
+            effect_hash: effect_hash("h", &cs.hash),
+            workspace: ws.clone(),
+            workdir: ws.clone(),
+            exit_code: Some(0),
+            success: true,
+            stdout: String::new(),
+            stderr: String::new(),
+            truncated: false,
+            duration_ms: 0,
+            sandbox: String::new(),
+            signatures: vec![],
+            change_set: cs,
+            created_at: 0,
+        };
+        let j = apply(&data, &m).unwrap();
+        assert_eq!(fs::read_to_string(ws.join("a.txt")).unwrap(), "one\nTWO\n");
+        assert_eq!(fs::read_to_string(ws.join("d/new.txt")).unwrap(), "hello\n");
+        // Applying again is a no-op (already in the post-run state).
+        apply(&data, &m).unwrap();
+        undo(&data, &j).unwrap();
+        assert_eq!(fs::read_to_string(ws.join("a.txt")).unwrap(), "one\ntwo\n");
+        assert!(!ws.join("d").exists());
+    }
+
+    #[test]
+    fn a_conflicting_edit_refuses_the_apply() {
+        let t = tempfile::tempdir().unwrap();
+        let (ws, data) = (t.path().join("ws"), t.path().join("data"));
+        fs::create_dir_all(&ws).unwrap();
+        fs::write(ws.join("a.txt"), "one\n").unwrap();
+        let (upper, _) = create_layers(&data, 1).unwrap();
+        fs::write(upper.join("a.txt"), "two\n").unwrap();
+        let cs = compute(&upper, &ws).unwrap();
+        fs::write(ws.join("a.txt"), "someone else\n").unwrap();
+        let m = Manifest {
+            job_id: 1,
+            command: "x".into(),
+            command_hash: "h".into(),
+            effect_hash: String::new(),
+            workspace: ws.clone(),
+            workdir: ws.clone(),
+            exit_code: Some(0),
+            success: true,
+            stdout: String::new(),
+            stderr: String::new(),
+            truncated: false,
+            duration_ms: 0,
+            sandbox: String::new(),
+            signatures: vec![],
+            change_set: cs,
+            created_at: 0,
+        };
+        let e = apply(&data, &m).unwrap_err().to_string();
+        assert!(e.contains("conflict"), "{e}");
+        assert_eq!(
+            fs::read_to_string(ws.join("a.txt")).unwrap(),
+            "someone else\n"
+        );
+    }
+}
