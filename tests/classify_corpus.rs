@@ -273,3 +273,53 @@ fn robustness_on_a_small_stack() {
 fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
 }
+
+/// Builtins that run shell code or rebind a variable through a side door: never pure, and
+/// the hidden program counts as a computed name (SYSTEM_COMMAND '*' needed, never promoted)
+/// or the rebinding as an `assign:` env operation. Classification only.
+#[test]
+fn builtin_side_doors_are_never_pure() {
+    // (command, op that must be present)
+    let table: &[(&str, &str)] = &[
+        ("mapfile -C rm x", "bash:<dynamic>"),
+        ("readarray -t -C 'rm x' -c1 a < y", "bash:<dynamic>"),
+        ("compgen -C 'rm x' -W a", "bash:<dynamic>"),
+        ("compgen -F f -W a", "bash:<dynamic>"),
+        ("hash -p /usr/bin/curl cat; cat", "bash:<dynamic>"),
+        ("printf -v 'a[$(rm y)]' %s x", "bash:<dynamic>"),
+        ("test -v 'a[$(rm y)]'", "bash:<dynamic>"),
+        ("declare \"a[\\$(rm y)]=1\"", "bash:<dynamic>"),
+        ("read 'a[$(rm y)]' <<< 1", "bash:<dynamic>"),
+        ("a[$(rm x)]=1", "bash:rm"),
+        ("x='$(rm y)'; echo ${x@P}", "bash:<unanalysable>"),
+        ("printf -v PATH %s .; cat", "assign:PATH"),
+        ("read PATH <<< .; cat", "assign:PATH"),
+        ("unset PATH; cat", "assign:PATH"),
+        ("getopts a PATH", "assign:PATH"),
+        ("wait -p PATH", "assign:PATH"),
+        ("let PATH=1", "assign:PATH"),
+        ("declare -n p=PATH; p=.; cat", "assign:PATH"),
+        ("mapfile -t BASH_ENV < x", "assign:BASH_ENV"),
+    ];
+    let mut bad = Vec::new();
+    for (cmd, want) in table {
+        let r = check(cmd, &Context::default());
+        let ops: Vec<&str> = r.operations.iter().map(|o| o.op.as_str()).collect();
+        if r.pure || !ops.contains(want) {
+            bad.push(format!("`{cmd}`: pure={} ops={ops:?}", r.pure));
+        }
+    }
+    assert!(bad.is_empty(), "side doors missed:\n{}", bad.join("\n"));
+    // plain uses stay pure
+    for cmd in [
+        "read -r line <<< x",
+        "printf -v out %s x",
+        "let i=1+2",
+        "mapfile -t a <<< x",
+    ] {
+        assert!(
+            check(cmd, &Context::default()).pure,
+            "`{cmd}` should stay pure"
+        );
+    }
+}

@@ -29,6 +29,46 @@ impl Walker {
         true
     }
 
+    /// Builtins that run hidden code or rebind a sensitive variable (`builtins.rs`).
+    pub(super) fn builtin_side_doors(
+        &mut self,
+        base: &str,
+        args: &[String],
+        layer: usize,
+        cmd_id: usize,
+    ) {
+        if let Some(why) = super::builtins::runs_hidden_code(base, args) {
+            let mut e = Effects::default();
+            e.add(Category::Unknown);
+            let mut op = self.blank_op(
+                "bash:<dynamic>",
+                &DYN.to_string(),
+                OpKind::Command,
+                e,
+                layer,
+            );
+            op.notes.push(why);
+            op.cmd_id = cmd_id;
+            self.out.ops.push(op);
+        }
+        if let Some(name) = super::builtins::sensitive_target(base, args) {
+            let mut e = Effects::default();
+            e.add(Category::Env);
+            let mut op = self.blank_op(
+                &format!("assign:{name}"),
+                &name,
+                OpKind::Assignment,
+                e,
+                layer,
+            );
+            op.notes.push(format!(
+                "{base} rebinds {name}, which changes how later programs are found or behave"
+            ));
+            op.cmd_id = cmd_id;
+            self.out.ops.push(op);
+        }
+    }
+
     pub(super) fn push_unknown(&mut self, why: &str, layer: usize) {
         let mut e = Effects::default();
         e.add(Category::Unknown);
@@ -298,6 +338,9 @@ impl Walker {
                 }
                 _ => args.push(DYN.to_string()),
             }
+        }
+        if dir.is_none() {
+            self.builtin_side_doors(&base, &args, layer, cmd_id);
         }
         let mut a: Analysis = knowledge::analyze(&base, dir.as_deref(), &args);
         // a shell reading a static script from stdin (heredoc, herestring, `cat <<EOF |`)

@@ -68,6 +68,12 @@ pub fn walk(tree: &Tree, text: &str) -> Walked {
         cwd: None,
     };
     let last = w.node(tree.root_node(), text.as_bytes(), 0);
+    if super::builtins::prompt_expansion(text) {
+        w.push_unknown(
+            "${var@P} expands a prompt string, running the command substitutions in the value",
+            0,
+        );
+    }
     // functions defined but never called are still judged (they could be called by a
     // computed name or from a trap)
     let mut uncalled: Vec<(String, String)> = w
@@ -581,6 +587,10 @@ impl Walker {
             .child_by_field_name("name")
             .map(|x| text(x, src).to_string())
             .unwrap_or_default();
+        // `a[$(cmd)]=1`: the subscript runs too
+        if let Some(nm) = n.child_by_field_name("name") {
+            self.substs(nm, src, layer, None);
+        }
         let value = n.child_by_field_name("value");
         if let Some(v) = value {
             self.substs(v, src, layer, None);
@@ -627,6 +637,16 @@ impl Walker {
                 args.push(words::eval_one(*k, src, &self.vars));
             }
         }
+        let cmd_id = self.next_cmd;
+        self.next_cmd += 1;
+        // the raw words too: `unset PATH` names its variable without evaluating it
+        let mut seen = args.clone();
+        seen.extend(
+            kids[1.min(kids.len())..]
+                .iter()
+                .map(|k| text(*k, src).to_string()),
+        );
+        self.builtin_side_doors(&builtin, &seen, layer, cmd_id);
         let mut e = Effects::default();
         if args.iter().all(|a| a.starts_with('-'))
             && (builtin == "export" || builtin == "declare" || builtin == "typeset")
