@@ -396,7 +396,6 @@ pub async fn run(
             }
             _ = watcher.wake.notified() => {
                 check = true;
-                schedules_check = true;
                 recheck = Some(RECHECK_FIRST);
             }
             _ = watcher.approvals.notified() => { approvals_notified = true; }
