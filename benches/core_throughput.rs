@@ -92,8 +92,16 @@ fn floor_setup(dir: &Path) -> (PathBuf, PathBuf) {
     (input, output)
 }
 
+/// The bytes brainloop writes as a `list_actions` result: the floor writes the same payload, so
+/// the ratio compares the machinery, not the payload size.
+fn list_actions_payload() -> String {
+    let registry = brainloop::actions::Registry::new(&brainloop::config::Config::default()).unwrap();
+    brainloop::actions::list_actions_answer(&registry).to_string()
+}
+
 /// Polls without sleeping and writes one result per job, one FULL commit each, until `n` done.
 fn floor_consume(input: PathBuf, output: PathBuf, n: u64) -> std::thread::JoinHandle<()> {
+    let payload = list_actions_payload();
     std::thread::spawn(move || {
         let i = open(&input);
         let o = open(&output);
@@ -114,7 +122,8 @@ fn floor_consume(input: PathBuf, output: PathBuf, n: u64) -> std::thread::JoinHa
             let picked = now_ms();
             for (id, action, params) in rows {
                 let _: serde_json::Value = serde_json::from_str(&params).unwrap();
-                let result = format!("{{\"action\":\"{action}\"}}");
+                assert_eq!(action, "list_actions");
+                let result = &payload;
                 o.execute(
                     "INSERT INTO results(job_id, status, result, picked_at, finished_at) VALUES (?1, 'succeeded', ?2, ?3, ?4)",
                     params![id, result, picked, now_ms()],
@@ -270,7 +279,8 @@ fn main() {
         "brainloop worker-core benchmark — {n} list_actions jobs, producer one FULL commit per job"
     );
     println!("settings: worker concurrency {conc}; {poll}; wake-up by file watcher + PRAGMA data_version");
-    println!("sync: producer FULL; brainloop output.db FULL, lifecycle NORMAL, metadata NORMAL; floor output FULL\n");
+    println!("sync: producer FULL; brainloop output.db FULL, lifecycle NORMAL, metadata NORMAL; floor output FULL");
+    println!("payload: each result is the list_actions answer ({} bytes), in both\n", list_actions_payload().len());
 
     // 0. Producer alone: the insert rate of this disk.
     let d0 = root.path().join("p0");
