@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds in release mode and prints the worker-core benchmark table (figures, no assertions).
+# Builds in release mode and prints every benchmark table (figures, no assertions): worker core,
+# execute_bash overhead, sandbox cost, classification, inference, agent-session prompts.
 # Env: BENCH_JOBS (10000), BENCH_IDLE_SECS (60), BENCH_CONCURRENCY (4).
 set -euo pipefail
 cd "$(dirname "$0")/.."
