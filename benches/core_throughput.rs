@@ -95,7 +95,8 @@ fn floor_setup(dir: &Path) -> (PathBuf, PathBuf) {
 /// The bytes brainloop writes as a `list_actions` result: the floor writes the same payload, so
 /// the ratio compares the machinery, not the payload size.
 fn list_actions_payload() -> String {
-    let registry = brainloop::actions::Registry::new(&brainloop::config::Config::default()).unwrap();
+    let registry =
+        brainloop::actions::Registry::new(&brainloop::config::Config::default()).unwrap();
     brainloop::actions::list_actions_answer(&registry).to_string()
 }
 
@@ -280,7 +281,10 @@ fn main() {
     );
     println!("settings: worker concurrency {conc}; {poll}; wake-up by file watcher + PRAGMA data_version");
     println!("sync: producer FULL; brainloop output.db FULL, lifecycle NORMAL, metadata NORMAL; floor output FULL");
-    println!("payload: each result is the list_actions answer ({} bytes), in both\n", list_actions_payload().len());
+    println!(
+        "payload: each result is the list_actions answer ({} bytes), in both\n",
+        list_actions_payload().len()
+    );
 
     // 0. Producer alone: the insert rate of this disk.
     let d0 = root.path().join("p0");

@@ -159,13 +159,12 @@ impl std::fmt::Display for PathError {
     }
 }
 
-/// Opens `requested` (absolute, or relative to the workspace) for reading under the client's
-/// FILE_READ grants, refusing anything in `deny`.
-pub fn open_for_read(
+/// A requested path made absolute (relative ones are beneath the workspace) and normalised;
+/// `Ok(None)` when it climbs above `/`, an error when it is empty, too long or holds a NUL.
+pub fn requested_path(
     grants: &ClientGrants,
     requested: &str,
-    deny: &[PathBuf],
-) -> Result<Opened, PathError> {
+) -> Result<Option<PathBuf>, PathError> {
     if requested.is_empty() || requested.contains('\0') || requested.len() > 4096 {
         return Err(PathError::Unusable(
             "path must be 1–4096 bytes without NUL".into(),
@@ -176,7 +175,17 @@ pub fn open_for_read(
     } else {
         grants.workspace().join(requested)
     };
-    let Some(norm) = normalize(&abs) else {
+    Ok(normalize(&abs))
+}
+
+/// Opens `requested` (absolute, or relative to the workspace) for reading under the client's
+/// FILE_READ grants, refusing anything in `deny`.
+pub fn open_for_read(
+    grants: &ClientGrants,
+    requested: &str,
+    deny: &[PathBuf],
+) -> Result<Opened, PathError> {
+    let Some(norm) = requested_path(grants, requested)? else {
         return Err(PathError::NotGranted(
             grants.missing(Permission::FileRead, requested),
         ));

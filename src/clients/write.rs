@@ -15,7 +15,7 @@
 //! after the check cannot redirect the write: every step is relative to a descriptor opened
 //! beneath the root.
 
-use super::paths::{e_to_path_error, normalize, real_path, PathError};
+use super::paths::{e_to_path_error, real_path, PathError};
 use super::{ClientGrants, Permission};
 use nix::errno::Errno;
 use nix::fcntl::{openat, openat2, renameat, renameat2, OFlag, OpenHow, RenameFlags, ResolveFlag};
@@ -97,17 +97,7 @@ pub fn check(
     requested: &str,
     deny: &[PathBuf],
 ) -> Result<Target, PathError> {
-    if requested.is_empty() || requested.contains('\0') || requested.len() > 4096 {
-        return Err(PathError::Unusable(
-            "path must be 1–4096 bytes without NUL".into(),
-        ));
-    }
-    let abs = if Path::new(requested).is_absolute() {
-        PathBuf::from(requested)
-    } else {
-        grants.workspace().join(requested)
-    };
-    let norm = normalize(&abs)
+    let norm = super::paths::requested_path(grants, requested)?
         .ok_or_else(|| PathError::NotGranted(grants.missing(Permission::FileWrite, requested)))?;
     let Some(name) = norm.file_name().map(|n| n.to_os_string()) else {
         return Err(PathError::Unusable(format!(
