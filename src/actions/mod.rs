@@ -97,6 +97,16 @@ impl Outcome {
     }
 }
 
+/// A refused or unusable path: `denied` when no grant covers it, `failed` otherwise.
+impl From<crate::clients::paths::PathError> for Outcome {
+    fn from(e: crate::clients::paths::PathError) -> Outcome {
+        match e {
+            crate::clients::paths::PathError::NotGranted(m) => Outcome::denied(m),
+            crate::clients::paths::PathError::Unusable(m) => Outcome::failed(m),
+        }
+    }
+}
+
 pub type HandlerFuture = Pin<Box<dyn Future<Output = Outcome> + Send>>;
 pub type Handler = fn(JobCtx, Value) -> HandlerFuture;
 

@@ -5,7 +5,7 @@
 use super::{ask_model, js_permissions, llm_info, str_param};
 use crate::actions::readers::read_text;
 use crate::actions::{ActionSpec, Grant, HandlerFuture, JobCtx, Outcome};
-use crate::clients::paths::{self, PathError};
+use crate::clients::paths;
 use crate::llm::{JobUsage, Prompt};
 use serde_json::{json, Value};
 
@@ -56,10 +56,7 @@ async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
     let deny = paths::deny_roots(&ctx.config.data_dir);
     let req = requested.clone();
     let (real, code) = tokio::task::spawn_blocking(move || {
-        let opened = paths::open_for_read(&grants, &req, &deny).map_err(|e| match e {
-            PathError::NotGranted(m) => Outcome::denied(m),
-            PathError::Unusable(m) => Outcome::failed(m),
-        })?;
+        let opened = paths::open_for_read(&grants, &req, &deny).map_err(Outcome::from)?;
         let code = read_text(&opened)?;
         Ok::<_, Outcome>((opened.real_path, code))
     })

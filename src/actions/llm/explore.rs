@@ -8,7 +8,7 @@
 use super::{ask_model, llm_info, str_param};
 use crate::actions::readers::{read_text, sqlite};
 use crate::actions::{ActionSpec, Grant, HandlerFuture, JobCtx, Outcome};
-use crate::clients::paths::{self, PathError};
+use crate::clients::paths;
 use crate::llm::{text, JobUsage, Prompt};
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -68,10 +68,7 @@ fn load(ctx: &JobCtx, sources: Vec<String>) -> Result<Vec<Source>, Outcome> {
     let mut out = Vec::new();
     let mut total = 0;
     for s in sources {
-        let opened = paths::open_for_read(&grants, &s, &deny).map_err(|e| match e {
-            PathError::NotGranted(m) => Outcome::denied(m),
-            PathError::Unusable(m) => Outcome::failed(m),
-        })?;
+        let opened = paths::open_for_read(&grants, &s, &deny).map_err(Outcome::from)?;
         let ext = opened
             .real_path
             .extension()

@@ -8,7 +8,7 @@
 use super::pending::{self, write_hash, Ask};
 use super::{ask_model, js_permissions, llm_info, preview, str_param};
 use crate::actions::{ActionSpec, Grant, HandlerFuture, JobCtx, Outcome};
-use crate::clients::paths::{self, PathError};
+use crate::clients::paths;
 use crate::clients::write::{self, WriteError};
 use crate::clients::ClientGrants;
 use crate::llm::{text, JobUsage, Prompt};
@@ -60,16 +60,9 @@ fn handle(ctx: JobCtx, params: Value) -> HandlerFuture {
     })
 }
 
-fn path_outcome(e: PathError) -> Outcome {
-    match e {
-        PathError::NotGranted(m) => Outcome::denied(m),
-        PathError::Unusable(m) => Outcome::failed(m),
-    }
-}
-
 fn write_outcome(e: WriteError) -> Outcome {
     match e {
-        WriteError::Path(p) => path_outcome(p),
+        WriteError::Path(p) => Outcome::from(p),
         WriteError::Moved { .. } => Outcome::denied(e.to_string()),
         other => Outcome::failed(other.to_string()),
     }
@@ -108,7 +101,7 @@ async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
     // Resumed after a human approved: write the stored content, nothing else.
     if let Some(approved) = pending::approved(ctx, NAME).await {
         let a = approved?;
-        let target = write::check(&grants, &output_path, &deny).map_err(path_outcome)?;
+        let target = write::check(&grants, &output_path, &deny).map_err(Outcome::from)?;
         if write_hash(NAME, &target.real_path, overwrite, &a.content) != a.hash
             || target.real_path.to_string_lossy() != a.target
         {
@@ -149,7 +142,7 @@ async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
     }
 
     // First run: check the target before spending any token.
-    let target = write::check(&grants, &output_path, &deny).map_err(path_outcome)?;
+    let target = write::check(&grants, &output_path, &deny).map_err(Outcome::from)?;
     if target.exists && !overwrite {
         return Err(Outcome::failed(format!(
             "{} already exists; nothing was generated (pass \"overwrite\": true to replace it)",

@@ -13,7 +13,7 @@ use super::pending::{self, write_hash, Ask};
 use super::{ask_model, llm_info, str_param};
 use crate::actions::readers::sqlite;
 use crate::actions::{ActionSpec, Grant, HandlerFuture, JobCtx, Outcome};
-use crate::clients::paths::{self, Opened, PathError};
+use crate::clients::paths::{self, Opened};
 use crate::clients::write;
 use crate::llm::{text, JobUsage, Prompt};
 use anyhow::{bail, Context, Result};
@@ -65,13 +65,6 @@ fn handle(ctx: JobCtx, params: Value) -> HandlerFuture {
             Ok(o) | Err(o) => o,
         }
     })
-}
-
-fn path_outcome(e: PathError) -> Outcome {
-    match e {
-        PathError::NotGranted(m) => Outcome::denied(m),
-        PathError::Unusable(m) => Outcome::failed(m),
-    }
 }
 
 /// The authorizer for preparing (judging) and for running an approved writing script: reads and
@@ -282,7 +275,7 @@ async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
     let deny = paths::deny_roots(&ctx.config.data_dir);
     let open = {
         let (g, d, db) = (grants.clone(), deny.clone(), database.clone());
-        move || paths::open_for_read(&g, &db, &d).map_err(path_outcome)
+        move || paths::open_for_read(&g, &db, &d).map_err(Outcome::from)
     };
 
     // Resumed after a human approved: run exactly the stored script.
@@ -372,7 +365,7 @@ async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
 
     // Writing: FILE_WRITE on the database file itself.
     let target = write::check(&grants, &real.to_string_lossy(), &deny).map_err(|e| {
-        let mut o = path_outcome(e);
+        let mut o = Outcome::from(e);
         if o.status == crate::db::output::JobStatus::Denied {
             o.error = Some(format!(
                 "the generated SQL writes to {}, which needs FILE_WRITE on it: {}",

@@ -11,7 +11,7 @@ pub mod markdown;
 pub mod sqlite;
 
 use super::{ActionSpec, Grant, HandlerFuture, JobCtx, Outcome};
-use crate::clients::paths::{self, Opened, PathError};
+use crate::clients::paths::{self, Opened};
 use serde_json::{json, Value};
 use std::io::Read;
 use std::os::unix::fs::MetadataExt;
@@ -122,10 +122,7 @@ fn handle(ctx: JobCtx, params: Value, kind: Kind) -> HandlerFuture {
         let deny = paths::deny_roots(&ctx.config.data_dir);
         let stores = ctx.stores.clone();
         let work = tokio::task::spawn_blocking(move || -> Result<(Value, bool), Outcome> {
-            let opened = paths::open_for_read(&grants, &requested, &deny).map_err(|e| match e {
-                PathError::NotGranted(m) => Outcome::denied(m),
-                PathError::Unusable(m) => Outcome::failed(m),
-            })?;
+            let opened = paths::open_for_read(&grants, &requested, &deny).map_err(Outcome::from)?;
             let meta = opened
                 .file
                 .metadata()
