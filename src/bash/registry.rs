@@ -250,7 +250,7 @@ pub fn record_run(
             &stats,
         );
         for c in &changes {
-            match c {
+            let (column, value, reason) = match c {
                 Change::Policy { to, reason } => {
                     tx.execute(
                         "UPDATE commands_registry SET current_policy = ?2, policy_reason = ?3,
@@ -266,30 +266,22 @@ pub fn record_run(
                         reason,
                         now,
                     )?;
+                    continue;
                 }
                 Change::DuplicateCheck { enabled, reason } => {
-                    tx.execute("UPDATE commands_registry SET duplicate_check_enabled = ?2 WHERE command_hash = ?1", params![hash, enabled])?;
-                    history(
-                        tx,
-                        hash,
-                        Some(e.current_policy.as_str()),
-                        e.current_policy.as_str(),
-                        reason,
-                        now,
-                    )?;
+                    ("duplicate_check_enabled", *enabled as i64, reason)
                 }
                 Change::DuplicateThreshold { ms, reason } => {
-                    tx.execute("UPDATE commands_registry SET duplicate_threshold_ms = ?2 WHERE command_hash = ?1", params![hash, ms])?;
-                    history(
-                        tx,
-                        hash,
-                        Some(e.current_policy.as_str()),
-                        e.current_policy.as_str(),
-                        reason,
-                        now,
-                    )?;
+                    ("duplicate_threshold_ms", *ms, reason)
                 }
-            }
+            };
+            tx.execute(
+                &format!("UPDATE commands_registry SET {column} = ?2 WHERE command_hash = ?1"),
+                params![hash, value],
+            )?;
+            // Not a policy change: the history row keeps the policy and says why.
+            let p = e.current_policy.as_str();
+            history(tx, hash, Some(p), p, reason, now)?;
         }
         Ok(changes)
     })?)
@@ -355,4 +347,97 @@ pub fn history_of(conn: &Connection, hash: &str) -> Result<Vec<HistoryRow>> {
         .query_map([hash], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
         .collect::<rusqlite::Result<Vec<_>>>()?;
     Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts() -> Facts {
+        Facts {
+            blocked: false,
+            pure: false,
+            risk: 0.3,
+            permission_set: "filesystem".into(),
+            sandbox_auto_approvable: false,
+            computed_program: false,
+            runs_workspace_file: false,
+        }
+    }
+
+    fn db() -> Connection {
+        let c = Connection::open_in_memory().unwrap();
+        c.execute_batch(crate::db::DbKind::Security.schema())
+            .unwrap();
+        c
+    }
+
+    fn row(c: &Connection, hash: &str) -> (bool, i64, i64) {
+        c.query_row(
+            "SELECT duplicate_check_enabled, duplicate_threshold_ms, execution_count FROM commands_registry WHERE command_hash = ?1",
+            [hash],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn monitoring_and_rare_rules_are_stored_with_their_reason() {
+        let mut c = db();
+        let f = facts();
+        get_or_create(&mut c, "mon", "watch-ish", "/ws", &f, "v1", false, 0).unwrap();
+        for i in 0..50 {
+            record_run(
+                &mut c,
+                "mon",
+                i,
+                Some(0),
+                true,
+                5,
+                "none",
+                &f,
+                1_000_000 + i * 1000,
+            )
+            .unwrap();
+        }
+        assert_eq!(
+            row(&c, "mon"),
+            (false, 2000, 50),
+            "monitoring disables the duplicate check"
+        );
+        get_or_create(&mut c, "rare", "backup", "/ws", &f, "v1", false, 0).unwrap();
+        for i in 0..3 {
+            record_run(
+                &mut c,
+                "rare",
+                i,
+                Some(0),
+                true,
+                5,
+                "none",
+                &f,
+                i * 2 * 3_600_000,
+            )
+            .unwrap();
+        }
+        assert_eq!(
+            row(&c, "rare"),
+            (true, 30_000, 3),
+            "a rare command gets a 30 s threshold"
+        );
+        let reasons: Vec<String> = history_of(&c, "mon")
+            .unwrap()
+            .into_iter()
+            .chain(history_of(&c, "rare").unwrap())
+            .map(|h| h.3)
+            .collect();
+        assert!(
+            reasons.iter().any(|r| r.starts_with("monitoring pattern")),
+            "{reasons:?}"
+        );
+        assert!(
+            reasons.iter().any(|r| r.starts_with("rare command")),
+            "{reasons:?}"
+        );
+    }
 }
