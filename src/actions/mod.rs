@@ -9,6 +9,7 @@ mod check;
 mod clients;
 mod infer;
 mod llm;
+mod loops;
 mod meta;
 mod readers;
 mod runcode;
@@ -158,6 +159,7 @@ impl Registry {
         specs.extend(infer::specs());
         specs.extend(runcode::specs());
         specs.extend(llm::specs());
+        specs.extend(loops::specs());
         if config.test_actions {
             specs.extend(testing::specs());
         }
