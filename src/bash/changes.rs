@@ -13,6 +13,7 @@
 //! already in its post-run state: an apply cut off by a crash resumes); undo requires the
 //! post-run state.
 
+use super::beneath::Beneath;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -565,41 +566,15 @@ pub struct Journal {
     pub entries: Vec<JournalEntry>,
 }
 
-/// Every component between `root` and `p`'s parent must be a real directory (no symlink can
-/// redirect a write out of the workspace); missing ones are fine (created in order).
-fn check_parents(root: &Path, rel: &str) -> Result<()> {
-    let mut cur = root.to_path_buf();
-    let parts: Vec<&str> = rel.split('/').collect();
-    for part in &parts[..parts.len().saturating_sub(1)] {
-        if part.is_empty() || *part == "." || *part == ".." {
-            bail!("invalid path {rel}");
-        }
-        cur.push(part);
-        match fs::symlink_metadata(&cur) {
-            Ok(m) if m.file_type().is_dir() => {}
-            Ok(_) => bail!(
-                "{} is no longer a directory (a symlink or file is in the way)",
-                cur.display()
-            ),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Ok(())
-}
-
-/// Paths whose current state is neither the expected `from` nor `to`.
+/// Paths whose current state is neither the expected `from` nor `to`. States are read beneath
+/// the root without following any symlink (a symlinked parent reads as `special`).
 fn conflicts<'a>(
-    root: &Path,
+    root: &Beneath,
     items: impl Iterator<Item = (&'a str, &'a Option<String>, &'a Option<String>)>,
 ) -> Result<Vec<String>> {
     let mut out = Vec::new();
     for (path, from, to) in items {
-        if let Err(e) = check_parents(root, path) {
-            out.push(format!("{path}: {e}"));
-            continue;
-        }
-        let cur = state(&root.join(path))?;
+        let cur = root.entry(path)?.state();
         if &cur != from && &cur != to {
             out.push(format!(
                 "{path}: expected {}, found {}",
@@ -611,53 +586,25 @@ fn conflicts<'a>(
     Ok(out)
 }
 
-fn tmp_name(target: &Path) -> PathBuf {
-    let mut b = [0u8; 6];
-    let _ = getrandom::fill(&mut b);
-    let name = format!(".brainloop-{}.tmp", hex::encode(b));
-    target.parent().unwrap_or(Path::new("/")).join(name)
-}
-
-/// Puts `to` state at `target`, taking file content from `src` (a regular file or symlink).
-fn put(target: &Path, to: &str, src: Option<&Path>) -> Result<()> {
+/// Puts state `to` at `rel` beneath `root`, taking file content from `src` (a regular file
+/// beneath `src_root`). Nothing follows a symlink: see `beneath.rs`.
+fn put(root: &Beneath, rel: &str, to: &str, src: Option<(&Beneath, &str)>) -> Result<()> {
     if to == "dir" {
-        match fs::symlink_metadata(target) {
-            Ok(m) if m.is_dir() => return Ok(()),
-            Ok(_) => fs::remove_file(target)?,
-            Err(_) => {}
-        }
-        fs::create_dir(target).with_context(|| format!("mkdir {}", target.display()))?;
-        return Ok(());
+        return root.make_dir(rel);
     }
-    let tmp = tmp_name(target);
     if let Some(link) = to.strip_prefix("link:") {
-        std::os::unix::fs::symlink(link, &tmp)?;
-    } else {
-        let src = src.ok_or_else(|| anyhow::anyhow!("no content for {}", target.display()))?;
-        fs::copy(src, &tmp)
-            .with_context(|| format!("copy {} → {}", src.display(), tmp.display()))?;
-        let mode = to
-            .rsplit(':')
-            .next()
-            .and_then(|m| u32::from_str_radix(m, 8).ok())
-            .unwrap_or(0o644);
-        fs::set_permissions(&tmp, fs::Permissions::from_mode(mode))?;
+        return root.put(rel, None, 0, Some(link));
     }
-    if fs::symlink_metadata(target).is_ok_and(|m| m.is_dir()) {
-        fs::remove_dir(target).with_context(|| format!("rmdir {}", target.display()))?;
-    }
-    fs::rename(&tmp, target).with_context(|| format!("rename onto {}", target.display()))?;
-    Ok(())
-}
-
-fn remove(target: &Path) -> Result<()> {
-    match fs::symlink_metadata(target) {
-        Ok(m) if m.is_dir() => {
-            fs::remove_dir(target).with_context(|| format!("rmdir {}", target.display()))
-        }
-        Ok(_) => fs::remove_file(target).with_context(|| format!("rm {}", target.display())),
-        Err(_) => Ok(()),
-    }
+    let (src_root, src_rel) = src.ok_or_else(|| anyhow::anyhow!("no content for {rel}"))?;
+    let mut f = src_root
+        .open_file(src_rel)
+        .with_context(|| format!("the new content of {rel}"))?;
+    let mode = to
+        .rsplit(':')
+        .next()
+        .and_then(|m| u32::from_str_radix(m, 8).ok())
+        .unwrap_or(0o644);
+    root.put(rel, Some(&mut f), mode, None)
 }
 
 /// Applies a pending change set to the workspace: refuses (nothing written) if any touched path
@@ -665,9 +612,10 @@ fn remove(target: &Path) -> Result<()> {
 /// Returns the journal.
 pub fn apply(data_dir: &Path, m: &Manifest) -> Result<Journal> {
     let ws = &m.workspace;
-    let upper = job_dir(data_dir, m.job_id).join("upper");
+    let root = Beneath::open(ws)?;
+    let upper = Beneath::open(&job_dir(data_dir, m.job_id).join("upper"))?;
     let c = conflicts(
-        ws,
+        &root,
         m.change_set
             .changes
             .iter()
@@ -691,7 +639,12 @@ pub fn apply(data_dir: &Path, m: &Manifest) -> Result<Journal> {
             for (i, c) in m.change_set.changes.iter().enumerate() {
                 let saved = if c.before.as_deref().is_some_and(|b| b.starts_with("file:")) {
                     let name = i.to_string();
-                    fs::copy(ws.join(&c.path), jdir.join(&name))
+                    let mut from = root
+                        .open_file(&c.path)
+                        .with_context(|| format!("journal {}", c.path))?;
+                    let mut to = fs::File::create(jdir.join(&name))
+                        .with_context(|| format!("journal {}", c.path))?;
+                    std::io::copy(&mut from, &mut to)
                         .with_context(|| format!("journal {}", c.path))?;
                     if let Ok(f) = fs::File::open(jdir.join(&name)) {
                         let _ = f.sync_all();
@@ -717,14 +670,12 @@ pub fn apply(data_dir: &Path, m: &Manifest) -> Result<Journal> {
         }
     };
     for c in &m.change_set.changes {
-        let target = ws.join(&c.path);
-        check_parents(ws, &c.path)?;
-        if state(&target)? == c.after {
+        if root.entry(&c.path)?.state() == c.after {
             continue;
         }
         match &c.after {
-            None => remove(&target)?,
-            Some(to) => put(&target, to, Some(&upper.join(&c.path)))?,
+            None => root.remove(&c.path)?,
+            Some(to) => put(&root, &c.path, to, Some((&upper, &c.path)))?,
         }
     }
     Ok(journal)
@@ -733,9 +684,9 @@ pub fn apply(data_dir: &Path, m: &Manifest) -> Result<Journal> {
 /// Restores what a journaled apply replaced; refuses (nothing written) if any path changed
 /// since the apply.
 pub fn undo(data_dir: &Path, j: &Journal) -> Result<Vec<String>> {
-    let ws = &j.workspace;
+    let root = Beneath::open(&j.workspace)?;
     let c = conflicts(
-        ws,
+        &root,
         j.entries
             .iter()
             .map(|e| (e.path.as_str(), &e.after, &e.before)),
@@ -747,18 +698,18 @@ pub fn undo(data_dir: &Path, j: &Journal) -> Result<Vec<String>> {
         );
     }
     let jdir = journal_dir(data_dir, j.job_id);
+    let saved = Beneath::open(&jdir)?;
     let mut restored = Vec::new();
     // Reverse order: contents before their directories are removed, directories before contents.
     for e in j.entries.iter().rev() {
-        let target = ws.join(&e.path);
-        if state(&target)? == e.before {
+        if root.entry(&e.path)?.state() == e.before {
             continue;
         }
         match &e.before {
-            None => remove(&target)?,
+            None => root.remove(&e.path)?,
             Some(to) => {
-                let src = e.saved.as_ref().map(|s| jdir.join(s));
-                put(&target, to, src.as_deref())?
+                let src = e.saved.as_deref().map(|s| (&saved, s));
+                put(&root, &e.path, to, src)?
             }
         }
         restored.push(e.path.clone());
@@ -810,6 +761,53 @@ mod tests {
         undo(&data, &j).unwrap();
         assert_eq!(fs::read_to_string(ws.join("a.txt")).unwrap(), "one\ntwo\n");
         assert!(!ws.join("d").exists());
+    }
+
+    #[test]
+    fn a_directory_swapped_for_a_symlink_after_the_run_never_redirects_the_apply() {
+        // The run modified `d/x`; before the apply, a concurrent command replaced `d` with a
+        // symlink to a directory outside holding an identical `x` (so a check that followed
+        // the symlink would see the expected state). Nothing outside may change.
+        let t = tempfile::tempdir().unwrap();
+        let (ws, data, outside) = (
+            t.path().join("ws"),
+            t.path().join("data"),
+            t.path().join("outside"),
+        );
+        fs::create_dir_all(ws.join("d")).unwrap();
+        fs::create_dir_all(&outside).unwrap();
+        fs::write(ws.join("d/x"), "same\n").unwrap();
+        let (upper, _) = create_layers(&data, 8).unwrap();
+        fs::create_dir(upper.join("d")).unwrap();
+        fs::write(upper.join("d/x"), "attacker\n").unwrap();
+        let cs = compute(&upper, &ws).unwrap();
+        assert_eq!(cs.counts(), (0, 1, 0), "{cs:?}");
+        fs::write(outside.join("x"), "same\n").unwrap();
+        fs::remove_file(ws.join("d/x")).unwrap();
+        fs::remove_dir(ws.join("d")).unwrap();
+        std::os::unix::fs::symlink(&outside, ws.join("d")).unwrap();
+        let m = Manifest {
+            job_id: 8,
+            command: "x".into(),
+            command_hash: "h".into(),
+            effect_hash: effect_hash("h", &cs.hash),
+            workspace: ws.clone(),
+            workdir: ws.clone(),
+            exit_code: Some(0),
+            success: true,
+            stdout: String::new(),
+            stderr: String::new(),
+            truncated: false,
+            duration_ms: 0,
+            sandbox: String::new(),
+            signatures: vec![],
+            change_set: cs,
+            created_at: 0,
+        };
+        let e = apply(&data, &m).unwrap_err().to_string();
+        assert!(e.contains("conflict") && e.contains("special"), "{e}");
+        assert_eq!(fs::read_to_string(outside.join("x")).unwrap(), "same\n");
+        assert_eq!(fs::read_dir(&outside).unwrap().count(), 1);
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! `crate::actions::bash` ties them together.
 
 pub mod approvals;
+pub mod beneath;
 pub mod changes;
 pub mod executor;
 pub mod leftovers;

@@ -1,0 +1,372 @@
+//! File operations beneath a root directory that never follow a symlink in any component.
+//!
+//! Applying or undoing a change set (`changes.rs`) writes the real workspace from the unconfined
+//! worker, while sandboxed commands may be writing the same workspace at that moment. A check of
+//! the path followed by a path-based write (check → rename) leaves a window in which a
+//! concurrent command swaps a directory for a symlink to, say, the data dir, and the worker's
+//! write lands there. Here every operation first opens the parent directory with
+//! `openat2(root, parent, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` and then acts relative to
+//! that descriptor (`fstatat`, `openat(O_NOFOLLOW)`, `renameat`, `unlinkat`, `mkdirat`,
+//! `symlinkat`): once the parent is open, no later swap can redirect the operation.
+
+use anyhow::{bail, Context, Result};
+use nix::errno::Errno;
+use nix::fcntl::{openat, openat2, readlinkat, renameat, AtFlags, OFlag, OpenHow, ResolveFlag};
+use nix::sys::stat::{fchmod, fstat, fstatat, mkdirat, Mode, SFlag};
+use nix::unistd::{symlinkat, unlinkat, UnlinkatFlags};
+use sha2::{Digest, Sha256};
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::Path;
+
+/// A directory opened once; every path is resolved beneath it without symlinks.
+pub struct Beneath {
+    root: OwnedFd,
+}
+
+enum Parent {
+    Open(OwnedFd),
+    Missing,
+    InTheWay,
+}
+
+/// What is at a path, seen without following any symlink.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Entry {
+    Absent,
+    Dir,
+    Link(String),
+    /// A regular file: SHA-256 of its content (hex) and its permission bits.
+    File(String, u32),
+    /// Anything else, including a parent that is not a plain directory (a symlink or a file in
+    /// the way): never what a change set expects, so it always reads as a conflict.
+    Other,
+}
+
+impl Entry {
+    /// The state string of `changes.rs` (None: absent).
+    pub fn state(&self) -> Option<String> {
+        match self {
+            Entry::Absent => None,
+            Entry::Dir => Some("dir".into()),
+            Entry::Link(t) => Some(format!("link:{t}")),
+            Entry::File(h, m) => Some(format!("file:{h}:{m:o}")),
+            Entry::Other => Some("special".into()),
+        }
+    }
+}
+
+fn components(rel: &str) -> Result<(Option<&str>, &str)> {
+    if rel.is_empty()
+        || rel.starts_with('/')
+        || rel
+            .split('/')
+            .any(|p| p.is_empty() || p == "." || p == "..")
+    {
+        bail!("invalid path {rel:?} in a change set");
+    }
+    Ok(match rel.rsplit_once('/') {
+        Some((parent, name)) => (Some(parent), name),
+        None => (None, rel),
+    })
+}
+
+fn hash_file(mut f: File) -> Result<String> {
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(hex::encode(h.finalize()))
+}
+
+impl Beneath {
+    pub fn open(root: &Path) -> Result<Beneath> {
+        let fd = nix::fcntl::open(
+            root,
+            OFlag::O_DIRECTORY | OFlag::O_RDONLY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .with_context(|| format!("open {}", root.display()))?;
+        Ok(Beneath { root: fd })
+    }
+
+    /// The parent directory of `rel`, opened beneath the root without symlinks.
+    fn parent(&self, rel: &str) -> Result<(Parent, String)> {
+        let (parent, name) = components(rel)?;
+        let how = OpenHow::new()
+            .flags(OFlag::O_DIRECTORY | OFlag::O_RDONLY | OFlag::O_CLOEXEC)
+            .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS);
+        let p = match openat2(self.root.as_fd(), parent.unwrap_or("."), how) {
+            Ok(fd) => Parent::Open(fd),
+            // A component is absent (RESOLVE_NO_SYMLINKS turns any symlink into ELOOP).
+            Err(Errno::ENOENT) => Parent::Missing,
+            Err(Errno::ENOTDIR | Errno::ELOOP | Errno::EXDEV) => Parent::InTheWay,
+            Err(e) => return Err(e).with_context(|| format!("open the directory of {rel}")),
+        };
+        Ok((p, name.to_string()))
+    }
+
+    /// The parent of `rel`, which must exist as a plain directory (for writes).
+    fn parent_for_write(&self, rel: &str) -> Result<(OwnedFd, String)> {
+        match self.parent(rel)? {
+            (Parent::Open(fd), name) => Ok((fd, name)),
+            _ => bail!(
+                "the directory of {rel} is missing or no longer a plain directory (a symlink or file is in the way)"
+            ),
+        }
+    }
+
+    /// What is at `rel` now.
+    pub fn entry(&self, rel: &str) -> Result<Entry> {
+        let dir = match self.parent(rel)? {
+            (Parent::Open(fd), _) => fd,
+            // A missing parent means a missing path; a parent that is a symlink or a file is
+            // never a state a change set was computed against.
+            (Parent::Missing, _) => return Ok(Entry::Absent),
+            (Parent::InTheWay, _) => return Ok(Entry::Other),
+        };
+        let name = components(rel)?.1;
+        let st = match fstatat(dir.as_fd(), name, AtFlags::AT_SYMLINK_NOFOLLOW) {
+            Ok(st) => st,
+            Err(Errno::ENOENT) => return Ok(Entry::Absent),
+            Err(e) => return Err(e).with_context(|| format!("stat {rel}")),
+        };
+        let kind = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT;
+        Ok(if kind == SFlag::S_IFDIR {
+            Entry::Dir
+        } else if kind == SFlag::S_IFLNK {
+            let t = readlinkat(dir.as_fd(), name).with_context(|| format!("readlink {rel}"))?;
+            Entry::Link(t.to_string_lossy().into_owned())
+        } else if kind == SFlag::S_IFREG {
+            let f = self.open_file_in(&dir, name, rel)?;
+            let mode = fstat(&f).map(|s| s.st_mode & 0o7777)?;
+            Entry::File(hash_file(f)?, mode)
+        } else {
+            Entry::Other
+        })
+    }
+
+    fn open_file_in(&self, dir: &OwnedFd, name: &str, rel: &str) -> Result<File> {
+        let fd = openat(
+            dir.as_fd(),
+            name,
+            OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .with_context(|| format!("open {rel}"))?;
+        let f = File::from(fd);
+        if !f.metadata()?.is_file() {
+            bail!("{rel} is not a regular file");
+        }
+        Ok(f)
+    }
+
+    /// Opens the regular file at `rel` for reading (no symlink anywhere on the way).
+    pub fn open_file(&self, rel: &str) -> Result<File> {
+        let (dir, name) = self.parent_for_write(rel)?;
+        self.open_file_in(&dir, &name, rel)
+    }
+
+    /// Makes `rel` a directory (an existing non-directory there is replaced).
+    pub fn make_dir(&self, rel: &str) -> Result<()> {
+        let (dir, name) = self.parent_for_write(rel)?;
+        match fstatat(dir.as_fd(), name.as_str(), AtFlags::AT_SYMLINK_NOFOLLOW) {
+            Ok(st) if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFDIR => {
+                return Ok(())
+            }
+            Ok(_) => unlinkat(dir.as_fd(), name.as_str(), UnlinkatFlags::NoRemoveDir)
+                .with_context(|| format!("rm {rel}"))?,
+            Err(_) => {}
+        }
+        mkdirat(dir.as_fd(), name.as_str(), Mode::from_bits_truncate(0o755))
+            .with_context(|| format!("mkdir {rel}"))
+    }
+
+    /// Atomically puts a regular file with `content`'s bytes and `mode` at `rel`, or a symlink
+    /// to `link` (exactly one of the two), replacing what is there (an empty directory too).
+    pub fn put(
+        &self,
+        rel: &str,
+        content: Option<&mut dyn Read>,
+        mode: u32,
+        link: Option<&str>,
+    ) -> Result<()> {
+        let (dir, name) = self.parent_for_write(rel)?;
+        let tmp = tmp_name();
+        match (content, link) {
+            (_, Some(target)) => symlinkat(target, dir.as_fd(), tmp.as_str())
+                .with_context(|| format!("symlink for {rel}"))?,
+            (Some(src), None) => {
+                let fd = openat(
+                    dir.as_fd(),
+                    tmp.as_str(),
+                    OFlag::O_WRONLY
+                        | OFlag::O_CREAT
+                        | OFlag::O_EXCL
+                        | OFlag::O_NOFOLLOW
+                        | OFlag::O_CLOEXEC,
+                    Mode::from_bits_truncate(0o600),
+                )
+                .with_context(|| format!("create a temporary file for {rel}"))?;
+                let mut f = File::from(fd);
+                let written = std::io::copy(src, &mut f)
+                    .and_then(|_| f.flush())
+                    .map_err(anyhow::Error::from)
+                    .and_then(|_| fchmod(&f, Mode::from_bits_truncate(mode)).map_err(Into::into));
+                if let Err(e) = written {
+                    let _ = unlinkat(dir.as_fd(), tmp.as_str(), UnlinkatFlags::NoRemoveDir);
+                    return Err(e.context(format!("write {rel}")));
+                }
+            }
+            (None, None) => bail!("nothing to put at {rel}"),
+        }
+        if let Ok(st) = fstatat(dir.as_fd(), name.as_str(), AtFlags::AT_SYMLINK_NOFOLLOW) {
+            if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFDIR {
+                if let Err(e) = unlinkat(dir.as_fd(), name.as_str(), UnlinkatFlags::RemoveDir) {
+                    let _ = unlinkat(dir.as_fd(), tmp.as_str(), UnlinkatFlags::NoRemoveDir);
+                    return Err(e).with_context(|| format!("rmdir {rel}"));
+                }
+            }
+        }
+        if let Err(e) = renameat(dir.as_fd(), tmp.as_str(), dir.as_fd(), name.as_str()) {
+            let _ = unlinkat(dir.as_fd(), tmp.as_str(), UnlinkatFlags::NoRemoveDir);
+            return Err(e).with_context(|| format!("rename onto {rel}"));
+        }
+        Ok(())
+    }
+
+    /// Removes `rel` (an empty directory, a file or a symlink); absent is fine.
+    pub fn remove(&self, rel: &str) -> Result<()> {
+        let (dir, name) = match self.parent(rel)? {
+            (Parent::Open(fd), name) => (fd, name),
+            (Parent::Missing, _) => return Ok(()),
+            (Parent::InTheWay, _) => {
+                bail!("the directory of {rel} is no longer a plain directory")
+            }
+        };
+        let flag = match fstatat(dir.as_fd(), name.as_str(), AtFlags::AT_SYMLINK_NOFOLLOW) {
+            Err(Errno::ENOENT) => return Ok(()),
+            Err(e) => return Err(e).with_context(|| format!("stat {rel}")),
+            Ok(st) if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFDIR => {
+                UnlinkatFlags::RemoveDir
+            }
+            Ok(_) => UnlinkatFlags::NoRemoveDir,
+        };
+        unlinkat(dir.as_fd(), name.as_str(), flag).with_context(|| format!("rm {rel}"))
+    }
+}
+
+fn tmp_name() -> String {
+    let mut b = [0u8; 6];
+    let _ = getrandom::fill(&mut b);
+    format!(".brainloop-{}.tmp", hex::encode(b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn setup() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
+        let t = tempfile::tempdir().unwrap();
+        let (ws, outside) = (t.path().join("ws"), t.path().join("outside"));
+        fs::create_dir_all(ws.join("d")).unwrap();
+        fs::create_dir_all(&outside).unwrap();
+        fs::write(outside.join("secret.db"), "precious").unwrap();
+        (t, ws, outside)
+    }
+
+    #[test]
+    fn entries_are_read_without_following_symlinks() {
+        let (_t, ws, outside) = setup();
+        fs::write(ws.join("d/f.txt"), "hi").unwrap();
+        std::os::unix::fs::symlink(&outside, ws.join("out")).unwrap();
+        std::os::unix::fs::symlink(outside.join("secret.db"), ws.join("s")).unwrap();
+        let b = Beneath::open(&ws).unwrap();
+        assert!(matches!(b.entry("d/f.txt").unwrap(), Entry::File(_, _)));
+        assert_eq!(b.entry("d").unwrap(), Entry::Dir);
+        assert_eq!(b.entry("nope/x/y").unwrap(), Entry::Absent);
+        assert_eq!(b.entry("d/nope").unwrap(), Entry::Absent);
+        assert_eq!(
+            b.entry("s").unwrap(),
+            Entry::Link(outside.join("secret.db").display().to_string())
+        );
+        // Through a symlinked directory: never the outside file's state.
+        assert_eq!(b.entry("out/secret.db").unwrap(), Entry::Other);
+        assert_eq!(b.entry("d/f.txt/x").unwrap(), Entry::Other);
+        assert!(b.open_file("out/secret.db").is_err());
+        assert!(b.open_file("s").is_err());
+        for bad in ["", "/etc/passwd", "../x", "d/../../x", "d//x", "./d"] {
+            assert!(b.entry(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn writes_never_land_outside_through_a_symlink() {
+        let (_t, ws, outside) = setup();
+        std::os::unix::fs::symlink(&outside, ws.join("out")).unwrap();
+        let b = Beneath::open(&ws).unwrap();
+        let mut evil: &[u8] = b"evil";
+        assert!(b
+            .put("out/secret.db", Some(&mut evil), 0o644, None)
+            .is_err());
+        assert!(b.put("out/new.db", None, 0, Some("/etc")).is_err());
+        assert!(b.make_dir("out/newdir").is_err());
+        assert!(b.remove("out/secret.db").is_err());
+        assert_eq!(
+            fs::read_to_string(outside.join("secret.db")).unwrap(),
+            "precious"
+        );
+        assert_eq!(fs::read_dir(&outside).unwrap().count(), 1);
+        // Replacing the symlink itself is a workspace change, and leaves the outside alone.
+        let mut c: &[u8] = b"mine";
+        b.put("out", Some(&mut c), 0o640, None).unwrap();
+        assert_eq!(fs::read_to_string(ws.join("out")).unwrap(), "mine");
+        assert_eq!(
+            fs::metadata(ws.join("out")).unwrap().permissions().mode() & 0o777,
+            0o640
+        );
+        assert_eq!(
+            fs::read_to_string(outside.join("secret.db")).unwrap(),
+            "precious"
+        );
+    }
+
+    #[test]
+    fn put_make_dir_and_remove_inside() {
+        let (_t, ws, _) = setup();
+        let b = Beneath::open(&ws).unwrap();
+        b.make_dir("d/sub").unwrap();
+        b.make_dir("d/sub").unwrap();
+        let mut c: &[u8] = b"x";
+        b.put("d/sub/f", Some(&mut c), 0o600, None).unwrap();
+        b.put("d/l", None, 0, Some("sub/f")).unwrap();
+        assert_eq!(fs::read_link(ws.join("d/l")).unwrap(), Path::new("sub/f"));
+        // An empty directory is replaced by a file.
+        b.make_dir("d/e").unwrap();
+        let mut c: &[u8] = b"y";
+        b.put("d/e", Some(&mut c), 0o644, None).unwrap();
+        assert_eq!(fs::read_to_string(ws.join("d/e")).unwrap(), "y");
+        b.remove("d/sub/f").unwrap();
+        b.remove("d/sub").unwrap();
+        b.remove("d/sub").unwrap();
+        b.remove("missing/deeper").unwrap();
+        assert!(!ws.join("d/sub").exists());
+        // No temporary file is left behind.
+        let names: Vec<_> = fs::read_dir(ws.join("d"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(
+            names.iter().all(|n| !n.starts_with(".brainloop-")),
+            "{names:?}"
+        );
+    }
+}
