@@ -6,10 +6,10 @@
 
 mod audit;
 mod explore;
-mod generate_file;
-mod generate_sql;
-mod pending;
-mod preview;
+pub(super) mod generate_file;
+pub(super) mod generate_sql;
+pub(super) mod pending;
+pub(super) mod preview;
 
 use super::{ActionSpec, JobCtx, Outcome};
 use crate::llm::{Answer, JobUsage, LlmError, Prompt};
