@@ -40,6 +40,12 @@ fn respond(req: &Seen) -> Reply {
     if sys.contains("You improve one block") {
         let feedback = user.split("Feedback to apply:").nth(1).unwrap_or_default();
         let fix = word_after(feedback, "FIX:").unwrap_or_else(|| "fixed".into());
+        if sql && fix.starts_with("attach=") {
+            let path = fix.trim_start_matches("attach=");
+            return Reply::text(&format!(
+                "```sql\nATTACH DATABASE '{path}' AS e;\nCREATE TABLE e.stolen(a);\n```"
+            ));
+        }
         if sql {
             return Reply::text(
                 "```sql\nINSERT INTO t(a, b) VALUES (10, 'ten');\nINSERT INTO t(a, b) VALUES (11, 'eleven');\n```",
@@ -108,7 +114,11 @@ fn ok(r: (String, Value, String)) -> Value {
 }
 
 fn propose(env: &Env, client: &str, blocks: Value) -> Value {
-    ok(lp(env, client, json!({"mode": "propose", "blocks": blocks})))
+    ok(lp(
+        env,
+        client,
+        json!({"mode": "propose", "blocks": blocks}),
+    ))
 }
 
 fn refine(env: &Env, sid: &str, block: &str, feedback: &str) -> (String, Value, String) {
@@ -265,11 +275,7 @@ fn proposed_refined_twice_committed_writes_the_refined_code_without_asking_the_m
     assert_eq!(commits[0]["blocks"], json!(["b1"]));
     assert_eq!(commits[1]["blocks"], json!(["b2"]));
     // An ended session refuses changes.
-    let (st, _, err) = lp(
-        &env,
-        "agent",
-        json!({"mode": "abandon", "session_id": sid}),
-    );
+    let (st, _, err) = lp(&env, "agent", json!({"mode": "abandon", "session_id": sid}));
     assert_eq!(st, "failed");
     assert!(err.contains("committed"), "{err}");
 }
@@ -375,11 +381,7 @@ fn another_client_cannot_audit_refine_commit_or_abandon_the_session() {
     let sid = v["session_id"].as_str().unwrap().to_string();
     let calls = mock.chats().len();
     let bogus = "blocks-00000000000000000000000000000000";
-    let (st, _, missing) = lp(
-        &env,
-        "other",
-        json!({"mode": "audit", "session_id": bogus}),
-    );
+    let (st, _, missing) = lp(&env, "other", json!({"mode": "audit", "session_id": bogus}));
     assert_eq!(st, "failed");
     let expected = missing.replace(bogus, &sid);
     for params in [
@@ -391,9 +393,16 @@ fn another_client_cannot_audit_refine_commit_or_abandon_the_session() {
     ] {
         let (st, r, err) = lp(&env, "other", params.clone());
         assert_eq!(st, "failed", "{params} {r}");
-        assert_eq!(err, expected, "a foreign session reads exactly as a missing one");
+        assert_eq!(
+            err, expected,
+            "a foreign session reads exactly as a missing one"
+        );
     }
-    assert_eq!(mock.chats().len(), calls, "no token spent for the other client");
+    assert_eq!(
+        mock.chats().len(),
+        calls,
+        "no token spent for the other client"
+    );
     assert!(!env.workspace.join("auto/mine.py").exists());
     assert_eq!(session_status(&env, &sid), "open");
     assert!(events(&env, "session_audit").is_empty());
@@ -467,11 +476,18 @@ fn abandon_expiry_and_heartbeat_counts() {
     // sids[2] is never used again: the retention pass expires it.
     let t0 = Instant::now();
     while session_status(&env, &sids[2]) != "expired" {
-        assert!(t0.elapsed() < LONG, "the retention pass did not expire the idle session");
+        assert!(
+            t0.elapsed() < LONG,
+            "the retention pass did not expire the idle session"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     assert_eq!(session_status(&env, &sids[1]), "expired");
-    assert_eq!(session_status(&env, &sids[3]), "open", "a fresh session stays open");
+    assert_eq!(
+        session_status(&env, &sids[3]),
+        "open",
+        "a fresh session stays open"
+    );
     // The heartbeat counts open sessions as active and ended ones as completed.
     let t0 = Instant::now();
     loop {
@@ -538,8 +554,27 @@ fn a_sql_block_commits_in_one_transaction_to_a_granted_database() {
         json!({"mode": "audit", "session_id": sid}),
     ));
     assert_eq!(a["blocks"][0]["status"], "open");
+    // A refinement that tries to reach another database through ATTACH is refused at commit.
+    let evil = env.root.path().join("evil.db");
+    let r = ok(refine(
+        &env,
+        &sid,
+        "b1",
+        &format!("FIX:attach={}", evil.display()),
+    ));
+    assert!(r["block"]["sql"]["error"].is_string(), "{r}");
+    let (st, _, err) = lp(&env, "agent", json!({"mode": "commit", "session_id": sid}));
+    assert_eq!(st, "failed");
+    assert!(err.contains("refused or invalid"), "{err}");
+    assert!(!evil.exists(), "ATTACH never ran");
+    assert_eq!(count(), 1);
     // Refined into a valid script, committed: both rows, one transaction, no model call.
-    ok(refine(&env, &sid, "b1", "the second table does not exist FIX:sql"));
+    ok(refine(
+        &env,
+        &sid,
+        "b1",
+        "the second table does not exist FIX:sql",
+    ));
     let calls = mock.chats().len();
     let c = ok(lp(
         &env,
@@ -635,4 +670,40 @@ fn targets_outside_the_grants_are_refused_before_any_llm_call() {
         std::fs::read_to_string(env.workspace.join("auto/exists.py")).unwrap(),
         "print('over')\n"
     );
+}
+
+#[test]
+fn an_approved_commit_writes_nothing_if_the_stored_block_was_tampered_with() {
+    let env = Env::new();
+    let mock = MockLlm::start(respond);
+    let _d = start(&env, &mock, &[]);
+    let v = propose(
+        &env,
+        "agent",
+        json!([{"description": "MARK:honest", "type": "python", "target": "gen/t.py"}]),
+    );
+    let sid = v["session_id"].as_str().unwrap().to_string();
+    let id = job(
+        &env,
+        "agent",
+        "loop",
+        &json!({"mode": "commit", "session_id": sid}),
+    );
+    let (st, p, err) = settled(&env, id);
+    assert_eq!(st, "pending_validation", "{err} {p}");
+    let vid = p["validation_id"].as_str().unwrap().to_string();
+    // The session's code is changed behind the human's back (direct write to lifecycle.db).
+    env.lifecycle()
+        .execute(
+            "UPDATE sessions SET state = replace(state, 'honest', 'evil') WHERE session_id = ?1",
+            [&sid],
+        )
+        .unwrap();
+    let (ok_, out, e) = env.cli(&["approve", &vid]);
+    assert!(ok_.success(), "{out}{e}");
+    let (st, r, err) = wait_final(&env, id);
+    assert_ne!(st, "succeeded", "{r}");
+    assert!(err.contains("nothing was written"), "{err}");
+    assert!(!env.workspace.join("gen/t.py").exists());
+    assert!(events(&env, "session_commit").is_empty());
 }

@@ -111,7 +111,7 @@ fn read_one(
 
 /// The session of `mode` a job created (a propose job run again after a crash finds its own
 /// session instead of generating a second one).
-pub async fn find_by_job(
+pub async fn load_by_job(
     db: &Arc<Db>,
     job_id: i64,
     client: &str,
@@ -177,14 +177,13 @@ where
 /// Whether job `job_id` has not ended yet (claimed, running or waiting for a human): its
 /// `processed_log` row exists and is not `done`.
 pub fn job_live(c: &rusqlite::Connection, job_id: i64) -> rusqlite::Result<bool> {
-    Ok(c
-        .query_row(
-            "SELECT status FROM processed_log WHERE job_id = ?1",
-            [job_id],
-            |r| r.get::<_, String>(0),
-        )
-        .optional()?
-        .is_some_and(|s| s != "done"))
+    Ok(c.query_row(
+        "SELECT status FROM processed_log WHERE job_id = ?1",
+        [job_id],
+        |r| r.get::<_, String>(0),
+    )
+    .optional()?
+    .is_some_and(|s| s != "done"))
 }
 
 /// Marks `id` expired if it is an open session of `mode` untouched since `cutoff` (ms).
@@ -248,4 +247,116 @@ pub async fn count_open(db: &Arc<Db>) -> Result<i64> {
         )?)
     })
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::db::{migrate, DbKind};
+    use serde_json::json;
+
+    fn session(id: &str, client: &str, mode: &str, status: &str) -> Session {
+        Session {
+            session_id: id.into(),
+            job_id: Some(1),
+            client_id: client.into(),
+            mode: mode.into(),
+            status: status.into(),
+            state: json!({"n": 0}),
+            created_at: 0,
+            updated_at: 0,
+        }
+    }
+
+    #[tokio::test]
+    async fn ownership_updates_expiry_and_counts() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        migrate::ensure_data_dir(&data).unwrap();
+        migrate::migrate(&data, DbKind::Lifecycle).unwrap();
+        let db = Db::open(&data, DbKind::Lifecycle).unwrap();
+        for s in [
+            session("s1", "a", "blocks", "open"),
+            session("s2", "a", "blocks", "abandoned"),
+            session("s3", "b", "agent", "open"),
+            session("rc", "a", "run_code", "open"),
+        ] {
+            save(&db, &s).await.unwrap();
+        }
+        // Another client's session and run_code checkpoints read as missing.
+        assert!(load(&db, "s1", "b").await.unwrap().is_none());
+        assert!(load(&db, "rc", "a").await.unwrap().is_none());
+        let none = update(&db, "s1", "b", |_, s| {
+            s.status = "committed".into();
+            Ok::<_, ()>(())
+        })
+        .await
+        .unwrap();
+        assert!(none.is_none());
+        // A refused update writes nothing; an accepted one does.
+        let r = update(&db, "s1", "a", |_, s| {
+            s.state = json!({"n": 1});
+            Err::<(), _>("no")
+        })
+        .await
+        .unwrap();
+        assert_eq!(r, Some(Err("no")));
+        assert_eq!(
+            load(&db, "s1", "a").await.unwrap().unwrap().state,
+            json!({"n": 0})
+        );
+        update(&db, "s1", "a", |_, s| {
+            s.state = json!({"n": 2});
+            Ok::<_, ()>(())
+        })
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+        let s1 = load(&db, "s1", "a").await.unwrap().unwrap();
+        assert_eq!(s1.state, json!({"n": 2}));
+        assert!(s1.updated_at > 0, "an update touches the session");
+        assert_eq!(
+            load_by_job(&db, 1, "a", "blocks")
+                .await
+                .unwrap()
+                .map(|s| s.mode),
+            Some("blocks".to_string())
+        );
+        assert!(load_by_job(&db, 2, "a", "blocks").await.unwrap().is_none());
+        // Counts: open loop sessions (s1, s3) and ended ones (s2); run_code is not a loop session.
+        assert_eq!(count_open(&db).await.unwrap(), 2);
+        assert_eq!(count_ended(&db).await.unwrap(), 1);
+        // Expiry: only open sessions of the mode, idle before the cutoff.
+        let cutoff = s1.updated_at + 1;
+        assert!(!expire_one(&db, "s1", "agent", cutoff).await.unwrap());
+        assert!(expire_one(&db, "s1", "blocks", cutoff).await.unwrap());
+        assert!(!expire_one(&db, "s1", "blocks", cutoff).await.unwrap());
+        save(&db, &session("s4", "a", "blocks", "open"))
+            .await
+            .unwrap();
+        db.with(|c| {
+            c.execute(
+                "UPDATE sessions SET updated_at = 5 WHERE session_id = 's4'",
+                [],
+            )?;
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(db.with(|c| expire_idle(c, "blocks", 10)).unwrap(), 1);
+        assert_eq!(db.with(|c| expire_idle(c, "blocks", 10)).unwrap(), 0);
+        assert_eq!(count_open(&db).await.unwrap(), 1, "only the agent session");
+        assert_eq!(count_ended(&db).await.unwrap(), 3);
+        // A job is live until its log row is done.
+        db.with(|c| {
+            c.execute_batch(
+                "INSERT INTO processed_log(job_id, status) VALUES (7, 'pending_validation'), (8, 'done')",
+            )?;
+            assert!(job_live(c, 7)?);
+            assert!(!job_live(c, 8)?);
+            assert!(!job_live(c, 9)?);
+            Ok(())
+        })
+        .unwrap();
+    }
 }

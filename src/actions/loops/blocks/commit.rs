@@ -25,10 +25,9 @@
 use super::model::grants;
 use super::state::{self, Block, State};
 use super::{event, internal, live_claim, missing, open_session, require_open, str_param};
-use crate::actions::llm::generate_file::current;
-use crate::actions::llm::generate_sql::{judge, run_read_only, run_writing};
 use crate::actions::llm::pending::{self, sha256, write_hash, Ask};
 use crate::actions::llm::preview;
+use crate::actions::llm::{current, judge, run_read_only, run_writing};
 use crate::actions::loops::{store, NAME};
 use crate::actions::{JobCtx, Outcome};
 use crate::clients::write::{self, WriteError};
@@ -90,11 +89,7 @@ fn with_block(b: &str, mut o: Outcome) -> Outcome {
 }
 
 /// Checks one block's target and content now.
-async fn plan_one(
-    g: &Arc<ClientGrants>,
-    deny: &[PathBuf],
-    b: &Block,
-) -> Result<Planned, Outcome> {
+async fn plan_one(g: &Arc<ClientGrants>, deny: &[PathBuf], b: &Block) -> Result<Planned, Outcome> {
     let (g, deny, b) = (Arc::clone(g), deny.to_vec(), b.clone());
     blocking(move || {
         if b.is_sql() {
@@ -267,7 +262,10 @@ pub async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
         require_open(&s)?;
         for it in &m.items {
             let b = st.block(&it.block_id).ok_or_else(|| {
-                Outcome::failed(format!("block {} is gone; nothing was written", it.block_id))
+                Outcome::failed(format!(
+                    "block {} is gone; nothing was written",
+                    it.block_id
+                ))
             })?;
             let now = plan_one(&g, &deny, b)
                 .await
@@ -283,7 +281,16 @@ pub async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
             }
         }
         claim(ctx, id, &m.items).await?;
-        let out = execute(ctx, &g, &deny, id, &m.items, "approved", Some(&a.validation_id)).await;
+        let out = execute(
+            ctx,
+            &g,
+            &deny,
+            id,
+            &m.items,
+            "approved",
+            Some(&a.validation_id),
+        )
+        .await;
         pending::forget(ctx).await;
         return out;
     }
@@ -301,7 +308,10 @@ pub async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
     }
     let items: Vec<Item> = planned.iter().map(|p| p.item.clone()).collect();
     claim(ctx, id, &items).await?;
-    let ask: Vec<&Planned> = planned.iter().filter(|p| p.item.writes && !p.auto).collect();
+    let ask: Vec<&Planned> = planned
+        .iter()
+        .filter(|p| p.item.writes && !p.auto)
+        .collect();
     if ask.is_empty() {
         let policy = if items.iter().any(|i| i.writes) {
             "auto_grant"
@@ -366,11 +376,7 @@ pub async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
 }
 
 /// Runs one item; the record of what it did.
-async fn execute_one(
-    g: &Arc<ClientGrants>,
-    deny: &[PathBuf],
-    it: &Item,
-) -> Result<Value, String> {
+async fn execute_one(g: &Arc<ClientGrants>, deny: &[PathBuf], it: &Item) -> Result<Value, String> {
     let (g, deny, it) = (Arc::clone(g), deny.to_vec(), it.clone());
     tokio::task::spawn_blocking(move || -> Result<Value, String> {
         if it.kind == "file" {
@@ -407,14 +413,18 @@ async fn execute_one(
             let (statements, changes) = run_writing(&opened, &it.content).map_err(|e| {
                 format!("the SQL failed and was rolled back (nothing changed): {e:#}")
             })?;
-            Ok(json!({"kind": "sql", "database": it.real, "read_only": false,
+            Ok(
+                json!({"kind": "sql", "database": it.real, "read_only": false,
                       "statements": statements, "changes": changes,
-                      "content_sha256": sha256(&it.content)}))
+                      "content_sha256": sha256(&it.content)}),
+            )
         } else {
             let statements = run_read_only(&opened, &it.content)
                 .map_err(|e| format!("the SQL failed: {e:#}"))?;
-            Ok(json!({"kind": "sql", "database": it.real, "read_only": true,
-                      "statements": statements, "content_sha256": sha256(&it.content)}))
+            Ok(
+                json!({"kind": "sql", "database": it.real, "read_only": true,
+                      "statements": statements, "content_sha256": sha256(&it.content)}),
+            )
         }
     })
     .await
@@ -476,7 +486,11 @@ async fn execute(
         Ok(Some(Err(e))) => e,
         Ok(None) => "missing".into(),
         Err(e) => {
-            tracing::error!(session_id = id, error = format!("{e:#}"), "committed blocks not recorded");
+            tracing::error!(
+                session_id = id,
+                error = format!("{e:#}"),
+                "committed blocks not recorded"
+            );
             format!("unrecorded: {e:#}")
         }
     };

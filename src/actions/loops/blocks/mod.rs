@@ -130,7 +130,11 @@ async fn event(ctx: &JobCtx, kind: &'static str, detail: Value) {
         .call(move |c| crate::db::metadata::insert_event(c, kind, Some(job), &detail))
         .await;
     if let Err(e) = res {
-        tracing::warn!(kind, error = format!("{e:#}"), "cannot write the session event");
+        tracing::warn!(
+            kind,
+            error = format!("{e:#}"),
+            "cannot write the session event"
+        );
     }
 }
 

@@ -3,9 +3,7 @@
 //! and generate_sql check them — before any token is spent), the prompts (temperature 0.1),
 //! one generation with code fences stripped, and SQLite's read-only verdict on sql code.
 
-use crate::actions::llm::generate_file::is_markdown;
-use crate::actions::llm::generate_sql::{judge, schema_text};
-use crate::actions::llm::ask_model;
+use crate::actions::llm::{ask_model, is_markdown, judge, schema_text};
 use crate::actions::{JobCtx, Outcome};
 use crate::clients::{paths, write, ClientGrants};
 use crate::llm::{text, Answer, JobUsage, Prompt};
@@ -96,9 +94,9 @@ fn file_name(target: &str) -> String {
 
 fn context(kind: &str, target: &str, checked: &Checked, description: &str) -> String {
     match checked {
-        Checked::Sql { schema } => format!(
-            "Database schema:\n{schema}\n\nWhat the block must do:\n{description}\n"
-        ),
+        Checked::Sql { schema } => {
+            format!("Database schema:\n{schema}\n\nWhat the block must do:\n{description}\n")
+        }
         Checked::File => format!(
             "Block type: {kind}\nTarget file: `{}`\n\nWhat the block must do:\n{description}\n",
             file_name(target)
@@ -113,9 +111,7 @@ pub fn propose_prompt(kind: &str, target: &str, checked: &Checked, description: 
         Checked::File => CODE_RULES,
     };
     Prompt {
-        system: format!(
-            "You write one block of a larger change, precisely as described. {rules}"
-        ),
+        system: format!("You write one block of a larger change, precisely as described. {rules}"),
         user: context(kind, target, checked, description),
         temperature: 0.1,
         action: super::super::NAME,

@@ -71,7 +71,7 @@ fn answer(s: &Session, st: &State, llm: Vec<Value>, replayed: bool) -> Value {
 }
 
 pub async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
-    let existing = store::find_by_job(&ctx.stores.lifecycle, ctx.job_id, &ctx.client_id, MODE)
+    let existing = store::load_by_job(&ctx.stores.lifecycle, ctx.job_id, &ctx.client_id, MODE)
         .await
         .map_err(|e| internal("cannot read the loop sessions", e))?;
     if let Some(s) = existing {

@@ -104,7 +104,12 @@ pub async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
         o.result = Some(json!({"llm": llm_info(&answer)}));
         o
     })?;
-    tracing::info!(session_id = id, block_id, iterations = updated.iterations, "loop block refined");
+    tracing::info!(
+        session_id = id,
+        block_id,
+        iterations = updated.iterations,
+        "loop block refined"
+    );
     Ok(Outcome::ok(json!({
         "session_id": id,
         "block": block_json(&updated, false),

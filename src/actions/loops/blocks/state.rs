@@ -131,7 +131,12 @@ pub fn apply_refinement(
 
 /// Claims a block for commit by `job`, for the exact `content` planned: refused if it is
 /// committed, changed since the plan, or claimed by another job that is still live.
-pub fn claim(b: &mut Block, job: i64, content: &str, live_claim: Option<i64>) -> Result<(), String> {
+pub fn claim(
+    b: &mut Block,
+    job: i64,
+    content: &str,
+    live_claim: Option<i64>,
+) -> Result<(), String> {
     if !b.is_open() {
         return Err(format!("block {} is already committed", b.id));
     }
@@ -187,7 +192,10 @@ mod tests {
     fn a_refinement_applies_to_the_code_it_was_made_from() {
         let mut b = block();
         apply_refinement(&mut b, "v0", version(1, "v1", Some("f1")), None).unwrap();
-        assert_eq!((b.code.as_str(), b.iterations, b.history.len()), ("v1", 1, 2));
+        assert_eq!(
+            (b.code.as_str(), b.iterations, b.history.len()),
+            ("v1", 1, 2)
+        );
         assert_eq!(b.history[1].feedback.as_deref(), Some("f1"));
         assert_eq!(b.history[0].code, "v0", "previous versions are kept");
         // Made from v0 while v1 is current: refused, nothing changed.
@@ -224,7 +232,13 @@ mod tests {
     #[test]
     fn state_round_trips_and_ends_when_every_block_is_committed() {
         let mut s = State {
-            blocks: vec![block(), Block { id: "b2".into(), ..block() }],
+            blocks: vec![
+                block(),
+                Block {
+                    id: "b2".into(),
+                    ..block()
+                },
+            ],
         };
         assert_eq!(State::from_value(&s.to_value()).unwrap(), s);
         assert!(!s.all_committed());
