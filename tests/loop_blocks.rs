@@ -707,3 +707,38 @@ fn an_approved_commit_writes_nothing_if_the_stored_block_was_tampered_with() {
     assert!(!env.workspace.join("gen/t.py").exists());
     assert!(events(&env, "session_commit").is_empty());
 }
+
+#[test]
+fn a_session_and_a_waiting_commit_survive_a_kill_9_and_resume_after_approval() {
+    let env = Env::new();
+    let mock = MockLlm::start(respond);
+    let d = start(&env, &mock, &[]);
+    let v = propose(
+        &env,
+        "agent",
+        json!([{"description": "MARK:durable", "type": "python", "target": "gen/d.py"}]),
+    );
+    let sid = v["session_id"].as_str().unwrap().to_string();
+    let id = job(
+        &env,
+        "agent",
+        "loop",
+        &json!({"mode": "commit", "session_id": sid}),
+    );
+    let (st, p, err) = settled(&env, id);
+    assert_eq!(st, "pending_validation", "{err} {p}");
+    let vid = p["validation_id"].as_str().unwrap().to_string();
+    d.kill9();
+    let _d = start(&env, &mock, &[]);
+    let (ok_, out, e) = env.cli(&["approve", &vid]);
+    assert!(ok_.success(), "{out}{e}");
+    let (st, r, err) = wait_final(&env, id);
+    assert_eq!(st, "succeeded", "{err} {r}");
+    assert_eq!(
+        std::fs::read_to_string(env.workspace.join("gen/d.py")).unwrap(),
+        "print('durable')\n"
+    );
+    assert_eq!(events(&env, "session_commit").len(), 1);
+    assert_eq!(session_status(&env, &sid), "committed");
+    assert_eq!(mock.chats().len(), 1, "only the propose asked the model");
+}
