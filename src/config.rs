@@ -58,6 +58,9 @@ pub struct Config {
     pub schedules_timezone: String,
     /// A validation nobody answers within this time expires, and its job ends `expired` (ms).
     pub validation_ttl_ms: u64,
+    /// An open `loop` block session untouched (no propose, refine or commit) for this long
+    /// becomes `expired` and refuses every further mode (ms). Default 24 h.
+    pub loop_session_ttl_ms: u64,
     /// Enables hidden actions used by the test-suite and benchmarks (`sleep`). Never in production.
     pub test_actions: bool,
     /// MCP tool → permission set mapping merged over the shipped `config/mcp-permissions.toml`
@@ -123,6 +126,7 @@ impl Default for Config {
             cancel_grace_ms: 5_000,
             params_max_bytes: 1024 * 1024,
             validation_ttl_ms: 4 * 3_600_000,
+            loop_session_ttl_ms: 24 * 3_600_000,
             schedules_catch_up: true,
             schedules_timezone: "UTC".into(),
             horos_registry: None,
@@ -237,6 +241,7 @@ impl Config {
             self.retention.interval_ms
         );
         env_num!("BRAINLOOP_VALIDATION_TTL_MS", self.validation_ttl_ms);
+        env_num!("BRAINLOOP_LOOP_SESSION_TTL_MS", self.loop_session_ttl_ms);
         self.llm.apply_env(&get)?;
         if let Some(v) = get("BRAINLOOP_OVERLAY") {
             self.overlay = matches!(v.trim(), "1" | "true" | "yes");
@@ -268,6 +273,9 @@ impl Config {
                 "log_format must be \"text\" or \"json\" (got {:?})",
                 self.log_format
             );
+        }
+        if self.loop_session_ttl_ms == 0 || self.loop_session_ttl_ms > i64::MAX as u64 / 2 {
+            bail!("loop_session_ttl_ms must be at least 1 (ms) and reasonable");
         }
         if self.claim_batch == 0 {
             bail!("claim_batch must be at least 1");

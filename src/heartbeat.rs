@@ -1,5 +1,6 @@
 //! The heartbeat: a row in output.db `heartbeat` at start, on every state change and every
-//! `heartbeat_interval_ms` (15 s by default), carrying the live gauges; each beat also flushes
+//! `heartbeat_interval_ms` (15 s by default), carrying the live gauges (`sessions_active` /
+//! `sessions_completed`: open / ended `loop` sessions, counted in lifecycle.db at each beat); each beat also flushes
 //! the metric counters to `metrics`. A failed write (disk full, lock held) is logged and retried
 //! at the next beat; it never stops the worker.
 
@@ -57,6 +58,20 @@ async fn beat(
     state: WorkerState,
     started: Instant,
 ) {
+    // `loop` sessions: open ones are active; committed, abandoned, expired… are completed.
+    match (
+        crate::actions::loop_sessions_open(&stores.lifecycle).await,
+        crate::actions::loop_sessions_ended(&stores.lifecycle).await,
+    ) {
+        (Ok(open), Ok(ended)) => {
+            stats.sessions_active.store(open, Ordering::Relaxed);
+            stats.sessions_completed.store(ended, Ordering::Relaxed);
+        }
+        (Err(e), _) | (_, Err(e)) => tracing::warn!(
+            error = format!("{e:#}"),
+            "cannot count loop sessions; the heartbeat keeps the last figures"
+        ),
+    }
     let now = crate::time::now_ms();
     let hb = Heartbeat {
         worker_id: worker_id.to_string(),

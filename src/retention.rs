@@ -1,7 +1,7 @@
 //! Retention and file-size bounds: a periodic pass that prunes, in bounded batches, old
 //! heartbeats, metrics, finished results (with their lifecycle snapshots), decided validations,
 //! telemetry events, command executions and consumed approvals, expired reader digests and unused
-//! stored inferences; then checkpoints each database's WAL (`TRUNCATE`) so the `-wal` files stay
+//! stored inferences; expires `loop` block sessions idle past `loop_session_ttl_ms`; then checkpoints each database's WAL (`TRUNCATE`) so the `-wal` files stay
 //! small and runs `incremental_vacuum` so freed pages go back to the disk. The audit trail and
 //! policy history are kept. (input.db belongs to the producers: the worker never deletes there.)
 
@@ -88,6 +88,17 @@ pub async fn pass(
         if n == 0 {
             break;
         }
+    }
+    // Open loop block sessions idle past their TTL end `expired`.
+    let cutoff = now - config.loop_session_ttl_ms.min(i64::MAX as u64 / 2) as i64;
+    let expired = stores
+        .lifecycle
+        .call(move |c| {
+            crate::actions::expire_idle_loop_sessions(c, crate::actions::LOOP_BLOCKS_MODE, cutoff)
+        })
+        .await?;
+    if expired > 0 {
+        tracing::info!(sessions = expired, "idle loop sessions expired");
     }
     for db in [
         &stores.output,

@@ -68,7 +68,7 @@ fn write_outcome(e: WriteError) -> Outcome {
     }
 }
 
-fn is_markdown(path: &Path, code_type: Option<&str>) -> bool {
+pub(crate) fn is_markdown(path: &Path, code_type: Option<&str>) -> bool {
     let ext = path
         .extension()
         .map(|e| e.to_string_lossy().to_ascii_lowercase());
@@ -77,7 +77,11 @@ fn is_markdown(path: &Path, code_type: Option<&str>) -> bool {
 }
 
 /// The current content of the file being replaced, if the client may read it.
-fn current(grants: &ClientGrants, real: &Path, deny: &[std::path::PathBuf]) -> Option<String> {
+pub(crate) fn current(
+    grants: &ClientGrants,
+    real: &Path,
+    deny: &[std::path::PathBuf],
+) -> Option<String> {
     let opened = paths::open_for_read(grants, &real.to_string_lossy(), deny).ok()?;
     let mut buf = String::new();
     (&opened.file)

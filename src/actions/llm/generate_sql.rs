@@ -114,7 +114,7 @@ fn guard(conn: &Connection, opened: &Opened, budget: Duration) -> Result<()> {
 }
 
 /// The tables, views, indexes and triggers of the database (their SQL), for the prompt.
-fn schema_text(opened: &Opened) -> Result<String> {
+pub(crate) fn schema_text(opened: &Opened) -> Result<String> {
     let conn = sqlite::open_guarded(opened)?;
     let mut s = conn.prepare(
         "SELECT sql FROM sqlite_schema WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite_%' ORDER BY type DESC, name LIMIT 500",
@@ -138,12 +138,12 @@ fn schema_text(opened: &Opened) -> Result<String> {
 /// cannot be prepared after a writing one (it may depend on it) leaves the rest to the approved
 /// run, where each statement is prepared under the same authorizer.
 #[derive(Debug, PartialEq)]
-struct Verdict {
-    statements: usize,
-    writes: bool,
+pub(crate) struct Verdict {
+    pub(crate) statements: usize,
+    pub(crate) writes: bool,
 }
 
-fn judge(opened: &Opened, sql: &str) -> Result<Verdict> {
+pub(crate) fn judge(opened: &Opened, sql: &str) -> Result<Verdict> {
     let conn = Connection::open_with_flags(
         &opened.real_path,
         OpenFlags::SQLITE_OPEN_READ_ONLY
@@ -205,7 +205,7 @@ fn collect_rows(stmt: &mut rusqlite::Statement<'_>) -> Result<Value> {
 }
 
 /// Runs a read-only script on read_sqlite's guarded connection.
-fn run_read_only(opened: &Opened, sql: &str) -> Result<Vec<Value>> {
+pub(crate) fn run_read_only(opened: &Opened, sql: &str) -> Result<Vec<Value>> {
     let conn = sqlite::open_guarded(opened)?;
     let mut batch = Batch::new(&conn, sql);
     let mut out = Vec::new();
@@ -222,7 +222,7 @@ fn run_read_only(opened: &Opened, sql: &str) -> Result<Vec<Value>> {
 }
 
 /// Runs an approved script in one transaction; nothing is kept if any statement fails.
-fn run_writing(opened: &Opened, sql: &str) -> Result<(Vec<Value>, u64)> {
+pub(crate) fn run_writing(opened: &Opened, sql: &str) -> Result<(Vec<Value>, u64)> {
     let mut conn = Connection::open_with_flags(
         &opened.real_path,
         OpenFlags::SQLITE_OPEN_READ_WRITE

@@ -8,8 +8,8 @@ mod audit;
 mod explore;
 mod generate_file;
 mod generate_sql;
-mod pending;
-mod preview;
+pub(in crate::actions) mod pending;
+pub(in crate::actions) mod preview;
 
 use super::{ActionSpec, JobCtx, Outcome};
 use crate::llm::{Answer, JobUsage, LlmError, Prompt};
@@ -23,6 +23,10 @@ pub fn specs() -> Vec<ActionSpec> {
         audit::spec(),
     ]
 }
+
+/// What `loop`'s block mode reuses: generate_file's target helpers, generate_sql's SQLite rules.
+pub(in crate::actions) use generate_file::{current, is_markdown};
+pub(in crate::actions) use generate_sql::{judge, run_read_only, run_writing, schema_text};
 
 /// The first string among `keys` (a parameter and its seed 001 alias).
 pub(super) fn str_param<'a>(params: &'a Value, keys: &[&str]) -> Option<&'a str> {

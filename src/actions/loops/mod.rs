@@ -26,9 +26,9 @@ pub fn specs() -> Vec<ActionSpec> {
 fn spec() -> ActionSpec {
     ActionSpec {
         name: NAME,
-        description: "Resumable LLM sessions. Block mode: mode=propose {blocks:[{description,type,target}]} creates a session and generates code per block; audit {session_id, block_id?} returns blocks; refine {session_id, block_id, feedback} improves one; commit {session_id, block_id?} writes the refined code (files under FILE_WRITE with a human's validation, SQL with generate_sql's rules) and closes the block; abandon {session_id} ends the session. Agent mode: mode=agent {goal, workdir?, max_iterations?, token_budget?} lets the model run one step at a time (run_command, read_file, write_file, finish); every command passes command security, a step needing validation pauses the session until a human approves it.",
+        description: "Resumable LLM sessions. Block mode: mode=propose {blocks:[{description,type,target}]} creates a session and generates code per block (a file target must not exist unless the block has overwrite: true); audit {session_id, block_id?} returns blocks; refine {session_id, block_id, feedback} improves one; commit {session_id, block_id?} writes the refined code (files under FILE_WRITE with a human's validation, SQL with generate_sql's rules) and closes the block; abandon {session_id} ends the session. Agent mode: mode=agent {goal, workdir?, max_iterations?, token_budget?} lets the model run one step at a time (run_command, read_file, write_file, finish); every command passes command security, a step needing validation pauses the session until a human approves it.",
         aliases: &[],
-        params_schema: params_schema,
+        params_schema,
         grants: &[Grant::Llm],
         permission_set: "filesystem",
         handler: handle,
@@ -50,9 +50,10 @@ fn params_schema() -> Value {
                     "properties": {
                         "description": {"type": "string", "minLength": 1, "maxLength": 100000},
                         "type": {"type": "string", "minLength": 1, "maxLength": 100, "description": "code | sql | a language name"},
-                        "target": {"type": "string", "minLength": 1, "maxLength": 4096, "description": "the file the block is committed to (absolute or relative to the workspace); for sql, the database"}
+                        "target": {"type": "string", "minLength": 1, "maxLength": 4096, "description": "the file the block is committed to (absolute or relative to the workspace); for sql, the database"},
+                        "overwrite": {"type": "boolean", "description": "the commit may replace an existing file (default false; shown to the human who approves)"}
                     },
-                    "required": ["description", "type"],
+                    "required": ["description", "type", "target"],
                     "additionalProperties": false
                 }
             },

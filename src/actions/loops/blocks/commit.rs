@@ -1,0 +1,533 @@
+//! `commit {session_id, block_id?}`: writes the block's current (refined) code — never a
+//! regeneration, no LLM call — and closes the block; without `block_id`, every open block.
+//!
+//! 1. Plan: each block becomes an [`Item`] checked like the LLM actions check theirs. A file
+//!    goes through generate_file's path (`clients::write::check` under FILE_WRITE; an existing
+//!    file only with the block's `overwrite`, declared at propose). A sql block goes through
+//!    generate_sql's rules: the database opened under FILE_READ, SQLite's own read-only
+//!    verdict; a writing script needs FILE_WRITE on the database file.
+//! 2. Claim: in one transaction the blocks must still be open, hold exactly the planned code,
+//!    and not be claimed by another live job; they are claimed by this job (a refine is refused
+//!    while the claim lives: while the job runs or waits for a human).
+//! 3. If any item writes without an `auto` grant, nothing happens now: the manifest (every
+//!    item's block, kind, real path, overwrite flag and content) is stored in `llm_pending` and
+//!    one validation asks a human, with a preview or diff per file and the SQL. Its hash is
+//!    SHA-256 over the manifest. Otherwise the items run at once.
+//! 4. After approval the supervisor resumes the job: the stored manifest is loaded (its hash is
+//!    the approved one), every target must resolve to the same real path and every block still
+//!    hold that content; then the items run once, in order: files through `write::write`
+//!    (`RENAME_NOREPLACE` unless overwrite), writing SQL in one transaction, read-only SQL on
+//!    read_sqlite's guarded connection. Denied or expired: the job ends, its claim lapses,
+//!    nothing was written and the blocks stay open.
+//! 5. Record: committed blocks get their record; the session ends `committed` when all its
+//!    blocks are (event `session_commit`).
+
+use super::model::grants;
+use super::state::{self, Block, State};
+use super::{event, internal, live_claim, missing, open_session, require_open, str_param};
+use crate::actions::llm::pending::{self, sha256, write_hash, Ask};
+use crate::actions::llm::preview;
+use crate::actions::llm::{current, judge, run_read_only, run_writing};
+use crate::actions::loops::{store, NAME};
+use crate::actions::{JobCtx, Outcome};
+use crate::clients::write::{self, WriteError};
+use crate::clients::{paths, ClientGrants};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// One block's commit, as planned and (when a human is asked) approved.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+struct Item {
+    block_id: String,
+    /// `file` or `sql`.
+    kind: String,
+    /// The block's target as given.
+    requested: String,
+    /// The real path it resolved to when planned.
+    real: String,
+    overwrite: bool,
+    /// A file always writes; sql: SQLite's verdict.
+    writes: bool,
+    content: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+struct Manifest {
+    session_id: String,
+    items: Vec<Item>,
+}
+
+/// What planning learnt beyond the item (not part of the approval).
+struct Planned {
+    item: Item,
+    auto: bool,
+    grant: Option<String>,
+    preview: String,
+    what: String,
+}
+
+fn manifest_hash(m: &str, session_id: &str) -> String {
+    write_hash(NAME, Path::new(session_id), false, m)
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, Outcome> + Send + 'static,
+) -> Result<T, Outcome> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| Outcome::failed(format!("blocking task failed: {e}")))?
+}
+
+fn with_block(b: &str, mut o: Outcome) -> Outcome {
+    o.error = Some(format!(
+        "block {b}: {}; nothing was written",
+        o.error.unwrap_or_default()
+    ));
+    o
+}
+
+/// Checks one block's target and content now.
+async fn plan_one(g: &Arc<ClientGrants>, deny: &[PathBuf], b: &Block) -> Result<Planned, Outcome> {
+    let (g, deny, b) = (Arc::clone(g), deny.to_vec(), b.clone());
+    blocking(move || {
+        if b.is_sql() {
+            let opened = paths::open_for_read(&g, &b.target, &deny).map_err(Outcome::from)?;
+            let verdict = judge(&opened, &b.code).map_err(|e| {
+                Outcome::failed(format!("the block's SQL is refused or invalid: {e:#}"))
+            })?;
+            let real = opened.real_path.clone();
+            let (auto, grant) = if verdict.writes {
+                let t = write::check(&g, &real.to_string_lossy(), &deny).map_err(|e| {
+                    let mut o = Outcome::from(e);
+                    o.error = Some(format!(
+                        "the block's SQL writes to {}, which needs FILE_WRITE on it: {}",
+                        real.display(),
+                        o.error.unwrap_or_default()
+                    ));
+                    o
+                })?;
+                (t.auto, Some(t.grant))
+            } else {
+                (true, None)
+            };
+            let what = if verdict.writes {
+                format!(
+                    "run {} statement(s) that WRITE to {} in one transaction",
+                    verdict.statements,
+                    real.display()
+                )
+            } else {
+                format!(
+                    "run {} read-only statement(s) on {}",
+                    verdict.statements,
+                    real.display()
+                )
+            };
+            return Ok(Planned {
+                item: Item {
+                    block_id: b.id.clone(),
+                    kind: "sql".into(),
+                    requested: b.target.clone(),
+                    real: real.to_string_lossy().into_owned(),
+                    overwrite: false,
+                    writes: verdict.writes,
+                    content: b.code.clone(),
+                },
+                auto,
+                grant,
+                preview: b.code.clone(),
+                what,
+            });
+        }
+        let t = write::check(&g, &b.target, &deny).map_err(Outcome::from)?;
+        let old = if t.exists {
+            current(&g, &t.real_path, &deny)
+        } else {
+            None
+        };
+        // Already there with exactly this content (a commit cut off after its write): allowed,
+        // the write then finds it and records it.
+        let same = old.as_deref() == Some(b.code.as_str());
+        if t.exists && !b.overwrite && !same {
+            return Err(Outcome::failed(format!(
+                "{} already exists and the block was proposed without \"overwrite\": true",
+                t.real_path.display()
+            )));
+        }
+        let preview = match (&old, t.exists) {
+            (Some(old), _) => preview::diff(old, &b.code),
+            (None, true) => format!(
+                "(replaces an existing file the client may not read; new content:)\n{}",
+                preview::head(&b.code)
+            ),
+            (None, false) => preview::head(&b.code),
+        };
+        let what = format!(
+            "write {} ({} bytes, {} lines, {})",
+            t.real_path.display(),
+            b.code.len(),
+            b.code.lines().count(),
+            if t.exists {
+                "REPLACES the existing file"
+            } else {
+                "new file"
+            }
+        );
+        Ok(Planned {
+            item: Item {
+                block_id: b.id.clone(),
+                kind: "file".into(),
+                requested: b.target.clone(),
+                real: t.real_path.to_string_lossy().into_owned(),
+                overwrite: b.overwrite,
+                writes: true,
+                content: b.code.clone(),
+            },
+            auto: t.auto,
+            grant: Some(t.grant),
+            preview,
+            what,
+        })
+    })
+    .await
+}
+
+/// The blocks a commit covers: `block_id`, or every open block.
+fn selected(st: &State, block_id: Option<&str>, id: &str) -> Result<Vec<Block>, Outcome> {
+    match block_id {
+        Some(b) => {
+            let blk = st.block(b).ok_or_else(|| {
+                Outcome::failed(format!("loop session {id:?} has no block {b:?}"))
+            })?;
+            if !blk.is_open() {
+                return Err(Outcome::failed(format!("block {b} is already committed")));
+            }
+            Ok(vec![blk.clone()])
+        }
+        None => {
+            let open: Vec<Block> = st.blocks.iter().filter(|b| b.is_open()).cloned().collect();
+            if open.is_empty() {
+                return Err(Outcome::failed(format!(
+                    "loop session {id:?} has no open block to commit"
+                )));
+            }
+            Ok(open)
+        }
+    }
+}
+
+/// Claims the items' blocks for this job (see the module doc, step 2).
+async fn claim(ctx: &JobCtx, id: &str, items: &[Item]) -> Result<(), Outcome> {
+    let (job, ttl) = (ctx.job_id, ctx.config.loop_session_ttl_ms);
+    let items = items.to_vec();
+    store::update(&ctx.stores.lifecycle, id, &ctx.client_id, move |tx, s| {
+        super::still_open(s, ttl)?;
+        let mut st = State::from_value(&s.state)?;
+        for it in &items {
+            let b = st
+                .block_mut(&it.block_id)
+                .ok_or_else(|| format!("block {} is gone", it.block_id))?;
+            let live = live_claim(tx, b);
+            state::claim(b, job, &it.content, live)?;
+        }
+        s.state = st.to_value();
+        Ok::<_, String>(())
+    })
+    .await
+    .map_err(|e| internal("cannot claim the blocks", e))?
+    .ok_or_else(|| missing(id))?
+    .map_err(|e| Outcome::failed(format!("{e}; nothing was written")))
+}
+
+pub async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
+    let id = str_param(params, "session_id");
+    let block_id = params.get("block_id").and_then(Value::as_str);
+    let g = grants(ctx)?;
+    let deny = paths::deny_roots(&ctx.config.data_dir);
+
+    // Resumed after a human approved: run exactly the stored manifest, nothing else.
+    if let Some(approved) = pending::approved(ctx, NAME).await {
+        let a = approved?;
+        let m: Manifest = serde_json::from_str(&a.content)
+            .map_err(|e| internal("the approved manifest is unreadable", e))?;
+        if m.session_id != id || manifest_hash(&a.content, id) != a.hash {
+            pending::forget(ctx).await;
+            return Err(Outcome::denied(
+                "the approved request does not match this session; nothing was written",
+            ));
+        }
+        let (s, st) = open_session(ctx, id).await?;
+        require_open(&s)?;
+        for it in &m.items {
+            let b = st.block(&it.block_id).ok_or_else(|| {
+                Outcome::failed(format!(
+                    "block {} is gone; nothing was written",
+                    it.block_id
+                ))
+            })?;
+            let now = plan_one(&g, &deny, b)
+                .await
+                .map_err(|o| with_block(&it.block_id, o))?;
+            if now.item != *it {
+                pending::forget(ctx).await;
+                return Err(Outcome::denied(format!(
+                    "block {}: the approved commit no longer matches (target now {}, content {}); nothing was written",
+                    it.block_id,
+                    now.item.real,
+                    if now.item.content == it.content { "unchanged" } else { "changed" }
+                )));
+            }
+        }
+        claim(ctx, id, &m.items).await?;
+        let out = execute(
+            ctx,
+            &g,
+            &deny,
+            id,
+            &m.items,
+            "approved",
+            Some(&a.validation_id),
+        )
+        .await;
+        pending::forget(ctx).await;
+        return out;
+    }
+
+    let (s, st) = open_session(ctx, id).await?;
+    require_open(&s)?;
+    let blocks = selected(&st, block_id, id)?;
+    let mut planned = Vec::with_capacity(blocks.len());
+    for b in &blocks {
+        planned.push(
+            plan_one(&g, &deny, b)
+                .await
+                .map_err(|o| with_block(&b.id, o))?,
+        );
+    }
+    let items: Vec<Item> = planned.iter().map(|p| p.item.clone()).collect();
+    claim(ctx, id, &items).await?;
+    let ask: Vec<&Planned> = planned
+        .iter()
+        .filter(|p| p.item.writes && !p.auto)
+        .collect();
+    if ask.is_empty() {
+        let policy = if items.iter().any(|i| i.writes) {
+            "auto_grant"
+        } else {
+            "read_only"
+        };
+        return execute(ctx, &g, &deny, id, &items, policy, None).await;
+    }
+    let manifest = serde_json::to_string(&Manifest {
+        session_id: id.to_string(),
+        items: items.clone(),
+    })
+    .map_err(|e| internal("cannot serialise the commit", e))?;
+    let hash = manifest_hash(&manifest, id);
+    let summary = format!(
+        "loop commit (session {id}): {}",
+        planned
+            .iter()
+            .map(|p| format!("block {}: {}", p.item.block_id, p.what))
+            .collect::<Vec<_>>()
+            .join("; ")
+    );
+    let shown = planned
+        .iter()
+        .map(|p| {
+            format!(
+                "== block {} → {}{}\n{}",
+                p.item.block_id,
+                p.item.real,
+                if p.auto && p.item.writes {
+                    " (covered by an auto grant)"
+                } else {
+                    ""
+                },
+                p.preview
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let listed: Vec<Value> = planned
+        .iter()
+        .map(|p| {
+            json!({"block_id": p.item.block_id, "kind": p.item.kind, "path": p.item.real,
+                   "writes": p.item.writes, "auto": p.auto, "grant": p.grant, "what": p.what})
+        })
+        .collect();
+    let first = PathBuf::from(&ask[0].item.real);
+    Ok(pending::ask(
+        ctx,
+        Ask {
+            action: NAME,
+            target: &first,
+            content: &manifest,
+            hash,
+            summary,
+            preview: shown,
+            permission_set: "filesystem",
+            extra: json!({"session_id": id, "items": listed}),
+        },
+    )
+    .await)
+}
+
+/// Runs one item; the record of what it did.
+async fn execute_one(g: &Arc<ClientGrants>, deny: &[PathBuf], it: &Item) -> Result<Value, String> {
+    let (g, deny, it) = (Arc::clone(g), deny.to_vec(), it.clone());
+    tokio::task::spawn_blocking(move || -> Result<Value, String> {
+        if it.kind == "file" {
+            let real = PathBuf::from(&it.real);
+            let already = |e: &WriteError| {
+                matches!(e, WriteError::Exists(_))
+                    && current(&g, &real, &deny).as_deref() == Some(it.content.as_str())
+            };
+            return match write::write(
+                &g,
+                &it.requested,
+                &deny,
+                &real,
+                it.content.as_bytes(),
+                it.overwrite,
+            ) {
+                Ok(bytes) => Ok(json!({"kind": "file", "path": it.real, "bytes": bytes,
+                    "content_sha256": sha256(&it.content), "overwrite": it.overwrite})),
+                Err(e) if already(&e) => Ok(json!({"kind": "file", "path": it.real,
+                    "bytes": it.content.len(), "content_sha256": sha256(&it.content),
+                    "already_written": true})),
+                Err(e) => Err(e.to_string()),
+            };
+        }
+        let opened = paths::open_for_read(&g, &it.requested, &deny).map_err(|e| e.to_string())?;
+        if opened.real_path.to_string_lossy() != it.real {
+            return Err(format!(
+                "{} now resolves to {}; nothing ran",
+                it.requested,
+                opened.real_path.display()
+            ));
+        }
+        if it.writes {
+            let (statements, changes) = run_writing(&opened, &it.content).map_err(|e| {
+                format!("the SQL failed and was rolled back (nothing changed): {e:#}")
+            })?;
+            Ok(
+                json!({"kind": "sql", "database": it.real, "read_only": false,
+                      "statements": statements, "changes": changes,
+                      "content_sha256": sha256(&it.content)}),
+            )
+        } else {
+            let statements = run_read_only(&opened, &it.content)
+                .map_err(|e| format!("the SQL failed: {e:#}"))?;
+            Ok(
+                json!({"kind": "sql", "database": it.real, "read_only": true,
+                      "statements": statements, "content_sha256": sha256(&it.content)}),
+            )
+        }
+    })
+    .await
+    .map_err(|e| format!("commit task failed: {e}"))?
+}
+
+/// Runs the items in order, stopping at the first failure, then records what was committed.
+async fn execute(
+    ctx: &JobCtx,
+    g: &Arc<ClientGrants>,
+    deny: &[PathBuf],
+    id: &str,
+    items: &[Item],
+    policy: &str,
+    validation_id: Option<&str>,
+) -> Result<Outcome, Outcome> {
+    let mut done: Vec<(String, Value)> = Vec::new();
+    let mut failure = None;
+    for it in items {
+        match execute_one(g, deny, it).await {
+            Ok(mut rec) => {
+                rec["block_id"] = json!(it.block_id);
+                rec["job_id"] = json!(ctx.job_id);
+                rec["at"] = json!(crate::time::now_ms());
+                rec["policy_used"] = json!(policy);
+                if let Some(v) = validation_id {
+                    rec["validation_id"] = json!(v);
+                }
+                done.push((it.block_id.clone(), rec));
+            }
+            Err(e) => {
+                failure = Some((it.block_id.clone(), e));
+                break;
+            }
+        }
+    }
+    let job = ctx.job_id;
+    let records = done.clone();
+    let recorded = store::update(&ctx.stores.lifecycle, id, &ctx.client_id, move |_, s| {
+        let mut st = State::from_value(&s.state)?;
+        for b in st.blocks.iter_mut() {
+            if let Some((_, rec)) = records.iter().find(|(bid, _)| *bid == b.id) {
+                b.status = state::COMMITTED.into();
+                b.committed = Some(rec.clone());
+                b.committing = None;
+            } else if b.committing == Some(job) {
+                b.committing = None;
+            }
+        }
+        if s.status == state::OPEN && st.all_committed() {
+            s.status = state::COMMITTED.into();
+        }
+        s.state = st.to_value();
+        Ok::<_, String>(s.status.clone())
+    })
+    .await;
+    let session_status = match recorded {
+        Ok(Some(Ok(status))) => status,
+        Ok(Some(Err(e))) => e,
+        Ok(None) => "missing".into(),
+        Err(e) => {
+            tracing::error!(
+                session_id = id,
+                error = format!("{e:#}"),
+                "committed blocks not recorded"
+            );
+            format!("unrecorded: {e:#}")
+        }
+    };
+    let committed: Vec<Value> = done.iter().map(|(_, r)| r.clone()).collect();
+    let ids: Vec<&str> = done.iter().map(|(b, _)| b.as_str()).collect();
+    if !done.is_empty() {
+        event(
+            ctx,
+            "session_commit",
+            json!({"session_id": id, "client_id": ctx.client_id, "blocks": ids,
+                   "policy_used": policy, "validation_id": validation_id,
+                   "session_status": session_status}),
+        )
+        .await;
+        tracing::info!(session_id = id, blocks = ?ids, policy, "loop blocks committed");
+    }
+    let result = json!({
+        "success": failure.is_none(),
+        "session_id": id,
+        "session_status": session_status,
+        "committed": committed,
+        "policy_used": policy,
+        "validation_id": validation_id,
+    });
+    match failure {
+        None => Ok(Outcome::ok(result)),
+        Some((b, e)) => {
+            let mut o = Outcome::failed(format!(
+                "block {b}: {e}{}",
+                if ids.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (committed before it: {})", ids.join(", "))
+                }
+            ));
+            o.result = Some(result);
+            Err(o)
+        }
+    }
+}
