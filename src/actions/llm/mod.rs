@@ -8,8 +8,8 @@ mod audit;
 mod explore;
 mod generate_file;
 mod generate_sql;
-mod pending;
-mod preview;
+pub(in crate::actions) mod pending;
+pub(in crate::actions) mod preview;
 
 use super::{ActionSpec, JobCtx, Outcome};
 use crate::llm::{Answer, JobUsage, LlmError, Prompt};
