@@ -78,11 +78,19 @@ fn tool_messages(s: &Seen) -> Vec<String> {
 }
 
 fn run_cmd(turn: usize, cmd: &str) -> Reply {
-    Reply::tool_call(&format!("call_{turn}"), "run_command", json!({"command": cmd}))
+    Reply::tool_call(
+        &format!("call_{turn}"),
+        "run_command",
+        json!({"command": cmd}),
+    )
 }
 
 fn finish(turn: usize, summary: &str) -> Reply {
-    Reply::tool_call(&format!("call_{turn}"), "finish", json!({"summary": summary}))
+    Reply::tool_call(
+        &format!("call_{turn}"),
+        "finish",
+        json!({"summary": summary}),
+    )
 }
 
 #[test]
@@ -115,7 +123,10 @@ fn a_session_runs_pauses_twice_survives_kill9_and_finishes_without_repeating_a_s
         }
     });
     let d = start(&env, &mock, &[]);
-    let id = agent(&env, json!({"goal": "write notes and count", "max_iterations": 10}));
+    let id = agent(
+        &env,
+        json!({"goal": "write notes and count", "max_iterations": 10}),
+    );
 
     // Pure commands ran; the write_file step waits for a human.
     let (st, v, err) = next_state(&env, id, None);
@@ -124,7 +135,10 @@ fn a_session_runs_pauses_twice_survives_kill9_and_finishes_without_repeating_a_s
     assert_eq!(v["steps_done"], 2, "{v}");
     let session = v["session_id"].as_str().unwrap().to_string();
     assert!(session.starts_with("agent-"), "{v}");
-    assert!(!env.workspace.join("notes.txt").exists(), "written before approval");
+    assert!(
+        !env.workspace.join("notes.txt").exists(),
+        "written before approval"
+    );
     let vid1 = v["validation_id"].as_str().unwrap().to_string();
     approve(&env, &vid1);
 
@@ -132,12 +146,18 @@ fn a_session_runs_pauses_twice_survives_kill9_and_finishes_without_repeating_a_s
     let (st, v, err) = next_state(&env, id, Some(&vid1));
     assert_eq!(st, "pending_validation", "{err} {v}");
     assert_eq!(v["paused_at"]["tool"], "run_command", "{v}");
-    assert_eq!(v["paused_at"]["arguments"]["command"], "echo step >> counter.txt");
+    assert_eq!(
+        v["paused_at"]["arguments"]["command"],
+        "echo step >> counter.txt"
+    );
     assert_eq!(
         std::fs::read_to_string(env.workspace.join("notes.txt")).unwrap(),
         "v1\n"
     );
-    assert!(!env.workspace.join("counter.txt").exists(), "ran before approval");
+    assert!(
+        !env.workspace.join("counter.txt").exists(),
+        "ran before approval"
+    );
     let vid2 = v["validation_id"].as_str().unwrap().to_string();
     approve(&env, &vid2);
 
@@ -174,7 +194,14 @@ fn a_session_runs_pauses_twice_survives_kill9_and_finishes_without_repeating_a_s
         .map(|s| s["outcome"].as_str().unwrap())
         .collect();
     assert_eq!(outcomes, ["ok", "ok", "ok", "ok", "ok", "ok"], "{v}");
-    assert_eq!(v["steps"][4]["observation"].as_str().unwrap().lines().last(), Some("step"));
+    assert_eq!(
+        v["steps"][4]["observation"]
+            .as_str()
+            .unwrap()
+            .lines()
+            .last(),
+        Some("step")
+    );
 
     // The side effect happened exactly once.
     assert_eq!(
@@ -246,16 +273,27 @@ fn a_blocked_command_and_a_self_forced_one_are_refused_reported_and_never_run() 
     let second = chats.iter().find(|s| s.turns() == 1).unwrap();
     let obs = tool_messages(second);
     assert_eq!(obs.len(), 1);
-    assert!(obs[0].contains("REFUSED") && obs[0].contains("blocked"), "{obs:?}");
+    assert!(
+        obs[0].contains("REFUSED") && obs[0].contains("blocked"),
+        "{obs:?}"
+    );
     assert!(obs[0].contains("recursive deletion"), "{obs:?}");
     let third = chats.iter().find(|s| s.turns() == 2).unwrap();
-    assert!(tool_messages(third)[1].contains("force_execute"), "{:?}", tool_messages(third));
+    assert!(
+        tool_messages(third)[1].contains("force_execute"),
+        "{:?}",
+        tool_messages(third)
+    );
     assert!(env.workspace.join("canary.txt").exists());
     assert!(!env.workspace.join("forced.txt").exists());
     // No validation was ever requested for either.
     let n: i64 = env
         .output()
-        .query_row("SELECT count(*) FROM validations WHERE job_id = ?1", [id], |r| r.get(0))
+        .query_row(
+            "SELECT count(*) FROM validations WHERE job_id = ?1",
+            [id],
+            |r| r.get(0),
+        )
         .unwrap();
     assert_eq!(n, 0);
 }
@@ -269,7 +307,13 @@ fn the_iteration_cap_and_the_token_budget_stop_the_session_with_their_status() {
         }
         let t = req.turns();
         if req.prompt().contains("Goal: spend") {
-            Reply::tool_call_with_usage(&format!("c{t}"), "run_command", json!({"command": "echo hi"}), 400, 200)
+            Reply::tool_call_with_usage(
+                &format!("c{t}"),
+                "run_command",
+                json!({"command": "echo hi"}),
+                400,
+                200,
+            )
         } else {
             run_cmd(t, "echo hi")
         }
@@ -340,7 +384,10 @@ fn strict_json_fallback_when_the_server_refuses_tools_and_malformed_answers_are_
     let p = last.prompt();
     assert!(p.contains("exactly one JSON object"), "{p}");
     assert!(p.contains("fallback-ok"), "{p}");
-    assert!(p.contains("ERROR: the answer is not exactly one JSON object"), "{p}");
+    assert!(
+        p.contains("ERROR: the answer is not exactly one JSON object"),
+        "{p}"
+    );
 }
 
 #[test]
@@ -407,4 +454,64 @@ fn an_approval_covers_only_the_step_that_waited_for_it() {
         std::fs::read_to_string(env.workspace.join("c.txt")).unwrap(),
         "once\n"
     );
+}
+
+#[test]
+fn a_step_cut_off_by_kill9_is_reported_interrupted_not_run_again() {
+    let env = Env::new();
+    let mock = MockLlm::start(|req| {
+        if req.method == "GET" {
+            return Reply::models(&["zai-glm-4.6"]);
+        }
+        match req.turns() {
+            0 => run_cmd(0, "sleep 20"),
+            _ => finish(1, "gave up after the interruption"),
+        }
+    });
+    let d = start(&env, &mock, &[]);
+    let id = agent(&env, json!({"goal": "wait a while"}));
+    // The step's intent is recorded before it runs; kill the worker while it runs.
+    let t0 = Instant::now();
+    loop {
+        let state: Option<String> = env
+            .lifecycle()
+            .query_row(
+                "SELECT state FROM sessions WHERE job_id = ?1 AND mode = 'agent'",
+                [id],
+                |r| r.get(0),
+            )
+            .ok();
+        let started = state
+            .and_then(|s| serde_json::from_str::<Value>(&s).ok())
+            .is_some_and(|v| v["pending"]["phase"] == "started");
+        if started {
+            break;
+        }
+        assert!(t0.elapsed() < LONG, "the step never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    d.kill9();
+    let _d = start(&env, &mock, &[]);
+    let (st, v, err) = next_state(&env, id, None);
+    assert_eq!(st, "succeeded", "{err} {v}");
+    assert_eq!(v["steps"][0]["outcome"], "interrupted", "{v}");
+    let chats = mock.chats();
+    assert_eq!(chats.iter().filter(|s| s.turns() == 0).count(), 1);
+    let second = chats.iter().find(|s| s.turns() == 1).unwrap();
+    let obs = tool_messages(second);
+    assert_eq!(obs.len(), 1);
+    assert!(
+        obs[0].contains("INTERRUPTED") && obs[0].contains("outcome is unknown"),
+        "{obs:?}"
+    );
+    // Only the one (killed) run of the command: the resumed session did not start it again.
+    let runs: i64 = env
+        .db("command_security.db")
+        .query_row(
+            "SELECT coalesce(sum(execution_count), 0) FROM commands_registry WHERE command_text = 'sleep 20'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(runs, 0, "the command was run again after the restart");
 }

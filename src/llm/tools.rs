@@ -114,7 +114,12 @@ mod tests {
     use super::*;
     use crate::llm::wire::FunctionDelta;
 
-    fn d(index: Option<usize>, id: Option<&str>, name: Option<&str>, args: Option<&str>) -> ToolCallDelta {
+    fn d(
+        index: Option<usize>,
+        id: Option<&str>,
+        name: Option<&str>,
+        args: Option<&str>,
+    ) -> ToolCallDelta {
         ToolCallDelta {
             index,
             id: id.map(str::to_string),
@@ -128,10 +133,18 @@ mod tests {
     #[test]
     fn pieces_by_index_accumulate_into_complete_calls() {
         let mut a = Accumulator::default();
-        a.push(&d(Some(0), Some("call_a"), Some("run_command"), Some(""))).unwrap();
+        a.push(&d(Some(0), Some("call_a"), Some("run_command"), Some("")))
+            .unwrap();
         a.push(&d(Some(0), None, None, Some("{\"comm"))).unwrap();
-        a.push(&d(Some(1), Some("call_b"), Some("read_file"), Some("{\"path\":"))).unwrap();
-        a.push(&d(Some(0), None, None, Some("and\": \"ls é\"}"))).unwrap();
+        a.push(&d(
+            Some(1),
+            Some("call_b"),
+            Some("read_file"),
+            Some("{\"path\":"),
+        ))
+        .unwrap();
+        a.push(&d(Some(0), None, None, Some("and\": \"ls é\"}")))
+            .unwrap();
         a.push(&d(Some(1), None, None, Some(" \"x\"}"))).unwrap();
         let calls = a.finish().unwrap();
         assert_eq!(calls.len(), 2);
@@ -147,8 +160,10 @@ mod tests {
     #[test]
     fn out_of_order_indexes_end_sorted_and_ids_are_supplied() {
         let mut a = Accumulator::default();
-        a.push(&d(Some(2), None, Some("finish"), Some("{}"))).unwrap();
-        a.push(&d(Some(0), Some("x"), Some("read_file"), Some("{}"))).unwrap();
+        a.push(&d(Some(2), None, Some("finish"), Some("{}")))
+            .unwrap();
+        a.push(&d(Some(0), Some("x"), Some("read_file"), Some("{}")))
+            .unwrap();
         let calls = a.finish().unwrap();
         assert_eq!(calls[0].id, "x");
         assert_eq!(calls[1].id, "call_2");
@@ -158,9 +173,21 @@ mod tests {
     #[test]
     fn without_index_a_new_id_starts_a_new_call() {
         let mut a = Accumulator::default();
-        a.push(&d(None, Some("one"), Some("run_command"), Some("{\"command\":"))).unwrap();
+        a.push(&d(
+            None,
+            Some("one"),
+            Some("run_command"),
+            Some("{\"command\":"),
+        ))
+        .unwrap();
         a.push(&d(None, None, None, Some("\"ls\"}"))).unwrap();
-        a.push(&d(None, Some("two"), Some("finish"), Some("{\"summary\":\"ok\"}"))).unwrap();
+        a.push(&d(
+            None,
+            Some("two"),
+            Some("finish"),
+            Some("{\"summary\":\"ok\"}"),
+        ))
+        .unwrap();
         let calls = a.finish().unwrap();
         assert_eq!(calls.len(), 2);
         assert_eq!(calls[0].function.arguments, "{\"command\":\"ls\"}");
@@ -174,7 +201,8 @@ mod tests {
         assert!(matches!(a.finish(), Err(LlmError::Malformed(_))));
         let mut a = Accumulator::default();
         let big = "x".repeat(MAX_ARGUMENT_BYTES / 2 + 1);
-        a.push(&d(Some(0), Some("x"), Some("f"), Some(&big))).unwrap();
+        a.push(&d(Some(0), Some("x"), Some("f"), Some(&big)))
+            .unwrap();
         assert!(a.push(&d(Some(0), None, None, Some(&big))).is_err());
     }
 }

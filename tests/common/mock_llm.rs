@@ -28,7 +28,10 @@ impl Seen {
     }
     /// The request's messages (empty if none).
     pub fn messages(&self) -> Vec<Value> {
-        self.body["messages"].as_array().cloned().unwrap_or_default()
+        self.body["messages"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
     }
     /// How many assistant turns the conversation already holds (an agent session's step).
     pub fn turns(&self) -> usize {

@@ -28,7 +28,7 @@ fn spec() -> ActionSpec {
         name: NAME,
         description: "Resumable LLM sessions. Block mode: mode=propose {blocks:[{description,type,target}]} creates a session and generates code per block; audit {session_id, block_id?} returns blocks; refine {session_id, block_id, feedback} improves one; commit {session_id, block_id?} writes the refined code (files under FILE_WRITE with a human's validation, SQL with generate_sql's rules) and closes the block; abandon {session_id} ends the session. Agent mode: mode=agent {goal, workdir?, max_iterations?, token_budget?} lets the model run one step at a time (run_command, read_file, write_file, finish); every command passes command security, a step needing validation pauses the session until a human approves it.",
         aliases: &[],
-        params_schema: params_schema,
+        params_schema,
         grants: &[Grant::Llm],
         permission_set: "filesystem",
         handler: handle,

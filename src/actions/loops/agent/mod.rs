@@ -115,15 +115,12 @@ async fn run_inner(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
             session.session_id
         ))
     })?;
-    let mut r = Runner {
-        ctx,
-        session,
-        st,
-    };
+    let mut r = Runner { ctx, session, st };
     if let Some(end) = End::parse(&r.session.status) {
         // Ended before the job's result was recorded (a crash in between): same answer again.
         return Ok(r.outcome(end, None));
     }
+    r.count_sessions().await;
     tracing::info!(session_id = %r.session.session_id, iterations = r.st.iterations, steps = r.st.steps.len(), "agent session running");
     r.drive(&grants).await
 }
@@ -133,7 +130,11 @@ async fn create(
     grants: &std::sync::Arc<crate::clients::ClientGrants>,
     params: &Value,
 ) -> Result<Session, Outcome> {
-    let workdir = crate::actions::bash::resolve_workdir(grants, &ctx.config.workspace, params["workdir"].as_str())?;
+    let workdir = crate::actions::bash::resolve_workdir(
+        grants,
+        &ctx.config.workspace,
+        params["workdir"].as_str(),
+    )?;
     let goal = params["goal"].as_str().unwrap_or_default().to_string();
     let st = AgentState {
         goal: goal.clone(),
@@ -177,7 +178,21 @@ impl Runner<'_> {
             serde_json::to_value(&self.st).map_err(|e| Outcome::failed(e.to_string()))?;
         store::save(&self.ctx.stores.lifecycle, &self.session)
             .await
-            .map_err(|e| Outcome::failed(format!("cannot save the agent session: {e:#}")))
+            .map_err(|e| Outcome::failed(format!("cannot save the agent session: {e:#}")))?;
+        self.session.updated_at = crate::time::now_ms();
+        Ok(())
+    }
+
+    /// Refreshes the heartbeat's `sessions_active` (open `loop` sessions) after a change.
+    async fn count_sessions(&self) {
+        match store::count_open(&self.ctx.stores.lifecycle).await {
+            Ok(n) => self
+                .ctx
+                .stats
+                .sessions_active
+                .store(n, std::sync::atomic::Ordering::Relaxed),
+            Err(e) => tracing::warn!(error = format!("{e:#}"), "cannot count open sessions"),
+        }
     }
 
     async fn end(&mut self, end: End, error: Option<String>) -> Result<Outcome, Outcome> {
@@ -201,6 +216,7 @@ impl Runner<'_> {
         }
         self.session.status = end.as_str().into();
         self.save().await?;
+        self.count_sessions().await;
         tracing::info!(session_id = %self.session.session_id, status = end.as_str(), "agent session ended");
         Ok(self.outcome(end, error))
     }
@@ -217,6 +233,8 @@ impl Runner<'_> {
             "token_budget": self.st.token_budget,
             "strict_json_fallback": self.st.fallback,
             "workdir": self.st.workdir,
+            "created_at": self.session.created_at,
+            "updated_at": self.session.updated_at,
             "steps": self.st.steps,
         });
         if end == End::Finished {
@@ -229,7 +247,10 @@ impl Runner<'_> {
                 format!(
                     "agent session {} stopped: {}",
                     self.session.session_id,
-                    self.st.summary.clone().unwrap_or_else(|| end.as_str().into())
+                    self.st
+                        .summary
+                        .clone()
+                        .unwrap_or_else(|| end.as_str().into())
                 )
             })),
         }
@@ -258,7 +279,10 @@ impl Runner<'_> {
         }
     }
 
-    async fn drive(&mut self, grants: &std::sync::Arc<crate::clients::ClientGrants>) -> Result<Outcome, Outcome> {
+    async fn drive(
+        &mut self,
+        grants: &std::sync::Arc<crate::clients::ClientGrants>,
+    ) -> Result<Outcome, Outcome> {
         let ctx = self.ctx;
         // The job's approval belongs to the step that waited for it, and to no other.
         let mut approval = ctx.approval.clone();
@@ -273,7 +297,11 @@ impl Runner<'_> {
                         p.index,
                         p.tool.name()
                     );
-                    tracing::warn!(step = p.index, tool = p.tool.name(), "agent step interrupted by a worker stop; not repeated");
+                    tracing::warn!(
+                        step = p.index,
+                        tool = p.tool.name(),
+                        "agent step interrupted by a worker stop; not repeated"
+                    );
                     self.record(&p, "interrupted", &text);
                     // Not the model's failure: it does not count toward the failure limit.
                     self.st.consecutive_failures = self.st.consecutive_failures.saturating_sub(1);
@@ -290,13 +318,25 @@ impl Runner<'_> {
                 p.phase = Phase::Started;
                 self.st.pending = Some(p.clone());
                 self.save().await?;
-                let res = steps::execute(ctx, grants, &self.st.workdir, p.index, &p.tool, this_approval).await;
+                let res = steps::execute(
+                    ctx,
+                    grants,
+                    &self.st.workdir,
+                    p.index,
+                    &p.tool,
+                    this_approval,
+                )
+                .await;
                 match res {
                     StepResult::Pause(out) => {
                         p.phase = Phase::AwaitingValidation;
                         self.st.pending = Some(p.clone());
                         self.save().await?;
-                        tracing::info!(step = p.index, tool = p.tool.name(), "agent step waits for a human");
+                        tracing::info!(
+                            step = p.index,
+                            tool = p.tool.name(),
+                            "agent step waits for a human"
+                        );
                         return Ok(self.paused(out, &p));
                     }
                     StepResult::Cancelled => {
@@ -307,7 +347,12 @@ impl Runner<'_> {
                         outcome,
                         observation,
                     } => {
-                        tracing::info!(step = p.index, tool = p.tool.name(), outcome, "agent step done");
+                        tracing::info!(
+                            step = p.index,
+                            tool = p.tool.name(),
+                            outcome,
+                            "agent step done"
+                        );
                         self.record(&p, outcome, &observation);
                         self.observe(p.call_id.clone(), observation);
                         self.st.pending = None;
@@ -438,7 +483,8 @@ impl Runner<'_> {
         };
         r["mode"] = json!(MODE);
         r["session_id"] = json!(self.session.session_id);
-        r["paused_at"] = json!({"step": p.index, "tool": p.tool.name(), "arguments": step_arguments(&p.tool)});
+        r["paused_at"] =
+            json!({"step": p.index, "tool": p.tool.name(), "arguments": step_arguments(&p.tool)});
         r["iterations"] = json!(self.st.iterations);
         r["tokens_used"] = json!(self.st.tokens_used);
         r["steps_done"] = json!(self.st.steps.len());

@@ -71,7 +71,15 @@ pub async fn execute(
         Tool::RunCommand { command } => run_command(ctx, workdir, command, approval).await,
         Tool::ReadFile { path } => read_file(ctx, grants, &resolve(workdir, path)).await,
         Tool::WriteFile { path, content } => {
-            write_file(ctx, grants, index, &resolve(workdir, path), content, approval).await
+            write_file(
+                ctx,
+                grants,
+                index,
+                &resolve(workdir, path),
+                content,
+                approval,
+            )
+            .await
         }
         Tool::Finish { summary } => done("ok", format!("session finished: {summary}")),
     }
@@ -164,7 +172,11 @@ async fn read_file(ctx: &JobCtx, grants: &Arc<ClientGrants>, path: &str) -> Step
             "ok",
             format!(
                 "{path}: {n} bytes{}\n{text}",
-                if whole { "" } else { " read (the file is larger)" }
+                if whole {
+                    ""
+                } else {
+                    " read (the file is larger)"
+                }
             ),
         ),
         Ok(Err(e)) => done("refused", format!("read_file refused: {e}")),
@@ -190,10 +202,9 @@ async fn write_now(
         real.clone(),
         content.to_string(),
     );
-    let written = tokio::task::spawn_blocking(move || {
-        write::write(&g, &p, &deny, &r2, c.as_bytes(), true)
-    })
-    .await;
+    let written =
+        tokio::task::spawn_blocking(move || write::write(&g, &p, &deny, &r2, c.as_bytes(), true))
+            .await;
     match written {
         Ok(Ok(bytes)) => done(
             "ok",
@@ -241,7 +252,10 @@ async fn write_file(
         tokio::task::spawn_blocking(move || {
             let opened = paths::open_for_read(&g, &p.to_string_lossy(), &d).ok()?;
             let mut buf = String::new();
-            (&opened.file).take(READ_MAX).read_to_string(&mut buf).ok()?;
+            (&opened.file)
+                .take(READ_MAX)
+                .read_to_string(&mut buf)
+                .ok()?;
             Some(buf)
         })
         .await

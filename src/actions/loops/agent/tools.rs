@@ -19,8 +19,12 @@ pub enum Tool {
     Finish { summary: String },
 }
 
+/// (field, description)
+type Field = (&'static str, &'static str);
 /// (name, description, fields)
-const TOOLS: &[(&str, &str, &[(&str, &str)])] = &[
+type ToolDef = (&'static str, &'static str, &'static [Field]);
+
+const TOOLS: &[ToolDef] = &[
     (
         "run_command",
         "Run one shell command in the session's working directory. It passes brainloop's command-security policy: pure commands run at once, blocked ones never, others wait for a human. Returns exit code, stdout and stderr (capped).",
@@ -43,7 +47,7 @@ const TOOLS: &[(&str, &str, &[(&str, &str)])] = &[
     ),
 ];
 
-fn parameters(fields: &[(&str, &str)]) -> Value {
+fn parameters(fields: &[Field]) -> Value {
     let props: Map<String, Value> = fields
         .iter()
         .map(|(n, d)| (n.to_string(), json!({"type": "string", "description": d})))
@@ -69,7 +73,10 @@ pub fn described() -> String {
     TOOLS
         .iter()
         .map(|(name, desc, fields)| {
-            let args: Vec<String> = fields.iter().map(|(n, _)| format!("\"{n}\": string")).collect();
+            let args: Vec<String> = fields
+                .iter()
+                .map(|(n, _)| format!("\"{n}\": string"))
+                .collect();
             format!("- {name} {{{}}}: {desc}", args.join(", "))
         })
         .collect::<Vec<_>>()
@@ -99,13 +106,17 @@ pub fn parse_call(name: &str, arguments: &Value) -> Result<Tool, String> {
         }
     };
     Ok(match name {
-        "run_command" => Tool::RunCommand { command: get("command")? },
+        "run_command" => Tool::RunCommand {
+            command: get("command")?,
+        },
         "read_file" => Tool::ReadFile { path: get("path")? },
         "write_file" => Tool::WriteFile {
             path: get("path")?,
             content: get("content")?,
         },
-        _ => Tool::Finish { summary: get("summary")? },
+        _ => Tool::Finish {
+            summary: get("summary")?,
+        },
     })
 }
 
@@ -136,10 +147,14 @@ pub fn parse_strict(answer: &str) -> Result<Tool, String> {
         format!("the answer is not exactly one JSON object ({e}); answer with {{\"tool\": NAME, \"arguments\": {{...}}}} and nothing else")
     })?;
     let Value::Object(obj) = &v else {
-        return Err("the answer must be a JSON object {\"tool\": NAME, \"arguments\": {...}}".into());
+        return Err(
+            "the answer must be a JSON object {\"tool\": NAME, \"arguments\": {...}}".into(),
+        );
     };
     if let Some(extra) = obj.keys().find(|k| *k != "tool" && *k != "arguments") {
-        return Err(format!("unexpected key {extra:?}: only \"tool\" and \"arguments\""));
+        return Err(format!(
+            "unexpected key {extra:?}: only \"tool\" and \"arguments\""
+        ));
     }
     let name = obj
         .get("tool")
@@ -187,17 +202,26 @@ mod tests {
     fn native_calls_parse_strictly() {
         assert_eq!(
             parse_native("run_command", r#"{"command": "ls"}"#).unwrap(),
-            Tool::RunCommand { command: "ls".into() }
+            Tool::RunCommand {
+                command: "ls".into()
+            }
         );
-        assert!(parse_native("run_command", r#"{"command": "ls", "force_execute": true}"#)
-            .unwrap_err()
-            .contains("force_execute"));
+        assert!(
+            parse_native("run_command", r#"{"command": "ls", "force_execute": true}"#)
+                .unwrap_err()
+                .contains("force_execute")
+        );
         assert!(parse_native("run_command", r#"{"command": 3}"#).is_err());
         assert!(parse_native("run_command", r#"{"command": "#).is_err());
-        assert!(parse_native("sudo", "{}").unwrap_err().contains("unknown tool"));
+        assert!(parse_native("sudo", "{}")
+            .unwrap_err()
+            .contains("unknown tool"));
         assert_eq!(
             parse_native("write_file", r#"{"path": "a", "content": ""}"#).unwrap(),
-            Tool::WriteFile { path: "a".into(), content: String::new() }
+            Tool::WriteFile {
+                path: "a".into(),
+                content: String::new()
+            }
         );
     }
 
@@ -205,9 +229,14 @@ mod tests {
     fn strict_json_answers_are_exactly_one_object() {
         assert_eq!(
             parse_strict(r#" {"tool": "finish", "arguments": {"summary": "done"}} "#).unwrap(),
-            Tool::Finish { summary: "done".into() }
+            Tool::Finish {
+                summary: "done".into()
+            }
         );
-        assert!(parse_strict("```json\n{\"tool\": \"read_file\", \"arguments\": {\"path\": \"x\"}}\n```").is_ok());
+        assert!(parse_strict(
+            "```json\n{\"tool\": \"read_file\", \"arguments\": {\"path\": \"x\"}}\n```"
+        )
+        .is_ok());
         for bad in [
             "I will run ls",
             r#"Sure: {"tool": "finish", "arguments": {"summary": "x"}}"#,
