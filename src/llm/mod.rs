@@ -381,3 +381,25 @@ impl Llm {
         self.last_check.lock().ok().and_then(|g| g.clone())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_client_errors_naming_tools_switch_to_strict_json() {
+        let api = |status, message: &str| LlmError::Api {
+            status,
+            kind: Some("invalid_request_error".into()),
+            message: message.into(),
+        };
+        assert!(rejects_tools(&api(
+            400,
+            "tools are not supported with stream=true"
+        )));
+        assert!(rejects_tools(&api(422, "Unknown field: tool_choice")));
+        assert!(!rejects_tools(&api(400, "max_completion_tokens too large")));
+        assert!(!rejects_tools(&api(500, "tool server down")));
+        assert!(!rejects_tools(&LlmError::Transport("tool".into())));
+    }
+}

@@ -507,3 +507,37 @@ fn step_arguments(t: &Tool) -> Value {
         other => other.arguments(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::wire::{FunctionCall, ToolCall};
+
+    #[test]
+    fn the_strict_json_transcript_turns_calls_into_json_and_results_into_user_messages() {
+        let call = ToolCall {
+            id: "c1".into(),
+            kind: "function".into(),
+            function: FunctionCall {
+                name: "run_command".into(),
+                arguments: r#"{"command":"ls"}"#.into(),
+            },
+        };
+        let m = plain(&[
+            Message::user("Goal: x"),
+            Message::assistant("", vec![call]),
+            Message::tool("c1", "exit_code: 0"),
+        ]);
+        assert_eq!(m[0], Message::user("Goal: x"));
+        assert_eq!(m[1].role, "assistant");
+        assert!(m[1].tool_calls.is_empty());
+        let v: Value = serde_json::from_str(&m[1].content).unwrap();
+        assert_eq!(
+            v,
+            json!({"tool": "run_command", "arguments": {"command": "ls"}})
+        );
+        assert_eq!(m[2].role, "user");
+        assert!(m[2].tool_call_id.is_none());
+        assert!(m[2].content.contains("exit_code: 0"));
+    }
+}
