@@ -51,6 +51,10 @@ pub struct LlmConfig {
     pub tokens_per_minute: u64,
     /// Check at start-up that the model is served (`GET /v1/models`).
     pub check_models: bool,
+    /// Send `tools` (API tool calling) in agent sessions; false asks for one strict JSON
+    /// object per step instead (servers without tool calling; a 400/422 naming tools switches a
+    /// session to that fallback by itself) (`BRAINLOOP_LLM_TOOL_CALLING`).
+    pub tool_calling: bool,
 }
 
 impl Default for LlmConfig {
@@ -71,6 +75,7 @@ impl Default for LlmConfig {
             daily_token_budget: 5_000_000,
             tokens_per_minute: 150_000,
             check_models: true,
+            tool_calling: true,
         }
     }
 }
@@ -133,6 +138,9 @@ impl LlmConfig {
         }
         if let Some(v) = get("BRAINLOOP_LLM_CHECK_MODELS") {
             self.check_models = matches!(v.trim(), "1" | "true" | "yes");
+        }
+        if let Some(v) = get("BRAINLOOP_LLM_TOOL_CALLING") {
+            self.tool_calling = matches!(v.trim(), "1" | "true" | "yes");
         }
         Ok(())
     }

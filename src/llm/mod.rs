@@ -12,6 +12,7 @@
 //! | `budget.rs` | per-job and daily token budgets (daily usage persisted) |
 //! | `client.rs` | HTTP: one call with retries and deadlines; `GET /models` |
 //! | `text.rs` | code fences, JSON extraction, digest fallback, token estimates |
+//! | `tools.rs` | tool calling: streamed `delta.tool_calls` pieces → complete calls |
 //!
 //! [`Llm`] ties them together for the actions: one per worker, shared by every job. Without a
 //! key it still exists and every call fails with [`LlmError::NoKey`]: nothing else changes.
@@ -25,12 +26,13 @@ pub mod limiter;
 pub mod retry;
 pub mod sse;
 pub mod text;
+pub mod tools;
 pub mod wire;
 
 pub use budget::JobUsage;
 pub use config::LlmConfig;
 pub use error::LlmError;
-pub use wire::Usage;
+pub use wire::{Message, ToolCall, Usage};
 
 use crate::db::Db;
 use crate::stats::Stats;
@@ -52,10 +54,42 @@ pub struct Prompt {
     pub action: &'static str,
 }
 
+/// A multi-turn exchange (agent sessions): the whole message list, optional tools.
+#[derive(Debug, Clone)]
+pub struct Conversation {
+    pub messages: Vec<wire::Message>,
+    /// Tool definitions (`{type: "function", function: {name, description, parameters}}`);
+    /// empty: no tool calling (`tools` is not sent).
+    pub tools: Vec<serde_json::Value>,
+    pub temperature: f32,
+    /// Lowers `max_completion_tokens` further (e.g. a session's remaining token budget).
+    pub max_completion_tokens: Option<u64>,
+    pub action: &'static str,
+}
+
+/// Whether an API error says the server does not take `tools` (a 400/422 naming them):
+/// the caller may fall back to asking for strict JSON.
+pub fn rejects_tools(e: &LlmError) -> bool {
+    match e {
+        LlmError::Api {
+            status: 400 | 422 | 501,
+            message,
+            kind,
+        } => {
+            let m = format!("{message} {}", kind.as_deref().unwrap_or("")).to_ascii_lowercase();
+            m.contains("tool") || m.contains("function")
+        }
+        _ => false,
+    }
+}
+
 /// What the model answered.
 #[derive(Debug, Clone, Serialize)]
 pub struct Answer {
     pub text: String,
+    /// Complete tool calls (empty without tool calling, or when the model answered in text).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<wire::ToolCall>,
     pub model: String,
     pub finish_reason: Option<String>,
     pub usage: Usage,
@@ -147,16 +181,56 @@ impl Llm {
         stats: &Stats,
         cancel: &CancellationToken,
     ) -> Result<Answer, LlmError> {
+        let conv = Conversation {
+            messages: vec![
+                wire::Message::system(p.system.clone()),
+                wire::Message::user(p.user.clone()),
+            ],
+            tools: Vec::new(),
+            temperature: p.temperature,
+            max_completion_tokens: None,
+            action: p.action,
+        };
+        self.converse(job, &conv, stats, cancel).await
+    }
+
+    /// One turn of a conversation, with tools when `conv.tools` is not empty (the answer's
+    /// `tool_calls`); same budgets, limiter, retries and metrics as [`Llm::complete`].
+    pub async fn converse(
+        &self,
+        job: &JobUsage,
+        conv: &Conversation,
+        stats: &Stats,
+        cancel: &CancellationToken,
+    ) -> Result<Answer, LlmError> {
         let client = self
             .client
             .as_ref()
             .ok_or_else(|| LlmError::NoKey(self.no_client.clone()))?;
-        let estimate = text::estimate_tokens(&p.system) + text::estimate_tokens(&p.user) + 16;
-        let (budgets, used, wanted) = (
-            Arc::clone(&self.budgets),
-            job.used(),
-            self.cfg.max_completion_tokens,
-        );
+        let tools_text = if conv.tools.is_empty() {
+            String::new()
+        } else {
+            serde_json::Value::Array(conv.tools.clone()).to_string()
+        };
+        let estimate = conv
+            .messages
+            .iter()
+            .map(|m| {
+                text::estimate_tokens(&m.content)
+                    + m.tool_calls
+                        .iter()
+                        .map(|c| text::estimate_tokens(&c.function.arguments) + 8)
+                        .sum::<u64>()
+                    + 4
+            })
+            .sum::<u64>()
+            + text::estimate_tokens(&tools_text)
+            + 16;
+        let wanted = match conv.max_completion_tokens {
+            Some(m) => self.cfg.max_completion_tokens.min(m.max(1)),
+            None => self.cfg.max_completion_tokens,
+        };
+        let (budgets, used) = (Arc::clone(&self.budgets), job.used());
         let (hold, allowed) =
             tokio::task::spawn_blocking(move || budgets.reserve(used, estimate, wanted))
                 .await
@@ -173,16 +247,17 @@ impl Llm {
                 return Err(e);
             }
         };
+        let with_tools = !conv.tools.is_empty();
         let req = wire::ChatRequest {
             model: self.cfg.model.clone(),
-            messages: vec![
-                wire::Message::system(p.system.clone()),
-                wire::Message::user(p.user.clone()),
-            ],
+            messages: conv.messages.clone(),
             stream: true,
-            temperature: p.temperature,
+            temperature: conv.temperature,
             max_completion_tokens: allowed,
+            tools: with_tools.then(|| conv.tools.clone()),
+            tool_choice: with_tools.then_some("auto"),
         };
+        let p = conv;
         stats.incr("cerebras_requests", 1.0);
         let res = client
             .chat(&req, deadline, cancel, |e, wait| {
@@ -206,7 +281,12 @@ impl Llm {
             None => (
                 Usage {
                     prompt_tokens: estimate,
-                    completion_tokens: text::estimate_tokens(&c.streamed.content),
+                    completion_tokens: text::estimate_tokens(&c.streamed.content)
+                        + c.streamed
+                            .tool_calls
+                            .iter()
+                            .map(|t| text::estimate_tokens(&t.function.arguments))
+                            .sum::<u64>(),
                 },
                 true,
             ),
@@ -232,6 +312,7 @@ impl Llm {
         }
         Ok(Answer {
             text: c.streamed.content,
+            tool_calls: c.streamed.tool_calls,
             model,
             finish_reason: c.streamed.finish_reason,
             usage,
@@ -298,5 +379,27 @@ impl Llm {
     /// The last start-up check, if it ran.
     pub fn last_check(&self) -> Option<ModelCheck> {
         self.last_check.lock().ok().and_then(|g| g.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_client_errors_naming_tools_switch_to_strict_json() {
+        let api = |status, message: &str| LlmError::Api {
+            status,
+            kind: Some("invalid_request_error".into()),
+            message: message.into(),
+        };
+        assert!(rejects_tools(&api(
+            400,
+            "tools are not supported with stream=true"
+        )));
+        assert!(rejects_tools(&api(422, "Unknown field: tool_choice")));
+        assert!(!rejects_tools(&api(400, "max_completion_tokens too large")));
+        assert!(!rejects_tools(&api(500, "tool server down")));
+        assert!(!rejects_tools(&LlmError::Transport("tool".into())));
     }
 }

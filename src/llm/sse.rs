@@ -5,7 +5,8 @@
 //! status. Every wait is bounded by the stall timeout and the call's deadline, and gives way to
 //! cancellation.
 
-use super::wire::{parse_error_body, Chunk, Usage};
+use super::tools::Accumulator;
+use super::wire::{parse_error_body, Chunk, ToolCall, Usage};
 use super::LlmError;
 use eventsource_stream::Eventsource;
 use futures_util::{Stream, StreamExt};
@@ -24,6 +25,8 @@ pub struct Streamed {
     pub model: Option<String>,
     /// Time from the start of the read to the first content delta.
     pub first_token: Option<Duration>,
+    /// Complete tool calls (streamed `delta.tool_calls` pieces, accumulated).
+    pub tool_calls: Vec<ToolCall>,
 }
 
 /// Hard cap of the accumulated text (bytes): a runaway stream cannot exhaust memory.
@@ -45,6 +48,7 @@ where
     let mut events = body.eventsource();
     let mut out = Streamed::default();
     let mut saw_chunk = false;
+    let mut calls = Accumulator::default();
     loop {
         let wait = stall.min(deadline.saturating_duration_since(Instant::now()));
         let next = tokio::select! {
@@ -66,7 +70,7 @@ where
             continue;
         }
         if data == "[DONE]" {
-            return finish(out, saw_chunk, true);
+            return finish(out, calls, saw_chunk, true);
         }
         let chunk: Chunk = serde_json::from_str(data).map_err(|e| {
             LlmError::Malformed(format!(
@@ -89,7 +93,14 @@ where
             out.model = chunk.model;
         }
         for choice in chunk.choices {
-            if let Some(text) = choice.delta.and_then(|d| d.content) {
+            let delta = choice.delta.unwrap_or_default();
+            for piece in delta.tool_calls.iter().flatten() {
+                if out.first_token.is_none() {
+                    out.first_token = Some(started.elapsed());
+                }
+                calls.push(piece)?;
+            }
+            if let Some(text) = delta.content {
                 if !text.is_empty() && out.first_token.is_none() {
                     out.first_token = Some(started.elapsed());
                 }
@@ -111,10 +122,15 @@ where
             out.time_info = chunk.time_info;
         }
     }
-    finish(out, saw_chunk, false)
+    finish(out, calls, saw_chunk, false)
 }
 
-fn finish(out: Streamed, saw_chunk: bool, done: bool) -> Result<Streamed, LlmError> {
+fn finish(
+    mut out: Streamed,
+    calls: Accumulator,
+    saw_chunk: bool,
+    done: bool,
+) -> Result<Streamed, LlmError> {
     if !saw_chunk {
         return Err(if done {
             LlmError::Malformed("the stream ended before any chunk".into())
@@ -126,6 +142,9 @@ fn finish(out: Streamed, saw_chunk: bool, done: bool) -> Result<Streamed, LlmErr
         return Err(LlmError::Transport(
             "the stream ended before the model finished (no finish_reason)".into(),
         ));
+    }
+    if !calls.is_empty() {
+        out.tool_calls = calls.finish()?;
     }
     Ok(out)
 }
@@ -170,6 +189,21 @@ mod tests {
         let (a, b) = LAST.split_at(20);
         let s = go(&[C1, ": keep-alive\n\n", C2, a, b]).await.unwrap();
         assert_eq!(s.content, "Hello");
+    }
+
+    #[tokio::test]
+    async fn streamed_tool_calls_are_accumulated() {
+        let t1 = "data: {\"choices\":[{\"delta\":{\"role\":\"assistant\",\"tool_calls\":[{\"index\":0,\"id\":\"call_1\",\"type\":\"function\",\"function\":{\"name\":\"run_command\",\"arguments\":\"\"}}]},\"index\":0}]}\n\n";
+        let t2 = "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"{\\\"command\\\": \"}}]},\"index\":0}]}\n\n";
+        let t3 = "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"\\\"ls\\\"}\"}}]},\"index\":0}]}\n\n";
+        let end = "data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"tool_calls\",\"index\":0}],\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":2}}\n\n";
+        let s = go(&[t1, t2, t3, end]).await.unwrap();
+        assert_eq!(s.finish_reason.as_deref(), Some("tool_calls"));
+        assert_eq!(s.content, "");
+        assert_eq!(s.tool_calls.len(), 1);
+        assert_eq!(s.tool_calls[0].id, "call_1");
+        assert_eq!(s.tool_calls[0].function.name, "run_command");
+        assert_eq!(s.tool_calls[0].function.arguments, "{\"command\": \"ls\"}");
     }
 
     #[tokio::test]

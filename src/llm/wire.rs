@@ -6,6 +6,12 @@
 //! - a mid-stream error is a chunk `{"error": {...}, "status_code": N}`;
 //! - HTTP error bodies are flat: `{"message", "type", "param", "code"}` (the OpenAI nesting
 //!   `{"error": {...}}` is accepted too);
+//! - tool calling (issue 10): `tools: [{type: "function", function: {name, description,
+//!   parameters, strict}}]` and `tool_choice: "auto"` in the request; the stream sends
+//!   `delta.tool_calls: [{index, id?, type?, function: {name?, arguments?}}]` pieces (accumulated
+//!   by `tools::Accumulator`) and ends with `finish_reason: "tool_calls"`; the next request
+//!   carries the assistant message with its `tool_calls` and one `{role: "tool", tool_call_id,
+//!   content}` message per call;
 //! - rate-limit headers: `x-ratelimit-{limit,remaining}-{requests-day,tokens-minute}`,
 //!   `x-ratelimit-reset-{requests-day,tokens-minute}` (float seconds), `retry-after(-ms)`.
 
@@ -13,25 +19,88 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::time::Duration;
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+/// One message of a conversation (system, user, assistant — possibly with tool calls —, or a
+/// tool result). Stored as is in agent sessions, hence `Deserialize`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Message {
-    pub role: &'static str,
+    pub role: String,
+    #[serde(default)]
     pub content: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
 }
 
 impl Message {
-    pub fn system(c: impl Into<String>) -> Message {
+    fn plain(role: &str, c: String) -> Message {
         Message {
-            role: "system",
-            content: c.into(),
+            role: role.into(),
+            content: c,
+            tool_calls: Vec::new(),
+            tool_call_id: None,
         }
+    }
+    pub fn system(c: impl Into<String>) -> Message {
+        Message::plain("system", c.into())
     }
     pub fn user(c: impl Into<String>) -> Message {
+        Message::plain("user", c.into())
+    }
+    /// What the model answered: text and/or tool calls.
+    pub fn assistant(c: impl Into<String>, tool_calls: Vec<ToolCall>) -> Message {
         Message {
-            role: "user",
-            content: c.into(),
+            tool_calls,
+            ..Message::plain("assistant", c.into())
         }
     }
+    /// The result of tool call `id`.
+    pub fn tool(id: impl Into<String>, c: impl Into<String>) -> Message {
+        Message {
+            tool_call_id: Some(id.into()),
+            ..Message::plain("tool", c.into())
+        }
+    }
+}
+
+/// A complete tool call (the model's request to run `function.name` with the JSON text
+/// `function.arguments`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ToolCall {
+    pub id: String,
+    #[serde(rename = "type", default = "function_kind")]
+    pub kind: String,
+    pub function: FunctionCall,
+}
+
+fn function_kind() -> String {
+    "function".into()
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct FunctionCall {
+    pub name: String,
+    #[serde(default)]
+    pub arguments: String,
+}
+
+/// One streamed piece of a tool call.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ToolCallDelta {
+    #[serde(default)]
+    pub index: Option<usize>,
+    #[serde(default)]
+    pub id: Option<String>,
+    #[serde(default)]
+    pub function: Option<FunctionDelta>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct FunctionDelta {
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub arguments: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -41,6 +110,12 @@ pub struct ChatRequest {
     pub stream: bool,
     pub temperature: f32,
     pub max_completion_tokens: u64,
+    /// Tool definitions (`{type: "function", function: {...}}`); absent without tool calling.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<Value>>,
+    /// `"auto"` with tools (Cerebras accepts only `auto` / `none`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_choice: Option<&'static str>,
 }
 
 #[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq)]
@@ -61,6 +136,8 @@ impl Usage {
 pub struct Delta {
     #[serde(default)]
     pub content: Option<String>,
+    #[serde(default)]
+    pub tool_calls: Option<Vec<ToolCallDelta>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

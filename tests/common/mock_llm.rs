@@ -26,6 +26,20 @@ impl Seen {
             .find(|(k, _)| k.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.as_str())
     }
+    /// The request's messages (empty if none).
+    pub fn messages(&self) -> Vec<Value> {
+        self.body["messages"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }
+    /// How many assistant turns the conversation already holds (an agent session's step).
+    pub fn turns(&self) -> usize {
+        self.messages()
+            .iter()
+            .filter(|m| m["role"] == "assistant")
+            .count()
+    }
     /// The concatenated message contents.
     pub fn prompt(&self) -> String {
         self.body["messages"]
@@ -78,7 +92,63 @@ pub fn last_chunk(prompt_tokens: u64, completion_tokens: u64) -> String {
     )
 }
 
+/// A streamed tool call as OpenAI-compatible servers send it: the first piece with id, type
+/// and name, the arguments split in pieces of ~9 characters, then the last chunk with
+/// `finish_reason: "tool_calls"` and `usage`.
+pub fn tool_call_pieces(
+    id: &str,
+    name: &str,
+    arguments: &Value,
+    prompt_tokens: u64,
+    completion_tokens: u64,
+) -> Vec<String> {
+    let frame = |delta: Value| {
+        format!(
+            "data: {}\n\n",
+            json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "zai-glm-4.6",
+                   "choices": [{"index": 0, "delta": delta}]})
+        )
+    };
+    let mut pieces = vec![frame(json!({"role": "assistant", "tool_calls": [
+        {"index": 0, "id": id, "type": "function", "function": {"name": name, "arguments": ""}}
+    ]}))];
+    let args: Vec<char> = arguments.to_string().chars().collect();
+    for c in args.chunks(9) {
+        pieces.push(frame(json!({"tool_calls": [
+            {"index": 0, "function": {"arguments": c.iter().collect::<String>()}}
+        ]})));
+    }
+    pieces.push(format!(
+        "data: {}\n\n",
+        json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "zai-glm-4.6",
+               "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}],
+               "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens}})
+    ));
+    pieces.push("data: [DONE]\n\n".into());
+    pieces
+}
+
 impl Reply {
+    /// One streamed tool call (usage 10 prompt, 5 completion).
+    pub fn tool_call(id: &str, name: &str, arguments: Value) -> Reply {
+        Reply::tool_call_with_usage(id, name, arguments, 10, 5)
+    }
+
+    /// One streamed tool call with the given usage.
+    pub fn tool_call_with_usage(
+        id: &str,
+        name: &str,
+        arguments: Value,
+        prompt_tokens: u64,
+        completion_tokens: u64,
+    ) -> Reply {
+        Reply::Stream {
+            pieces: tool_call_pieces(id, name, &arguments, prompt_tokens, completion_tokens),
+            stall: false,
+            headers: vec![],
+        }
+    }
+
     /// `content` streamed in pieces of ~7 characters, usage (10 prompt, 5 completion), `[DONE]`.
     pub fn text(content: &str) -> Reply {
         Reply::text_with(content, true)

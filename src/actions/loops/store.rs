@@ -249,6 +249,21 @@ pub async fn count_open(db: &Arc<Db>) -> Result<i64> {
     .await
 }
 
+/// The session a job runs (agent mode: one job, one session), any status.
+pub async fn find_by_job(db: &Arc<Db>, job_id: i64, mode: &str) -> Result<Option<String>> {
+    let mode = mode.to_string();
+    db.call(move |c| {
+        Ok(c.query_row(
+            "SELECT session_id FROM sessions WHERE job_id = ?1 AND mode = ?2
+             ORDER BY created_at DESC LIMIT 1",
+            params![job_id, mode],
+            |r| r.get(0),
+        )
+        .optional()?)
+    })
+    .await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
