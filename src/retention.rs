@@ -100,6 +100,13 @@ pub async fn pass(
     if expired > 0 {
         tracing::info!(sessions = expired, "idle loop sessions expired");
     }
+    let closed = stores
+        .lifecycle
+        .call(crate::actions::close_orphaned_agent_sessions)
+        .await?;
+    if closed > 0 {
+        tracing::info!(sessions = closed, "agent sessions of ended jobs closed");
+    }
     for db in [
         &stores.output,
         &stores.lifecycle,

@@ -29,8 +29,8 @@ pub use crate::clients::Permission as Grant;
 /// `loop` sessions for the heartbeat (open / ended) and the retention pass (idle expiry).
 pub use loops::blocks::MODE as LOOP_BLOCKS_MODE;
 pub use loops::store::{
-    count_ended as loop_sessions_ended, count_open as loop_sessions_open,
-    expire_idle as expire_idle_loop_sessions,
+    close_orphaned_agent_sessions, count_ended as loop_sessions_ended,
+    count_open as loop_sessions_open, expire_idle as expire_idle_loop_sessions,
 };
 pub use meta::{get_schema_answer, list_actions_answer};
 

@@ -214,6 +214,27 @@ pub fn expire_idle(c: &mut rusqlite::Connection, mode: &str, cutoff: i64) -> Res
     })?)
 }
 
+/// Agent sessions whose job ended outside the session — a human denied a step, its validation
+/// expired, or the job ran out of attempts — end `closed`: the job will never resume them.
+/// (A session the agent ended itself already holds its own end state.)
+pub fn close_orphaned_agent_sessions(c: &mut rusqlite::Connection) -> Result<usize> {
+    let active = ACTIVE
+        .iter()
+        .map(|s| format!("'{s}'"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    Ok(write_tx(c, |tx| {
+        tx.execute(
+            &format!(
+                "UPDATE sessions SET status = 'closed', updated_at = ?1
+                 WHERE mode = 'agent' AND status IN ({active})
+                   AND job_id IN (SELECT job_id FROM processed_log WHERE status = 'done')"
+            ),
+            params![crate::time::now_ms()],
+        )
+    })?)
+}
+
 /// States of a `loop` session that has not ended; every other status is an end state (block
 /// mode: committed, abandoned, expired; agent mode adds its own).
 pub const ACTIVE: &[&str] = &["open", "running", "pending_validation", "paused"];
@@ -362,6 +383,28 @@ mod tests {
         assert_eq!(db.with(|c| expire_idle(c, "blocks", 10)).unwrap(), 0);
         assert_eq!(count_open(&db).await.unwrap(), 1, "only the agent session");
         assert_eq!(count_ended(&db).await.unwrap(), 3);
+        // An agent session whose job ended outside it is closed; one whose job still waits is not.
+        save(&db, &session("s5", "a", "agent", "open"))
+            .await
+            .unwrap();
+        let mut s6 = session("s6", "a", "agent", "open");
+        s6.job_id = Some(6);
+        save(&db, &s6).await.unwrap();
+        db.with(|c| {
+            c.execute_batch(
+                "INSERT INTO processed_log(job_id, status) VALUES (1, 'done'), (6, 'pending_validation')",
+            )?;
+            assert_eq!(close_orphaned_agent_sessions(c)?, 2, "s3 and s5 (job 1 done)");
+            assert_eq!(close_orphaned_agent_sessions(c)?, 0);
+            c.execute("DELETE FROM processed_log", [])?;
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(
+            load(&db, "s5", "a").await.unwrap().unwrap().status,
+            "closed"
+        );
+        assert_eq!(load(&db, "s6", "a").await.unwrap().unwrap().status, "open");
         // A job is live until its log row is done.
         db.with(|c| {
             c.execute_batch(
