@@ -17,6 +17,8 @@ if [ ${#targets[@]} -eq 0 ]; then
     targets=(classify params input_row infer)
 fi
 export RUSTC_BOOTSTRAP=1
+# the bundled SQLite C globals trip ASan's ODR check (a false positive for duplicate symbols)
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_odr_violation=0}
 target_dir=${CARGO_TARGET_DIR:-target}
 for t in "${targets[@]}"; do
     mkdir -p "corpus/$t" "seeds/$t"
