@@ -146,15 +146,15 @@ async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
         .grants
         .clone()
         .ok_or_else(|| Outcome::failed("internal error: grants not loaded"))?;
-    let command = params["command"].as_str().unwrap_or_default().to_string();
+    let p = super::decode::execute_bash(params).map_err(Outcome::failed)?;
+    let command = p.command;
     let timeout = Duration::from_millis(
-        params["timeout_ms"]
-            .as_u64()
+        p.timeout_ms
             .unwrap_or(executor::DEFAULT_TIMEOUT.as_millis() as u64),
     )
     .min(executor::MAX_TIMEOUT);
-    let force_requested = params["force_execute"].as_bool().unwrap_or(false);
-    let workdir = resolve_workdir(&grants, &ctx.config.workspace, params["workdir"].as_str())?;
+    let force_requested = p.force_execute;
+    let workdir = resolve_workdir(&grants, &ctx.config.workspace, p.workdir.as_deref())?;
 
     let report = classify::check(
         &command,

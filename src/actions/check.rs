@@ -30,9 +30,11 @@ pub fn specs() -> Vec<ActionSpec> {
 
 fn check_command(ctx: JobCtx, params: Value) -> HandlerFuture {
     Box::pin(async move {
-        let command = params["command"].as_str().unwrap_or_default().to_string();
-        let workdir = params["workdir"]
-            .as_str()
+        let (command, workdir) = match super::decode::check_command(&params) {
+            Ok(p) => p,
+            Err(e) => return Outcome::failed(e),
+        };
+        let workdir = workdir
             .map(std::path::PathBuf::from)
             .unwrap_or_else(|| ctx.config.workspace.clone());
         let workdir = workdir.canonicalize().unwrap_or(workdir);

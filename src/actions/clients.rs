@@ -3,7 +3,7 @@
 //! administrator approves; nothing an agent sends can grant anything by itself).
 
 use super::{ActionSpec, HandlerFuture, JobCtx, Outcome};
-use crate::clients::{store, Permission};
+use crate::clients::store;
 use crate::db::output;
 use rusqlite::OptionalExtension;
 use serde_json::{json, Value};
@@ -53,7 +53,10 @@ pub fn specs() -> Vec<ActionSpec> {
 
 fn get_result(ctx: JobCtx, params: Value) -> HandlerFuture {
     Box::pin(async move {
-        let id = params.get("job_id").and_then(Value::as_i64).unwrap_or(0);
+        let id = match super::decode::get_result(&params) {
+            Ok(id) => id,
+            Err(e) => return Outcome::failed(e),
+        };
         let pool = ctx.stores.output_readers.clone();
         let client = ctx.client_id.clone();
         let read = tokio::task::spawn_blocking(move || -> anyhow::Result<Option<Value>> {
@@ -102,12 +105,10 @@ fn get_result(ctx: JobCtx, params: Value) -> HandlerFuture {
 
 fn request_permission(ctx: JobCtx, params: Value) -> HandlerFuture {
     Box::pin(async move {
-        let perm = match Permission::parse(params["permission"].as_str().unwrap_or_default()) {
+        let (perm, pattern, justification) = match super::decode::request_permission(&params) {
             Ok(p) => p,
-            Err(e) => return Outcome::failed(e.to_string()),
+            Err(e) => return Outcome::failed(e),
         };
-        let pattern = params["pattern"].as_str().unwrap_or_default().to_string();
-        let justification = params["justification"].as_str().map(str::to_string);
         let client = ctx.client_id.clone();
         let (pat, cl) = (pattern.clone(), client.clone());
         let res = ctx

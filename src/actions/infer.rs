@@ -7,7 +7,7 @@
 
 use super::{ActionSpec, HandlerFuture, JobCtx, Outcome};
 use crate::db::write_tx;
-use crate::infer::{self, code_hash, InferReport, Lang, McpPermissions, INFER_VERSION};
+use crate::infer::{self, code_hash, InferReport, McpPermissions, INFER_VERSION};
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{json, Value};
 
@@ -36,16 +36,10 @@ pub fn specs() -> Vec<ActionSpec> {
 
 fn infer_permissions(ctx: JobCtx, params: Value) -> HandlerFuture {
     Box::pin(async move {
-        let code = params
-            .get("code")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
-        let lang = params
-            .get("language")
-            .and_then(Value::as_str)
-            .and_then(Lang::parse)
-            .unwrap_or(Lang::Js);
+        let (code, lang) = match super::decode::infer_permissions(&params) {
+            Ok(p) => p,
+            Err(e) => return Outcome::failed(e),
+        };
         let mapping = match McpPermissions::load(ctx.config.mcp_permissions.as_deref()) {
             Ok(m) => m,
             Err(e) => return Outcome::failed(format!("{e:#}")),

@@ -7,6 +7,7 @@
 mod bash;
 mod check;
 mod clients;
+pub mod decode;
 mod infer;
 mod llm;
 mod loops;
@@ -193,6 +194,11 @@ impl Registry {
     /// Listed actions, by name.
     pub fn visible(&self) -> impl Iterator<Item = &Action> {
         self.actions.iter().filter(|a| !a.spec.hidden)
+    }
+
+    /// Every registered name, hidden actions included (the params fuzz target).
+    pub fn all_names(&self) -> Vec<&'static str> {
+        self.actions.iter().map(|a| a.spec.name).collect()
     }
 
     pub fn names(&self) -> Vec<&'static str> {

@@ -6,8 +6,7 @@
 //! Result: `{success, value, logs, logs_truncated, layers_executed, executed_path, calls,
 //! cpu_ms, duration_ms, permission_set, confidence, validated, code_hash}`.
 
-use super::{ActionSpec, HandlerFuture, JobCtx};
-use crate::infer::Lang;
+use super::{ActionSpec, HandlerFuture, JobCtx, Outcome};
 use crate::runcode::{self, run::MAX_CPU_MS};
 use serde_json::{json, Value};
 
@@ -37,14 +36,11 @@ pub fn specs() -> Vec<ActionSpec> {
 
 fn run_code(ctx: JobCtx, params: Value) -> HandlerFuture {
     Box::pin(async move {
-        let req = runcode::Request {
-            code: params["code"].as_str().unwrap_or_default().to_string(),
-            lang: params["language"]
-                .as_str()
-                .and_then(Lang::parse)
-                .unwrap_or(Lang::Js),
-            cpu_ms: params["timeout_ms"].as_u64(),
+        let (code, lang, cpu_ms) = match super::decode::run_code(&params) {
+            Ok(p) => p,
+            Err(e) => return Outcome::failed(e),
         };
+        let req = runcode::Request { code, lang, cpu_ms };
         runcode::run(&ctx, req).await
     })
 }

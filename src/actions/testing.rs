@@ -32,12 +32,10 @@ pub fn specs() -> Vec<ActionSpec> {
 
 fn sleep(ctx: JobCtx, params: Value) -> HandlerFuture {
     Box::pin(async move {
-        let ms = params.get("ms").and_then(Value::as_u64).unwrap_or(0);
-        let fail = params.get("fail").and_then(Value::as_bool).unwrap_or(false);
-        let ignore_cancel = params
-            .get("ignore_cancel")
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
+        let (ms, fail, ignore_cancel) = match super::decode::sleep(&params) {
+            Ok(p) => p,
+            Err(e) => return Outcome::failed(e),
+        };
         let wait = tokio::time::sleep(Duration::from_millis(ms));
         if ignore_cancel {
             wait.await;

@@ -341,6 +341,7 @@ impl Walker {
         }
         if dir.is_none() {
             self.builtin_side_doors(&base, &args, layer, cmd_id);
+            self.builtin_arith(&base, &args, layer);
         }
         let mut a: Analysis = knowledge::analyze(&base, dir.as_deref(), &args);
         // a shell reading a static script from stdin (heredoc, herestring, `cat <<EOF |`)

@@ -18,6 +18,7 @@
 //! Entry points: [`check`], [`render_text`], [`cli::run_check`]. Nothing here executes
 //! the command.
 
+pub mod arith;
 pub mod builtins;
 pub mod cli;
 pub mod dag;

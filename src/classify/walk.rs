@@ -45,6 +45,8 @@ pub(super) struct Walker {
     pub(super) stage_out: Option<Feed>,
     /// Working directory after a static `cd` (for `cd / && rm -rf *`).
     pub(super) cwd: Option<String>,
+    /// Arithmetic over run-time values (`arith.rs`).
+    pub(super) arith: super::arith::ArithState,
 }
 
 /// Walk a command that is known to parse (the top-level tree).
@@ -66,6 +68,7 @@ pub fn walk(tree: &Tree, text: &str) -> Walked {
         feed: None,
         stage_out: None,
         cwd: None,
+        arith: Default::default(),
     };
     let last = w.node(tree.root_node(), text.as_bytes(), 0);
     if super::builtins::prompt_expansion(text) {
@@ -90,6 +93,7 @@ pub fn walk(tree: &Tree, text: &str) -> Walked {
         w.via.pop();
         w.call_stack.pop();
     }
+    w.arith_finish();
     w.out
 }
 
@@ -104,6 +108,32 @@ impl Walker {
             return layer;
         }
         match n.kind() {
+            "compound_statement" if text(n, src).starts_with("((") => {
+                let t = text(n, src);
+                let inner = t
+                    .strip_prefix("((")
+                    .and_then(|x| x.strip_suffix("))"))
+                    .unwrap_or(t);
+                self.arith_context(inner, "((...))", layer);
+                self.arith.depth += 1;
+                let l = self.sequence(n, src, layer);
+                self.arith.depth -= 1;
+                l
+            }
+            "c_style_for_statement" => {
+                let mut parts: Vec<String> = Vec::new();
+                for f in ["initializer", "condition", "update"] {
+                    let mut c = n.walk();
+                    let kids: Vec<Node> = n.children_by_field_name(f, &mut c).collect();
+                    for k in kids {
+                        parts.push(text(k, src).to_string());
+                    }
+                }
+                self.arith_context(&parts.join(" , "), "for ((...))", layer);
+                // the head's inner contexts are scanned again (harmless); the body is not
+                // arithmetic
+                self.compound_children(n, src, layer)
+            }
             "program" | "compound_statement" | "subshell" | "do_group" | "else_clause" | "list" => {
                 self.sequence(n, src, layer)
             }
@@ -137,13 +167,35 @@ impl Walker {
             }
             "declaration_command" | "unset_command" => self.declaration(n, src, layer),
             "for_statement" => {
-                if let Some(v) = n.child_by_field_name("variable") {
-                    self.vars.insert(text(v, src).to_string(), DYN.to_string());
+                let var = n
+                    .child_by_field_name("variable")
+                    .map(|v| text(v, src).to_string());
+                if let Some(v) = &var {
+                    self.vars.insert(v.clone(), DYN.to_string());
                 }
                 let mut c = n.walk();
                 let values: Vec<Node> = n.children_by_field_name("value", &mut c).collect();
+                let mut all_numbers = !values.is_empty();
                 for v in values {
                     self.substs(v, src, layer, None);
+                    for w in words::eval_words(v, src, &self.vars) {
+                        match &var {
+                            Some(name) if self.arith.int_vars.contains(name) => self.arith(
+                                &w,
+                                &format!("for into the integer variable {name}"),
+                                layer,
+                            ),
+                            _ => {}
+                        }
+                        all_numbers &= !w.contains(DYN) && super::arith::is_number_literal(&w);
+                    }
+                }
+                if let Some(v) = &var {
+                    if all_numbers {
+                        self.arith.numeric.insert(v.clone());
+                    } else {
+                        self.taint(v);
+                    }
                 }
                 match n.child_by_field_name("body") {
                     Some(b) => self.node(b, src, layer),
@@ -152,6 +204,9 @@ impl Walker {
             }
             "comment" | "heredoc_body" | "heredoc_start" | "heredoc_end" => layer,
             "test_command" => {
+                if text(n, src).starts_with("[[") {
+                    self.test_arith(n, src, layer);
+                }
                 self.substs(n, src, layer, None);
                 let t = text(n, src);
                 let args: Vec<String> = t
@@ -170,26 +225,8 @@ impl Walker {
                 self.subst_body(n, src, layer, None);
                 layer
             }
-            "negated_command"
-            | "if_statement"
-            | "c_style_for_statement"
-            | "case_statement"
-            | "case_item"
-            | "elif_clause" => {
-                // conditions and bodies in order; expressions may hide substitutions
-                let mut c = n.walk();
-                let kids: Vec<Node> = n.named_children(&mut c).collect();
-                let mut cur = layer;
-                let mut first = true;
-                for k in kids {
-                    if is_statement(k.kind()) {
-                        cur = self.node(k, src, if first { cur } else { cur + 1 });
-                        first = false;
-                    } else {
-                        self.substs(k, src, cur, None);
-                    }
-                }
-                cur
+            "negated_command" | "if_statement" | "case_statement" | "case_item" | "elif_clause" => {
+                self.compound_children(n, src, layer)
             }
             _ => {
                 // expressions ((...)), words at top level...
@@ -197,6 +234,23 @@ impl Walker {
                 layer
             }
         }
+    }
+
+    /// Conditions and bodies in order; expressions may hide substitutions.
+    pub(super) fn compound_children(&mut self, n: Node, src: &[u8], layer: usize) -> usize {
+        let mut c = n.walk();
+        let kids: Vec<Node> = n.named_children(&mut c).collect();
+        let mut cur = layer;
+        let mut first = true;
+        for k in kids {
+            if is_statement(k.kind()) {
+                cur = self.node(k, src, if first { cur } else { cur + 1 });
+                first = false;
+            } else {
+                self.substs(k, src, cur, None);
+            }
+        }
+        cur
     }
 
     /// `while COND; do BODY; done`: an endless loop that starts background jobs is a fork
@@ -526,6 +580,21 @@ impl Walker {
             "command_substitution" | "process_substitution" => {
                 self.subst_body(n, src, layer, parent);
             }
+            "arithmetic_expansion" | "subscript" | "expansion" => {
+                self.word_arith(n, src, layer);
+                let inner = n.kind() != "expansion";
+                if inner {
+                    self.arith.depth += 1;
+                }
+                let mut c = n.walk();
+                let kids: Vec<Node> = n.named_children(&mut c).collect();
+                for k in kids {
+                    self.substs(k, src, layer, parent);
+                }
+                if inner {
+                    self.arith.depth -= 1;
+                }
+            }
             _ => {
                 let mut c = n.walk();
                 let kids: Vec<Node> = n.named_children(&mut c).collect();
@@ -598,6 +667,16 @@ impl Walker {
         let val = value
             .map(|v| words::eval_one(v, src, &self.vars))
             .unwrap_or_default();
+        let append = {
+            let mut c = n.walk();
+            let kids: Vec<Node> = n.children(&mut c).collect();
+            kids.iter().any(|k| !k.is_named() && k.kind() == "+=")
+        };
+        if value.is_some_and(|v| v.kind() == "array") {
+            self.taint(super::arith::base_name(&name));
+        } else {
+            self.assigned(&name, &val, append, layer);
+        }
         if sensitive_var(&name) {
             let mut e = Effects::default();
             e.add(Category::Env);
@@ -627,6 +706,7 @@ impl Walker {
             .first()
             .map(|k| text(*k, src).to_string())
             .unwrap_or_default();
+        self.declared_types(&builtin, &kids, src);
         let mut args = Vec::new();
         for k in &kids[1.min(kids.len())..] {
             if k.kind() == "variable_assignment" {
@@ -647,6 +727,7 @@ impl Walker {
                 .map(|k| text(*k, src).to_string()),
         );
         self.builtin_side_doors(&builtin, &seen, layer, cmd_id);
+        self.builtin_arith(&builtin, &args, layer);
         let mut e = Effects::default();
         if args.iter().all(|a| a.starts_with('-'))
             && (builtin == "export" || builtin == "declare" || builtin == "typeset")
