@@ -85,7 +85,12 @@ fn parse_smaps(text: &str) -> Vec<Mapping> {
         if let Some(kb) = line.strip_prefix("Anonymous:") {
             if let Some(m) = out.last_mut() {
                 // Unparseable: count it as private, so the mapping is left alone.
-                m.anonymous_kb = kb.trim().trim_end_matches("kB").trim().parse().unwrap_or(u64::MAX);
+                m.anonymous_kb = kb
+                    .trim()
+                    .trim_end_matches("kB")
+                    .trim()
+                    .parse()
+                    .unwrap_or(u64::MAX);
             }
             continue;
         }
@@ -125,7 +130,13 @@ fn unmap_clean_code() -> anyhow::Result<()> {
         // SAFETY: the range is a whole read-only private file mapping of our own binary with no
         // copy-on-write page: dropping its pages only makes the next access fault them back in
         // from the file, unchanged.
-        let r = unsafe { libc::madvise(m.start as *mut libc::c_void, m.end - m.start, libc::MADV_DONTNEED) };
+        let r = unsafe {
+            libc::madvise(
+                m.start as *mut libc::c_void,
+                m.end - m.start,
+                libc::MADV_DONTNEED,
+            )
+        };
         if r != 0 {
             anyhow::bail!("madvise: {}", std::io::Error::last_os_error());
         }
@@ -158,7 +169,9 @@ Size:               1024 kB
     fn only_clean_read_only_mappings_of_the_binary_are_dropped() {
         let maps = parse_smaps(SMAPS);
         assert_eq!(maps.len(), 6);
-        let d: Vec<usize> = droppable(&maps, "/usr/bin/brainloop").map(|m| m.start).collect();
+        let d: Vec<usize> = droppable(&maps, "/usr/bin/brainloop")
+            .map(|m| m.start)
+            .collect();
         // Not the RELRO copy (anonymous pages), not the writable data, not libc, and not a
         // mapping whose Anonymous line is missing.
         assert_eq!(d, vec![0x55d0a0000000, 0x55d0a0827000]);

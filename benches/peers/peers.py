@@ -84,8 +84,14 @@ def measure(n, produce, db, mode, query, deadline_s):
     obs.start()
     time.sleep(0.2)  # the observer is polling before the first insert
     t0 = now_ns()
-    inserted = produce(n)
-    seen = q.get()
+    inserted = {}
+    error = None
+    try:
+        inserted = produce(n)
+    except Exception as e:  # a producer that dies leaves a partial row, not a missing table
+        error = f"{type(e).__name__}: {e}"
+        obs.terminate()
+    seen = q.get() if error is None else {}
     obs.join()
     lat = sorted((seen[k] - t) / 1e6 for k, t in inserted.items() if k in seen)
     done = len(lat)
@@ -102,7 +108,8 @@ def measure(n, produce, db, mode, query, deadline_s):
         "jobs_s": done / secs if secs > 0 else 0.0,
         "p50": pct(0.5),
         "p99": pct(0.99),
-        "producer_s": n / prod if prod > 0 else 0.0,
+        "producer_s": len(inserted) / prod if prod > 0 else 0.0,
+        "error": error,
     }
 
 
@@ -332,8 +339,14 @@ def main():
           f"{os.uname().sysname} {os.uname().release}; scratch dir {root}", flush=True)
     rows, daemons = [], []
 
+    def add(row):
+        rows.append(row)
+        r = row[3]
+        print(f"  {row[0]}: {r['done']}/{r['n']} done, {r['jobs_s']:.0f} jobs/s, p50 {r['p50']:.1f} ms, "
+              f"p99 {r['p99']:.1f} ms{' — ' + r['error'] if r['error'] else ''}", file=sys.stderr, flush=True)
+
     if want("floor"):
-        rows.append(("raw SQLite floor (producer + minimal Rust loop)", "—",
+        add(("raw SQLite floor (producer + minimal Rust loop)", "—",
                      "WAL, FULL", floor(a.apalis, root, n)))
     bl_env = {
         "default": {},
@@ -345,7 +358,7 @@ def main():
             r = b.run(n)
             r["pickup"] = b.pickup()
             name = f"brainloop ({mode})"
-            rows.append((name, ", ".join(f"{k}={v}" for k, v in env.items()) or "none",
+            add((name, ", ".join(f"{k}={v}" for k, v in env.items()) or "none",
                          "output.db WAL, FULL", r))
             daemons.append((name, b.proc))
     for mode in ("default", "best"):
@@ -353,7 +366,7 @@ def main():
             p = Apalis(a.apalis, root, "apalis-" + mode, mode)
             settings = "none" if mode == "default" else "batch_size 100, concurrency 4, poll 1 ms"
             name = f"apalis-sqlite 1.0.0 ({mode})"
-            rows.append((name, settings, "WAL, FULL", p.run(n)))
+            add((name, settings, "WAL, FULL", p.run(n)))
             daemons.append((name, p.proc))
     huey_args = {
         "default": [],
@@ -363,7 +376,7 @@ def main():
         if want("huey-" + mode):
             h = Huey(a.venv, root, "huey-" + mode, args)
             name = f"huey 3.5.4 SqliteHuey ({mode})"
-            rows.append((name, " ".join(args) or "none", "WAL, FULL (fsync=True)", h.run(n)))
+            add((name, " ".join(args) or "none", "WAL, FULL (fsync=True)", h.run(n)))
             daemons.append((name, h.proc))
 
     bash_rows = []
@@ -405,6 +418,8 @@ def main():
         i = idle.get(name)
         ratio = f"{r['jobs_s'] / floor_r['jobs_s']:.2f}" if floor_r else ""
         incomplete = "" if r["done"] == r["n"] else f" ({r['done']}/{r['n']} done)"
+        if r["error"]:
+            incomplete += f" (producer failed: {r['error']})"
         idle_cpu = f"{i[0] * 60 / i[1]:.2f}" if i else ""
         idle_rss = f"{i[2]:.1f}" if i else ""
         print(f"| {name} | {settings} | {dur} | {r['jobs_s']:.0f}{incomplete} | {ratio} | "
