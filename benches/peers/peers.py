@@ -19,6 +19,7 @@ huey's own API). Then 1,000 auto-approved `true` commands through brainloop agai
 import argparse
 import multiprocessing as mp
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -336,7 +337,7 @@ def main():
     root = tempfile.mkdtemp(prefix="bench-peers-", dir=os.environ.get("PEERS_TMP"))
     print(f"queue benchmark against peers — {n} jobs inserted one commit each; "
           f"{time.strftime('%Y-%m-%d', time.gmtime())}, {os.cpu_count()} cores, "
-          f"{os.uname().sysname} {os.uname().release}; scratch dir {root}", flush=True)
+          f"{os.uname().sysname} {os.uname().release}; scratch dir {root} (removed at the end unless PEERS_KEEP=1)", flush=True)
     rows, daemons = [], []
 
     def add(row):
@@ -405,6 +406,8 @@ def main():
             idle[name] = ((cpu_ticks(p.pid) - c0[name]) / CLK_TCK, secs, rss_kib(p.pid) / 1024)
     for _, p in daemons:
         stop(p)
+    if not os.environ.get("PEERS_KEEP"):
+        shutil.rmtree(root, ignore_errors=True)
 
     # ---- the table
     floor_r = next((r for name, _, _, r in rows if name.startswith("raw")), None)
