@@ -19,6 +19,7 @@ if [[ ${1:-} == --quick ]]; then
   jobs=${PEERS_JOBS:-2000} commands=${PEERS_COMMANDS:-200} idle=${PEERS_IDLE_SECS:-10}
 fi
 
+export PYTHONDONTWRITEBYTECODE=1 # no __pycache__ in the repository
 venv=$target/peers-venv
 if [[ ! -x $venv/bin/huey_consumer ]]; then
   echo "installing huey 3.5.4 into $venv" >&2
