@@ -1,8 +1,9 @@
 //! The heartbeat: a row in output.db `heartbeat` at start, on every state change and every
 //! `heartbeat_interval_ms` (15 s by default), carrying the live gauges (`sessions_active` /
-//! `sessions_completed`: open / ended `loop` sessions, counted in lifecycle.db at each beat); each beat also flushes
-//! the metric counters to `metrics`. A failed write (disk full, lock held) is logged and retried
-//! at the next beat; it never stops the worker.
+//! `sessions_completed`: open / ended `loop` sessions, counted in lifecycle.db at each beat); each
+//! beat also flushes the metric counters to `metrics`; a beat that finds the worker idle after
+//! work releases memory (`memory::release`). A failed write (disk full, lock held) is logged and
+//! retried at the next beat; it never stops the worker.
 
 use crate::config::Config;
 use crate::db::output::{self, Heartbeat};
@@ -23,6 +24,7 @@ pub async fn run(
     let started = Instant::now();
     let worker_id = config.worker_id();
     let interval = Duration::from_millis(config.heartbeat_interval_ms);
+    let idle = crate::memory::IdleRelease::default();
     loop {
         let current = *state.borrow_and_update();
         beat(
@@ -36,6 +38,13 @@ pub async fn run(
         .await;
         if current == WorkerState::Stopped {
             return;
+        }
+        if idle.due(
+            stats.jobs_running.load(Ordering::Relaxed),
+            stats.jobs_done_total.load(Ordering::Relaxed),
+        ) {
+            let s = Arc::clone(&stores);
+            let _ = tokio::task::spawn_blocking(move || crate::memory::release(&s)).await;
         }
         tokio::select! {
             _ = tokio::time::sleep(interval) => {}

@@ -18,6 +18,7 @@ pub mod infer;
 pub mod llm;
 pub mod lockfile;
 pub mod mcp;
+pub mod memory;
 pub mod retention;
 pub mod runcode;
 pub mod sandbox;

@@ -617,3 +617,37 @@ fn heartbeat_metrics_and_get_stats_report_the_work_done() {
         "heartbeat rows should accumulate every 200 ms"
     );
 }
+
+#[test]
+fn ping_answers_through_the_queue_before_and_after_the_idle_memory_release() {
+    let env = Env::new();
+    let d = env.start(&[]);
+    let beats = || -> i64 {
+        env.output()
+            .query_row("SELECT count(*) FROM heartbeat", [], |r| r.get(0))
+            .unwrap()
+    };
+    for round in 0..2i64 {
+        let ids: Vec<i64> = (0..20)
+            .map(|i| env.insert("ping", &format!("{{\"echo\": \"r{round}-{i}\"}}")))
+            .collect();
+        env.wait_final(20 * (round + 1), LONG);
+        for (i, id) in ids.iter().enumerate() {
+            let (status, result, error, _) = env.result(*id).unwrap();
+            assert_eq!(status, "succeeded", "{error:?}");
+            let v: serde_json::Value = serde_json::from_str(&result.unwrap()).unwrap();
+            assert_eq!(v["pong"], serde_json::json!(true));
+            assert_eq!(v["echo"], serde_json::json!(format!("r{round}-{i}")));
+        }
+        // Let idle heartbeats pass: the first one after the burst releases memory (caches,
+        // heap, the binary's code pages); the next round must run on re-faulted code.
+        let b0 = beats();
+        while beats() < b0 + 3 {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    let bad = env.insert("ping", "{\"echo\": 5}");
+    env.wait_final(41, LONG);
+    assert_eq!(env.result(bad).unwrap().0, "failed");
+    assert!(!d.log_text().contains("panicked"), "{}", d.log_text());
+}

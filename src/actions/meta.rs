@@ -1,5 +1,5 @@
-//! The actions that describe brainloop itself: `list_actions`, `get_schema`, `get_stats`.
-//! Pure reads: they need no grant and never wait for a human.
+//! The actions that describe brainloop itself: `ping`, `list_actions`, `get_schema`,
+//! `get_stats`. Pure reads: they need no grant and never wait for a human.
 
 use super::{ActionSpec, HandlerFuture, JobCtx, Outcome, Registry};
 use crate::db::output;
@@ -8,6 +8,25 @@ use std::sync::Arc;
 
 pub fn specs() -> Vec<ActionSpec> {
     vec![
+        ActionSpec {
+            name: "ping",
+            description: "Answers at once with `pong`, the worker's version and time (a producer's health check: the job went through the whole queue). An optional `echo` string is returned as given.",
+            aliases: &[],
+            params_schema: || {
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "echo": {"type": "string", "maxLength": 1024,
+                                 "description": "returned unchanged (to correlate answers)"}
+                    },
+                    "additionalProperties": false
+                })
+            },
+            grants: &[],
+            permission_set: "minimal",
+            handler: ping,
+            hidden: false,
+        },
         ActionSpec {
             name: "list_actions",
             description: "Lists the available actions with their descriptions, required grants and params schemas.",
@@ -83,6 +102,24 @@ pub fn get_schema_answer(registry: &Registry, params: &Value) -> Result<Value, S
         }
         None => Err(registry.unknown(name)),
     }
+}
+
+/// The `ping` answer: small and constant-time, so a benchmark of it measures the queue.
+pub fn ping_answer(params: &Value) -> Value {
+    let mut v = json!({
+        "success": true,
+        "pong": true,
+        "version": env!("CARGO_PKG_VERSION"),
+        "at_ms": crate::time::now_ms(),
+    });
+    if let Some(e) = params.get("echo") {
+        v["echo"] = e.clone();
+    }
+    v
+}
+
+fn ping(_ctx: JobCtx, params: Value) -> HandlerFuture {
+    Box::pin(async move { Outcome::ok(ping_answer(&params)) })
 }
 
 fn list_actions(ctx: JobCtx, _params: Value) -> HandlerFuture {

@@ -313,6 +313,7 @@ mod tests {
             "get_schema",
             "get_stats",
             "list_actions",
+            "ping",
             "get_result",
             "request_permission",
             "read_sqlite",
@@ -359,6 +360,23 @@ mod tests {
         assert!(e.contains("/action_name"), "{e}");
         let l = r.get("list_actions").unwrap();
         assert!(r.check_params(l, &json!({"surprise": 1})).is_err());
+    }
+
+    #[test]
+    fn ping_answers_small_and_checks_its_params() {
+        let r = registry();
+        let p = r.get("ping").unwrap();
+        assert!(r.check_params(p, &json!({})).is_ok());
+        assert!(r.check_params(p, &json!({"echo": "job-7"})).is_ok());
+        assert!(r.check_params(p, &json!({"echo": 7})).is_err());
+        assert!(r.check_params(p, &json!({"surprise": 1})).is_err());
+        let long = "x".repeat(1025);
+        assert!(r.check_params(p, &json!({"echo": long})).is_err());
+        let a = meta::ping_answer(&json!({"echo": "job-7"}));
+        assert_eq!(a["pong"], json!(true));
+        assert_eq!(a["echo"], json!("job-7"));
+        assert!(a.to_string().len() < 200, "{a}");
+        assert!(meta::ping_answer(&json!({})).get("echo").is_none());
     }
 
     #[test]

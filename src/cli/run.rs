@@ -31,6 +31,7 @@ pub fn run(config: Config, args: &RunArgs) -> Result<i32> {
     if args.init_only {
         return super::init::run(&config);
     }
+    crate::memory::limit_arenas(); // before any thread (r2d2, notify, tokio) starts
     migrate::ensure_data_dir(&config.data_dir)?;
     check_data_dir_outside_workspace(&config.data_dir, &config.workspace)?;
     let lock = InstanceLock::acquire(&config.data_dir)?;

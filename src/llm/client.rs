@@ -14,7 +14,10 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 pub struct Client {
-    http: reqwest::Client,
+    /// Built at the first call (rustls, root certificates and connection pool cost memory a
+    /// worker that never calls the LLM should not pay for).
+    http: std::sync::OnceLock<reqwest::Client>,
+    auth: HeaderValue,
     base: String,
     cfg: LlmConfig,
 }
@@ -50,20 +53,30 @@ impl Client {
                 )
             })?;
         auth.set_sensitive(true);
-        let mut headers = HeaderMap::new();
-        headers.insert(AUTHORIZATION, auth);
-        let http = reqwest::Client::builder()
-            .default_headers(headers)
-            .connect_timeout(Duration::from_millis(cfg.connect_timeout_ms))
-            .redirect(reqwest::redirect::Policy::none())
-            .user_agent(concat!("brainloop/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| anyhow::anyhow!("cannot build the HTTP client: {e}"))?;
         Ok(Client {
-            http,
+            http: std::sync::OnceLock::new(),
+            auth,
             base: cfg.base_url.trim_end_matches('/').to_string(),
             cfg: cfg.clone(),
         })
+    }
+
+    /// The HTTP client, built on first use.
+    fn http(&self) -> Result<&reqwest::Client, LlmError> {
+        if let Some(c) = self.http.get() {
+            return Ok(c);
+        }
+        let mut headers = HeaderMap::new();
+        headers.insert(AUTHORIZATION, self.auth.clone());
+        let built = reqwest::Client::builder()
+            .default_headers(headers)
+            .connect_timeout(Duration::from_millis(self.cfg.connect_timeout_ms))
+            .redirect(reqwest::redirect::Policy::none())
+            .user_agent(concat!("brainloop/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| LlmError::Transport(format!("cannot build the HTTP client: {e}")))?;
+        // Two first calls at once may both build one; the first stored is kept.
+        Ok(self.http.get_or_init(|| built))
     }
 
     /// One attempt; the hints are those of the response, if one arrived.
@@ -74,8 +87,8 @@ impl Client {
         cancel: &CancellationToken,
     ) -> Result<Streamed, (LlmError, RateHints)> {
         let stall = Duration::from_millis(self.cfg.stall_timeout_ms);
-        let send = self
-            .http
+        let http = self.http().map_err(|e| (e, RateHints::default()))?;
+        let send = http
             .post(format!("{}/chat/completions", self.base))
             .header(CONTENT_TYPE, "application/json")
             .header("accept", "text/event-stream")
@@ -165,7 +178,7 @@ impl Client {
     /// The model ids the server lists (`GET /models`).
     pub async fn models(&self, cancel: &CancellationToken) -> Result<Vec<String>, LlmError> {
         let stall = Duration::from_millis(self.cfg.stall_timeout_ms.min(30_000));
-        let send = self.http.get(format!("{}/models", self.base)).send();
+        let send = self.http()?.get(format!("{}/models", self.base)).send();
         let resp = tokio::select! {
             _ = cancel.cancelled() => return Err(LlmError::Cancelled),
             r = tokio::time::timeout(stall, send) => match r {

@@ -1,0 +1,454 @@
+#!/usr/bin/env python3
+"""Queue benchmark against peers (run it through scripts/bench_peers.sh; prints figures, asserts
+nothing).
+
+Every system gets the same N trivial jobs, inserted one commit each by a producer, while an
+observer in its own process polls the system's result storage every millisecond through its own
+SQLite connection and notes when each result becomes visible. Jobs/s is N over the time from the
+first insert to the last result seen; latency is (result seen) - (insert committed), both taken
+from the same clock (CLOCK_REALTIME, ns). Every database a result is written to is WAL with
+`synchronous = FULL`.
+
+Systems: the raw SQLite floor (a minimal Rust polling loop: read the new rows, write a small
+result row for each, one commit per poll — the group commit brainloop also uses); brainloop (`ping` action); apalis with its SQLite backend (a `u64 -> u64` job,
+pushed with apalis' own `push`); huey with SqliteHuey (a `ping(n): return n` task, enqueued with
+huey's own API). Then 1,000 auto-approved `true` commands through brainloop against a plain
+`bash -c true` loop, and the idle CPU and RSS of every daemon (its whole process tree).
+"""
+
+import argparse
+import multiprocessing as mp
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def now_ns():
+    return time.time_ns()
+
+
+def connect(path):
+    c = sqlite3.connect(path, timeout=30, isolation_level=None)
+    c.execute("PRAGMA synchronous = FULL")
+    return c
+
+
+# ---------------------------------------------------------------- the observer
+
+
+def observe(db, mode, query, n, deadline_s, out):
+    """Polls `query` every millisecond; sends {key: first time seen (ns)} through `out`.
+
+    mode "window": the query takes the lowest id not yet seen and returns ids (rows updated in
+    place); mode "append": it takes the last rowid read and returns (rowid, key)."""
+    seen = {}
+    lo = 1
+    cursor = 0
+    end = time.monotonic() + deadline_s
+    c = None
+    while len(seen) < n and time.monotonic() < end:
+        try:
+            if c is None:
+                c = sqlite3.connect(db, timeout=30, isolation_level=None)
+            if mode == "window":
+                rows = c.execute(query, (lo,)).fetchall()
+                t = now_ns()
+                for (k,) in rows:
+                    if k not in seen:
+                        seen[k] = t
+                while lo in seen:
+                    lo += 1
+            else:
+                rows = c.execute(query, (cursor,)).fetchall()
+                t = now_ns()
+                for rowid, k in rows:
+                    seen.setdefault(k, t)
+                    cursor = max(cursor, rowid)
+        except sqlite3.OperationalError:
+            pass  # table not created yet, or a transient lock: try again next tick
+        time.sleep(0.001)
+    out.put(seen)
+
+
+def measure(n, produce, db, mode, query, deadline_s):
+    """Runs the producer while an observer process watches; returns the case's figures."""
+    q = mp.Queue()
+    obs = mp.Process(target=observe, args=(db, mode, query, n, deadline_s, q))
+    obs.start()
+    time.sleep(0.2)  # the observer is polling before the first insert
+    t0 = now_ns()
+    inserted = {}
+    error = None
+    try:
+        inserted = produce(n)
+    except Exception as e:  # a producer that dies leaves a partial row, not a missing table
+        error = f"{type(e).__name__}: {e}"
+        obs.terminate()
+    seen = q.get() if error is None else {}
+    obs.join()
+    lat = sorted((seen[k] - t) / 1e6 for k, t in inserted.items() if k in seen)
+    done = len(lat)
+    last = max(seen.values()) if seen else now_ns()
+    secs = (last - t0) / 1e9
+    prod = (max(inserted.values()) - t0) / 1e9 if inserted else 0
+
+    def pct(p):
+        return lat[min(len(lat) - 1, int(round((len(lat) - 1) * p)))] if lat else float("nan")
+
+    return {
+        "done": done,
+        "n": n,
+        "jobs_s": done / secs if secs > 0 else 0.0,
+        "p50": pct(0.5),
+        "p99": pct(0.99),
+        "producer_s": len(inserted) / prod if prod > 0 else 0.0,
+        "error": error,
+    }
+
+
+# ---------------------------------------------------------------- process helpers
+
+
+def tree(pid):
+    """pid and all its descendants."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            with open(f"/proc/{p}/task/{p}/children") as f:
+                todo.extend(int(x) for x in f.read().split())
+        except OSError:
+            pass
+    return out
+
+
+def cpu_ticks(pid):
+    total = 0
+    for p in tree(pid):
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                s = f.read()
+            fields = s[s.rfind(")") + 2 :].split()
+            total += int(fields[11]) + int(fields[12])
+        except OSError:
+            pass
+    return total
+
+
+def rss_kib(pid):
+    total = 0
+    for p in tree(pid):
+        try:
+            with open(f"/proc/{p}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1])
+        except OSError:
+            pass
+    return total
+
+
+def stop(proc, sig=signal.SIGTERM):
+    if proc.poll() is None:
+        proc.send_signal(sig)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def wait_for(cond, what, timeout=60):
+    end = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > end:
+            raise SystemExit(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def count(db, sql, args=()):
+    try:
+        c = sqlite3.connect(db, timeout=30)
+        try:
+            return c.execute(sql, args).fetchone()[0]
+        finally:
+            c.close()
+    except sqlite3.OperationalError:
+        return 0
+
+
+# ---------------------------------------------------------------- the systems
+
+
+class Brainloop:
+    def __init__(self, bin_path, root, name, env):
+        self.data = os.path.join(root, name)
+        self.ws = os.path.join(root, name + "-ws")
+        os.makedirs(self.ws, exist_ok=True)
+        subprocess.run([bin_path, "init", "--data-dir", self.data], check=True,
+                       stdout=subprocess.DEVNULL)
+        e = dict(os.environ, BRAINLOOP_LOG="warn", **env)
+        self.proc = subprocess.Popen(
+            [bin_path, "run", "--data-dir", self.data, "--workspace", self.ws],
+            env=e, stdout=subprocess.DEVNULL)
+        self.out = os.path.join(self.data, "brainloop.output.db")
+        self.input = os.path.join(self.data, "brainloop.input.db")
+        wait_for(lambda: count(self.out, "SELECT count(*) FROM heartbeat WHERE pid = ? AND status = 'running'",
+                               (self.proc.pid,)) > 0, "brainloop's heartbeat")
+
+    def produce_fn(self, action, params):
+        def produce(n):
+            c = connect(self.input)
+            ins = {}
+            for _ in range(n):
+                cur = c.execute("INSERT INTO jobs(action, params) VALUES (?, ?)", (action, params))
+                ins[cur.lastrowid] = now_ns()
+            c.close()
+            return ins
+        return produce
+
+    def run(self, n, action="ping", params="{}", deadline_s=600):
+        return measure(n, self.produce_fn(action, params), self.out, "window",
+                       "SELECT job_id FROM results WHERE job_id >= ? AND status = 'succeeded'",
+                       deadline_s)
+
+    def pickup(self):
+        """brainloop's own claim timestamps: insert -> claim, p50 / p99 (ms)."""
+        c = sqlite3.connect(os.path.join(self.data, "brainloop.lifecycle.db"))
+        v = sorted(r[0] for r in c.execute(
+            "SELECT claimed_at - created_at FROM queue WHERE claimed_at IS NOT NULL"))
+        c.close()
+        if not v:
+            return float("nan"), float("nan")
+        return v[int(round((len(v) - 1) * 0.5))], v[int(round((len(v) - 1) * 0.99))]
+
+
+class Apalis:
+    def __init__(self, bin_path, root, name, mode):
+        self.bin = bin_path
+        self.db = os.path.join(root, name + ".db")
+        self.proc = subprocess.Popen([bin_path, "worker", "sqlite:" + self.db, mode],
+                                     stdout=subprocess.DEVNULL)
+        wait_for(lambda: count(self.db, "SELECT count(*) FROM Workers") > 0, "apalis' worker")
+
+    def run(self, n, deadline_s=600):
+        def produce(n):
+            p = subprocess.run([self.bin, "produce", "sqlite:" + self.db, str(n)],
+                               check=True, capture_output=True, text=True)
+            ins = {}
+            for line in p.stdout.splitlines():
+                seq, t = line.split("\t")
+                ins[int(seq) + 1] = int(t)  # a fresh table: the i-th push is rowid i + 1
+            return ins
+        return measure(n, produce, self.db, "window",
+                       "SELECT rowid FROM Jobs WHERE rowid >= ? AND status = 'Done'", deadline_s)
+
+
+class Huey:
+    def __init__(self, venv, root, name, args):
+        self.db = os.path.join(root, name + ".db")
+        env = dict(os.environ, PEERS_HUEY_DB=self.db, PYTHONPATH=HERE)
+        self.log = os.path.join(root, name + ".log")
+        self.proc = subprocess.Popen(
+            [os.path.join(venv, "bin", "huey_consumer"), "peers_huey.huey", "-q",
+             "-l", self.log] + args, env=env, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL)
+        wait_for(lambda: count(self.db, "SELECT count(*) FROM sqlite_master WHERE name = 'kv'") > 0,
+                 "huey's consumer")
+        time.sleep(1)  # its workers start after the tables
+
+    def run(self, n, deadline_s=600):
+        db = self.db
+
+        def produce(n):
+            os.environ["PEERS_HUEY_DB"] = db
+            sys.path.insert(0, HERE)
+            import importlib
+            import peers_huey
+            importlib.reload(peers_huey)  # a fresh instance on this case's database
+            ins = {}
+            for i in range(n):
+                r = peers_huey.ping(i)
+                ins[r.id] = now_ns()
+            return ins
+        return measure(n, produce, db, "append",
+                       "SELECT rowid, key FROM kv WHERE rowid > ?", deadline_s)
+
+
+def floor(apalis_bin, root, n):
+    d = os.path.join(root, "floor")
+    os.makedirs(d)
+    inp, out = os.path.join(d, "in.db"), os.path.join(d, "out.db")
+    for path, ddl in ((inp, "CREATE TABLE jobs(id INTEGER PRIMARY KEY AUTOINCREMENT, action TEXT, params TEXT)"),
+                      (out, "CREATE TABLE results(job_id INTEGER PRIMARY KEY, status TEXT, result TEXT)")):
+        c = connect(path)
+        c.execute("PRAGMA journal_mode = WAL")
+        c.execute(ddl)
+        c.close()
+    cons = subprocess.Popen([apalis_bin, "floor", "sqlite:" + inp, "sqlite:" + out, str(n)])
+
+    def produce(n):
+        c = connect(inp)
+        ins = {}
+        for _ in range(n):
+            cur = c.execute("INSERT INTO jobs(action, params) VALUES ('ping', '{}')")
+            ins[cur.lastrowid] = now_ns()
+        c.close()
+        return ins
+    r = measure(n, produce, out, "window", "SELECT job_id FROM results WHERE job_id >= ?", 600)
+    cons.wait()
+    return r
+
+
+def plain_bash(n):
+    t = time.monotonic()
+    subprocess.run(["bash", "-c", f"for ((i = 0; i < {n}; i++)); do bash -c true; done"], check=True)
+    return time.monotonic() - t
+
+
+# ---------------------------------------------------------------- main
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--brainloop", required=True)
+    ap.add_argument("--apalis", required=True)
+    ap.add_argument("--venv", required=True)
+    ap.add_argument("--jobs", type=int, default=10000)
+    ap.add_argument("--commands", type=int, default=1000)
+    ap.add_argument("--idle", type=int, default=60)
+    ap.add_argument("--only", default="", help="comma-separated case names (for tuning)")
+    a = ap.parse_args()
+    n = a.jobs
+    only = set(x for x in a.only.split(",") if x)
+
+    def want(name):
+        return not only or name in only
+
+    root = tempfile.mkdtemp(prefix="bench-peers-", dir=os.environ.get("PEERS_TMP"))
+    print(f"queue benchmark against peers — {n} jobs inserted one commit each; "
+          f"{time.strftime('%Y-%m-%d', time.gmtime())}, {os.cpu_count()} cores, "
+          f"{os.uname().sysname} {os.uname().release}; scratch dir {root} (removed at the end unless PEERS_KEEP=1)", flush=True)
+    rows, daemons = [], []
+
+    def add(row):
+        rows.append(row)
+        r = row[3]
+        print(f"  {row[0]}: {r['done']}/{r['n']} done, {r['jobs_s']:.0f} jobs/s, p50 {r['p50']:.1f} ms, "
+              f"p99 {r['p99']:.1f} ms{' — ' + r['error'] if r['error'] else ''}", file=sys.stderr, flush=True)
+
+    if want("floor"):
+        add(("raw SQLite floor (producer + minimal Rust loop)", "—",
+                     "WAL, FULL", floor(a.apalis, root, n)))
+    bl_env = {
+        "default": {},
+        "best": {"BRAINLOOP_CONCURRENCY": "8"},
+    }
+    for mode, env in bl_env.items():
+        if want("brainloop-" + mode):
+            b = Brainloop(a.brainloop, root, "bl-" + mode, env)
+            r = b.run(n)
+            r["pickup"] = b.pickup()
+            name = f"brainloop ({mode})"
+            add((name, ", ".join(f"{k}={v}" for k, v in env.items()) or "none",
+                         "output.db WAL, FULL", r))
+            daemons.append((name, b.proc))
+    for mode in ("default", "best"):
+        if want("apalis-" + mode):
+            p = Apalis(a.apalis, root, "apalis-" + mode, mode)
+            settings = "none" if mode == "default" else "batch_size 100, concurrency 4, poll 1 ms"
+            name = f"apalis-sqlite 1.0.0 ({mode})"
+            add((name, settings, "WAL, FULL", p.run(n)))
+            daemons.append((name, p.proc))
+    huey_args = {
+        "default": [],
+        "best": os.environ.get("PEERS_HUEY_BEST", "-w 4 -k thread -d 0.001 -m 0.01 -b 1.05").split(),
+    }
+    for mode, args in huey_args.items():
+        if want("huey-" + mode):
+            h = Huey(a.venv, root, "huey-" + mode, args)
+            name = f"huey 3.5.4 SqliteHuey ({mode})"
+            add((name, " ".join(args) or "none", "WAL, FULL (fsync=True)", h.run(n)))
+            daemons.append((name, h.proc))
+
+    bash_rows = []
+    if want("bash"):
+        base = plain_bash(a.commands)
+        bash_rows.append(("plain loop: bash -c true", base, 1.0))
+        for conc in (1, 4):
+            b = Brainloop(a.brainloop, root, f"bash-c{conc}", {"BRAINLOOP_CONCURRENCY": str(conc)})
+            t = time.monotonic()
+            r = b.run(a.commands, action="execute_bash", params='{"command": "true"}')
+            secs = time.monotonic() - t - 0.2
+            if r["done"] < a.commands:
+                secs = float("nan")
+            bash_rows.append((f"brainloop execute_bash, concurrency {conc}", secs, secs / base))
+            stop(b.proc)
+
+    # Idle: every daemon at once, over the same window, after its run.
+    idle = {}
+    if daemons and a.idle > 0:
+        time.sleep(2)
+        c0 = {name: cpu_ticks(p.pid) for name, p in daemons}
+        t = time.monotonic()
+        time.sleep(a.idle)
+        secs = time.monotonic() - t
+        for name, p in daemons:
+            idle[name] = ((cpu_ticks(p.pid) - c0[name]) / CLK_TCK, secs, rss_kib(p.pid) / 1024)
+    for _, p in daemons:
+        stop(p)
+    if not os.environ.get("PEERS_KEEP"):
+        shutil.rmtree(root, ignore_errors=True)
+
+    # ---- the table
+    floor_r = next((r for name, _, _, r in rows if name.startswith("raw")), None)
+    huey_best = next((r for name, _, _, r in rows if name.startswith("huey") and "best" in name), None)
+    apalis_best = next((r for name, _, _, r in rows if name.startswith("apalis") and "best" in name), None)
+    print()
+    print("| system | settings | durability | jobs/s | vs floor | p50 / p99 ms (insert → result visible) "
+          "| producer inserts/s | idle CPU s / 60 s | idle RSS MiB |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|")
+    for name, settings, dur, r in rows:
+        i = idle.get(name)
+        ratio = f"{r['jobs_s'] / floor_r['jobs_s']:.2f}" if floor_r else ""
+        incomplete = "" if r["done"] == r["n"] else f" ({r['done']}/{r['n']} done)"
+        if r["error"]:
+            incomplete += f" (producer failed: {r['error']})"
+        idle_cpu = f"{i[0] * 60 / i[1]:.2f}" if i else ""
+        idle_rss = f"{i[2]:.1f}" if i else ""
+        print(f"| {name} | {settings} | {dur} | {r['jobs_s']:.0f}{incomplete} | {ratio} | "
+              f"{r['p50']:.1f} / {r['p99']:.1f} | {r['producer_s']:.0f} | {idle_cpu} | {idle_rss} |")
+    for name, _, _, r in rows:
+        if "pickup" in r:
+            print(f"\n{name}: pickup (insert → claim, its own timestamps) p50 / p99 = "
+                  f"{r['pickup'][0]} / {r['pickup'][1]} ms", end="")
+    print()
+    for name, _, _, r in rows:
+        if name.startswith("brainloop"):
+            parts = []
+            if huey_best:
+                parts.append(f"{r['jobs_s'] / huey_best['jobs_s']:.1f}× huey (best)")
+            if apalis_best:
+                parts.append(f"{r['jobs_s'] / apalis_best['jobs_s']:.2f}× apalis (best)")
+            if parts:
+                print(f"{name}: " + ", ".join(parts))
+    if bash_rows:
+        print()
+        print(f"| {a.commands} auto-approved commands | total s | per command ms | vs plain loop |")
+        print("|---|---:|---:|---:|")
+        for name, secs, ratio in bash_rows:
+            print(f"| {name} | {secs:.2f} | {secs * 1000 / a.commands:.3f} | {ratio:.2f} |")
+
+
+if __name__ == "__main__":
+    mp.set_start_method("fork")
+    main()
