@@ -58,10 +58,16 @@ def now_ms():
     return int(time.time() * 1000)
 
 
+IGNORE_PCT = 5
+VALIDATION_TTL_MS = 30000
+
+
 def decision(seed, job_id, approve_pct):
     """The approver's answer for a job: a seeded function of the job id (stable across re-asks)."""
     h = hashlib.sha256(f"{seed}:{job_id}".encode()).digest()
-    return "approve" if h[0] * 100 // 256 < approve_pct else "deny"
+    v = h[0] * 100 // 256
+    # the top IGNORE_PCT are never answered: they must end `expired` (validation_ttl_ms)
+    return "approve" if v < approve_pct else "ignore" if v >= 100 - IGNORE_PCT else "deny"
 
 
 # ---------------------------------------------------------------- the approver (second process)
@@ -84,6 +90,8 @@ def approver_main(a):
             if v.get("status") != "pending" or v["id"] in answered:
                 continue
             d = decision(a.seed, v["job_id"], a.approve_pct)
+            if d == "ignore":
+                continue
             try:
                 r = subprocess.run(
                     [a.bin, "--config", a.config, d, v["id"]],
@@ -116,8 +124,12 @@ class Producer(threading.Thread):
     def pick(self, token):
         r = self.rng.random() * 100
         c = "soak"
-        if r < 14:
+        if r < 10:
             return "pure_echo", "execute_bash", json.dumps({"command": f"echo soak-{token}"}), c
+        if r < 14:
+            # long enough for kills to land while it runs
+            return "pure_slow", "execute_bash", json.dumps(
+                {"command": f"sleep {0.5 + token % 5 * 0.5}; echo soak-{token}"}), c
         if r < 24:
             return "pure_ls", "execute_bash", json.dumps({"command": "ls files side"}), c
         if r < 34:
@@ -127,7 +139,10 @@ class Producer(threading.Thread):
         if r < 54:
             return "read_markdown", "read_markdown", json.dumps({"path": "docs/readme.md"}), c
         if r < 78:
-            return "write", "execute_bash", json.dumps({"command": f"echo run >> side/c{token}"}), c
+            # half of them sleep first: a kill then lands in the overlay run
+            pre = f"sleep 0.{token % 10}; " if token % 2 else ""
+            return "write", "execute_bash", json.dumps(
+                {"command": f"{pre}echo run >> side/c{token}"}), c
         if r < 83:
             return "bad_action", f"no_such_action_{token % 7}", "{}", c
         if r < 88:
@@ -254,13 +269,24 @@ class Worker:
         self.exit_code = None
         self.exited_at = None
 
-    def kill(self, sig, term_timeout):
+    def kill(self, how, term_timeout, then_after=0.0):
+        """`how`: SIGKILL, SIGTERM, SIGTERM+SIGKILL (a kill during the drain) or SIGTERMx2 (a
+        second signal cutting the drain short), the second signal `then_after` s after the first."""
         self.signal_at = now_ms()
-        self.signal = sig
+        self.signal = how
+        first = signal.SIGKILL if how == "SIGKILL" else signal.SIGTERM
         try:
-            self.proc.send_signal(sig)
+            self.proc.send_signal(first)
         except ProcessLookupError:
             pass
+        if how in ("SIGTERM+SIGKILL", "SIGTERMx2"):
+            try:
+                self.proc.wait(timeout=then_after)
+            except subprocess.TimeoutExpired:
+                try:
+                    self.proc.send_signal(signal.SIGKILL if how == "SIGTERM+SIGKILL" else signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
         try:
             self.exit_code = self.proc.wait(timeout=term_timeout)
         except subprocess.TimeoutExpired:
@@ -281,6 +307,8 @@ concurrency = 4
 max_attempts = 3
 # keep every write asking a human: the soak exercises the validation path, not learning
 signature_approvals = 1000000
+# the approver leaves a few validations unanswered: they expire
+validation_ttl_ms = {VALIDATION_TTL_MS}
 
 [retention]
 interval_ms = {retention_ms}
@@ -288,7 +316,7 @@ interval_ms = {retention_ms}
 [clients.soak]
 file_read = ["{{workspace}}/**"]
 file_write = ["{{workspace}}/**"]
-system_command = ["echo", "ls", "wc"]
+system_command = ["echo", "ls", "wc", "sleep"]
 ''')
 
 
@@ -362,12 +390,15 @@ def soak_main(a):
         time.sleep(up)
         if time.monotonic() >= t_end:
             break
-        sig = signal.SIGKILL if rng.random() < 0.5 else signal.SIGTERM
+        r = rng.random()
+        sig = ("SIGKILL" if r < 0.4 else "SIGTERM" if r < 0.8
+               else "SIGTERM+SIGKILL" if r < 0.9 else "SIGTERMx2")
+        then_after = rng.uniform(0.0, 1.5)
         if w.proc.poll() is not None:
             violations.append(f"worker pid {w.proc.pid} exited on its own with {w.proc.returncode}")
             w.signal_at, w.exit_code, w.exited_at = now_ms(), w.proc.returncode, now_ms()
         else:
-            w.kill(sig, term_timeout)
+            w.kill(sig, term_timeout, then_after)
             if isinstance(w.exit_code, tuple):
                 violations.append(f"worker pid {w.proc.pid} did not exit {term_timeout}s after SIGTERM")
         # Whatever the worker ran must die with it (PDEATHSIG, PID namespace).
@@ -378,11 +409,11 @@ def soak_main(a):
             left = scan_leftovers(root, {os.getpid(), approver.pid})
         if left:
             post_kill_lingering += len(left)
-            print(f"  lingering 5 s after {signal.Signals(sig).name}: {left}", flush=True)
+            print(f"  lingering 5 s after {sig}: {left}", flush=True)
         time.sleep(rng.uniform(0.2, 4.0))
         w = Worker(a.bin, config, env, worker_log)
         workers.append(w)
-        print(f"  t+{(now_ms() - workers[0].started) / 1000:.0f}s {signal.Signals(sig).name} "
+        print(f"  t+{(now_ms() - workers[0].started) / 1000:.0f}s {sig} "
               f"-> exit {workers[-2].exit_code}; restart #{len(workers) - 1}; "
               f"{len(producer.jobs)} jobs", flush=True)
 
@@ -406,7 +437,7 @@ def soak_main(a):
     with open(stop_file, "w"):
         pass
     approver.wait(timeout=120)
-    w.kill(signal.SIGTERM, term_timeout)
+    w.kill("SIGTERM", term_timeout)
     if w.exit_code != 0:
         violations.append(f"final SIGTERM: worker exit {w.exit_code}, expected 0")
     sampler.stop.set()
@@ -443,13 +474,14 @@ def soak_main(a):
         if kind.startswith("pure") or kind.startswith("read"):
             if status != "succeeded":
                 violations.append(f"job {jid} ({kind}): {status}: {error}")
-            elif kind == "pure_echo" and f"soak-{job['token']}" not in (result or ""):
+            elif kind in ("pure_echo", "pure_slow") and f"soak-{job['token']}" not in (result or ""):
                 violations.append(f"job {jid}: echo output lacks its token: {result[:200]}")
         elif kind == "write":
             want = decision(a.seed, jid, a.approve_pct)
             counter = os.path.join(ws, "side", f"c{job['token']}")
             lines = open(counter).read().count("run\n") if os.path.exists(counter) else 0
-            exp_status, exp_lines = ("succeeded", 1) if want == "approve" else ("denied", 0)
+            exp_status, exp_lines = {"approve": ("succeeded", 1), "deny": ("denied", 0),
+                                     "ignore": ("expired", 0)}[want]
             if status != exp_status or lines != exp_lines:
                 violations.append(
                     f"write job {jid} (decision {want}): status {status}, counter {lines} "
@@ -477,6 +509,8 @@ def soak_main(a):
             violations.append(f"job {jid}: command executed at {at}, after its final result at {r[4]}")
     rerun = sum(1 for n in executions_per_job.values() if n > 1)
     pending_left = db_rows(out_db, "SELECT count(*) FROM validations WHERE status = 'pending'")[0][0]
+    reasked = db_rows(out_db, "SELECT count(*) FROM (SELECT job_id FROM validations "
+                               "GROUP BY job_id HAVING count(*) > 1)")[0][0]
     if pending_left:
         violations.append(f"{pending_left} validations still pending after the drain")
 
@@ -534,12 +568,12 @@ def soak_main(a):
     if left:
         violations.append(f"processes left behind: {left}")
 
-    kills = {"SIGKILL": 0, "SIGTERM": 0}
+    kills = {"SIGKILL": 0, "SIGTERM": 0, "SIGTERM+SIGKILL": 0, "SIGTERMx2": 0}
     term_exit_codes = {}
     for wk in workers[:-1]:
         if wk.signal is not None:
-            kills[signal.Signals(wk.signal).name] += 1
-            if wk.signal == signal.SIGTERM:
+            kills[wk.signal] += 1
+            if wk.signal in ("SIGTERM", "SIGTERMx2"):
                 term_exit_codes[str(wk.exit_code)] = term_exit_codes.get(str(wk.exit_code), 0) + 1
     decisions = {"approve": 0, "deny": 0}
     for x in approvals:
@@ -561,6 +595,7 @@ def soak_main(a):
         "heartbeat_rows": len(hb),
         "approvals_answered": decisions, "approver_errors": len(approver_errors),
         "jobs_with_commands_run_more_than_once": rerun,
+        "jobs_asked_again_after_a_restart": reasked,
         "max_attempts_seen": max_attempts_seen,
         "max_file_bytes": dict(sorted(sampler.max.items())),
         "worker_db_bytes_end": db_bytes,
@@ -585,7 +620,8 @@ def soak_main(a):
         print(f"  {kind:<18} " + ", ".join(f"{s} {n}" for s, n in sorted(by_kind[kind].items())))
     for k in ("kills", "sigterm_exit_codes", "down_total_s", "max_startup_to_first_heartbeat_ms",
               "max_heartbeat_gap_while_up_ms", "approvals_answered", "approver_errors",
-              "jobs_with_commands_run_more_than_once", "max_attempts_seen", "max_file_bytes",
+              "jobs_with_commands_run_more_than_once", "jobs_asked_again_after_a_restart",
+              "max_attempts_seen", "max_file_bytes",
               "worker_db_bytes_end", "data_dir_bytes_end", "journal_bytes_end",
               "changes_dirs_left", "private_tmp_dirs_left",
               "processes_lingering_5s_after_a_kill", "processes_left_at_end", "final_drain_s",
