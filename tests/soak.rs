@@ -38,7 +38,10 @@ fn short_soak_has_no_violation() {
         .and_then(|s| s.rsplit(' ').next())
         .and_then(|n| n.parse().ok())
         .unwrap_or(0);
-    assert!(restarts >= 2, "too few restarts to call it a soak: {stdout}");
+    assert!(
+        restarts >= 2,
+        "too few restarts to call it a soak: {stdout}"
+    );
     assert!(
         stdout.contains("write ") && stdout.contains("succeeded"),
         "{stdout}"
