@@ -559,6 +559,12 @@ def soak_main(a):
                     pass
         return total
 
+    # What the worker's start-up reaping killed (commands a killed worker left running).
+    reaped = 0
+    with open(worker_log, errors="replace") as f:
+        for line in f:
+            if "killed commands left running by the previous run" in line and "processes=" in line:
+                reaped += int(line.rsplit("processes=", 1)[1].split()[0])
     changes_left = len(os.listdir(os.path.join(data, "changes"))) if os.path.isdir(
         os.path.join(data, "changes")) else 0
     tmp_left = len(os.listdir(tmp))
@@ -604,6 +610,7 @@ def soak_main(a):
         "changes_dirs_left": changes_left,
         "private_tmp_dirs_left": tmp_left,
         "processes_lingering_5s_after_a_kill": post_kill_lingering,
+        "processes_reaped_by_the_worker_at_start_up": reaped,
         "processes_left_at_end": len(left),
         "final_drain_s": round(drain_s, 1),
         "violations": len(violations),
@@ -624,7 +631,8 @@ def soak_main(a):
               "max_attempts_seen", "max_file_bytes",
               "worker_db_bytes_end", "data_dir_bytes_end", "journal_bytes_end",
               "changes_dirs_left", "private_tmp_dirs_left",
-              "processes_lingering_5s_after_a_kill", "processes_left_at_end", "final_drain_s",
+              "processes_lingering_5s_after_a_kill", "processes_reaped_by_the_worker_at_start_up",
+              "processes_left_at_end", "final_drain_s",
               "producer_errors"):
         print(f"{k}: {summary[k]}")
     if violations:
