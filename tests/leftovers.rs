@@ -5,7 +5,7 @@
 //! counted them as "killed commands left running by the previous run processes=8" — a false
 //! alarm in the log, nothing was running. Only our own child processes are involved here.
 
-use brainloop::bash::leftovers::{record, reap_previous, DIR};
+use brainloop::bash::leftovers::{reap_previous, record, DIR};
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 use std::time::{Duration, Instant};
