@@ -2,7 +2,8 @@
 //! heartbeats, metrics, finished results (with their lifecycle snapshots), decided validations,
 //! telemetry events, command executions and consumed approvals, expired reader digests and unused
 //! stored inferences; then checkpoints each database's WAL (`TRUNCATE`) so the `-wal` files stay
-//! small and runs `incremental_vacuum` so freed pages go back to the disk. The audit trail and
+//! small and runs `incremental_vacuum` so freed pages go back to the disk. It also discards the
+//! change sets (`changes/<job>`) of jobs whose final result is committed. The audit trail and
 //! policy history are kept. (input.db belongs to the producers: the worker never deletes there.)
 
 use crate::config::Config;
@@ -87,6 +88,23 @@ pub async fn pass(
         total += n;
         if n == 0 {
             break;
+        }
+    }
+    // Change sets of finished jobs (kept after an apply until the result is committed).
+    {
+        let (st, dd) = (Arc::clone(stores), config.data_dir.clone());
+        let swept = tokio::task::spawn_blocking(move || {
+            crate::bash::changes::sweep_finished(&dd, |ids| {
+                st.output.with(|c| crate::db::output::finals_among(c, ids))
+            })
+        })
+        .await;
+        match swept {
+            Ok(Ok(n)) if n > 0 => {
+                tracing::info!(change_sets = n, "discarded change sets of finished jobs")
+            }
+            Ok(Err(e)) => tracing::warn!(error = format!("{e:#}"), "cannot sweep change sets"),
+            _ => {}
         }
     }
     for db in [

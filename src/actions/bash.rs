@@ -828,6 +828,17 @@ fn ran_outcome(m: &Manifest, policy_used: &str, applied: Value, undo: Option<Str
 
 /// Applies a change set to the real workspace (refused on conflict), journals it, and removes
 /// its overlay layers. Nothing is re-run.
+/// Test hook (only with `test_actions`): `BRAINLOOP_TEST_PAUSE_AFTER_APPLY_MS` holds a job between
+/// its apply and its result, so a process-level test can kill the worker in that window.
+async fn test_pause_after_apply() {
+    if let Some(ms) = std::env::var("BRAINLOOP_TEST_PAUSE_AFTER_APPLY_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+    }
+}
+
 async fn apply_pending(ctx: &JobCtx, m: Manifest, policy_used: &str) -> Result<Outcome, Outcome> {
     let data_dir = ctx.config.data_dir.clone();
     let job_id = ctx.job_id;
@@ -884,7 +895,13 @@ async fn apply_pending(ctx: &JobCtx, m: Manifest, policy_used: &str) -> Result<O
             "applied, but cannot record the journal row (journal/{job_id}/entries.json has it)"
         );
     }
-    changes::discard(&data_dir, job_id);
+    // The change set stays until the job's final result is committed (swept at start-up and by
+    // the retention pass): a crash before that commit asks again, and the approved re-ask must
+    // find this manifest to resume the apply — without it the command would run again on the
+    // already-changed workspace and its effect be applied twice (found by scripts/soak.sh).
+    if ctx.config.test_actions {
+        test_pause_after_apply().await;
+    }
     let paths: Vec<Value> = m
         .change_set
         .changes
