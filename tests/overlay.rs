@@ -549,4 +549,7 @@ fn a_retry_after_a_crash_is_not_a_duplicate_of_itself() {
         std::fs::read_to_string(env.workspace.join("retried.txt")).unwrap(),
         "run\n"
     );
+    // Another job with the same command is still a duplicate (the window is an hour here).
+    let (_, st, v, _) = submit(&env, "echo run >> retried.txt");
+    assert_eq!(st, "duplicate_warning", "{v}");
 }
