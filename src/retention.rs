@@ -1,9 +1,11 @@
 //! Retention and file-size bounds: a periodic pass that prunes, in bounded batches, old
 //! heartbeats, metrics, finished results (with their lifecycle snapshots), decided validations,
 //! telemetry events, command executions and consumed approvals, expired reader digests and unused
-//! stored inferences; expires `loop` block sessions idle past `loop_session_ttl_ms`; then checkpoints each database's WAL (`TRUNCATE`) so the `-wal` files stay
-//! small and runs `incremental_vacuum` so freed pages go back to the disk. The audit trail and
-//! policy history are kept. (input.db belongs to the producers: the worker never deletes there.)
+//! stored inferences; expires `loop` block sessions idle past `loop_session_ttl_ms` and closes
+//! agent sessions whose job ended outside them; discards the change sets (`changes/<job>`) of
+//! jobs whose final result is committed; then checkpoints each database's WAL (`TRUNCATE`) so
+//! the `-wal` files stay small and runs `incremental_vacuum` so freed pages go back to the disk.
+//! The audit trail and policy history are kept. (input.db belongs to the producers: the worker never deletes there.)
 
 use crate::config::Config;
 use crate::db::{lifecycle, metadata, output, write_tx, Db, Stores};
@@ -106,6 +108,23 @@ pub async fn pass(
         .await?;
     if closed > 0 {
         tracing::info!(sessions = closed, "agent sessions of ended jobs closed");
+    }
+    // Change sets of finished jobs (kept after an apply until the result is committed).
+    {
+        let (st, dd) = (Arc::clone(stores), config.data_dir.clone());
+        let swept = tokio::task::spawn_blocking(move || {
+            crate::bash::changes::sweep_finished(&dd, |ids| {
+                st.output.with(|c| crate::db::output::finals_among(c, ids))
+            })
+        })
+        .await;
+        match swept {
+            Ok(Ok(n)) if n > 0 => {
+                tracing::info!(change_sets = n, "discarded change sets of finished jobs")
+            }
+            Ok(Err(e)) => tracing::warn!(error = format!("{e:#}"), "cannot sweep change sets"),
+            _ => {}
+        }
     }
     for db in [
         &stores.output,

@@ -427,3 +427,129 @@ fn a_command_with_no_effect_returns_at_once() {
         .unwrap();
     assert_eq!(n, 0);
 }
+
+/// Regression (found by `scripts/soak.sh`): a kill -9 after the apply but before the job's
+/// result was committed. The change set used to be discarded right after the apply, so the
+/// approved re-ask found no manifest, re-ran the command on the already-changed workspace and
+/// applied its effect a second time (`run` twice in the counter).
+#[test]
+fn a_crash_between_the_apply_and_the_result_applies_once() {
+    if !sandbox_enforcing() {
+        return;
+    }
+    let env = Env::new();
+    let d = env.start(&[("BRAINLOOP_TEST_PAUSE_AFTER_APPLY_MS", "60000")]);
+    let (id, st, v, _) = submit(&env, "echo run >> counter.txt");
+    assert_eq!(st, "pending_validation", "{v}");
+    let first = v["validation_id"].as_str().unwrap().to_string();
+    cli_ok(&env, &["approve", &first]);
+    // Applied and journaled; the job is held before its result (test hook).
+    let t0 = Instant::now();
+    loop {
+        let journaled: i64 = env
+            .db("command_security.db")
+            .query_row(
+                "SELECT count(*) FROM journal WHERE job_id = ?1",
+                [id],
+                |r| r.get(0),
+            )
+            .unwrap();
+        if journaled == 1 {
+            break;
+        }
+        assert!(
+            t0.elapsed() < LONG,
+            "the approved change set was never applied"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(
+        std::fs::read_to_string(env.workspace.join("counter.txt")).unwrap(),
+        "run\n"
+    );
+    assert_ne!(
+        env.result(id).unwrap().0,
+        "succeeded",
+        "result not yet committed"
+    );
+    d.kill9();
+    let _d = env.start(&[]);
+    // The operator approves whatever the job asks again.
+    let mut approved = std::collections::HashSet::from([first]);
+    let t0 = Instant::now();
+    let (st, v, err) = loop {
+        let (st, v, e) = settled(&env, id);
+        if st != "pending_validation" {
+            break (st, v, e);
+        }
+        let vid = v["validation_id"].as_str().unwrap_or_default().to_string();
+        if !vid.is_empty() && approved.insert(vid.clone()) {
+            cli_ok(&env, &["approve", &vid]);
+        }
+        assert!(t0.elapsed() < LONG, "job {id} still pending: {v}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(st, "succeeded", "{err} {v}");
+    assert_eq!(
+        std::fs::read_to_string(env.workspace.join("counter.txt")).unwrap(),
+        "run\n",
+        "the approved effect must be applied exactly once"
+    );
+}
+
+/// Regression (found by `scripts/soak.sh`): a kill -9 after a job's overlay run was recorded but
+/// before it asked. The retry at the next start was refused `duplicate_warning` ("the same command
+/// was asked 1.4 s ago; nothing ran") — a duplicate of its own first attempt — a final status
+/// for a job that never got its answer.
+#[test]
+fn a_retry_after_a_crash_is_not_a_duplicate_of_itself() {
+    if !sandbox_enforcing() {
+        return;
+    }
+    let env = Env::new();
+    let d = env.start(&[("BRAINLOOP_TEST_PAUSE_AFTER_RUN_MS", "60000")]);
+    let id = job(
+        &env,
+        "local",
+        "execute_bash",
+        &json!({"command": "echo run >> retried.txt"}),
+    );
+    // Its overlay run is recorded; the job is held before it asks (test hook).
+    let t0 = Instant::now();
+    loop {
+        let ran: i64 = env
+            .db("command_security.db")
+            .query_row(
+                "SELECT count(*) FROM executions WHERE job_id = ?1",
+                [id],
+                |r| r.get(0),
+            )
+            .unwrap();
+        if ran == 1 {
+            break;
+        }
+        assert!(t0.elapsed() < LONG, "the command never ran");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // However long the restart takes, the retry falls inside the duplicate window.
+    env.db("command_security.db")
+        .execute(
+            "UPDATE commands_registry SET duplicate_threshold_ms = 3600000",
+            [],
+        )
+        .unwrap();
+    d.kill9();
+    let _d = env.start(&[]);
+    let (st, v, err) = settled(&env, id);
+    assert_eq!(st, "pending_validation", "{err} {v}");
+    cli_ok(&env, &["approve", v["validation_id"].as_str().unwrap()]);
+    let (st, v, err) = final_of(&env, id);
+    assert_eq!(st, "succeeded", "{err} {v}");
+    assert_eq!(
+        std::fs::read_to_string(env.workspace.join("retried.txt")).unwrap(),
+        "run\n"
+    );
+    // Another job with the same command is still a duplicate (the window is an hour here).
+    let (_, st, v, _) = submit(&env, "echo run >> retried.txt");
+    assert_eq!(st, "duplicate_warning", "{v}");
+}

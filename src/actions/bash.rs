@@ -209,15 +209,26 @@ async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
             .await
             .map_err(|e| Outcome::failed(format!("command registry: {e:#}")))?
     };
+    // The duplicate check looks at other jobs only: a retry after a crash (its first attempt
+    // ran, then the worker died) is not a duplicate of itself (found by scripts/soak.sh).
+    let job_id = ctx.job_id;
     let last_requested = {
         let h = hash.clone();
         ctx.stores
             .output
-            .call(move |c| approvals::last_requested(c, &h))
+            .call(move |c| approvals::last_requested(c, &h, job_id))
             .await
             .unwrap_or(None)
     };
-    let last = entry.last_executed.max(last_requested);
+    let last_executed = {
+        let h = hash.clone();
+        ctx.stores
+            .security
+            .call(move |c| approvals::last_executed(c, &h, job_id))
+            .await
+            .unwrap_or(entry.last_executed)
+    };
+    let last = last_executed.max(last_requested);
     // Effects over commands (DESIGN §5.12): an overlay run of this job may wait for a human; an
     // approval then binds to the command *and* that exact change set.
     let ws = workspace_of(ctx);
@@ -708,6 +719,9 @@ async fn overlay_run(
         )));
     }
     record_run(ctx, report, f, &label, &r).await;
+    if ctx.config.test_actions {
+        test_pause("BRAINLOOP_TEST_PAUSE_AFTER_RUN_MS").await;
+    }
     let cs = {
         let (u, w) = (upper.clone(), workspace.to_path_buf());
         tokio::task::spawn_blocking(move || changes::compute(&u, &w))
@@ -828,6 +842,15 @@ fn ran_outcome(m: &Manifest, policy_used: &str, applied: Value, undo: Option<Str
 
 /// Applies a change set to the real workspace (refused on conflict), journals it, and removes
 /// its overlay layers. Nothing is re-run.
+/// Test hooks (only with `test_actions`): `BRAINLOOP_TEST_PAUSE_AFTER_APPLY_MS` holds a job between
+/// its apply and its result, `BRAINLOOP_TEST_PAUSE_AFTER_RUN_MS` between its overlay run (recorded
+/// in the registry) and its validation, so process-level tests can kill the worker there.
+async fn test_pause(var: &str) {
+    if let Some(ms) = std::env::var(var).ok().and_then(|v| v.parse::<u64>().ok()) {
+        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+    }
+}
+
 async fn apply_pending(ctx: &JobCtx, m: Manifest, policy_used: &str) -> Result<Outcome, Outcome> {
     let data_dir = ctx.config.data_dir.clone();
     let job_id = ctx.job_id;
@@ -884,7 +907,13 @@ async fn apply_pending(ctx: &JobCtx, m: Manifest, policy_used: &str) -> Result<O
             "applied, but cannot record the journal row (journal/{job_id}/entries.json has it)"
         );
     }
-    changes::discard(&data_dir, job_id);
+    // The change set stays until the job's final result is committed (swept at start-up and by
+    // the retention pass): a crash before that commit asks again, and the approved re-ask must
+    // find this manifest to resume the apply — without it the command would run again on the
+    // already-changed workspace and its effect be applied twice (found by scripts/soak.sh).
+    if ctx.config.test_actions {
+        test_pause("BRAINLOOP_TEST_PAUSE_AFTER_APPLY_MS").await;
+    }
     let paths: Vec<Value> = m
         .change_set
         .changes

@@ -131,10 +131,21 @@ pub fn latest_of_job(output: &Connection, job_id: i64) -> Result<Option<Validati
 }
 
 /// When this command was last asked for (for the duplicate check).
-pub fn last_requested(output: &Connection, hash: &str) -> Result<Option<i64>> {
+/// When another job than `job_id` last asked for this command (a job's own earlier attempt, cut
+/// off by a crash, is not a duplicate of it).
+pub fn last_requested(output: &Connection, hash: &str, job_id: i64) -> Result<Option<i64>> {
     Ok(output.query_row(
-        "SELECT max(requested_at) FROM validations WHERE command_hash = ?1",
-        [hash],
+        "SELECT max(requested_at) FROM validations WHERE command_hash = ?1 AND job_id <> ?2",
+        rusqlite::params![hash, job_id],
+        |r| r.get(0),
+    )?)
+}
+
+/// When another job than `job_id` last ran this command (same reason as `last_requested`).
+pub fn last_executed(security: &Connection, hash: &str, job_id: i64) -> Result<Option<i64>> {
+    Ok(security.query_row(
+        "SELECT max(executed_at) FROM executions WHERE command_hash = ?1 AND (job_id IS NULL OR job_id <> ?2)",
+        rusqlite::params![hash, job_id],
         |r| r.get(0),
     )?)
 }

@@ -630,8 +630,23 @@ pub fn apply(data_dir: &Path, m: &Manifest) -> Result<Journal> {
     let jdir = journal_dir(data_dir, m.job_id);
     let jfile = jdir.join("entries.json");
     let journal: Journal = match fs::read(&jfile) {
-        // An apply cut off by a crash: the journal written before it is the truth.
-        Ok(b) => serde_json::from_slice(&b).context("corrupt journal")?,
+        // An apply cut off by a crash: the journal written before it is the truth — if it was
+        // written for this very change set (a job's journal of another one is never reused).
+        Ok(b) => {
+            let j: Journal = serde_json::from_slice(&b).context("corrupt journal")?;
+            let same = j.entries.len() == m.change_set.changes.len()
+                && j.entries
+                    .iter()
+                    .zip(&m.change_set.changes)
+                    .all(|(e, c)| e.path == c.path && e.before == c.before && e.after == c.after);
+            if !same {
+                bail!(
+                    "the journal of job {} records another change set; nothing was applied",
+                    m.job_id
+                );
+            }
+            j
+        }
         Err(_) => {
             fs::create_dir_all(&jdir)?;
             let _ = fs::set_permissions(&jdir, fs::Permissions::from_mode(0o700));
@@ -761,6 +776,44 @@ mod tests {
         undo(&data, &j).unwrap();
         assert_eq!(fs::read_to_string(ws.join("a.txt")).unwrap(), "one\ntwo\n");
         assert!(!ws.join("d").exists());
+    }
+
+    #[test]
+    fn a_journal_of_another_change_set_is_never_reused() {
+        let t = tempfile::tempdir().unwrap();
+        let (ws, data) = (t.path().join("ws"), t.path().join("data"));
+        fs::create_dir_all(&ws).unwrap();
+        fs::write(ws.join("a.txt"), "one\n").unwrap();
+        let (upper, _) = create_layers(&data, 9).unwrap();
+        fs::write(upper.join("a.txt"), "two\n").unwrap();
+        let cs = compute(&upper, &ws).unwrap();
+        let mut m = Manifest {
+            job_id: 9,
+            command: "x".into(),
+            command_hash: "h".into(),
+            effect_hash: effect_hash("h", &cs.hash),
+            workspace: ws.clone(),
+            workdir: ws.clone(),
+            exit_code: Some(0),
+            success: true,
+            stdout: String::new(),
+            stderr: String::new(),
+            truncated: false,
+            duration_ms: 0,
+            sandbox: String::new(),
+            signatures: vec![],
+            change_set: cs,
+            created_at: 0,
+        };
+        apply(&data, &m).unwrap();
+        assert_eq!(fs::read_to_string(ws.join("a.txt")).unwrap(), "two\n");
+        // The same job later holds another change set (a re-run after a crash): its apply must
+        // not take the first journal for its own.
+        fs::write(upper.join("b.txt"), "new\n").unwrap();
+        m.change_set = compute(&upper, &ws).unwrap();
+        let e = apply(&data, &m).unwrap_err().to_string();
+        assert!(e.contains("another change set"), "{e}");
+        assert!(!ws.join("b.txt").exists());
     }
 
     #[test]

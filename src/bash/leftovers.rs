@@ -23,6 +23,12 @@ pub fn proc_stat(pid: i32) -> Option<(i32, i32, u64)> {
     ))
 }
 
+/// The state letter of a process (`R`, `S`, `Z`, ...), from /proc/<pid>/stat.
+fn proc_state(pid: i32) -> Option<char> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    s[s.rfind(')')? + 2..].chars().next()
+}
+
 /// Whether any live (non-zombie) process is in process group `pgid`.
 pub fn group_alive(pgid: i32) -> bool {
     let Ok(dir) = std::fs::read_dir("/proc") else {
@@ -86,9 +92,12 @@ pub fn reap_previous(data_dir: &Path) -> usize {
                         continue;
                     };
                     if let Some((pgrp, s, st)) = proc_stat(pid) {
+                        // A zombie (the killed worker's helpers, not yet reaped by init) is
+                        // not a command left running: do not count it.
                         if pgrp == pgid
                             && s == sid
                             && st >= start
+                            && !matches!(proc_state(pid), Some('Z' | 'X') | None)
                             && kill(Pid::from_raw(pid), Signal::SIGKILL).is_ok()
                         {
                             killed += 1;

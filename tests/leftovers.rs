@@ -1,0 +1,51 @@
+//! Start-up reaping of commands a crashed worker left behind (`bash::leftovers`).
+//!
+//! Regression found by the soak (`scripts/soak.sh`): after a `kill -9` of the worker its sandbox
+//! helpers are zombies until init reaps them (about a second here); a restart within that window
+//! counted them as "killed commands left running by the previous run processes=8" — a false
+//! alarm in the log, nothing was running. Only our own child processes are involved here.
+
+use brainloop::bash::leftovers::{reap_previous, record, DIR};
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn state(pid: u32) -> char {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    s[s.rfind(')').unwrap() + 2..].chars().next().unwrap()
+}
+
+#[test]
+fn zombies_are_not_counted_and_live_members_are_killed() {
+    let dir = tempfile::tempdir().unwrap();
+    // A zombie leading its own process group: exits, and we do not wait for it yet.
+    let mut zombie = Command::new("true").process_group(0).spawn().unwrap();
+    let t0 = Instant::now();
+    while state(zombie.id()) != 'Z' {
+        assert!(t0.elapsed() < Duration::from_secs(10), "child never exited");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    record(dir.path(), 1, zombie.id() as i32);
+    // A live command in its own process group.
+    let mut live = Command::new("sleep")
+        .arg("30")
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    record(dir.path(), 2, live.id() as i32);
+    assert!(dir.path().join(DIR).join("1").exists());
+    assert!(dir.path().join(DIR).join("2").exists());
+
+    let killed = reap_previous(dir.path());
+
+    assert_eq!(killed, 1, "only the live command counts as left running");
+    let st = live.wait().unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&st),
+        Some(9),
+        "the live command was killed"
+    );
+    zombie.wait().unwrap();
+    assert!(!dir.path().join(DIR).join("1").exists(), "records removed");
+    assert!(!dir.path().join(DIR).join("2").exists(), "records removed");
+}
