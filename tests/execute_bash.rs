@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{job, run, settled, Env};
+use common::{final_result, job, run, settled, Env};
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -36,18 +36,6 @@ fn executions(env: &Env, cmd: &str) -> i64 {
     env.db("command_security.db")
         .query_row("SELECT coalesce(sum(execution_count), 0) FROM commands_registry WHERE command_text = ?1", [cmd], |r| r.get(0))
         .unwrap()
-}
-
-fn wait_final(env: &Env, id: i64) -> (String, Value, String) {
-    let t0 = std::time::Instant::now();
-    loop {
-        let (st, v, e) = settled(env, id);
-        if st != "pending_validation" {
-            return (st, v, e);
-        }
-        assert!(t0.elapsed() < LONG, "job {id} still pending");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 #[test]
@@ -98,7 +86,7 @@ fn pure_runs_at_once_and_a_write_asks_then_runs_exactly_the_approved_snapshot() 
         )
         .unwrap();
     approve(&env, &vid, &[]);
-    let (st, v, err) = wait_final(&env, id);
+    let (st, v, err) = final_result(&env, id);
     assert_eq!(st, "succeeded", "{err}");
     assert_eq!(v["policy_used"], "approved");
     assert!(env.workspace.join("notes.txt").exists());
@@ -150,7 +138,7 @@ fn deny_always_and_overrides() {
         .input()
         .query_row("SELECT max(id) FROM jobs", [], |r| r.get(0))
         .unwrap();
-    let (st, _, err) = wait_final(&env, id);
+    let (st, _, err) = final_result(&env, id);
     assert_eq!(st, "denied", "{err}");
     assert!(!env.workspace.join("denied.txt").exists());
 
@@ -161,7 +149,7 @@ fn deny_always_and_overrides() {
         .input()
         .query_row("SELECT max(id) FROM jobs", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(wait_final(&env, id).0, "succeeded");
+    assert_eq!(final_result(&env, id).0, "succeeded");
     let (st, v, _) = bash(&env, "local", "touch always.txt");
     assert_eq!(st, "succeeded");
     assert_eq!(v["policy_used"], "always_allow");
@@ -174,7 +162,7 @@ fn deny_always_and_overrides() {
         .input()
         .query_row("SELECT max(id) FROM jobs", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(wait_final(&env, id).0, "denied");
+    assert_eq!(final_result(&env, id).0, "denied");
     let (st, _, err) = bash(&env, "local", "touch never.txt");
     assert_eq!(st, "denied", "{err}");
     assert!(err.contains("never"));
@@ -211,7 +199,7 @@ fn unanswered_validations_expire_closed() {
         .input()
         .query_row("SELECT max(id) FROM jobs", [], |r| r.get(0))
         .unwrap();
-    let (st, _, err) = wait_final(&env, id);
+    let (st, _, err) = final_result(&env, id);
     assert_eq!(st, "expired", "{err}");
     assert!(!env.workspace.join("expires.txt").exists());
     let (_, all, _) = env.cli(&["validations", "--all"]);

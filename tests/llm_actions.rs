@@ -9,7 +9,7 @@
 mod common;
 
 use common::mock_llm::{MockLlm, Reply, Seen};
-use common::{job, run, settled, Env};
+use common::{final_result, job, run, settled, Env};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
@@ -81,18 +81,6 @@ fn approve(env: &Env, id: &str) {
     assert!(st.success(), "{out}{err}");
 }
 
-fn wait_final(env: &Env, id: i64) -> (String, Value, String) {
-    let t0 = Instant::now();
-    loop {
-        let (st, v, e) = settled(env, id);
-        if st != "pending_validation" {
-            return (st, v, e);
-        }
-        assert!(t0.elapsed() < LONG, "job {id} still pending");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 fn gen(env: &Env, client: &str, params: Value) -> (i64, String, Value, String) {
     let id = job(env, client, "generate_file", &params);
     let (st, v, e) = settled(env, id);
@@ -133,7 +121,7 @@ fn generate_file_asks_then_writes_exactly_the_approved_content() {
         )
         .unwrap();
     approve(&env, &vid);
-    let (st, v, err) = wait_final(&env, id);
+    let (st, v, err) = final_result(&env, id);
     assert_eq!(st, "succeeded", "{err}");
     assert_eq!(v["policy_used"], "approved");
     assert_eq!(
@@ -219,7 +207,7 @@ fn a_different_content_than_the_approved_one_is_never_written() {
         )
         .unwrap();
     approve(&env, v["validation_id"].as_str().unwrap());
-    let (st, _, err) = wait_final(&env, id);
+    let (st, _, err) = final_result(&env, id);
     assert_eq!(st, "denied", "{err}");
     assert!(!env.workspace.join("two.py").exists());
 }
@@ -262,7 +250,7 @@ fn generate_file_never_overwrites_unasked() {
     );
     assert!(v["command"].as_str().unwrap().contains("REPLACES"), "{v}");
     approve(&env, v["validation_id"].as_str().unwrap());
-    assert_eq!(wait_final(&env, id).0, "succeeded");
+    assert_eq!(final_result(&env, id).0, "succeeded");
     assert_eq!(
         std::fs::read_to_string(env.workspace.join("keep.py")).unwrap(),
         "print('new')\n"
@@ -276,7 +264,7 @@ fn generate_file_never_overwrites_unasked() {
     assert_eq!(st, "pending_validation");
     std::fs::write(env.workspace.join("late.py"), "mine\n").unwrap();
     approve(&env, v["validation_id"].as_str().unwrap());
-    let (st, _, err) = wait_final(&env, id);
+    let (st, _, err) = final_result(&env, id);
     assert_eq!(st, "failed", "{err}");
     assert!(err.contains("already exists"), "{err}");
     assert_eq!(
@@ -338,7 +326,7 @@ fn an_auto_write_grant_skips_the_ask_and_paths_outside_the_grant_are_denied() {
     std::fs::remove_dir(env.workspace.join("gen/sub")).unwrap();
     std::os::unix::fs::symlink(&outside, env.workspace.join("gen/sub")).unwrap();
     approve(&env, v["validation_id"].as_str().unwrap());
-    let (st, _, err) = wait_final(&env, id);
+    let (st, _, err) = final_result(&env, id);
     assert_eq!(st, "denied", "{err}");
     assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
     // A client without FILE_WRITE at all is refused before anything.
@@ -400,7 +388,7 @@ fn generate_sql_reads_at_once_and_asks_before_writing() {
     };
     assert_eq!(count(), 2);
     approve(&env, v["validation_id"].as_str().unwrap());
-    let (st, v, err) = wait_final(&env, id);
+    let (st, v, err) = final_result(&env, id);
     assert_eq!(st, "succeeded", "{err}");
     assert_eq!(v["changes"], 1);
     assert_eq!(count(), 3);

@@ -9,7 +9,7 @@
 mod common;
 
 use common::mock_llm::{MockLlm, Reply, Seen};
-use common::{job, run, settled, Env};
+use common::{final_result, job, run, settled, Env};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
@@ -127,18 +127,6 @@ fn refine(env: &Env, sid: &str, block: &str, feedback: &str) -> (String, Value, 
         "agent",
         json!({"mode": "refine", "session_id": sid, "block_id": block, "feedback": feedback}),
     )
-}
-
-fn wait_final(env: &Env, id: i64) -> (String, Value, String) {
-    let t0 = Instant::now();
-    loop {
-        let (st, v, e) = settled(env, id);
-        if st != "pending_validation" {
-            return (st, v, e);
-        }
-        assert!(t0.elapsed() < LONG, "job {id} still pending");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 fn events(env: &Env, kind: &str) -> Vec<Value> {
@@ -322,7 +310,7 @@ fn a_commit_asks_a_human_writes_once_on_approval_and_nothing_on_denial() {
     assert!(err.contains("being committed"), "{err}");
     let (ok_, out, e) = env.cli(&["approve", &vid]);
     assert!(ok_.success(), "{out}{e}");
-    let (st, r, err) = wait_final(&env, id);
+    let (st, r, err) = final_result(&env, id);
     assert_eq!(st, "succeeded", "{err} {r}");
     assert_eq!(r["policy_used"], "approved");
     assert_eq!(r["validation_id"], vid);
@@ -353,7 +341,7 @@ fn a_commit_asks_a_human_writes_once_on_approval_and_nothing_on_denial() {
     let vid = p["validation_id"].as_str().unwrap().to_string();
     let (ok_, out, e) = env.cli(&["deny", &vid]);
     assert!(ok_.success(), "{out}{e}");
-    let (st, _, _) = wait_final(&env, id);
+    let (st, _, _) = final_result(&env, id);
     assert_eq!(st, "denied");
     assert!(!env.workspace.join("gen/y.py").exists());
     assert_eq!(events(&env, "session_commit").len(), 1);
@@ -701,7 +689,7 @@ fn an_approved_commit_writes_nothing_if_the_stored_block_was_tampered_with() {
         .unwrap();
     let (ok_, out, e) = env.cli(&["approve", &vid]);
     assert!(ok_.success(), "{out}{e}");
-    let (st, r, err) = wait_final(&env, id);
+    let (st, r, err) = final_result(&env, id);
     assert_ne!(st, "succeeded", "{r}");
     assert!(err.contains("nothing was written"), "{err}");
     assert!(!env.workspace.join("gen/t.py").exists());
@@ -732,7 +720,7 @@ fn a_session_and_a_waiting_commit_survive_a_kill_9_and_resume_after_approval() {
     let _d = start(&env, &mock, &[]);
     let (ok_, out, e) = env.cli(&["approve", &vid]);
     assert!(ok_.success(), "{out}{e}");
-    let (st, r, err) = wait_final(&env, id);
+    let (st, r, err) = final_result(&env, id);
     assert_eq!(st, "succeeded", "{err} {r}");
     assert_eq!(
         std::fs::read_to_string(env.workspace.join("gen/d.py")).unwrap(),

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{job, settled, Env};
+use common::{final_result, job, settled, Env};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
@@ -47,18 +47,6 @@ fn submit(env: &Env, cmd: &str) -> (i64, String, Value, String) {
     let id = job(env, "local", "execute_bash", &json!({ "command": cmd }));
     let (st, v, e) = settled(env, id);
     (id, st, v, e)
-}
-
-fn final_of(env: &Env, id: i64) -> (String, Value, String) {
-    let t0 = Instant::now();
-    loop {
-        let (st, v, e) = settled(env, id);
-        if st != "pending_validation" {
-            return (st, v, e);
-        }
-        assert!(t0.elapsed() < LONG, "job {id} still pending");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 fn cli_ok(env: &Env, args: &[&str]) -> String {
@@ -111,7 +99,7 @@ fn an_applied_edit_equals_the_shown_diff_and_undo_restores_exactly() {
         "{listing}"
     );
     cli_ok(&env, &["approve", &vid]);
-    let (st, v, err) = final_of(&env, id);
+    let (st, v, err) = final_result(&env, id);
     assert_eq!(st, "succeeded", "{err} {v}");
     assert_eq!(v["policy_used"], "approved");
     // The applied workspace is exactly what the shown diff describes.
@@ -164,7 +152,7 @@ fn deny_leaves_the_workspace_byte_identical() {
     );
     assert_eq!(st, "pending_validation", "{v}");
     cli_ok(&env, &["deny", v["validation_id"].as_str().unwrap()]);
-    let (st, _, _) = final_of(&env, id);
+    let (st, _, _) = final_result(&env, id);
     assert_eq!(st, "denied");
     assert_eq!(snapshot(&env.workspace), before);
     // The discarded change set is gone from the data dir.
@@ -183,7 +171,7 @@ fn a_conflicting_edit_refuses_the_apply_and_a_later_edit_refuses_undo() {
     // Someone edits the file after the run, before the approval.
     std::fs::write(env.workspace.join("a.txt"), "edited by a human\n").unwrap();
     cli_ok(&env, &["approve", v["validation_id"].as_str().unwrap()]);
-    let (st, v, err) = final_of(&env, id);
+    let (st, v, err) = final_result(&env, id);
     assert_eq!(st, "failed", "{v}");
     assert!(err.contains("conflict") && err.contains("a.txt"), "{err}");
     assert_eq!(
@@ -195,7 +183,7 @@ fn a_conflicting_edit_refuses_the_apply_and_a_later_edit_refuses_undo() {
     let (id, st, v, _) = submit(&env, "sed -i 's/human/robot/' a.txt");
     assert_eq!(st, "pending_validation", "{v}");
     cli_ok(&env, &["approve", v["validation_id"].as_str().unwrap()]);
-    assert_eq!(final_of(&env, id).0, "succeeded");
+    assert_eq!(final_result(&env, id).0, "succeeded");
     std::fs::write(env.workspace.join("a.txt"), "later\n").unwrap();
     let (st, _, err) = env.cli(&["undo", &id.to_string()]);
     assert!(!st.success() && err.contains("conflict"), "{err}");
@@ -212,7 +200,7 @@ fn signatures_are_learned_after_5_approvals_but_never_for_network() {
         let (id, st, v, _) = submit(&env, &format!("sed -i 's/$/ x{i}/' a.txt"));
         assert_eq!(st, "pending_validation", "approval {i}: {v}");
         cli_ok(&env, &["approve", v["validation_id"].as_str().unwrap()]);
-        assert_eq!(final_of(&env, id).0, "succeeded");
+        assert_eq!(final_result(&env, id).0, "succeeded");
     }
     let sigs = cli_ok(&env, &["signatures"]);
     assert!(
@@ -245,7 +233,7 @@ fn signatures_are_learned_after_5_approvals_but_never_for_network() {
         assert_eq!(st, "pending_validation", "network attempt {i}: {v}");
         assert!(v.get("effects").is_none(), "asked up front: {v}");
         cli_ok(&env, &["approve", v["validation_id"].as_str().unwrap()]);
-        final_of(&env, id);
+        final_result(&env, id);
     }
     let (_, st, _, _) = submit(&env, "curl -s -m 1 http://127.0.0.1:9/again -o /dev/null");
     assert_eq!(st, "pending_validation");
@@ -291,7 +279,7 @@ fn writes_outside_the_workspace_through_the_overlay_fail() {
     assert!(!outside.exists());
     let (st2, v2, _) = if st == "pending_validation" {
         cli_ok(&env, &["deny", v["validation_id"].as_str().unwrap()]);
-        final_of(&env, id)
+        final_result(&env, id)
     } else {
         (st, v, String::new())
     };
@@ -317,7 +305,7 @@ fn writes_outside_the_workspace_through_the_overlay_fail() {
     );
     if st == "pending_validation" {
         cli_ok(&env, &["deny", v["validation_id"].as_str().unwrap()]);
-        final_of(&env, id);
+        final_result(&env, id);
     }
     assert_eq!(snapshot(&env.workspace), before);
 }
@@ -335,7 +323,7 @@ fn a_crash_between_run_and_apply_loses_nothing() {
     assert!(shown.contains("-line three\n+line 3"), "{shown}");
     assert_eq!(settled(&env, id).0, "pending_validation");
     cli_ok(&env, &["approve", &vid]);
-    let (st, v, err) = final_of(&env, id);
+    let (st, v, err) = final_result(&env, id);
     assert_eq!(st, "succeeded", "{err} {v}");
     assert_eq!(v["policy_used"], "approved");
     assert_eq!(
@@ -372,7 +360,7 @@ fn an_approval_cut_off_before_the_apply_asks_again_then_applies_without_rerunnin
     assert_ne!(second, vid);
     assert!(cli_ok(&env, &["show", &second]).contains("+appended"));
     cli_ok(&env, &["approve", &second]);
-    let (st, v, err) = final_of(&env, id);
+    let (st, v, err) = final_result(&env, id);
     assert_eq!(st, "succeeded", "{err} {v}");
     assert_eq!(
         std::fs::read_to_string(env.workspace.join("a.txt")).unwrap(),
@@ -402,7 +390,7 @@ fn a_replaced_directory_is_applied_and_undone_exactly() {
         &env,
         &["approve", "--always", v["validation_id"].as_str().unwrap()],
     );
-    let (st, v, err) = final_of(&env, id);
+    let (st, v, err) = final_result(&env, id);
     assert_eq!(st, "succeeded", "{err} {v}");
     assert_eq!(v["policy_used"], "approved", "applied, not re-run: {v}");
     assert!(!env.workspace.join("src/lib.rs").exists());
@@ -543,7 +531,7 @@ fn a_retry_after_a_crash_is_not_a_duplicate_of_itself() {
     let (st, v, err) = settled(&env, id);
     assert_eq!(st, "pending_validation", "{err} {v}");
     cli_ok(&env, &["approve", v["validation_id"].as_str().unwrap()]);
-    let (st, v, err) = final_of(&env, id);
+    let (st, v, err) = final_result(&env, id);
     assert_eq!(st, "succeeded", "{err} {v}");
     assert_eq!(
         std::fs::read_to_string(env.workspace.join("retried.txt")).unwrap(),

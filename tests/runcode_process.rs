@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{job, settled, Env};
+use common::{final_result, job, settled, Env};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
@@ -12,18 +12,6 @@ const LONG: Duration = Duration::from_secs(60);
 
 fn code(env: &Env, client: &str, code: &str) -> i64 {
     job(env, client, "run_code", &json!({"code": code}))
-}
-
-fn wait_final(env: &Env, id: i64) -> (String, Value, String) {
-    let t0 = Instant::now();
-    loop {
-        let (st, v, e) = settled(env, id);
-        if st != "pending_validation" {
-            return (st, v, e);
-        }
-        assert!(t0.elapsed() < LONG, "job {id} still pending");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// Waits for a pending validation different from `not`; returns its id.
@@ -66,7 +54,7 @@ fn pure_code_runs_with_zero_validations_ac_1_5() {
         "local",
         "const xs = [1, 2, 3, 4];\nconst even = xs.filter(x => x % 2 === 0);\nconsole.log('even', even.length);\nreturn even.map(x => x * 10);",
     );
-    let (st, v, err) = wait_final(&env, id);
+    let (st, v, err) = final_result(&env, id);
     assert_eq!(st, "succeeded", "{err} {v}");
     assert_eq!(v["success"], true);
     assert_eq!(v["value"], json!([20, 40]));
@@ -94,7 +82,7 @@ fn filter_over_a_tool_result_returns_the_filtered_array_ac_1_2() {
         "local",
         "const r = await mcp.brainloop.execute_bash({command: `echo '[{\"name\":\"ann\",\"active\":true},{\"name\":\"bob\",\"active\":false}]'`});\nconst users = JSON.parse(r.stdout);\nreturn users.filter(u => u.active);",
     );
-    let (st, v, err) = wait_final(&env, id);
+    let (st, v, err) = final_result(&env, id);
     assert_eq!(st, "succeeded", "{err} {v}");
     assert_eq!(v["value"], json!([{"name": "ann", "active": true}]));
     assert_eq!(v["calls"][0]["tool"], "brainloop");
@@ -143,7 +131,7 @@ fn mixed_code_pauses_at_the_tool_layer_and_resumes_after_approval() {
         .unwrap();
     assert_eq!(ran, 0, "nothing ran before the approval");
     approve(&env, &vid);
-    let (st, v, err) = wait_final(&env, id);
+    let (st, v, err) = final_result(&env, id);
     assert_eq!(st, "succeeded", "{err} {v}");
     assert_eq!(v["value"], json!([1, 2, 3, 7]));
     assert_eq!(
@@ -167,7 +155,7 @@ fn a_command_that_asks_inside_code_pauses_the_job_until_approved() {
     assert_eq!(v["paused_at"]["op"], "execute_bash");
     assert!(!env.workspace.join("made.txt").exists());
     approve(&env, &vid);
-    let (st, v, err) = wait_final(&env, id);
+    let (st, v, err) = final_result(&env, id);
     assert_eq!(st, "succeeded", "{err} {v}");
     assert_eq!(v["value"], "first");
     assert!(env.workspace.join("made.txt").exists());
@@ -187,7 +175,7 @@ fn a_call_the_client_may_not_make_is_a_catchable_denial() {
         "agent",
         "try { await mcp.brainloop.execute_bash({command: 'ls'}); return 'ran'; } catch (e) { return e.message; }",
     );
-    let (st, v, err) = wait_final(&env, id);
+    let (st, v, err) = final_result(&env, id);
     assert_eq!(st, "succeeded", "{err} {v}");
     let msg = v["value"].as_str().unwrap();
     assert!(
@@ -199,7 +187,7 @@ fn a_call_the_client_may_not_make_is_a_catchable_denial() {
         "agent",
         "await mcp.brainloop.execute_bash({command: 'ls'});",
     );
-    let (st, _, err) = wait_final(&env, id);
+    let (st, _, err) = final_result(&env, id);
     assert_eq!(st, "failed");
     assert!(err.contains("denied"), "{err}");
     // other tools are not connected; unknown tools fail clearly
@@ -208,7 +196,7 @@ fn a_call_the_client_may_not_make_is_a_catchable_denial() {
         "agent",
         "try { await mcp.slack.send({text: 'hi'}); } catch (e) { return e.message; }",
     );
-    let (st, v, _) = wait_final(&env, id);
+    let (st, v, _) = final_result(&env, id);
     assert_eq!(st, "succeeded");
     assert!(
         v["value"].as_str().unwrap().contains("no connection"),
@@ -226,7 +214,7 @@ fn limits_and_escapes_end_the_job_failed_with_the_reason() {
         "run_code",
         &json!({"code": "while (true) {}", "timeout_ms": 300}),
     );
-    let (st, v, err) = wait_final(&env, id);
+    let (st, v, err) = final_result(&env, id);
     assert_eq!(st, "failed");
     assert!(err.contains("limit exceeded: cpu"), "{err}");
     assert_eq!(v["success"], false);
@@ -235,7 +223,7 @@ fn limits_and_escapes_end_the_job_failed_with_the_reason() {
         "local",
         "const a = []; while (true) a.push(new Array(1e5).fill(1.5));",
     );
-    let (st, _, err) = wait_final(&env, id);
+    let (st, _, err) = final_result(&env, id);
     assert_eq!(st, "failed");
     assert!(err.contains("limit exceeded: memory"), "{err}");
     let id = code(
@@ -243,7 +231,7 @@ fn limits_and_escapes_end_the_job_failed_with_the_reason() {
         "local",
         "function f() { return f() + 1; } return f();",
     );
-    let (st, _, err) = wait_final(&env, id);
+    let (st, _, err) = final_result(&env, id);
     assert_eq!(st, "failed");
     assert!(err.contains("limit exceeded: stack"), "{err}");
     let id = code(
@@ -251,14 +239,14 @@ fn limits_and_escapes_end_the_job_failed_with_the_reason() {
         "local",
         "return [typeof fetch, typeof require, typeof process, typeof Deno, typeof setTimeout];",
     );
-    let (st, v, err) = wait_final(&env, id);
+    let (st, v, err) = final_result(&env, id);
     assert_eq!(st, "succeeded", "{err}");
     assert_eq!(v["value"], json!(vec!["undefined"; 5]));
     // import() is dynamic code: the whole program is asked for first; approved, it still fails.
     let id = code(&env, "local", "const m = await import('fs'); return 1;");
     let (vid, _) = wait_pending(&env, id, None);
     approve(&env, &vid);
-    let (st, _, err) = wait_final(&env, id);
+    let (st, _, err) = final_result(&env, id);
     assert_eq!(st, "failed", "{err}");
     assert!(err.contains("threw"), "{err}");
     let id = job(
@@ -267,7 +255,7 @@ fn limits_and_escapes_end_the_job_failed_with_the_reason() {
         "run_code",
         &json!({"code": "const x: number = 1; return x + 1;", "language": "ts"}),
     );
-    let (st, v, err) = wait_final(&env, id);
+    let (st, v, err) = final_result(&env, id);
     assert_eq!(st, "succeeded", "{err}");
     assert_eq!(v["value"], 2);
 }
@@ -287,7 +275,7 @@ fn dynamic_code_asks_for_the_whole_program_first() {
         "{v}"
     );
     approve(&env, &vid);
-    let (st, v, err) = wait_final(&env, id);
+    let (st, v, err) = final_result(&env, id);
     assert_eq!(st, "succeeded", "{err} {v}");
     assert_eq!(v["value"], "dyn");
 }
@@ -325,7 +313,7 @@ fn kill9_after_a_side_effecting_call_does_not_repeat_it() {
     // The approved run was cut off: it is asked again (never re-run unapproved).
     let (vid2, _) = wait_pending(&env, id, Some(&vid));
     approve(&env, &vid2);
-    let (st, v, err) = wait_final(&env, id);
+    let (st, v, err) = final_result(&env, id);
     assert_eq!(st, "succeeded", "{err} {v}");
     assert_eq!(v["value"], "done");
     assert_eq!(

@@ -7,9 +7,8 @@
 
 mod common;
 
-use common::{job, settled, Env, BIN};
+use common::{final_result, job, settled, Env, BIN};
 use serde_json::{json, Value};
-use std::time::{Duration, Instant};
 
 fn approve(env: &Env, id: &str) {
     let (st, out, err) = env.cli(&["approve", id]);
@@ -26,18 +25,7 @@ fn approved_run(env: &Env, cmd: &str) -> (String, Value, String) {
         return (st, v, err);
     }
     approve(env, v["validation_id"].as_str().unwrap());
-    let t0 = Instant::now();
-    loop {
-        let (st, v, err) = settled(env, id);
-        if st != "pending_validation" {
-            return (st, v, err);
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(60),
-            "{cmd} still pending"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    final_result(env, id)
 }
 
 fn approvals(env: &Env) -> Vec<(String, String)> {

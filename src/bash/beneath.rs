@@ -72,7 +72,8 @@ fn components(rel: &str) -> Result<(Option<&str>, &str)> {
     })
 }
 
-fn hash_file(mut f: File) -> Result<String> {
+/// SHA-256 (hex) of what remains to be read from `f`.
+pub(crate) fn hash_file(mut f: File) -> Result<String> {
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 64 * 1024];
     loop {

@@ -18,7 +18,6 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::fs;
-use std::io::Read;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -124,17 +123,8 @@ pub fn effect_hash(command_hash: &str, change_set_hash: &str) -> String {
 }
 
 fn sha256_file(p: &Path) -> Result<String> {
-    let mut f = fs::File::open(p).with_context(|| format!("open {}", p.display()))?;
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        let n = f.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        h.update(&buf[..n]);
-    }
-    Ok(hex::encode(h.finalize()))
+    let f = fs::File::open(p).with_context(|| format!("open {}", p.display()))?;
+    super::beneath::hash_file(f)
 }
 
 /// The state of a path (never follows a final symlink).
@@ -736,6 +726,28 @@ pub fn undo(data_dir: &Path, j: &Journal) -> Result<Vec<String>> {
 mod tests {
     use super::*;
 
+    /// The manifest of a successful run of job `id` over `ws` with change set `cs`.
+    fn manifest(id: i64, ws: &Path, cs: ChangeSet) -> Manifest {
+        Manifest {
+            job_id: id,
+            command: "x".into(),
+            command_hash: "h".into(),
+            effect_hash: effect_hash("h", &cs.hash),
+            workspace: ws.to_path_buf(),
+            workdir: ws.to_path_buf(),
+            exit_code: Some(0),
+            success: true,
+            stdout: String::new(),
+            stderr: String::new(),
+            truncated: false,
+            duration_ms: 0,
+            sandbox: String::new(),
+            signatures: vec![],
+            change_set: cs,
+            created_at: 0,
+        }
+    }
+
     #[test]
     fn compute_apply_undo_without_overlay() {
         // A hand-made upper layer (no whiteouts): added + modified files.
@@ -750,24 +762,7 @@ mod tests {
         let cs = compute(&upper, &ws).unwrap();
         assert_eq!(cs.counts(), (2, 1, 0), "{cs:?}");
         assert!(cs.diff().contains("-two\n+TWO"), "{}", cs.diff());
-        let m = Manifest {
-            job_id: 7,
-            command: "x".into(),
-            command_hash: "h".into(),
-            effect_hash: effect_hash("h", &cs.hash),
-            workspace: ws.clone(),
-            workdir: ws.clone(),
-            exit_code: Some(0),
-            success: true,
-            stdout: String::new(),
-            stderr: String::new(),
-            truncated: false,
-            duration_ms: 0,
-            sandbox: String::new(),
-            signatures: vec![],
-            change_set: cs,
-            created_at: 0,
-        };
+        let m = manifest(7, &ws, cs);
         let j = apply(&data, &m).unwrap();
         assert_eq!(fs::read_to_string(ws.join("a.txt")).unwrap(), "one\nTWO\n");
         assert_eq!(fs::read_to_string(ws.join("d/new.txt")).unwrap(), "hello\n");
@@ -787,24 +782,7 @@ mod tests {
         let (upper, _) = create_layers(&data, 9).unwrap();
         fs::write(upper.join("a.txt"), "two\n").unwrap();
         let cs = compute(&upper, &ws).unwrap();
-        let mut m = Manifest {
-            job_id: 9,
-            command: "x".into(),
-            command_hash: "h".into(),
-            effect_hash: effect_hash("h", &cs.hash),
-            workspace: ws.clone(),
-            workdir: ws.clone(),
-            exit_code: Some(0),
-            success: true,
-            stdout: String::new(),
-            stderr: String::new(),
-            truncated: false,
-            duration_ms: 0,
-            sandbox: String::new(),
-            signatures: vec![],
-            change_set: cs,
-            created_at: 0,
-        };
+        let mut m = manifest(9, &ws, cs);
         apply(&data, &m).unwrap();
         assert_eq!(fs::read_to_string(ws.join("a.txt")).unwrap(), "two\n");
         // The same job later holds another change set (a re-run after a crash): its apply must
@@ -839,24 +817,7 @@ mod tests {
         fs::remove_file(ws.join("d/x")).unwrap();
         fs::remove_dir(ws.join("d")).unwrap();
         std::os::unix::fs::symlink(&outside, ws.join("d")).unwrap();
-        let m = Manifest {
-            job_id: 8,
-            command: "x".into(),
-            command_hash: "h".into(),
-            effect_hash: effect_hash("h", &cs.hash),
-            workspace: ws.clone(),
-            workdir: ws.clone(),
-            exit_code: Some(0),
-            success: true,
-            stdout: String::new(),
-            stderr: String::new(),
-            truncated: false,
-            duration_ms: 0,
-            sandbox: String::new(),
-            signatures: vec![],
-            change_set: cs,
-            created_at: 0,
-        };
+        let m = manifest(8, &ws, cs);
         let e = apply(&data, &m).unwrap_err().to_string();
         assert!(e.contains("conflict") && e.contains("special"), "{e}");
         assert_eq!(fs::read_to_string(outside.join("x")).unwrap(), "same\n");

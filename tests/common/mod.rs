@@ -322,3 +322,20 @@ pub fn run(
     let id = job(env, client, action, &params);
     settled(env, id)
 }
+
+/// Waits until the job has a final result (past `pending_validation`, which the test answers
+/// meanwhile): (status, result JSON, error).
+pub fn final_result(env: &Env, id: i64) -> (String, serde_json::Value, String) {
+    let t0 = Instant::now();
+    loop {
+        let (st, v, e) = settled(env, id);
+        if st != "pending_validation" {
+            return (st, v, e);
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "job {id} still pending"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
