@@ -5,6 +5,8 @@
 //! counted them as "killed commands left running by the previous run processes=8" — a false
 //! alarm in the log, nothing was running. Only our own child processes are involved here.
 
+mod common;
+
 use brainloop::bash::leftovers::{reap_previous, record, DIR};
 use std::os::unix::process::CommandExt;
 use std::process::Command;
@@ -48,4 +50,40 @@ fn zombies_are_not_counted_and_live_members_are_killed() {
     zombie.wait().unwrap();
     assert!(!dir.path().join(DIR).join("1").exists(), "records removed");
     assert!(!dir.path().join(DIR).join("2").exists(), "records removed");
+}
+
+/// Private tmp dirs of jobs a killed worker was running are removed when the worker starts again
+/// — its own only: another instance's (another data dir) and unrelated dirs stay.
+#[test]
+fn a_restart_removes_its_own_leftover_private_tmp_dirs() {
+    let env = common::Env::new();
+    let tmp = env.root.path().join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    // The data dir must exist for its canonical path (the tag) to be what the worker computes.
+    let (st, out, err) = env.cli(&["init"]);
+    assert!(st.success(), "{out}{err}");
+    let mine = brainloop::sandbox::tmp_prefix(&env.data);
+    let other = brainloop::sandbox::tmp_prefix(&env.root.path().join("another-data"));
+    std::fs::create_dir_all(tmp.join(format!("{mine}41-aaaaaa/sub"))).unwrap();
+    std::fs::create_dir_all(tmp.join(format!("{other}41-bbbbbb"))).unwrap();
+    std::fs::create_dir_all(tmp.join("unrelated")).unwrap();
+    let _d = env.start(&[("TMPDIR", tmp.to_str().unwrap())]);
+    let names = || -> Vec<String> {
+        std::fs::read_dir(&tmp)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect()
+    };
+    let t0 = Instant::now();
+    while names().iter().any(|n| n.starts_with(&mine)) {
+        assert!(t0.elapsed() < Duration::from_secs(30), "{:?}", names());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Wait for a job to run, so the start-up is surely over before checking what stayed.
+    let id = env.insert("ping", "{}");
+    env.wait_final(1, Duration::from_secs(30));
+    assert!(env.result(id).is_some());
+    let left = names();
+    assert!(left.contains(&format!("{other}41-bbbbbb")), "{left:?}");
+    assert!(left.contains(&"unrelated".to_string()), "{left:?}");
 }

@@ -459,6 +459,7 @@ async fn execute(
         workdir,
         &workspace_of(ctx),
         executor::filtered_env(|k| std::env::var(k).ok()),
+        &ctx.config.data_dir,
         ctx.job_id,
     )
     .map_err(Outcome::failed)?;
@@ -657,6 +658,7 @@ async fn overlay_run(
         workdir,
         workspace,
         executor::filtered_env(|k| std::env::var(k).ok()),
+        &ctx.config.data_dir,
         job_id,
     ) {
         Ok(p) => p,

@@ -286,6 +286,46 @@ pub fn spec_for(
     }
 }
 
+/// The name prefix of this instance's private tmp dirs: `brainloop-job-<8 hex of the data dir>-`.
+/// Tagged by data dir so that the start-up sweep of one instance never touches another's.
+pub fn tmp_prefix(data_dir: &Path) -> String {
+    use sha2::{Digest, Sha256};
+    let dir = data_dir
+        .canonicalize()
+        .unwrap_or_else(|_| data_dir.to_path_buf());
+    let h = Sha256::digest(dir.as_os_str().as_encoded_bytes());
+    format!("brainloop-job-{}-", hex::encode(&h[..4]))
+}
+
+/// Removes the private tmp dirs a previous run of this instance left behind (a crash skips the
+/// per-job cleanup). Call at start-up, under the instance lock and before any job runs: no dir
+/// with this instance's prefix can then be in use. Returns how many were removed.
+pub fn sweep_private_tmp(data_dir: &Path) -> usize {
+    sweep_private_tmp_in(&std::env::temp_dir(), data_dir)
+}
+
+fn sweep_private_tmp_in(tmp: &Path, data_dir: &Path) -> usize {
+    let prefix = tmp_prefix(data_dir);
+    let Ok(rd) = std::fs::read_dir(tmp) else {
+        return 0;
+    };
+    let mut n = 0;
+    for e in rd.flatten() {
+        let ours = e
+            .file_name()
+            .to_str()
+            .is_some_and(|f| f.starts_with(&prefix));
+        // Only real directories (never follow a symlink planted under that name).
+        if ours
+            && e.file_type().is_ok_and(|t| t.is_dir())
+            && std::fs::remove_dir_all(e.path()).is_ok()
+        {
+            n += 1;
+        }
+    }
+    n
+}
+
 /// The exit code the helper uses when it could not set the sandbox up (nothing ran).
 pub const SETUP_FAILED: i32 = 125;
 /// Prefix of the helper's own error messages on stderr.
@@ -325,6 +365,7 @@ pub fn prepare(
     workdir: &Path,
     workspace: &Path,
     env: Vec<(String, String)>,
+    data_dir: &Path,
     job_id: i64,
 ) -> Result<Prepared, String> {
     if !level.enforcing {
@@ -344,7 +385,8 @@ pub fn prepare(
     let helper =
         std::env::current_exe().map_err(|e| format!("cannot find the sandbox helper: {e}"))?;
     let tmp_dir = if set.private_tmp() {
-        let template = std::env::temp_dir().join(format!("brainloop-job-{job_id}-XXXXXX"));
+        let template =
+            std::env::temp_dir().join(format!("{}{job_id}-XXXXXX", tmp_prefix(data_dir)));
         Some(
             nix::unistd::mkdtemp(&template)
                 .map_err(|e| format!("cannot create the private tmp dir: {e}"))?,
@@ -375,4 +417,51 @@ pub fn prepare(
         cgroup: cg,
         tmp_dir,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sweep_removes_only_this_instances_leftover_tmp_dirs() {
+        let t = tempfile::tempdir().unwrap();
+        let (tmp, mine, other) = (
+            t.path().join("tmp"),
+            t.path().join("data-a"),
+            t.path().join("data-b"),
+        );
+        for d in [&tmp, &mine, &other] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        let (pa, pb) = (tmp_prefix(&mine), tmp_prefix(&other));
+        assert_ne!(pa, pb);
+        std::fs::create_dir_all(tmp.join(format!("{pa}7-abc/deep"))).unwrap();
+        std::fs::write(tmp.join(format!("{pa}7-abc/deep/f")), "x").unwrap();
+        std::fs::create_dir_all(tmp.join(format!("{pa}8-def"))).unwrap();
+        std::fs::create_dir_all(tmp.join(format!("{pb}7-abc"))).unwrap();
+        std::fs::create_dir_all(tmp.join("unrelated")).unwrap();
+        // A symlink under our prefix pointing elsewhere: removed as a name at most, never
+        // followed.
+        let victim = t.path().join("victim");
+        std::fs::create_dir_all(&victim).unwrap();
+        std::fs::write(victim.join("keep"), "k").unwrap();
+        std::os::unix::fs::symlink(&victim, tmp.join(format!("{pa}9-lnk"))).unwrap();
+        assert_eq!(sweep_private_tmp_in(&tmp, &mine), 2);
+        let left: std::collections::BTreeSet<String> = std::fs::read_dir(&tmp)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            left,
+            [
+                format!("{pa}9-lnk"),
+                format!("{pb}7-abc"),
+                "unrelated".into()
+            ]
+            .into_iter()
+            .collect()
+        );
+        assert!(victim.join("keep").exists());
+    }
 }

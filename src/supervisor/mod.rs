@@ -94,6 +94,13 @@ pub async fn run(
     let max_attempts = config.max_attempts;
     let ttl = config.validation_ttl_ms;
     let killed = crate::bash::leftovers::reap_previous(&config.data_dir);
+    let swept = crate::sandbox::sweep_private_tmp(&config.data_dir);
+    if swept > 0 {
+        tracing::info!(
+            dirs = swept,
+            "removed private tmp dirs left by the previous run"
+        );
+    }
     if killed > 0 {
         tracing::warn!(
             processes = killed,
