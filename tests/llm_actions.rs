@@ -67,13 +67,7 @@ llm = true
 }
 
 fn start(env: &Env, mock: &MockLlm) -> common::Daemon {
-    let cfg = config(env);
-    env.start(&[
-        ("BRAINLOOP_CONFIG", &cfg),
-        ("BRAINLOOP_LLM_BASE_URL", &mock.base_url()),
-        ("CEREBRAS_API_KEY", "test"),
-        ("BRAINLOOP_LLM_RETRY_BASE_MS", "10"),
-    ])
+    common::start_with_llm(env, &config(env), mock, &[])
 }
 
 fn approve(env: &Env, id: &str) {

@@ -32,16 +32,7 @@ llm = true
 }
 
 fn start(env: &Env, mock: &MockLlm, extra: &[(&str, &str)]) -> common::Daemon {
-    let cfg = config(env);
-    let url = mock.base_url();
-    let mut vars = vec![
-        ("BRAINLOOP_CONFIG", cfg.as_str()),
-        ("BRAINLOOP_LLM_BASE_URL", url.as_str()),
-        ("CEREBRAS_API_KEY", "test"),
-        ("BRAINLOOP_LLM_RETRY_BASE_MS", "10"),
-    ];
-    vars.extend_from_slice(extra);
-    env.start(&vars)
+    common::start_with_llm(env, &config(env), mock, extra)
 }
 
 fn approve(env: &Env, id: &str) {

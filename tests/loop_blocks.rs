@@ -92,16 +92,7 @@ fn start(env: &Env, mock: &MockLlm, extra: &[(&str, &str)]) -> common::Daemon {
     for d in ["auto", "gen", "data"] {
         std::fs::create_dir_all(env.workspace.join(d)).unwrap();
     }
-    let cfg = config(env);
-    let base = mock.base_url();
-    let mut vars = vec![
-        ("BRAINLOOP_CONFIG", cfg.as_str()),
-        ("BRAINLOOP_LLM_BASE_URL", base.as_str()),
-        ("CEREBRAS_API_KEY", "test"),
-        ("BRAINLOOP_LLM_RETRY_BASE_MS", "10"),
-    ];
-    vars.extend_from_slice(extra);
-    env.start(&vars)
+    common::start_with_llm(env, &config(env), mock, extra)
 }
 
 fn lp(env: &Env, client: &str, params: Value) -> (String, Value, String) {

@@ -556,12 +556,14 @@ pub struct Journal {
     pub entries: Vec<JournalEntry>,
 }
 
-/// Paths whose current state is neither the expected `from` nor `to`. States are read beneath
-/// the root without following any symlink (a symlinked parent reads as `special`).
-fn conflicts<'a>(
+/// Refuses (with `what` and the offending paths) unless every path's current state is the
+/// expected `from` or already `to`. States are read beneath the root without following any
+/// symlink (a symlinked parent reads as `special`).
+fn ensure_no_conflicts<'a>(
     root: &Beneath,
     items: impl Iterator<Item = (&'a str, &'a Option<String>, &'a Option<String>)>,
-) -> Result<Vec<String>> {
+    what: &str,
+) -> Result<()> {
     let mut out = Vec::new();
     for (path, from, to) in items {
         let cur = root.entry(path)?.state();
@@ -573,7 +575,10 @@ fn conflicts<'a>(
             ));
         }
     }
-    Ok(out)
+    if !out.is_empty() {
+        bail!("conflict: {what} ({})", out.join("; "));
+    }
+    Ok(())
 }
 
 /// Puts state `to` at `rel` beneath `root`, taking file content from `src` (a regular file
@@ -604,19 +609,14 @@ pub fn apply(data_dir: &Path, m: &Manifest) -> Result<Journal> {
     let ws = &m.workspace;
     let root = Beneath::open(ws)?;
     let upper = Beneath::open(&job_dir(data_dir, m.job_id).join("upper"))?;
-    let c = conflicts(
+    ensure_no_conflicts(
         &root,
         m.change_set
             .changes
             .iter()
             .map(|c| (c.path.as_str(), &c.before, &c.after)),
+        "the workspace changed since the command ran, so nothing was applied",
     )?;
-    if !c.is_empty() {
-        bail!(
-            "conflict: the workspace changed since the command ran, so nothing was applied ({})",
-            c.join("; ")
-        );
-    }
     let jdir = journal_dir(data_dir, m.job_id);
     let jfile = jdir.join("entries.json");
     let journal: Journal = match fs::read(&jfile) {
@@ -690,18 +690,13 @@ pub fn apply(data_dir: &Path, m: &Manifest) -> Result<Journal> {
 /// since the apply.
 pub fn undo(data_dir: &Path, j: &Journal) -> Result<Vec<String>> {
     let root = Beneath::open(&j.workspace)?;
-    let c = conflicts(
+    ensure_no_conflicts(
         &root,
         j.entries
             .iter()
             .map(|e| (e.path.as_str(), &e.after, &e.before)),
+        "later changes touched these paths, so nothing was undone",
     )?;
-    if !c.is_empty() {
-        bail!(
-            "conflict: later changes touched these paths, so nothing was undone ({})",
-            c.join("; ")
-        );
-    }
     let jdir = journal_dir(data_dir, j.job_id);
     let saved = Beneath::open(&jdir)?;
     let mut restored = Vec::new();

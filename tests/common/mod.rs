@@ -339,3 +339,22 @@ pub fn final_result(env: &Env, id: i64) -> (String, serde_json::Value, String) {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// Starts the worker with the config file at `config` and the LLM pointed at `mock` (a test key,
+/// fast retries), plus `extra` variables.
+pub fn start_with_llm(
+    env: &Env,
+    config: &str,
+    mock: &mock_llm::MockLlm,
+    extra: &[(&str, &str)],
+) -> Daemon {
+    let url = mock.base_url();
+    let mut vars = vec![
+        ("BRAINLOOP_CONFIG", config),
+        ("BRAINLOOP_LLM_BASE_URL", url.as_str()),
+        ("CEREBRAS_API_KEY", "test"),
+        ("BRAINLOOP_LLM_RETRY_BASE_MS", "10"),
+    ];
+    vars.extend_from_slice(extra);
+    env.start(&vars)
+}
