@@ -6,6 +6,7 @@
 //! result, heartbeat and metrics in `brainloop.output.db`. See ARCHITECTURE.md for the map.
 
 pub mod actions;
+pub mod ask;
 pub mod bash;
 pub mod classify;
 pub mod cli;

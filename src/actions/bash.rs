@@ -8,7 +8,7 @@
 //! seconds_since_last}`; `{status: "blocked", reasons}`.
 
 use super::{ActionSpec, Grant, HandlerFuture, JobCtx, Outcome};
-use crate::bash::approvals::{self, Validation};
+use crate::bash::approvals;
 use crate::bash::changes::{self, Manifest};
 use crate::bash::executor::{self, ExecRequest};
 use crate::bash::leftovers;
@@ -341,8 +341,7 @@ async fn ask(
     force_refused: bool,
     effects: Option<&Manifest>,
 ) -> Result<Outcome, Outcome> {
-    let id = approvals::new_id().map_err(|e| Outcome::failed(e.to_string()))?;
-    let now = crate::time::now_ms();
+    let id = crate::ask::new_id()?;
     let mut reasons = report.reasons.clone();
     // What the approval binds to: the command, or the command and its change set.
     let bound_hash = effects
@@ -370,71 +369,28 @@ async fn ask(
         .filter(|l| l.requires_validation)
         .map(|l| json!({"layer": l.index, "operations": l.ops, "reason": l.reason}))
         .collect();
-    let v = Validation {
-        id: id.clone(),
-        job_id: ctx.job_id,
-        client_id: ctx.client_id.clone(),
-        command: Some(command.to_string()),
-        command_hash: Some(bound_hash.clone()),
-        policy: Some(shown.to_string()),
+    let request = crate::ask::Request {
+        id,
+        command: command.to_string(),
+        bound_hash,
+        policy: shown.to_string(),
         risk_score: Some(report.risk_score),
-        permission_set: Some(report.permission_set.to_string()),
-        reasons: Some(json!(reasons).to_string()),
-        status: "pending".into(),
-        requested_at: now,
-        decided_at: None,
-        expires_at: Some(now + ctx.config.validation_ttl_ms as i64),
+        permission_set: report.permission_set.to_string(),
+        workdir: Some(workdir.display().to_string()),
+        reasons,
     };
-    ctx.stores
-        .output
-        .call(move |c| approvals::create(c, &v))
-        .await
-        .map_err(|e| Outcome::failed(format!("{e:#}")))?;
-    // The snapshot records what the approval must match (derived from the claimed params).
-    let (job, hash, wd, set) = (
-        ctx.job_id,
-        bound_hash.clone(),
-        workdir.display().to_string(),
-        report.permission_set,
-    );
-    let _ = ctx
-        .stores
-        .lifecycle
-        .call(move |c| {
-            Ok(write_tx(c, |tx| {
-                tx.execute(
-                    "UPDATE queue SET command_hash = ?2, workdir = ?3, permission_set = ?4 WHERE job_id = ?1",
-                    rusqlite::params![job, hash, wd, set],
-                )
-            })?)
-        })
-        .await;
-    ctx.stats.incr("hil_requests", 1.0);
-    let mut result = json!({
-            "status": "pending_validation",
-            "validation_id": id,
-            "command": command,
-            "policy": shown,
-            "risk_score": report.risk_score,
-            "permission_set": report.permission_set,
-            "reasons": reasons,
-            "layers": layers,
-            "message": format!("waiting for a human: brainloop approve {id} (or deny)"),
-    });
-    if let (Some(m), Some(obj)) = (effects, result.as_object_mut()) {
+    let (_, mut result) = crate::ask::ask(ctx, request).await?;
+    result.insert("layers".into(), json!(layers));
+    if let Some(m) = effects {
         let diff = m.change_set.diff();
         let (diff, _) = cap_str(&diff, 4096);
-        obj.insert("effects".into(), effects_json(m));
-        obj.insert("diff".into(), json!(diff));
-        obj.insert("exit_code".into(), json!(m.exit_code));
-        obj.insert("stdout".into(), json!(m.stdout));
-        obj.insert("stderr".into(), json!(m.stderr));
+        result.insert("effects".into(), effects_json(m));
+        result.insert("diff".into(), json!(diff));
+        result.insert("exit_code".into(), json!(m.exit_code));
+        result.insert("stdout".into(), json!(m.stdout));
+        result.insert("stderr".into(), json!(m.stderr));
     }
-    Ok(Outcome {
-        status: JobStatus::PendingValidation,
-        result: Some(result),
-        error: None,
-    })
+    Ok(crate::ask::pending(result))
 }
 
 #[allow(clippy::too_many_arguments)]

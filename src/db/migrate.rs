@@ -21,9 +21,11 @@ fn steps(kind: DbKind) -> Vec<&'static str> {
             include_str!("../../schema/lifecycle.3.sql"),
         ],
         // 2: signatures, job_signatures, journal (effects over commands, issue 14)
+        // 3: evidence, promotions, signature_evidence (the evidence ledger, issue 18)
         DbKind::Security => vec![
             kind.schema(),
             include_str!("../../schema/command_security.2.sql"),
+            include_str!("../../schema/command_security.3.sql"),
         ],
         _ => vec![kind.schema()],
     }

@@ -16,9 +16,9 @@ use super::engine::{self, Failure, Finished, FromEngine, Limits, ToEngine};
 use super::plan::{self, Gate, Plan};
 use super::route;
 use crate::actions::{self, JobCtx, Outcome};
-use crate::bash::approvals::{self, Validation};
+use crate::bash::approvals;
 use crate::db::output::JobStatus;
-use crate::db::write_tx;
+
 use crate::infer::{Lang, McpPermissions};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
@@ -462,8 +462,7 @@ impl Runner<'_> {
         let ctx = self.ctx;
         let report = &self.plan.report;
         let hash = gate_hash(&report.code_hash, self.lang, &gate);
-        let id = approvals::new_id().map_err(|e| Outcome::failed(e.to_string()))?;
-        let now = crate::time::now_ms();
+        let id = crate::ask::new_id()?;
         let (what, sites): (String, Vec<&plan::SiteInfo>) = match &gate {
             Gate::Layer(l) => (format!("layer {l}"), self.plan.layer_sites(*l)),
             _ => (
@@ -494,59 +493,27 @@ impl Runner<'_> {
                 tools.join(", ")
             }
         );
-        let v = Validation {
+        let request = crate::ask::Request {
             id: id.clone(),
-            job_id: ctx.job_id,
-            client_id: ctx.client_id.clone(),
-            command: Some(command.clone()),
-            command_hash: Some(hash.clone()),
-            policy: Some("ask".into()),
+            command: command.clone(),
+            bound_hash: hash,
+            policy: "ask".into(),
             risk_score: None,
-            permission_set: Some(report.permission_set.as_str().to_string()),
-            reasons: Some(json!(reasons).to_string()),
-            status: "pending".into(),
-            requested_at: now,
-            decided_at: None,
-            expires_at: Some(now + ctx.config.validation_ttl_ms as i64),
+            permission_set: report.permission_set.as_str().to_string(),
+            workdir: None,
+            reasons: reasons.clone(),
         };
-        ctx.stores
-            .output
-            .call(move |c| approvals::create(c, &v))
-            .await
-            .map_err(|e| Outcome::failed(format!("{e:#}")))?;
-        let (job, h, set) = (ctx.job_id, hash.clone(), report.permission_set.as_str());
-        ctx.stores
-            .lifecycle
-            .call(move |c| {
-                Ok(write_tx(c, |tx| {
-                    tx.execute(
-                        "UPDATE queue SET command_hash = ?2, permission_set = ?3 WHERE job_id = ?1",
-                        rusqlite::params![job, h, set],
-                    )
-                })?)
-            })
-            .await
-            .map_err(|e| Outcome::failed(format!("cannot record the validation: {e:#}")))?;
-        ctx.stats.incr("hil_requests", 1.0);
+        let (_, mut result) = crate::ask::ask(ctx, request).await?;
         let layer = match gate {
             Gate::Layer(l) => json!(l),
             _ => Value::Null,
         };
-        Ok(Outcome {
-            status: JobStatus::PendingValidation,
-            result: Some(json!({
-                "status": "pending_validation",
-                "validation_id": id,
-                "command": command,
-                "layer": layer,
-                "operations": tools,
-                "reasons": reasons,
-                "permission_set": report.permission_set,
-                "layers_executed": self.layers_executed(false),
-                "calls": self.calls,
-                "message": format!("waiting for a human: brainloop approve {id} (or deny)"),
-            })),
-            error: None,
-        })
+        result.insert("layer".into(), layer);
+        result.insert("operations".into(), json!(tools));
+        result.insert("layers_executed".into(), json!(self.layers_executed(false)));
+        result.insert("calls".into(), json!(self.calls));
+        result.remove("policy");
+        result.remove("risk_score");
+        Ok(crate::ask::pending(result))
     }
 }

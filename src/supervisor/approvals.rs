@@ -234,10 +234,10 @@ pub fn collect(stores: &Stores, data_dir: &std::path::Path) -> Result<Vec<Resume
 }
 
 /// Asks again for a job that had been approved but did not finish (crash or shutdown while it
-/// ran, or between approval and start): a fresh validation, the job back to waiting.
+/// ran, or between approval and start): a fresh validation through the one asking path
+/// (`crate::ask`), the job back to waiting. Err: it cannot wait (the client is at its cap of
+/// pending validations, or a database failed) — the caller ends the job `failed` with it.
 pub fn reask(stores: &Stores, job_id: i64, previous: &Validation, ttl_ms: u64) -> Result<String> {
-    let now = crate::time::now_ms();
-    let id = approvals::new_id()?;
     let mut reasons: Vec<String> = previous
         .reasons
         .as_deref()
@@ -250,26 +250,27 @@ pub fn reask(stores: &Stores, job_id: i64, previous: &Validation, ttl_ms: u64) -
             previous.id
         ),
     );
-    let v = Validation {
-        id: id.clone(),
-        status: "pending".into(),
-        requested_at: now,
-        decided_at: None,
-        expires_at: Some(now + ttl_ms as i64),
-        reasons: Some(json!(reasons).to_string()),
-        ..previous.clone()
+    let request = crate::ask::Request {
+        id: approvals::new_id()?,
+        command: previous.command.clone().unwrap_or_default(),
+        bound_hash: previous.command_hash.clone().unwrap_or_default(),
+        policy: previous.policy.clone().unwrap_or_else(|| "ask".into()),
+        risk_score: previous.risk_score,
+        permission_set: previous.permission_set.clone().unwrap_or_default(),
+        workdir: None,
+        reasons: reasons.clone(),
     };
+    let id = crate::ask::create_blocking(stores, job_id, &previous.client_id, &request, ttl_ms)?;
     let result = json!({
         "status": "pending_validation",
         "validation_id": id,
-        "command": v.command,
-        "policy": v.policy,
-        "risk_score": v.risk_score,
+        "command": request.command,
+        "policy": request.policy,
+        "risk_score": request.risk_score,
         "reasons": reasons,
+        "message": format!("waiting for a human: brainloop approve {id} (or deny)"),
     });
     stores.output.with(|c| {
-        // Past the per-client cap the job still waits; the operator sees it in `validations`.
-        let _ = approvals::create(c, &v);
         Ok(write_tx(c, |tx| {
             tx.execute(
                 &format!(

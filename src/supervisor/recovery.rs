@@ -79,7 +79,7 @@ pub fn recover(stores: &Stores, max_attempts: u32, validation_ttl_ms: u64) -> Re
                     done.push(j.job_id);
                 }
                 _ => {
-                    reask.push((j.job_id, v));
+                    reask.push((j.clone(), v));
                     rec.asked_again += 1;
                 }
             }
@@ -131,8 +131,29 @@ pub fn recover(stores: &Stores, max_attempts: u32, validation_ttl_ms: u64) -> Re
         }
     }
     rec.requeued = rec.requeue.len();
-    for (job_id, v) in &reask {
-        super::approvals::reask(stores, *job_id, v, validation_ttl_ms)?;
+    for (j, v) in &reask {
+        // A job that cannot wait (its client is at the cap of pending validations) ends failed
+        // with the cause: it never stays `pending_validation` with a validation that does not
+        // exist.
+        if let Err(e) = super::approvals::reask(stores, j.job_id, v, validation_ttl_ms) {
+            tracing::warn!(job_id = j.job_id, error = format!("{e:#}"), "cannot ask again");
+            results.push(ResultRow {
+                job_id: j.job_id,
+                action: j.action.clone(),
+                client_id: j.client_id.clone(),
+                status: JobStatus::Failed,
+                result: None,
+                error: Some(format!(
+                    "the approved run was interrupted and cannot be asked again, so nothing ran: {e:#}"
+                )),
+                attempts: j.attempts,
+                duration_ms: None,
+                started_at: None,
+                finished_at: Some(now),
+            });
+            done.push(j.job_id);
+            rec.asked_again -= 1;
+        }
     }
     // Results first (FULL): an `interrupted` row is the proof; marking done second is idempotent.
     stores

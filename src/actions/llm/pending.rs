@@ -10,8 +10,6 @@
 //! target that moved (symlink swap) or a different content writes nothing.
 
 use super::super::{JobCtx, Outcome};
-use crate::bash::approvals::{self, Validation};
-use crate::db::output::JobStatus;
 use crate::db::write_tx;
 use rusqlite::{params, OptionalExtension};
 use serde_json::{json, Value};
@@ -76,79 +74,44 @@ pub async fn ask(ctx: &JobCtx, a: Ask<'_>) -> Outcome {
     if let Err(e) = stored {
         return Outcome::failed(format!("cannot store the generated content: {e:#}"));
     }
-    let id = match approvals::new_id() {
+    let id = match crate::ask::new_id() {
         Ok(id) => id,
-        Err(e) => return Outcome::failed(e.to_string()),
+        Err(o) => return o,
     };
-    let now = crate::time::now_ms();
     let reasons = vec![
         a.summary.clone(),
         format!("content sha256 {}", sha256(a.content)),
         a.preview.clone(),
     ];
-    let v = Validation {
+    let request = crate::ask::Request {
         id: id.clone(),
-        job_id: ctx.job_id,
-        client_id: ctx.client_id.clone(),
-        command: Some(a.summary.clone()),
-        command_hash: Some(a.hash.clone()),
-        policy: Some("ask".into()),
+        command: a.summary.clone(),
+        bound_hash: a.hash.clone(),
+        policy: "ask".into(),
         risk_score: Some(0.5),
-        permission_set: Some(a.permission_set.into()),
-        reasons: Some(json!(reasons).to_string()),
-        status: "pending".into(),
-        requested_at: now,
-        decided_at: None,
-        expires_at: Some(now + ctx.config.validation_ttl_ms as i64),
+        permission_set: a.permission_set.into(),
+        workdir: None,
+        reasons: reasons.clone(),
     };
-    if let Err(e) = ctx
-        .stores
-        .output
-        .call(move |c| approvals::create(c, &v))
-        .await
-    {
-        return Outcome::failed(format!("{e:#}"));
+    let mut result = match crate::ask::ask(ctx, request).await {
+        Ok((_, m)) => m,
+        Err(o) => return o,
+    };
+    result.insert("action".into(), json!(a.action));
+    result.insert("path".into(), json!(a.target));
+    result.insert("bytes".into(), json!(a.content.len()));
+    result.insert("content_sha256".into(), json!(sha256(a.content)));
+    result.insert("preview".into(), json!(a.preview));
+    result.insert(
+        "message".into(),
+        json!(format!("waiting for a human: brainloop approve {id} (or deny); the approved content is written as shown, never regenerated")),
+    );
+    result.remove("risk_score");
+    result.remove("permission_set");
+    if let Some(e) = a.extra.as_object() {
+        result.extend(e.clone());
     }
-    let (job, hash, set) = (ctx.job_id, a.hash.clone(), a.permission_set);
-    let recorded = ctx
-        .stores
-        .lifecycle
-        .call(move |c| {
-            Ok(write_tx(c, |tx| {
-                tx.execute(
-                    "UPDATE queue SET command_hash = ?2, permission_set = ?3 WHERE job_id = ?1",
-                    params![job, hash, set],
-                )
-            })?)
-        })
-        .await;
-    if let Err(e) = recorded {
-        return Outcome::failed(format!(
-            "cannot record the request in the job's snapshot: {e:#}"
-        ));
-    }
-    ctx.stats.incr("hil_requests", 1.0);
-    let mut result = json!({
-        "status": "pending_validation",
-        "validation_id": id,
-        "action": a.action,
-        "command": a.summary,
-        "policy": "ask",
-        "path": a.target,
-        "bytes": a.content.len(),
-        "content_sha256": sha256(a.content),
-        "preview": a.preview,
-        "reasons": reasons,
-        "message": format!("waiting for a human: brainloop approve {id} (or deny); the approved content is written as shown, never regenerated"),
-    });
-    if let (Some(r), Some(e)) = (result.as_object_mut(), a.extra.as_object()) {
-        r.extend(e.clone());
-    }
-    Outcome {
-        status: JobStatus::PendingValidation,
-        result: Some(result),
-        error: None,
-    }
+    crate::ask::pending(result)
 }
 
 /// The approved content of a resumed job (None: the job was not approved).
