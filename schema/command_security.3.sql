@@ -14,7 +14,7 @@ CREATE TABLE IF NOT EXISTS evidence (
     permission_set TEXT NOT NULL,      -- the set the approved run was confined to
     success        INTEGER NOT NULL,
     created_at     INTEGER NOT NULL,
-    UNIQUE (job_id, source)            -- a job is at most one piece of evidence of each kind
+    UNIQUE (job_id, command_hash, source)  -- a job counts once per command, however often it runs it
 );
 CREATE INDEX IF NOT EXISTS evidence_client_command ON evidence(client_id, command_hash, id);
 
@@ -25,6 +25,7 @@ CREATE TABLE IF NOT EXISTS promotions (
     permission_set TEXT NOT NULL,
     reason         TEXT NOT NULL,
     promoted_at    INTEGER NOT NULL,
+    withdrawn_at   INTEGER NULL,          -- demoted or denied: evidence before this no longer counts
     PRIMARY KEY (client_id, command_hash)
 );
 

@@ -240,48 +240,57 @@ fn an_approved_job_interrupted_by_a_crash_asks_again_instead_of_rerunning() {
 }
 
 #[test]
-fn promotion_after_20_good_runs_then_demotion_when_it_starts_failing() {
+fn promotion_after_20_approved_runs_then_demotion_when_it_starts_failing() {
     let env = Env::new();
-    let cfg = ops_config(&env);
-    let _d = env.start(&[("BRAINLOOP_CONFIG", cfg.as_str())]);
+    let _d = env.start(&[]);
     std::fs::write(env.workspace.join("flag"), "x").unwrap();
-    let cmd = "cat flag > copy.txt";
+    // Its write is outside the workspace (the job's private HOME): asked up front, run direct.
+    let cmd = "cat flag > ~/copy.txt";
+    let mut hash = String::new();
     for i in 0..20 {
-        let (st, v, err) = run(
-            &env,
-            "ops",
-            "execute_bash",
-            json!({"command": cmd, "force_execute": true}),
-        );
-        assert_eq!(st, "succeeded", "run {i}: {err}");
-        assert_eq!(v["policy_used"], "force_execute");
+        let id = job(&env, "local", "execute_bash", &json!({"command": cmd}));
+        let (st, v, _) = settled(&env, id);
+        assert_eq!(st, "pending_validation", "request {i}: {v}");
+        if i == 0 {
+            hash = v["validation_id"].as_str().map(|_| ()).map(|_| {
+                env.db("command_security.db")
+                    .query_row("SELECT command_hash FROM commands_registry WHERE command_text = ?1", [cmd], |r| r.get::<_, String>(0))
+                    .unwrap()
+            }).unwrap();
+            // The operator's side: no 2 s duplicate check, so the test can go fast.
+            env.db("command_security.db")
+                .execute("UPDATE commands_registry SET duplicate_check_enabled = 0 WHERE command_hash = ?1", [&hash])
+                .unwrap();
+        }
+        approve(&env, v["validation_id"].as_str().unwrap(), &[]);
+        let (st, v, err) = final_result(&env, id);
+        assert_eq!(st, "succeeded", "approved run {i}: {err}");
+        assert_eq!(v["policy_used"], "approved");
     }
-    // Now auto-approved for anyone allowed to run it, with the reason in policy_history.
+    // Twenty human approvals: promoted for this client, in the set the human saw.
     let (st, v, err) = bash(&env, "local", cmd);
     assert_eq!(st, "succeeded", "{err}");
-    assert_eq!(v["policy_used"], "auto_approve");
-    let hash = v["command_hash"].as_str().unwrap().to_string();
+    assert_eq!(v["policy_used"], "promoted");
+    assert_eq!(v["permission_set"], "filesystem");
     let (_, hist, _) = env.cli(&["commands", "--history", &hash]);
-    assert!(hist.contains("promoted: 20 runs"), "{hist}");
-    // It starts failing: under 80% success over the last 20 runs → back to ask.
+    assert!(hist.contains("promoted for client \"local\""), "{hist}");
+    // It starts failing: under 80% success over the last 20 runs → the promotion is withdrawn.
     std::fs::remove_file(env.workspace.join("flag")).unwrap();
-    let policy = || -> String {
-        let (_, out, _) = env.cli(&["commands", "--json"]);
-        let v: Value = serde_json::from_str(&out).unwrap();
-        v.as_array()
+    let promoted = || -> bool {
+        env.db("command_security.db")
+            .query_row(
+                "SELECT count(*) FROM promotions WHERE command_hash = ?1 AND withdrawn_at IS NULL",
+                [&hash],
+                |r| r.get::<_, i64>(0),
+            )
             .unwrap()
-            .iter()
-            .find(|e| e["command_hash"] == hash.as_str())
-            .unwrap()["current_policy"]
-            .as_str()
-            .unwrap()
-            .to_string()
+            > 0
     };
     let mut demoted_after = None;
     for i in 1..=10 {
         let (st, _, _) = bash(&env, "local", cmd);
-        assert_eq!(st, "failed", "run {i} is still auto-approved and fails");
-        if policy() == "ask" {
+        assert_eq!(st, "failed", "run {i} is still promoted and fails");
+        if !promoted() {
             demoted_after = Some(i);
             break;
         }
@@ -291,12 +300,9 @@ fn promotion_after_20_good_runs_then_demotion_when_it_starts_failing() {
         Some(5),
         "demoted once 5 of the last 20 runs failed (75% < 80%)"
     );
-    // The next request asks (or, within 2 s of the last run, is a duplicate): it no longer runs.
+    // The next request asks: it no longer runs.
     let (st, _, _) = bash(&env, "local", cmd);
-    assert!(
-        st == "pending_validation" || st == "duplicate_warning",
-        "{st}"
-    );
+    assert_eq!(st, "pending_validation");
     let (_, hist, _) = env.cli(&["commands", "--history", &hash]);
     assert!(hist.contains("demoted"), "{hist}");
 }

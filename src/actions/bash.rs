@@ -13,6 +13,7 @@ use crate::bash::changes::{self, Manifest};
 use crate::bash::executor::{self, ExecRequest};
 use crate::bash::leftovers;
 use crate::bash::policy::{self, Facts, Situation, Verdict};
+use crate::bash::evidence::{self, Evidence, Mode, Source};
 use crate::bash::registry;
 use crate::bash::signatures::{self, SigState, Signature};
 use crate::classify::{self, CheckReport, Context};
@@ -209,6 +210,14 @@ async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
             .await
             .map_err(|e| Outcome::failed(format!("command registry: {e:#}")))?
     };
+    let promotion = {
+        let (h, client, set) = (hash.clone(), ctx.client_id.clone(), f.permission_set.clone());
+        ctx.stores
+            .security
+            .call(move |c| evidence::promotion(c, &client, &h, &set))
+            .await
+            .map_err(|e| Outcome::failed(format!("command registry: {e:#}")))?
+    };
     // The duplicate check looks at other jobs only: a retry after a crash (its first attempt
     // ran, then the worker died) is not a duplicate of itself (found by scripts/soak.sh).
     let job_id = ctx.job_id;
@@ -256,10 +265,10 @@ async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
     let sig_state = if sigs.is_empty() {
         SigState::default()
     } else {
-        let (s2, th) = (sigs.clone(), ctx.config.signature_approvals);
+        let (s2, th, client) = (sigs.clone(), ctx.config.signature_approvals, ctx.client_id.clone());
         ctx.stores
             .security
-            .call(move |c| signatures::observe(c, &s2, th, now))
+            .call(move |c| signatures::observe(c, &client, &s2, th, now))
             .await
             .map_err(|e| Outcome::failed(format!("signatures: {e:#}")))?
     };
@@ -278,6 +287,7 @@ async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
         signatures_learned: sig_state.all_learned && sigs.iter().all(|s| s.learnable),
         signature_always_ask: sig_state.always_ask,
         signature_never: sig_state.never.clone(),
+        promoted: promotion.as_ref().map(|p| p.mode),
     };
     let verdict = policy::decide(&situation);
     // An approved change set is applied, never re-run — also when `approve --always` has just
@@ -317,11 +327,22 @@ async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
         }
         Verdict::Overlay { auto } => {
             let force_refused = force_requested && !situation.force_granted;
+            // Auto-applied because learned signatures, or an overlay promotion, cover it.
+            let auto = auto.then(|| {
+                if situation.signatures_learned { "signature_learned" } else { "promoted" }
+            });
             overlay_run(ctx, &command, &report, &f, &workdir, &ws, timeout, auto, &sigs, force_refused).await
         }
         Verdict::Run(_) if apply_it => {
             match pending {
-                Some(m) => apply_pending(ctx, m, "approved").await,
+                Some(m) => {
+                    let out = apply_pending(ctx, m, "approved").await;
+                    // The human saw and approved this change set: evidence (overlay mode).
+                    let ok = matches!(&out, Ok(o) if o.status == JobStatus::Succeeded);
+                    let ev = evidence_of(ctx, &report, Source::HumanApproved, Mode::Overlay, "filesystem", ok);
+                    record_evidence(ctx, &f, ev).await;
+                    out
+                }
                 None => Err(Outcome::failed("internal error: change set vanished")),
             }
         }
@@ -445,7 +466,14 @@ async fn execute(
         )));
     }
     let success = r.success();
-    record_run(ctx, report, f, &label, &r).await;
+    // Evidence only when a human approved this run, or the operator's override allowed it.
+    let source = match policy_used {
+        "approved" => Some(Source::HumanApproved),
+        "always_allow" => Some(Source::OperatorOverride),
+        _ => None,
+    };
+    let ev = source.map(|s| evidence_of(ctx, report, s, Mode::Direct, permission_set, success));
+    record_run(ctx, report, f, &label, &r, ev).await;
     let result = json!({
         "success": success,
         "exit_code": r.exit_code,
@@ -483,16 +511,49 @@ async fn execute(
     })
 }
 
-/// Counts a run in the registry (executions, evolution).
+fn evidence_of(
+    ctx: &JobCtx,
+    report: &CheckReport,
+    source: Source,
+    mode: Mode,
+    set: &str,
+    success: bool,
+) -> Evidence {
+    Evidence {
+        client_id: ctx.client_id.clone(),
+        command_hash: report.command_hash.clone(),
+        job_id: ctx.job_id,
+        source,
+        decided_by: ctx.approval.as_ref().map(|a| format!("validation {}", a.validation_id)),
+        mode,
+        permission_set: set.to_string(),
+        success,
+    }
+}
+
+fn log_changes(res: anyhow::Result<Vec<policy::Change>>) {
+    match res {
+        Ok(ch) => {
+            for c in ch {
+                tracing::info!(change = ?c, "command policy changed");
+            }
+        }
+        Err(e) => tracing::warn!(error = format!("{e:#}"), "cannot record the run or its evidence"),
+    }
+}
+
+/// Counts a run in the registry (executions, statistics) and, when a human decision or an
+/// operator override allowed it, as evidence (`bash::evidence`), which alone drives learning.
 async fn record_run(
     ctx: &JobCtx,
     report: &CheckReport,
     f: &Facts,
     label: &str,
     r: &executor::ExecResult,
+    evidence: Option<Evidence>,
 ) {
     ctx.stats.incr("bash_executions", 1.0);
-    let (h, f2, sandbox, code, ms, success, job_id) = (
+    let (h, f2, sandbox, code, ms, success, job_id, client) = (
         report.command_hash.clone(),
         f.clone(),
         label.to_string(),
@@ -500,24 +561,39 @@ async fn record_run(
         r.duration_ms as i64,
         r.success(),
         ctx.job_id,
+        ctx.client_id.clone(),
     );
     let now = crate::time::now_ms();
-    let changes = ctx
+    let res = ctx
         .stores
         .security
-        .call(move |c| registry::record_run(c, &h, job_id, code, success, ms, &sandbox, &f2, now))
+        .call(move |c| {
+            let run = registry::Run {
+                hash: &h,
+                job_id,
+                client_id: &client,
+                exit_code: code,
+                success,
+                duration_ms: ms,
+                sandbox: &sandbox,
+                evidence,
+            };
+            registry::record_run(c, &run, &f2, now)
+        })
         .await;
-    match changes {
-        Ok(ch) => {
-            for c in ch {
-                tracing::info!(change = ?c, "command policy changed");
-            }
-        }
-        Err(e) => tracing::warn!(
-            error = format!("{e:#}"),
-            "cannot record the run in the registry"
-        ),
-    }
+    log_changes(res);
+}
+
+/// Evidence without a run of its own (an approved change set applied).
+async fn record_evidence(ctx: &JobCtx, f: &Facts, ev: Evidence) {
+    let f2 = f.clone();
+    let now = crate::time::now_ms();
+    let res = ctx
+        .stores
+        .security
+        .call(move |c| evidence::record_and_learn(c, &ev, Some(&f2), now))
+        .await;
+    log_changes(res);
 }
 
 /// Whether the overlay can capture every effect of the command: no network, environment or
@@ -543,12 +619,12 @@ async fn remember_signatures(ctx: &JobCtx, sigs: &[Signature], overlay: bool) {
         return;
     }
     let texts: Vec<String> = sigs.iter().map(|s| s.text.clone()).collect();
-    let job = ctx.job_id;
+    let (job, client) = (ctx.job_id, ctx.client_id.clone());
     let now = crate::time::now_ms();
     if let Err(e) = ctx
         .stores
         .security
-        .call(move |c| signatures::remember_job(c, job, overlay, &texts, now))
+        .call(move |c| signatures::remember_job(c, job, &client, overlay, &texts, now))
         .await
     {
         tracing::warn!(
@@ -592,7 +668,7 @@ async fn overlay_run(
     workdir: &Path,
     workspace: &Path,
     timeout: Duration,
-    auto: bool,
+    auto: Option<&str>,
     sigs: &[Signature],
     force_refused: bool,
 ) -> Result<Outcome, Outcome> {
@@ -676,7 +752,8 @@ async fn overlay_run(
             r.stderr.trim()
         )));
     }
-    record_run(ctx, report, f, &label, &r).await;
+    // An overlay run is never evidence: nobody has seen its effects yet.
+    record_run(ctx, report, f, &label, &r, None).await;
     if ctx.config.test_actions {
         test_pause("BRAINLOOP_TEST_PAUSE_AFTER_RUN_MS").await;
     }
@@ -717,18 +794,14 @@ async fn overlay_run(
         discard();
         return Ok(ran_outcome(
             &m,
-            if auto {
-                "signature_learned"
-            } else {
-                "overlay_no_changes"
-            },
+            auto.unwrap_or("overlay_no_changes"),
             json!([]),
             None,
         ));
     }
-    if auto {
+    if let Some(policy_used) = auto {
         let texts = m.signatures.clone();
-        let out = apply_pending(ctx, m, "signature_learned").await;
+        let out = apply_pending(ctx, m, policy_used).await;
         if out.is_ok() {
             let _ = ctx
                 .stores

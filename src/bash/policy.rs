@@ -148,6 +148,9 @@ pub struct Situation {
     pub signature_always_ask: bool,
     /// A signature of the command the operator set to `never`.
     pub signature_never: Option<String>,
+    /// The client's promotion of this command (`bash::evidence`): the confinement it was
+    /// approved under — direct runs in the approved set, or overlay runs applied within bounds.
+    pub promoted: Option<super::evidence::Mode>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -195,9 +198,15 @@ pub fn decide(s: &Situation) -> Verdict {
     if s.force_requested && s.force_granted {
         return Verdict::Run("force_execute".into());
     }
+    // A promotion never widens: direct only if the human approved it direct (in this set);
+    // overlay keeps the overlay (and falls back to asking when the overlay is unavailable).
+    if s.policy == Policy::Ask && s.promoted == Some(super::evidence::Mode::Direct) {
+        return Verdict::Run("promoted".into());
+    }
     // Effects over commands: never for ask_warning (high risk asks up front with its warning).
     if s.overlay && s.policy == Policy::Ask {
-        if s.signatures_learned && !s.signature_always_ask {
+        let promoted_overlay = s.promoted == Some(super::evidence::Mode::Overlay);
+        if (s.signatures_learned || promoted_overlay) && !s.signature_always_ask {
             return Verdict::Overlay { auto: true };
         }
         return match ask(s, "ask") {
@@ -358,6 +367,7 @@ mod tests {
             signatures_learned: false,
             signature_always_ask: false,
             signature_never: None,
+            promoted: None,
         }
     }
 
@@ -661,6 +671,56 @@ mod tests {
                     ..sit(facts(true, 0.0), Policy::AutoApprove)
                 },
                 run("auto_approve"),
+            ),
+            (
+                "promoted direct (approved up front in this set): runs in it",
+                Situation {
+                    promoted: Some(super::super::evidence::Mode::Direct),
+                    ..sit(facts(false, 0.3), Policy::Ask)
+                },
+                run("promoted"),
+            ),
+            (
+                "promoted on the overlay: keeps the overlay, applied within bounds",
+                Situation {
+                    promoted: Some(super::super::evidence::Mode::Overlay),
+                    ..overlay(false)
+                },
+                ov(true),
+            ),
+            (
+                "promoted on the overlay but no overlay now: asks, never runs direct",
+                Situation {
+                    promoted: Some(super::super::evidence::Mode::Overlay),
+                    ..sit(facts(false, 0.3), Policy::Ask)
+                },
+                askv("ask"),
+            ),
+            (
+                "a promotion never lifts ask_warning",
+                Situation {
+                    promoted: Some(super::super::evidence::Mode::Direct),
+                    ..sit(facts(false, 0.8), Policy::AskWarning)
+                },
+                askv("ask_warning"),
+            ),
+            (
+                "always_ask beats a promotion",
+                Situation {
+                    promoted: Some(super::super::evidence::Mode::Direct),
+                    user_override: Some(Override::AlwaysAsk),
+                    ..sit(facts(false, 0.3), Policy::Ask)
+                },
+                askv("always_ask"),
+            ),
+            (
+                "a signature set to always_ask beats an overlay promotion",
+                Situation {
+                    promoted: Some(super::super::evidence::Mode::Overlay),
+                    signature_always_ask: true,
+                    ..overlay(false)
+                },
+                ov(false),
             ),
         ];
         for (name, s, want) in cases {

@@ -3,7 +3,7 @@
 //! row per run, one row per policy change with its reason. Every read-modify-write is one
 //! `BEGIN IMMEDIATE` transaction (the original's statistics never updated — ORIGIN.md).
 
-use super::policy::{self, Change, Facts, Override, Policy, Stats};
+use super::policy::{self, Change, Facts, Override, Policy};
 use crate::db::write_tx;
 use anyhow::Result;
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
@@ -167,23 +167,30 @@ pub fn get_or_create(
     .map_err(Into::into)
 }
 
-/// Records one run and applies the evolution rules; returns the changes made.
-#[allow(clippy::too_many_arguments)]
-pub fn record_run(
-    conn: &mut Connection,
-    hash: &str,
-    job_id: i64,
-    exit_code: Option<i32>,
-    success: bool,
-    duration_ms: i64,
-    sandbox: &str,
-    facts: &Facts,
-    now: i64,
-) -> Result<Vec<Change>> {
+/// One run of a command, as the registry records it.
+#[derive(Debug, Clone)]
+pub struct Run<'a> {
+    pub hash: &'a str,
+    pub job_id: i64,
+    pub client_id: &'a str,
+    pub exit_code: Option<i32>,
+    pub success: bool,
+    pub duration_ms: i64,
+    pub sandbox: &'a str,
+    /// Set only when a human decision or an operator override allowed this run
+    /// (`bash::evidence`); everything else is counted in the statistics and teaches nothing.
+    pub evidence: Option<super::evidence::Evidence>,
+}
+
+/// Records one run (executions, statistics) and applies learning from the evidence ledger in the
+/// same transaction; returns the changes made.
+pub fn record_run(conn: &mut Connection, run: &Run<'_>, facts: &Facts, now: i64) -> Result<Vec<Change>> {
+    let hash = run.hash;
     Ok(write_tx(conn, |tx| {
         tx.execute(
-            "INSERT INTO executions(command_hash, job_id, exit_code, duration_ms, sandbox, executed_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            params![hash, job_id, exit_code, duration_ms, sandbox, now],
+            "INSERT INTO executions(command_hash, job_id, exit_code, duration_ms, sandbox, executed_at, client_id, evidence)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            params![hash, run.job_id, run.exit_code, run.duration_ms, run.sandbox, now, run.client_id, run.evidence.is_some()],
         )?;
         let e = tx.query_row(
             &format!("SELECT {COLUMNS} FROM commands_registry WHERE command_hash = ?1"),
@@ -200,6 +207,7 @@ pub fn record_run(
             .map(|t| t.to_string())
             .collect::<Vec<_>>()
             .join(";");
+        let (success, duration_ms) = (run.success, run.duration_ms);
         tx.execute(
             "UPDATE commands_registry SET
                 execution_count = execution_count + 1,
@@ -221,69 +229,11 @@ pub fn record_run(
                 ts_text
             ],
         )?;
-        let recent: Vec<bool> = {
-            let mut s = tx.prepare_cached(
-                "SELECT exit_code FROM executions WHERE command_hash = ?1 ORDER BY id DESC LIMIT ?2",
-            )?;
-            let mut v = s
-                .query_map(params![hash, policy::DEMOTION_WINDOW as i64], |r| {
-                    r.get::<_, Option<i64>>(0)
-                })?
-                .map(|x| x.map(|c| c == Some(0)))
-                .collect::<rusqlite::Result<Vec<bool>>>()?;
-            v.reverse();
-            v
+        let new = match &run.evidence {
+            Some(ev) => super::evidence::record(tx, ev, now)?.then_some(ev),
+            None => None,
         };
-        let stats = Stats {
-            execution_count: e.execution_count + 1,
-            success_count: e.success_count + success as i64,
-            timestamps: ts,
-            recent_success: recent,
-            duplicate_check_enabled: e.duplicate_check_enabled,
-            duplicate_threshold_ms: e.duplicate_threshold_ms,
-        };
-        let changes = policy::evolve(
-            facts,
-            e.current_policy,
-            e.user_override,
-            e.promoted_at.is_some(),
-            &stats,
-        );
-        for c in &changes {
-            let (column, value, reason) = match c {
-                Change::Policy { to, reason } => {
-                    tx.execute(
-                        "UPDATE commands_registry SET current_policy = ?2, policy_reason = ?3,
-                             promoted_at = CASE WHEN ?2 = 'auto_approve' THEN ?4 END
-                         WHERE command_hash = ?1",
-                        params![hash, to.as_str(), reason, now],
-                    )?;
-                    history(
-                        tx,
-                        hash,
-                        Some(e.current_policy.as_str()),
-                        to.as_str(),
-                        reason,
-                        now,
-                    )?;
-                    continue;
-                }
-                Change::DuplicateCheck { enabled, reason } => {
-                    ("duplicate_check_enabled", *enabled as i64, reason)
-                }
-                Change::DuplicateThreshold { ms, reason } => {
-                    ("duplicate_threshold_ms", *ms, reason)
-                }
-            };
-            tx.execute(
-                &format!("UPDATE commands_registry SET {column} = ?2 WHERE command_hash = ?1"),
-                params![hash, value],
-            )?;
-            // Not a policy change: the history row keeps the policy and says why.
-            let p = e.current_policy.as_str();
-            history(tx, hash, Some(p), p, reason, now)?;
-        }
-        Ok(changes)
+        super::evidence::learn(tx, run.client_id, hash, facts, new, now)
     })?)
 }
 
@@ -369,6 +319,10 @@ mod tests {
         let c = Connection::open_in_memory().unwrap();
         c.execute_batch(crate::db::DbKind::Security.schema())
             .unwrap();
+        c.execute_batch(include_str!("../../schema/command_security.2.sql"))
+            .unwrap();
+        c.execute_batch(include_str!("../../schema/command_security.3.sql"))
+            .unwrap();
         c
     }
 
@@ -381,44 +335,88 @@ mod tests {
         .unwrap()
     }
 
-    #[test]
-    fn monitoring_and_rare_rules_are_stored_with_their_reason() {
-        let mut c = db();
+    fn approved(hash: &str, job_id: i64, client: &str) -> super::super::evidence::Evidence {
+        super::super::evidence::Evidence {
+            client_id: client.into(),
+            command_hash: hash.into(),
+            job_id,
+            source: super::super::evidence::Source::HumanApproved,
+            decided_by: Some("test".into()),
+            mode: super::super::evidence::Mode::Direct,
+            permission_set: "filesystem".into(),
+            success: true,
+        }
+    }
+
+    fn run_at(c: &mut Connection, hash: &str, job: i64, client: &str, ev: bool, now: i64) {
         let f = facts();
-        get_or_create(&mut c, "mon", "watch-ish", "/ws", &f, "v1", false, 0).unwrap();
-        for i in 0..50 {
-            record_run(
-                &mut c,
-                "mon",
-                i,
-                Some(0),
-                true,
-                5,
-                "none",
-                &f,
-                1_000_000 + i * 1000,
-            )
+        let r = Run {
+            hash,
+            job_id: job,
+            client_id: client,
+            exit_code: Some(0),
+            success: true,
+            duration_ms: 5,
+            sandbox: "none",
+            evidence: ev.then(|| approved(hash, job, client)),
+        };
+        record_run(c, &r, &f, now).unwrap();
+    }
+
+    fn promoted(c: &Connection, hash: &str, client: &str) -> bool {
+        super::super::evidence::promotion(c, client, hash, "filesystem")
+            .unwrap()
+            .is_some()
+    }
+
+    #[test]
+    fn runs_nobody_approved_teach_nothing() {
+        let mut c = db();
+        get_or_create(&mut c, "h", "cmd", "/ws", &facts(), "v1", false, 0).unwrap();
+        for i in 0..60 {
+            run_at(&mut c, "h", i, "local", false, 1_000_000 + i * 1000);
+        }
+        assert_eq!(row(&c, "h"), (true, 2000, 60), "counted, but no monitoring rule");
+        assert!(!promoted(&c, "h", "local"), "60 unapproved runs promote nothing");
+        // Twenty runs of one job are one piece of evidence.
+        for _ in 0..20 {
+            run_at(&mut c, "h", 999, "local", true, 2_000_000);
+        }
+        assert!(!promoted(&c, "h", "local"));
+        let n: i64 = c
+            .query_row("SELECT count(*) FROM evidence", [], |r| r.get(0))
             .unwrap();
+        assert_eq!(n, 1);
+    }
+
+    #[test]
+    fn approved_runs_promote_per_client_and_drive_monitoring_and_rare_rules() {
+        let mut c = db();
+        get_or_create(&mut c, "mon", "watch-ish", "/ws", &facts(), "v1", false, 0).unwrap();
+        for i in 0..19 {
+            run_at(&mut c, "mon", i, "a", true, 1_000_000 + i * 1000);
+        }
+        assert!(!promoted(&c, "mon", "a"), "19 approvals are not enough");
+        run_at(&mut c, "mon", 19, "a", true, 1_019_000);
+        assert!(promoted(&c, "mon", "a"), "20 approvals at 100% promote");
+        assert!(!promoted(&c, "mon", "b"), "another client learned nothing");
+        assert!(
+            super::super::evidence::promotion(&c, "a", "mon", "network-api")
+                .unwrap()
+                .is_none(),
+            "a wider set than approved voids the promotion"
+        );
+        for i in 20..50 {
+            run_at(&mut c, "mon", i, "a", true, 1_000_000 + i * 1000);
         }
         assert_eq!(
             row(&c, "mon"),
             (false, 2000, 50),
             "monitoring disables the duplicate check"
         );
-        get_or_create(&mut c, "rare", "backup", "/ws", &f, "v1", false, 0).unwrap();
+        get_or_create(&mut c, "rare", "backup", "/ws", &facts(), "v1", false, 0).unwrap();
         for i in 0..3 {
-            record_run(
-                &mut c,
-                "rare",
-                i,
-                Some(0),
-                true,
-                5,
-                "none",
-                &f,
-                i * 2 * 3_600_000,
-            )
-            .unwrap();
+            run_at(&mut c, "rare", i + 100, "a", true, i * 2 * 3_600_000);
         }
         assert_eq!(
             row(&c, "rare"),
@@ -439,5 +437,57 @@ mod tests {
             reasons.iter().any(|r| r.starts_with("rare command")),
             "{reasons:?}"
         );
+        assert!(
+            reasons.iter().any(|r| r.starts_with("promoted for client \"a\"")),
+            "{reasons:?}"
+        );
+    }
+
+    #[test]
+    fn a_denial_withdraws_the_promotion_and_resets_the_count() {
+        let mut c = db();
+        get_or_create(&mut c, "h", "cmd", "/ws", &facts(), "v1", false, 0).unwrap();
+        for i in 0..20 {
+            run_at(&mut c, "h", i, "a", true, 1000 + i);
+        }
+        assert!(promoted(&c, "h", "a"));
+        let mut d = approved("h", 500, "a");
+        d.source = super::super::evidence::Source::HumanDenied;
+        d.success = false;
+        super::super::evidence::record_and_learn(&mut c, &d, None, 5000).unwrap();
+        assert!(!promoted(&c, "h", "a"), "a denial withdraws");
+        for i in 0..19 {
+            run_at(&mut c, "h", 600 + i, "a", true, 6000 + i);
+        }
+        assert!(!promoted(&c, "h", "a"), "approvals before the denial no longer count");
+        run_at(&mut c, "h", 700, "a", true, 7000);
+        assert!(promoted(&c, "h", "a"), "twenty new approvals promote again");
+    }
+
+    #[test]
+    fn demotion_after_failures_needs_new_evidence_to_promote_again() {
+        let mut c = db();
+        get_or_create(&mut c, "h", "cmd", "/ws", &facts(), "v1", false, 0).unwrap();
+        for i in 0..20 {
+            run_at(&mut c, "h", i, "a", true, 1000 + i);
+        }
+        assert!(promoted(&c, "h", "a"));
+        let f = facts();
+        for i in 0..5 {
+            let r = Run {
+                hash: "h",
+                job_id: 100 + i,
+                client_id: "a",
+                exit_code: Some(1),
+                success: false,
+                duration_ms: 5,
+                sandbox: "none",
+                evidence: None,
+            };
+            record_run(&mut c, &r, &f, 3000 + i).unwrap();
+        }
+        assert!(!promoted(&c, "h", "a"), "75% over the last 20 runs demotes");
+        run_at(&mut c, "h", 200, "a", true, 9000);
+        assert!(!promoted(&c, "h", "a"), "one approval after a demotion is not twenty");
     }
 }

@@ -313,9 +313,12 @@ pub struct SigState {
     pub all_learned: bool,
 }
 
-/// Records the signatures (creating rows) and reads their state.
+/// Records the signatures (creating rows) and reads their state for `client`: learned means the
+/// operator's `always_allow`, or this client's human approvals reached the threshold with no
+/// denial (evidence is per client — issue 18).
 pub fn observe(
     conn: &mut Connection,
+    client: &str,
     sigs: &[Signature],
     threshold: u32,
     now: i64,
@@ -335,8 +338,11 @@ pub fn observe(
                 params![s.text, s.program, s.learnable, s.why_not, now],
             )?;
             let (learnable, approvals, denials, ov): (bool, i64, i64, Option<String>) = tx.query_row(
-                "SELECT learnable, approvals, denials, user_override FROM signatures WHERE signature = ?1",
-                [&s.text],
+                "SELECT s.learnable, coalesce(e.approvals, 0), coalesce(e.denials, 0), s.user_override
+                 FROM signatures s LEFT JOIN signature_evidence e
+                   ON e.signature = s.signature AND e.client_id = ?2
+                 WHERE s.signature = ?1",
+                params![&s.text, client],
                 |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
             )?;
             let ov = ov.as_deref().and_then(Override::parse);
@@ -359,6 +365,7 @@ pub fn observe(
 pub fn remember_job(
     conn: &mut Connection,
     job_id: i64,
+    client: &str,
     overlay: bool,
     sigs: &[String],
     now: i64,
@@ -366,26 +373,47 @@ pub fn remember_job(
     let j = serde_json::to_string(sigs)?;
     write_tx(conn, |tx| {
         tx.execute(
-            "INSERT OR REPLACE INTO job_signatures(job_id, overlay, signatures, counted, created_at) VALUES (?1, ?2, ?3, 0, ?4)",
-            params![job_id, overlay, j, now],
+            "INSERT OR REPLACE INTO job_signatures(job_id, overlay, signatures, counted, created_at, client_id)
+             VALUES (?1, ?2, ?3, 0, ?4, ?5)",
+            params![job_id, overlay, j, now, client],
         )
     })?;
     Ok(())
 }
 
-/// Counts a human decision toward the job's signatures (once per job).
+/// Counts a human decision toward the job's signatures (once per job), in the totals and in the
+/// deciding job's client's evidence — the only counts learning reads.
 pub fn count_decision(conn: &mut Connection, job_id: i64, approved: bool) -> Result<()> {
+    let now = crate::time::now_ms();
     write_tx(conn, |tx| {
-        let row: Option<(bool, String)> = tx
+        let row: Option<(bool, String, Option<String>)> = tx
             .query_row(
-                "SELECT overlay, signatures FROM job_signatures WHERE job_id = ?1 AND counted = 0",
+                "SELECT overlay, signatures, client_id FROM job_signatures WHERE job_id = ?1 AND counted = 0",
                 [job_id],
-                |r| Ok((r.get(0)?, r.get(1)?)),
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
             )
             .optional()?;
-        let Some((overlay, sigs)) = row else {
+        let Some((overlay, sigs, client)) = row else {
             return Ok(());
         };
+        let sigs_v: Vec<String> = serde_json::from_str(&sigs).unwrap_or_default();
+        // Approvals of commands asked up front never teach a signature; denials always count.
+        let per_client = match (approved, overlay) {
+            (true, true) => Some("approvals"),
+            (true, false) => None,
+            (false, _) => Some("denials"),
+        };
+        if let (Some(col), Some(client)) = (per_client, client.as_deref()) {
+            for sig in &sigs_v {
+                tx.execute(
+                    &format!(
+                        "INSERT INTO signature_evidence(client_id, signature, {col}, updated_at) VALUES (?1, ?2, 1, ?3)
+                         ON CONFLICT(client_id, signature) DO UPDATE SET {col} = {col} + 1, updated_at = ?3"
+                    ),
+                    params![client, sig, now],
+                )?;
+            }
+        }
         let sigs: Vec<String> = serde_json::from_str(&sigs).unwrap_or_default();
         let col = match (approved, overlay) {
             (true, true) => "approvals",
@@ -456,21 +484,32 @@ pub fn list(conn: &Connection, threshold: u32) -> Result<Vec<Row>> {
             })
         })?
         .collect::<rusqlite::Result<Vec<_>>>()?;
-    Ok(rows
-        .into_iter()
-        .map(|mut r| {
-            r.state = match (&r.user_override, r.learnable) {
-                (Some(o), _) => format!("override {o}"),
-                (None, false) => {
-                    format!("never learned ({})", r.why_not.clone().unwrap_or_default())
-                }
-                _ if r.denials > 0 => "not learned (denied before)".into(),
-                _ if r.approvals >= threshold as i64 => "learned".into(),
-                _ => format!("learning ({}/{threshold})", r.approvals),
-            };
-            r
-        })
-        .collect())
+    let mut per_client = conn.prepare(
+        "SELECT client_id, approvals, denials FROM signature_evidence WHERE signature = ?1 ORDER BY client_id",
+    )?;
+    let mut out = Vec::with_capacity(rows.len());
+    for mut r in rows {
+        let ev: Vec<(String, i64, i64)> = per_client
+            .query_map([&r.signature], |x| Ok((x.get(0)?, x.get(1)?, x.get(2)?)))?
+            .collect::<rusqlite::Result<_>>()?;
+        let learned: Vec<&str> = ev
+            .iter()
+            .filter(|(_, a, d)| *d == 0 && *a >= threshold as i64)
+            .map(|(c, _, _)| c.as_str())
+            .collect();
+        let best = ev.iter().filter(|e| e.2 == 0).map(|e| e.1).max().unwrap_or(0);
+        r.state = match (&r.user_override, r.learnable) {
+            (Some(o), _) => format!("override {o}"),
+            (None, false) => {
+                format!("never learned ({})", r.why_not.clone().unwrap_or_default())
+            }
+            _ if !learned.is_empty() => format!("learned for {}", learned.join(", ")),
+            _ if !ev.is_empty() && ev.iter().all(|e| e.2 > 0) => "not learned (denied before)".into(),
+            _ => format!("learning ({best}/{threshold})"),
+        };
+        out.push(r);
+    }
+    Ok(out)
 }
 
 /// Operator override of one signature (by id).

@@ -189,6 +189,20 @@ pub fn commands(config: &Config, a: &CommandsArgs) -> Result<i32> {
             e.command_text.replace('\n', " ")
         );
     }
+    let promoted = crate::bash::evidence::promotions(&sec)?;
+    if !promoted.is_empty() {
+        println!("\npromoted (learned from human approvals, per client, in the confinement approved):");
+        for p in promoted {
+            println!(
+                "{:<12} client {:<16} {:<8} set {:<12} {}",
+                &p.command_hash[..12.min(p.command_hash.len())],
+                p.client_id,
+                p.mode.as_str(),
+                p.permission_set,
+                p.reason
+            );
+        }
+    }
     Ok(0)
 }
 

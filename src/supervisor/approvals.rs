@@ -8,6 +8,7 @@
 
 use crate::actions::ApprovedRun;
 use crate::bash::approvals::{self, Decision, Validation};
+use crate::bash::evidence;
 use crate::bash::policy::Override;
 use crate::bash::registry;
 use crate::db::lifecycle::status;
@@ -87,6 +88,48 @@ fn ignore(stores: &Stores, row_id: i64, validation_id: &str, why: &str, now: i64
     Ok(())
 }
 
+/// The command a validation is about: an approval of a change set binds to command + effects.
+fn command_hash_of(data_dir: &std::path::Path, job_id: i64, bound: &str) -> String {
+    match crate::bash::changes::load_manifest(data_dir, job_id) {
+        Ok(Some(m)) if m.effect_hash == bound => m.command_hash,
+        _ => bound.to_string(),
+    }
+}
+
+fn record_denial(
+    stores: &Stores,
+    data_dir: &std::path::Path,
+    v: &Validation,
+    w: &Waiting,
+    bound: &str,
+    decided_by: &str,
+    now: i64,
+) {
+    if w.action.as_deref() != Some("execute_bash") {
+        return; // only commands are learned
+    }
+    let overlay = crate::bash::changes::load_manifest(data_dir, v.job_id)
+        .ok()
+        .flatten()
+        .is_some_and(|m| m.effect_hash == bound);
+    let e = evidence::Evidence {
+        client_id: w.client_id.clone(),
+        command_hash: command_hash_of(data_dir, v.job_id, bound),
+        job_id: v.job_id,
+        source: evidence::Source::HumanDenied,
+        decided_by: Some(format!("{decided_by} (validation {})", v.id)),
+        mode: if overlay { evidence::Mode::Overlay } else { evidence::Mode::Direct },
+        permission_set: v.permission_set.clone().unwrap_or_default(),
+        success: false,
+    };
+    if let Err(e) = stores
+        .security
+        .with(|c| evidence::record_and_learn(c, &e, None, now))
+    {
+        tracing::warn!(error = format!("{e:#}"), "cannot record the denial as evidence");
+    }
+}
+
 /// Expiries and new approvals, as actions for the supervisor.
 pub fn collect(stores: &Stores, data_dir: &std::path::Path) -> Result<Vec<Resume>> {
     let now = crate::time::now_ms();
@@ -155,10 +198,7 @@ pub fn collect(stores: &Stores, data_dir: &std::path::Path) -> Result<Vec<Resume
         };
         if let Some(ov) = ov {
             // An approval of a change set binds to command + effects; the override is the command's.
-            let hash = match crate::bash::changes::load_manifest(data_dir, v.job_id) {
-                Ok(Some(m)) if m.effect_hash == hash => m.command_hash,
-                _ => hash.clone(),
-            };
+            let hash = command_hash_of(data_dir, v.job_id, &hash);
             let reason = format!(
                 "{} by {} (validation {})",
                 decision.as_str(),
@@ -180,6 +220,8 @@ pub fn collect(stores: &Stores, data_dir: &std::path::Path) -> Result<Vec<Resume
             );
         }
         if !runs {
+            // A denial is evidence (it resets the client's count and withdraws its promotion).
+            record_denial(stores, data_dir, &v, &w, &hash, &a.decided_by, now);
             // A denied change set is discarded: the workspace was never touched.
             crate::bash::changes::discard(data_dir, v.job_id);
         }
