@@ -94,6 +94,14 @@ fn another_clients_job_is_not_stuck_behind_a_spinner_holding_every_slot() {
     let d = env.start(&[("BRAINLOOP_CONCURRENCY", "4")]);
     let spin = spinners(&env, "spinner", 6, 4000);
     wait_running(&env, "spinner", 3);
+    let (st, out, err) = env.cli(&["status", "--json"]);
+    assert!(st.success(), "{err}");
+    let status: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let held = status["running_by_client"]["spinner"].as_i64().unwrap_or(0);
+    assert!(
+        (1..=3).contains(&held),
+        "status running_by_client: {status}"
+    );
     let other = job(&env, "other", "ping", &json!({}));
     env.wait_status(other, "succeeded", LONG);
     let other_done = runs(&env, "other")[0].2;
