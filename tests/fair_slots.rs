@@ -158,8 +158,16 @@ fn a_lone_client_uses_its_whole_configured_share() {
 }
 
 #[test]
-fn a_share_above_concurrency_is_refused_with_the_key_named() {
+fn the_share_defaults_to_concurrency_minus_one_and_above_concurrency_is_refused() {
     let env = Env::new();
+    let out = std::process::Command::new(common::BIN)
+        .args(["run", "--print-config"])
+        .current_dir(env.root.path())
+        .env("BRAINLOOP_CONCURRENCY", "8")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("max_slots_per_client = 7"), "{text}");
     let out = std::process::Command::new(common::BIN)
         .args(["run", "--print-config"])
         .current_dir(env.root.path())
