@@ -698,7 +698,7 @@ impl Loop {
             tracing::error!("a finished task had no job record");
             return;
         };
-        // The one place a slot is given back: every task is reaped exactly once.
+        // A started job gives its slot back here only: every task is reaped exactly once.
         self.ready.release(&job.slot);
         let disposition = match outcome.status {
             JobStatus::Cancelled if self.job_cancel.is_cancelled() => Disposition::Requeue,
