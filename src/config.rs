@@ -30,6 +30,11 @@ pub struct Config {
     pub dead_after_ms: u64,
     /// How many jobs run at once.
     pub concurrency: usize,
+    /// Running slots one client (a job row's `client_id`) may hold at once, so that one client
+    /// cannot occupy every slot (`BRAINLOOP_MAX_SLOTS_PER_CLIENT`). Between 1 and `concurrency`;
+    /// unset: `concurrency - 1`, at least 1 — one slot stays free for the other clients, and with
+    /// `concurrency = 1` the only slot goes to whichever job is next. See [`Config::slots_per_client`].
+    pub max_slots_per_client: Option<usize>,
     /// Fallback check of input.db when no file-change notification arrives (ms). The check is a
     /// single `PRAGMA data_version`, so it costs nothing measurable.
     pub poll_fallback_ms: u64,
@@ -119,6 +124,7 @@ impl Default for Config {
             heartbeat_interval_ms: 15_000,
             dead_after_ms: 30_000,
             concurrency: 4,
+            max_slots_per_client: None,
             poll_fallback_ms: 2_000,
             claim_batch: 512,
             max_attempts: 3,
@@ -230,6 +236,9 @@ impl Config {
         );
         env_num!("BRAINLOOP_DEAD_AFTER_MS", self.dead_after_ms);
         env_num!("BRAINLOOP_CONCURRENCY", self.concurrency);
+        if let Some(v) = get("BRAINLOOP_MAX_SLOTS_PER_CLIENT") {
+            self.max_slots_per_client = Some(num("BRAINLOOP_MAX_SLOTS_PER_CLIENT", &v)?);
+        }
         env_num!("BRAINLOOP_POLL_FALLBACK_MS", self.poll_fallback_ms);
         env_num!("BRAINLOOP_CLAIM_BATCH", self.claim_batch);
         env_num!("BRAINLOOP_MAX_ATTEMPTS", self.max_attempts);
@@ -259,6 +268,14 @@ impl Config {
                 "concurrency must be between 1 and 1024 (got {})",
                 self.concurrency
             );
+        }
+        if let Some(n) = self.max_slots_per_client {
+            if n == 0 || n > self.concurrency {
+                bail!(
+                    "max_slots_per_client must be between 1 and concurrency ({}) (got {n})",
+                    self.concurrency
+                );
+            }
         }
         if self.heartbeat_interval_ms < 10 {
             bail!("heartbeat_interval_ms must be at least 10");
@@ -296,6 +313,14 @@ impl Config {
         Ok(())
     }
 
+    /// Running slots one client may hold: `max_slots_per_client`, else `concurrency - 1` (at
+    /// least 1). Setting it to `concurrency` turns the per-client limit off.
+    pub fn slots_per_client(&self) -> usize {
+        self.max_slots_per_client
+            .unwrap_or(self.concurrency.saturating_sub(1))
+            .clamp(1, self.concurrency.max(1))
+    }
+
     /// The worker id written in the heartbeat.
     pub fn worker_id(&self) -> String {
         self.worker_id.clone().unwrap_or_else(|| {
@@ -329,6 +354,32 @@ mod tests {
             .unwrap();
         assert_eq!(c.concurrency, 7);
         assert_eq!(c.heartbeat_interval_ms, 500);
+    }
+
+    #[test]
+    fn slots_per_client_default_leaves_one_slot_to_others_and_is_validated() {
+        let with = |concurrency, max_slots_per_client| Config {
+            concurrency,
+            max_slots_per_client,
+            ..Config::default()
+        };
+        assert_eq!(Config::default().slots_per_client(), 3);
+        assert_eq!(with(1, None).slots_per_client(), 1);
+        assert_eq!(with(2, None).slots_per_client(), 1);
+        assert_eq!(with(8, None).slots_per_client(), 7);
+        assert_eq!(with(4, Some(4)).slots_per_client(), 4);
+        assert_eq!(with(4, Some(2)).slots_per_client(), 2);
+        with(4, Some(4)).validate().unwrap();
+        for bad in [0, 5] {
+            let err = with(4, Some(bad)).validate().unwrap_err().to_string();
+            assert!(err.contains("max_slots_per_client"), "{err}");
+        }
+        let mut c = Config::default();
+        c.apply_env(|k| (k == "BRAINLOOP_MAX_SLOTS_PER_CLIENT").then(|| "2".to_string()))
+            .unwrap();
+        assert_eq!(c.slots_per_client(), 2);
+        let c: Config = toml::from_str("concurrency = 6\nmax_slots_per_client = 6").unwrap();
+        assert_eq!(c.slots_per_client(), 6);
     }
 
     #[test]

@@ -25,7 +25,12 @@ pub struct RunArgs {
 
 pub fn run(config: Config, args: &RunArgs) -> Result<i32> {
     if args.print_config {
-        print!("{}", toml::to_string_pretty(&config)?);
+        // The derived per-client share is shown as the value it takes.
+        let effective = Config {
+            max_slots_per_client: Some(config.slots_per_client()),
+            ..config
+        };
+        print!("{}", toml::to_string_pretty(&effective)?);
         return Ok(0);
     }
     if args.init_only {

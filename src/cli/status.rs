@@ -162,6 +162,22 @@ pub fn collect(config: &Config) -> Result<Value> {
             .collect::<rusqlite::Result<Vec<_>>>()?;
         rows
     };
+    // Slots held per client (the fair-slots share, `max_slots_per_client`): busiest first.
+    let running_by_client: serde_json::Map<String, Value> = {
+        let mut st = out.prepare(
+            "SELECT client_id, count(*) FROM results WHERE status = 'running'
+             GROUP BY client_id ORDER BY 2 DESC, 1 LIMIT 20",
+        )?;
+        let rows = st
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, Option<String>>(0)?.unwrap_or_default(),
+                    json!(r.get::<_, i64>(1)?),
+                ))
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        rows.into_iter().collect()
+    };
     let last_errors: Vec<Value> = {
         let mut st = out.prepare(
             "SELECT job_id, action, status, error, finished_at FROM results
@@ -204,6 +220,7 @@ pub fn collect(config: &Config) -> Result<Value> {
         "schedules": schedules,
         "pending_validations": pending_validations,
         "running_jobs": running,
+        "running_by_client": running_by_client,
         "last_errors": last_errors,
         "queue_by_action": queue_by_action,
         "tokens_today": tokens_today,
@@ -350,6 +367,16 @@ pub fn render(r: &Value) -> String {
             &mut s,
             "queued by action",
             q.iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+        );
+    }
+    if let Some(c) = r["running_by_client"].as_object().filter(|c| !c.is_empty()) {
+        line(
+            &mut s,
+            "running by client",
+            c.iter()
                 .map(|(k, v)| format!("{k} {v}"))
                 .collect::<Vec<_>>()
                 .join(", "),

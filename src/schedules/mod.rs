@@ -123,6 +123,8 @@ pub fn views(
 pub struct Fired {
     pub job_id: i64,
     pub schedule: String,
+    /// The schedule's client: the firing's slot counts against its share.
+    pub client_id: String,
 }
 
 /// The worker's scheduler: schedules as last loaded, with their next firing.
@@ -234,6 +236,7 @@ impl Scheduler {
                 Some(job_id) => fired.push(Fired {
                     job_id,
                     schedule: row.name.clone(),
+                    client_id: row.client_id.clone(),
                 }),
                 None => skipped.push(row.name.clone()),
             }

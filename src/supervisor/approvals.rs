@@ -24,6 +24,8 @@ pub enum Resume {
     Run {
         job_id: i64,
         priority: i64,
+        /// The job's client (the queue snapshot's): its slot share.
+        client_id: String,
         approval: ApprovedRun,
     },
     End(ResultRow),
@@ -237,6 +239,7 @@ pub fn collect(stores: &Stores, data_dir: &std::path::Path) -> Result<Vec<Resume
             out.push(Resume::Run {
                 job_id: v.job_id,
                 priority: w.priority,
+                client_id: w.client_id.clone(),
                 approval: ApprovedRun {
                     validation_id: v.id.clone(),
                     command_hash: hash,

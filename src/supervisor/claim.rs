@@ -11,6 +11,8 @@ pub struct Claimed {
     pub id: i64,
     pub priority: i64,
     pub not_before: Option<i64>,
+    /// The row's `client_id` (whose slot share the job uses).
+    pub client_id: String,
 }
 
 /// Claims at most `limit` rows above `*hwm`; advances `*hwm`. Returns the claimed jobs that must
@@ -47,6 +49,7 @@ pub fn claim_batch(
             id: r.id,
             priority: r.priority,
             not_before: r.not_before,
+            client_id: r.client_id,
         })
         .collect();
     Ok((claimed, full))

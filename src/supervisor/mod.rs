@@ -1,5 +1,10 @@
 //! The supervisor: the worker's main loop.
 //!
+//! Fair slots: at most `concurrency` jobs run, and at most `Config::slots_per_client` of them
+//! for one client; the ready queue (`ready.rs`) counts a slot when a job is popped, and
+//! `Loop::reap` gives it back exactly once however the task ended (result, pending validation,
+//! panic, cancellation, abort). A job waiting for a human holds no slot.
+//!
 //! ```text
 //!  input.db ──wake──▶ claim (snapshot → lifecycle) ──▶ ready queue ──▶ start (≤ concurrency)
 //!                                                                        │ actions::run
@@ -29,7 +34,7 @@ use crate::stats::{Stats, WorkerState};
 use crate::{heartbeat, retention, systemd};
 use anyhow::{Context, Result};
 use finisher::{Disposition, Finished};
-use ready::ReadyQueue;
+use ready::{Job, ReadyQueue};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -45,6 +50,8 @@ use tracing::Instrument;
 struct RunningJob {
     snap: Snapshot,
     params_hash: String,
+    /// The client whose slot the job holds (released when the task is reaped).
+    slot: Arc<str>,
 }
 
 type JobResult = (Outcome, Duration);
@@ -128,9 +135,9 @@ pub async fn run(
         }
     }
     let now = crate::time::now_ms();
-    let mut ready = ReadyQueue::default();
+    let mut ready = ReadyQueue::new(config.slots_per_client());
     for c in &rec.requeue {
-        ready.push(c.id, c.priority, c.not_before, now);
+        ready.push(Job::new(c.id, c.priority, &c.client_id), c.not_before, now);
     }
     if rec.requeued + rec.interrupted + rec.already_done + rec.asked_again > 0 {
         tracing::info!(
@@ -159,6 +166,7 @@ pub async fn run(
     tracing::info!(
         data_dir = %config.data_dir.display(),
         concurrency = config.concurrency,
+        slots_per_client = config.slots_per_client(),
         watching = watcher.is_watching(),
         poll_fallback_ms = config.poll_fallback_ms,
         high_water_mark = hwm,
@@ -200,6 +208,7 @@ pub async fn run(
         fin_tx,
         job_cancel: job_cancel.clone(),
         approved: HashMap::new(),
+        ready,
     };
 
     let poll = Duration::from_millis(config.poll_fallback_ms);
@@ -248,7 +257,8 @@ pub async fn run(
                     claim_errors = 0;
                     let now = crate::time::now_ms();
                     for c in claimed {
-                        ready.push(c.id, c.priority, c.not_before, now);
+                        let job = Job::new(c.id, c.priority, &c.client_id);
+                        loop_state.ready.push(job, c.not_before, now);
                     }
                 }
                 Ok(Err(e)) => {
@@ -297,7 +307,9 @@ pub async fn run(
                 Ok((fired, skipped)) => {
                     for f in fired {
                         tracing::info!(schedule = %f.schedule, job_id = f.job_id, "schedule fired");
-                        ready.push(f.job_id, 0, None, now);
+                        loop_state
+                            .ready
+                            .push(Job::new(f.job_id, 0, &f.client_id), None, now);
                     }
                     for name in skipped {
                         tracing::info!(schedule = %name, "schedule skipped: its previous job is still running");
@@ -336,11 +348,13 @@ pub async fn run(
                             approvals::Resume::Run {
                                 job_id,
                                 priority,
+                                client_id,
                                 approval,
                             } => {
                                 tracing::info!(job_id, validation_id = %approval.validation_id, "approved: resuming the job");
                                 loop_state.approved.insert(job_id, approval);
-                                ready.push(job_id, priority, None, now);
+                                let job = Job::new(job_id, priority, &client_id);
+                                loop_state.ready.push(job, None, now);
                             }
                             approvals::Resume::End(row) => loop_state.finish_waiting(row),
                         }
@@ -353,14 +367,14 @@ pub async fn run(
                 Err(e) => tracing::error!(error = %e, "approvals task panicked"),
             }
         }
-        ready.promote(crate::time::now_ms());
-        loop_state.start_ready(&mut ready).await;
+        loop_state.ready.promote(crate::time::now_ms());
+        loop_state.start_ready().await;
         stats
             .jobs_running
             .store(loop_state.tasks.len() as i64, Ordering::Relaxed);
         stats
             .queue_depth
-            .store(ready.len() as i64, Ordering::Relaxed);
+            .store(loop_state.ready.len() as i64, Ordering::Relaxed);
 
         if more {
             // Catching up with a backlog: reap what finished without waiting, then claim again.
@@ -388,7 +402,7 @@ pub async fn run(
         if let Some(t) = recheck_at {
             deadline = deadline.min(t);
         }
-        for t in [ready.next_due(), scheduler.next_due()]
+        for t in [loop_state.ready.next_due(), scheduler.next_due()]
             .into_iter()
             .flatten()
         {
@@ -429,7 +443,7 @@ pub async fn run(
     systemd::stopping("draining");
     tracing::info!(
         running = loop_state.tasks.len(),
-        queued = ready.len(),
+        queued = loop_state.ready.len(),
         "draining"
     );
     let drain_deadline =
@@ -471,6 +485,7 @@ pub async fn run(
         }
     }
     stats.jobs_running.store(0, Ordering::Relaxed);
+    let claimed_not_started = loop_state.ready.len();
     let Loop { fin_tx, .. } = loop_state;
     drop(fin_tx);
     if tokio::time::timeout(Duration::from_secs(5), fin_handle)
@@ -489,7 +504,7 @@ pub async fn run(
         json!({
             "drain_ms": t0.elapsed().as_millis() as u64,
             "cancelled_jobs": cancelled,
-            "claimed_not_started": ready.len(),
+            "claimed_not_started": claimed_not_started,
         }),
     )
     .await;
@@ -517,26 +532,20 @@ struct Loop {
     job_cancel: CancellationToken,
     /// Jobs resumed by a human approval, until they start.
     approved: HashMap<i64, actions::ApprovedRun>,
+    /// Claimed jobs not started yet, and the running slots of each client.
+    ready: ReadyQueue,
 }
 
 impl Loop {
-    /// Starts due jobs while slots are free: one lifecycle + one output transaction per group.
-    async fn start_ready(&mut self, ready: &mut ReadyQueue) {
+    /// Starts due jobs while slots are free (within each client's share): one lifecycle + one
+    /// output transaction per group.
+    async fn start_ready(&mut self) {
         let free = self.config.concurrency.saturating_sub(self.tasks.len());
-        if free == 0 {
-            return;
-        }
-        let mut picked = Vec::new();
-        while picked.len() < free {
-            match ready.pop() {
-                Some(p) => picked.push(p),
-                None => break,
-            }
-        }
+        let picked: Vec<Job> = std::iter::from_fn(|| self.ready.pop()).take(free).collect();
         if picked.is_empty() {
             return;
         }
-        let ids: Vec<i64> = picked.iter().map(|p| p.0).collect();
+        let ids: Vec<i64> = picked.iter().map(|p| p.id).collect();
         // Inline, not on the blocking pool: lifecycle.db is synchronous=NORMAL and only this
         // connection writes it, so marking a few rows running takes microseconds, and the hop
         // would cost more than the write. The `running` results rows go through the finisher,
@@ -551,12 +560,14 @@ impl Loop {
             Ok(s) => s,
             Err(e) => {
                 tracing::error!(error = format!("{e:#}"), "cannot start jobs; will retry");
-                for (id, prio) in picked {
-                    ready.push(id, prio, None, now);
+                for job in picked {
+                    self.ready.put_back(job);
                 }
                 return;
             }
         };
+        let mut slots: HashMap<i64, Arc<str>> =
+            picked.into_iter().map(|j| (j.id, j.client)).collect();
         for s in &snaps {
             let row = ResultRow {
                 job_id: s.job_id,
@@ -577,11 +588,18 @@ impl Loop {
             });
         }
         for snap in snaps {
-            self.spawn_job(snap);
+            match slots.remove(&snap.job_id) {
+                Some(slot) => self.spawn_job(snap, slot),
+                None => tracing::error!(job_id = snap.job_id, "started a job that was not picked"),
+            }
+        }
+        // Picked jobs that had no open processed_log row did not start: their slots are free.
+        for (_, client) in slots {
+            self.ready.release(&client);
         }
     }
 
-    fn spawn_job(&mut self, snap: Snapshot) {
+    fn spawn_job(&mut self, snap: Snapshot, slot: Arc<str>) {
         let ctx = JobCtx {
             job_id: snap.job_id,
             client_id: snap.client_id.clone(),
@@ -630,8 +648,14 @@ impl Loop {
             }
             .instrument(span),
         );
-        self.running
-            .insert(handle.id(), RunningJob { snap, params_hash });
+        self.running.insert(
+            handle.id(),
+            RunningJob {
+                snap,
+                params_hash,
+                slot,
+            },
+        );
     }
 
     /// Ends a job that was waiting for a human (denied, expired).
@@ -674,6 +698,8 @@ impl Loop {
             tracing::error!("a finished task had no job record");
             return;
         };
+        // A started job gives its slot back here only: every task is reaped exactly once.
+        self.ready.release(&job.slot);
         let disposition = match outcome.status {
             JobStatus::Cancelled if self.job_cancel.is_cancelled() => Disposition::Requeue,
             JobStatus::PendingValidation => Disposition::Pending,

@@ -127,6 +127,7 @@ pub fn recover(stores: &Stores, max_attempts: u32, validation_ttl_ms: u64) -> Re
                 id: j.job_id,
                 priority: j.priority,
                 not_before: j.not_before,
+                client_id: j.client_id.clone(),
             });
         }
     }
