@@ -57,6 +57,8 @@ fn daemon(n: u64, concurrency: u64) -> Duration {
         .arg(&ws)
         .env("BRAINLOOP_LOG", "warn")
         .env("BRAINLOOP_CONCURRENCY", concurrency.to_string())
+        // One client: every slot is its own (the figures measure the pipeline, not fairness).
+        .env("BRAINLOOP_MAX_SLOTS_PER_CLIENT", concurrency.to_string())
         .stdout(Stdio::null())
         .spawn()
         .unwrap();

@@ -304,6 +304,7 @@ workspace = "{ws}"
 heartbeat_interval_ms = {hb_ms}
 dead_after_ms = {max(hb_ms * 3, 30000)}
 concurrency = 4
+max_slots_per_client = 4
 max_attempts = 3
 # keep every write asking a human: the soak exercises the validation path, not learning
 signature_approvals = 1000000

@@ -351,7 +351,7 @@ def main():
                      "WAL, FULL", floor(a.apalis, root, n)))
     bl_env = {
         "default": {},
-        "best": {"BRAINLOOP_CONCURRENCY": "8"},
+        "best": {"BRAINLOOP_CONCURRENCY": "8", "BRAINLOOP_MAX_SLOTS_PER_CLIENT": "8"},
     }
     for mode, env in bl_env.items():
         if want("brainloop-" + mode):
@@ -385,7 +385,7 @@ def main():
         base = plain_bash(a.commands)
         bash_rows.append(("plain loop: bash -c true", base, 1.0))
         for conc in (1, 4):
-            b = Brainloop(a.brainloop, root, f"bash-c{conc}", {"BRAINLOOP_CONCURRENCY": str(conc)})
+            b = Brainloop(a.brainloop, root, f"bash-c{conc}", {"BRAINLOOP_CONCURRENCY": str(conc), "BRAINLOOP_MAX_SLOTS_PER_CLIENT": str(conc)})
             t = time.monotonic()
             r = b.run(a.commands, action="execute_bash", params='{"command": "true"}')
             secs = time.monotonic() - t - 0.2
