@@ -237,3 +237,27 @@ fn past_the_pending_cap_a_request_fails_naming_it_and_leaves_no_validation() {
     assert_eq!(n, 0, "no validation exists for the failed job");
     assert!(!env.workspace.join("cap50.txt").exists());
 }
+
+#[test]
+fn a_signature_learned_from_one_clients_approvals_is_not_learned_for_another() {
+    let env = Env::new();
+    let cfg = clients_config(&env);
+    std::fs::write(env.workspace.join("a.txt"), "v0\n").unwrap();
+    let _d = env.start(&[("BRAINLOOP_CONFIG", cfg.as_str())]);
+    for i in 0..5 {
+        let (id, st, v, e) = bash(&env, "local", &format!("sed -i 's/v{i}/v{}/' a.txt", i + 1));
+        assert_eq!(st, "pending_validation", "edit {i}: {e} {v}");
+        approve(&env, v["validation_id"].as_str().unwrap());
+        let (st, v, e) = final_result(&env, id);
+        assert_eq!(st, "succeeded", "edit {i}: {e} {v}");
+    }
+    assert_eq!(std::fs::read_to_string(env.workspace.join("a.txt")).unwrap(), "v5\n");
+    let (_, st, v, e) = bash(&env, "local", "sed -i 's/v5/v6/' a.txt");
+    assert_eq!(st, "succeeded", "{e} {v}");
+    assert_eq!(v["policy_used"], "signature_learned", "{v}");
+    let (_, st, v, _) = bash(&env, "other", "sed -i 's/v6/v7/' a.txt");
+    assert_eq!(st, "pending_validation", "learned for local only: {v}");
+    assert_eq!(std::fs::read_to_string(env.workspace.join("a.txt")).unwrap(), "v6\n");
+    let (_, listing, _) = env.cli(&["signatures"]);
+    assert!(listing.contains("learned for local"), "{listing}");
+}
