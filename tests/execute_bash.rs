@@ -447,6 +447,7 @@ fn the_executor_kills_the_tree_caps_floods_and_filters_the_environment() {
         "{out}"
     );
     assert!(out.contains("PATH=/usr/local/sbin"), "{out}");
+    assert!(out.contains("PYTHONDONTWRITEBYTECODE=1"), "{out}");
 
     // Non-UTF-8 output is replaced, not fatal.
     let (st, v, _) = bash(&env, "local", "printf 'a\\377b'");

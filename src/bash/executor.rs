@@ -63,9 +63,15 @@ impl ExecResult {
     }
 }
 
-/// The environment a command gets: the allowlist, taken from `source`.
+/// Fixed variables every command gets. `PYTHONDONTWRITEBYTECODE`: running a script must not
+/// leave `__pycache__/` in the workspace — an effect nobody asked for that would make every
+/// overlay run of `python3 x.py` a change set to review (and never within what it names).
+pub const FIXED_ENV: &[(&str, &str)] = &[("PYTHONDONTWRITEBYTECODE", "1")];
+
+/// The environment a command gets: the fixed PATH and variables, the allowlist from `source`.
 pub fn filtered_env(source: impl Fn(&str) -> Option<String>) -> Vec<(String, String)> {
     let mut env = vec![("PATH".to_string(), SAFE_PATH.to_string())];
+    env.extend(FIXED_ENV.iter().map(|(k, v)| (k.to_string(), v.to_string())));
     for k in ENV_ALLOWLIST {
         if let Some(v) = source(k) {
             env.push((k.to_string(), v));
