@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 /// Default data directory, relative to the current directory.
 pub const DEFAULT_DATA_DIR: &str = "./brainloop-data";
 /// Default workspace (where commands run); see DESIGN §5.10.
-pub const DEFAULT_WORKSPACE: &str = "/workspace";
+pub const DEFAULT_WORKSPACE: &str = "./workspace";
 /// Upper bound of the drain window so that drain + cancellation + final writes fit in 60 s.
 pub const MAX_DRAIN_WINDOW_MS: u64 = 45_000;
 

@@ -12,7 +12,8 @@ use std::sync::Arc;
 
 #[derive(clap::Args, Debug)]
 pub struct RunArgs {
-    /// Default working directory of commands [env: BRAINLOOP_WORKSPACE] [default: /workspace]
+    /// Default working directory of commands [env: BRAINLOOP_WORKSPACE] [default: ./workspace,
+    /// created at the first start]
     #[arg(long, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
     /// Create/upgrade the databases and exit (same as `brainloop init`).
@@ -23,7 +24,7 @@ pub struct RunArgs {
     pub print_config: bool,
 }
 
-pub fn run(config: Config, args: &RunArgs) -> Result<i32> {
+pub fn run(mut config: Config, args: &RunArgs) -> Result<i32> {
     if args.print_config {
         // The derived per-client share is shown as the value it takes.
         let effective = Config {
@@ -37,7 +38,7 @@ pub fn run(config: Config, args: &RunArgs) -> Result<i32> {
         return super::init::run(&config);
     }
     crate::memory::limit_arenas(); // before any thread (r2d2, notify, tokio) starts
-    migrate::ensure_data_dir(&config.data_dir)?;
+    settle_dirs(&mut config)?;
     check_data_dir_outside_workspace(&config.data_dir, &config.workspace)?;
     let lock = InstanceLock::acquire(&config.data_dir)?;
     migrate::migrate_all(&config.data_dir)?;
@@ -77,6 +78,43 @@ pub fn run(config: Config, args: &RunArgs) -> Result<i32> {
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     drop(lock);
     result.map(|_| 0)
+}
+
+/// Makes the data dir and the workspace absolute (a relative path would mean something else to
+/// the sandbox helper and the overlay), creates the default workspace on a first run, and refuses
+/// a workspace inside the data dir (every read and write there is refused job by job).
+fn settle_dirs(config: &mut Config) -> Result<()> {
+    migrate::ensure_data_dir(&config.data_dir)?;
+    config.data_dir = config
+        .data_dir
+        .canonicalize()
+        .with_context(|| format!("cannot resolve data dir {}", config.data_dir.display()))?;
+    let default = config.workspace == Path::new(crate::config::DEFAULT_WORKSPACE);
+    if default && !config.workspace.exists() {
+        std::fs::create_dir_all(&config.workspace).with_context(|| {
+            format!("cannot create the default workspace {}", config.workspace.display())
+        })?;
+        tracing::info!(
+            workspace = %config.workspace.display(),
+            "created the default workspace (commands work there; --workspace / BRAINLOOP_WORKSPACE chooses another)"
+        );
+    }
+    config.workspace = match config.workspace.canonicalize() {
+        Ok(p) => p,
+        Err(_) => std::path::absolute(&config.workspace).with_context(|| {
+            format!("cannot resolve workspace {}", config.workspace.display())
+        })?,
+    };
+    if config.workspace.starts_with(&config.data_dir) {
+        bail!(
+            "the workspace {} lies inside the data dir {}: commands could never read or write it. \
+             Choose a workspace outside it (--workspace / BRAINLOOP_WORKSPACE)",
+            config.workspace.display(),
+            config.data_dir.display()
+        );
+    }
+    tracing::info!(data_dir = %config.data_dir.display(), workspace = %config.workspace.display(), "directories");
+    Ok(())
 }
 
 /// DESIGN §2: the data dir must never be reachable by sandboxed commands, which may see the
