@@ -849,8 +849,12 @@ fn over_cap_message(what: &str, max_bytes: u64, cap_key: &str, max_inodes: u64) 
         Some("entries") => format!(
             "the command created more than {max_inodes} files and directories on the overlay (overlay_max_inodes); it was stopped and nothing was kept"
         ),
+        Some("bytes") if cap_key == "pending_max_bytes_per_client" => format!(
+            "the command wrote more than the {} left of this client's budget for change sets waiting for a human (pending_max_bytes_per_client); it was stopped and nothing was kept — answer or deny the client's pending validations (`brainloop validations`), or raise pending_max_bytes_per_client",
+            mib(max_bytes)
+        ),
         Some("bytes") => format!(
-            "the command wrote more than {} on the overlay ({cap_key}); it was stopped and nothing was kept",
+            "the command wrote more than {} on the overlay (overlay_max_bytes); it was stopped and nothing was kept",
             mib(max_bytes)
         ),
         _ => format!(

@@ -610,28 +610,39 @@ pub struct Journal {
 }
 
 /// Refuses (with `what` and the offending paths) unless every path's current state is the
-/// expected `from` or already `to`. States are read beneath the root without following any
-/// symlink (a symlinked parent reads as `special`) — except that a path expected absent whose
-/// parent is unreachable (a symlink or file in the way) is fine when the change set itself
-/// replaces that non-directory ancestor (whose own state is checked here too): e.g. a workspace
-/// symlink `evil` the command replaced with a directory holding `evil/x`.
+/// expected `from` or already `to`. `items` come in the order they will be written; a path
+/// listed twice (a symlink or file replaced by a directory: deleted, then added) is expected in
+/// the `from` of its first entry or the `to` of its last. States are read beneath the root
+/// without following any symlink (a symlinked parent reads as `special`) — except that a path
+/// expected absent whose parent is unreachable (a symlink or file in the way) is fine when the
+/// change set itself replaces that non-directory ancestor (whose own state is checked here
+/// too): e.g. a workspace symlink `evil` the command replaced with a directory holding `evil/x`.
 fn ensure_no_conflicts<'a>(
     root: &Beneath,
     items: impl Iterator<Item = (&'a str, &'a Option<String>, &'a Option<String>)>,
     what: &str,
 ) -> Result<()> {
-    let items: Vec<_> = items.collect();
-    let replaced: std::collections::HashSet<&str> = items
-        .iter()
-        .filter(|(_, from, _)| from.is_some() && from.as_deref() != Some("dir"))
-        .map(|(p, _, _)| *p)
-        .collect();
-    let replaced_ancestor = |path: &str| {
-        path.match_indices('/')
-            .any(|(i, _)| replaced.contains(&path[..i]))
+    let mut order: Vec<&str> = Vec::new();
+    let mut span: std::collections::HashMap<&str, (&Option<String>, &Option<String>)> =
+        std::collections::HashMap::new();
+    for (path, from, to) in items {
+        match span.get_mut(path) {
+            Some(s) => s.1 = to,
+            None => {
+                order.push(path);
+                span.insert(path, (from, to));
+            }
+        }
+    }
+    let replaced = |p: &str| {
+        span.get(p)
+            .is_some_and(|(from, _)| from.is_some() && from.as_deref() != Some("dir"))
     };
+    let replaced_ancestor =
+        |path: &str| path.match_indices('/').any(|(i, _)| replaced(&path[..i]));
     let mut out = Vec::new();
-    for (path, from, to) in items.iter().copied() {
+    for path in order {
+        let (from, to) = span[path];
         let entry = root.entry(path)?;
         if entry == Entry::Unreachable && from.is_none() && replaced_ancestor(path) {
             continue;
@@ -762,8 +773,10 @@ pub fn undo(data_dir: &Path, j: &Journal) -> Result<Vec<String>> {
     let root = Beneath::open(&j.workspace)?;
     ensure_no_conflicts(
         &root,
+        // In the order undo writes them (reverse).
         j.entries
             .iter()
+            .rev()
             .map(|e| (e.path.as_str(), &e.after, &e.before)),
         "later changes touched these paths, so nothing was undone",
     )?;
@@ -927,5 +940,137 @@ mod tests {
             fs::read_to_string(ws.join("a.txt")).unwrap(),
             "someone else\n"
         );
+    }
+
+    #[test]
+    fn a_symlink_in_the_lower_layer_is_never_followed_and_its_replacement_applies() {
+        // Workspace: `evil -> outside`, `a/evil -> outside`; the command replaced both with
+        // directories holding a file named like the outside one. Nothing outside may be read.
+        let t = tempfile::tempdir().unwrap();
+        let (ws, data, outside) = (
+            t.path().join("ws"),
+            t.path().join("data"),
+            t.path().join("outside"),
+        );
+        fs::create_dir_all(ws.join("a")).unwrap();
+        fs::create_dir_all(&outside).unwrap();
+        fs::write(outside.join("secret"), "CANARY\n").unwrap();
+        std::os::unix::fs::symlink(&outside, ws.join("evil")).unwrap();
+        std::os::unix::fs::symlink(&outside, ws.join("a/evil")).unwrap();
+        let (upper, _) = create_layers(&data, 3).unwrap();
+        for d in ["evil", "a/evil"] {
+            fs::create_dir_all(upper.join(d)).unwrap();
+            fs::write(upper.join(d).join("secret"), "x\n").unwrap();
+        }
+        let cs = compute(&upper, &ws).unwrap();
+        let all = serde_json::to_string(&cs).unwrap();
+        assert!(!all.contains("CANARY"), "{all}");
+        let link = format!("link:{}", outside.display());
+        for d in ["evil", "a/evil"] {
+            let of = |p: &str| {
+                cs.changes
+                    .iter()
+                    .filter(|c| c.path == p)
+                    .map(|c| (c.kind, c.before.clone(), c.after.clone()))
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(
+                of(d),
+                vec![
+                    (Kind::Deleted, Some(link.clone()), None),
+                    (Kind::Added, None, Some("dir".into()))
+                ],
+                "{cs:?}"
+            );
+            let secret = of(&format!("{d}/secret"));
+            assert_eq!(secret.len(), 1, "{cs:?}");
+            assert_eq!(secret[0].0, Kind::Added, "never `modified`: {cs:?}");
+            assert_eq!(secret[0].1, None);
+        }
+        assert!(cs.diff().contains("+x"), "{}", cs.diff());
+        let m = manifest(3, &ws, cs);
+        let j = apply(&data, &m).unwrap();
+        assert_eq!(fs::read_to_string(ws.join("a/evil/secret")).unwrap(), "x\n");
+        assert!(fs::symlink_metadata(ws.join("evil")).unwrap().is_dir());
+        assert_eq!(fs::read_to_string(outside.join("secret")).unwrap(), "CANARY\n");
+        assert_eq!(fs::read_dir(&outside).unwrap().count(), 1);
+        undo(&data, &j).unwrap();
+        assert_eq!(fs::read_link(ws.join("evil")).unwrap(), outside);
+        assert_eq!(fs::read_link(ws.join("a/evil")).unwrap(), outside);
+        assert_eq!(fs::read_to_string(outside.join("secret")).unwrap(), "CANARY\n");
+    }
+
+    #[test]
+    fn a_lower_symlink_to_a_file_is_shown_as_a_link_never_its_content() {
+        let t = tempfile::tempdir().unwrap();
+        let (ws, data, outside) = (
+            t.path().join("ws"),
+            t.path().join("data"),
+            t.path().join("outside"),
+        );
+        fs::create_dir_all(&ws).unwrap();
+        fs::create_dir_all(&outside).unwrap();
+        fs::write(outside.join("secret"), "CANARY\n").unwrap();
+        std::os::unix::fs::symlink(outside.join("secret"), ws.join("s")).unwrap();
+        let (upper, _) = create_layers(&data, 4).unwrap();
+        fs::write(upper.join("s"), "x\n").unwrap();
+        // A new symlink in the upper layer to the outside file: a link, never its content.
+        std::os::unix::fs::symlink(outside.join("secret"), upper.join("t")).unwrap();
+        let cs = compute(&upper, &ws).unwrap();
+        let all = serde_json::to_string(&cs).unwrap() + &cs.diff();
+        assert!(!all.contains("CANARY"), "{all}");
+        assert!(all.contains(&format!("link:{}", outside.join("secret").display())), "{all}");
+    }
+
+    #[test]
+    fn setuid_and_setgid_bits_are_recorded_removed_shown_and_never_applied() {
+        let t = tempfile::tempdir().unwrap();
+        let (ws, data) = (t.path().join("ws"), t.path().join("data"));
+        fs::create_dir_all(&ws).unwrap();
+        fs::write(ws.join("tool"), "v1\n").unwrap();
+        fs::set_permissions(ws.join("tool"), fs::Permissions::from_mode(0o755)).unwrap();
+        let (upper, _) = create_layers(&data, 5).unwrap();
+        fs::write(upper.join("tool"), "v1\n").unwrap();
+        fs::set_permissions(upper.join("tool"), fs::Permissions::from_mode(0o4755)).unwrap();
+        fs::write(upper.join("new"), "n\n").unwrap();
+        fs::set_permissions(upper.join("new"), fs::Permissions::from_mode(0o2750)).unwrap();
+        let cs = compute(&upper, &ws).unwrap();
+        // `tool` only gained the bit: stripped, it equals the lower state — no change at all.
+        assert_eq!(cs.changes.len(), 1, "{cs:?}");
+        let c = &cs.changes[0];
+        assert_eq!(c.path, "new");
+        assert!(c.privilege_bits_removed);
+        assert!(c.after.as_deref().unwrap().ends_with(":750"), "{c:?}");
+        assert!(cs.diff().contains("setuid/setgid bit; it is removed"), "{}", cs.diff());
+        assert!(cs.summary().contains("setuid/setgid removed from 1 file"), "{}", cs.summary());
+        apply(&data, &manifest(5, &ws, cs)).unwrap();
+        let mode = fs::metadata(ws.join("new")).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode, 0o750);
+        assert_eq!(fs::metadata(ws.join("tool")).unwrap().permissions().mode() & 0o7777, 0o755);
+    }
+
+    #[test]
+    fn pending_bytes_sums_one_clients_manifests() {
+        let t = tempfile::tempdir().unwrap();
+        let (ws, data) = (t.path().join("ws"), t.path().join("data"));
+        fs::create_dir_all(&ws).unwrap();
+        assert_eq!(pending_bytes(&data, "local").unwrap(), 0);
+        for (id, client, bytes) in [(1, "local", 100), (2, "agent", 1000), (3, "local", 10)] {
+            create_layers(&data, id).unwrap();
+            let mut m = manifest(id, &ws, ChangeSet::default());
+            m.client_id = client.into();
+            m.upper_bytes = bytes;
+            save_manifest(&data, &m).unwrap();
+        }
+        assert_eq!(pending_bytes(&data, "local").unwrap(), 110);
+        assert_eq!(pending_bytes(&data, "agent").unwrap(), 1000);
+        // A manifest written before these fields existed still loads (no client, no bytes).
+        let p = job_dir(&data, 1).join("manifest.json");
+        let mut v: serde_json::Value = serde_json::from_slice(&fs::read(&p).unwrap()).unwrap();
+        v.as_object_mut().unwrap().remove("client_id");
+        v.as_object_mut().unwrap().remove("upper_bytes");
+        fs::write(&p, v.to_string()).unwrap();
+        assert_eq!(load_manifest(&data, 1).unwrap().unwrap().upper_bytes, 0);
+        assert_eq!(pending_bytes(&data, "local").unwrap(), 10);
     }
 }
