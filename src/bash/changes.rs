@@ -357,6 +357,16 @@ fn file_diff(c: &Change, upper: &Beneath, lower: &Beneath) -> Option<String> {
             if d.is_empty() {
                 d = format!("mode changed: {}\n", c.path);
             }
+            // A symlink (or directory) on one side: say so; a symlink is never followed.
+            if c.before.is_some() && !is_file(&c.before) || c.after.is_some() && !is_file(&c.after)
+            {
+                d = format!(
+                    "{}: {} → {}\n{d}",
+                    c.path,
+                    short_state(c.before.as_deref()),
+                    short_state(c.after.as_deref())
+                );
+            }
             Some(d)
         }
         _ => Some(format!(
