@@ -57,12 +57,18 @@ fn tree(dir: &Path) -> Vec<(String, String)> {
             let rel = p.strip_prefix(dir).unwrap().display().to_string();
             let md = std::fs::symlink_metadata(&p).unwrap();
             if md.is_symlink() {
-                out.push((rel, format!("-> {}", std::fs::read_link(&p).unwrap().display())));
+                out.push((
+                    rel,
+                    format!("-> {}", std::fs::read_link(&p).unwrap().display()),
+                ));
             } else if md.is_dir() {
                 out.push((format!("{rel}/"), String::new()));
                 todo.push(p);
             } else {
-                out.push((rel, String::from_utf8_lossy(&std::fs::read(&p).unwrap()).into()));
+                out.push((
+                    rel,
+                    String::from_utf8_lossy(&std::fs::read(&p).unwrap()).into(),
+                ));
             }
         }
     }
@@ -95,8 +101,7 @@ fn a_workspace_symlink_to_an_outside_dir_never_puts_outside_content_anywhere() {
         assert_eq!(st, "pending_validation", "`{cmd}`: {err} {v}");
         let vid = v["validation_id"].as_str().unwrap().to_string();
         let shown = cli_ok(&env, &["show", &vid]);
-        let manifest =
-            std::fs::read_to_string(job_dir(&env, id).join("manifest.json")).unwrap();
+        let manifest = std::fs::read_to_string(job_dir(&env, id).join("manifest.json")).unwrap();
         let listing = cli_ok(&env, &["validations", "--json"]);
         for (what, text) in [
             ("pending result", v.to_string()),
@@ -105,7 +110,10 @@ fn a_workspace_symlink_to_an_outside_dir_never_puts_outside_content_anywhere() {
             ("validations", listing),
             ("log", d.log_text()),
         ] {
-            assert!(!text.contains(&canary), "`{cmd}`: the canary is in the {what}:\n{text}");
+            assert!(
+                !text.contains(&canary),
+                "`{cmd}`: the canary is in the {what}:\n{text}"
+            );
         }
         // The replaced symlink is shown as a symlink, the new file as added (not modified).
         assert!(
@@ -115,12 +123,27 @@ fn a_workspace_symlink_to_an_outside_dir_never_puts_outside_content_anywhere() {
         cli_ok(&env, &["approve", &vid]);
         let (st, v, err) = final_result(&env, id);
         assert_eq!(st, "succeeded", "`{cmd}`: {err} {v}");
-        assert_eq!(tree(&outside), outside_before, "`{cmd}` touched the outside dir");
+        assert_eq!(
+            tree(&outside),
+            outside_before,
+            "`{cmd}` touched the outside dir"
+        );
     }
-    assert_eq!(std::fs::read_to_string(env.workspace.join("evil/secret")).unwrap(), "x\n");
-    assert_eq!(std::fs::read_to_string(env.workspace.join("a/evil/other")).unwrap(), "y\n");
-    assert_eq!(std::fs::read_to_string(env.workspace.join("s")).unwrap(), "x\n");
-    assert!(!std::fs::symlink_metadata(env.workspace.join("evil")).unwrap().is_symlink());
+    assert_eq!(
+        std::fs::read_to_string(env.workspace.join("evil/secret")).unwrap(),
+        "x\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.workspace.join("a/evil/other")).unwrap(),
+        "y\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.workspace.join("s")).unwrap(),
+        "x\n"
+    );
+    assert!(!std::fs::symlink_metadata(env.workspace.join("evil"))
+        .unwrap()
+        .is_symlink());
     assert!(!d.log_text().contains(&canary));
     assert_eq!(
         std::fs::read_to_string(outside.join("secret")).unwrap(),
@@ -181,8 +204,15 @@ fn no_setuid_file_reaches_the_workspace_on_the_overlay_or_in_a_direct_run() {
         cli_ok(&env, &["approve", "--always", &vid]);
         let (st, v, err) = final_result(&env, id);
         assert_eq!(st, "succeeded", "{err} {v}");
-        assert_eq!(v["policy_used"], "approved", "applied from the overlay: {v}");
-        assert_eq!(privileged(&env.workspace), Vec::<String>::new(), "overlay run: {v}");
+        assert_eq!(
+            v["policy_used"], "approved",
+            "applied from the overlay: {v}"
+        );
+        assert_eq!(
+            privileged(&env.workspace),
+            Vec::<String>::new(),
+            "overlay run: {v}"
+        );
         let refused = |v: &Value| {
             let e = v["stderr"].as_str().unwrap_or("");
             e.contains("not permitted") || e.contains("PermissionError")
@@ -194,7 +224,11 @@ fn no_setuid_file_reaches_the_workspace_on_the_overlay_or_in_a_direct_run() {
         assert_eq!(st, "succeeded", "{err} {v}");
         assert_eq!(v["policy_used"], "always_allow", "a direct run: {v}");
         assert!(v.get("effects").is_none(), "not on the overlay: {v}");
-        assert_eq!(privileged(&env.workspace), Vec::<String>::new(), "direct run: {v}");
+        assert_eq!(
+            privileged(&env.workspace),
+            Vec::<String>::new(),
+            "direct run: {v}"
+        );
         assert!(refused(&v), "{v}");
     }
     // The copies themselves worked (the filter refused only the bits).
@@ -219,12 +253,19 @@ fn an_operators_setuid_file_edited_on_the_overlay_is_applied_without_the_bit() {
     cli_ok(&env, &["approve", &vid]);
     let (st, v, err) = final_result(&env, id);
     assert_eq!(st, "succeeded", "{err} {v}");
-    let mode = std::fs::metadata(env.workspace.join("tool")).unwrap().permissions().mode();
+    let mode = std::fs::metadata(env.workspace.join("tool"))
+        .unwrap()
+        .permissions()
+        .mode();
     assert_eq!(
         std::fs::read_to_string(env.workspace.join("tool")).unwrap(),
         "#!/bin/sh\necho v1\nv2\n"
     );
-    assert_eq!(mode & 0o6000, 0, "applied with mode {mode:o}; shown:\n{shown}");
+    assert_eq!(
+        mode & 0o6000,
+        0,
+        "applied with mode {mode:o}; shown:\n{shown}"
+    );
 }
 
 const MIB: u64 = 1024 * 1024;
@@ -233,7 +274,10 @@ fn caps_env() -> Vec<(&'static str, String)> {
     vec![
         ("BRAINLOOP_OVERLAY_MAX_BYTES", (8 * MIB).to_string()),
         ("BRAINLOOP_OVERLAY_MAX_INODES", "300".to_string()),
-        ("BRAINLOOP_PENDING_MAX_BYTES_PER_CLIENT", (12 * MIB).to_string()),
+        (
+            "BRAINLOOP_PENDING_MAX_BYTES_PER_CLIENT",
+            (12 * MIB).to_string(),
+        ),
     ]
 }
 
@@ -244,7 +288,10 @@ fn start(env: &Env, vars: &[(&'static str, String)]) -> common::Daemon {
 
 fn assert_failed_and_gone(env: &Env, id: i64, st: &str, v: &Value, err: &str, key: &str) {
     assert_eq!(st, "failed", "{err} {v}");
-    assert!(err.contains(key) && err.contains("nothing was kept"), "{err}");
+    assert!(
+        err.contains(key) && err.contains("nothing was kept"),
+        "{err}"
+    );
     assert!(!job_dir(env, id).exists(), "changes/{id} left behind");
 }
 
@@ -276,10 +323,9 @@ fn an_overlay_run_over_its_byte_or_inode_cap_fails_and_leaves_nothing() {
     assert_eq!(st, "pending_validation", "{err} {v}");
     let shown = cli_ok(&env, &["show", v["validation_id"].as_str().unwrap()]);
     assert!(shown.contains("+hi"), "{shown}");
-    let m: Value = serde_json::from_slice(
-        &std::fs::read(job_dir(&env, id).join("manifest.json")).unwrap(),
-    )
-    .unwrap();
+    let m: Value =
+        serde_json::from_slice(&std::fs::read(job_dir(&env, id).join("manifest.json")).unwrap())
+            .unwrap();
     assert_eq!(m["client_id"], "local", "{m}");
     let bytes = m["upper_bytes"].as_u64().unwrap();
     assert!((1_000_000..2 * MIB).contains(&bytes), "{m}");

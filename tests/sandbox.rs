@@ -448,7 +448,10 @@ async fn no_set_can_make_a_setuid_or_setgid_file() {
                 r.exit_code
             );
         }
-        assert!(lab.ws.join("s1").is_file(), "the cp before the chmod worked");
+        assert!(
+            lab.ws.join("s1").is_file(),
+            "the cp before the chmod worked"
+        );
         // The private tmp dir (TMPDIR) too.
         let r = confined(
             &lab,

@@ -729,7 +729,12 @@ async fn overlay_run(
     }
     if let Some(what) = changes::over_cap(&data_dir, job_id) {
         discard();
-        return Err(Outcome::failed(over_cap_message(&what, max_bytes, cap_key, ctx.config.overlay_max_inodes)));
+        return Err(Outcome::failed(over_cap_message(
+            &what,
+            max_bytes,
+            cap_key,
+            ctx.config.overlay_max_inodes,
+        )));
     }
     if r.sandbox_failed {
         discard();

@@ -171,7 +171,11 @@ fn is_whiteout(upper: &Beneath, rel: &str, md: &Meta) -> bool {
 fn is_opaque(upper: &Beneath, rel: &str) -> bool {
     ["user.overlay.opaque", "trusted.overlay.opaque"]
         .iter()
-        .any(|n| upper.xattr(rel, n).is_some_and(|v| v.first() == Some(&b'y')))
+        .any(|n| {
+            upper
+                .xattr(rel, n)
+                .is_some_and(|v| v.first() == Some(&b'y'))
+        })
 }
 
 fn rel_join(rel: &str, name: &str) -> String {
@@ -648,8 +652,7 @@ fn ensure_no_conflicts<'a>(
         span.get(p)
             .is_some_and(|(from, _)| from.is_some() && from.as_deref() != Some("dir"))
     };
-    let replaced_ancestor =
-        |path: &str| path.match_indices('/').any(|(i, _)| replaced(&path[..i]));
+    let replaced_ancestor = |path: &str| path.match_indices('/').any(|(i, _)| replaced(&path[..i]));
     let mut out = Vec::new();
     for path in order {
         let (from, to) = span[path];
@@ -1002,12 +1005,18 @@ mod tests {
         let j = apply(&data, &m).unwrap();
         assert_eq!(fs::read_to_string(ws.join("a/evil/secret")).unwrap(), "x\n");
         assert!(fs::symlink_metadata(ws.join("evil")).unwrap().is_dir());
-        assert_eq!(fs::read_to_string(outside.join("secret")).unwrap(), "CANARY\n");
+        assert_eq!(
+            fs::read_to_string(outside.join("secret")).unwrap(),
+            "CANARY\n"
+        );
         assert_eq!(fs::read_dir(&outside).unwrap().count(), 1);
         undo(&data, &j).unwrap();
         assert_eq!(fs::read_link(ws.join("evil")).unwrap(), outside);
         assert_eq!(fs::read_link(ws.join("a/evil")).unwrap(), outside);
-        assert_eq!(fs::read_to_string(outside.join("secret")).unwrap(), "CANARY\n");
+        assert_eq!(
+            fs::read_to_string(outside.join("secret")).unwrap(),
+            "CANARY\n"
+        );
     }
 
     #[test]
@@ -1029,7 +1038,10 @@ mod tests {
         let cs = compute(&upper, &ws).unwrap();
         let all = serde_json::to_string(&cs).unwrap() + &cs.diff();
         assert!(!all.contains("CANARY"), "{all}");
-        assert!(all.contains(&format!("link:{}", outside.join("secret").display())), "{all}");
+        assert!(
+            all.contains(&format!("link:{}", outside.join("secret").display())),
+            "{all}"
+        );
     }
 
     #[test]
@@ -1051,12 +1063,23 @@ mod tests {
         assert_eq!(c.path, "new");
         assert!(c.privilege_bits_removed);
         assert!(c.after.as_deref().unwrap().ends_with(":750"), "{c:?}");
-        assert!(cs.diff().contains("setuid/setgid bit; it is removed"), "{}", cs.diff());
-        assert!(cs.summary().contains("setuid/setgid removed from 1 file"), "{}", cs.summary());
+        assert!(
+            cs.diff().contains("setuid/setgid bit; it is removed"),
+            "{}",
+            cs.diff()
+        );
+        assert!(
+            cs.summary().contains("setuid/setgid removed from 1 file"),
+            "{}",
+            cs.summary()
+        );
         apply(&data, &manifest(5, &ws, cs)).unwrap();
         let mode = fs::metadata(ws.join("new")).unwrap().permissions().mode() & 0o7777;
         assert_eq!(mode, 0o750);
-        assert_eq!(fs::metadata(ws.join("tool")).unwrap().permissions().mode() & 0o7777, 0o755);
+        assert_eq!(
+            fs::metadata(ws.join("tool")).unwrap().permissions().mode() & 0o7777,
+            0o755
+        );
     }
 
     #[test]

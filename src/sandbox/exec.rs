@@ -161,7 +161,8 @@ fn record_over_cap(o: &OverlaySpec, what: &str) {
 fn wait_init(child: Pid, caps: Option<&OverlaySpec>) -> i32 {
     // A pidfd turns "sleep 100 ms" into "until the child exits or 100 ms pass".
     // SAFETY: plain syscall with a pid we own; the result is a new descriptor or -1.
-    let pidfd = caps.map(|_| unsafe { libc::syscall(libc::SYS_pidfd_open, child.as_raw(), 0) } as i32);
+    let pidfd =
+        caps.map(|_| unsafe { libc::syscall(libc::SYS_pidfd_open, child.as_raw(), 0) } as i32);
     loop {
         let flag = caps.map(|_| WaitPidFlag::WNOHANG);
         match waitpid(child, flag) {
@@ -221,8 +222,7 @@ fn bind_nosuid(p: &Path) -> Result<(), String> {
     )
     .map_err(|e| format!("bind {}: {e}", p.display()))?;
     let st = statvfs(p).map_err(|e| format!("statvfs {}: {e}", p.display()))?;
-    let mut flags =
-        MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+    let mut flags = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
     for (f, m) in [
         (FsFlags::ST_RDONLY, MsFlags::MS_RDONLY),
         (FsFlags::ST_NOEXEC, MsFlags::MS_NOEXEC),
