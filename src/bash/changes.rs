@@ -12,6 +12,15 @@
 //! `file:<sha256>:<mode>`. Apply requires every touched path to be in its pre-run state (or
 //! already in its post-run state: an apply cut off by a crash resumes); undo requires the
 //! post-run state.
+//!
+//! The worker reads the workspace only beneath it: both layers are read through
+//! `beneath::Beneath` (no symlink followed in any component), so a workspace symlink to an
+//! outside directory is a `link:<target>` state and a lower path under it is absent — what it
+//! points to never reaches a state, a hash, a diff or a manifest. No privilege bits: `after`
+//! states carry no setuid/setgid (flagged `privilege_bits_removed`, said in the diff and the
+//! summary), and apply never writes them. Bounded overlays: manifests record `client_id` and
+//! `upper_bytes` ([`pending_bytes`]); the sandbox helper's record of a run over its cap is read
+//! with [`over_cap`].
 
 use super::beneath::{Beneath, Entry, Kind as BKind, Lookup, Meta};
 use anyhow::{bail, Context, Result};
