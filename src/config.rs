@@ -84,6 +84,17 @@ pub struct Config {
     pub overlay: bool,
     /// Approved change sets (with no denial) after which an operation signature is learned.
     pub signature_approvals: u32,
+    /// Bytes one overlay run may write (its upper layer: files count for the larger of their
+    /// size and their allocated blocks); over it the command is killed and the job fails with
+    /// nothing kept (`BRAINLOOP_OVERLAY_MAX_BYTES`). Default 256 MiB.
+    pub overlay_max_bytes: u64,
+    /// Files, directories and links one overlay run may create or change
+    /// (`BRAINLOOP_OVERLAY_MAX_INODES`). Default 20000.
+    pub overlay_max_inodes: u64,
+    /// The sum of a client's change sets waiting for a human (bytes); an overlay run of a client
+    /// at or over it is refused until pending validations are answered, and a run's own cap is
+    /// lowered to what is left (`BRAINLOOP_PENDING_MAX_BYTES_PER_CLIENT`). Default 1 GiB.
+    pub pending_max_bytes_per_client: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -147,6 +158,9 @@ impl Default for Config {
             llm: Default::default(),
             overlay: true,
             signature_approvals: 5,
+            overlay_max_bytes: 256 * 1024 * 1024,
+            overlay_max_inodes: 20_000,
+            pending_max_bytes_per_client: 1024 * 1024 * 1024,
         }
     }
 }
@@ -256,6 +270,12 @@ impl Config {
             self.overlay = matches!(v.trim(), "1" | "true" | "yes");
         }
         env_num!("BRAINLOOP_SIGNATURE_APPROVALS", self.signature_approvals);
+        env_num!("BRAINLOOP_OVERLAY_MAX_BYTES", self.overlay_max_bytes);
+        env_num!("BRAINLOOP_OVERLAY_MAX_INODES", self.overlay_max_inodes);
+        env_num!(
+            "BRAINLOOP_PENDING_MAX_BYTES_PER_CLIENT",
+            self.pending_max_bytes_per_client
+        );
         if let Some(v) = get("BRAINLOOP_TEST_ACTIONS") {
             self.test_actions = matches!(v.trim(), "1" | "true" | "yes");
         }
@@ -308,6 +328,12 @@ impl Config {
         }
         if self.drain_window_ms + self.cancel_grace_ms > 55_000 {
             bail!("drain_window_ms + cancel_grace_ms must stay under 55000 so that shutdown fits in 60 s");
+        }
+        if self.overlay_max_bytes == 0
+            || self.overlay_max_inodes == 0
+            || self.pending_max_bytes_per_client == 0
+        {
+            bail!("overlay_max_bytes, overlay_max_inodes and pending_max_bytes_per_client must be at least 1");
         }
         self.llm.validate()?;
         Ok(())

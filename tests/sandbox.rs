@@ -387,3 +387,127 @@ async fn each_set_can_do_what_its_row_allows() {
         assert!(r.stdout.contains("bl-test-"), "{}", r.stdout);
     }
 }
+
+/// Every file beneath `dir` whose mode has setuid or setgid (symlinks not followed).
+fn privileged_files(dir: &Path) -> Vec<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            let md = std::fs::symlink_metadata(e.path()).unwrap();
+            if md.is_dir() {
+                todo.push(e.path());
+            } else if md.is_file() && md.permissions().mode() & 0o6000 != 0 {
+                out.push(format!(
+                    "{} {:o}",
+                    e.path().display(),
+                    md.permissions().mode()
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// The routes to a setuid/setgid file (issue 18 "No privilege bits"), each an independent
+/// attempt; `name` is the file it would make.
+pub const SETID_ATTEMPTS: &[&str] = &[
+    "cp /usr/bin/id s1 && chmod 4755 s1",
+    "cp /usr/bin/id s2 && chmod u+s s2",
+    "cp /usr/bin/id s3 && chmod g+s s3",
+    "install -m 4755 /usr/bin/id s4",
+    "install -m 2755 /usr/bin/id s5",
+    "python3 -c 'import os; os.close(os.open(\"s6\", os.O_CREAT | os.O_WRONLY, 0o4755))'",
+    "python3 -c 'import os; os.close(os.open(\"s7\", os.O_CREAT | os.O_WRONLY, 0o644)); os.chmod(\"s7\", 0o6755)'",
+    "python3 -c 'import os; fd = os.open(\"s8\", os.O_CREAT | os.O_WRONLY, 0o644); os.fchmod(fd, 0o4755)'",
+    "python3 -c 'import os; os.mknod(\"s9\", 0o104755)'",
+    "python3 -c 'import os; fd = os.open(\".\", os.O_TMPFILE | os.O_WRONLY, 0o4755); os.link(\"/proc/self/fd/%d\" % fd, \"s10\")'",
+    "touch s11 && python3 -c 'import os; os.chmod(\"s11\", 0o4755, follow_symlinks=False)'",
+];
+
+#[tokio::test]
+async fn no_set_can_make_a_setuid_or_setgid_file() {
+    let Some(lab) = lab() else { return };
+    for set in [Set::Filesystem, Set::McpStandard] {
+        for cmd in SETID_ATTEMPTS {
+            let r = confined(&lab, set, cmd, 10_000).await;
+            let bad = privileged_files(&lab.ws);
+            assert!(
+                bad.is_empty(),
+                "{set:?} `{cmd}` made {bad:?}: {}",
+                all_output(&r)
+            );
+            // Refused by the filter, not failing for some other reason.
+            let out = all_output(&r);
+            assert!(
+                r.exit_code != Some(0)
+                    && (out.contains("not permitted") || out.contains("PermissionError")),
+                "{set:?} `{cmd}`: exit {:?}, {out}",
+                r.exit_code
+            );
+        }
+        assert!(
+            lab.ws.join("s1").is_file(),
+            "the cp before the chmod worked"
+        );
+        // The private tmp dir (TMPDIR) too.
+        let r = confined(
+            &lab,
+            set,
+            "cp /usr/bin/id \"$TMPDIR/t\"; chmod 4755 \"$TMPDIR/t\"; stat -c %a \"$TMPDIR/t\"",
+            10_000,
+        )
+        .await;
+        assert!(!r.stdout.contains("4755"), "{set:?}: {}", all_output(&r));
+    }
+    // An ordinary chmod still works (the rule is not "no chmod").
+    let r = confined(
+        &lab,
+        Set::Filesystem,
+        "touch plain && chmod 750 plain && stat -c %a plain",
+        10_000,
+    )
+    .await;
+    assert_eq!(r.stdout.trim(), "750", "{}", all_output(&r));
+}
+
+#[tokio::test]
+async fn the_workspace_is_nosuid_and_file_capabilities_cannot_be_set() {
+    let Some(lab) = lab() else { return };
+    for set in [Set::Readonly, Set::Filesystem, Set::McpStandard] {
+        let r = confined(
+            &lab,
+            set,
+            "awk -v d=\"$PWD\" '$5 == d { print $6 }' /proc/self/mountinfo",
+            10_000,
+        )
+        .await;
+        let opts = r.stdout.trim();
+        assert!(
+            !opts.is_empty() && opts.lines().last().unwrap_or("").contains("nosuid"),
+            "{set:?}: workspace mount options {opts:?}: {}",
+            all_output(&r)
+        );
+    }
+    // security.capability (v2, cap_setuid permitted + effective): as potent as a setuid bit.
+    let r = confined(
+        &lab,
+        Set::Filesystem,
+        "cp /usr/bin/id capped && python3 -c 'import os, struct; os.setxattr(\"capped\", \"security.capability\", struct.pack(\"<IIIII\", 0x02000001, 1 << 7, 0, 0, 0))'",
+        10_000,
+    )
+    .await;
+    assert_ne!(r.exit_code, Some(0), "setxattr worked: {}", all_output(&r));
+    let p = std::ffi::CString::new(lab.ws.join("capped").display().to_string()).unwrap();
+    let n = unsafe {
+        libc::lgetxattr(
+            p.as_ptr(),
+            c"security.capability".as_ptr(),
+            std::ptr::null_mut(),
+            0,
+        )
+    };
+    assert!(n < 0, "a file capability reached the workspace");
+}

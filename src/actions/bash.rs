@@ -674,6 +674,27 @@ async fn overlay_run(
 ) -> Result<Outcome, Outcome> {
     let data_dir = ctx.config.data_dir.clone();
     let job_id = ctx.job_id;
+    // Bounded overlays (issue 18): a client's pending change sets share one budget, and this
+    // run's byte cap is at most what is left of it.
+    let pending_bytes = {
+        let (dd, client) = (data_dir.clone(), ctx.client_id.clone());
+        tokio::task::spawn_blocking(move || changes::pending_bytes(&dd, &client))
+            .await
+            .map_err(|e| Outcome::failed(format!("overlay: {e}")))?
+            .map_err(|e| Outcome::failed(format!("overlay: {e:#}")))?
+    };
+    let budget = ctx.config.pending_max_bytes_per_client;
+    if pending_bytes >= budget {
+        return Err(Outcome::failed(format!(
+            "client {} already has {pending_bytes} bytes of change sets waiting for a human, at or over pending_max_bytes_per_client ({budget}); nothing ran — answer or deny its pending validations (`brainloop validations`), or raise pending_max_bytes_per_client",
+            ctx.client_id
+        )));
+    }
+    let (max_bytes, cap_key) = if budget - pending_bytes < ctx.config.overlay_max_bytes {
+        (budget - pending_bytes, "pending_max_bytes_per_client")
+    } else {
+        (ctx.config.overlay_max_bytes, "overlay_max_bytes")
+    };
     let (upper, work) = {
         let dd = data_dir.clone();
         tokio::task::spawn_blocking(move || changes::create_layers(&dd, job_id))
@@ -710,6 +731,9 @@ async fn overlay_run(
         workspace: workspace.to_path_buf(),
         upper: upper.clone(),
         work,
+        max_bytes: Some(max_bytes),
+        max_entries: Some(ctx.config.overlay_max_inodes),
+        over_cap_file: Some(changes::job_dir(&data_dir, job_id).join(changes::OVER_CAP_FILE)),
     });
     let label = format!("{} + overlay", prepared.label);
     let req = ExecRequest {
@@ -735,6 +759,15 @@ async fn overlay_run(
         discard();
         return Ok(Outcome::cancelled());
     }
+    if let Some(what) = changes::over_cap(&data_dir, job_id) {
+        discard();
+        return Err(Outcome::failed(over_cap_message(
+            &what,
+            max_bytes,
+            cap_key,
+            ctx.config.overlay_max_inodes,
+        )));
+    }
     if r.sandbox_failed {
         discard();
         if r.stderr.contains("mount overlay") {
@@ -759,11 +792,13 @@ async fn overlay_run(
     }
     let cs = {
         let (u, w) = (upper.clone(), workspace.to_path_buf());
-        tokio::task::spawn_blocking(move || changes::compute(&u, &w))
-            .await
-            .map_err(|e| Outcome::failed(format!("overlay: {e}")))?
+        tokio::task::spawn_blocking(move || {
+            changes::compute(&u, &w).map(|cs| (cs, changes::upper_bytes(&u)))
+        })
+        .await
+        .map_err(|e| Outcome::failed(format!("overlay: {e}")))?
     };
-    let cs = match cs {
+    let (cs, upper_bytes) = match cs {
         Ok(cs) => cs,
         Err(e) => {
             discard();
@@ -789,6 +824,8 @@ async fn overlay_run(
         signatures: sigs.iter().map(|s| s.text.clone()).collect(),
         change_set: cs,
         created_at: crate::time::now_ms(),
+        client_id: ctx.client_id.clone(),
+        upper_bytes,
     };
     if m.change_set.is_empty() {
         discard();
@@ -835,6 +872,30 @@ async fn overlay_run(
         Some(&m),
     )
     .await
+}
+
+/// The error of an overlay run the sandbox helper stopped over its cap (`what`: the helper's
+/// record, `bytes LIMIT MEASURED` / `entries LIMIT MEASURED` / `unmeasured`).
+fn over_cap_message(what: &str, max_bytes: u64, cap_key: &str, max_inodes: u64) -> String {
+    let mib = |b: u64| format!("{:.1} MiB", b as f64 / (1024.0 * 1024.0));
+    let mut w = what.split_whitespace();
+    match w.next() {
+        Some("entries") => format!(
+            "the command created more than {max_inodes} files and directories on the overlay (overlay_max_inodes); it was stopped and nothing was kept"
+        ),
+        Some("bytes") if cap_key == "pending_max_bytes_per_client" => format!(
+            "the command wrote more than the {} left of this client's budget for change sets waiting for a human (pending_max_bytes_per_client); it was stopped and nothing was kept — answer or deny the client's pending validations (`brainloop validations`), or raise pending_max_bytes_per_client",
+            mib(max_bytes)
+        ),
+        Some("bytes") => format!(
+            "the command wrote more than {} on the overlay (overlay_max_bytes); it was stopped and nothing was kept",
+            mib(max_bytes)
+        ),
+        _ => format!(
+            "the command's writes on the overlay could not be measured (a tree too deep to walk), so they count as over the cap (overlay_max_bytes {}); it was stopped and nothing was kept",
+            mib(max_bytes)
+        ),
+    }
 }
 
 /// The result of a command that ran on the overlay (seed 001's shape plus the effects).

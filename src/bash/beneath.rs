@@ -8,6 +8,18 @@
 //! `openat2(root, parent, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` and then acts relative to
 //! that descriptor (`fstatat`, `openat(O_NOFOLLOW)`, `renameat`, `unlinkat`, `mkdirat`,
 //! `symlinkat`): once the parent is open, no later swap can redirect the operation.
+//!
+//! Reads go the same way (issue 18: "the worker reads the workspace only beneath it"): the
+//! change set of an overlay run, its diff and its hashes read both layers only through
+//! [`Beneath::lookup`] (stat without following), [`Beneath::entry`] (state + content hash),
+//! [`Beneath::list`] (a directory read by descriptor), [`Beneath::read_up_to`] (bounded content)
+//! and [`Beneath::xattr`] (overlay metadata, on an `O_PATH` descriptor). A symlink is reported as
+//! a symlink, never followed; a path whose parent is a symlink or a file is
+//! [`Lookup::ParentInTheWay`] / [`Entry::Unreachable`], never the state of what the symlink
+//! points to. [`usage`] measures a tree (bytes, entries) the same way, for the overlay caps.
+//!
+//! Every file the worker writes here has its setuid/setgid bits removed (`put`): no privilege
+//! bit ever reaches the workspace through the worker ("No privilege bits").
 
 use anyhow::{bail, Context, Result};
 use nix::errno::Errno;
@@ -17,7 +29,7 @@ use nix::unistd::{symlinkat, unlinkat, UnlinkatFlags};
 use sha2::{Digest, Sha256};
 use std::fs::File;
 use std::io::{Read, Write};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
 
 /// A directory opened once; every path is resolved beneath it without symlinks.
@@ -39,9 +51,13 @@ pub enum Entry {
     Link(String),
     /// A regular file: SHA-256 of its content (hex) and its permission bits.
     File(String, u32),
-    /// Anything else, including a parent that is not a plain directory (a symlink or a file in
-    /// the way): never what a change set expects, so it always reads as a conflict.
+    /// Anything else (a FIFO, a socket, a device): never what a change set expects, so it
+    /// always reads as a conflict.
     Other,
+    /// A parent component is not a plain directory (a symlink or a file in the way): the path
+    /// does not exist beneath the root. Reads as `special` (a conflict) unless the change set
+    /// itself replaces that parent (see `changes::ensure_no_conflicts`).
+    Unreachable,
 }
 
 impl Entry {
@@ -52,9 +68,145 @@ impl Entry {
             Entry::Dir => Some("dir".into()),
             Entry::Link(t) => Some(format!("link:{t}")),
             Entry::File(h, m) => Some(format!("file:{h}:{m:o}")),
-            Entry::Other => Some("special".into()),
+            Entry::Other | Entry::Unreachable => Some("special".into()),
         }
     }
+}
+
+/// Metadata of a path, read with `fstatat(AT_SYMLINK_NOFOLLOW)` relative to its parent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Meta {
+    pub kind: Kind,
+    /// Permission bits (`st_mode & 0o7777`).
+    pub mode: u32,
+    pub size: u64,
+    /// Allocated bytes (`st_blocks * 512`).
+    pub allocated: u64,
+    pub rdev: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    File,
+    Dir,
+    Link,
+    CharDevice,
+    /// FIFO, socket, block device.
+    Special,
+}
+
+impl Meta {
+    fn of(st: &nix::sys::stat::FileStat) -> Meta {
+        let fmt = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT;
+        let kind = if fmt == SFlag::S_IFREG {
+            Kind::File
+        } else if fmt == SFlag::S_IFDIR {
+            Kind::Dir
+        } else if fmt == SFlag::S_IFLNK {
+            Kind::Link
+        } else if fmt == SFlag::S_IFCHR {
+            Kind::CharDevice
+        } else {
+            Kind::Special
+        };
+        Meta {
+            kind,
+            mode: st.st_mode & 0o7777,
+            size: st.st_size.max(0) as u64,
+            allocated: (st.st_blocks.max(0) as u64).saturating_mul(512),
+            rdev: st.st_rdev,
+        }
+    }
+}
+
+/// What [`Beneath::lookup`] found at a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lookup {
+    Absent,
+    /// A parent component is a symlink or not a directory: nothing beneath the root is there.
+    ParentInTheWay,
+    Found(Meta),
+}
+
+/// Bytes (allocated) and entries of a tree, see [`usage`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub bytes: u64,
+    pub entries: u64,
+    /// A directory could not be measured (a path too long to open, say): the tree's size is
+    /// unknown, which the overlay caps treat as over.
+    pub unmeasured: bool,
+}
+
+/// Measures the tree beneath `root` (the root itself not counted): bytes (allocated blocks;
+/// for a regular file the larger of that and its size) and entries, never following a symlink and opening every directory
+/// beneath the root with `RESOLVE_NO_SYMLINKS` (a directory swapped for a symlink mid-walk is
+/// skipped, not followed). Stops early once `stop_bytes` or `stop_entries` is exceeded.
+pub fn usage(root: &Path, stop_bytes: u64, stop_entries: u64) -> Result<Usage> {
+    let b = Beneath::open(root)?;
+    let mut u = Usage::default();
+    let mut todo: Vec<String> = vec![String::new()];
+    while let Some(rel) = todo.pop() {
+        let dir = match b.open_dir(&rel) {
+            Ok(Some(d)) => d,
+            // Removed or swapped for a symlink while we walk: nothing of ours to count.
+            Ok(None) => continue,
+            Err(_) => {
+                u.unmeasured = true;
+                return Ok(u);
+            }
+        };
+        let mut d = match nix::dir::Dir::from_fd(dir) {
+            Ok(d) => d,
+            Err(_) => {
+                u.unmeasured = true;
+                return Ok(u);
+            }
+        };
+        let dfd = d.as_raw_fd();
+        for e in d.iter() {
+            let Ok(e) = e else {
+                u.unmeasured = true;
+                return Ok(u);
+            };
+            let name = e.file_name().to_bytes();
+            if name == b"." || name == b".." {
+                continue;
+            }
+            // SAFETY: `dfd` stays open while `d` lives (this loop).
+            let bdfd = unsafe { std::os::fd::BorrowedFd::borrow_raw(dfd) };
+            let Ok(st) = fstatat(bdfd, e.file_name(), AtFlags::AT_SYMLINK_NOFOLLOW) else {
+                continue;
+            };
+            let m = Meta::of(&st);
+            u.entries += 1;
+            // A file counts for what applying it would write, a sparse one included.
+            let bytes = if m.kind == Kind::File {
+                m.allocated.max(m.size)
+            } else {
+                m.allocated
+            };
+            u.bytes = u.bytes.saturating_add(bytes);
+            if u.bytes > stop_bytes || u.entries > stop_entries {
+                return Ok(u);
+            }
+            if m.kind == Kind::Dir {
+                match std::str::from_utf8(name) {
+                    Ok(n) => todo.push(if rel.is_empty() {
+                        n.to_string()
+                    } else {
+                        format!("{rel}/{n}")
+                    }),
+                    // Not nameable in a change set (compute refuses it anyway): unmeasured.
+                    Err(_) => {
+                        u.unmeasured = true;
+                        return Ok(u);
+                    }
+                }
+            }
+        }
+    }
+    Ok(u)
 }
 
 fn components(rel: &str) -> Result<(Option<&str>, &str)> {
@@ -130,7 +282,7 @@ impl Beneath {
             // A missing parent means a missing path; a parent that is a symlink or a file is
             // never a state a change set was computed against.
             (Parent::Missing, _) => return Ok(Entry::Absent),
-            (Parent::InTheWay, _) => return Ok(Entry::Other),
+            (Parent::InTheWay, _) => return Ok(Entry::Unreachable),
         };
         let name = components(rel)?.1;
         let st = match fstatat(dir.as_fd(), name, AtFlags::AT_SYMLINK_NOFOLLOW) {
@@ -151,6 +303,122 @@ impl Beneath {
         } else {
             Entry::Other
         })
+    }
+
+    /// What is at `rel`, without following any symlink (a symlinked parent is
+    /// `ParentInTheWay`, never looked through).
+    pub fn lookup(&self, rel: &str) -> Result<Lookup> {
+        let dir = match self.parent(rel)? {
+            (Parent::Open(fd), _) => fd,
+            (Parent::Missing, _) => return Ok(Lookup::Absent),
+            (Parent::InTheWay, _) => return Ok(Lookup::ParentInTheWay),
+        };
+        let name = components(rel)?.1;
+        match fstatat(dir.as_fd(), name, AtFlags::AT_SYMLINK_NOFOLLOW) {
+            Ok(st) => Ok(Lookup::Found(Meta::of(&st))),
+            Err(Errno::ENOENT) => Ok(Lookup::Absent),
+            Err(e) => Err(e).with_context(|| format!("stat {rel}")),
+        }
+    }
+
+    /// Opens the directory `rel` ("" = the root) beneath the root with no symlink in any
+    /// component, the last included; `None` when it is absent or not a plain directory.
+    fn open_dir(&self, rel: &str) -> Result<Option<OwnedFd>> {
+        if !rel.is_empty() {
+            components(rel)?;
+        }
+        let how = OpenHow::new()
+            .flags(OFlag::O_DIRECTORY | OFlag::O_RDONLY | OFlag::O_CLOEXEC)
+            .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS);
+        let path = if rel.is_empty() { "." } else { rel };
+        match openat2(self.root.as_fd(), path, how) {
+            Ok(fd) => Ok(Some(fd)),
+            Err(Errno::ENOENT | Errno::ENOTDIR | Errno::ELOOP | Errno::EXDEV) => Ok(None),
+            Err(e) => Err(e).with_context(|| format!("open the directory {path}")),
+        }
+    }
+
+    /// The names in directory `rel` ("" = the root), sorted; the directory is opened beneath
+    /// the root without symlinks and read by descriptor. A name that is not UTF-8 is an error
+    /// (a change set names paths as text). Absent or not a plain directory: an error.
+    pub fn list(&self, rel: &str) -> Result<Vec<String>> {
+        let fd = self.open_dir(rel)?.ok_or_else(|| {
+            anyhow::anyhow!("{rel:?} is no longer a plain directory beneath the root")
+        })?;
+        let mut d = nix::dir::Dir::from_fd(fd).with_context(|| format!("read {rel:?}"))?;
+        let mut v = Vec::new();
+        for e in d.iter() {
+            let e = e.with_context(|| format!("read {rel:?}"))?;
+            let name = e.file_name().to_bytes();
+            if name == b"." || name == b".." {
+                continue;
+            }
+            match std::str::from_utf8(name) {
+                Ok(n) => v.push(n.to_string()),
+                Err(_) => bail!(
+                    "a file name that is not UTF-8: {:?}",
+                    String::from_utf8_lossy(name)
+                ),
+            }
+        }
+        v.sort();
+        Ok(v)
+    }
+
+    /// The content of the regular file `rel` if it is at most `max` bytes; `None` when it is
+    /// absent, not a regular file (a symlink included), unreachable, or larger.
+    pub fn read_up_to(&self, rel: &str, max: u64) -> Result<Option<Vec<u8>>> {
+        let dir = match self.parent(rel)? {
+            (Parent::Open(fd), _) => fd,
+            _ => return Ok(None),
+        };
+        let name = components(rel)?.1;
+        let fd = match openat(
+            dir.as_fd(),
+            name,
+            OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        ) {
+            Ok(fd) => fd,
+            Err(Errno::ENOENT | Errno::ELOOP | Errno::ENXIO) => return Ok(None),
+            Err(e) => return Err(e).with_context(|| format!("open {rel}")),
+        };
+        let f = File::from(fd);
+        let md = f.metadata().with_context(|| format!("stat {rel}"))?;
+        if !md.is_file() || md.len() > max {
+            return Ok(None);
+        }
+        let mut buf = Vec::with_capacity(md.len() as usize);
+        f.take(max + 1)
+            .read_to_end(&mut buf)
+            .with_context(|| format!("read {rel}"))?;
+        Ok((buf.len() as u64 <= max).then_some(buf))
+    }
+
+    /// The extended attribute `name` of `rel` (a file or directory, never a symlink's
+    /// target), up to 64 bytes; `None` when absent or unreadable. The path is opened `O_PATH`
+    /// beneath the root without symlinks; the attribute is read through that descriptor's
+    /// `/proc/self/fd` entry (`fgetxattr` refuses `O_PATH` descriptors).
+    pub fn xattr(&self, rel: &str, name: &str) -> Option<Vec<u8>> {
+        components(rel).ok()?;
+        let how = OpenHow::new()
+            .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
+            .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS);
+        let fd = openat2(self.root.as_fd(), rel, how).ok()?;
+        let p = std::ffi::CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok()?;
+        let cn = std::ffi::CString::new(name).ok()?;
+        let mut buf = [0u8; 64];
+        // SAFETY: valid NUL-terminated strings and a buffer of the given length; `fd` is open.
+        let n = unsafe {
+            libc::getxattr(
+                p.as_ptr(),
+                cn.as_ptr(),
+                buf.as_mut_ptr() as *mut libc::c_void,
+                buf.len(),
+            )
+        };
+        drop(fd);
+        (n >= 0).then(|| buf[..n as usize].to_vec())
     }
 
     fn open_file_in(&self, dir: &OwnedFd, name: &str, rel: &str) -> Result<File> {
@@ -189,8 +457,9 @@ impl Beneath {
             .with_context(|| format!("mkdir {rel}"))
     }
 
-    /// Atomically puts a regular file with `content`'s bytes and `mode` at `rel`, or a symlink
-    /// to `link` (exactly one of the two), replacing what is there (an empty directory too).
+    /// Atomically puts a regular file with `content`'s bytes and `mode` (setuid/setgid removed)
+    /// at `rel`, or a symlink to `link` (exactly one of the two), replacing what is there (an
+    /// empty directory too).
     pub fn put(
         &self,
         rel: &str,
@@ -219,7 +488,10 @@ impl Beneath {
                 let written = std::io::copy(src, &mut f)
                     .and_then(|_| f.flush())
                     .map_err(anyhow::Error::from)
-                    .and_then(|_| fchmod(&f, Mode::from_bits_truncate(mode)).map_err(Into::into));
+                    .and_then(|_| {
+                        // Never a setuid/setgid file ("No privilege bits").
+                        fchmod(&f, Mode::from_bits_truncate(mode & !0o6000)).map_err(Into::into)
+                    });
                 if let Err(e) = written {
                     let _ = unlinkat(dir.as_fd(), tmp.as_str(), UnlinkatFlags::NoRemoveDir);
                     return Err(e.context(format!("write {rel}")));
@@ -300,8 +572,8 @@ mod tests {
             Entry::Link(outside.join("secret.db").display().to_string())
         );
         // Through a symlinked directory: never the outside file's state.
-        assert_eq!(b.entry("out/secret.db").unwrap(), Entry::Other);
-        assert_eq!(b.entry("d/f.txt/x").unwrap(), Entry::Other);
+        assert_eq!(b.entry("out/secret.db").unwrap(), Entry::Unreachable);
+        assert_eq!(b.entry("d/f.txt/x").unwrap(), Entry::Unreachable);
         assert!(b.open_file("out/secret.db").is_err());
         assert!(b.open_file("s").is_err());
         for bad in ["", "/etc/passwd", "../x", "d/../../x", "d//x", "./d"] {

@@ -12,13 +12,22 @@
 //! `file:<sha256>:<mode>`. Apply requires every touched path to be in its pre-run state (or
 //! already in its post-run state: an apply cut off by a crash resumes); undo requires the
 //! post-run state.
+//!
+//! The worker reads the workspace only beneath it: both layers are read through
+//! `beneath::Beneath` (no symlink followed in any component), so a workspace symlink to an
+//! outside directory is a `link:<target>` state and a lower path under it is absent — what it
+//! points to never reaches a state, a hash, a diff or a manifest. No privilege bits: `after`
+//! states carry no setuid/setgid (flagged `privilege_bits_removed`, said in the diff and the
+//! summary), and apply never writes them. Bounded overlays: manifests record `client_id` and
+//! `upper_bytes` ([`pending_bytes`]); the sandbox helper's record of a run over its cap is read
+//! with [`over_cap`].
 
-use super::beneath::Beneath;
+use super::beneath::{Beneath, Entry, Kind as BKind, Lookup, Meta};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::fs;
-use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 /// Diff text kept per file and per change set.
@@ -49,6 +58,10 @@ pub struct Change {
     pub after: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub diff: Option<String>,
+    /// The command gave the file setuid/setgid bits; `after` (what apply writes) has them
+    /// removed, and the diff says so.
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub privilege_bits_removed: bool,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -69,7 +82,16 @@ impl ChangeSet {
     }
     pub fn summary(&self) -> String {
         let (a, m, d) = self.counts();
-        format!("{a} added, {m} modified, {d} deleted")
+        let stripped = self
+            .changes
+            .iter()
+            .filter(|c| c.privilege_bits_removed)
+            .count();
+        if stripped > 0 {
+            format!("{a} added, {m} modified, {d} deleted; setuid/setgid removed from {stripped} file(s)")
+        } else {
+            format!("{a} added, {m} modified, {d} deleted")
+        }
     }
     /// The unified diff of the whole change set (capped).
     pub fn diff(&self) -> String {
@@ -122,59 +144,47 @@ pub fn effect_hash(command_hash: &str, change_set_hash: &str) -> String {
     hex::encode(h.finalize())
 }
 
-fn sha256_file(p: &Path) -> Result<String> {
-    let f = fs::File::open(p).with_context(|| format!("open {}", p.display()))?;
-    super::beneath::hash_file(f)
+/// The state of `rel` in the lower layer (the workspace), read beneath it without following
+/// any symlink. A path whose parent is a symlink or a file does not exist there as far as a
+/// change set is concerned: what the symlink points to is never read.
+fn lower_state(lower: &Beneath, rel: &str) -> Result<Option<String>> {
+    Ok(match lower.entry(rel)? {
+        Entry::Unreachable => None,
+        e => e.state(),
+    })
 }
 
-/// The state of a path (never follows a final symlink).
-pub fn state(p: &Path) -> Result<Option<String>> {
-    let md = match fs::symlink_metadata(p) {
-        Ok(m) => m,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e).with_context(|| format!("stat {}", p.display())),
-    };
-    let ft = md.file_type();
-    Ok(Some(if ft.is_dir() {
-        "dir".into()
-    } else if ft.is_symlink() {
-        format!("link:{}", fs::read_link(p)?.display())
-    } else if ft.is_file() {
-        format!("file:{}:{:o}", sha256_file(p)?, md.mode() & 0o7777)
-    } else {
-        "special".into()
-    }))
+/// Removes the setuid/setgid bits from a `file:<sha256>:<mode>` state; true if there were any.
+fn strip_privilege_bits(state: Option<String>) -> (Option<String>, bool) {
+    let Some(s) = state else { return (None, false) };
+    if let Some(rest) = s.strip_prefix("file:") {
+        if let Some((hash, mode)) = rest.rsplit_once(':') {
+            if let Ok(m) = u32::from_str_radix(mode, 8) {
+                if m & 0o6000 != 0 {
+                    return (Some(format!("file:{hash}:{:o}", m & !0o6000)), true);
+                }
+            }
+        }
+    }
+    (Some(s), false)
 }
 
-fn xattr(p: &Path, name: &str) -> Option<Vec<u8>> {
-    use std::os::unix::ffi::OsStrExt;
-    let cp = std::ffi::CString::new(p.as_os_str().as_bytes()).ok()?;
-    let cn = std::ffi::CString::new(name).ok()?;
-    let mut buf = [0u8; 64];
-    // SAFETY: valid NUL-terminated strings and a buffer of the given length.
-    let n = unsafe {
-        libc::lgetxattr(
-            cp.as_ptr(),
-            cn.as_ptr(),
-            buf.as_mut_ptr() as *mut libc::c_void,
-            buf.len(),
-        )
-    };
-    (n >= 0).then(|| buf[..n as usize].to_vec())
+fn is_whiteout(upper: &Beneath, rel: &str, md: &Meta) -> bool {
+    (md.kind == BKind::CharDevice && md.rdev == 0)
+        || (md.kind == BKind::File
+            && md.size == 0
+            && (upper.xattr(rel, "user.overlay.whiteout").is_some()
+                || upper.xattr(rel, "trusted.overlay.whiteout").is_some()))
 }
 
-fn is_whiteout(p: &Path, md: &fs::Metadata) -> bool {
-    (md.file_type().is_char_device() && md.rdev() == 0)
-        || (md.file_type().is_file()
-            && md.len() == 0
-            && (xattr(p, "user.overlay.whiteout").is_some()
-                || xattr(p, "trusted.overlay.whiteout").is_some()))
-}
-
-fn is_opaque(p: &Path) -> bool {
+fn is_opaque(upper: &Beneath, rel: &str) -> bool {
     ["user.overlay.opaque", "trusted.overlay.opaque"]
         .iter()
-        .any(|n| xattr(p, n).is_some_and(|v| v.first() == Some(&b'y')))
+        .any(|n| {
+            upper
+                .xattr(rel, n)
+                .is_some_and(|v| v.first() == Some(&b'y'))
+        })
 }
 
 fn rel_join(rel: &str, name: &str) -> String {
@@ -185,22 +195,10 @@ fn rel_join(rel: &str, name: &str) -> String {
     }
 }
 
-fn sorted_entries(dir: &Path) -> Result<Vec<String>> {
-    let mut v = Vec::new();
-    for e in fs::read_dir(dir).with_context(|| format!("read {}", dir.display()))? {
-        let e = e?;
-        match e.file_name().into_string() {
-            Ok(n) => v.push(n),
-            Err(n) => bail!("a file name that is not UTF-8: {:?}", n),
-        }
-    }
-    v.sort();
-    Ok(v)
-}
-
+/// The walk of the upper layer against the lower one; both are read only through `Beneath`.
 struct Walk<'a> {
-    upper: &'a Path,
-    lower: &'a Path,
+    upper: &'a Beneath,
+    lower: &'a Beneath,
     deletions: Vec<Change>,
     others: Vec<Change>,
 }
@@ -215,10 +213,9 @@ impl Walk<'_> {
 
     /// Everything under (and including) `rel` in the lower layer is deleted.
     fn delete_lower(&mut self, rel: &str) -> Result<()> {
-        let p = self.lower.join(rel);
-        let before = state(&p)?;
+        let before = lower_state(self.lower, rel)?;
         if before.as_deref() == Some("dir") {
-            for name in sorted_entries(&p)? {
+            for name in self.lower.list(rel)? {
                 self.delete_lower(&rel_join(rel, &name))?;
             }
         }
@@ -229,19 +226,18 @@ impl Walk<'_> {
                 before,
                 after: None,
                 diff: None,
+                privilege_bits_removed: false,
             });
         }
         self.count()
     }
 
     fn dir(&mut self, rel: &str) -> Result<()> {
-        let up = self.upper.join(rel);
-        let names = sorted_entries(&up)?;
-        if !rel.is_empty() && is_opaque(&up) {
+        let names = self.upper.list(rel)?;
+        if !rel.is_empty() && is_opaque(self.upper, rel) {
             // A directory removed and recreated: what the lower layer had there is gone.
-            let low = self.lower.join(rel);
-            if state(&low)?.as_deref() == Some("dir") {
-                for name in sorted_entries(&low)? {
+            if lower_state(self.lower, rel)?.as_deref() == Some("dir") {
+                for name in self.lower.list(rel)? {
                     if !names.contains(&name) {
                         self.delete_lower(&rel_join(rel, &name))?;
                     }
@@ -250,69 +246,77 @@ impl Walk<'_> {
         }
         for name in names {
             let r = rel_join(rel, &name);
-            let p = self.upper.join(&r);
-            let md = fs::symlink_metadata(&p)?;
-            let low = self.lower.join(&r);
-            let before = state(&low)?;
-            if is_whiteout(&p, &md) {
+            let md = match self.upper.lookup(&r)? {
+                Lookup::Found(m) => m,
+                _ => bail!("{r} vanished from the overlay's upper layer"),
+            };
+            let before = lower_state(self.lower, &r)?;
+            if is_whiteout(self.upper, &r, &md) {
                 self.delete_lower(&r)?;
                 continue;
             }
-            let ft = md.file_type();
-            if ft.is_dir() {
-                if before.is_some() && before.as_deref() != Some("dir") {
-                    self.delete_lower(&r)?;
+            match md.kind {
+                BKind::Dir => {
+                    if before.is_some() && before.as_deref() != Some("dir") {
+                        self.delete_lower(&r)?;
+                    }
+                    if before.as_deref() != Some("dir") {
+                        self.others.push(Change {
+                            path: r.clone(),
+                            kind: Kind::Added,
+                            before: None,
+                            after: Some("dir".into()),
+                            diff: None,
+                            privilege_bits_removed: false,
+                        });
+                    }
+                    self.count()?;
+                    self.dir(&r)?;
                 }
-                if before.as_deref() != Some("dir") {
+                BKind::File | BKind::Link => {
+                    let raw = self.upper.entry(&r)?.state();
+                    if raw == before {
+                        continue; // copied up, not changed
+                    }
+                    // No privilege bits: the change set records (and apply writes) the mode
+                    // without setuid/setgid.
+                    let (after, stripped) = strip_privilege_bits(raw);
+                    if after == before {
+                        continue;
+                    }
+                    let kind = if before.as_deref() == Some("dir") {
+                        self.delete_lower(&r)?;
+                        Kind::Added
+                    } else if before.is_some() {
+                        Kind::Modified
+                    } else {
+                        Kind::Added
+                    };
+                    let before = if kind == Kind::Added { None } else { before };
                     self.others.push(Change {
-                        path: r.clone(),
-                        kind: Kind::Added,
-                        before: None,
-                        after: Some("dir".into()),
+                        path: r,
+                        kind,
+                        before,
+                        after,
                         diff: None,
+                        privilege_bits_removed: stripped,
                     });
+                    self.count()?;
                 }
-                self.count()?;
-                self.dir(&r)?;
-            } else if ft.is_file() || ft.is_symlink() {
-                let after = state(&p)?;
-                if after == before {
-                    continue; // copied up, not changed
-                }
-                let kind = if before.as_deref() == Some("dir") {
-                    self.delete_lower(&r)?;
-                    Kind::Added
-                } else if before.is_some() {
-                    Kind::Modified
-                } else {
-                    Kind::Added
-                };
-                let before = if kind == Kind::Added { None } else { before };
-                self.others.push(Change {
-                    path: r,
-                    kind,
-                    before,
-                    after,
-                    diff: None,
-                });
-                self.count()?;
-            } else {
-                bail!(
+                _ => bail!(
                     "the command created a special file ({}); such effects cannot be applied — nothing applied",
                     r
-                );
+                ),
             }
         }
         Ok(())
     }
 }
 
-fn read_text(p: &Path) -> Option<String> {
-    let md = fs::symlink_metadata(p).ok()?;
-    if !md.file_type().is_file() || md.len() > DIFF_MAX_FILE {
-        return None;
-    }
-    String::from_utf8(fs::read(p).ok()?).ok()
+/// The text of the regular file `rel` beneath `root` (never through a symlink), if it is UTF-8
+/// and at most `DIFF_MAX_FILE` bytes.
+fn read_text(root: &Beneath, rel: &str) -> Option<String> {
+    String::from_utf8(root.read_up_to(rel, DIFF_MAX_FILE).ok()??).ok()
 }
 
 fn cap(s: String, max: usize) -> (String, bool) {
@@ -329,18 +333,18 @@ fn cap(s: String, max: usize) -> (String, bool) {
     )
 }
 
-fn file_diff(c: &Change, upper: &Path, lower: &Path) -> Option<String> {
+fn file_diff(c: &Change, upper: &Beneath, lower: &Beneath) -> Option<String> {
     let is_file = |s: &Option<String>| s.as_deref().is_some_and(|s| s.starts_with("file:"));
     if !is_file(&c.before) && !is_file(&c.after) {
         return None;
     }
     let old = if is_file(&c.before) {
-        read_text(&lower.join(&c.path))
+        read_text(lower, &c.path)
     } else {
         Some(String::new())
     };
     let new = if is_file(&c.after) {
-        read_text(&upper.join(&c.path))
+        read_text(upper, &c.path)
     } else {
         Some(String::new())
     };
@@ -366,6 +370,16 @@ fn file_diff(c: &Change, upper: &Path, lower: &Path) -> Option<String> {
             if d.is_empty() {
                 d = format!("mode changed: {}\n", c.path);
             }
+            // A symlink (or directory) on one side: say so; a symlink is never followed.
+            if c.before.is_some() && !is_file(&c.before) || c.after.is_some() && !is_file(&c.after)
+            {
+                d = format!(
+                    "{}: {} → {}\n{d}",
+                    c.path,
+                    short_state(c.before.as_deref()),
+                    short_state(c.after.as_deref())
+                );
+            }
             Some(d)
         }
         _ => Some(format!(
@@ -380,8 +394,12 @@ fn file_diff(c: &Change, upper: &Path, lower: &Path) -> Option<String> {
     }
 }
 
-/// Computes the change set of an overlay run: `upper` against the workspace (`lower`).
+/// Computes the change set of an overlay run: `upper` against the workspace (`lower`). Both
+/// layers are read beneath their roots without following any symlink (`beneath.rs`): a
+/// workspace symlink is a `link:<target>` state, and what it points to is never read.
 pub fn compute(upper: &Path, lower: &Path) -> Result<ChangeSet> {
+    let upper = &Beneath::open(upper)?;
+    let lower = &Beneath::open(lower)?;
     let mut w = Walk {
         upper,
         lower,
@@ -410,7 +428,16 @@ pub fn compute(upper: &Path, lower: &Path) -> Result<ChangeSet> {
             truncated = true;
             break;
         }
-        if let Some(d) = file_diff(c, upper, lower) {
+        let mut d = file_diff(c, upper, lower);
+        if c.privilege_bits_removed {
+            let note = format!(
+                "note: {}: the command set the setuid/setgid bit; it is removed (applied as {})\n",
+                c.path,
+                short_state(c.after.as_deref())
+            );
+            d = Some(note + d.as_deref().unwrap_or(""));
+        }
+        if let Some(d) = d {
             let (d, t) = cap(d, FILE_DIFF_CAP.min(TOTAL_DIFF_CAP - total));
             truncated |= t;
             total += d.len();
@@ -443,6 +470,12 @@ pub struct Manifest {
     pub signatures: Vec<String>,
     pub change_set: ChangeSet,
     pub created_at: i64,
+    /// The client whose job ran (counts against its `pending_max_bytes_per_client`).
+    #[serde(default)]
+    pub client_id: String,
+    /// Bytes the overlay's upper layer holds (allocated blocks), see [`pending_bytes`].
+    #[serde(default)]
+    pub upper_bytes: u64,
 }
 
 pub fn job_dir(data_dir: &Path, job_id: i64) -> PathBuf {
@@ -485,6 +518,49 @@ pub fn load_manifest(data_dir: &Path, job_id: i64) -> Result<Option<Manifest>> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e).with_context(|| format!("read {}", p.display())),
     }
+}
+
+/// Bytes the upper layer at `upper` holds (see [`super::beneath::usage`]: the larger of the
+/// allocated and apparent size of each file, so a sparse file counts for what apply would write).
+pub fn upper_bytes(upper: &Path) -> u64 {
+    super::beneath::usage(upper, u64::MAX, u64::MAX)
+        .map(|u| u.bytes)
+        .unwrap_or(u64::MAX)
+}
+
+/// The sum of `upper_bytes` over the change sets of `client_id` kept under
+/// `data_dir/changes/` (waiting for a human, or applied and not yet swept): what the client's
+/// `pending_max_bytes_per_client` is compared with before another overlay run starts.
+pub fn pending_bytes(data_dir: &Path, client_id: &str) -> Result<u64> {
+    let dir = data_dir.join("changes");
+    let rd = match fs::read_dir(&dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(e).with_context(|| format!("read {}", dir.display())),
+    };
+    let mut total = 0u64;
+    for e in rd {
+        let e = e.with_context(|| format!("read {}", dir.display()))?;
+        let Some(job) = e.file_name().to_str().and_then(|n| n.parse::<i64>().ok()) else {
+            continue;
+        };
+        // A manifest unreadable or corrupt is not counted (the job fails when it resumes).
+        if let Ok(Some(m)) = load_manifest(data_dir, job) {
+            if m.client_id == client_id {
+                total = total.saturating_add(m.upper_bytes);
+            }
+        }
+    }
+    Ok(total)
+}
+
+/// Name of the file (in `changes/<job>/`) where the sandbox helper records that an overlay run
+/// went over its cap: `bytes LIMIT MEASURED`, `entries LIMIT MEASURED` or `unmeasured`.
+pub const OVER_CAP_FILE: &str = "over_cap";
+
+/// What the helper recorded when it stopped job `job_id`'s overlay run over its cap.
+pub fn over_cap(data_dir: &Path, job_id: i64) -> Option<String> {
+    fs::read_to_string(job_dir(data_dir, job_id).join(OVER_CAP_FILE)).ok()
 }
 
 /// Removes a job's overlay layers and manifest (the overlay's work dir is made removable first).
@@ -557,16 +633,43 @@ pub struct Journal {
 }
 
 /// Refuses (with `what` and the offending paths) unless every path's current state is the
-/// expected `from` or already `to`. States are read beneath the root without following any
-/// symlink (a symlinked parent reads as `special`).
+/// expected `from` or already `to`. `items` come in the order they will be written; a path
+/// listed twice (a symlink or file replaced by a directory: deleted, then added) is expected in
+/// the `from` of its first entry or the `to` of its last. States are read beneath the root
+/// without following any symlink (a symlinked parent reads as `special`) — except that a path
+/// expected absent whose parent is unreachable (a symlink or file in the way) is fine when the
+/// change set itself replaces that non-directory ancestor (whose own state is checked here
+/// too): e.g. a workspace symlink `evil` the command replaced with a directory holding `evil/x`.
 fn ensure_no_conflicts<'a>(
     root: &Beneath,
     items: impl Iterator<Item = (&'a str, &'a Option<String>, &'a Option<String>)>,
     what: &str,
 ) -> Result<()> {
-    let mut out = Vec::new();
+    let mut order: Vec<&str> = Vec::new();
+    let mut span: std::collections::HashMap<&str, (&Option<String>, &Option<String>)> =
+        std::collections::HashMap::new();
     for (path, from, to) in items {
-        let cur = root.entry(path)?.state();
+        match span.get_mut(path) {
+            Some(s) => s.1 = to,
+            None => {
+                order.push(path);
+                span.insert(path, (from, to));
+            }
+        }
+    }
+    let replaced = |p: &str| {
+        span.get(p)
+            .is_some_and(|(from, _)| from.is_some() && from.as_deref() != Some("dir"))
+    };
+    let replaced_ancestor = |path: &str| path.match_indices('/').any(|(i, _)| replaced(&path[..i]));
+    let mut out = Vec::new();
+    for path in order {
+        let (from, to) = span[path];
+        let entry = root.entry(path)?;
+        if entry == Entry::Unreachable && from.is_none() && replaced_ancestor(path) {
+            continue;
+        }
+        let cur = entry.state();
         if &cur != from && &cur != to {
             out.push(format!(
                 "{path}: expected {}, found {}",
@@ -692,8 +795,10 @@ pub fn undo(data_dir: &Path, j: &Journal) -> Result<Vec<String>> {
     let root = Beneath::open(&j.workspace)?;
     ensure_no_conflicts(
         &root,
+        // In the order undo writes them (reverse).
         j.entries
             .iter()
+            .rev()
             .map(|e| (e.path.as_str(), &e.after, &e.before)),
         "later changes touched these paths, so nothing was undone",
     )?;
@@ -740,6 +845,8 @@ mod tests {
             signatures: vec![],
             change_set: cs,
             created_at: 0,
+            client_id: "local".into(),
+            upper_bytes: 0,
         }
     }
 
@@ -846,6 +953,8 @@ mod tests {
             signatures: vec![],
             change_set: cs,
             created_at: 0,
+            client_id: "local".into(),
+            upper_bytes: 0,
         };
         let e = apply(&data, &m).unwrap_err().to_string();
         assert!(e.contains("conflict"), "{e}");
@@ -853,5 +962,157 @@ mod tests {
             fs::read_to_string(ws.join("a.txt")).unwrap(),
             "someone else\n"
         );
+    }
+
+    #[test]
+    fn a_symlink_in_the_lower_layer_is_never_followed_and_its_replacement_applies() {
+        // Workspace: `evil -> outside`, `a/evil -> outside`; the command replaced both with
+        // directories holding a file named like the outside one. Nothing outside may be read.
+        let t = tempfile::tempdir().unwrap();
+        let (ws, data, outside) = (
+            t.path().join("ws"),
+            t.path().join("data"),
+            t.path().join("outside"),
+        );
+        fs::create_dir_all(ws.join("a")).unwrap();
+        fs::create_dir_all(&outside).unwrap();
+        fs::write(outside.join("secret"), "CANARY\n").unwrap();
+        std::os::unix::fs::symlink(&outside, ws.join("evil")).unwrap();
+        std::os::unix::fs::symlink(&outside, ws.join("a/evil")).unwrap();
+        let (upper, _) = create_layers(&data, 3).unwrap();
+        for d in ["evil", "a/evil"] {
+            fs::create_dir_all(upper.join(d)).unwrap();
+            fs::write(upper.join(d).join("secret"), "x\n").unwrap();
+        }
+        let cs = compute(&upper, &ws).unwrap();
+        let all = serde_json::to_string(&cs).unwrap();
+        assert!(!all.contains("CANARY"), "{all}");
+        let link = format!("link:{}", outside.display());
+        for d in ["evil", "a/evil"] {
+            let of = |p: &str| {
+                cs.changes
+                    .iter()
+                    .filter(|c| c.path == p)
+                    .map(|c| (c.kind, c.before.clone(), c.after.clone()))
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(
+                of(d),
+                vec![
+                    (Kind::Deleted, Some(link.clone()), None),
+                    (Kind::Added, None, Some("dir".into()))
+                ],
+                "{cs:?}"
+            );
+            let secret = of(&format!("{d}/secret"));
+            assert_eq!(secret.len(), 1, "{cs:?}");
+            assert_eq!(secret[0].0, Kind::Added, "never `modified`: {cs:?}");
+            assert_eq!(secret[0].1, None);
+        }
+        assert!(cs.diff().contains("+x"), "{}", cs.diff());
+        let m = manifest(3, &ws, cs);
+        let j = apply(&data, &m).unwrap();
+        assert_eq!(fs::read_to_string(ws.join("a/evil/secret")).unwrap(), "x\n");
+        assert!(fs::symlink_metadata(ws.join("evil")).unwrap().is_dir());
+        assert_eq!(
+            fs::read_to_string(outside.join("secret")).unwrap(),
+            "CANARY\n"
+        );
+        assert_eq!(fs::read_dir(&outside).unwrap().count(), 1);
+        undo(&data, &j).unwrap();
+        assert_eq!(fs::read_link(ws.join("evil")).unwrap(), outside);
+        assert_eq!(fs::read_link(ws.join("a/evil")).unwrap(), outside);
+        assert_eq!(
+            fs::read_to_string(outside.join("secret")).unwrap(),
+            "CANARY\n"
+        );
+    }
+
+    #[test]
+    fn a_lower_symlink_to_a_file_is_shown_as_a_link_never_its_content() {
+        let t = tempfile::tempdir().unwrap();
+        let (ws, data, outside) = (
+            t.path().join("ws"),
+            t.path().join("data"),
+            t.path().join("outside"),
+        );
+        fs::create_dir_all(&ws).unwrap();
+        fs::create_dir_all(&outside).unwrap();
+        fs::write(outside.join("secret"), "CANARY\n").unwrap();
+        std::os::unix::fs::symlink(outside.join("secret"), ws.join("s")).unwrap();
+        let (upper, _) = create_layers(&data, 4).unwrap();
+        fs::write(upper.join("s"), "x\n").unwrap();
+        // A new symlink in the upper layer to the outside file: a link, never its content.
+        std::os::unix::fs::symlink(outside.join("secret"), upper.join("t")).unwrap();
+        let cs = compute(&upper, &ws).unwrap();
+        let all = serde_json::to_string(&cs).unwrap() + &cs.diff();
+        assert!(!all.contains("CANARY"), "{all}");
+        assert!(
+            all.contains(&format!("link:{}", outside.join("secret").display())),
+            "{all}"
+        );
+    }
+
+    #[test]
+    fn setuid_and_setgid_bits_are_recorded_removed_shown_and_never_applied() {
+        let t = tempfile::tempdir().unwrap();
+        let (ws, data) = (t.path().join("ws"), t.path().join("data"));
+        fs::create_dir_all(&ws).unwrap();
+        fs::write(ws.join("tool"), "v1\n").unwrap();
+        fs::set_permissions(ws.join("tool"), fs::Permissions::from_mode(0o755)).unwrap();
+        let (upper, _) = create_layers(&data, 5).unwrap();
+        fs::write(upper.join("tool"), "v1\n").unwrap();
+        fs::set_permissions(upper.join("tool"), fs::Permissions::from_mode(0o4755)).unwrap();
+        fs::write(upper.join("new"), "n\n").unwrap();
+        fs::set_permissions(upper.join("new"), fs::Permissions::from_mode(0o2750)).unwrap();
+        let cs = compute(&upper, &ws).unwrap();
+        // `tool` only gained the bit: stripped, it equals the lower state — no change at all.
+        assert_eq!(cs.changes.len(), 1, "{cs:?}");
+        let c = &cs.changes[0];
+        assert_eq!(c.path, "new");
+        assert!(c.privilege_bits_removed);
+        assert!(c.after.as_deref().unwrap().ends_with(":750"), "{c:?}");
+        assert!(
+            cs.diff().contains("setuid/setgid bit; it is removed"),
+            "{}",
+            cs.diff()
+        );
+        assert!(
+            cs.summary().contains("setuid/setgid removed from 1 file"),
+            "{}",
+            cs.summary()
+        );
+        apply(&data, &manifest(5, &ws, cs)).unwrap();
+        let mode = fs::metadata(ws.join("new")).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode, 0o750);
+        assert_eq!(
+            fs::metadata(ws.join("tool")).unwrap().permissions().mode() & 0o7777,
+            0o755
+        );
+    }
+
+    #[test]
+    fn pending_bytes_sums_one_clients_manifests() {
+        let t = tempfile::tempdir().unwrap();
+        let (ws, data) = (t.path().join("ws"), t.path().join("data"));
+        fs::create_dir_all(&ws).unwrap();
+        assert_eq!(pending_bytes(&data, "local").unwrap(), 0);
+        for (id, client, bytes) in [(1, "local", 100), (2, "agent", 1000), (3, "local", 10)] {
+            create_layers(&data, id).unwrap();
+            let mut m = manifest(id, &ws, ChangeSet::default());
+            m.client_id = client.into();
+            m.upper_bytes = bytes;
+            save_manifest(&data, &m).unwrap();
+        }
+        assert_eq!(pending_bytes(&data, "local").unwrap(), 110);
+        assert_eq!(pending_bytes(&data, "agent").unwrap(), 1000);
+        // A manifest written before these fields existed still loads (no client, no bytes).
+        let p = job_dir(&data, 1).join("manifest.json");
+        let mut v: serde_json::Value = serde_json::from_slice(&fs::read(&p).unwrap()).unwrap();
+        v.as_object_mut().unwrap().remove("client_id");
+        v.as_object_mut().unwrap().remove("upper_bytes");
+        fs::write(&p, v.to_string()).unwrap();
+        assert_eq!(load_manifest(&data, 1).unwrap().unwrap().upper_bytes, 0);
+        assert_eq!(pending_bytes(&data, "local").unwrap(), 10);
     }
 }

@@ -12,8 +12,19 @@
 //! ```
 //! Any setup failure exits with [`SETUP_FAILED`] and a message prefixed by [`ERROR_PREFIX`]:
 //! nothing of the command ran.
+//!
+//! No privilege bits: the workspace (and the private tmp) are bind-mounted over themselves
+//! `nosuid,nodev` in the command's mount namespace (`Spec.nosuid`; the overlay is mounted
+//! `nosuid,nodev` too), the seccomp filter refuses to create or chmod setuid/setgid files, and
+//! `CAP_SETFCAP` is dropped from the bounding set before exec (no file capabilities).
+//!
+//! Bounded overlays: for an overlay run with caps (`OverlaySpec.max_bytes` / `max_entries`),
+//! RLIMIT_FSIZE is at most the byte cap + 1, and the helper (the parent of PID 1) measures the
+//! upper layer every [`OVERLAY_POLL_MS`] while the command runs (waiting on a pidfd, so an
+//! exit is seen at once) and once after it exits; over a cap it kills PID 1 (the whole PID
+//! namespace dies), records the cap in `over_cap_file` and exits [`OVER_CAP`].
 
-use super::{Spec, ERROR_PREFIX, SETUP_FAILED};
+use super::{OverlaySpec, Spec, ERROR_PREFIX, OVERLAY_POLL_MS, OVER_CAP, SETUP_FAILED};
 use nix::mount::{mount, MsFlags};
 use nix::sched::{unshare, CloneFlags};
 use nix::sys::resource::{setrlimit, Resource};
@@ -22,6 +33,9 @@ use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::{fork, ForkResult, Pid};
 use std::ffi::CString;
 use std::path::Path;
+
+/// `linux/capability.h` (not exported by the libc crate).
+const CAP_SETFCAP: libc::c_ulong = 31;
 
 fn fail(msg: impl std::fmt::Display) -> ! {
     eprintln!("{ERROR_PREFIX} {msg}");
@@ -41,7 +55,13 @@ fn rlimits(spec: &Spec) -> Result<(), String> {
     let l = &spec.limits;
     let set = |r, v: u64| setrlimit(r, v, v).map_err(|e| format!("setrlimit {r:?}: {e}"));
     set(Resource::RLIMIT_NOFILE, l.max_open_files)?;
-    set(Resource::RLIMIT_FSIZE, l.max_file_size_bytes)?;
+    // An overlay run's files stay within its byte cap (+ 1, so a file stopped by the limit is
+    // over the cap by itself).
+    let fsize = match spec.overlay.as_ref().and_then(|o| o.max_bytes) {
+        Some(cap) => l.max_file_size_bytes.min(cap.saturating_add(1)),
+        None => l.max_file_size_bytes,
+    };
+    set(Resource::RLIMIT_FSIZE, fsize)?;
     set(Resource::RLIMIT_CPU, l.max_cpu_seconds)?;
     set(Resource::RLIMIT_CORE, 0)?;
     if spec.cgroup_procs.is_empty() {
@@ -92,6 +112,11 @@ pub fn main(spec: &Spec) -> i32 {
     ) {
         fail(format!("make mounts private: {e}"));
     }
+    for p in &spec.nosuid {
+        if let Err(e) = bind_nosuid(p) {
+            fail(e);
+        }
+    }
     if let Some(o) = &spec.overlay {
         if let Err(e) = mount_overlay(o) {
             fail(e);
@@ -101,21 +126,116 @@ pub fn main(spec: &Spec) -> i32 {
     match unsafe { fork() } {
         Err(e) => fail(format!("fork: {e}")),
         Ok(ForkResult::Child) => init(spec),
-        Ok(ForkResult::Parent { child }) => loop {
-            match waitpid(child, None) {
-                Ok(ws) => {
-                    if let Some(c) = status_code(ws) {
-                        return c;
+        Ok(ForkResult::Parent { child }) => wait_init(
+            child,
+            spec.overlay
+                .as_ref()
+                .filter(|o| o.max_bytes.is_some() || o.max_entries.is_some()),
+        ),
+    }
+}
+
+/// Which cap the overlay's upper layer exceeds now, as recorded in `over_cap_file`.
+fn over_cap(o: &OverlaySpec) -> Option<String> {
+    let (mb, me) = (
+        o.max_bytes.unwrap_or(u64::MAX),
+        o.max_entries.unwrap_or(u64::MAX),
+    );
+    match crate::bash::beneath::usage(&o.upper, mb, me) {
+        Ok(u) if u.unmeasured => Some("unmeasured".into()),
+        Ok(u) if u.bytes > mb => Some(format!("bytes {mb} {}", u.bytes)),
+        Ok(u) if u.entries > me => Some(format!("entries {me} {}", u.entries)),
+        Ok(_) => None,
+        Err(_) => Some("unmeasured".into()),
+    }
+}
+
+fn record_over_cap(o: &OverlaySpec, what: &str) {
+    if let Some(f) = &o.over_cap_file {
+        let _ = std::fs::write(f, what);
+    }
+    eprintln!("{ERROR_PREFIX} the overlay run went over its cap ({what}); stopped");
+}
+
+/// Waits for PID 1 of the sandbox; with overlay caps, measures the upper layer meanwhile.
+fn wait_init(child: Pid, caps: Option<&OverlaySpec>) -> i32 {
+    // A pidfd turns "sleep 100 ms" into "until the child exits or 100 ms pass".
+    // SAFETY: plain syscall with a pid we own; the result is a new descriptor or -1.
+    let pidfd =
+        caps.map(|_| unsafe { libc::syscall(libc::SYS_pidfd_open, child.as_raw(), 0) } as i32);
+    loop {
+        let flag = caps.map(|_| WaitPidFlag::WNOHANG);
+        match waitpid(child, flag) {
+            Ok(WaitStatus::StillAlive) => {
+                if let Some(o) = caps {
+                    if let Some(what) = over_cap(o) {
+                        let _ = nix::sys::signal::kill(child, Signal::SIGKILL);
+                        let _ = waitpid(child, None);
+                        record_over_cap(o, &what);
+                        return OVER_CAP;
                     }
                 }
-                Err(nix::errno::Errno::EINTR) => continue,
-                Err(e) => {
-                    eprintln!("{ERROR_PREFIX} waitpid: {e}");
-                    return SETUP_FAILED;
+                match pidfd {
+                    Some(fd) if fd >= 0 => {
+                        let mut p = libc::pollfd {
+                            fd,
+                            events: libc::POLLIN,
+                            revents: 0,
+                        };
+                        // SAFETY: one valid pollfd.
+                        unsafe { libc::poll(&mut p, 1, OVERLAY_POLL_MS as i32) };
+                    }
+                    _ => std::thread::sleep(std::time::Duration::from_millis(OVERLAY_POLL_MS)),
                 }
             }
-        },
+            Ok(ws) => {
+                if let Some(c) = status_code(ws) {
+                    // What is kept is bounded exactly: one last measurement after the exit.
+                    if let Some(o) = caps {
+                        if let Some(what) = over_cap(o) {
+                            record_over_cap(o, &what);
+                            return OVER_CAP;
+                        }
+                    }
+                    return c;
+                }
+            }
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => {
+                eprintln!("{ERROR_PREFIX} waitpid: {e}");
+                return SETUP_FAILED;
+            }
+        }
     }
+}
+
+/// Bind-mounts `p` over itself `nosuid,nodev` (keeping the flags the kernel locks in a user
+/// namespace: read-only, noexec, atime), in this mount namespace only.
+fn bind_nosuid(p: &Path) -> Result<(), String> {
+    use nix::sys::statvfs::{statvfs, FsFlags};
+    mount(
+        Some(p),
+        p,
+        None::<&str>,
+        MsFlags::MS_BIND | MsFlags::MS_REC,
+        None::<&str>,
+    )
+    .map_err(|e| format!("bind {}: {e}", p.display()))?;
+    let st = statvfs(p).map_err(|e| format!("statvfs {}: {e}", p.display()))?;
+    let mut flags = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+    for (f, m) in [
+        (FsFlags::ST_RDONLY, MsFlags::MS_RDONLY),
+        (FsFlags::ST_NOEXEC, MsFlags::MS_NOEXEC),
+        (FsFlags::ST_NOATIME, MsFlags::MS_NOATIME),
+        (FsFlags::ST_NODIRATIME, MsFlags::MS_NODIRATIME),
+        (FsFlags::ST_RELATIME, MsFlags::MS_RELATIME),
+    ] {
+        if st.flags().contains(f) {
+            flags |= m;
+        }
+    }
+    mount(None::<&str>, p, None::<&str>, flags, None::<&str>)
+        .map_err(|e| format!("remount {} nosuid: {e}", p.display()))
 }
 
 /// Mounts the copy-on-write view of the workspace over the workspace path (this mount
@@ -195,6 +315,15 @@ fn cstring(s: &str) -> CString {
 fn command(spec: &Spec) -> ! {
     if let Err(e) = std::env::set_current_dir(&spec.workdir) {
         fail(format!("chdir {}: {e}", spec.workdir.display()));
+    }
+    // No file capabilities (`security.capability`, as potent as a setuid bit): without
+    // CAP_SETFCAP in the bounding set, no process of the command can write one.
+    // SAFETY: plain prctl with integer arguments.
+    if unsafe { libc::prctl(libc::PR_CAPBSET_DROP, CAP_SETFCAP, 0, 0, 0) } != 0 {
+        fail(format!(
+            "drop CAP_SETFCAP: {}",
+            std::io::Error::last_os_error()
+        ));
     }
     if let Err(e) = nix::sys::prctl::set_no_new_privs() {
         fail(format!("no_new_privs: {e}"));

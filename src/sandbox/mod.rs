@@ -141,6 +141,11 @@ pub struct Spec {
     /// inside the command's mount namespace; the real workspace is never written.
     #[serde(default)]
     pub overlay: Option<OverlaySpec>,
+    /// Directories the helper bind-mounts over themselves `nosuid,nodev` in the command's mount
+    /// namespace (the workspace when the set sees it, the private tmp): a setuid file there
+    /// never runs with privileges inside the sandbox ("No privilege bits").
+    #[serde(default)]
+    pub nosuid: Vec<PathBuf>,
 }
 
 /// Where the overlay of one job lives (both under the data dir, never visible to the command).
@@ -150,7 +155,28 @@ pub struct OverlaySpec {
     pub workspace: PathBuf,
     pub upper: PathBuf,
     pub work: PathBuf,
+    /// Caps on the upper layer ("Bounded overlays"): the helper sets RLIMIT_FSIZE to at most
+    /// `max_bytes + 1`, measures the upper layer every [`OVERLAY_POLL_MS`] while the command
+    /// runs and once after it exited, and over either cap kills the sandbox, writes
+    /// `over_cap_file` and exits with [`OVER_CAP`]. `None`: no cap.
+    #[serde(default)]
+    pub max_bytes: Option<u64>,
+    #[serde(default)]
+    pub max_entries: Option<u64>,
+    /// Where the helper records which cap was exceeded (`bytes LIMIT MEASURED`,
+    /// `entries LIMIT MEASURED` or `unmeasured`); never visible to the command.
+    #[serde(default)]
+    pub over_cap_file: Option<PathBuf>,
 }
+
+/// Exit code of the helper when it stopped an overlay run over its cap (the record in
+/// `OverlaySpec::over_cap_file` is what the worker trusts: a command can exit 122 too).
+pub const OVER_CAP: i32 = 122;
+/// How often the helper measures an overlay's upper layer while the command runs. A polling
+/// design overshoots: between two measurements a command can write as fast as the disk allows
+/// (each file stays under RLIMIT_FSIZE = the byte cap + 1); what is *kept* is bounded exactly,
+/// because the helper measures once more after the command exits.
+pub const OVERLAY_POLL_MS: u64 = 100;
 
 /// System directories every set reads (programs, libraries).
 pub const SYSTEM_DIRS: &[&str] = &[
@@ -270,9 +296,17 @@ pub fn spec_for(
         }
         None => env.push(("HOME".into(), workdir.display().to_string())),
     }
+    let mut nosuid = Vec::new();
+    if ws_visible && workspace.is_dir() {
+        nosuid.push(workspace.to_path_buf());
+    }
+    if let Some(t) = &tmp_dir {
+        nosuid.push(t.clone());
+    }
     Spec {
         set,
         command: command.to_string(),
+        nosuid,
         workdir,
         env,
         read,

@@ -3,6 +3,18 @@
 //! `pivot_root`, `unshare`, `setns`, `clone` with any `CLONE_NEW*` flag), kernel keyrings, BPF,
 //! perf, module and kexec loading, raw and packet sockets, `userfaultfd`, swap, reboot.
 //! `clone3` gets ENOSYS so libc falls back to `clone`, whose flags the filter can inspect.
+//!
+//! No privilege bits (issue 18): `chmod`, `fchmod`, `fchmodat`, `fchmodat2` with `S_ISUID` or
+//! `S_ISGID` in the mode, and `open`/`openat`/`creat`/`mknod`/`mknodat` creating a file with
+//! either bit (`O_CREAT` or `O_TMPFILE` in the flags; the mode argument is read at its index
+//! for each call), are refused with EPERM — in every permission set, so neither a direct run
+//! nor an overlay run can make a setuid file. Directories are left alone: a setgid directory
+//! only makes new files inherit its group, and `mkdir` cannot set the setuid bit.
+//! Two calls carry their arguments where a filter cannot look, so they get ENOSYS ("not
+//! implemented here"), which every caller must already handle on older kernels: `openat2`
+//! (mode inside `struct open_how`; glibc's `open`/`openat` never use it, and programs that do
+//! fall back to `openat`) and `io_uring_setup` (an `IORING_OP_OPENAT` would create files with
+//! no syscall to filter; io_uring users fall back to plain calls).
 
 use seccompiler::{
     apply_filter, BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition,
@@ -61,6 +73,9 @@ const NS_FLAGS: &[u64] = &[
     libc::CLONE_NEWCGROUP as u64,
 ];
 
+/// `__O_TMPFILE` (`O_TMPFILE` without `O_DIRECTORY`), the same on x86_64 and aarch64.
+const O_TMPFILE_BIT: u64 = 0o20000000;
+
 fn cond(arg: u8, op: SeccompCmpOp, value: u64) -> Result<SeccompCondition, String> {
     SeccompCondition::new(arg, SeccompCmpArgLen::Qword, op, value).map_err(|e| e.to_string())
 }
@@ -77,6 +92,39 @@ fn program() -> Result<(BpfProgram, BpfProgram), String> {
         );
     }
     rules.insert(libc::SYS_clone, clone_rules);
+    // No setuid/setgid files: (syscall, index of the mode argument, index of the flags
+    // argument when the call creates only with O_CREAT / O_TMPFILE).
+    let mut mode_calls: Vec<(i64, u8, Option<u8>)> = vec![
+        (libc::SYS_fchmod, 1, None),
+        (libc::SYS_fchmodat, 2, None),
+        (libc::SYS_fchmodat2, 2, None),
+        (libc::SYS_openat, 3, Some(2)),
+        (libc::SYS_mknodat, 2, None),
+    ];
+    #[cfg(target_arch = "x86_64")]
+    mode_calls.extend([
+        (libc::SYS_chmod, 1, None),
+        (libc::SYS_creat, 1, None),
+        (libc::SYS_open, 2, Some(1)),
+        (libc::SYS_mknod, 1, None),
+    ]);
+    for (nr, mode_arg, flags_arg) in mode_calls {
+        let mut v = Vec::new();
+        for bit in [libc::S_ISUID as u64, libc::S_ISGID as u64] {
+            let creating: Vec<Option<u64>> = match flags_arg {
+                None => vec![None],
+                Some(_) => vec![Some(libc::O_CREAT as u64), Some(O_TMPFILE_BIT)],
+            };
+            for c in creating {
+                let mut conds = vec![cond(mode_arg, SeccompCmpOp::MaskedEq(bit), bit)?];
+                if let (Some(fa), Some(flag)) = (flags_arg, c) {
+                    conds.push(cond(fa, SeccompCmpOp::MaskedEq(flag), flag)?);
+                }
+                v.push(SeccompRule::new(conds).map_err(|e| e.to_string())?);
+            }
+        }
+        rules.insert(nr, v);
+    }
     // socket(domain, type, ...): no packet sockets, no raw sockets.
     rules.insert(
         libc::SYS_socket,
@@ -99,7 +147,13 @@ fn program() -> Result<(BpfProgram, BpfProgram), String> {
     )
     .map_err(|e| e.to_string())?;
     let clone3 = SeccompFilter::new(
-        [(libc::SYS_clone3, Vec::new())].into_iter().collect(),
+        [
+            (libc::SYS_clone3, Vec::new()),
+            (libc::SYS_openat2, Vec::new()),
+            (libc::SYS_io_uring_setup, Vec::new()),
+        ]
+        .into_iter()
+        .collect(),
         SeccompAction::Allow,
         SeccompAction::Errno(libc::ENOSYS as u32),
         ARCH,
