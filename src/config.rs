@@ -79,6 +79,10 @@ pub struct Config {
     pub overlay: bool,
     /// Approved change sets (with no denial) after which an operation signature is learned.
     pub signature_approvals: u32,
+    /// Extra protected paths (globs relative to the workspace; `**/` matches at any depth), added
+    /// to the built-in table of `bash::effects::DEFAULT_PROTECTED`: a change set touching one is
+    /// never applied without a human, whatever was learned.
+    pub protected_paths: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -141,6 +145,7 @@ impl Default for Config {
             llm: Default::default(),
             overlay: true,
             signature_approvals: 5,
+            protected_paths: Vec::new(),
         }
     }
 }
@@ -293,6 +298,7 @@ impl Config {
             bail!("drain_window_ms + cancel_grace_ms must stay under 55000 so that shutdown fits in 60 s");
         }
         self.llm.validate()?;
+        crate::bash::effects::Protected::new(&self.protected_paths)?;
         Ok(())
     }
 

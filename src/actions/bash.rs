@@ -770,6 +770,36 @@ async fn overlay_run(
             None,
         ));
     }
+    // A learned signature applies only what the command names, never a protected path
+    // (`bash::effects`); otherwise the human is asked, with the reasons first.
+    let refused_report;
+    let (auto, report) = match auto {
+        false => (false, report),
+        true => {
+            let why = match crate::bash::effects::Protected::shared(&ctx.config.protected_paths) {
+                Ok(p) => crate::bash::effects::auto_apply_refusals(
+                    report,
+                    workdir,
+                    workspace,
+                    &m.change_set,
+                    &p,
+                ),
+                Err(e) => vec![format!("the protected-path table is unusable: {e:#}")],
+            };
+            if why.is_empty() {
+                (true, report)
+            } else {
+                let mut r = report.clone();
+                r.reasons.splice(
+                    0..0,
+                    why.into_iter()
+                        .map(|w| format!("not applied automatically: {w}")),
+                );
+                refused_report = r;
+                (false, &refused_report)
+            }
+        }
+    };
     if auto {
         let texts = m.signatures.clone();
         let out = apply_pending(ctx, m, "signature_learned").await;

@@ -7,6 +7,7 @@
 pub mod approvals;
 pub mod beneath;
 pub mod changes;
+pub mod effects;
 pub mod executor;
 pub mod leftovers;
 pub mod policy;

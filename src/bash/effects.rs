@@ -1,0 +1,341 @@
+//! Signatures bound to effects (issue 18, item 3): this module owns *what a learned signature may
+//! apply without a human*. A command made only of learned signatures ran on the overlay; before
+//! its change set is applied automatically, `auto_apply_refusals` checks it against what the
+//! command names. Any reason it returns sends the change set to a human instead, with the reasons
+//! in the prompt.
+//!
+//! The rule:
+//!
+//! 1. **Protected paths** (`Protected`: the `DEFAULT_PROTECTED` table plus the operator's
+//!    `protected_paths`) are never applied without a human, whatever was learned or promoted:
+//!    files that make a later read-only command, a shell, an editor or CI run code (`.git/config`,
+//!    `.git/hooks/**`, `.envrc`, shell rc files, CI configs, ...).
+//! 2. **Every path the change set touches is named by the command**: an argument of one of its
+//!    write operations (the ones the signature abstracts as `WS_PATH`, or a plain name, or a
+//!    `--flag=FILE` value), a redirect target, or a declared *companion* of one of its operations
+//!    (`COMPANIONS`: what `git add` / `git commit` write under `.git/`). A directory argument
+//!    covers the paths beneath it only for programs whose semantics are recursive on it
+//!    (`RECURSIVE`: `rm -r`, `cp -r`/`-a`, `mv`, `chmod -R`, ...); `mkdir -p` also covers the
+//!    directories it creates above its argument. Conservative on purpose: globs, computed
+//!    arguments (`$x`, `$(...)`) and one-letter flags with the value attached name nothing, so a
+//!    change set they produce asks.
+//!
+//! Pure functions and data; `actions/bash.rs` calls `auto_apply_refusals` before an automatic
+//! apply. What signatures are never learned at all (scripts that write or run elsewhere) is in
+//! `signatures::construct_why_not`.
+
+use crate::bash::changes::{ChangeSet, Kind};
+use crate::bash::signatures;
+use crate::classify::types::OpKind;
+use crate::classify::{CheckReport, Operation};
+use anyhow::{Context, Result};
+use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
+use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// Paths never applied without a human (globs relative to the workspace, `/`-separated; `**/`
+/// matches at any depth, so nested repositories are covered; `X/**` also matches `X` itself).
+/// README's security section shows this table; keep them in sync.
+pub const DEFAULT_PROTECTED: &[&str] = &[
+    // git: config (core.fsmonitor, core.pager, aliases, filters run programs), hooks, info/attributes
+    "**/.git/config",
+    "**/.git/hooks/**",
+    "**/.git/info/**",
+    "**/.git/modules/**/config",
+    "**/.git/modules/**/hooks/**",
+    "**/.gitmodules",
+    "**/.gitattributes",
+    "**/.gitconfig",
+    "**/.hg/hgrc",
+    // environment loaders (direnv, dotenv)
+    "**/.envrc",
+    "**/.env",
+    "**/.env.*",
+    // shell and readline start-up files
+    "**/.bashrc",
+    "**/.bash_profile",
+    "**/.bash_login",
+    "**/.bash_logout",
+    "**/.profile",
+    "**/.zshrc",
+    "**/.zshenv",
+    "**/.zprofile",
+    "**/.zlogin",
+    "**/.inputrc",
+    "**/.lesskey",
+    // CI definitions
+    "**/.github/workflows/**",
+    "**/.gitlab-ci.yml",
+    "**/.circleci/**",
+    "**/.travis.yml",
+    "**/Jenkinsfile",
+    "**/.pre-commit-config.yaml",
+    // editor / IDE run configurations
+    "**/.vscode/**",
+    "**/.idea/**",
+    "**/.devcontainer/**",
+];
+
+/// The protected-path table, built once from the configuration (`Protected::shared`).
+#[derive(Debug, Clone)]
+pub struct Protected {
+    patterns: Vec<String>,
+    set: GlobSet,
+}
+
+fn glob(p: &str) -> Result<Glob> {
+    GlobBuilder::new(p)
+        .literal_separator(true)
+        .build()
+        .with_context(|| format!("protected path pattern {p:?}"))
+}
+
+impl Protected {
+    /// The defaults plus the operator's patterns (`protected_paths`, relative to the workspace;
+    /// start one with `**/` to match at any depth).
+    pub fn new(extra: &[String]) -> Result<Protected> {
+        let mut patterns: Vec<String> = DEFAULT_PROTECTED.iter().map(|s| s.to_string()).collect();
+        patterns.extend(extra.iter().map(|p| p.trim_start_matches('/').to_string()));
+        let mut b = GlobSetBuilder::new();
+        for p in &patterns {
+            b.add(glob(p)?);
+            if let Some(dir) = p.strip_suffix("/**") {
+                b.add(glob(dir)?);
+            }
+        }
+        Ok(Protected {
+            set: b.build().context("protected paths")?,
+            patterns,
+        })
+    }
+
+    /// The table for these operator patterns, built once per distinct list and then shared.
+    pub fn shared(extra: &[String]) -> Result<Arc<Protected>> {
+        static CACHE: Mutex<Option<(Vec<String>, Arc<Protected>)>> = Mutex::new(None);
+        let mut g = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((k, p)) = g.as_ref() {
+            if k.as_slice() == extra {
+                return Ok(p.clone());
+            }
+        }
+        let p = Arc::new(Protected::new(extra)?);
+        *g = Some((extra.to_vec(), p.clone()));
+        Ok(p)
+    }
+
+    /// The pattern a workspace-relative path matches, if it is protected.
+    pub fn matching(&self, rel: &str) -> Option<&str> {
+        let hits = self.set.matches(rel);
+        let i = *hits.first()?;
+        // Index i counts the `X` companions of `X/**` patterns too: map back to the pattern.
+        let mut n = 0;
+        for p in &self.patterns {
+            let width = if p.ends_with("/**") { 2 } else { 1 };
+            if i < n + width {
+                return Some(p);
+            }
+            n += width;
+        }
+        Some("")
+    }
+
+    pub fn patterns(&self) -> &[String] {
+        &self.patterns
+    }
+}
+
+/// Programs whose directory arguments cover what lies beneath them, and the flags that make
+/// them recursive (`None`: always, as `mv` moving a directory). One-letter flags also count
+/// inside a bundle (`-rf`, `-av`).
+const RECURSIVE: &[(&str, Option<&[&str]>)] = &[
+    ("rm", Some(&["-r", "-R", "--recursive"])),
+    ("cp", Some(&["-r", "-R", "-a", "--recursive", "--archive"])),
+    ("mv", None),
+    ("chmod", Some(&["-R", "--recursive"])),
+    ("chown", Some(&["-R", "--recursive"])),
+    ("chgrp", Some(&["-R", "--recursive"])),
+    ("rsync", Some(&["-r", "-a", "--recursive", "--archive"])),
+];
+
+/// What an operation writes besides its arguments (globs relative to the workspace, matched at
+/// any depth so a repository below the workspace root is covered): observed with git 2.x on a
+/// fresh and an existing repository (`tests` in this module pin the table).
+const COMPANIONS: &[(&str, &str, &[&str])] = &[
+    ("git", "add", &["**/.git/index", "**/.git/objects/**"]),
+    ("git", "rm", &["**/.git/index"]),
+    ("git", "mv", &["**/.git/index"]),
+    (
+        "git",
+        "commit",
+        &[
+            "**/.git/index",
+            "**/.git/objects/**",
+            "**/.git/refs/heads/**",
+            "**/.git/logs/**",
+            "**/.git/COMMIT_EDITMSG",
+        ],
+    ),
+];
+
+fn has_flag(op: &Operation, flags: &[&str]) -> bool {
+    op.args.iter().any(|a| {
+        flags.iter().any(|f| {
+            a == f
+                || (f.len() == 2
+                    && !f.starts_with("--")
+                    && a.starts_with('-')
+                    && !a.starts_with("--")
+                    && a[1..].chars().all(|c| c.is_ascii_alphabetic())
+                    && a[1..].contains(&f[1..]))
+        })
+    })
+}
+
+fn recursive(op: &Operation) -> bool {
+    RECURSIVE
+        .iter()
+        .any(|(p, flags)| *p == op.program && flags.is_none_or(|f| has_flag(op, f)))
+}
+
+/// What a command names: exact paths, paths covering their subtree, paths whose missing
+/// parents it may create, and companion globs.
+#[derive(Debug, Default)]
+struct Named {
+    exact: Vec<String>,
+    beneath: Vec<String>,
+    parents_of: Vec<String>,
+    companions: Vec<&'static str>,
+}
+
+/// A workspace-relative, `/`-separated, lexically normalised path; None outside the workspace
+/// or when the argument is not a plain path (computed, glob, home-relative).
+fn relative(arg: &str, workdir: &Path, workspace: &Path) -> Option<String> {
+    let computed = ['…', '\u{FFFC}', '\u{FFFD}', '*', '?', '[', '$', '\u{1F}'];
+    if arg.is_empty() || arg.starts_with('~') || arg.contains(computed) {
+        return None;
+    }
+    let p = if Path::new(arg).is_absolute() {
+        PathBuf::from(arg)
+    } else {
+        workdir.join(arg)
+    };
+    let mut out: Vec<String> = Vec::new();
+    for c in p.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir | Component::RootDir | Component::Prefix(_) => {}
+            Component::Normal(s) => out.push(s.to_string_lossy().into_owned()),
+        }
+    }
+    let ws: Vec<String> = workspace
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(s) => Some(s.to_string_lossy().into_owned()),
+            _ => None,
+        })
+        .collect();
+    out.starts_with(&ws).then(|| out[ws.len()..].join("/"))
+}
+
+/// The paths one write operation names (its arguments as the signature walks them, minus
+/// scripts, messages, URLs and numbers; its redirect target).
+pub fn named_paths(op: &Operation, workdir: &Path, workspace: &Path) -> Vec<String> {
+    let args: Vec<String> = if op.kind == OpKind::Redirect {
+        op.writes.clone()
+    } else {
+        let w = signatures::walk_args(op, workdir, workspace);
+        w.kinds
+            .into_iter()
+            .chain(w.flag_values)
+            .filter(|(k, _)| k == "WS_PATH" || k == "LITERAL")
+            .map(|(_, a)| a)
+            .collect()
+    };
+    args.iter()
+        .filter_map(|a| relative(a, workdir, workspace))
+        .collect()
+}
+
+fn named(report: &CheckReport, workdir: &Path, workspace: &Path) -> Named {
+    let mut n = Named::default();
+    for op in &report.operations {
+        if signatures::of_operation(op, workdir, workspace).is_none() {
+            continue; // pure or read-only: names nothing it may write
+        }
+        let paths = named_paths(op, workdir, workspace);
+        if op.program == "mkdir" && has_flag(op, &["-p", "--parents"]) {
+            n.parents_of.extend(paths.iter().cloned());
+        }
+        if recursive(op) {
+            n.beneath.extend(paths.iter().cloned());
+        }
+        n.exact.extend(paths);
+        let sub = signatures::walk_args(op, workdir, workspace).sub;
+        for (p, s, globs) in COMPANIONS {
+            if *p == op.program && sub.as_deref() == Some(*s) {
+                n.companions.extend(globs.iter().copied());
+            }
+        }
+    }
+    n
+}
+
+fn companion_set(globs: &[&str]) -> Option<GlobSet> {
+    let mut b = GlobSetBuilder::new();
+    for g in globs {
+        b.add(glob(g).ok()?);
+        if let Some(dir) = g.strip_suffix("/**") {
+            b.add(glob(dir).ok()?);
+        }
+    }
+    b.build().ok()
+}
+
+fn is_under(path: &str, dir: &str) -> bool {
+    dir.is_empty() || path == dir || path.strip_prefix(dir).is_some_and(|r| r.starts_with('/'))
+}
+
+fn covered(n: &Named, companions: Option<&GlobSet>, path: &str, added_dir: bool) -> bool {
+    n.exact.iter().any(|e| e == path)
+        || n.beneath.iter().any(|d| is_under(path, d))
+        || (added_dir && n.parents_of.iter().any(|p| is_under(p, path)))
+        || companions.is_some_and(|c| c.is_match(path))
+}
+
+/// Why this change set may not be applied automatically under the command's learned
+/// signatures; empty: it may. Each reason names the path and why, for the human's prompt.
+pub fn auto_apply_refusals(
+    report: &CheckReport,
+    workdir: &Path,
+    workspace: &Path,
+    change_set: &ChangeSet,
+    protected: &Protected,
+) -> Vec<String> {
+    let n = named(report, workdir, workspace);
+    let companions = companion_set(&n.companions);
+    let mut out = Vec::new();
+    for c in &change_set.changes {
+        if protected.matching(&c.path).is_some() {
+            out.push(format!(
+                "touches a protected path {}: never applied without a human",
+                c.path
+            ));
+            continue;
+        }
+        let added_dir = c.kind == Kind::Added && c.after.as_deref() == Some("dir");
+        if !covered(&n, companions.as_ref(), &c.path, added_dir) {
+            let verb = match c.kind {
+                Kind::Added => "adds",
+                Kind::Modified => "modifies",
+                Kind::Deleted => "deletes",
+            };
+            out.push(format!(
+                "{verb} {}, which the command does not name",
+                c.path
+            ));
+        }
+    }
+    out
+}
