@@ -339,3 +339,312 @@ pub fn auto_apply_refusals(
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bash::changes::Change;
+    use crate::classify::{check, Context};
+
+    const F: &str = "file:00:644";
+
+    fn cs(changes: &[(&str, Kind, &str)]) -> ChangeSet {
+        ChangeSet {
+            changes: changes
+                .iter()
+                .map(|(p, k, after)| Change {
+                    path: p.to_string(),
+                    kind: *k,
+                    before: (*k != Kind::Added).then(|| F.to_string()),
+                    after: (*k != Kind::Deleted).then(|| after.to_string()),
+                    diff: None,
+                })
+                .collect(),
+            hash: String::new(),
+            diff_truncated: false,
+        }
+    }
+
+    fn refusals_in(
+        cmd: &str,
+        sub: &str,
+        changes: &[(&str, Kind, &str)],
+        p: &Protected,
+    ) -> Vec<String> {
+        let ws = PathBuf::from("/nonexistent-brainloop-ws");
+        let wd = ws.join(sub);
+        let r = check(
+            cmd,
+            &Context {
+                workdir: Some(wd.clone()),
+            },
+        );
+        auto_apply_refusals(&r, &wd, &ws, &cs(changes), p)
+    }
+
+    fn refusals(cmd: &str, changes: &[(&str, Kind, &str)]) -> Vec<String> {
+        refusals_in(cmd, "", changes, &Protected::new(&[]).unwrap())
+    }
+
+    use Kind::{Added as A, Deleted as D, Modified as M};
+
+    /// (command, change set, None = may be applied automatically / Some(part of a reason)).
+    #[test]
+    fn the_change_set_must_be_what_the_command_names() {
+        let cases: &[(&str, &[(&str, Kind, &str)], Option<&str>)] = &[
+            ("sed -i 's/a/b/' a.txt", &[("a.txt", M, F)], None),
+            (
+                "sed -i 's/a/b/' a.txt",
+                &[("a.txt", M, F), ("b.txt", M, F)],
+                Some("modifies b.txt, which the command does not name"),
+            ),
+            ("echo hi > notes.txt", &[("notes.txt", A, F)], None),
+            ("echo hi >> ./d/../notes.txt", &[("notes.txt", M, F)], None),
+            // written through a planted symlink: the overlay shows the target
+            (
+                "echo hi > link.txt",
+                &[("other.txt", M, F)],
+                Some("modifies other.txt"),
+            ),
+            ("sort -o out.txt in.txt", &[("out.txt", A, F)], None),
+            ("sort --output=out.txt in.txt", &[("out.txt", A, F)], None),
+            ("cp a.txt b.txt", &[("b.txt", A, F)], None),
+            ("touch $X", &[("a.txt", A, F)], Some("adds a.txt")),
+            ("touch *.txt", &[("a.txt", M, F)], Some("modifies a.txt")),
+            // directories: beneath only for recursive semantics
+            (
+                "rm -rf build",
+                &[("build/x.o", D, F), ("build", D, "dir")],
+                None,
+            ),
+            (
+                "rm build/x.o",
+                &[("build/x.o", D, F), ("build", D, "dir")],
+                Some("deletes build,"),
+            ),
+            (
+                "rm -f build",
+                &[("build/x.o", D, F)],
+                Some("deletes build/x.o"),
+            ),
+            (
+                "mv a b",
+                &[
+                    ("a/x", D, F),
+                    ("a", D, "dir"),
+                    ("b", A, "dir"),
+                    ("b/x", A, F),
+                ],
+                None,
+            ),
+            ("cp -a src dst", &[("dst", A, "dir"), ("dst/x", A, F)], None),
+            (
+                "cp src dst",
+                &[("dst", A, "dir"), ("dst/x", A, F)],
+                Some("adds dst/x"),
+            ),
+            ("chmod -R u+w lib", &[("lib/a", M, F)], None),
+            ("chmod u+w lib", &[("lib/a", M, F)], Some("modifies lib/a")),
+            (
+                "mkdir -p a/b/c",
+                &[("a", A, "dir"), ("a/b", A, "dir"), ("a/b/c", A, "dir")],
+                None,
+            ),
+            (
+                "mkdir a/b/c",
+                &[("a", A, "dir"), ("a/b", A, "dir"), ("a/b/c", A, "dir")],
+                Some("adds a,"),
+            ),
+            ("mkdir -p a/b", &[("a", A, F)], Some("adds a,")),
+            // companions: what git writes under .git
+            (
+                "git add a.txt",
+                &[
+                    (".git/index", M, F),
+                    (".git/objects/78", A, "dir"),
+                    (".git/objects/78/98", A, F),
+                ],
+                None,
+            ),
+            (
+                "git add a.txt",
+                &[(".git/index", M, F), (".git/refs/heads/main", M, F)],
+                Some("modifies .git/refs/heads/main"),
+            ),
+            (
+                "git commit -m 'x y'",
+                &[
+                    (".git/COMMIT_EDITMSG", A, F),
+                    (".git/index", M, F),
+                    (".git/logs", A, "dir"),
+                    (".git/logs/HEAD", A, F),
+                    (".git/logs/refs/heads/master", A, F),
+                    (".git/objects/08", A, "dir"),
+                    (".git/objects/08/58", A, F),
+                    (".git/refs/heads/master", A, F),
+                ],
+                None,
+            ),
+            // a hook that wrote elsewhere
+            (
+                "git commit -m 'x y'",
+                &[(".git/index", M, F), ("src/x.rs", M, F)],
+                Some("modifies src/x.rs"),
+            ),
+            (
+                "git rm a.txt",
+                &[("a.txt", D, F), (".git/index", M, F)],
+                None,
+            ),
+            ("git status", &[("x", A, F)], Some("adds x")),
+        ];
+        for (cmd, changes, want) in cases {
+            let got = refusals(cmd, changes);
+            match want {
+                None => assert!(got.is_empty(), "{cmd}: expected no refusal, got {got:?}"),
+                Some(w) => assert!(
+                    got.iter().any(|g| g.contains(w)),
+                    "{cmd}: expected {w:?}, got {got:?}"
+                ),
+            }
+        }
+    }
+
+    #[test]
+    fn paths_resolve_from_the_workdir() {
+        let p = Protected::new(&[]).unwrap();
+        let sub = |cmd: &str, path: &str| refusals_in(cmd, "sub", &[(path, A, F)], &p);
+        assert!(sub("echo hi > n.txt", "sub/n.txt").is_empty());
+        assert!(sub("echo hi > ../n.txt", "n.txt").is_empty());
+        assert!(!sub("echo hi > n.txt", "n.txt").is_empty());
+        assert!(
+            !sub("echo hi > ../../n.txt", "n.txt").is_empty(),
+            "outside names nothing"
+        );
+    }
+
+    #[test]
+    fn protected_paths_always_ask() {
+        for (cmd, path) in [
+            (
+                "echo evil > .git/hooks/post-checkout",
+                ".git/hooks/post-checkout",
+            ),
+            ("echo x > .envrc", ".envrc"),
+            ("echo x > vendor/lib/.git/config", "vendor/lib/.git/config"),
+            (
+                "sed -i 's/a/b/' .github/workflows/ci.yml",
+                ".github/workflows/ci.yml",
+            ),
+            ("git add .gitattributes", ".gitattributes"),
+        ] {
+            let got = refusals(cmd, &[(path, M, F)]);
+            assert_eq!(
+                got,
+                vec![format!(
+                    "touches a protected path {path}: never applied without a human"
+                )],
+                "{cmd}"
+            );
+        }
+        // a companion never covers a protected path
+        let got = refusals(
+            "git add a.txt",
+            &[(".git/index", M, F), (".git/hooks/pre-commit", A, F)],
+        );
+        assert!(
+            got.iter()
+                .any(|g| g.contains("protected path .git/hooks/pre-commit")),
+            "{got:?}"
+        );
+    }
+
+    #[test]
+    fn the_protected_table() {
+        let p = Protected::new(&[]).unwrap();
+        for yes in [
+            ".git/config",
+            ".git/hooks",
+            ".git/hooks/post-checkout",
+            ".git/info/attributes",
+            "sub/repo/.git/config",
+            ".git/modules/m/config",
+            ".git/modules/m/hooks/x",
+            ".gitmodules",
+            "a/.gitattributes",
+            ".envrc",
+            ".env",
+            ".env.local",
+            ".bashrc",
+            ".bash_profile",
+            ".bash_login",
+            ".bash_logout",
+            ".profile",
+            ".zshrc",
+            ".zshenv",
+            ".zprofile",
+            ".inputrc",
+            ".lesskey",
+            ".github/workflows/ci.yml",
+            ".github/workflows",
+            ".gitlab-ci.yml",
+            ".circleci/config.yml",
+            ".travis.yml",
+            "Jenkinsfile",
+            ".vscode/tasks.json",
+            ".idea/workspace.xml",
+            ".devcontainer/devcontainer.json",
+            ".pre-commit-config.yaml",
+            ".gitconfig",
+            ".hg/hgrc",
+        ] {
+            assert!(p.matching(yes).is_some(), "{yes} should be protected");
+        }
+        for no in [
+            "src/main.rs",
+            ".git/index",
+            ".git/HEAD",
+            ".git/objects/ab/cd",
+            ".git/refs/heads/main",
+            ".gitignore",
+            "docs/bashrc.md",
+            ".github/CODEOWNERS",
+            "environment.txt",
+            "a.env",
+            "config",
+            "hooks/x",
+        ] {
+            assert!(p.matching(no).is_none(), "{no} should not be protected");
+        }
+        assert_eq!(
+            p.matching("x/.git/hooks/pre-push"),
+            Some("**/.git/hooks/**")
+        );
+        assert_eq!(p.matching(".envrc"), Some("**/.envrc"));
+    }
+
+    #[test]
+    fn operators_extend_the_table() {
+        let p = Protected::new(&["deploy/**".to_string(), "**/Makefile".to_string()]).unwrap();
+        assert_eq!(p.matching("deploy/run.sh"), Some("deploy/**"));
+        assert_eq!(p.matching("deploy"), Some("deploy/**"));
+        assert!(
+            p.matching("sub/deploy/run.sh").is_none(),
+            "operator patterns are anchored"
+        );
+        assert!(p.matching("a/b/Makefile").is_some());
+        assert!(p.matching(".git/config").is_some(), "defaults stay");
+        let got = refusals_in("echo x > deploy/run.sh", "", &[("deploy/run.sh", A, F)], &p);
+        assert!(got[0].contains("protected path deploy/run.sh"), "{got:?}");
+        assert!(refusals("echo x > deploy/run.sh", &[("deploy/run.sh", A, F)]).is_empty());
+        assert!(Protected::new(&["a/[".to_string()]).is_err());
+        let bad = crate::config::Config {
+            protected_paths: vec!["a/[".into()],
+            ..Default::default()
+        };
+        assert!(bad.validate().is_err());
+        let a = Protected::shared(&["x/**".to_string()]).unwrap();
+        let b = Protected::shared(&["x/**".to_string()]).unwrap();
+        assert!(Arc::ptr_eq(&a, &b), "built once per list");
+    }
+}
