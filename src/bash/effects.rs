@@ -304,6 +304,22 @@ fn covered(n: &Named, companions: Option<&GlobSet>, path: &str, added_dir: bool)
         || companions.is_some_and(|c| c.is_match(path))
 }
 
+/// The protected paths a change set touches, one reason each (shown in every prompt about it,
+/// learned or not).
+pub fn protected_refusals(change_set: &ChangeSet, protected: &Protected) -> Vec<String> {
+    change_set
+        .changes
+        .iter()
+        .filter(|c| protected.matching(&c.path).is_some())
+        .map(|c| {
+            format!(
+                "touches a protected path {}: never applied without a human",
+                c.path
+            )
+        })
+        .collect()
+}
+
 /// Why this change set may not be applied automatically under the command's learned
 /// signatures; empty: it may. Each reason names the path and why, for the human's prompt.
 pub fn auto_apply_refusals(
@@ -315,13 +331,9 @@ pub fn auto_apply_refusals(
 ) -> Vec<String> {
     let n = named(report, workdir, workspace);
     let companions = companion_set(&n.companions);
-    let mut out = Vec::new();
+    let mut out = protected_refusals(change_set, protected);
     for c in &change_set.changes {
         if protected.matching(&c.path).is_some() {
-            out.push(format!(
-                "touches a protected path {}: never applied without a human",
-                c.path
-            ));
             continue;
         }
         let added_dir = c.kind == Kind::Added && c.after.as_deref() == Some("dir");

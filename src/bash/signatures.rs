@@ -231,6 +231,16 @@ fn is_operand(op: &Operation, path: &str) -> bool {
 /// that writes, reads or runs something beyond its operands, a flag of `NEVER_LEARNED_FLAGS`, or
 /// classified writes to a path that is not one of its arguments.
 pub fn construct_why_not(op: &Operation) -> Option<String> {
+    construct(op).map(|(why, _)| why)
+}
+
+/// Marks the signature of an operation whose construct the abstraction hides (a script's
+/// `w FILE` inside `EXPR`, a write the arguments do not show): its text differs from the
+/// learnable one, so trying it never taints (`learnable AND ...`) the learned signature.
+const ELSEWHERE_TAG: &str = "[writes or runs elsewhere]";
+
+/// `construct_why_not`, and whether the signature text would hide the construct.
+fn construct(op: &Operation) -> Option<(String, bool)> {
     use crate::classify::Category::*;
     let prog = op.program.as_str();
     if SCRIPT_PROGRAMS.contains(&prog) {
@@ -252,7 +262,7 @@ pub fn construct_why_not(op: &Operation) -> Option<String> {
             } else {
                 what.join("; ")
             };
-            return Some(format!("script construct: {what}"));
+            return Some((format!("script construct: {what}"), true));
         }
     }
     for (p, flags) in NEVER_LEARNED_FLAGS {
@@ -264,14 +274,16 @@ pub fn construct_why_not(op: &Operation) -> Option<String> {
             .iter()
             .find(|a| flags.iter().any(|f| flag_hit(a, f)))
         {
-            return Some(format!(
-                "{prog} {a} writes or runs what its operands do not name"
-            ));
+            let why = format!("{prog} {a} writes or runs what its operands do not name");
+            return Some((why, false));
         }
     }
     if op.kind == crate::classify::types::OpKind::Command {
         if let Some(w) = op.writes.iter().find(|w| !is_operand(op, w)) {
-            return Some(format!("writes {w}, which is not one of its operands"));
+            return Some((
+                format!("writes {w}, which is not one of its operands"),
+                true,
+            ));
         }
     }
     None
@@ -361,7 +373,10 @@ pub fn of_operation(op: &Operation, workdir: &Path, workspace: &Path) -> Option<
         .iter()
         .find(|w| !write_in_workspace(w, workdir, workspace))
         .map(|w| format!("writes outside the workspace ({w})"));
-    let mut why_not = construct_why_not(op)
+    let hidden = construct(op);
+    let tagged = hidden.as_ref().is_some_and(|(_, t)| *t);
+    let mut why_not = hidden
+        .map(|(why, _)| why)
         .or_else(|| category_learnable(op))
         .or(outside);
     let (text, program) = match op.kind {
@@ -407,6 +422,11 @@ pub fn of_operation(op: &Operation, workdir: &Path, workspace: &Path) -> Option<
                 (parts.join(" "), prog)
             }
         }
+    };
+    let text = if tagged {
+        format!("{text} {ELSEWHERE_TAG}")
+    } else {
+        text
     };
     Some(Signature {
         text,
@@ -774,5 +794,10 @@ mod tests {
             vec!["sort --output=… WS_PATH"]
         );
         assert_eq!(t("git add a.txt b.txt"), vec!["git add WS_PATH..."]);
+        // a hidden construct never shares the learnable text
+        assert_eq!(
+            t("sed -i 's/a/b/w .git/config' a.txt"),
+            vec!["sed -i EXPR WS_PATH [writes or runs elsewhere]"]
+        );
     }
 }
