@@ -7,7 +7,8 @@
 //! contained it and no denial; a command all of whose signatures are learned is applied on the
 //! overlay without asking (still journaled, still undoable). Never learned: operations with
 //! network, process control, environment or unknown effects, writes outside the workspace,
-//! computed program names; blocked and `ask_warning` commands never reach the overlay at all, and
+//! computed program names, scripts and flags that write or run what the operands do not name
+//! (`construct_why_not`: sed `w`/`e`, awk `system()`, `find -fprint`, `git -c`, ...); blocked and `ask_warning` commands never reach the overlay at all, and
 //! approvals of commands asked up front are counted apart (`upfront_approvals`), never toward
 //! learning. Operator overrides per signature: `never` denies any command containing it,
 //! `always_ask` keeps asking, `always_allow` treats it as learned (on the overlay only).
