@@ -15,8 +15,9 @@
 //!    `--flag=FILE` value), a redirect target, or a declared *companion* of one of its operations
 //!    (`COMPANIONS`: what `git add` / `git commit` write under `.git/`). A directory argument
 //!    covers the paths beneath it only for programs whose semantics are recursive on it
-//!    (`RECURSIVE`: `rm -r`, `cp -r`/`-a`, `mv`, `chmod -R`, ...); `mkdir -p` also covers the
-//!    directories it creates above its argument. Conservative on purpose: globs, computed
+//!    (`RECURSIVE`: `rm -r`, `cp -r`/`-a`, `mv`, `chmod -R`, ...), never for the workspace root
+//!    itself; `mkdir -p` also covers the directories it creates above its argument, `sed -i.bak`
+//!    its backups. Conservative on purpose: globs, computed
 //!    arguments (`$x`, `$(...)`) and one-letter flags with the value attached name nothing, so a
 //!    change set they produce asks.
 //!
@@ -197,6 +198,22 @@ fn recursive(op: &Operation) -> bool {
         .any(|(p, flags)| *p == op.program && flags.is_none_or(|f| has_flag(op, f)))
 }
 
+/// `sed -i.bak` / `--in-place=.bak` keeps a backup next to each file it edits (a suffix with `*`,
+/// which names the backup otherwise, is not handled: its backups name nothing). `sed -i` alone
+/// leaves nothing: its temporary file is renamed over the target.
+fn backup_suffix(op: &Operation) -> Option<&str> {
+    if !matches!(op.program.as_str(), "sed" | "gsed") {
+        return None;
+    }
+    op.args
+        .iter()
+        .find_map(|a| {
+            a.strip_prefix("--in-place=")
+                .or_else(|| a.strip_prefix("-i").filter(|s| !s.is_empty()))
+        })
+        .filter(|s| !s.contains(['*', '/']))
+}
+
 /// What a command names: exact paths, paths covering their subtree, paths whose missing
 /// parents it may create, and companion globs.
 #[derive(Debug, Default)]
@@ -271,6 +288,9 @@ fn named(report: &CheckReport, workdir: &Path, workspace: &Path) -> Named {
         if recursive(op) {
             n.beneath.extend(paths.iter().cloned());
         }
+        if let Some(suffix) = backup_suffix(op) {
+            n.exact.extend(paths.iter().map(|p| format!("{p}{suffix}")));
+        }
         n.exact.extend(paths);
         let sub = signatures::walk_args(op, workdir, workspace).sub;
         for (p, s, globs) in COMPANIONS {
@@ -293,8 +313,11 @@ fn companion_set(globs: &[&str]) -> Option<GlobSet> {
     b.build().ok()
 }
 
+/// `path` is `dir` or lies beneath it. The workspace root (`""`) covers nothing beneath it: a
+/// recursive `mv x .` or `cp -r x .` would otherwise name the whole workspace, and with it the
+/// unnamed effects of every other operation in the command.
 fn is_under(path: &str, dir: &str) -> bool {
-    dir.is_empty() || path == dir || path.strip_prefix(dir).is_some_and(|r| r.starts_with('/'))
+    !dir.is_empty() && (path == dir || path.strip_prefix(dir).is_some_and(|r| r.starts_with('/')))
 }
 
 fn covered(n: &Named, companions: Option<&GlobSet>, path: &str, added_dir: bool) -> bool {
@@ -406,6 +429,26 @@ mod tests {
         let cases: &[(&str, &[(&str, Kind, &str)], Option<&str>)] = &[
             ("sed -i 's/a/b/' a.txt", &[("a.txt", M, F)], None),
             (
+                "sed -i.bak 's/a/b/' a.txt",
+                &[("a.txt", M, F), ("a.txt.bak", A, F)],
+                None,
+            ),
+            (
+                "sed --in-place=.orig 's/a/b/' a.txt",
+                &[("a.txt", M, F), ("a.txt.orig", A, F)],
+                None,
+            ),
+            (
+                "sed -i 's/a/b/' a.txt",
+                &[("a.txt", M, F), ("a.txt.bak", A, F)],
+                Some("adds a.txt.bak"),
+            ),
+            (
+                "sed -i'*.x' 's/a/b/' a.txt",
+                &[("a.txt", M, F), ("a.txt.x", A, F)],
+                Some("adds a.txt.x"),
+            ),
+            (
                 "sed -i 's/a/b/' a.txt",
                 &[("a.txt", M, F), ("b.txt", M, F)],
                 Some("modifies b.txt, which the command does not name"),
@@ -456,6 +499,12 @@ mod tests {
                 Some("adds dst/x"),
             ),
             ("chmod -R u+w lib", &[("lib/a", M, F)], None),
+            (
+                "cp -r x . && echo evil > link.txt",
+                &[("x", A, "dir"), ("other.txt", M, F)],
+                Some("modifies other.txt"),
+            ),
+            ("chmod -R u+w .", &[("lib/a", M, F)], Some("modifies lib/a")),
             ("chmod u+w lib", &[("lib/a", M, F)], Some("modifies lib/a")),
             (
                 "mkdir -p a/b/c",
