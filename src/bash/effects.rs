@@ -422,11 +422,13 @@ mod tests {
     }
 
     use Kind::{Added as A, Deleted as D, Modified as M};
+    /// (path, kind, state after)
+    type Ch<'a> = (&'a str, Kind, &'a str);
 
     /// (command, change set, None = may be applied automatically / Some(part of a reason)).
     #[test]
     fn the_change_set_must_be_what_the_command_names() {
-        let cases: &[(&str, &[(&str, Kind, &str)], Option<&str>)] = &[
+        let cases: &[(&str, &[Ch], Option<&str>)] = &[
             ("sed -i 's/a/b/' a.txt", &[("a.txt", M, F)], None),
             (
                 "sed -i.bak 's/a/b/' a.txt",
