@@ -95,6 +95,10 @@ pub struct Config {
     /// at or over it is refused until pending validations are answered, and a run's own cap is
     /// lowered to what is left (`BRAINLOOP_PENDING_MAX_BYTES_PER_CLIENT`). Default 1 GiB.
     pub pending_max_bytes_per_client: u64,
+    /// Extra protected paths (globs relative to the workspace; `**/` matches at any depth), added
+    /// to the built-in table of `bash::effects::DEFAULT_PROTECTED`: a change set touching one is
+    /// never applied without a human, whatever was learned.
+    pub protected_paths: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -161,6 +165,7 @@ impl Default for Config {
             overlay_max_bytes: 256 * 1024 * 1024,
             overlay_max_inodes: 20_000,
             pending_max_bytes_per_client: 1024 * 1024 * 1024,
+            protected_paths: Vec::new(),
         }
     }
 }
@@ -336,6 +341,7 @@ impl Config {
             bail!("overlay_max_bytes, overlay_max_inodes and pending_max_bytes_per_client must be at least 1");
         }
         self.llm.validate()?;
+        crate::bash::effects::Protected::new(&self.protected_paths)?;
         Ok(())
     }
 

@@ -836,6 +836,34 @@ async fn overlay_run(
             None,
         ));
     }
+    // A learned signature applies only what the command names, never a protected path
+    // (`bash::effects`); otherwise the human is asked, with the reasons first. A prompt about a
+    // change set touching a protected path says so, learned or not.
+    let refused_report;
+    let (auto, report) = {
+        use crate::bash::effects;
+        let why = match effects::Protected::shared(&ctx.config.protected_paths) {
+            Ok(p) if auto.is_some() => {
+                effects::auto_apply_refusals(report, workdir, workspace, &m.change_set, &p)
+            }
+            Ok(p) => effects::protected_refusals(&m.change_set, &p),
+            Err(e) => vec![format!("the protected-path table is unusable: {e:#}")],
+        };
+        if why.is_empty() {
+            (auto, report)
+        } else {
+            let mut r = report.clone();
+            let lead = if auto.is_some() {
+                "not applied automatically: "
+            } else {
+                ""
+            };
+            r.reasons
+                .splice(0..0, why.into_iter().map(|w| format!("{lead}{w}")));
+            refused_report = r;
+            (None, &refused_report)
+        }
+    };
     if let Some(policy_used) = auto {
         let texts = m.signatures.clone();
         let out = apply_pending(ctx, m, policy_used).await;

@@ -1,5 +1,7 @@
 //! Shell commands (seed 001's secure bash execution, DESIGN §5): `policy` (pure decision rules),
-//! `registry` (the evolving per-command registry), `approvals` (human validation), `executor`
+//! `registry` (the evolving per-command registry), `evidence` (what learning may count: human
+//! decisions only), `effects` (what a learned signature may apply without a human), `changes`
+//! and `beneath` (change sets, read and written beneath the workspace), `approvals` (human validation), `executor`
 //! (running one command as a bounded process tree), `leftovers` (no command outlives a crash).
 //! Classification itself lives in `crate::classify`; the `execute_bash` action in
 //! `crate::actions::bash` ties them together.
@@ -7,6 +9,7 @@
 pub mod approvals;
 pub mod beneath;
 pub mod changes;
+pub mod effects;
 pub mod evidence;
 pub mod executor;
 pub mod leftovers;

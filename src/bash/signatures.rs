@@ -7,7 +7,8 @@
 //! contained it and no denial; a command all of whose signatures are learned is applied on the
 //! overlay without asking (still journaled, still undoable). Never learned: operations with
 //! network, process control, environment or unknown effects, writes outside the workspace,
-//! computed program names; blocked and `ask_warning` commands never reach the overlay at all, and
+//! computed program names, scripts and flags that write or run what the operands do not name
+//! (`construct_why_not`: sed `w`/`e`, awk `system()`, `find -fprint`, `git -c`, ...); blocked and `ask_warning` commands never reach the overlay at all, and
 //! approvals of commands asked up front are counted apart (`upfront_approvals`), never toward
 //! learning. Operator overrides per signature: `never` denies any command containing it,
 //! `always_ask` keeps asking, `always_allow` treats it as learned (on the overlay only).
@@ -174,6 +175,190 @@ fn category_learnable(op: &Operation) -> Option<String> {
     None
 }
 
+/// Programs whose script argument `classify::scripts` analyses (sed, awk, jq).
+const SCRIPT_PROGRAMS: &[&str] = &["sed", "gsed", "awk", "gawk", "mawk", "nawk", "jq"];
+
+/// Flags with which an operation writes or runs something its operands do not name: such a
+/// signature is never learned (the flag's effect is not what the abstracted arguments say).
+/// Long flags match also as `--flag=VALUE`; one-letter flags also with the value attached.
+const NEVER_LEARNED_FLAGS: &[(&str, &[&str])] = &[
+    (
+        "find",
+        &[
+            "-fprint", "-fprint0", "-fprintf", "-fls", "-exec", "-execdir", "-ok", "-okdir",
+            "-delete",
+        ],
+    ),
+    (
+        "tar",
+        &[
+            "--to-command",
+            "--checkpoint-action",
+            "-I",
+            "--use-compress-program",
+            "--info-script",
+            "--new-volume-script",
+            "-F",
+        ],
+    ),
+    ("sort", &["--compress-program"]),
+    ("git", &["-c", "--config-env", "--exec-path"]),
+    ("rsync", &["-e", "--rsh", "--rsync-path"]),
+];
+
+fn flag_hit(arg: &str, flag: &str) -> bool {
+    if arg == flag {
+        return true;
+    }
+    if flag.starts_with("--") {
+        return arg.strip_prefix(flag).is_some_and(|r| r.starts_with('='));
+    }
+    // `-I` with its value attached (`-Ixz`); find's one-dash predicates only match whole.
+    flag.len() == 2 && arg.starts_with(flag) && !arg.starts_with("--")
+}
+
+/// Whether `path` (a write or read the classifier found) is one of the operation's arguments,
+/// alone or as a flag's attached value (`of=FILE`, `--output=FILE`).
+fn is_operand(op: &Operation, path: &str) -> bool {
+    op.args.iter().any(|a| {
+        a == path
+            || a.strip_suffix(path)
+                .is_some_and(|head| head.ends_with('=') && !head.is_empty())
+    })
+}
+
+/// Why an operation's signature cannot stand for its effects, naming the construct: a script
+/// (sed `w`/`W`/`r`/`R`/`e`, `s///w`, `s///e`, awk redirections, pipes, `system()`, `getline`)
+/// that writes, reads or runs something beyond its operands, a flag of `NEVER_LEARNED_FLAGS`, or
+/// classified writes to a path that is not one of its arguments.
+pub fn construct_why_not(op: &Operation) -> Option<String> {
+    construct(op).map(|(why, _)| why)
+}
+
+/// Marks the signature of an operation whose construct the abstraction hides (a script's
+/// `w FILE` inside `EXPR`, a write the arguments do not show): its text differs from the
+/// learnable one, so trying it never taints (`learnable AND ...`) the learned signature.
+const ELSEWHERE_TAG: &str = "[writes or runs elsewhere]";
+
+/// `construct_why_not`, and whether the signature text would hide the construct.
+fn construct(op: &Operation) -> Option<(String, bool)> {
+    use crate::classify::Category::*;
+    let prog = op.program.as_str();
+    if SCRIPT_PROGRAMS.contains(&prog) {
+        let escapes = op
+            .categories
+            .iter()
+            .any(|c| matches!(c, Process | Env | Network | Unknown))
+            || op.writes.iter().any(|w| !is_operand(op, w))
+            || op.reads.iter().any(|r| !is_operand(op, r));
+        if escapes {
+            let what: Vec<&str> = op
+                .notes
+                .iter()
+                .filter(|n| n.starts_with("sed ") || n.starts_with("awk ") || n.starts_with("jq "))
+                .map(String::as_str)
+                .collect();
+            let what = if what.is_empty() {
+                "its script does more than edit its operands".to_string()
+            } else {
+                what.join("; ")
+            };
+            return Some((format!("script construct: {what}"), true));
+        }
+    }
+    for (p, flags) in NEVER_LEARNED_FLAGS {
+        if *p != prog {
+            continue;
+        }
+        if let Some(a) = op
+            .args
+            .iter()
+            .find(|a| flags.iter().any(|f| flag_hit(a, f)))
+        {
+            let why = format!("{prog} {a} writes or runs what its operands do not name");
+            return Some((why, false));
+        }
+    }
+    if op.kind == crate::classify::types::OpKind::Command {
+        if let Some(w) = op.writes.iter().find(|w| !is_operand(op, w)) {
+            return Some((
+                format!("writes {w}, which is not one of its operands"),
+                true,
+            ));
+        }
+    }
+    None
+}
+
+/// A command's arguments as the signature sees them.
+#[derive(Debug, Default)]
+pub struct Walked {
+    /// Flags (with `=…` for attached values).
+    pub flags: Vec<String>,
+    /// The subcommand kept literally (`git add`).
+    pub sub: Option<String>,
+    /// Positional arguments (and values of separate-value flags) with their kind.
+    pub kinds: Vec<(String, String)>,
+    /// Values attached to long flags (`--output=FILE` → `FILE`), with their kind.
+    pub flag_values: Vec<(String, String)>,
+}
+
+/// Walks a command's arguments: flags, subcommand, and every other argument with its kind
+/// (`WS_PATH`, `EXPR`, `MSG`, ...). The signature and the named paths (`effects`) both use it.
+pub fn walk_args(op: &Operation, workdir: &Path, workspace: &Path) -> Walked {
+    let prog = op.program.as_str();
+    let mut w = Walked::default();
+    let mut expr_seen = false;
+    let mut next_kind: Option<&str> = None;
+    let mut only_positional = false;
+    for a in &op.args {
+        if let Some(k) = next_kind.take() {
+            w.kinds.push((k.to_string(), a.clone()));
+            continue;
+        }
+        if !only_positional && a == "--" {
+            only_positional = true;
+            continue;
+        }
+        if !only_positional && a.starts_with('-') && a.len() > 1 {
+            let (name, value) = match a.split_once('=') {
+                Some((n, v)) => (n.to_string(), Some(v)),
+                None => (a.clone(), None),
+            };
+            if MSG_FLAGS.contains(&name.as_str()) && MSG_PROGRAMS.contains(&prog) {
+                w.flags.push(name);
+                if value.is_none() {
+                    next_kind = Some("MSG");
+                }
+            } else if EXPR_FLAGS.contains(&name.as_str()) {
+                w.flags.push(name);
+                expr_seen = true;
+                if value.is_none() {
+                    next_kind = Some("EXPR");
+                }
+            } else if let Some(v) = value {
+                w.flags.push(format!("{name}=…"));
+                w.flag_values
+                    .push((arg_kind(v, workdir, workspace), v.to_string()));
+            } else {
+                w.flags.push(name);
+            }
+            continue;
+        }
+        if w.sub.is_none() && w.kinds.is_empty() && SUBCOMMANDS.contains(&prog) {
+            w.sub = Some(a.clone());
+            continue;
+        }
+        if !expr_seen && w.kinds.is_empty() && EXPR_FIRST.contains(&prog) {
+            expr_seen = true;
+            w.kinds.push(("EXPR".into(), a.clone()));
+            continue;
+        }
+        w.kinds.push((arg_kind(a, workdir, workspace), a.clone()));
+    }
+    w
+}
+
 /// The signature of one operation, or None when it needs no human (pure / read-only).
 pub fn of_operation(op: &Operation, workdir: &Path, workspace: &Path) -> Option<Signature> {
     use crate::classify::{types::OpKind, Category};
@@ -189,7 +374,12 @@ pub fn of_operation(op: &Operation, workdir: &Path, workspace: &Path) -> Option<
         .iter()
         .find(|w| !write_in_workspace(w, workdir, workspace))
         .map(|w| format!("writes outside the workspace ({w})"));
-    let mut why_not = category_learnable(op).or(outside);
+    let hidden = construct(op);
+    let tagged = hidden.as_ref().is_some_and(|(_, t)| *t);
+    let mut why_not = hidden
+        .map(|(why, _)| why)
+        .or_else(|| category_learnable(op))
+        .or(outside);
     let (text, program) = match op.kind {
         OpKind::Assignment => {
             why_not = Some("assigns a shell variable that matters".into());
@@ -212,60 +402,13 @@ pub fn of_operation(op: &Operation, workdir: &Path, workspace: &Path) -> Option<
                 ("<dynamic>".to_string(), String::new())
             } else {
                 let prog = op.program.clone();
-                let mut flags: Vec<String> = Vec::new();
-                let mut kinds: Vec<String> = Vec::new();
-                let mut sub: Option<String> = None;
-                let mut expr_seen = false;
-                let mut next_kind: Option<&str> = None;
-                let mut only_positional = false;
-                for a in &op.args {
-                    if let Some(k) = next_kind.take() {
-                        kinds.push(k.to_string());
-                        continue;
-                    }
-                    if !only_positional && a == "--" {
-                        only_positional = true;
-                        continue;
-                    }
-                    if !only_positional && a.starts_with('-') && a.len() > 1 {
-                        let (name, value) = match a.split_once('=') {
-                            Some((n, _)) => (n.to_string(), true),
-                            None => (a.clone(), false),
-                        };
-                        if MSG_FLAGS.contains(&name.as_str())
-                            && MSG_PROGRAMS.contains(&prog.as_str())
-                        {
-                            flags.push(name);
-                            if !value {
-                                next_kind = Some("MSG");
-                            }
-                        } else if EXPR_FLAGS.contains(&name.as_str()) {
-                            flags.push(name);
-                            expr_seen = true;
-                            if !value {
-                                next_kind = Some("EXPR");
-                            }
-                        } else {
-                            flags.push(if value { format!("{name}=…") } else { name });
-                        }
-                        continue;
-                    }
-                    if sub.is_none() && kinds.is_empty() && SUBCOMMANDS.contains(&prog.as_str()) {
-                        sub = Some(a.clone());
-                        continue;
-                    }
-                    if !expr_seen && kinds.is_empty() && EXPR_FIRST.contains(&prog.as_str()) {
-                        expr_seen = true;
-                        kinds.push("EXPR".into());
-                        continue;
-                    }
-                    kinds.push(arg_kind(a, workdir, workspace));
-                }
+                let w = walk_args(op, workdir, workspace);
+                let mut flags = w.flags;
                 flags.sort();
                 flags.dedup();
                 // Repeated kinds collapse: `git add a b c` and `git add a` share a signature.
                 let mut collapsed: Vec<String> = Vec::new();
-                for k in kinds {
+                for (k, _) in w.kinds {
                     match collapsed.last_mut() {
                         Some(last) if *last == k || *last == format!("{k}...") => {
                             *last = format!("{k}...")
@@ -274,12 +417,17 @@ pub fn of_operation(op: &Operation, workdir: &Path, workspace: &Path) -> Option<
                     }
                 }
                 let mut parts = vec![prog.clone()];
-                parts.extend(sub);
+                parts.extend(w.sub);
                 parts.extend(flags);
                 parts.extend(collapsed);
                 (parts.join(" "), prog)
             }
         }
+    };
+    let text = if tagged {
+        format!("{text} {ELSEWHERE_TAG}")
+    } else {
+        text
     };
     Some(Signature {
         text,
@@ -576,5 +724,120 @@ mod tests {
         let ws = std::env::temp_dir();
         let s = of_report(&net, &ws, &ws);
         assert!(s.iter().all(|s| !s.learnable), "{s:?}");
+    }
+
+    fn sig_of(cmd: &str) -> Vec<Signature> {
+        let ws = std::env::temp_dir();
+        let r = check(
+            cmd,
+            &Context {
+                workdir: Some(ws.clone()),
+            },
+        );
+        of_report(&r, &ws, &ws)
+    }
+
+    /// Scripts and flags that write or run what the operands do not name are never learned,
+    /// and the reason names the construct.
+    #[test]
+    fn constructs_that_write_or_run_elsewhere_are_never_learned() {
+        let cases: &[(&str, &str)] = &[
+            (
+                "sed -i 's/x/y/w .git/config' a.txt",
+                "s///w writes .git/config",
+            ),
+            ("sed -i -e 's/x/y/w out.txt' a.txt", "s///w writes out.txt"),
+            ("sed -i '1w .git/config' a.txt", "`w` writes .git/config"),
+            ("sed -n 'W out.txt' a.txt", "`W` writes out.txt"),
+            ("sed -i '1r /etc/passwd' a.txt", "`r` reads /etc/passwd"),
+            ("sed -i '1R notes.txt' a.txt", "`R` reads notes.txt"),
+            ("sed -i 's/x/id/e' a.txt", "s///e"),
+            ("sed -i '1e id' a.txt", "`e` runs a command"),
+            ("awk '{print > \"f\"}' a.txt", "awk print > FILE"),
+            ("awk '{print $1 >> \"f\"}' a.txt", "awk print > FILE"),
+            ("awk 'BEGIN{system(\"id\")}' a.txt", "system()"),
+            ("awk '{print | \"sh\"}' a.txt", "awk pipes"),
+            (
+                "awk 'BEGIN{\"id\" | getline l; print l}' > o.txt",
+                "getline",
+            ),
+            ("find . -fprint out.txt", "-fprint"),
+            ("find . -fprintf out.txt %p", "-fprintf"),
+            ("find . -fls out.txt", "-fls"),
+            ("find . -name x.o -delete", "-delete"),
+            ("tar -xf x.tar --to-command=sh", "--to-command"),
+            ("tar -I sh -cf x.tar a", "tar -I"),
+            (
+                "tar --checkpoint-action=exec=sh -cf x.tar a",
+                "--checkpoint-action",
+            ),
+            (
+                "tar --use-compress-program=sh -cf x.tar a",
+                "--use-compress-program",
+            ),
+            (
+                "sort --compress-program=sh -o o.txt a.txt",
+                "--compress-program",
+            ),
+            ("git -c core.fsmonitor=x status", "git -c"),
+            ("git -c user.name=x commit -m 'a b'", "git -c"),
+            ("python3 -c 'open(\"x\",\"w\")'", "inline code"),
+        ];
+        for (cmd, why) in cases {
+            let sigs = sig_of(cmd);
+            let bad: Vec<&Signature> = sigs.iter().filter(|s| !s.learnable).collect();
+            assert!(
+                !bad.is_empty(),
+                "{cmd}: expected never learned, got {sigs:?}"
+            );
+            assert!(
+                bad.iter()
+                    .any(|s| s.why_not.as_deref().unwrap_or("").contains(why)),
+                "{cmd}: why_not should name {why:?}: {sigs:?}"
+            );
+        }
+    }
+
+    /// The learned economy survives: ordinary edits stay learnable.
+    #[test]
+    fn ordinary_writes_stay_learnable() {
+        for cmd in [
+            "sed -i 's/a/b/g' a.txt",
+            "sed -i -e 's/a/b/' -e '/x/d' a.txt",
+            "echo hi > notes.txt",
+            "echo hi >> notes.txt",
+            "git add a.txt b.txt",
+            "git commit -m 'fix the bug'",
+            "sort -o out.txt in.txt",
+            "sort --output=out.txt in.txt",
+            "cp a.txt b.txt",
+            "mkdir -p a/b",
+            "dd if=a.txt of=b.txt",
+            "touch a.txt",
+            "rm -f a.txt",
+        ] {
+            let sigs = sig_of(cmd);
+            assert!(!sigs.is_empty(), "{cmd}: no signature");
+            assert!(sigs.iter().all(|s| s.learnable), "{cmd}: {sigs:?}");
+        }
+    }
+
+    /// The refactored argument walk keeps the signature texts the database already holds.
+    #[test]
+    fn signature_texts_are_unchanged() {
+        let t = |c: &str| sig_of(c).into_iter().map(|s| s.text).collect::<Vec<_>>();
+        assert_eq!(t("sed -i 's/a/b/' x/a.txt"), vec!["sed -i EXPR WS_PATH"]);
+        assert_eq!(t("git commit -q -m 'a b'"), vec!["git commit -m -q MSG"]);
+        assert_eq!(t("echo hi > x/n.txt"), vec!["redirect:write WS_PATH"]);
+        assert_eq!(
+            t("sort --output=o.txt a.txt"),
+            vec!["sort --output=… WS_PATH"]
+        );
+        assert_eq!(t("git add a.txt b.txt"), vec!["git add WS_PATH..."]);
+        // a hidden construct never shares the learnable text
+        assert_eq!(
+            t("sed -i 's/a/b/w .git/config' a.txt"),
+            vec!["sed -i EXPR WS_PATH [writes or runs elsewhere]"]
+        );
     }
 }

@@ -1,0 +1,713 @@
+//! Signatures bound to effects (issue 18, item 3): this module owns *what a learned signature may
+//! apply without a human*. A command made only of learned signatures ran on the overlay; before
+//! its change set is applied automatically, `auto_apply_refusals` checks it against what the
+//! command names. Any reason it returns sends the change set to a human instead, with the reasons
+//! in the prompt.
+//!
+//! The rule:
+//!
+//! 1. **Protected paths** (`Protected`: the `DEFAULT_PROTECTED` table plus the operator's
+//!    `protected_paths`) are never applied without a human, whatever was learned or promoted:
+//!    files that make a later read-only command, a shell, an editor or CI run code (`.git/config`,
+//!    `.git/hooks/**`, `.envrc`, shell rc files, CI configs, ...).
+//! 2. **Every path the change set touches is named by the command**: an argument of one of its
+//!    write operations (the ones the signature abstracts as `WS_PATH`, or a plain name, or a
+//!    `--flag=FILE` value), a redirect target, or a declared *companion* of one of its operations
+//!    (`COMPANIONS`: what `git add` / `git commit` write under `.git/`). A directory argument
+//!    covers the paths beneath it only for programs whose semantics are recursive on it
+//!    (`RECURSIVE`: `rm -r`, `cp -r`/`-a`, `mv`, `chmod -R`, ...), never for the workspace root
+//!    itself; `mkdir -p` also covers the directories it creates above its argument, `sed -i.bak`
+//!    its backups. Conservative on purpose: globs, computed
+//!    arguments (`$x`, `$(...)`) and one-letter flags with the value attached name nothing, so a
+//!    change set they produce asks.
+//!
+//! Pure functions and data; `actions/bash.rs` calls `auto_apply_refusals` before an automatic
+//! apply. What signatures are never learned at all (scripts that write or run elsewhere) is in
+//! `signatures::construct_why_not`.
+
+use crate::bash::changes::{ChangeSet, Kind};
+use crate::bash::signatures;
+use crate::classify::types::OpKind;
+use crate::classify::{CheckReport, Operation};
+use anyhow::{Context, Result};
+use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
+use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// Paths never applied without a human (globs relative to the workspace, `/`-separated; `**/`
+/// matches at any depth, so nested repositories are covered; `X/**` also matches `X` itself).
+/// README's security section shows this table; keep them in sync.
+pub const DEFAULT_PROTECTED: &[&str] = &[
+    // git: config (core.fsmonitor, core.pager, aliases, filters run programs), hooks, info/attributes
+    "**/.git/config",
+    "**/.git/hooks/**",
+    "**/.git/info/**",
+    "**/.git/modules/**/config",
+    "**/.git/modules/**/hooks/**",
+    "**/.gitmodules",
+    "**/.gitattributes",
+    "**/.gitconfig",
+    "**/.hg/hgrc",
+    // environment loaders (direnv, dotenv)
+    "**/.envrc",
+    "**/.env",
+    "**/.env.*",
+    // shell and readline start-up files
+    "**/.bashrc",
+    "**/.bash_profile",
+    "**/.bash_login",
+    "**/.bash_logout",
+    "**/.profile",
+    "**/.zshrc",
+    "**/.zshenv",
+    "**/.zprofile",
+    "**/.zlogin",
+    "**/.inputrc",
+    "**/.lesskey",
+    // CI definitions
+    "**/.github/workflows/**",
+    "**/.gitlab-ci.yml",
+    "**/.circleci/**",
+    "**/.travis.yml",
+    "**/Jenkinsfile",
+    "**/.pre-commit-config.yaml",
+    // editor / IDE run configurations
+    "**/.vscode/**",
+    "**/.idea/**",
+    "**/.devcontainer/**",
+];
+
+/// The protected-path table, built once from the configuration (`Protected::shared`).
+#[derive(Debug, Clone)]
+pub struct Protected {
+    patterns: Vec<String>,
+    set: GlobSet,
+}
+
+fn glob(p: &str) -> Result<Glob> {
+    GlobBuilder::new(p)
+        .literal_separator(true)
+        .build()
+        .with_context(|| format!("protected path pattern {p:?}"))
+}
+
+impl Protected {
+    /// The defaults plus the operator's patterns (`protected_paths`, relative to the workspace;
+    /// start one with `**/` to match at any depth).
+    pub fn new(extra: &[String]) -> Result<Protected> {
+        let mut patterns: Vec<String> = DEFAULT_PROTECTED.iter().map(|s| s.to_string()).collect();
+        patterns.extend(extra.iter().map(|p| p.trim_start_matches('/').to_string()));
+        let mut b = GlobSetBuilder::new();
+        for p in &patterns {
+            b.add(glob(p)?);
+            if let Some(dir) = p.strip_suffix("/**") {
+                b.add(glob(dir)?);
+            }
+        }
+        Ok(Protected {
+            set: b.build().context("protected paths")?,
+            patterns,
+        })
+    }
+
+    /// The table for these operator patterns, built once per distinct list and then shared.
+    pub fn shared(extra: &[String]) -> Result<Arc<Protected>> {
+        static CACHE: Mutex<Option<(Vec<String>, Arc<Protected>)>> = Mutex::new(None);
+        let mut g = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((k, p)) = g.as_ref() {
+            if k.as_slice() == extra {
+                return Ok(p.clone());
+            }
+        }
+        let p = Arc::new(Protected::new(extra)?);
+        *g = Some((extra.to_vec(), p.clone()));
+        Ok(p)
+    }
+
+    /// The pattern a workspace-relative path matches, if it is protected.
+    pub fn matching(&self, rel: &str) -> Option<&str> {
+        let hits = self.set.matches(rel);
+        let i = *hits.first()?;
+        // Index i counts the `X` companions of `X/**` patterns too: map back to the pattern.
+        let mut n = 0;
+        for p in &self.patterns {
+            let width = if p.ends_with("/**") { 2 } else { 1 };
+            if i < n + width {
+                return Some(p);
+            }
+            n += width;
+        }
+        Some("")
+    }
+
+    pub fn patterns(&self) -> &[String] {
+        &self.patterns
+    }
+}
+
+/// Programs whose directory arguments cover what lies beneath them, and the flags that make
+/// them recursive (`None`: always, as `mv` moving a directory). One-letter flags also count
+/// inside a bundle (`-rf`, `-av`).
+const RECURSIVE: &[(&str, Option<&[&str]>)] = &[
+    ("rm", Some(&["-r", "-R", "--recursive"])),
+    ("cp", Some(&["-r", "-R", "-a", "--recursive", "--archive"])),
+    ("mv", None),
+    ("chmod", Some(&["-R", "--recursive"])),
+    ("chown", Some(&["-R", "--recursive"])),
+    ("chgrp", Some(&["-R", "--recursive"])),
+    ("rsync", Some(&["-r", "-a", "--recursive", "--archive"])),
+];
+
+/// What an operation writes besides its arguments (globs relative to the workspace, matched at
+/// any depth so a repository below the workspace root is covered): observed with git 2.x on a
+/// fresh and an existing repository (`tests` in this module pin the table).
+const COMPANIONS: &[(&str, &str, &[&str])] = &[
+    ("git", "add", &["**/.git/index", "**/.git/objects/**"]),
+    ("git", "rm", &["**/.git/index"]),
+    ("git", "mv", &["**/.git/index"]),
+    (
+        "git",
+        "commit",
+        &[
+            "**/.git/index",
+            "**/.git/objects/**",
+            "**/.git/refs/heads/**",
+            "**/.git/logs/**",
+            "**/.git/COMMIT_EDITMSG",
+        ],
+    ),
+];
+
+fn has_flag(op: &Operation, flags: &[&str]) -> bool {
+    op.args.iter().any(|a| {
+        flags.iter().any(|f| {
+            a == f
+                || (f.len() == 2
+                    && !f.starts_with("--")
+                    && a.starts_with('-')
+                    && !a.starts_with("--")
+                    && a[1..].chars().all(|c| c.is_ascii_alphabetic())
+                    && a[1..].contains(&f[1..]))
+        })
+    })
+}
+
+fn recursive(op: &Operation) -> bool {
+    RECURSIVE
+        .iter()
+        .any(|(p, flags)| *p == op.program && flags.is_none_or(|f| has_flag(op, f)))
+}
+
+/// `sed -i.bak` / `--in-place=.bak` keeps a backup next to each file it edits (a suffix with `*`,
+/// which names the backup otherwise, is not handled: its backups name nothing). `sed -i` alone
+/// leaves nothing: its temporary file is renamed over the target.
+fn backup_suffix(op: &Operation) -> Option<&str> {
+    if !matches!(op.program.as_str(), "sed" | "gsed") {
+        return None;
+    }
+    op.args
+        .iter()
+        .find_map(|a| {
+            a.strip_prefix("--in-place=")
+                .or_else(|| a.strip_prefix("-i").filter(|s| !s.is_empty()))
+        })
+        .filter(|s| !s.contains(['*', '/']))
+}
+
+/// What a command names: exact paths, paths covering their subtree, paths whose missing
+/// parents it may create, and companion globs.
+#[derive(Debug, Default)]
+struct Named {
+    exact: Vec<String>,
+    beneath: Vec<String>,
+    parents_of: Vec<String>,
+    companions: Vec<&'static str>,
+}
+
+/// A workspace-relative, `/`-separated, lexically normalised path; None outside the workspace
+/// or when the argument is not a plain path (computed, glob, home-relative).
+fn relative(arg: &str, workdir: &Path, workspace: &Path) -> Option<String> {
+    let computed = ['…', '\u{FFFC}', '\u{FFFD}', '*', '?', '[', '$', '\u{1F}'];
+    if arg.is_empty() || arg.starts_with('~') || arg.contains(computed) {
+        return None;
+    }
+    let p = if Path::new(arg).is_absolute() {
+        PathBuf::from(arg)
+    } else {
+        workdir.join(arg)
+    };
+    let mut out: Vec<String> = Vec::new();
+    for c in p.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir | Component::RootDir | Component::Prefix(_) => {}
+            Component::Normal(s) => out.push(s.to_string_lossy().into_owned()),
+        }
+    }
+    let ws: Vec<String> = workspace
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(s) => Some(s.to_string_lossy().into_owned()),
+            _ => None,
+        })
+        .collect();
+    out.starts_with(&ws).then(|| out[ws.len()..].join("/"))
+}
+
+/// The paths one write operation names (its arguments as the signature walks them, minus
+/// scripts, messages, URLs and numbers; its redirect target).
+pub fn named_paths(op: &Operation, workdir: &Path, workspace: &Path) -> Vec<String> {
+    let args: Vec<String> = if op.kind == OpKind::Redirect {
+        op.writes.clone()
+    } else {
+        let w = signatures::walk_args(op, workdir, workspace);
+        w.kinds
+            .into_iter()
+            .chain(w.flag_values)
+            .filter(|(k, _)| k == "WS_PATH" || k == "LITERAL")
+            .map(|(_, a)| a)
+            .collect()
+    };
+    args.iter()
+        .filter_map(|a| relative(a, workdir, workspace))
+        .collect()
+}
+
+fn named(report: &CheckReport, workdir: &Path, workspace: &Path) -> Named {
+    let mut n = Named::default();
+    for op in &report.operations {
+        if signatures::of_operation(op, workdir, workspace).is_none() {
+            continue; // pure or read-only: names nothing it may write
+        }
+        let paths = named_paths(op, workdir, workspace);
+        if op.program == "mkdir" && has_flag(op, &["-p", "--parents"]) {
+            n.parents_of.extend(paths.iter().cloned());
+        }
+        if recursive(op) {
+            n.beneath.extend(paths.iter().cloned());
+        }
+        if let Some(suffix) = backup_suffix(op) {
+            n.exact.extend(paths.iter().map(|p| format!("{p}{suffix}")));
+        }
+        n.exact.extend(paths);
+        let sub = signatures::walk_args(op, workdir, workspace).sub;
+        for (p, s, globs) in COMPANIONS {
+            if *p == op.program && sub.as_deref() == Some(*s) {
+                n.companions.extend(globs.iter().copied());
+            }
+        }
+    }
+    n
+}
+
+fn companion_set(globs: &[&str]) -> Option<GlobSet> {
+    let mut b = GlobSetBuilder::new();
+    for g in globs {
+        b.add(glob(g).ok()?);
+        if let Some(dir) = g.strip_suffix("/**") {
+            b.add(glob(dir).ok()?);
+        }
+    }
+    b.build().ok()
+}
+
+/// `path` is `dir` or lies beneath it. The workspace root (`""`) covers nothing beneath it: a
+/// recursive `mv x .` or `cp -r x .` would otherwise name the whole workspace, and with it the
+/// unnamed effects of every other operation in the command.
+fn is_under(path: &str, dir: &str) -> bool {
+    !dir.is_empty() && (path == dir || path.strip_prefix(dir).is_some_and(|r| r.starts_with('/')))
+}
+
+fn covered(n: &Named, companions: Option<&GlobSet>, path: &str, added_dir: bool) -> bool {
+    n.exact.iter().any(|e| e == path)
+        || n.beneath.iter().any(|d| is_under(path, d))
+        || (added_dir && n.parents_of.iter().any(|p| is_under(p, path)))
+        || companions.is_some_and(|c| c.is_match(path))
+}
+
+/// The protected paths a change set touches, one reason each (shown in every prompt about it,
+/// learned or not).
+pub fn protected_refusals(change_set: &ChangeSet, protected: &Protected) -> Vec<String> {
+    change_set
+        .changes
+        .iter()
+        .filter(|c| protected.matching(&c.path).is_some())
+        .map(|c| {
+            format!(
+                "touches a protected path {}: never applied without a human",
+                c.path
+            )
+        })
+        .collect()
+}
+
+/// Why this change set may not be applied automatically under the command's learned
+/// signatures; empty: it may. Each reason names the path and why, for the human's prompt.
+pub fn auto_apply_refusals(
+    report: &CheckReport,
+    workdir: &Path,
+    workspace: &Path,
+    change_set: &ChangeSet,
+    protected: &Protected,
+) -> Vec<String> {
+    let n = named(report, workdir, workspace);
+    let companions = companion_set(&n.companions);
+    let mut out = protected_refusals(change_set, protected);
+    for c in &change_set.changes {
+        if protected.matching(&c.path).is_some() {
+            continue;
+        }
+        let added_dir = c.kind == Kind::Added && c.after.as_deref() == Some("dir");
+        if !covered(&n, companions.as_ref(), &c.path, added_dir) {
+            let verb = match c.kind {
+                Kind::Added => "adds",
+                Kind::Modified => "modifies",
+                Kind::Deleted => "deletes",
+            };
+            out.push(format!(
+                "{verb} {}, which the command does not name",
+                c.path
+            ));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bash::changes::Change;
+    use crate::classify::{check, Context};
+
+    const F: &str = "file:00:644";
+
+    fn cs(changes: &[(&str, Kind, &str)]) -> ChangeSet {
+        ChangeSet {
+            changes: changes
+                .iter()
+                .map(|(p, k, after)| Change {
+                    path: p.to_string(),
+                    kind: *k,
+                    before: (*k != Kind::Added).then(|| F.to_string()),
+                    after: (*k != Kind::Deleted).then(|| after.to_string()),
+                    diff: None,
+                })
+                .collect(),
+            hash: String::new(),
+            diff_truncated: false,
+        }
+    }
+
+    fn refusals_in(
+        cmd: &str,
+        sub: &str,
+        changes: &[(&str, Kind, &str)],
+        p: &Protected,
+    ) -> Vec<String> {
+        let ws = PathBuf::from("/nonexistent-brainloop-ws");
+        let wd = ws.join(sub);
+        let r = check(
+            cmd,
+            &Context {
+                workdir: Some(wd.clone()),
+            },
+        );
+        auto_apply_refusals(&r, &wd, &ws, &cs(changes), p)
+    }
+
+    fn refusals(cmd: &str, changes: &[(&str, Kind, &str)]) -> Vec<String> {
+        refusals_in(cmd, "", changes, &Protected::new(&[]).unwrap())
+    }
+
+    use Kind::{Added as A, Deleted as D, Modified as M};
+    /// (path, kind, state after)
+    type Ch<'a> = (&'a str, Kind, &'a str);
+
+    /// (command, change set, None = may be applied automatically / Some(part of a reason)).
+    #[test]
+    fn the_change_set_must_be_what_the_command_names() {
+        let cases: &[(&str, &[Ch], Option<&str>)] = &[
+            ("sed -i 's/a/b/' a.txt", &[("a.txt", M, F)], None),
+            (
+                "sed -i.bak 's/a/b/' a.txt",
+                &[("a.txt", M, F), ("a.txt.bak", A, F)],
+                None,
+            ),
+            (
+                "sed --in-place=.orig 's/a/b/' a.txt",
+                &[("a.txt", M, F), ("a.txt.orig", A, F)],
+                None,
+            ),
+            (
+                "sed -i 's/a/b/' a.txt",
+                &[("a.txt", M, F), ("a.txt.bak", A, F)],
+                Some("adds a.txt.bak"),
+            ),
+            (
+                "sed -i'*.x' 's/a/b/' a.txt",
+                &[("a.txt", M, F), ("a.txt.x", A, F)],
+                Some("adds a.txt.x"),
+            ),
+            (
+                "sed -i 's/a/b/' a.txt",
+                &[("a.txt", M, F), ("b.txt", M, F)],
+                Some("modifies b.txt, which the command does not name"),
+            ),
+            ("echo hi > notes.txt", &[("notes.txt", A, F)], None),
+            ("echo hi >> ./d/../notes.txt", &[("notes.txt", M, F)], None),
+            // written through a planted symlink: the overlay shows the target
+            (
+                "echo hi > link.txt",
+                &[("other.txt", M, F)],
+                Some("modifies other.txt"),
+            ),
+            ("sort -o out.txt in.txt", &[("out.txt", A, F)], None),
+            ("sort --output=out.txt in.txt", &[("out.txt", A, F)], None),
+            ("cp a.txt b.txt", &[("b.txt", A, F)], None),
+            ("touch $X", &[("a.txt", A, F)], Some("adds a.txt")),
+            ("touch *.txt", &[("a.txt", M, F)], Some("modifies a.txt")),
+            // directories: beneath only for recursive semantics
+            (
+                "rm -rf build",
+                &[("build/x.o", D, F), ("build", D, "dir")],
+                None,
+            ),
+            (
+                "rm build/x.o",
+                &[("build/x.o", D, F), ("build", D, "dir")],
+                Some("deletes build,"),
+            ),
+            (
+                "rm -f build",
+                &[("build/x.o", D, F)],
+                Some("deletes build/x.o"),
+            ),
+            (
+                "mv a b",
+                &[
+                    ("a/x", D, F),
+                    ("a", D, "dir"),
+                    ("b", A, "dir"),
+                    ("b/x", A, F),
+                ],
+                None,
+            ),
+            ("cp -a src dst", &[("dst", A, "dir"), ("dst/x", A, F)], None),
+            (
+                "cp src dst",
+                &[("dst", A, "dir"), ("dst/x", A, F)],
+                Some("adds dst/x"),
+            ),
+            ("chmod -R u+w lib", &[("lib/a", M, F)], None),
+            (
+                "cp -r x . && echo evil > link.txt",
+                &[("x", A, "dir"), ("other.txt", M, F)],
+                Some("modifies other.txt"),
+            ),
+            ("chmod -R u+w .", &[("lib/a", M, F)], Some("modifies lib/a")),
+            ("chmod u+w lib", &[("lib/a", M, F)], Some("modifies lib/a")),
+            (
+                "mkdir -p a/b/c",
+                &[("a", A, "dir"), ("a/b", A, "dir"), ("a/b/c", A, "dir")],
+                None,
+            ),
+            (
+                "mkdir a/b/c",
+                &[("a", A, "dir"), ("a/b", A, "dir"), ("a/b/c", A, "dir")],
+                Some("adds a,"),
+            ),
+            ("mkdir -p a/b", &[("a", A, F)], Some("adds a,")),
+            // companions: what git writes under .git
+            (
+                "git add a.txt",
+                &[
+                    (".git/index", M, F),
+                    (".git/objects/78", A, "dir"),
+                    (".git/objects/78/98", A, F),
+                ],
+                None,
+            ),
+            (
+                "git add a.txt",
+                &[(".git/index", M, F), (".git/refs/heads/main", M, F)],
+                Some("modifies .git/refs/heads/main"),
+            ),
+            (
+                "git commit -m 'x y'",
+                &[
+                    (".git/COMMIT_EDITMSG", A, F),
+                    (".git/index", M, F),
+                    (".git/logs", A, "dir"),
+                    (".git/logs/HEAD", A, F),
+                    (".git/logs/refs/heads/master", A, F),
+                    (".git/objects/08", A, "dir"),
+                    (".git/objects/08/58", A, F),
+                    (".git/refs/heads/master", A, F),
+                ],
+                None,
+            ),
+            // a hook that wrote elsewhere
+            (
+                "git commit -m 'x y'",
+                &[(".git/index", M, F), ("src/x.rs", M, F)],
+                Some("modifies src/x.rs"),
+            ),
+            (
+                "git rm a.txt",
+                &[("a.txt", D, F), (".git/index", M, F)],
+                None,
+            ),
+            ("git status", &[("x", A, F)], Some("adds x")),
+        ];
+        for (cmd, changes, want) in cases {
+            let got = refusals(cmd, changes);
+            match want {
+                None => assert!(got.is_empty(), "{cmd}: expected no refusal, got {got:?}"),
+                Some(w) => assert!(
+                    got.iter().any(|g| g.contains(w)),
+                    "{cmd}: expected {w:?}, got {got:?}"
+                ),
+            }
+        }
+    }
+
+    #[test]
+    fn paths_resolve_from_the_workdir() {
+        let p = Protected::new(&[]).unwrap();
+        let sub = |cmd: &str, path: &str| refusals_in(cmd, "sub", &[(path, A, F)], &p);
+        assert!(sub("echo hi > n.txt", "sub/n.txt").is_empty());
+        assert!(sub("echo hi > ../n.txt", "n.txt").is_empty());
+        assert!(!sub("echo hi > n.txt", "n.txt").is_empty());
+        assert!(
+            !sub("echo hi > ../../n.txt", "n.txt").is_empty(),
+            "outside names nothing"
+        );
+    }
+
+    #[test]
+    fn protected_paths_always_ask() {
+        for (cmd, path) in [
+            (
+                "echo evil > .git/hooks/post-checkout",
+                ".git/hooks/post-checkout",
+            ),
+            ("echo x > .envrc", ".envrc"),
+            ("echo x > vendor/lib/.git/config", "vendor/lib/.git/config"),
+            (
+                "sed -i 's/a/b/' .github/workflows/ci.yml",
+                ".github/workflows/ci.yml",
+            ),
+            ("git add .gitattributes", ".gitattributes"),
+        ] {
+            let got = refusals(cmd, &[(path, M, F)]);
+            assert_eq!(
+                got,
+                vec![format!(
+                    "touches a protected path {path}: never applied without a human"
+                )],
+                "{cmd}"
+            );
+        }
+        // a companion never covers a protected path
+        let got = refusals(
+            "git add a.txt",
+            &[(".git/index", M, F), (".git/hooks/pre-commit", A, F)],
+        );
+        assert!(
+            got.iter()
+                .any(|g| g.contains("protected path .git/hooks/pre-commit")),
+            "{got:?}"
+        );
+    }
+
+    #[test]
+    fn the_protected_table() {
+        let p = Protected::new(&[]).unwrap();
+        for yes in [
+            ".git/config",
+            ".git/hooks",
+            ".git/hooks/post-checkout",
+            ".git/info/attributes",
+            "sub/repo/.git/config",
+            ".git/modules/m/config",
+            ".git/modules/m/hooks/x",
+            ".gitmodules",
+            "a/.gitattributes",
+            ".envrc",
+            ".env",
+            ".env.local",
+            ".bashrc",
+            ".bash_profile",
+            ".bash_login",
+            ".bash_logout",
+            ".profile",
+            ".zshrc",
+            ".zshenv",
+            ".zprofile",
+            ".inputrc",
+            ".lesskey",
+            ".github/workflows/ci.yml",
+            ".github/workflows",
+            ".gitlab-ci.yml",
+            ".circleci/config.yml",
+            ".travis.yml",
+            "Jenkinsfile",
+            ".vscode/tasks.json",
+            ".idea/workspace.xml",
+            ".devcontainer/devcontainer.json",
+            ".pre-commit-config.yaml",
+            ".gitconfig",
+            ".hg/hgrc",
+        ] {
+            assert!(p.matching(yes).is_some(), "{yes} should be protected");
+        }
+        for no in [
+            "src/main.rs",
+            ".git/index",
+            ".git/HEAD",
+            ".git/objects/ab/cd",
+            ".git/refs/heads/main",
+            ".gitignore",
+            "docs/bashrc.md",
+            ".github/CODEOWNERS",
+            "environment.txt",
+            "a.env",
+            "config",
+            "hooks/x",
+        ] {
+            assert!(p.matching(no).is_none(), "{no} should not be protected");
+        }
+        assert_eq!(
+            p.matching("x/.git/hooks/pre-push"),
+            Some("**/.git/hooks/**")
+        );
+        assert_eq!(p.matching(".envrc"), Some("**/.envrc"));
+    }
+
+    #[test]
+    fn operators_extend_the_table() {
+        let p = Protected::new(&["deploy/**".to_string(), "**/Makefile".to_string()]).unwrap();
+        assert_eq!(p.matching("deploy/run.sh"), Some("deploy/**"));
+        assert_eq!(p.matching("deploy"), Some("deploy/**"));
+        assert!(
+            p.matching("sub/deploy/run.sh").is_none(),
+            "operator patterns are anchored"
+        );
+        assert!(p.matching("a/b/Makefile").is_some());
+        assert!(p.matching(".git/config").is_some(), "defaults stay");
+        let got = refusals_in("echo x > deploy/run.sh", "", &[("deploy/run.sh", A, F)], &p);
+        assert!(got[0].contains("protected path deploy/run.sh"), "{got:?}");
+        assert!(refusals("echo x > deploy/run.sh", &[("deploy/run.sh", A, F)]).is_empty());
+        assert!(Protected::new(&["a/[".to_string()]).is_err());
+        let bad = crate::config::Config {
+            protected_paths: vec!["a/[".into()],
+            ..Default::default()
+        };
+        assert!(bad.validate().is_err());
+        let a = Protected::shared(&["x/**".to_string()]).unwrap();
+        let b = Protected::shared(&["x/**".to_string()]).unwrap();
+        assert!(Arc::ptr_eq(&a, &b), "built once per list");
+    }
+}

@@ -1,0 +1,205 @@
+//! A learned signature covers only the effects a human saw (issue 18, item 3), through the real
+//! daemon, the agent as the attacker: once `sed -i EXPR WS_PATH` or `> WS_PATH` is learned (5
+//! approved change sets), a command of the same signature that writes a file it does not name, or
+//! a protected path (`.git/config`, `.git/hooks/**`, `.envrc`, an operator's `protected_paths`),
+//! is not applied automatically: it asks, the reasons in the prompt, and the workspace is
+//! unchanged. The ordinary learned case still applies without a human. Canary effects only,
+//! temp dirs only, nothing leaves the machine.
+
+mod common;
+
+use common::{final_result, job, settled, Env};
+use serde_json::{json, Value};
+use std::path::Path;
+
+const GIT_CONFIG: &str = "[core]\n\trepositoryformatversion = 0\n";
+
+/// The overlay needs the enforcing sandbox: without it these tests cannot run, and say so by
+/// failing (never by passing silently).
+fn require_sandbox() {
+    let out = std::process::Command::new(common::BIN)
+        .args(["sandbox", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "the sandbox is not enforcing here, so the overlay (and these tests) cannot run: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+/// A workspace with a file to edit, a repository's `.git/config` and hooks dir, and a symlink
+/// planted earlier (`link.txt` → `other.txt`); the worker with `config` (TOML) if given.
+fn setup(config: Option<&str>) -> (Env, common::Daemon) {
+    require_sandbox();
+    let env = Env::new();
+    let ws = &env.workspace;
+    std::fs::write(ws.join("a.txt"), "line one\nline two\n").unwrap();
+    std::fs::create_dir_all(ws.join("src")).unwrap();
+    std::fs::write(ws.join("src/lib.rs"), "fn main() {}\n").unwrap();
+    std::fs::create_dir_all(ws.join(".git/hooks")).unwrap();
+    std::fs::write(ws.join(".git/config"), GIT_CONFIG).unwrap();
+    std::fs::write(ws.join("other.txt"), "other\n").unwrap();
+    std::os::unix::fs::symlink("other.txt", ws.join("link.txt")).unwrap();
+    let d = match config {
+        Some(c) => {
+            let f = env.root.path().join("brainloop.toml");
+            std::fs::write(&f, c).unwrap();
+            env.start(&[("BRAINLOOP_CONFIG", f.to_str().unwrap())])
+        }
+        None => env.start(&[]),
+    };
+    (env, d)
+}
+
+fn submit(env: &Env, cmd: &str) -> (i64, String, Value, String) {
+    let id = job(env, "local", "execute_bash", &json!({ "command": cmd }));
+    let (st, v, e) = settled(env, id);
+    (id, st, v, e)
+}
+
+fn cli_ok(env: &Env, args: &[&str]) -> String {
+    let (st, out, err) = env.cli(args);
+    assert!(st.success(), "brainloop {args:?}: {out}{err}");
+    out
+}
+
+/// Approves 5 change sets of `cmd(i)`, after which its signature is learned.
+fn learn(env: &Env, sig: &str, cmd: impl Fn(usize) -> String) {
+    for i in 0..5 {
+        let (id, st, v, _) = submit(env, &cmd(i));
+        assert_eq!(st, "pending_validation", "approval {i}: {v}");
+        cli_ok(env, &["approve", v["validation_id"].as_str().unwrap()]);
+        assert_eq!(final_result(env, id).0, "succeeded");
+    }
+    let rows: Value = serde_json::from_str(&cli_ok(env, &["signatures", "--json"])).unwrap();
+    let row = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["signature"] == sig)
+        .unwrap_or_else(|| panic!("{sig} not recorded: {rows}"));
+    assert_eq!(row["state"], "learned", "{row}");
+}
+
+/// The command asked (nothing applied), and its prompt says `why`.
+fn asks(env: &Env, cmd: &str, why: &str) -> (i64, Value) {
+    let (id, st, v, err) = submit(env, cmd);
+    assert_eq!(st, "pending_validation", "{cmd} must ask: {err} {v}");
+    let reasons = v["reasons"].to_string();
+    assert!(
+        reasons.contains(why),
+        "{cmd}: reasons should say {why:?}: {reasons}"
+    );
+    (id, v)
+}
+
+fn read(p: &Path) -> Option<String> {
+    std::fs::read_to_string(p).ok()
+}
+
+/// (a) + (d): a learned `sed -i EXPR WS_PATH` does not cover a script's `w .git/config` nor
+/// `w OTHER`; trying them does not taint the learned signature, which still applies ordinary edits.
+#[test]
+fn a_learned_sed_signature_does_not_cover_a_script_writing_elsewhere() {
+    let (env, _d) = setup(None);
+    learn(&env, "sed -i EXPR WS_PATH", |i| {
+        format!("sed -i 's/$/ x{i}/' a.txt")
+    });
+    let before = read(&env.workspace.join("a.txt"));
+
+    let (_, v) = asks(
+        &env,
+        "sed -i 's/one/ONE/w .git/config' a.txt",
+        "touches a protected path .git/config: never applied without a human",
+    );
+    assert!(v["effects"].to_string().contains(".git/config"), "{v}");
+    assert_eq!(
+        read(&env.workspace.join(".git/config")).as_deref(),
+        Some(GIT_CONFIG)
+    );
+    assert_eq!(
+        read(&env.workspace.join("a.txt")),
+        before,
+        "nothing applied"
+    );
+
+    // Another file than the one named, not protected: a never-learned construct, so it asks
+    // like any unlearned change set, the file it writes shown among the effects.
+    let (_, st, v, err) = submit(&env, "sed -i 's/one/ONE/w out.txt' a.txt");
+    assert_eq!(st, "pending_validation", "{err} {v}");
+    assert!(v["effects"].to_string().contains("out.txt"), "{v}");
+    assert!(!env.workspace.join("out.txt").exists());
+    let sigs = cli_ok(&env, &["signatures"]);
+    assert!(sigs.contains("[writes or runs elsewhere]"), "{sigs}");
+
+    // (d) the ordinary learned case still applies without a human.
+    let (_, st, v, err) = submit(&env, "sed -i 's/fn/FN/' src/lib.rs");
+    assert_eq!(st, "succeeded", "{err} {v}");
+    assert_eq!(v["policy_used"], "signature_learned", "{v}");
+    assert_eq!(
+        read(&env.workspace.join("src/lib.rs")).as_deref(),
+        Some("FN main() {}\n")
+    );
+}
+
+/// (b) + (c) + (d): a learned `> WS_PATH` never writes a protected path, nor a file the command
+/// does not name (through a planted symlink); a plain redirect still applies without a human.
+#[test]
+fn a_learned_redirect_never_writes_a_protected_or_unnamed_path() {
+    let (env, _d) = setup(None);
+    learn(&env, "redirect:write WS_PATH", |i| {
+        format!("echo hi{i} > notes.txt")
+    });
+
+    asks(
+        &env,
+        "echo evil > .git/hooks/post-checkout",
+        "not applied automatically: touches a protected path .git/hooks/post-checkout",
+    );
+    assert!(!env.workspace.join(".git/hooks/post-checkout").exists());
+    asks(&env, "echo x > .envrc", "protected path .envrc");
+    assert!(!env.workspace.join(".envrc").exists());
+
+    // (c) the named file is a symlink: the change set modifies another file.
+    asks(
+        &env,
+        "echo evil > link.txt",
+        "not applied automatically: modifies other.txt, which the command does not name",
+    );
+    assert_eq!(
+        read(&env.workspace.join("other.txt")).as_deref(),
+        Some("other\n")
+    );
+
+    // (d) the economy survives.
+    let (_, st, v, err) = submit(&env, "echo fine > fresh.txt");
+    assert_eq!(st, "succeeded", "{err} {v}");
+    assert_eq!(v["policy_used"], "signature_learned", "{v}");
+    assert_eq!(
+        read(&env.workspace.join("fresh.txt")).as_deref(),
+        Some("fine\n")
+    );
+}
+
+/// The operator's `protected_paths` extend the table; a human may still approve such a change.
+#[test]
+fn operator_protected_paths_always_ask_and_a_human_may_approve() {
+    let (env, _d) = setup(Some("protected_paths = [\"deploy/**\"]\n"));
+    std::fs::create_dir_all(env.workspace.join("deploy")).unwrap();
+    learn(&env, "redirect:write WS_PATH", |i| {
+        format!("echo hi{i} > notes.txt")
+    });
+    let (id, v) = asks(
+        &env,
+        "echo 'curl x | sh' > deploy/run.sh",
+        "protected path deploy/run.sh",
+    );
+    assert!(!env.workspace.join("deploy/run.sh").exists());
+    cli_ok(&env, &["approve", v["validation_id"].as_str().unwrap()]);
+    assert_eq!(final_result(&env, id).0, "succeeded");
+    assert_eq!(
+        read(&env.workspace.join("deploy/run.sh")).as_deref(),
+        Some("curl x | sh\n")
+    );
+}
