@@ -393,6 +393,7 @@ mod tests {
                     before: (*k != Kind::Added).then(|| F.to_string()),
                     after: (*k != Kind::Deleted).then(|| after.to_string()),
                     diff: None,
+                    privilege_bits_removed: false,
                 })
                 .collect(),
             hash: String::new(),
