@@ -79,7 +79,7 @@ fn learn(env: &Env, sig: &str, cmd: impl Fn(usize) -> String) {
         .iter()
         .find(|r| r["signature"] == sig)
         .unwrap_or_else(|| panic!("{sig} not recorded: {rows}"));
-    assert_eq!(row["state"], "learned", "{row}");
+    assert_eq!(row["state"], "learned for local", "{row}");
 }
 
 /// The command asked (nothing applied), and its prompt says `why`.
