@@ -222,10 +222,10 @@ async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
     // ran, then the worker died) is not a duplicate of itself (found by scripts/soak.sh).
     let job_id = ctx.job_id;
     let last_requested = {
-        let h = hash.clone();
+        let (h, text) = (hash.clone(), command.clone());
         ctx.stores
             .output
-            .call(move |c| approvals::last_requested(c, &h, job_id))
+            .call(move |c| approvals::last_requested(c, &h, &text, job_id))
             .await
             .unwrap_or(None)
     };
@@ -237,7 +237,6 @@ async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
             .await
             .unwrap_or(entry.last_executed)
     };
-    let last = last_executed.max(last_requested);
     // Effects over commands (DESIGN §5.12): an overlay run of this job may wait for a human; an
     // approval then binds to the command *and* that exact change set.
     let ws = workspace_of(ctx);
@@ -271,6 +270,13 @@ async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
             .call(move |c| signatures::observe(c, &client, &s2, th, now))
             .await
             .map_err(|e| Outcome::failed(format!("signatures: {e:#}")))?
+    };
+    // A duplicate is a second request to a human: a capturable command's overlay runs that
+    // changed nothing asked nobody, so only its earlier requests count there.
+    let last = if capturable {
+        last_requested
+    } else {
+        last_executed.max(last_requested)
     };
     let situation = Situation {
         facts: f.clone(),

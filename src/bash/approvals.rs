@@ -133,10 +133,17 @@ pub fn latest_of_job(output: &Connection, job_id: i64) -> Result<Option<Validati
 /// When this command was last asked for (for the duplicate check).
 /// When another job than `job_id` last asked for this command (a job's own earlier attempt, cut
 /// off by a crash, is not a duplicate of it).
-pub fn last_requested(output: &Connection, hash: &str, job_id: i64) -> Result<Option<i64>> {
+/// A change set's validation binds to the effect hash, so the command text finds those too.
+pub fn last_requested(
+    output: &Connection,
+    hash: &str,
+    command: &str,
+    job_id: i64,
+) -> Result<Option<i64>> {
     Ok(output.query_row(
-        "SELECT max(requested_at) FROM validations WHERE command_hash = ?1 AND job_id <> ?2",
-        rusqlite::params![hash, job_id],
+        "SELECT max(requested_at) FROM validations
+         WHERE (command_hash = ?1 OR command = ?3) AND job_id <> ?2",
+        rusqlite::params![hash, job_id, command],
         |r| r.get(0),
     )?)
 }
