@@ -41,20 +41,37 @@ fn the_readme_commands_work_in_an_empty_directory() {
     // `status` exits 0 once the worker is alive.
     let t0 = Instant::now();
     while !brainloop(dir, &["status"]).0 {
-        assert!(t0.elapsed() < Duration::from_secs(30), "the worker never became ready");
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the worker never became ready"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert!(dir.join("workspace").is_dir(), "the default workspace is created");
+    assert!(
+        dir.join("workspace").is_dir(),
+        "the default workspace is created"
+    );
     let (ok, out, err) = brainloop(
         dir,
-        &["enqueue", "execute_bash", "--params", r#"{"command":"ls"}"#, "--wait"],
+        &[
+            "enqueue",
+            "execute_bash",
+            "--params",
+            r#"{"command":"ls"}"#,
+            "--wait",
+        ],
     );
     assert!(ok, "{out}{err}");
     assert!(out.contains("\"status\": \"succeeded\""), "{out}");
     // A write runs on the overlay and asks with its diff (no `--wait`: it waits for a human).
     let (ok, out, err) = brainloop(
         dir,
-        &["enqueue", "execute_bash", "--params", r#"{"command":"echo hi > a.txt"}"#],
+        &[
+            "enqueue",
+            "execute_bash",
+            "--params",
+            r#"{"command":"echo hi > a.txt"}"#,
+        ],
     );
     assert!(ok, "{out}{err}");
     let id = out.trim().to_string();
@@ -64,14 +81,23 @@ fn the_readme_commands_work_in_an_empty_directory() {
         if ok && out.contains("+++ b/a.txt") {
             break out;
         }
-        assert!(t0.elapsed() < Duration::from_secs(30), "no diff for job {id}: {out}");
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "no diff for job {id}: {out}"
+        );
         std::thread::sleep(Duration::from_millis(100));
     };
     assert!(shown.contains("+hi"), "{shown}");
-    assert!(!dir.join("workspace/a.txt").exists(), "nothing applied before approval");
+    assert!(
+        !dir.join("workspace/a.txt").exists(),
+        "nothing applied before approval"
+    );
     let data = dir.join("brainloop-data").canonicalize().unwrap();
     let logged = std::fs::read_to_string(dir.join("run.log")).unwrap();
-    assert!(logged.contains(&data.display().to_string()), "absolute data dir logged: {logged}");
+    assert!(
+        logged.contains(&data.display().to_string()),
+        "absolute data dir logged: {logged}"
+    );
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(worker.id() as i32),
         nix::sys::signal::Signal::SIGTERM,

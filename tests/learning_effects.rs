@@ -8,8 +8,8 @@
 
 mod common;
 
-use common::{final_result, job, settled, Env};
-use serde_json::{json, Value};
+use common::{cli_ok, final_result, submit, Env};
+use serde_json::Value;
 use std::path::Path;
 
 const GIT_CONFIG: &str = "[core]\n\trepositoryformatversion = 0\n";
@@ -50,18 +50,6 @@ fn setup(config: Option<&str>) -> (Env, common::Daemon) {
         None => env.start(&[]),
     };
     (env, d)
-}
-
-fn submit(env: &Env, cmd: &str) -> (i64, String, Value, String) {
-    let id = job(env, "local", "execute_bash", &json!({ "command": cmd }));
-    let (st, v, e) = settled(env, id);
-    (id, st, v, e)
-}
-
-fn cli_ok(env: &Env, args: &[&str]) -> String {
-    let (st, out, err) = env.cli(args);
-    assert!(st.success(), "brainloop {args:?}: {out}{err}");
-    out
 }
 
 /// Approves 5 change sets of `cmd(i)`, after which its signature is learned.

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{final_result, job, settled, Env};
+use common::{cli_ok, final_result, job, settled, submit, Env};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
@@ -40,18 +40,6 @@ fn snapshot(root: &Path) -> BTreeMap<String, (Vec<u8>, u32)> {
         }
     }
     walk(root, root, &mut out);
-    out
-}
-
-fn submit(env: &Env, cmd: &str) -> (i64, String, Value, String) {
-    let id = job(env, "local", "execute_bash", &json!({ "command": cmd }));
-    let (st, v, e) = settled(env, id);
-    (id, st, v, e)
-}
-
-fn cli_ok(env: &Env, args: &[&str]) -> String {
-    let (st, out, err) = env.cli(args);
-    assert!(st.success(), "brainloop {args:?}: {out}{err}");
     out
 }
 

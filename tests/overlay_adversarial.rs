@@ -13,8 +13,8 @@
 
 mod common;
 
-use common::{final_result, job, settled, Env};
-use serde_json::{json, Value};
+use common::{cli_ok, final_result, submit, Env};
+use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
@@ -29,18 +29,6 @@ fn require_sandbox() {
         "the sandbox does not enforce here, so these tests cannot run: {}",
         String::from_utf8_lossy(&out.stdout)
     );
-}
-
-fn submit(env: &Env, cmd: &str) -> (i64, String, Value, String) {
-    let id = job(env, "local", "execute_bash", &json!({ "command": cmd }));
-    let (st, v, e) = settled(env, id);
-    (id, st, v, e)
-}
-
-fn cli_ok(env: &Env, args: &[&str]) -> String {
-    let (st, out, err) = env.cli(args);
-    assert!(st.success(), "brainloop {args:?}: {out}{err}");
-    out
 }
 
 fn job_dir(env: &Env, id: i64) -> std::path::PathBuf {

@@ -24,6 +24,7 @@
 //! evidence of one (mode, set) counts toward it, so network needs approved runs that had it.
 
 use super::policy::{self, Change, Facts, Override, Policy, Stats};
+use super::registry::history;
 use anyhow::Result;
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 use serde::Serialize;
@@ -211,23 +212,15 @@ fn withdraw(
         params![client, hash, now],
     )?;
     if n > 0 {
-        history(tx, hash, "auto_approve", "ask", &format!("promotion for client {client:?} withdrawn: {why}"), now)?;
+        history(
+            tx,
+            hash,
+            Some("auto_approve"),
+            "ask",
+            &format!("promotion for client {client:?} withdrawn: {why}"),
+            now,
+        )?;
     }
-    Ok(())
-}
-
-fn history(
-    tx: &Transaction<'_>,
-    hash: &str,
-    old: &str,
-    new: &str,
-    reason: &str,
-    now: i64,
-) -> rusqlite::Result<()> {
-    tx.execute(
-        "INSERT INTO policy_history(command_hash, old_policy, new_policy, reason, changed_at) VALUES (?1, ?2, ?3, ?4, ?5)",
-        params![hash, old, new, reason, now],
-    )?;
     Ok(())
 }
 
@@ -327,7 +320,10 @@ pub fn learn(
     let mut out = Vec::new();
     for c in policy::evolve(f, policy, ov, promoted, &st) {
         match &c {
-            Change::Policy { to: Policy::AutoApprove, reason } => {
+            Change::Policy {
+                to: Policy::AutoApprove,
+                reason,
+            } => {
                 let Some(e) = new else { continue };
                 if policy != Policy::Ask {
                     continue; // pure/read-only commands start auto-approved: nothing to learn
@@ -344,7 +340,7 @@ pub fn learn(
                     e.mode.as_str(),
                     e.permission_set
                 );
-                history(tx, hash, "ask", "auto_approve", &why, now)?;
+                history(tx, hash, Some("ask"), "auto_approve", &why, now)?;
             }
             Change::Policy { to: _, reason } => {
                 if promoted {
@@ -356,14 +352,14 @@ pub fn learn(
                     "UPDATE commands_registry SET duplicate_check_enabled = ?2 WHERE command_hash = ?1",
                     params![hash, *enabled as i64],
                 )?;
-                history(tx, hash, &policy_now, &policy_now, reason, now)?;
+                history(tx, hash, Some(&policy_now), &policy_now, reason, now)?;
             }
             Change::DuplicateThreshold { ms, reason } => {
                 tx.execute(
                     "UPDATE commands_registry SET duplicate_threshold_ms = ?2 WHERE command_hash = ?1",
                     params![hash, ms],
                 )?;
-                history(tx, hash, &policy_now, &policy_now, reason, now)?;
+                history(tx, hash, Some(&policy_now), &policy_now, reason, now)?;
             }
         }
         out.push(c);

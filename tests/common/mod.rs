@@ -358,3 +358,28 @@ pub fn start_with_llm(
     vars.extend_from_slice(extra);
     env.start(&vars)
 }
+
+/// Submits `execute_bash {command}` as `client` and waits until it settles:
+/// (job id, status, result, error).
+pub fn submit_as(env: &Env, client: &str, cmd: &str) -> (i64, String, serde_json::Value, String) {
+    let id = job(
+        env,
+        client,
+        "execute_bash",
+        &serde_json::json!({ "command": cmd }),
+    );
+    let (st, v, e) = settled(env, id);
+    (id, st, v, e)
+}
+
+/// `submit_as` for the default client `local`.
+pub fn submit(env: &Env, cmd: &str) -> (i64, String, serde_json::Value, String) {
+    submit_as(env, "local", cmd)
+}
+
+/// `brainloop ARGS`, which must succeed; its stdout.
+pub fn cli_ok(env: &Env, args: &[&str]) -> String {
+    let (st, out, err) = env.cli(args);
+    assert!(st.success(), "brainloop {args:?}: {out}{err}");
+    out
+}
