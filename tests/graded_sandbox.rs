@@ -1,0 +1,151 @@
+//! Graded confinement (issue 20, item 1): the sandbox builds its Landlock rules for the kernel's
+//! ABI and refuses only a set whose stated guarantees cannot hold. This machine's kernel is
+//! newer, so these tests lower the level with the test-only `BRAINLOOP_TEST_LANDLOCK_ABI=2`
+//! (Debian 12's kernel 6.1): the worker and the helper build the ABI-2 ruleset, and the tests
+//! check what an operator on 6.1 gets — `echo`, `ls`, an overlay write and its diff work; a write
+//! outside the workspace and the network are refused; the result's `sandbox` label names the
+//! level; truncating a read-only file is refused by the seccomp truncate guard. When the sandbox
+//! is not enforcing here at all, each test fails (never a silent skip).
+
+mod common;
+
+use brainloop::bash::executor::{execute, ExecRequest};
+use brainloop::sandbox::{self, Set};
+use common::{final_result, job, settled, Env};
+use serde_json::json;
+use std::path::PathBuf;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+const ABI2: (&str, &str) = ("BRAINLOOP_TEST_LANDLOCK_ABI", "2");
+
+fn sandbox_json(extra: &[(&str, &str)]) -> serde_json::Value {
+    let out = std::process::Command::new(common::BIN)
+        .args(["sandbox", "--json"])
+        .envs(extra.iter().copied())
+        .output()
+        .unwrap();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn the_guarantee_table_under_abi_2_runs_sets_without_network_and_names_what_network_sets_lack() {
+    let v = sandbox_json(&[ABI2]);
+    assert_eq!(v["enforcing"], true, "the sandbox must enforce here: {v}");
+    assert_eq!(v["landlock_abi"], 2, "{v}");
+    assert_eq!(v["landlock_abi_overridden"], true, "{v}");
+    let sets = v["sets"].as_array().unwrap();
+    let runs = |name: &str| sets.iter().find(|s| s["set"] == name).unwrap()["runs"].clone();
+    for s in ["minimal", "readonly", "filesystem"] {
+        assert_eq!(runs(s), true, "{s}: {v}");
+    }
+    for s in ["network-api", "mcp-standard"] {
+        assert_eq!(runs(s), false, "{s}: {v}");
+    }
+    let text = std::process::Command::new(common::BIN)
+        .arg("sandbox")
+        .env(ABI2.0, ABI2.1)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("seccomp truncate guard"), "{text}");
+    assert!(
+        text.contains("network-api: REFUSED") && text.contains("no host abstract UNIX sockets"),
+        "{text}"
+    );
+    // The override only lowers: asking for more than the kernel has changes nothing.
+    let v = sandbox_json(&[("BRAINLOOP_TEST_LANDLOCK_ABI", "99")]);
+    assert_eq!(v["landlock_abi_overridden"], false, "{v}");
+    assert!(v["landlock_abi"].as_i64().unwrap() <= v["landlock_kernel_abi"].as_i64().unwrap());
+}
+
+#[test]
+fn at_abi_2_echo_ls_and_an_overlay_write_work_and_escapes_and_network_are_refused() {
+    assert_eq!(
+        sandbox_json(&[ABI2])["enforcing"],
+        true,
+        "the sandbox must enforce here"
+    );
+    let env = Env::new();
+    std::fs::write(env.workspace.join("a.txt"), "old\n").unwrap();
+    let _d = env.start(&[ABI2]);
+    let run = |cmd: &str| {
+        let id = job(&env, "local", "execute_bash", &json!({ "command": cmd }));
+        (id, settled(&env, id))
+    };
+    let (_, (st, v, e)) = run("echo hi");
+    assert_eq!(st, "succeeded", "{v} {e}");
+    assert_eq!(v["stdout"], "hi\n", "{v}");
+    let label = v["sandbox"].as_str().unwrap_or("");
+    assert!(label.contains("landlock-v2"), "the label names the level: {v}");
+    let (_, (st, v, e)) = run("ls");
+    assert_eq!(st, "succeeded", "{v} {e}");
+    assert!(v["stdout"].as_str().unwrap().contains("a.txt"), "{v}");
+    // An overlay write asks with its diff.
+    let (_, (st, v, e)) = run("echo new > a.txt");
+    assert_eq!(st, "pending_validation", "{v} {e}");
+    let vid = v["validation_id"].as_str().unwrap().to_string();
+    let (ok, shown, err) = env.cli(&["show", &vid]);
+    assert!(ok.success(), "{err}");
+    assert!(shown.contains("-old") && shown.contains("+new"), "{shown}");
+    // A write outside the workspace fails in the sandbox.
+    let outside = env.root.path().join("escaped.txt");
+    let (id, (st, v, _)) = run("cd .. && touch escaped.txt");
+    assert_ne!(st, "succeeded", "{v}");
+    if st == "pending_validation" {
+        env.cli(&["deny", v["validation_id"].as_str().unwrap()]);
+        final_result(&env, id);
+    }
+    assert!(!outside.exists(), "a write outside the workspace escaped at ABI 2");
+    // No network: a listener on 127.0.0.1 of the host is unreachable.
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let (_, (st, v, _)) = run(&format!("cat < /dev/tcp/127.0.0.1/{port} && echo CONNECTED"));
+    assert!(
+        !v["stdout"].as_str().unwrap_or("").contains("CONNECTED"),
+        "network reached at ABI 2: {st} {v}"
+    );
+    l.set_nonblocking(true).unwrap();
+    assert!(l.accept().is_err(), "the host listener got a connection");
+}
+
+#[tokio::test]
+async fn at_abi_2_the_truncate_guard_refuses_truncating_a_read_only_file() {
+    let root = tempfile::tempdir().unwrap();
+    let ws = root.path().join("ws").canonicalize().or_else(|_| {
+        std::fs::create_dir_all(root.path().join("ws")).map(|_| root.path().join("ws"))
+    });
+    let ws = ws.unwrap().canonicalize().unwrap();
+    std::fs::write(ws.join("keep.txt"), "KEEP-CANARY\n").unwrap();
+    // readonly set: the workspace is readable, not writable; truncate(2) and
+    // open(O_RDONLY|O_TRUNC) are what Landlock ABI 2 cannot see.
+    let cmd = "truncate -s 0 keep.txt; python3 -c \"import os; os.close(os.open('keep.txt', os.O_RDONLY|os.O_TRUNC))\" 2>&1; echo done";
+    let env = brainloop::bash::executor::filtered_env(|k| std::env::var(k).ok());
+    let mut spec = sandbox::spec_for(
+        Set::Readonly,
+        cmd,
+        &ws,
+        &ws,
+        &[],
+        None,
+        env,
+        &sandbox::Limits::default(),
+    );
+    spec.landlock_abi = Some(2);
+    let req = ExecRequest {
+        command: cmd.into(),
+        workdir: ws.clone(),
+        timeout: Duration::from_secs(30),
+        sandbox: Some((PathBuf::from(common::BIN), spec)),
+    };
+    let r = execute(&req, &CancellationToken::new()).await.unwrap();
+    assert!(!r.sandbox_failed, "sandbox setup failed: {}", r.stderr);
+    assert!(r.stdout.contains("done"), "{} {}", r.stdout, r.stderr);
+    assert_eq!(
+        std::fs::read_to_string(ws.join("keep.txt")).unwrap(),
+        "KEEP-CANARY\n",
+        "a read-only file was truncated at ABI 2: {} {}",
+        r.stdout,
+        r.stderr
+    );
+}
