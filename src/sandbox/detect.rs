@@ -65,6 +65,30 @@ impl Level {
         }
     }
 
+    /// What `brainloop status` shows (through the heartbeat): the label, the sets refused on
+    /// this kernel, and which limits apply.
+    pub fn status_line(&self) -> String {
+        let refused: Vec<&str> = self
+            .sets
+            .iter()
+            .filter(|s| !s.runs)
+            .map(|s| s.set)
+            .collect();
+        format!(
+            "{}{}; limits: {}",
+            self.label(),
+            if refused.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; sets without their guarantees here: {} (see `brainloop sandbox`)",
+                    refused.join(", ")
+                )
+            },
+            self.limits
+        )
+    }
+
     pub fn disabled(why: &str) -> Level {
         let cgroup = cgroup::flavour();
         let mut l = Level {
