@@ -149,3 +149,67 @@ async fn at_abi_2_the_truncate_guard_refuses_truncating_a_read_only_file() {
         r.stderr
     );
 }
+
+/// Issue 20 item 3: the worker as a dedicated unprivileged user (uid/gid 65534 through
+/// `setpriv`, as the shipped unit's `User=brainloop`), natively and at Landlock ABI 2: no
+/// writable cgroup there, so the rlimit fallbacks are the active limits and the label says so.
+/// Needs root to switch user: anywhere else it fails, saying why.
+#[test]
+fn as_an_unprivileged_user_65534_echo_ls_overlay_work_and_escapes_are_refused() {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "CANNOT RUN HERE: switching to uid 65534 with setpriv needs root (run the tests as root)"
+    );
+    assert!(
+        std::process::Command::new("setpriv")
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success()),
+        "CANNOT RUN HERE: setpriv (util-linux) is not installed"
+    );
+    for abi in [None, Some("2")] {
+        let env = Env::new();
+        std::fs::write(env.workspace.join("a.txt"), "old\n").unwrap();
+        std::fs::create_dir_all(&env.data).unwrap();
+        for p in [env.root.path(), &env.workspace, &env.data, &env.workspace.join("a.txt")] {
+            std::os::unix::fs::chown(p, Some(65534), Some(65534)).unwrap();
+        }
+        let extra: Vec<(&str, &str)> = abi.map(|a| vec![(ABI2.0, a)]).unwrap_or_default();
+        let _d = env.start_as(
+            &["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"],
+            &extra,
+        );
+        let run = |cmd: &str| {
+            let id = job(&env, "local", "execute_bash", &json!({ "command": cmd }));
+            (id, settled(&env, id))
+        };
+        let (_, (st, v, e)) = run("id -u; echo hi");
+        assert_eq!(st, "succeeded", "abi {abi:?}: {v} {e}");
+        assert!(v["stdout"].as_str().unwrap().starts_with("65534\nhi"), "{v}");
+        let label = v["sandbox"].as_str().unwrap_or("").to_string();
+        eprintln!("as uid 65534, override {abi:?}: sandbox label {label}");
+        assert!(label.contains("+seccomp+namespaces"), "{label}");
+        if abi.is_some() {
+            assert!(label.contains("landlock-v2"), "{label}");
+        }
+        let (_, (st, v, e)) = run("ls");
+        assert_eq!(st, "succeeded", "{v} {e}");
+        let (_, (st, v, e)) = run("echo new > a.txt");
+        assert_eq!(st, "pending_validation", "abi {abi:?}: {v} {e}");
+        let (ok, shown, err) = env.cli(&["show", v["validation_id"].as_str().unwrap()]);
+        assert!(ok.success() && shown.contains("+new"), "{shown}{err}");
+        let outside = env.root.path().join("escaped.txt");
+        let (id, (st, v, _)) = run("cd .. && touch escaped.txt");
+        if st == "pending_validation" {
+            env.cli(&["deny", v["validation_id"].as_str().unwrap()]);
+            final_result(&env, id);
+        }
+        assert!(!outside.exists(), "abi {abi:?}: a write outside the workspace escaped");
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let (_, (_, v, _)) = run(&format!("cat < /dev/tcp/127.0.0.1/{port} && echo CONNECTED"));
+        assert!(!v["stdout"].as_str().unwrap_or("").contains("CONNECTED"), "{v}");
+        l.set_nonblocking(true).unwrap();
+        assert!(l.accept().is_err(), "the host listener got a connection");
+    }
+}
