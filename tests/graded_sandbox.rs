@@ -213,3 +213,52 @@ fn as_an_unprivileged_user_65534_echo_ls_overlay_work_and_escapes_are_refused() 
         assert!(l.accept().is_err(), "the host listener got a connection");
     }
 }
+
+/// The fail-closed decision (`sandbox::prepare`): a set whose guarantee does not hold is
+/// refused with the guarantee named; `required = false` runs it best effort (every mechanism
+/// that works, the label says so); unconfined only when no mechanism works.
+#[test]
+fn a_set_missing_a_guarantee_is_refused_by_name_or_runs_best_effort_when_not_required() {
+    use brainloop::sandbox::{detect, prepare, SandboxConfig};
+    let mut level = detect::Level::disabled("");
+    level.error = None;
+    level.enforcing = true;
+    level.namespaces = true;
+    level.seccomp = true;
+    level.landlock_abi = 2;
+    let t = tempfile::tempdir().unwrap();
+    let ws = t.path();
+    let go = |level: &detect::Level, required: bool, set: Set| {
+        let cfg = SandboxConfig {
+            required,
+            ..SandboxConfig::default()
+        };
+        prepare(level, &cfg, set, "true", ws, ws, Vec::new(), ws, 1)
+    };
+    let e = go(&level, true, Set::NetworkApi).unwrap_err();
+    assert!(e.contains("no host abstract UNIX sockets"), "{e}");
+    let p = go(&level, false, Set::NetworkApi).unwrap();
+    let (_, spec) = p.sandbox.as_ref().unwrap();
+    assert!(spec.best_effort && spec.landlock_abi == Some(2));
+    assert!(p.label.contains("best effort"), "{}", p.label);
+    p.finish();
+    let p = go(&level, true, Set::Filesystem).unwrap();
+    let (_, spec) = p.sandbox.as_ref().unwrap();
+    assert!(!spec.best_effort, "{}", p.label);
+    assert!(p.label.contains("landlock-v2"), "{}", p.label);
+    p.finish();
+    // Landlock missing but namespaces and seccomp work: best effort, not unconfined.
+    level.landlock_abi = 0;
+    let e = go(&level, true, Set::Filesystem).unwrap_err();
+    assert!(e.contains("no file reads outside the read roots"), "{e}");
+    let p = go(&level, false, Set::Filesystem).unwrap();
+    assert!(p.sandbox.is_some(), "{}", p.label);
+    p.finish();
+    // Nothing works at all: unconfined only then, and only when not required.
+    level.enforcing = false;
+    level.namespaces = false;
+    level.seccomp = false;
+    assert!(go(&level, true, Set::Minimal).is_err());
+    let p = go(&level, false, Set::Minimal).unwrap();
+    assert!(p.sandbox.is_none() && p.label.starts_with("none"), "{}", p.label);
+}
