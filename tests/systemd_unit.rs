@@ -734,6 +734,7 @@ fn scripts_have_help_and_reject_unknown_arguments() {
         "uninstall.sh",
         "init_command_security.sh",
         "check_unit.sh",
+        "kernel_matrix.sh",
     ] {
         let path = repo().join("scripts").join(script);
         let out = Command::new("bash")
