@@ -32,9 +32,11 @@ if [[ ! -x $cache/venv/bin/vng ]]; then
     "$cache/venv/bin/pip" install -q 'virtme-ng==1.42' || die "pip install virtme-ng failed"
 fi
 vng="$cache/venv/bin/vng"
+# vng runs virtme-run from PATH, and depmod (kmod, extracted below).
+export PATH="$cache/venv/bin:$PATH:$cache/root/sbin:$cache/root/usr/sbin:$cache/root/bin"
 
 # --- QEMU, busybox and kernels extracted from Debian packages -------------------------------------
-pkgs=(qemu-system-x86 qemu-system-common qemu-system-data seabios ipxe-qemu busybox-static kmod
+pkgs=(qemu-system-x86 qemu-system-common qemu-system-data seabios ipxe-qemu busybox-static kmod libkmod2
       libcapstone4 libfdt1 libpmem1 librdmacm1 libibverbs1 libslirp0 libvdeplug2 libnl-3-200
       libnl-route-3-200 libndctl6 libdaxctl1)
 latest() { apt-cache search --names-only "$1" | awk '{print $1}' | sort -V | tail -1; }
@@ -64,6 +66,17 @@ exec "$cache/root/usr/bin/qemu-system-x86_64" -L "$cache/root/usr/share/seabios"
 WRAP
 chmod +x "$qemu"
 busybox="$cache/root/bin/busybox"
+# virtme-ng runs depmod and modprobe; kmod's are absolute symlinks to /bin/kmod: wrap them.
+mkdir -p "$cache/bin"
+for tool in depmod modprobe; do
+    cat > "$cache/bin/$tool" <<WRAP
+#!/bin/bash
+LD_LIBRARY_PATH="$cache/root/usr/lib/x86_64-linux-gnu:$cache/root/lib/x86_64-linux-gnu" \\
+exec -a $tool "$cache/root/bin/kmod" "\$@"
+WRAP
+    chmod +x "$cache/bin/$tool"
+done
+export PATH="$cache/bin:$PATH"
 
 # --- Test binaries (built on the host, run inside the guests over the read-only 9p root) -------
 bins=()
@@ -93,9 +106,11 @@ for k in $kernels; do
             # That test switches to uid 65534 itself: it needs root.
             skip="--skip as_an_unprivileged_user"
         fi
-        script="cd /tmp; echo KERNEL \$(uname -r) LANDLOCK \$(cat /sys/kernel/security/lsm 2>/dev/null);"
+        # The guest's /tmp is an overlayfs (virtme-ng), which cannot hold an overlay's upper
+        # layer: give the tests a fresh tmpfs as TMPDIR.
+        script="mkdir -p /run/bl-tmp && mount -t tmpfs -o mode=1777 tmpfs /run/bl-tmp; export TMPDIR=/run/bl-tmp; cd /run/bl-tmp; echo KERNEL \$(uname -r) LANDLOCK \$(cat /sys/kernel/security/lsm 2>/dev/null);"
         for tb in "${bins[@]}"; do
-            script+=" $prefix ${tb#*=} --test-threads=1 $skip > /tmp/out 2>&1; echo \"RESULT ${tb%%=*} rc=\$? \$(grep -h 'test result' /tmp/out | tail -1)\"; grep -E '^test .* FAILED|panicked' /tmp/out | head -5;"
+            script+=" $prefix ${tb#*=} --test-threads=1 $skip > /tmp/out 2>&1; echo \"RESULT ${tb%%=*} rc=\$? \$(grep -h 'test result' /tmp/out | tail -1)\"; grep -E -A3 '^test .* FAILED|panicked' /tmp/out | head -30;"
         done
         log="$cache/logs/$k-$user.log"
         echo "= booting $k ($image) as $user; log: $log" >&2
