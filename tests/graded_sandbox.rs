@@ -33,7 +33,9 @@ fn the_guarantee_table_under_abi_2_runs_sets_without_network_and_names_what_netw
     let v = sandbox_json(&[ABI2]);
     assert_eq!(v["enforcing"], true, "the sandbox must enforce here: {v}");
     assert_eq!(v["landlock_abi"], 2, "{v}");
-    assert_eq!(v["landlock_abi_overridden"], true, "{v}");
+    // On a kernel whose own ABI is 2 (Debian 12's 6.1, the kernel matrix) nothing is lowered.
+    let lowered = v["landlock_kernel_abi"].as_i64().unwrap() > 2;
+    assert_eq!(v["landlock_abi_overridden"], lowered, "{v}");
     let sets = v["sets"].as_array().unwrap();
     let runs = |name: &str| sets.iter().find(|s| s["set"] == name).unwrap()["runs"].clone();
     for s in ["minimal", "readonly", "filesystem"] {
