@@ -116,7 +116,7 @@ for k in $kernels; do
         echo "= booting $k ($image) as $user; log: $log" >&2
         "$vng" --disable-kvm -v --run "$image" --qemu "$qemu" --busybox "$busybox" \
             --memory 2G --exec "$script" 2>&1 | cat > "$log" || true
-        kv=$(grep -m1 -o 'KERNEL [^ ]*' "$log" | cut -d' ' -f2 || true)
+        kv=$(grep -m1 '^KERNEL ' "$log" | cut -d' ' -f2 || true)
         if ! grep -q '^RESULT' "$log"; then
             echo "$k | ${kv:-?} | $user | - | NO RESULT (see $log)" >> "$table"
             continue
