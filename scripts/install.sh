@@ -216,6 +216,23 @@ else
     echo "= systemd is not running on this machine: skipped 'systemctl daemon-reload'"
 fi
 
+# --- AppArmor (Ubuntu >= 23.10 restricts unprivileged user namespaces) --------------------------
+# Only where AppArmor is present: the profile allows `userns` for the binary, which the command
+# sandbox needs for every command (systemd/apparmor/brainloop explains it).
+apparmor_src="$repo/systemd/apparmor/brainloop"
+APPARMOR_DEST=/etc/apparmor.d/brainloop
+if [[ -d /sys/kernel/security/apparmor ]] && command -v apparmor_parser >/dev/null 2>&1; then
+    if [[ -f $APPARMOR_DEST ]] && cmp -s "$apparmor_src" "$APPARMOR_DEST"; then
+        echo "= $APPARMOR_DEST is up to date"
+    else
+        run install -m 0644 -o root -g root "$apparmor_src" "$APPARMOR_DEST"
+    fi
+    run apparmor_parser -r "$APPARMOR_DEST" \
+        || echo "install.sh: warning: apparmor_parser could not load $APPARMOR_DEST (AppArmor < 4.0 has no 'userns' rule and needs no profile)" >&2
+else
+    echo "= AppArmor is not active on this machine: no profile installed"
+fi
+
 cat <<EOF
 
 brainloop is installed$($dry_run && echo " (dry run: nothing was changed)"). Next steps:

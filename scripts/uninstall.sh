@@ -83,7 +83,10 @@ if pid=$(worker_pid); then
 fi
 
 # --- Unit and binary ----------------------------------------------------------------------------
-for f in "$UNIT_DEST" "$BIN_DEST"; do
+if [[ -f /etc/apparmor.d/brainloop ]] && command -v apparmor_parser >/dev/null 2>&1; then
+    run apparmor_parser -R /etc/apparmor.d/brainloop || true
+fi
+for f in "$UNIT_DEST" "$BIN_DEST" /etc/apparmor.d/brainloop; do
     if [[ -e $f || -L $f ]]; then run rm -f "$f"; else echo "= $f already absent"; fi
 done
 if $purge && [[ -d $DROPIN_DIR ]]; then

@@ -251,7 +251,10 @@ fn unit_keeps_the_daemon_contract() {
 #[test]
 fn the_contract_check_catches_a_broken_unit() {
     let text = std::fs::read_to_string(unit_path()).unwrap();
-    let broken: [(&str, &str, &str); 10] = [
+    let broken: [(&str, &str, &str); 13] = [
+        ("Delegate=pids memory", "", "no Delegate"),
+        ("MemoryMax=6G", "", "no MemoryMax"),
+        ("TasksMax=2048", "TasksMax=infinity", "TasksMax=infinity"),
         ("Type=notify", "Type=simple", "Type"),
         ("KillMode=mixed", "KillMode=control-group", "KillMode"),
         (
@@ -512,6 +515,22 @@ fn check_contract(unit: &Unit) -> Result<(), String> {
             "ProcSubset=pid hides /proc/meminfo, /proc/cpuinfo from commands"
         );
     }
+    // Issue 20: per-job cgroups need the subtree delegated (pids and memory at least), and the
+    // service as a whole has a memory and task ceiling.
+    let delegate = unit.service("Delegate").unwrap_or_default();
+    ensure!(
+        is_yes(&delegate)
+            || (delegate.split_whitespace().any(|c| c == "pids")
+                && delegate.split_whitespace().any(|c| c == "memory")),
+        "Delegate= must hand the pids and memory controllers to the worker (per-job cgroups), got {delegate:?}"
+    );
+    for key in ["MemoryMax", "TasksMax"] {
+        let v = unit.service(key).unwrap_or_default();
+        ensure!(
+            !v.is_empty() && v != "infinity",
+            "{key}= must set a ceiling for the service, got {v:?}"
+        );
+    }
     Ok(())
 }
 
@@ -715,6 +734,7 @@ fn scripts_have_help_and_reject_unknown_arguments() {
         "uninstall.sh",
         "init_command_security.sh",
         "check_unit.sh",
+        "kernel_matrix.sh",
     ] {
         let path = repo().join("scripts").join(script);
         let out = Command::new("bash")

@@ -183,15 +183,51 @@ fn sandbox_report(json: bool) -> anyhow::Result<i32> {
     if json {
         println!("{}", serde_json::to_string_pretty(&level)?);
     } else {
-        println!("sandbox: {}", level.label());
-        println!(
-            "  landlock ABI {}, seccomp {}, cgroup {}",
-            level.landlock_abi,
-            level.seccomp,
-            level.cgroup.unwrap_or("none (rlimits only)")
-        );
+        print!("{}", sandbox_table(&level));
     }
     Ok(if level.enforcing { 0 } else { 3 })
+}
+
+/// The guarantee table `brainloop sandbox` prints (issue 20).
+pub(crate) fn sandbox_table(level: &crate::sandbox::detect::Level) -> String {
+    use std::fmt::Write;
+    let mut o = String::new();
+    let _ = writeln!(o, "sandbox: {}", level.label());
+    let _ = writeln!(
+        o,
+        "  Landlock ABI {} (kernel {}{}), namespaces {}, seccomp {}",
+        level.landlock_abi,
+        level.landlock_kernel_abi,
+        if level.landlock_abi_overridden {
+            ", lowered by BRAINLOOP_TEST_LANDLOCK_ABI"
+        } else {
+            ""
+        },
+        if level.namespaces { "yes" } else { "no" },
+        if level.seccomp { "yes" } else { "no" },
+    );
+    let _ = writeln!(o, "  limits: {}", level.limits);
+    for s in &level.sets {
+        let _ = writeln!(
+            o,
+            "\n{}: {}",
+            s.set,
+            match &s.refused_because {
+                None => "runs confined".to_string(),
+                Some(why) => format!("REFUSED ({why})"),
+            }
+        );
+        for g in &s.guarantees {
+            let _ = writeln!(
+                o,
+                "  [{}] {:<60} {}",
+                if g.holds { "x" } else { " " },
+                g.guarantee,
+                g.provided_by
+            );
+        }
+    }
+    o
 }
 
 fn init_logging(default_level: &str, config: &Config) -> anyhow::Result<()> {

@@ -51,12 +51,15 @@ pub fn run(mut config: Config, args: &RunArgs) -> Result<i32> {
     let helper = std::env::current_exe()
         .context("cannot find the brainloop binary for the sandbox helper")?;
     let sandbox = crate::sandbox::detect::probe(&helper);
+    if let Some(abi) = crate::sandbox::landlock::overridden() {
+        tracing::warn!(abi, "BRAINLOOP_TEST_LANDLOCK_ABI lowers the Landlock level (tests only)");
+    }
     if sandbox.enforcing {
-        tracing::info!(level = %sandbox.label(), "sandbox enforcing");
+        tracing::info!(level = %sandbox.status_line(), "sandbox enforcing (graded: `brainloop sandbox` shows the guarantees per set)");
     } else if config.sandbox.required {
-        tracing::error!(level = %sandbox.label(), "sandbox NOT available: commands will be refused (fail closed); set [sandbox] required = false to run them unconfined");
+        tracing::error!(level = %sandbox.status_line(), "sandbox NOT available: commands will be refused (fail closed); set [sandbox] required = false to run them with every mechanism that works");
     } else {
-        tracing::warn!(level = %sandbox.label(), "sandbox NOT available: commands run unconfined ([sandbox] required = false)");
+        tracing::warn!(level = %sandbox.status_line(), "sandbox NOT fully available: commands run best effort with every mechanism that works ([sandbox] required = false)");
     }
     let sandbox = Arc::new(sandbox);
     let config = Arc::new(config);

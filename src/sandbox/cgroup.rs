@@ -3,6 +3,12 @@
 //! cgroup v1 `pids` and `memory` hierarchies when writable. The worker creates it before spawning
 //! the helper (which joins it first) and removes it when the job ends. `None` when neither works:
 //! the limits then fall back to rlimits (see `Limits`).
+//!
+//! Delegation (systemd `Delegate=`, issue 20): cgroup v2 allows no processes in a cgroup whose
+//! controllers are enabled for children, and the delegated service cgroup holds the worker. So
+//! when enabling `+pids +memory` in the worker's cgroup fails, the worker moves itself into a
+//! `brainloop-worker` leaf and enables them again; the base of job cgroups is computed once
+//! (the worker's cgroup before the move).
 
 use super::Limits;
 use std::path::{Path, PathBuf};
@@ -30,7 +36,7 @@ fn own_path(controller: &str) -> Option<String> {
 
 /// Which cgroup flavour this process can create children in.
 pub fn flavour() -> Option<&'static str> {
-    if v2_base().is_some() {
+    if v2_delegated_base().is_some() {
         Some("v2")
     } else if v1_base("pids").is_some() {
         Some("v1")
@@ -64,10 +70,43 @@ fn v1_base(controller: &str) -> Option<PathBuf> {
     writable_dir(&base).then_some(base)
 }
 
+/// The v2 base with `pids` (and `memory` when available) enabled for its children, computed
+/// once per process (see the module doc on delegation).
+fn v2_delegated_base() -> Option<PathBuf> {
+    static BASE: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    BASE.get_or_init(|| {
+        let base = v2_base()?;
+        let control = base.join("cgroup.subtree_control");
+        let enabled = |c: &str| {
+            std::fs::read_to_string(&control)
+                .map(|t| t.split_whitespace().any(|x| x == c))
+                .unwrap_or(false)
+        };
+        if enabled("pids") {
+            return Some(base);
+        }
+        let enable = || {
+            std::fs::write(&control, "+pids").is_ok() && {
+                let _ = std::fs::write(&control, "+memory");
+                true
+            }
+        };
+        if enable() {
+            return Some(base);
+        }
+        // Processes live in the base (the delegated service cgroup): move ours into a leaf.
+        let leaf = base.join("brainloop-worker");
+        let _ = std::fs::create_dir(&leaf);
+        let moved = std::fs::write(leaf.join("cgroup.procs"), std::process::id().to_string());
+        (moved.is_ok() && enable()).then_some(base)
+    })
+    .clone()
+}
+
 impl JobCgroup {
     /// Creates the job's cgroup(s) with the limits written; `None` if none can be made.
     pub fn create(name: &str, limits: &Limits) -> Option<JobCgroup> {
-        if let Some(base) = v2_base() {
+        if let Some(base) = v2_delegated_base() {
             let dir = base.join(name);
             let _ = std::fs::create_dir(&dir);
             let ok = std::fs::write(dir.join("pids.max"), limits.max_processes.to_string()).is_ok();

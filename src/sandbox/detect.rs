@@ -1,9 +1,12 @@
-//! Start-up detection of the sandbox: runs the helper once on a probe command with every
-//! mechanism requested. The helper refuses to run anything it cannot confine fully, so a probe
-//! that exits 0 proves the whole chain (namespaces, /proc, Landlock fully enforced, seccomp, the
-//! cgroup when one can be made) works here. The result is shown in `status`, in the heartbeat and
-//! in each result's `sandbox` field.
+//! Start-up detection of the sandbox: runs the helper once on a probe command (the minimal set)
+//! with every mechanism requested, Landlock at this kernel's ABI. The helper refuses to run a
+//! command whose set's guarantees it cannot meet, so a probe that exits 0 proves the chain
+//! (namespaces, /proc, Landlock enforced at that ABI, seccomp, the cgroup when one can be made)
+//! works here. The result — mechanisms, Landlock level, and the per-set guarantee table of
+//! `guarantees.rs` — is shown by `brainloop sandbox`, in `status`, in the heartbeat and in each
+//! result's `sandbox` field.
 
+use super::guarantees::{self, Mechanisms, SetReport};
 use super::{cgroup, exec, landlock, seccomp, spec_for, Limits, Set, SETUP_FAILED};
 use serde::Serialize;
 use std::path::Path;
@@ -11,22 +14,48 @@ use std::process::{Command, Stdio};
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Level {
-    /// Every mechanism works: commands run confined.
+    /// The probe ran confined: namespaces, Landlock at `landlock_abi`, seccomp all work.
     pub enforcing: bool,
+    /// The Landlock ABI the rules are built for (the kernel's, capped at the newest this code
+    /// knows, or lowered by the test override).
     pub landlock_abi: i64,
+    /// The kernel's own Landlock ABI.
+    pub landlock_kernel_abi: i64,
+    /// `BRAINLOOP_TEST_LANDLOCK_ABI` lowered the level (tests only).
+    pub landlock_abi_overridden: bool,
+    /// User, mount, PID and network namespaces can be created.
+    pub namespaces: bool,
     pub seccomp: bool,
     pub cgroup: Option<&'static str>,
     /// Why not, when not enforcing.
     pub error: Option<String>,
+    /// Which limits apply to each command: `cgroup-v2 (pids.max, memory.max)` or the rlimits.
+    pub limits: String,
+    /// Per set: the guarantees, their mechanism, whether they hold, whether the set runs.
+    pub sets: Vec<SetReport>,
 }
 
 impl Level {
-    /// Short label: `landlock-v7+seccomp+userns/pidns/netns+cgroup-v1` or `none (reason)`.
+    /// The mechanisms, as `guarantees.rs` takes them.
+    pub fn mechanisms(&self) -> Mechanisms {
+        Mechanisms {
+            namespaces: self.namespaces,
+            landlock_abi: self.landlock_abi,
+            seccomp: self.seccomp,
+        }
+    }
+
+    /// Short label: `landlock-v2+seccomp+namespaces+cgroup-v2` or `none (reason)`.
     pub fn label(&self) -> String {
         if self.enforcing {
             format!(
-                "landlock-v{}+seccomp+namespaces{}",
+                "landlock-v{}{}+seccomp+namespaces{}",
                 self.landlock_abi,
+                if self.landlock_abi_overridden {
+                    " (test override)"
+                } else {
+                    ""
+                },
                 self.cgroup
                     .map(|c| format!("+cgroup-{c}"))
                     .unwrap_or_else(|| "+rlimits".into())
@@ -36,33 +65,66 @@ impl Level {
         }
     }
 
+    /// What `brainloop status` shows (through the heartbeat): the label, the sets refused on
+    /// this kernel, and which limits apply.
+    pub fn status_line(&self) -> String {
+        let refused: Vec<&str> = self
+            .sets
+            .iter()
+            .filter(|s| !s.runs)
+            .map(|s| s.set)
+            .collect();
+        format!(
+            "{}{}; limits: {}",
+            self.label(),
+            if refused.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; sets without their guarantees here: {} (see `brainloop sandbox`)",
+                    refused.join(", ")
+                )
+            },
+            self.limits
+        )
+    }
+
     pub fn disabled(why: &str) -> Level {
-        Level {
+        let cgroup = cgroup::flavour();
+        let mut l = Level {
             enforcing: false,
-            landlock_abi: landlock::kernel_abi(),
+            landlock_abi: landlock::effective_abi(),
+            landlock_kernel_abi: landlock::kernel_abi(),
+            landlock_abi_overridden: landlock::overridden().is_some(),
+            namespaces: false,
             seccomp: seccomp::available(),
-            cgroup: cgroup::flavour(),
+            cgroup,
             error: Some(why.to_string()),
-        }
+            limits: match cgroup {
+                Some(c) => format!("cgroup-{c} per job (processes, memory) + rlimits (open files, file size, CPU time)"),
+                None => "rlimits only (no writable cgroup: RLIMIT_NPROC, RLIMIT_AS, open files, file size, CPU time; give the service Delegate=yes for per-job cgroups)".into(),
+            },
+            sets: Vec::new(),
+        };
+        l.sets = guarantees::table(&l.mechanisms());
+        l
     }
 }
 
 pub fn probe(helper: &Path) -> Level {
+    let mut level = probe_inner(helper);
+    level.sets = guarantees::table(&level.mechanisms());
+    level
+}
+
+fn probe_inner(helper: &Path) -> Level {
     let mut level = Level::disabled("");
     level.error = None;
-    if level.landlock_abi < 1 {
-        level.error = Some("Landlock unsupported by this kernel".into());
-        return level;
-    }
-    if !level.seccomp {
-        level.error = Some("seccomp unavailable".into());
-        return level;
-    }
     if !exec::helper_exists(helper) {
         level.error = Some(format!("helper {} not found", helper.display()));
         return level;
     }
-    let spec = spec_for(
+    let mut spec = spec_for(
         Set::Minimal,
         "exit 0",
         Path::new("/"),
@@ -72,6 +134,7 @@ pub fn probe(helper: &Path) -> Level {
         Vec::new(),
         &Limits::default(),
     );
+    spec.landlock_abi = Some(level.landlock_abi);
     let json = match serde_json::to_string(&spec) {
         Ok(j) => j,
         Err(e) => {
@@ -87,9 +150,17 @@ pub fn probe(helper: &Path) -> Level {
         .stderr(Stdio::piped())
         .output()
     {
-        Ok(out) if out.status.success() => level.enforcing = true,
+        Ok(out) if out.status.success() => {
+            level.enforcing = true;
+            level.namespaces = true;
+        }
         Ok(out) => {
             let msg = String::from_utf8_lossy(&out.stderr).trim().to_string();
+            // The helper sets namespaces up first: any later failure means they work.
+            level.namespaces = out.status.code() == Some(SETUP_FAILED)
+                && !["unshare", "uid_map", "gid_map", "setgroups", "make mounts private"]
+                    .iter()
+                    .any(|k| msg.contains(k));
             level.error = Some(
                 if out.status.code() == Some(SETUP_FAILED) && !msg.is_empty() {
                     msg

@@ -65,10 +65,10 @@ fn rlimits(spec: &Spec) -> Result<(), String> {
     set(Resource::RLIMIT_CPU, l.max_cpu_seconds)?;
     set(Resource::RLIMIT_CORE, 0)?;
     if spec.cgroup_procs.is_empty() {
-        if let Some(n) = l.rlimit_nproc_fallback {
+        if let Some(n) = l.rlimit_nproc_fallback.filter(|&n| n > 0) {
             set(Resource::RLIMIT_NPROC, n)?;
         }
-        if let Some(n) = l.rlimit_as_fallback {
+        if let Some(n) = l.rlimit_as_fallback.filter(|&n| n > 0) {
             set(Resource::RLIMIT_AS, n)?;
         }
     }
@@ -95,6 +95,11 @@ pub fn main(spec: &Spec) -> i32 {
         flags |= CloneFlags::CLONE_NEWNET;
     }
     if let Err(e) = unshare(flags) {
+        if spec.best_effort && spec.overlay.is_none() {
+            // `required = false`: no namespaces here; still Landlock, seccomp and rlimits.
+            eprintln!("{ERROR_PREFIX} warning: unshare: {e}; running without namespaces (best effort)");
+            command(spec);
+        }
         fail(format!("unshare: {e} (user namespaces unavailable?)"));
     }
     let maps = write("/proc/self/setgroups", "deny")
@@ -328,13 +333,39 @@ fn command(spec: &Spec) -> ! {
     if let Err(e) = nix::sys::prctl::set_no_new_privs() {
         fail(format!("no_new_privs: {e}"));
     }
-    match super::landlock::apply(spec) {
-        Ok(true) => {}
-        Ok(false) => fail("Landlock is not fully enforced on this kernel"),
-        Err(e) => fail(format!("landlock: {e}")),
+    // Graded confinement (issue 20): Landlock at the spec's ABI; refused when a guarantee of
+    // the set cannot be met, unless best effort (`required = false`) skips what fails.
+    let abi = super::landlock::helper_abi(spec);
+    let mechs = super::guarantees::Mechanisms {
+        // Strict mode got here through the namespaces; best effort never fails on the check.
+        namespaces: true,
+        landlock_abi: abi,
+        seccomp: super::seccomp::available(),
+    };
+    if let Some(why) = super::guarantees::unmet(spec.set, &mechs) {
+        if !spec.best_effort {
+            fail(why);
+        }
+    }
+    let strict = |e: String| {
+        if !spec.best_effort {
+            fail(e)
+        }
+    };
+    if abi >= 1 {
+        match super::landlock::apply(spec, abi) {
+            Ok(true) => {}
+            Ok(false) => strict(format!("Landlock ABI {abi} is not fully enforced")),
+            Err(e) => strict(format!("landlock: {e}")),
+        }
+    }
+    if abi < 3 {
+        if let Err(e) = super::landlock::truncate_guard() {
+            strict(format!("seccomp truncate guard: {e}"));
+        }
     }
     if let Err(e) = super::seccomp::apply() {
-        fail(format!("seccomp: {e}"));
+        strict(format!("seccomp: {e}"));
     }
     let argv = [cstring("bash"), cstring("-c"), cstring(&spec.command)];
     let envp: Vec<CString> = spec

@@ -16,10 +16,17 @@
 //! and signal rules (`landlock.rs`), a seccomp filter for what Landlock cannot express
 //! (`seccomp.rs`), a per-job cgroup for processes and memory (`cgroup.rs`), rlimits, and
 //! `no_new_privs`. `detect.rs` probes all of it at start-up.
+//!
+//! Graded confinement (issue 20): the Landlock rules are built for the kernel's ABI (1 → 6), and
+//! `guarantees.rs` states per set which guarantees hold at that level and which mechanism
+//! provides each. A command is refused only when a guarantee of its set does not hold here
+//! ([`prepare`] names it); with `[sandbox] required = false` it runs with every mechanism that
+//! works (`Spec::best_effort`), and unconfined only when none does.
 
 pub mod cgroup;
 pub mod detect;
 pub mod exec;
+pub mod guarantees;
 pub mod landlock;
 pub mod seccomp;
 
@@ -76,8 +83,11 @@ pub struct Limits {
     pub max_open_files: u64,
     pub max_file_size_bytes: u64,
     pub max_cpu_seconds: u64,
-    /// Fallbacks when no cgroup can be created. RLIMIT_NPROC counts every process of the user,
-    /// RLIMIT_AS breaks JIT runtimes: off by default.
+    /// Fallbacks when no job cgroup can be created (on by default, issue 20; `0` turns one
+    /// off): RLIMIT_NPROC (default `max_processes`) counts the processes of the user inside the
+    /// job's user namespace and does not bind a worker running as root; RLIMIT_AS (default 4 ×
+    /// `max_memory_bytes`: address space, not memory — JIT runtimes reserve far more than they
+    /// use) bounds each process, not the tree.
     pub rlimit_nproc_fallback: Option<u64>,
     pub rlimit_as_fallback: Option<u64>,
 }
@@ -90,8 +100,8 @@ impl Default for Limits {
             max_open_files: 1024,
             max_file_size_bytes: 1 << 30,
             max_cpu_seconds: 300,
-            rlimit_nproc_fallback: None,
-            rlimit_as_fallback: None,
+            rlimit_nproc_fallback: Some(256),
+            rlimit_as_fallback: Some(4 << 30),
         }
     }
 }
@@ -146,6 +156,14 @@ pub struct Spec {
     /// never runs with privileges inside the sandbox ("No privilege bits").
     #[serde(default)]
     pub nosuid: Vec<PathBuf>,
+    /// The Landlock ABI to build the rules for (the helper never goes above the kernel's);
+    /// `None`: the kernel's.
+    #[serde(default)]
+    pub landlock_abi: Option<i64>,
+    /// `[sandbox] required = false`: apply every mechanism that works and skip the ones that
+    /// fail (no namespaces, no Landlock, no seccomp) instead of refusing to run.
+    #[serde(default)]
+    pub best_effort: bool,
 }
 
 /// Where the overlay of one job lives (both under the data dir, never visible to the command).
@@ -317,6 +335,8 @@ pub fn spec_for(
         limits: limits.clone(),
         cgroup_procs: Vec::new(),
         overlay: None,
+        landlock_abi: None,
+        best_effort: false,
     }
 }
 
@@ -388,8 +408,11 @@ impl Prepared {
     }
 }
 
-/// Prepares the sandbox of one command in `set`, or explains why it cannot run: when the probe
-/// found the sandbox unusable and `required` is on, nothing runs (fail closed).
+/// Prepares the sandbox of one command in `set`, or explains why it cannot run. Fail closed
+/// (when `required`): refused when a guarantee `set` states does not hold on this kernel (the
+/// error names it, see `guarantees.rs`). With `required = false` the command runs with every
+/// mechanism that works (best effort; the label says what is missing), and unconfined only when
+/// none works.
 #[allow(clippy::too_many_arguments)]
 pub fn prepare(
     level: &detect::Level,
@@ -402,19 +425,31 @@ pub fn prepare(
     data_dir: &Path,
     job_id: i64,
 ) -> Result<Prepared, String> {
-    if !level.enforcing {
+    let mechs = level.mechanisms();
+    let unmet = if level.enforcing || !level.namespaces {
+        guarantees::unmet(set, &mechs)
+    } else {
+        // The probe failed for a reason the table does not model (helper missing, setup error).
+        Some(format!(
+            "the sandbox cannot be enforced here ({})",
+            level.label()
+        ))
+    };
+    let best_effort = unmet.is_some();
+    if let Some(why) = &unmet {
         if cfg.required {
             return Err(format!(
-                "the sandbox cannot be enforced here ({}); commands are refused. Fix it, or set [sandbox] required = false to run them unconfined",
-                level.label()
+                "{why}; commands of this set are refused (fail closed). Run `brainloop sandbox` for what this machine guarantees; upgrade the kernel, or set [sandbox] required = false to run them with every mechanism that works"
             ));
         }
-        return Ok(Prepared {
-            sandbox: None,
-            label: "none".into(),
-            cgroup: None,
-            tmp_dir: None,
-        });
+        if !level.namespaces && mechs.landlock_abi < 1 && !mechs.seccomp {
+            return Ok(Prepared {
+                sandbox: None,
+                label: format!("none ({why})"),
+                cgroup: None,
+                tmp_dir: None,
+            });
+        }
     }
     let helper =
         std::env::current_exe().map_err(|e| format!("cannot find the sandbox helper: {e}"))?;
@@ -445,8 +480,18 @@ pub fn prepare(
     if let Some(c) = &cg {
         spec.cgroup_procs = c.procs_files();
     }
+    spec.landlock_abi = Some(level.landlock_abi);
+    spec.best_effort = best_effort;
+    let label = match &unmet {
+        Some(why) => format!(
+            "{} (best effort, [sandbox] required = false: {}; {why})",
+            set.as_str(),
+            level.label()
+        ),
+        None => format!("{} ({})", set.as_str(), level.label()),
+    };
     Ok(Prepared {
-        label: format!("{} ({})", set.as_str(), level.label()),
+        label,
         sandbox: Some((helper, spec)),
         cgroup: cg,
         tmp_dir,

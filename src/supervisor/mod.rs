@@ -74,7 +74,7 @@ pub async fn run(
         Arc::clone(&stores),
         Arc::clone(&stats),
         Arc::clone(&config),
-        sandbox.label(),
+        sandbox.status_line(),
         state_rx,
     ));
     let background = CancellationToken::new();

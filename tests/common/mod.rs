@@ -64,12 +64,25 @@ impl Env {
     }
 
     pub fn start(&self, extra_env: &[(&str, &str)]) -> Daemon {
+        self.start_as(&[], extra_env)
+    }
+
+    /// Like [`Env::start`], with the worker run through `prefix` (e.g. `setpriv --reuid=…`,
+    /// which execs it: the pid stays the worker's).
+    pub fn start_as(&self, prefix: &[&str], extra_env: &[(&str, &str)]) -> Daemon {
         let log = self
             .root
             .path()
             .join(format!("worker-{}.log", crate::common::now_ms()));
         let logf = std::fs::File::create(&log).unwrap();
-        let mut cmd = Command::new(BIN);
+        let mut cmd = match prefix.split_first() {
+            Some((p, rest)) => {
+                let mut c = Command::new(p);
+                c.args(rest).arg(BIN);
+                c
+            }
+            None => Command::new(BIN),
+        };
         cmd.args(["run", "--data-dir"])
             .arg(&self.data)
             .arg("--workspace")

@@ -1,0 +1,266 @@
+//! Graded confinement (issue 20, item 1): the sandbox builds its Landlock rules for the kernel's
+//! ABI and refuses only a set whose stated guarantees cannot hold. This machine's kernel is
+//! newer, so these tests lower the level with the test-only `BRAINLOOP_TEST_LANDLOCK_ABI=2`
+//! (Debian 12's kernel 6.1): the worker and the helper build the ABI-2 ruleset, and the tests
+//! check what an operator on 6.1 gets — `echo`, `ls`, an overlay write and its diff work; a write
+//! outside the workspace and the network are refused; the result's `sandbox` label names the
+//! level; truncating a read-only file is refused by the seccomp truncate guard. When the sandbox
+//! is not enforcing here at all, each test fails (never a silent skip).
+
+mod common;
+
+use brainloop::bash::executor::{execute, ExecRequest};
+use brainloop::sandbox::{self, Set};
+use common::{final_result, job, settled, Env};
+use serde_json::json;
+use std::path::PathBuf;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+const ABI2: (&str, &str) = ("BRAINLOOP_TEST_LANDLOCK_ABI", "2");
+
+fn sandbox_json(extra: &[(&str, &str)]) -> serde_json::Value {
+    let out = std::process::Command::new(common::BIN)
+        .args(["sandbox", "--json"])
+        .envs(extra.iter().copied())
+        .output()
+        .unwrap();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn the_guarantee_table_under_abi_2_runs_sets_without_network_and_names_what_network_sets_lack() {
+    let v = sandbox_json(&[ABI2]);
+    assert_eq!(v["enforcing"], true, "the sandbox must enforce here: {v}");
+    assert_eq!(v["landlock_abi"], 2, "{v}");
+    // On a kernel whose own ABI is 2 (Debian 12's 6.1, the kernel matrix) nothing is lowered.
+    let lowered = v["landlock_kernel_abi"].as_i64().unwrap() > 2;
+    assert_eq!(v["landlock_abi_overridden"], lowered, "{v}");
+    let sets = v["sets"].as_array().unwrap();
+    let runs = |name: &str| sets.iter().find(|s| s["set"] == name).unwrap()["runs"].clone();
+    for s in ["minimal", "readonly", "filesystem"] {
+        assert_eq!(runs(s), true, "{s}: {v}");
+    }
+    for s in ["network-api", "mcp-standard"] {
+        assert_eq!(runs(s), false, "{s}: {v}");
+    }
+    let text = std::process::Command::new(common::BIN)
+        .arg("sandbox")
+        .env(ABI2.0, ABI2.1)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("seccomp truncate guard"), "{text}");
+    assert!(
+        text.contains("network-api: REFUSED") && text.contains("no host abstract UNIX sockets"),
+        "{text}"
+    );
+    // The override only lowers: asking for more than the kernel has changes nothing.
+    let v = sandbox_json(&[("BRAINLOOP_TEST_LANDLOCK_ABI", "99")]);
+    assert_eq!(v["landlock_abi_overridden"], false, "{v}");
+    assert!(v["landlock_abi"].as_i64().unwrap() <= v["landlock_kernel_abi"].as_i64().unwrap());
+}
+
+#[test]
+fn at_abi_2_echo_ls_and_an_overlay_write_work_and_escapes_and_network_are_refused() {
+    assert_eq!(
+        sandbox_json(&[ABI2])["enforcing"],
+        true,
+        "the sandbox must enforce here"
+    );
+    let env = Env::new();
+    std::fs::write(env.workspace.join("a.txt"), "old\n").unwrap();
+    let _d = env.start(&[ABI2]);
+    let run = |cmd: &str| {
+        let id = job(&env, "local", "execute_bash", &json!({ "command": cmd }));
+        (id, settled(&env, id))
+    };
+    let (_, (st, v, e)) = run("echo hi");
+    assert_eq!(st, "succeeded", "{v} {e}");
+    assert_eq!(v["stdout"], "hi\n", "{v}");
+    let label = v["sandbox"].as_str().unwrap_or("");
+    assert!(label.contains("landlock-v2"), "the label names the level: {v}");
+    let (_, (st, v, e)) = run("ls");
+    assert_eq!(st, "succeeded", "{v} {e}");
+    assert!(v["stdout"].as_str().unwrap().contains("a.txt"), "{v}");
+    // An overlay write asks with its diff.
+    let (_, (st, v, e)) = run("echo new > a.txt");
+    assert_eq!(st, "pending_validation", "{v} {e}");
+    let vid = v["validation_id"].as_str().unwrap().to_string();
+    let (ok, shown, err) = env.cli(&["show", &vid]);
+    assert!(ok.success(), "{err}");
+    assert!(shown.contains("-old") && shown.contains("+new"), "{shown}");
+    // A write outside the workspace fails in the sandbox.
+    let outside = env.root.path().join("escaped.txt");
+    let (id, (st, v, _)) = run("cd .. && touch escaped.txt");
+    assert_ne!(st, "succeeded", "{v}");
+    if st == "pending_validation" {
+        env.cli(&["deny", v["validation_id"].as_str().unwrap()]);
+        final_result(&env, id);
+    }
+    assert!(!outside.exists(), "a write outside the workspace escaped at ABI 2");
+    // No network: a listener on 127.0.0.1 of the host is unreachable.
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let (_, (st, v, _)) = run(&format!("cat < /dev/tcp/127.0.0.1/{port} && echo CONNECTED"));
+    assert!(
+        !v["stdout"].as_str().unwrap_or("").contains("CONNECTED"),
+        "network reached at ABI 2: {st} {v}"
+    );
+    l.set_nonblocking(true).unwrap();
+    assert!(l.accept().is_err(), "the host listener got a connection");
+}
+
+#[tokio::test]
+async fn at_abi_2_the_truncate_guard_refuses_truncating_a_read_only_file() {
+    let root = tempfile::tempdir().unwrap();
+    let ws = root.path().join("ws").canonicalize().or_else(|_| {
+        std::fs::create_dir_all(root.path().join("ws")).map(|_| root.path().join("ws"))
+    });
+    let ws = ws.unwrap().canonicalize().unwrap();
+    std::fs::write(ws.join("keep.txt"), "KEEP-CANARY\n").unwrap();
+    // readonly set: the workspace is readable, not writable; truncate(2) and
+    // open(O_RDONLY|O_TRUNC) are what Landlock ABI 2 cannot see.
+    let cmd = "truncate -s 0 keep.txt; python3 -c \"import os; os.close(os.open('keep.txt', os.O_RDONLY|os.O_TRUNC))\" 2>&1; echo done";
+    let env = brainloop::bash::executor::filtered_env(|k| std::env::var(k).ok());
+    let mut spec = sandbox::spec_for(
+        Set::Readonly,
+        cmd,
+        &ws,
+        &ws,
+        &[],
+        None,
+        env,
+        &sandbox::Limits::default(),
+    );
+    spec.landlock_abi = Some(2);
+    let req = ExecRequest {
+        command: cmd.into(),
+        workdir: ws.clone(),
+        timeout: Duration::from_secs(30),
+        sandbox: Some((PathBuf::from(common::BIN), spec)),
+    };
+    let r = execute(&req, &CancellationToken::new()).await.unwrap();
+    assert!(!r.sandbox_failed, "sandbox setup failed: {}", r.stderr);
+    assert!(r.stdout.contains("done"), "{} {}", r.stdout, r.stderr);
+    assert_eq!(
+        std::fs::read_to_string(ws.join("keep.txt")).unwrap(),
+        "KEEP-CANARY\n",
+        "a read-only file was truncated at ABI 2: {} {}",
+        r.stdout,
+        r.stderr
+    );
+}
+
+/// Issue 20 item 3: the worker as a dedicated unprivileged user (uid/gid 65534 through
+/// `setpriv`, as the shipped unit's `User=brainloop`), natively and at Landlock ABI 2: no
+/// writable cgroup there, so the rlimit fallbacks are the active limits and the label says so.
+/// Needs root to switch user: anywhere else it fails, saying why.
+#[test]
+fn as_an_unprivileged_user_65534_echo_ls_overlay_work_and_escapes_are_refused() {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "CANNOT RUN HERE: switching to uid 65534 with setpriv needs root (run the tests as root)"
+    );
+    assert!(
+        std::process::Command::new("setpriv")
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success()),
+        "CANNOT RUN HERE: setpriv (util-linux) is not installed"
+    );
+    for abi in [None, Some("2")] {
+        let env = Env::new();
+        std::fs::write(env.workspace.join("a.txt"), "old\n").unwrap();
+        std::fs::create_dir_all(&env.data).unwrap();
+        for p in [env.root.path(), &env.workspace, &env.data, &env.workspace.join("a.txt")] {
+            std::os::unix::fs::chown(p, Some(65534), Some(65534)).unwrap();
+        }
+        let extra: Vec<(&str, &str)> = abi.map(|a| vec![(ABI2.0, a)]).unwrap_or_default();
+        let _d = env.start_as(
+            &["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"],
+            &extra,
+        );
+        let run = |cmd: &str| {
+            let id = job(&env, "local", "execute_bash", &json!({ "command": cmd }));
+            (id, settled(&env, id))
+        };
+        let (_, (st, v, e)) = run("id -u; echo hi");
+        assert_eq!(st, "succeeded", "abi {abi:?}: {v} {e}");
+        assert!(v["stdout"].as_str().unwrap().starts_with("65534\nhi"), "{v}");
+        let label = v["sandbox"].as_str().unwrap_or("").to_string();
+        eprintln!("as uid 65534, override {abi:?}: sandbox label {label}");
+        assert!(label.contains("+seccomp+namespaces"), "{label}");
+        if abi.is_some() {
+            assert!(label.contains("landlock-v2"), "{label}");
+        }
+        let (_, (st, v, e)) = run("ls");
+        assert_eq!(st, "succeeded", "{v} {e}");
+        let (_, (st, v, e)) = run("echo new > a.txt");
+        assert_eq!(st, "pending_validation", "abi {abi:?}: {v} {e}");
+        let (ok, shown, err) = env.cli(&["show", v["validation_id"].as_str().unwrap()]);
+        assert!(ok.success() && shown.contains("+new"), "{shown}{err}");
+        let outside = env.root.path().join("escaped.txt");
+        let (id, (st, v, _)) = run("cd .. && touch escaped.txt");
+        if st == "pending_validation" {
+            env.cli(&["deny", v["validation_id"].as_str().unwrap()]);
+            final_result(&env, id);
+        }
+        assert!(!outside.exists(), "abi {abi:?}: a write outside the workspace escaped");
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let (_, (_, v, _)) = run(&format!("cat < /dev/tcp/127.0.0.1/{port} && echo CONNECTED"));
+        assert!(!v["stdout"].as_str().unwrap_or("").contains("CONNECTED"), "{v}");
+        l.set_nonblocking(true).unwrap();
+        assert!(l.accept().is_err(), "the host listener got a connection");
+    }
+}
+
+/// The fail-closed decision (`sandbox::prepare`): a set whose guarantee does not hold is
+/// refused with the guarantee named; `required = false` runs it best effort (every mechanism
+/// that works, the label says so); unconfined only when no mechanism works.
+#[test]
+fn a_set_missing_a_guarantee_is_refused_by_name_or_runs_best_effort_when_not_required() {
+    use brainloop::sandbox::{detect, prepare, SandboxConfig};
+    let mut level = detect::Level::disabled("");
+    level.error = None;
+    level.enforcing = true;
+    level.namespaces = true;
+    level.seccomp = true;
+    level.landlock_abi = 2;
+    let t = tempfile::tempdir().unwrap();
+    let ws = t.path();
+    let go = |level: &detect::Level, required: bool, set: Set| {
+        let cfg = SandboxConfig {
+            required,
+            ..SandboxConfig::default()
+        };
+        prepare(level, &cfg, set, "true", ws, ws, Vec::new(), ws, 1)
+    };
+    let e = go(&level, true, Set::NetworkApi).unwrap_err();
+    assert!(e.contains("no host abstract UNIX sockets"), "{e}");
+    let p = go(&level, false, Set::NetworkApi).unwrap();
+    let (_, spec) = p.sandbox.as_ref().unwrap();
+    assert!(spec.best_effort && spec.landlock_abi == Some(2));
+    assert!(p.label.contains("best effort"), "{}", p.label);
+    p.finish();
+    let p = go(&level, true, Set::Filesystem).unwrap();
+    let (_, spec) = p.sandbox.as_ref().unwrap();
+    assert!(!spec.best_effort, "{}", p.label);
+    assert!(p.label.contains("landlock-v2"), "{}", p.label);
+    p.finish();
+    // Landlock missing but namespaces and seccomp work: best effort, not unconfined.
+    level.landlock_abi = 0;
+    let e = go(&level, true, Set::Filesystem).unwrap_err();
+    assert!(e.contains("no file reads outside the read roots"), "{e}");
+    let p = go(&level, false, Set::Filesystem).unwrap();
+    assert!(p.sandbox.is_some(), "{}", p.label);
+    p.finish();
+    // Nothing works at all: unconfined only then, and only when not required.
+    level.enforcing = false;
+    level.namespaces = false;
+    level.seccomp = false;
+    assert!(go(&level, true, Set::Minimal).is_err());
+    let p = go(&level, false, Set::Minimal).unwrap();
+    assert!(p.sandbox.is_none() && p.label.starts_with("none"), "{}", p.label);
+}
