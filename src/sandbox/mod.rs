@@ -85,9 +85,10 @@ pub struct Limits {
     pub max_cpu_seconds: u64,
     /// Fallbacks when no job cgroup can be created (on by default, issue 20; `0` turns one
     /// off): RLIMIT_NPROC (default `max_processes`) counts the processes of the user inside the
-    /// job's user namespace and does not bind a worker running as root; RLIMIT_AS (default 4 ×
-    /// `max_memory_bytes`: address space, not memory — JIT runtimes reserve far more than they
-    /// use) bounds each process, not the tree.
+    /// job's user namespace and does not bind a worker running as root; RLIMIT_AS (default
+    /// 16 GiB: address space, not memory — a JVM reserves a quarter of the host's memory for its
+    /// heap and V8 reserves gigabytes for WebAssembly, so a tighter default breaks them) bounds
+    /// each process, not the tree.
     pub rlimit_nproc_fallback: Option<u64>,
     pub rlimit_as_fallback: Option<u64>,
 }
@@ -101,7 +102,7 @@ impl Default for Limits {
             max_file_size_bytes: 1 << 30,
             max_cpu_seconds: 300,
             rlimit_nproc_fallback: Some(256),
-            rlimit_as_fallback: Some(4 << 30),
+            rlimit_as_fallback: Some(16 << 30),
         }
     }
 }
