@@ -511,3 +511,112 @@ async fn the_workspace_is_nosuid_and_file_capabilities_cannot_be_set() {
     };
     assert!(n < 0, "a file capability reached the workspace");
 }
+
+/// A UNIX-socket listener in `dir` that records every connection it accepts (the canary).
+struct SockCanary {
+    path: PathBuf,
+    hits: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+fn sock_canary(dir: &Path) -> SockCanary {
+    use std::os::unix::net::UnixListener;
+    let path = dir.join("canary.sock");
+    let l = UnixListener::bind(&path).unwrap();
+    let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let h = hits.clone();
+    std::thread::spawn(move || {
+        for mut c in l.incoming().flatten() {
+            h.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let _ = std::io::Write::write_all(&mut c, b"PONG");
+        }
+    });
+    SockCanary { path, hits }
+}
+
+/// Issue 19 item 1: a listener on a host UNIX socket (in a temp dir under /tmp, and under
+/// /run) is out of reach of every set — hidden behind the tmpfs covers, and for the sets that
+/// run without a human, `socket(AF_UNIX)` itself is refused. The command's private tmp still
+/// works, and `socketpair` (pipes between processes) too.
+#[tokio::test]
+async fn host_unix_sockets_in_tmp_and_run_are_out_of_reach() {
+    let Some(lab) = lab() else { return };
+    let py = Path::new("/usr/bin/python3");
+    assert!(
+        py.exists(),
+        "this test needs /usr/bin/python3 to connect to a UNIX socket; it cannot run here"
+    );
+    let in_tmp = tempfile::Builder::new()
+        .prefix("bl-sock")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let in_run = tempfile::Builder::new()
+        .prefix("bl-sock")
+        .tempdir_in("/run")
+        .expect("cannot create a temp dir under /run (this test needs it)");
+    let canaries = [sock_canary(in_tmp.path()), sock_canary(in_run.path())];
+    for set in [
+        Set::Readonly,
+        Set::Filesystem,
+        Set::Minimal,
+        Set::NetworkApi,
+        Set::McpStandard,
+    ] {
+        for c in &canaries {
+            let p = c.path.display();
+            let cmd = format!(
+                "/usr/bin/python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); s.connect('{p}'); s.sendall(b'PING'); print('GOT', s.recv(4))\"; ls -la {dir}; test -e {p} && echo VISIBLE",
+                dir = c.path.parent().unwrap().display()
+            );
+            let r = confined(&lab, set, &cmd, 20_000).await;
+            let out = all_output(&r);
+            assert!(!out.contains("GOT"), "{set:?} reached {p}: {out}");
+            assert!(!out.contains("VISIBLE"), "{set:?} sees {p}: {out}");
+        }
+    }
+    for c in &canaries {
+        assert_eq!(
+            c.hits.load(std::sync::atomic::Ordering::SeqCst),
+            0,
+            "a confined command connected to {}",
+            c.path.display()
+        );
+    }
+    // The sets that run without a human cannot even create one, anywhere (a socket in the
+    // private tmp or the workspace is refused too) — socketpair stays.
+    for set in [Set::Readonly, Set::Minimal, Set::Filesystem] {
+        let r = confined(
+            &lab,
+            set,
+            "/usr/bin/python3 -c \"import socket; a, b = socket.socketpair(); a.send(b'x'); print('PAIR', b.recv(1)); socket.socket(socket.AF_UNIX)\"",
+            20_000,
+        )
+        .await;
+        let out = all_output(&r);
+        assert!(
+            out.contains("PAIR b'x'"),
+            "{set:?}: socketpair broke: {out}"
+        );
+        assert!(
+            out.contains("PermissionError") || out.contains("Operation not permitted"),
+            "{set:?}: socket(AF_UNIX) was allowed: {out}"
+        );
+    }
+    // The private tmp still works in the sets that have one, though it lives under /tmp.
+    for set in [Set::Filesystem, Set::NetworkApi, Set::McpStandard] {
+        let r = confined(
+            &lab,
+            set,
+            "echo kept > \"$TMPDIR/f\" && cat \"$TMPDIR/f\" && mktemp -p \"$TMPDIR\" >/dev/null && echo MKTEMP",
+            20_000,
+        )
+        .await;
+        let out = all_output(&r);
+        assert!(
+            r.exit_code == Some(0) && out.contains("kept") && out.contains("MKTEMP"),
+            "{set:?}: private tmp broken: {out}"
+        );
+    }
+    // And the workspace (itself under /tmp here) is still read in the read-only set.
+    let r = confined(&lab, Set::Readonly, "cat a.txt", 20_000).await;
+    assert_eq!(r.stdout, "inside\n", "{}", all_output(&r));
+}

@@ -92,7 +92,10 @@ fn settle_dirs(config: &mut Config) -> Result<()> {
     let default = config.workspace == Path::new(crate::config::DEFAULT_WORKSPACE);
     if default && !config.workspace.exists() {
         std::fs::create_dir_all(&config.workspace).with_context(|| {
-            format!("cannot create the default workspace {}", config.workspace.display())
+            format!(
+                "cannot create the default workspace {}",
+                config.workspace.display()
+            )
         })?;
         tracing::info!(
             workspace = %config.workspace.display(),
@@ -101,9 +104,8 @@ fn settle_dirs(config: &mut Config) -> Result<()> {
     }
     config.workspace = match config.workspace.canonicalize() {
         Ok(p) => p,
-        Err(_) => std::path::absolute(&config.workspace).with_context(|| {
-            format!("cannot resolve workspace {}", config.workspace.display())
-        })?,
+        Err(_) => std::path::absolute(&config.workspace)
+            .with_context(|| format!("cannot resolve workspace {}", config.workspace.display()))?,
     };
     if config.workspace.starts_with(&config.data_dir) {
         bail!(

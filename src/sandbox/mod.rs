@@ -63,6 +63,13 @@ impl Set {
     pub fn private_tmp(self) -> bool {
         matches!(self, Set::Filesystem | Set::NetworkApi | Set::McpStandard)
     }
+    /// Whether the set may create UNIX sockets (`socket(AF_UNIX, …)`; `socketpair` always
+    /// works). Only the sets a human granted network to: minimal, readonly and filesystem
+    /// commands run before any human looks, and a socket is a way out of their confinement
+    /// (a host daemon listening on a path: Landlock does not govern `connect`).
+    pub fn unix_sockets(self) -> bool {
+        matches!(self, Set::NetworkApi | Set::McpStandard)
+    }
 }
 
 /// Resource limits applied to the command tree.
@@ -146,6 +153,13 @@ pub struct Spec {
     /// never runs with privileges inside the sandbox ("No privilege bits").
     #[serde(default)]
     pub nosuid: Vec<PathBuf>,
+    /// Shared directories where host processes leave sockets and scratch files (`/tmp`,
+    /// `/run`, …, [`HIDDEN_DIRS`] and the runtime dir): the helper mounts an empty tmpfs over
+    /// each in the command's mount namespace, then binds back the paths of the spec beneath
+    /// them (workspace, private tmp, readable roots, working dir), so the command sees its own
+    /// files there and no host socket.
+    #[serde(default)]
+    pub hide: Vec<PathBuf>,
 }
 
 /// Where the overlay of one job lives (both under the data dir, never visible to the command).
@@ -234,6 +248,11 @@ pub const DEVICES: &[&str] = &[
 /// Read-only extras: the sandbox's own /proc, CPU topology (nproc), DNS stub for network sets.
 pub const PROC_AND_SYS: &[&str] = &["/proc", "/sys/devices/system/cpu"];
 pub const NETWORK_EXTRAS: &[&str] = &["/run/systemd/resolve", "/run/resolvconf"];
+/// Shared directories hidden behind an empty tmpfs in every set (issue 19: host UNIX sockets
+/// such as `/run/docker.sock`, `/tmp/*.sock`, the D-Bus system bus live here). Symlinks among
+/// them (`/var/run` → `/run`) are skipped by the helper; the worker's `XDG_RUNTIME_DIR` is
+/// added when set.
+pub const HIDDEN_DIRS: &[&str] = &["/tmp", "/var/tmp", "/run", "/var/run", "/dev/shm"];
 
 fn existing(paths: &[&str]) -> Vec<PathBuf> {
     paths
@@ -303,10 +322,17 @@ pub fn spec_for(
     if let Some(t) = &tmp_dir {
         nosuid.push(t.clone());
     }
+    let mut hide: Vec<PathBuf> = HIDDEN_DIRS.iter().map(PathBuf::from).collect();
+    if let Some(rt) = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from) {
+        if rt.is_absolute() && !hide.contains(&rt) {
+            hide.push(rt);
+        }
+    }
     Spec {
         set,
         command: command.to_string(),
         nosuid,
+        hide,
         workdir,
         env,
         read,
