@@ -620,3 +620,110 @@ async fn host_unix_sockets_in_tmp_and_run_are_out_of_reach() {
     let r = confined(&lab, Set::Readonly, "cat a.txt", 20_000).await;
     assert_eq!(r.stdout, "inside\n", "{}", all_output(&r));
 }
+
+/// Issue 19 item 2: a workspace `.git/config` naming programs (fsmonitor, pager, textconv,
+/// filters, external diff, gpg, hooks) and a workspace `.lesskey` setting LESSOPEN (HOME is
+/// the workspace in the readonly set) run nothing for the read-only forms in the readonly set.
+/// Canary: each program prints a RAN-* marker on stderr.
+#[tokio::test]
+async fn hostile_git_config_and_lesskey_run_nothing_in_the_readonly_set() {
+    let Some(lab) = lab() else { return };
+    let ws = &lab.ws;
+    let git = |args: &[&str]| {
+        let o = std::process::Command::new("git")
+            .args(args)
+            .current_dir(ws)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .output()
+            .expect("this test needs git; it cannot run here");
+        assert!(o.status.success(), "git {args:?}: {o:?}");
+    };
+    git(&["init", "-q"]);
+    git(&["add", "a.txt"]);
+    git(&[
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@t",
+        "commit",
+        "-qm",
+        "one",
+    ]);
+    std::fs::write(ws.join("a.txt"), "inside\nchanged\n").unwrap();
+    std::fs::write(ws.join(".gitattributes"), "*.txt diff=x filter=f\n").unwrap();
+    std::fs::create_dir_all(ws.join(".git/info")).unwrap();
+    std::fs::write(ws.join(".git/info/attributes"), "*.txt diff=x filter=f\n").unwrap();
+    std::fs::create_dir_all(ws.join("hooks")).unwrap();
+    for h in ["post-index-change", "reference-transaction", "pre-auto-gc"] {
+        let p = ws.join("hooks").join(h);
+        std::fs::write(&p, "#!/bin/sh\necho RAN-HOOK >&2\n").unwrap();
+        std::os::unix::fs::PermissionsExt::set_mode(
+            &mut std::fs::metadata(&p).unwrap().permissions(),
+            0o755,
+        );
+        std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    }
+    let mut cfg = std::fs::OpenOptions::new()
+        .append(true)
+        .open(ws.join(".git/config"))
+        .unwrap();
+    std::io::Write::write_all(
+        &mut cfg,
+        format!(
+            "[core]\n\tfsmonitor = \"echo RAN-FSMONITOR >&2; false\"\n\tpager = \"echo RAN-PAGER >&2; cat\"\n\thooksPath = {}\n\tsshCommand = \"echo RAN-SSH >&2\"\n[diff \"x\"]\n\ttextconv = \"echo RAN-TEXTCONV >&2; cat\"\n\tcommand = \"echo RAN-EXTDIFF >&2\"\n[diff]\n\texternal = \"echo RAN-DIFFEXTERNAL >&2\"\n[filter \"f\"]\n\tclean = \"echo RAN-CLEAN >&2; cat\"\n\tsmudge = \"echo RAN-SMUDGE >&2; cat\"\n\tprocess = \"echo RAN-PROCESS >&2\"\n[gpg]\n\tprogram = \"echo RAN-GPG >&2\"\n[log]\n\tshowSignature = true\n[pager]\n\tlog = \"echo RAN-PAGERLOG >&2; cat\"\n\tdiff = \"echo RAN-PAGERDIFF >&2; cat\"\n",
+            ws.join("hooks").display()
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    drop(cfg);
+    // Old mtime: git must re-read the file (the clean filter's trigger).
+    std::process::Command::new("touch")
+        .args(["-d", "2001-01-01", "a.txt"])
+        .current_dir(ws)
+        .status()
+        .unwrap();
+    std::fs::write(
+        ws.join(".lesskey"),
+        "#env\nLESSOPEN=|echo RAN-LESSOPEN >&2; cat %s\n",
+    )
+    .unwrap();
+    for cmd in [
+        "git status",
+        "git diff",
+        "git diff HEAD",
+        "git log -p",
+        "git show",
+        "git blame a.txt",
+        "git grep -n inside",
+        "git log --stat",
+        "less a.txt",
+        "less -f a.txt | cat",
+    ] {
+        let r = confined(&lab, Set::Readonly, cmd, 20_000).await;
+        let out = all_output(&r);
+        assert!(
+            !out.contains("RAN-"),
+            "`{cmd}` ran a configured program: {out}"
+        );
+        assert!(
+            !out.contains("Operation not permitted") || cmd.starts_with("less"),
+            "`{cmd}`: {out}"
+        );
+    }
+    // The forms still work (a diff needing a textconv of a blob needs a temp file, which the
+    // readonly set has not: it fails closed, running nothing — checked above).
+    let r = confined(
+        &lab,
+        Set::Readonly,
+        "git status --short && git log --oneline",
+        20_000,
+    )
+    .await;
+    assert!(
+        r.exit_code == Some(0) && r.stdout.contains("M a.txt") && r.stdout.contains("one"),
+        "{}",
+        all_output(&r)
+    );
+}

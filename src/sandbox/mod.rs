@@ -21,6 +21,7 @@ pub mod cgroup;
 pub mod detect;
 pub mod exec;
 pub mod landlock;
+pub mod neutral;
 pub mod seccomp;
 
 use serde::{Deserialize, Serialize};
@@ -307,6 +308,12 @@ pub fn spec_for(
         PathBuf::from("/")
     };
     let mut env = env;
+    // The sets that run without a human get git's and less's configuration neutralised.
+    match set {
+        Set::Readonly => neutral::neutralise(&mut env, &workdir),
+        Set::Minimal => neutral::neutralise(&mut env, Path::new("/nonexistent")),
+        _ => {}
+    }
     env.retain(|(k, _)| k != "HOME" && k != "TMPDIR");
     match &tmp_dir {
         Some(t) => {
