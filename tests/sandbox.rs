@@ -727,3 +727,25 @@ async fn hostile_git_config_and_lesskey_run_nothing_in_the_readonly_set() {
         all_output(&r)
     );
 }
+
+/// Issue 19 item 5: io_uring is unavailable in every set (ENOSYS for setup, enter, register):
+/// its operations (open, socket…) would bypass the seccomp filter.
+#[cfg(target_arch = "x86_64")]
+#[tokio::test]
+async fn io_uring_is_refused_in_every_set() {
+    let Some(lab) = lab() else { return };
+    assert!(
+        Path::new("/usr/bin/python3").exists(),
+        "this test needs /usr/bin/python3 to make raw syscalls; it cannot run here"
+    );
+    let cmd = "/usr/bin/python3 -c \"import ctypes; l = ctypes.CDLL(None, use_errno=True); print(*[(l.syscall(n, 0, 0, 0, 0, 0, 0), ctypes.get_errno()) for n in (425, 426, 427)])\"";
+    for set in [Set::Readonly, Set::Filesystem, Set::McpStandard] {
+        let r = confined(&lab, set, cmd, 20_000).await;
+        assert_eq!(
+            r.stdout.trim(),
+            "(-1, 38) (-1, 38) (-1, 38)",
+            "{set:?}: {}",
+            all_output(&r)
+        );
+    }
+}

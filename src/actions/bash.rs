@@ -1098,7 +1098,12 @@ mod issue19_tests {
             "inlink".to_string(),
         ] {
             let e = resolve_workdir(&g, &ws, Some(&req)).unwrap_err();
-            assert_eq!(e.status, crate::db::output::JobStatus::Denied, "{req}: {:?}", e.error);
+            assert_eq!(
+                e.status,
+                crate::db::output::JobStatus::Denied,
+                "{req}: {:?}",
+                e.error
+            );
             let msg = e.error.unwrap_or_default();
             for leak in ["exist", "directory", "/etc", "/dir"] {
                 assert!(

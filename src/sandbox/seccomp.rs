@@ -16,8 +16,9 @@
 //! Two calls carry their arguments where a filter cannot look, so they get ENOSYS ("not
 //! implemented here"), which every caller must already handle on older kernels: `openat2`
 //! (mode inside `struct open_how`; glibc's `open`/`openat` never use it, and programs that do
-//! fall back to `openat`) and `io_uring_setup` (an `IORING_OP_OPENAT` would create files with
-//! no syscall to filter; io_uring users fall back to plain calls).
+//! fall back to `openat`) and io_uring (`io_uring_setup`, `_enter`, `_register`: an
+//! `IORING_OP_OPENAT` or `IORING_OP_SOCKET` would act with no syscall to filter; io_uring users
+//! fall back to plain calls).
 
 use seccompiler::{
     apply_filter, BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition,
@@ -159,6 +160,8 @@ fn program(unix_sockets: bool) -> Result<(BpfProgram, BpfProgram), String> {
             (libc::SYS_clone3, Vec::new()),
             (libc::SYS_openat2, Vec::new()),
             (libc::SYS_io_uring_setup, Vec::new()),
+            (libc::SYS_io_uring_enter, Vec::new()),
+            (libc::SYS_io_uring_register, Vec::new()),
         ]
         .into_iter()
         .collect(),

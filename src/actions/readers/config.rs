@@ -116,7 +116,11 @@ fn parse_env(text: &str) -> Result<Map<String, Value>, String> {
             return Err(format!("invalid .env: line {}: no `=`", n + 1));
         };
         let k = k.trim();
-        if k.is_empty() || !k.chars().all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c)) {
+        if k.is_empty()
+            || !k
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c))
+        {
             return Err(format!("invalid .env: line {}: bad key {k:?}", n + 1));
         }
         let rest = rest.trim_start();
@@ -304,9 +308,24 @@ mod tests {
     fn secret_keys_mask_lists_and_objects_recursively() {
         // (format, text, secrets that must not appear, a plain value that must)
         let cases: &[(&str, &str, &[&str], &str)] = &[
-            ("yaml", "api_keys: [k-one, k-two]\nname: app\n", &["k-one", "k-two"], "app"),
-            ("json", r#"{"credentials": {"value": "v-1", "nested": {"deep": ["d-2", 7]}}, "name": "app"}"#, &["v-1", "d-2"], "app"),
-            ("toml", "name = \"app\"\n[[tokens]]\nvalue = \"t-1\"\n[[tokens]]\nvalue = \"t-2\"\n", &["t-1", "t-2"], "app"),
+            (
+                "yaml",
+                "api_keys: [k-one, k-two]\nname: app\n",
+                &["k-one", "k-two"],
+                "app",
+            ),
+            (
+                "json",
+                r#"{"credentials": {"value": "v-1", "nested": {"deep": ["d-2", 7]}}, "name": "app"}"#,
+                &["v-1", "d-2"],
+                "app",
+            ),
+            (
+                "toml",
+                "name = \"app\"\n[[tokens]]\nvalue = \"t-1\"\n[[tokens]]\nvalue = \"t-2\"\n",
+                &["t-1", "t-2"],
+                "app",
+            ),
         ];
         for (fmt, text, secrets, plain) in cases {
             let d = digest(fmt, text).unwrap();
@@ -317,7 +336,10 @@ mod tests {
             assert!(s.contains(plain), "{fmt}: {s}");
         }
         let d = digest("json", r#"{"credentials": {"value": "v-1", "n": 7}}"#).unwrap();
-        assert_eq!(d["masked_keys"], json!(["credentials.n", "credentials.value"]));
+        assert_eq!(
+            d["masked_keys"],
+            json!(["credentials.n", "credentials.value"])
+        );
     }
 
     #[test]
