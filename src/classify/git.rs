@@ -112,15 +112,14 @@ pub fn refine(args: &[String]) -> Refined {
         );
     }
     match sub {
-        "help" => {
+        "help"
             if any(rest, &["-w", "--web", "-i", "--info", "-m", "--man"])
-                || !operands(rest, &[]).is_empty()
-            {
-                r.with(
-                    Category::Process,
-                    "git help TOPIC runs a manual viewer (man, info, a browser)",
-                );
-            }
+                || !operands(rest, &[]).is_empty() =>
+        {
+            r.with(
+                Category::Process,
+                "git help TOPIC runs a manual viewer (man, info, a browser)",
+            );
         }
         "branch" => {
             let writes_opt = any(
@@ -245,13 +244,11 @@ pub fn refine(args: &[String]) -> Refined {
                 "git remote add/remove/rename/set-* changes .git/config",
             ),
         },
-        "grep" => {
-            if any(rest, &["-O", "--open-files-in-pager"]) {
-                r.with(
-                    Category::Process,
-                    "git grep -O/--open-files-in-pager runs the program given (or the pager)",
-                );
-            }
+        "grep" if any(rest, &["-O", "--open-files-in-pager"]) => {
+            r.with(
+                Category::Process,
+                "git grep -O/--open-files-in-pager runs the program given (or the pager)",
+            );
         }
         "archive" => {
             if any(rest, &["--remote"]) {
