@@ -511,3 +511,241 @@ async fn the_workspace_is_nosuid_and_file_capabilities_cannot_be_set() {
     };
     assert!(n < 0, "a file capability reached the workspace");
 }
+
+/// A UNIX-socket listener in `dir` that records every connection it accepts (the canary).
+struct SockCanary {
+    path: PathBuf,
+    hits: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+fn sock_canary(dir: &Path) -> SockCanary {
+    use std::os::unix::net::UnixListener;
+    let path = dir.join("canary.sock");
+    let l = UnixListener::bind(&path).unwrap();
+    let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let h = hits.clone();
+    std::thread::spawn(move || {
+        for mut c in l.incoming().flatten() {
+            h.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let _ = std::io::Write::write_all(&mut c, b"PONG");
+        }
+    });
+    SockCanary { path, hits }
+}
+
+/// Issue 19 item 1: a listener on a host UNIX socket (in a temp dir under /tmp, and under
+/// /run) is out of reach of every set — hidden behind the tmpfs covers, and for the sets that
+/// run without a human, `socket(AF_UNIX)` itself is refused. The command's private tmp still
+/// works, and `socketpair` (pipes between processes) too.
+#[tokio::test]
+async fn host_unix_sockets_in_tmp_and_run_are_out_of_reach() {
+    let Some(lab) = lab() else { return };
+    let py = Path::new("/usr/bin/python3");
+    assert!(
+        py.exists(),
+        "this test needs /usr/bin/python3 to connect to a UNIX socket; it cannot run here"
+    );
+    let in_tmp = tempfile::Builder::new()
+        .prefix("bl-sock")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let in_run = tempfile::Builder::new()
+        .prefix("bl-sock")
+        .tempdir_in("/run")
+        .expect("cannot create a temp dir under /run (this test needs it)");
+    let canaries = [sock_canary(in_tmp.path()), sock_canary(in_run.path())];
+    for set in [
+        Set::Readonly,
+        Set::Filesystem,
+        Set::Minimal,
+        Set::NetworkApi,
+        Set::McpStandard,
+    ] {
+        for c in &canaries {
+            let p = c.path.display();
+            let cmd = format!(
+                "/usr/bin/python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); s.connect('{p}'); s.sendall(b'PING'); print('GOT', s.recv(4))\"; ls -la {dir}; test -e {p} && echo VISIBLE",
+                dir = c.path.parent().unwrap().display()
+            );
+            let r = confined(&lab, set, &cmd, 20_000).await;
+            let out = all_output(&r);
+            assert!(!out.contains("GOT"), "{set:?} reached {p}: {out}");
+            assert!(!out.contains("VISIBLE"), "{set:?} sees {p}: {out}");
+        }
+    }
+    for c in &canaries {
+        assert_eq!(
+            c.hits.load(std::sync::atomic::Ordering::SeqCst),
+            0,
+            "a confined command connected to {}",
+            c.path.display()
+        );
+    }
+    // The sets that run without a human cannot even create one, anywhere (a socket in the
+    // private tmp or the workspace is refused too) — socketpair stays.
+    for set in [Set::Readonly, Set::Minimal, Set::Filesystem] {
+        let r = confined(
+            &lab,
+            set,
+            "/usr/bin/python3 -c \"import socket; a, b = socket.socketpair(); a.send(b'x'); print('PAIR', b.recv(1)); socket.socket(socket.AF_UNIX)\"",
+            20_000,
+        )
+        .await;
+        let out = all_output(&r);
+        assert!(
+            out.contains("PAIR b'x'"),
+            "{set:?}: socketpair broke: {out}"
+        );
+        assert!(
+            out.contains("PermissionError") || out.contains("Operation not permitted"),
+            "{set:?}: socket(AF_UNIX) was allowed: {out}"
+        );
+    }
+    // The private tmp still works in the sets that have one, though it lives under /tmp.
+    for set in [Set::Filesystem, Set::NetworkApi, Set::McpStandard] {
+        let r = confined(
+            &lab,
+            set,
+            "echo kept > \"$TMPDIR/f\" && cat \"$TMPDIR/f\" && mktemp -p \"$TMPDIR\" >/dev/null && echo MKTEMP",
+            20_000,
+        )
+        .await;
+        let out = all_output(&r);
+        assert!(
+            r.exit_code == Some(0) && out.contains("kept") && out.contains("MKTEMP"),
+            "{set:?}: private tmp broken: {out}"
+        );
+    }
+    // And the workspace (itself under /tmp here) is still read in the read-only set.
+    let r = confined(&lab, Set::Readonly, "cat a.txt", 20_000).await;
+    assert_eq!(r.stdout, "inside\n", "{}", all_output(&r));
+}
+
+/// Issue 19 item 2: a workspace `.git/config` naming programs (fsmonitor, pager, textconv,
+/// filters, external diff, gpg, hooks) and a workspace `.lesskey` setting LESSOPEN (HOME is
+/// the workspace in the readonly set) run nothing for the read-only forms in the readonly set.
+/// Canary: each program prints a RAN-* marker on stderr.
+#[tokio::test]
+async fn hostile_git_config_and_lesskey_run_nothing_in_the_readonly_set() {
+    let Some(lab) = lab() else { return };
+    let ws = &lab.ws;
+    let git = |args: &[&str]| {
+        let o = std::process::Command::new("git")
+            .args(args)
+            .current_dir(ws)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .output()
+            .expect("this test needs git; it cannot run here");
+        assert!(o.status.success(), "git {args:?}: {o:?}");
+    };
+    git(&["init", "-q"]);
+    git(&["add", "a.txt"]);
+    git(&[
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@t",
+        "commit",
+        "-qm",
+        "one",
+    ]);
+    std::fs::write(ws.join("a.txt"), "inside\nchanged\n").unwrap();
+    std::fs::write(ws.join(".gitattributes"), "*.txt diff=x filter=f\n").unwrap();
+    std::fs::create_dir_all(ws.join(".git/info")).unwrap();
+    std::fs::write(ws.join(".git/info/attributes"), "*.txt diff=x filter=f\n").unwrap();
+    std::fs::create_dir_all(ws.join("hooks")).unwrap();
+    for h in ["post-index-change", "reference-transaction", "pre-auto-gc"] {
+        let p = ws.join("hooks").join(h);
+        std::fs::write(&p, "#!/bin/sh\necho RAN-HOOK >&2\n").unwrap();
+        std::os::unix::fs::PermissionsExt::set_mode(
+            &mut std::fs::metadata(&p).unwrap().permissions(),
+            0o755,
+        );
+        std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    }
+    let mut cfg = std::fs::OpenOptions::new()
+        .append(true)
+        .open(ws.join(".git/config"))
+        .unwrap();
+    std::io::Write::write_all(
+        &mut cfg,
+        format!(
+            "[core]\n\tfsmonitor = \"echo RAN-FSMONITOR >&2; false\"\n\tpager = \"echo RAN-PAGER >&2; cat\"\n\thooksPath = {}\n\tsshCommand = \"echo RAN-SSH >&2\"\n[diff \"x\"]\n\ttextconv = \"echo RAN-TEXTCONV >&2; cat\"\n\tcommand = \"echo RAN-EXTDIFF >&2\"\n[diff]\n\texternal = \"echo RAN-DIFFEXTERNAL >&2\"\n[filter \"f\"]\n\tclean = \"echo RAN-CLEAN >&2; cat\"\n\tsmudge = \"echo RAN-SMUDGE >&2; cat\"\n\tprocess = \"echo RAN-PROCESS >&2\"\n[gpg]\n\tprogram = \"echo RAN-GPG >&2\"\n[log]\n\tshowSignature = true\n[pager]\n\tlog = \"echo RAN-PAGERLOG >&2; cat\"\n\tdiff = \"echo RAN-PAGERDIFF >&2; cat\"\n",
+            ws.join("hooks").display()
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    drop(cfg);
+    // Old mtime: git must re-read the file (the clean filter's trigger).
+    std::process::Command::new("touch")
+        .args(["-d", "2001-01-01", "a.txt"])
+        .current_dir(ws)
+        .status()
+        .unwrap();
+    std::fs::write(
+        ws.join(".lesskey"),
+        "#env\nLESSOPEN=|echo RAN-LESSOPEN >&2; cat %s\n",
+    )
+    .unwrap();
+    for cmd in [
+        "git status",
+        "git diff",
+        "git diff HEAD",
+        "git log -p",
+        "git show",
+        "git blame a.txt",
+        "git grep -n inside",
+        "git log --stat",
+        "less a.txt",
+        "less -f a.txt | cat",
+    ] {
+        let r = confined(&lab, Set::Readonly, cmd, 20_000).await;
+        let out = all_output(&r);
+        assert!(
+            !out.contains("RAN-"),
+            "`{cmd}` ran a configured program: {out}"
+        );
+        assert!(
+            !out.contains("Operation not permitted") || cmd.starts_with("less"),
+            "`{cmd}`: {out}"
+        );
+    }
+    // The forms still work (a diff needing a textconv of a blob needs a temp file, which the
+    // readonly set has not: it fails closed, running nothing — checked above).
+    let r = confined(
+        &lab,
+        Set::Readonly,
+        "git status --short && git log --oneline",
+        20_000,
+    )
+    .await;
+    assert!(
+        r.exit_code == Some(0) && r.stdout.contains("M a.txt") && r.stdout.contains("one"),
+        "{}",
+        all_output(&r)
+    );
+}
+
+/// Issue 19 item 5: io_uring is unavailable in every set (ENOSYS for setup, enter, register):
+/// its operations (open, socket…) would bypass the seccomp filter.
+#[cfg(target_arch = "x86_64")]
+#[tokio::test]
+async fn io_uring_is_refused_in_every_set() {
+    let Some(lab) = lab() else { return };
+    assert!(
+        Path::new("/usr/bin/python3").exists(),
+        "this test needs /usr/bin/python3 to make raw syscalls; it cannot run here"
+    );
+    let cmd = "/usr/bin/python3 -c \"import ctypes; l = ctypes.CDLL(None, use_errno=True); print(*[(l.syscall(n, 0, 0, 0, 0, 0, 0), ctypes.get_errno()) for n in (425, 426, 427)])\"";
+    for set in [Set::Readonly, Set::Filesystem, Set::McpStandard] {
+        let r = confined(&lab, set, cmd, 20_000).await;
+        assert_eq!(
+            r.stdout.trim(),
+            "(-1, 38) (-1, 38) (-1, 38)",
+            "{set:?}: {}",
+            all_output(&r)
+        );
+    }
+}

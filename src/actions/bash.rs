@@ -68,7 +68,11 @@ fn facts(r: &CheckReport) -> Facts {
     }
 }
 
-/// The canonical working directory, or the error that names the fix.
+/// The canonical working directory, or the error that names the fix. A workdir outside the
+/// workspace is checked against the FILE_READ grant on its *lexical* path (`..` folded, no
+/// symlink followed) before anything looks at the disk, and again on its canonical path; every
+/// refusal outside the workspace is the same denial, so errors reveal nothing about what
+/// exists there, its type or where a symlink points (issue 19 item 4).
 pub fn resolve_workdir(
     grants: &ClientGrants,
     workspace: &Path,
@@ -81,24 +85,46 @@ pub fn resolve_workdir(
         ))
     })?;
     let Some(req) = requested else { return Ok(ws) };
-    let p = if Path::new(req).is_absolute() {
+    let mut lexical = PathBuf::from("/");
+    let joined = if Path::new(req).is_absolute() {
         PathBuf::from(req)
     } else {
         ws.join(req)
     };
-    let canon = p
-        .canonicalize()
-        .map_err(|_| Outcome::failed(format!("workdir {} does not exist", p.display())))?;
+    for c in joined.components() {
+        match c {
+            std::path::Component::ParentDir => {
+                lexical.pop();
+            }
+            std::path::Component::Normal(n) => lexical.push(n),
+            _ => {}
+        }
+    }
+    let denied = || {
+        Outcome::denied(grants.missing(Permission::FileRead, &format!("{}/**", lexical.display())))
+    };
+    let inside = lexical.starts_with(&ws);
+    if !inside && !grants.covers_dir(Permission::FileRead, &lexical) {
+        return Err(denied());
+    }
+    let canon = match lexical.canonicalize() {
+        Ok(c) => c,
+        Err(_) if inside => {
+            return Err(Outcome::failed(format!(
+                "workdir {} does not exist",
+                lexical.display()
+            )))
+        }
+        Err(_) => return Err(denied()),
+    };
+    if !canon.starts_with(&ws) && !grants.covers_dir(Permission::FileRead, &canon) {
+        return Err(denied());
+    }
     if !canon.is_dir() {
         return Err(Outcome::failed(format!(
             "workdir {} is not a directory",
-            canon.display()
+            lexical.display()
         )));
-    }
-    if !canon.starts_with(&ws) && !grants.covers_dir(Permission::FileRead, &canon) {
-        return Err(Outcome::denied(
-            grants.missing(Permission::FileRead, &format!("{}/**", canon.display())),
-        ));
     }
     Ok(canon)
 }
@@ -439,8 +465,7 @@ async fn execute(
     permission_set: &str,
 ) -> Result<Outcome, Outcome> {
     // The set recorded in the registry (the one it was approved/promoted under) decides.
-    let set =
-        crate::sandbox::Set::parse(permission_set).unwrap_or(crate::sandbox::Set::McpStandard);
+    let set = crate::sandbox::Set::parse(permission_set).unwrap_or(crate::sandbox::Set::Minimal);
     let prepared = crate::sandbox::prepare(
         &ctx.sandbox,
         &ctx.config.sandbox,
@@ -1065,4 +1090,70 @@ async fn apply_pending(ctx: &JobCtx, m: Manifest, policy_used: &str) -> Result<O
         json!(paths),
         Some(format!("brainloop undo {job_id}")),
     ))
+}
+
+#[cfg(test)]
+mod issue19_tests {
+    use super::*;
+    use crate::clients::{Grant, Source};
+
+    /// A workdir outside the workspace and the grants gets one denial, the same whether it
+    /// exists, is a file, a symlink, a dir or `/proc/PID/cwd` — no oracle (issue 19 item 4).
+    #[test]
+    fn an_ungranted_workdir_outside_gets_one_generic_denial() {
+        let t = tempfile::tempdir().unwrap();
+        let ws = t.path().join("ws");
+        let out = t.path().join("out");
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::create_dir_all(out.join("dir")).unwrap();
+        std::fs::write(out.join("file"), "x").unwrap();
+        std::os::unix::fs::symlink("/etc", out.join("link")).unwrap();
+        std::os::unix::fs::symlink(out.join("dir"), ws.join("inlink")).unwrap();
+        let g = ClientGrants::new(
+            "c",
+            vec![Grant {
+                permission: Permission::FileRead,
+                pattern: "{workspace}/**".into(),
+                auto: false,
+                source: Source::Config,
+            }],
+            &ws,
+        )
+        .unwrap();
+        let o = out.display();
+        for req in [
+            format!("{o}/dir"),
+            format!("{o}/file"),
+            format!("{o}/link"),
+            format!("{o}/missing"),
+            "/proc/1/cwd".to_string(),
+            "../out/dir".to_string(),
+            "inlink".to_string(),
+        ] {
+            let e = resolve_workdir(&g, &ws, Some(&req)).unwrap_err();
+            assert_eq!(
+                e.status,
+                crate::db::output::JobStatus::Denied,
+                "{req}: {:?}",
+                e.error
+            );
+            let msg = e.error.unwrap_or_default();
+            for leak in ["exist", "directory", "/etc", "/dir"] {
+                assert!(
+                    !msg.contains(leak) || req.contains(leak),
+                    "{req}: the error reveals `{leak}`: {msg}"
+                );
+            }
+        }
+        assert!(resolve_workdir(&g, &ws, Some(".")).is_ok());
+    }
+
+    #[test]
+    fn an_unrecognised_stored_set_falls_back_to_the_narrowest() {
+        // the line in `execute`: a registry row with a set this build does not know
+        let set = crate::sandbox::Set::parse("full-access").unwrap_or(crate::sandbox::Set::Minimal);
+        assert_eq!(set, crate::sandbox::Set::Minimal);
+        let src = include_str!("bash.rs");
+        assert!(!src.contains(&["unwrap_or(crate::sandbox::Set::", "McpStandard)"].concat()));
+    }
 }

@@ -305,6 +305,9 @@ pub(super) fn generic(prog: &str, args: &[String]) -> Analysis {
             a.notes.push(rule.note.clone());
         }
     }
+    if canon == "git" {
+        super::git::apply(args, &mut fx, &mut a.notes, &mut a.writes);
+    }
     // option values that are files
     for o in &p.opts {
         if let Some(v) = &o.value {

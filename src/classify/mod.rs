@@ -25,6 +25,7 @@ pub mod dag;
 pub mod danger;
 pub mod dispatch;
 pub mod forms;
+pub mod git;
 pub mod judge;
 pub mod knowledge;
 pub mod opts;

@@ -81,8 +81,9 @@ impl Budgets {
         }
     }
 
-    fn stored_usage(&self, day: &str) -> u64 {
-        let Some(db) = &self.store else { return 0 };
+    /// Today's persisted usage; an error when it cannot be read (the caller fails closed).
+    fn stored_usage(&self, day: &str) -> Result<u64, String> {
+        let Some(db) = &self.store else { return Ok(0) };
         db.with(|c| {
             Ok(c.query_row(
                 "SELECT coalesce(sum(prompt_tokens + completion_tokens), 0) FROM llm_usage WHERE day = ?1",
@@ -91,26 +92,30 @@ impl Budgets {
             )?)
         })
         .map(|n| n.max(0) as u64)
-        .unwrap_or_else(|e| {
+        .map_err(|e| {
             tracing::warn!(error = format!("{e:#}"), "cannot read today's LLM usage");
-            0
+            format!("{e:#}")
         })
     }
 
-    /// Tokens spent today (persisted + this process).
+    /// Tokens spent today (persisted + this process; what is known when the read fails).
     pub fn used_today(&self) -> u64 {
         let today = utc_day(crate::time::now_ms());
         let mut d = self.lock();
-        self.roll(&mut d, &today);
+        let _ = self.roll(&mut d, &today);
         d.used
     }
 
-    fn roll(&self, d: &mut Day, today: &str) {
+    /// Starts a new day from the persisted usage. On a failed read the day is not started (the
+    /// next call reads again) and the error is returned: the daily budget fails closed.
+    fn roll(&self, d: &mut Day, today: &str) -> Result<(), String> {
         if d.day != today {
+            let used = self.stored_usage(today)?;
             d.day = today.to_string();
-            d.used = self.stored_usage(today);
+            d.used = used;
             d.reserved = 0;
         }
+        Ok(())
     }
 
     /// Reserves `prompt_estimate + wanted` tokens, lowering `wanted` to what the budgets leave.
@@ -138,7 +143,13 @@ impl Budgets {
         }
         let today = utc_day(crate::time::now_ms());
         let mut d = self.lock();
-        self.roll(&mut d, &today);
+        if let Err(e) = self.roll(&mut d, &today) {
+            if self.daily_limit > 0 {
+                return Err(LlmError::Budget(format!(
+                    "daily token budget: today's usage cannot be read ({e}); refusing rather than assuming none was spent ([llm] daily_token_budget)"
+                )));
+            }
+        }
         if self.daily_limit > 0 {
             let left = self
                 .daily_limit
@@ -268,5 +279,19 @@ mod tests {
         let again = Budgets::new(0, 1_000, Some(db));
         assert_eq!(again.used_today(), 900);
         assert!(again.reserve(0, 50, 500).is_err());
+    }
+
+    #[test]
+    fn a_failed_usage_read_fails_the_daily_budget_closed() {
+        let dir = tempfile::tempdir().unwrap();
+        crate::db::migrate::migrate_all(dir.path()).unwrap();
+        let db = Db::open(dir.path(), crate::db::DbKind::Lifecycle).unwrap();
+        db.with(|c| Ok(c.execute_batch("DROP TABLE llm_usage")?))
+            .unwrap();
+        let b = Budgets::new(0, 1_000_000, Some(db.clone()));
+        let e = b.reserve(0, 10, 100).unwrap_err();
+        assert!(format!("{e}").contains("cannot be read"), "{e}");
+        // without a daily limit there is nothing to protect: calls go on
+        assert!(Budgets::new(0, 0, Some(db)).reserve(0, 10, 100).is_ok());
     }
 }

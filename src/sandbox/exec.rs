@@ -5,6 +5,8 @@
 //!   join the job's cgroup, set rlimits
 //!   unshare(user | mount | pid [| net]); map our uid/gid; make mounts private
 //!   fork ─▶ init (PID 1 of the new PID namespace, PDEATHSIG from the helper)
+//!            unshare(mount); cover /tmp, /var/tmp, /run, /dev/shm, the runtime dir with an
+//!            empty tmpfs and bind back the spec's paths beneath them (`Spec.hide`)
 //!            mount a fresh /proc (only the sandbox's processes are visible)
 //!            fork ─▶ command: chdir, no_new_privs, Landlock, seccomp, exec /bin/bash -c
 //!            reap everything; when the command exits, exit with its status — the kernel then
@@ -17,6 +19,10 @@
 //! `nosuid,nodev` in the command's mount namespace (`Spec.nosuid`; the overlay is mounted
 //! `nosuid,nodev` too), the seccomp filter refuses to create or chmod setuid/setgid files, and
 //! `CAP_SETFCAP` is dropped from the bounding set before exec (no file capabilities).
+//!
+//! Host sockets (issue 19): Landlock does not govern `connect` on a pathname socket, so the
+//! shared dirs where daemons listen are covered (above) in every set, and the seccomp filter
+//! refuses `socket(AF_UNIX)` in the sets without network (see `seccomp.rs`).
 //!
 //! Bounded overlays: for an overlay run with caps (`OverlaySpec.max_bytes` / `max_entries`),
 //! RLIMIT_FSIZE is at most the byte cap + 1, and the helper (the parent of PID 1) measures the
@@ -243,6 +249,114 @@ fn bind_nosuid(p: &Path) -> Result<(), String> {
         .map_err(|e| format!("remount {} nosuid: {e}", p.display()))
 }
 
+/// The directories of `spec.hide` to cover, canonical, and for each the paths of the spec
+/// beneath it to bind back. A hidden dir that is a symlink (`/var/run`), missing, nested in
+/// another, or at or beneath a path the spec needs whole (a workspace *is* `/tmp`) is skipped.
+pub fn hide_plan(spec: &Spec) -> Vec<(std::path::PathBuf, Vec<std::path::PathBuf>)> {
+    use std::path::PathBuf;
+    let granted: Vec<PathBuf> = spec
+        .read
+        .iter()
+        .chain(&spec.write)
+        .chain(spec.tmp_dir.iter())
+        .filter_map(|p| p.canonicalize().ok())
+        .collect();
+    // The working dir is bound back when beneath a hidden dir, but `/` (the working dir of a
+    // set without workspace or tmp) does not keep anything from being hidden.
+    let needed: Vec<PathBuf> = granted
+        .iter()
+        .cloned()
+        .chain(
+            spec.devices
+                .iter()
+                .chain(std::iter::once(&spec.workdir))
+                .filter_map(|p| p.canonicalize().ok()),
+        )
+        .collect();
+    let mut dirs: Vec<PathBuf> = spec
+        .hide
+        .iter()
+        .filter(|d| std::fs::symlink_metadata(d).is_ok_and(|m| m.is_dir()))
+        .filter_map(|d| d.canonicalize().ok())
+        .filter(|d| !granted.iter().any(|n| d.starts_with(n)))
+        .collect();
+    dirs.sort();
+    dirs.dedup();
+    let outer: Vec<PathBuf> = dirs
+        .iter()
+        .filter(|d| !dirs.iter().any(|o| o != *d && d.starts_with(o)))
+        .cloned()
+        .collect();
+    outer
+        .into_iter()
+        .map(|d| {
+            let mut keep: Vec<PathBuf> = needed
+                .iter()
+                .filter(|n| n.starts_with(&d))
+                .cloned()
+                .collect();
+            keep.sort();
+            keep.dedup();
+            let top: Vec<PathBuf> = keep
+                .iter()
+                .filter(|k| !keep.iter().any(|o| o != *k && k.starts_with(o)))
+                .cloned()
+                .collect();
+            (d, top)
+        })
+        .collect()
+}
+
+/// Covers the shared directories (`/tmp`, `/run`, …) with an empty tmpfs in this mount
+/// namespace, then binds back the spec's own paths beneath them (opened before the cover, bound
+/// from `/proc/self/fd/N`, so the overlay and `nosuid` mounts already on them come along).
+/// Host sockets there are then out of reach: `connect` needs the path, and the path is gone.
+fn hide_shared_dirs(spec: &Spec) -> Result<(), String> {
+    use nix::fcntl::{open, OFlag};
+    use nix::sys::stat::Mode;
+    use std::os::fd::AsRawFd;
+    for (dir, keep) in hide_plan(spec) {
+        let fds = keep
+            .iter()
+            .map(|k| {
+                open(k, OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty())
+                    .map(|fd| (k, fd))
+                    .map_err(|e| format!("open {}: {e}", k.display()))
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        mount(
+            Some("tmpfs"),
+            &dir,
+            Some("tmpfs"),
+            MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+            Some("mode=0755,size=64k"),
+        )
+        .map_err(|e| format!("cover {}: {e}", dir.display()))?;
+        for (k, fd) in &fds {
+            let is_dir = std::fs::metadata(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+                .map(|m| m.is_dir())
+                .unwrap_or(true);
+            let made = if is_dir {
+                std::fs::create_dir_all(k)
+            } else {
+                k.parent()
+                    .map_or(Ok(()), std::fs::create_dir_all)
+                    .and_then(|_| std::fs::write(k, b""))
+            };
+            made.map_err(|e| format!("mount point {}: {e}", k.display()))?;
+            mount(
+                Some(format!("/proc/self/fd/{}", fd.as_raw_fd()).as_str()),
+                k.as_path(),
+                None::<&str>,
+                MsFlags::MS_BIND | MsFlags::MS_REC,
+                None::<&str>,
+            )
+            .map_err(|e| format!("bind back {}: {e}", k.display()))?;
+        }
+    }
+    Ok(())
+}
+
 /// Mounts the copy-on-write view of the workspace over the workspace path (this mount
 /// namespace only). `userxattr` keeps overlay metadata (opaque dirs) in `user.overlay.*`, which
 /// an unprivileged mounter may write and the worker may read.
@@ -279,6 +393,14 @@ fn mount_overlay(o: &super::OverlaySpec) -> Result<(), String> {
 fn init(spec: &Spec) -> ! {
     if let Err(e) = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL) {
         fail(format!("pdeathsig: {e}"));
+    }
+    // The covers over /tmp, /run… go in a mount namespace of their own: the helper (our parent)
+    // keeps seeing the overlay's upper layer under the data dir, which it measures.
+    if let Err(e) = unshare(CloneFlags::CLONE_NEWNS) {
+        fail(format!("unshare mount namespace: {e}"));
+    }
+    if let Err(e) = hide_shared_dirs(spec) {
+        fail(e);
     }
     let proc_flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
     if let Err(e) = mount(
@@ -364,7 +486,7 @@ fn command(spec: &Spec) -> ! {
             strict(format!("seccomp truncate guard: {e}"));
         }
     }
-    if let Err(e) = super::seccomp::apply() {
+    if let Err(e) = super::seccomp::apply(spec.set.unix_sockets()) {
         strict(format!("seccomp: {e}"));
     }
     let argv = [cstring("bash"), cstring("-c"), cstring(&spec.command)];

@@ -28,6 +28,7 @@ pub mod detect;
 pub mod exec;
 pub mod guarantees;
 pub mod landlock;
+pub mod neutral;
 pub mod seccomp;
 
 use serde::{Deserialize, Serialize};
@@ -69,6 +70,13 @@ impl Set {
     }
     pub fn private_tmp(self) -> bool {
         matches!(self, Set::Filesystem | Set::NetworkApi | Set::McpStandard)
+    }
+    /// Whether the set may create UNIX sockets (`socket(AF_UNIX, …)`; `socketpair` always
+    /// works). Only the sets a human granted network to: minimal, readonly and filesystem
+    /// commands run before any human looks, and a socket is a way out of their confinement
+    /// (a host daemon listening on a path: Landlock does not govern `connect`).
+    pub fn unix_sockets(self) -> bool {
+        matches!(self, Set::NetworkApi | Set::McpStandard)
     }
 }
 
@@ -165,6 +173,13 @@ pub struct Spec {
     /// fail (no namespaces, no Landlock, no seccomp) instead of refusing to run.
     #[serde(default)]
     pub best_effort: bool,
+    /// Shared directories where host processes leave sockets and scratch files (`/tmp`,
+    /// `/run`, …, [`HIDDEN_DIRS`] and the runtime dir): the helper mounts an empty tmpfs over
+    /// each in the command's mount namespace, then binds back the paths of the spec beneath
+    /// them (workspace, private tmp, readable roots, working dir), so the command sees its own
+    /// files there and no host socket.
+    #[serde(default)]
+    pub hide: Vec<PathBuf>,
 }
 
 /// Where the overlay of one job lives (both under the data dir, never visible to the command).
@@ -253,6 +268,11 @@ pub const DEVICES: &[&str] = &[
 /// Read-only extras: the sandbox's own /proc, CPU topology (nproc), DNS stub for network sets.
 pub const PROC_AND_SYS: &[&str] = &["/proc", "/sys/devices/system/cpu"];
 pub const NETWORK_EXTRAS: &[&str] = &["/run/systemd/resolve", "/run/resolvconf"];
+/// Shared directories hidden behind an empty tmpfs in every set (issue 19: host UNIX sockets
+/// such as `/run/docker.sock`, `/tmp/*.sock`, the D-Bus system bus live here). Symlinks among
+/// them (`/var/run` → `/run`) are skipped by the helper; the worker's `XDG_RUNTIME_DIR` is
+/// added when set.
+pub const HIDDEN_DIRS: &[&str] = &["/tmp", "/var/tmp", "/run", "/var/run", "/dev/shm"];
 
 fn existing(paths: &[&str]) -> Vec<PathBuf> {
     paths
@@ -307,6 +327,12 @@ pub fn spec_for(
         PathBuf::from("/")
     };
     let mut env = env;
+    // The sets that run without a human get git's and less's configuration neutralised.
+    match set {
+        Set::Readonly => neutral::neutralise(&mut env, &workdir),
+        Set::Minimal => neutral::neutralise(&mut env, Path::new("/nonexistent")),
+        _ => {}
+    }
     env.retain(|(k, _)| k != "HOME" && k != "TMPDIR");
     match &tmp_dir {
         Some(t) => {
@@ -322,10 +348,17 @@ pub fn spec_for(
     if let Some(t) = &tmp_dir {
         nosuid.push(t.clone());
     }
+    let mut hide: Vec<PathBuf> = HIDDEN_DIRS.iter().map(PathBuf::from).collect();
+    if let Some(rt) = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from) {
+        if rt.is_absolute() && !hide.contains(&rt) {
+            hide.push(rt);
+        }
+    }
     Spec {
         set,
         command: command.to_string(),
         nosuid,
+        hide,
         workdir,
         env,
         read,

@@ -1,7 +1,10 @@
 //! The seccomp filter: what Landlock cannot express. Denied with EPERM: tracing other processes
 //! (`ptrace`, `process_vm_*`), mounting and namespaces (`mount`, `umount2`, the new mount API,
 //! `pivot_root`, `unshare`, `setns`, `clone` with any `CLONE_NEW*` flag), kernel keyrings, BPF,
-//! perf, module and kexec loading, raw and packet sockets, `userfaultfd`, swap, reboot.
+//! perf, module and kexec loading, raw and packet sockets, `userfaultfd`, swap, reboot; and
+//! `socket(AF_UNIX, …)` for the sets without [`crate::sandbox::Set::unix_sockets`] (issue 19:
+//! a host daemon's socket is a way out; `connect`'s address is behind a pointer a filter cannot
+//! read, so the socket itself is refused; `socketpair` stays for pipes).
 //! `clone3` gets ENOSYS so libc falls back to `clone`, whose flags the filter can inspect.
 //!
 //! No privilege bits (issue 18): `chmod`, `fchmod`, `fchmodat`, `fchmodat2` with `S_ISUID` or
@@ -13,8 +16,9 @@
 //! Two calls carry their arguments where a filter cannot look, so they get ENOSYS ("not
 //! implemented here"), which every caller must already handle on older kernels: `openat2`
 //! (mode inside `struct open_how`; glibc's `open`/`openat` never use it, and programs that do
-//! fall back to `openat`) and `io_uring_setup` (an `IORING_OP_OPENAT` would create files with
-//! no syscall to filter; io_uring users fall back to plain calls).
+//! fall back to `openat`) and io_uring (`io_uring_setup`, `_enter`, `_register`: an
+//! `IORING_OP_OPENAT` or `IORING_OP_SOCKET` would act with no syscall to filter; io_uring users
+//! fall back to plain calls).
 
 use seccompiler::{
     apply_filter, BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition,
@@ -80,7 +84,7 @@ fn cond(arg: u8, op: SeccompCmpOp, value: u64) -> Result<SeccompCondition, Strin
     SeccompCondition::new(arg, SeccompCmpArgLen::Qword, op, value).map_err(|e| e.to_string())
 }
 
-fn program() -> Result<(BpfProgram, BpfProgram), String> {
+fn program(unix_sockets: bool) -> Result<(BpfProgram, BpfProgram), String> {
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
         DENIED.iter().map(|&s| (s, Vec::new())).collect();
     // clone(flags, ...): deny when any namespace flag is set (one rule per flag: any matches).
@@ -125,20 +129,25 @@ fn program() -> Result<(BpfProgram, BpfProgram), String> {
         }
         rules.insert(nr, v);
     }
-    // socket(domain, type, ...): no packet sockets, no raw sockets.
-    rules.insert(
-        libc::SYS_socket,
-        vec![
-            SeccompRule::new(vec![cond(0, SeccompCmpOp::Eq, libc::AF_PACKET as u64)?])
-                .map_err(|e| e.to_string())?,
-            SeccompRule::new(vec![cond(
-                1,
-                SeccompCmpOp::MaskedEq(0xf),
-                libc::SOCK_RAW as u64,
-            )?])
+    // socket(domain, type, ...): no packet sockets, no raw sockets; no UNIX sockets for the sets
+    // that need none (socketpair, for pipes between processes, stays).
+    let mut socket_rules = vec![
+        SeccompRule::new(vec![cond(0, SeccompCmpOp::Eq, libc::AF_PACKET as u64)?])
             .map_err(|e| e.to_string())?,
-        ],
-    );
+        SeccompRule::new(vec![cond(
+            1,
+            SeccompCmpOp::MaskedEq(0xf),
+            libc::SOCK_RAW as u64,
+        )?])
+        .map_err(|e| e.to_string())?,
+    ];
+    if !unix_sockets {
+        socket_rules.push(
+            SeccompRule::new(vec![cond(0, SeccompCmpOp::Eq, libc::AF_UNIX as u64)?])
+                .map_err(|e| e.to_string())?,
+        );
+    }
+    rules.insert(libc::SYS_socket, socket_rules);
     let deny = SeccompFilter::new(
         rules,
         SeccompAction::Allow,
@@ -151,6 +160,8 @@ fn program() -> Result<(BpfProgram, BpfProgram), String> {
             (libc::SYS_clone3, Vec::new()),
             (libc::SYS_openat2, Vec::new()),
             (libc::SYS_io_uring_setup, Vec::new()),
+            (libc::SYS_io_uring_enter, Vec::new()),
+            (libc::SYS_io_uring_register, Vec::new()),
         ]
         .into_iter()
         .collect(),
@@ -170,8 +181,8 @@ fn program() -> Result<(BpfProgram, BpfProgram), String> {
 
 /// Installs the filters on the calling thread (inherited across fork and exec). Requires
 /// `no_new_privs`, which the helper sets first.
-pub fn apply() -> Result<(), String> {
-    let (deny, clone3) = program()?;
+pub fn apply(unix_sockets: bool) -> Result<(), String> {
+    let (deny, clone3) = program(unix_sockets)?;
     apply_filter(&deny).map_err(|e| e.to_string())?;
     apply_filter(&clone3).map_err(|e| e.to_string())?;
     Ok(())

@@ -1,0 +1,380 @@
+//! git's options and subcommand forms that write, execute or reach the network although their
+//! subcommand reads (issue 19 item 2). `programs.toml` gives each subcommand its effects; this
+//! refines them by position (a global `-p` pages, `git log -p` does not) and by operand
+//! (`git branch` lists, `git branch X` creates), and records why in the notes `brainloop check`
+//! shows. The configuration-driven programs (pager, fsmonitor, textconv, filters, gpg…) are
+//! neutralised at run time instead, for the sets that run without a human
+//! (`sandbox::neutral`).
+
+use super::knowledge::Effects;
+use super::types::Category;
+
+/// Global options taking a value (separate or attached with `=`).
+const GLOBAL_VALUE: &[&str] = &[
+    "-C",
+    "-c",
+    "--git-dir",
+    "--work-tree",
+    "--namespace",
+    "--exec-path",
+    "--config-env",
+    "--super-prefix",
+    "--list-cmds",
+    "--attr-source",
+];
+
+/// Whether `arg` is `opt`, `opt=VALUE` or (for a short option) `optVALUE`.
+fn is_opt(arg: &str, opt: &str) -> bool {
+    arg == opt
+        || arg.strip_prefix(opt).is_some_and(|r| {
+            r.starts_with('=') || (!opt.starts_with("--") && opt.len() == 2 && !r.is_empty())
+        })
+}
+
+fn any(rest: &[String], opts: &[&str]) -> bool {
+    rest.iter()
+        .take_while(|a| *a != "--")
+        .any(|a| opts.iter().any(|o| is_opt(a, o)))
+}
+
+/// Operands after the subcommand (words not starting with `-`, and not the value of a known
+/// value option of that subcommand).
+fn operands<'a>(rest: &'a [String], value_opts: &[&str]) -> Vec<&'a str> {
+    let mut out = Vec::new();
+    let mut skip = false;
+    let mut after_dd = false;
+    for a in rest {
+        if skip {
+            skip = false;
+            continue;
+        }
+        if after_dd {
+            out.push(a.as_str());
+        } else if a == "--" {
+            after_dd = true;
+        } else if a.starts_with('-') && a.len() > 1 {
+            skip = value_opts.contains(&a.as_str());
+        } else {
+            out.push(a.as_str());
+        }
+    }
+    out
+}
+
+/// What the refinement found.
+#[derive(Debug, Default, PartialEq)]
+pub struct Refined {
+    /// Effects to add to the subcommand's.
+    pub add: Vec<Category>,
+    /// Files written (`--output=F`).
+    pub writes: Vec<String>,
+    pub notes: Vec<String>,
+}
+
+impl Refined {
+    fn with(&mut self, c: Category, note: &str) {
+        if !self.add.contains(&c) {
+            self.add.push(c);
+        }
+        self.notes.push(note.to_string());
+    }
+}
+
+/// Refines git's effects from its arguments (everything after `git`).
+pub fn refine(args: &[String]) -> Refined {
+    let mut r = Refined::default();
+    // global options, up to the subcommand
+    let mut i = 0;
+    while i < args.len() {
+        let a = args[i].as_str();
+        if !a.starts_with('-') || a == "--" {
+            break;
+        }
+        if a == "-p" || a == "--paginate" {
+            r.with(
+                Category::Process,
+                "git -p/--paginate runs a pager (a program named by configuration or PAGER)",
+            );
+        }
+        if GLOBAL_VALUE.contains(&a) {
+            i += 1;
+        }
+        i += 1;
+    }
+    let Some(sub) = args.get(i).map(String::as_str) else {
+        return r;
+    };
+    let rest = &args[i + 1..];
+    if any(rest, &["--help"]) {
+        r.with(
+            Category::Process,
+            "--help runs a manual viewer (man, a browser)",
+        );
+    }
+    match sub {
+        "help"
+            if any(rest, &["-w", "--web", "-i", "--info", "-m", "--man"])
+                || !operands(rest, &[]).is_empty() =>
+        {
+            r.with(
+                Category::Process,
+                "git help TOPIC runs a manual viewer (man, info, a browser)",
+            );
+        }
+        "branch" => {
+            let writes_opt = any(
+                rest,
+                &[
+                    "-d",
+                    "-D",
+                    "--delete",
+                    "-m",
+                    "-M",
+                    "--move",
+                    "-c",
+                    "-C",
+                    "--copy",
+                    "-f",
+                    "--force",
+                    "-u",
+                    "--set-upstream-to",
+                    "--unset-upstream",
+                    "-t",
+                    "--track",
+                    "--create-reflog",
+                ],
+            );
+            let list = any(rest, &["-l", "--list"]);
+            let value = [
+                "--contains",
+                "--no-contains",
+                "--merged",
+                "--no-merged",
+                "--points-at",
+                "--sort",
+                "--format",
+                "--color",
+                "--column",
+                "--abbrev",
+            ];
+            if any(rest, &["--edit-description"]) {
+                r.with(
+                    Category::Process,
+                    "git branch --edit-description runs an editor",
+                );
+            }
+            if writes_opt || (!list && !operands(rest, &value).is_empty()) {
+                r.with(
+                    Category::Filesystem,
+                    "git branch with a name (or -d/-m/-c/-f/-u) creates, moves or deletes a branch (writes .git)",
+                );
+            }
+        }
+        "tag" => {
+            if any(rest, &["-v", "--verify"]) {
+                r.with(Category::Process, "git tag -v runs gpg.program");
+            }
+            if any(rest, &["-s", "--sign", "-u", "--local-user"]) {
+                r.with(Category::Process, "git tag -s/-u runs gpg.program");
+            }
+            let list = any(rest, &["-l", "--list", "-v", "--verify"]);
+            let value = [
+                "--contains",
+                "--no-contains",
+                "--merged",
+                "--no-merged",
+                "--points-at",
+                "--sort",
+                "--format",
+                "--color",
+                "--column",
+                "-n",
+            ];
+            if any(
+                rest,
+                &[
+                    "-d",
+                    "--delete",
+                    "-a",
+                    "--annotate",
+                    "-m",
+                    "--message",
+                    "-F",
+                    "--file",
+                    "-f",
+                    "--force",
+                    "-s",
+                    "-u",
+                ],
+            ) || (!list && !operands(rest, &value).is_empty())
+            {
+                r.with(
+                    Category::Filesystem,
+                    "git tag with a name (or -d/-a/-m/-f) creates or deletes a tag (writes .git)",
+                );
+            }
+        }
+        "reflog" => {
+            if matches!(
+                operands(rest, &[]).first(),
+                Some(&"expire") | Some(&"delete") | Some(&"drop")
+            ) {
+                r.with(
+                    Category::Filesystem,
+                    "git reflog expire/delete/drop rewrites the reflogs (writes .git)",
+                );
+            }
+        }
+        "remote" => match operands(rest, &[]).first().copied() {
+            None | Some("get-url") => {}
+            Some("show") if any(rest, &["-n"]) => {}
+            Some("show") => r.with(
+                Category::Network,
+                "git remote show contacts the remote (without -n)",
+            ),
+            Some("update") | Some("prune") => {
+                r.with(
+                    Category::Network,
+                    "git remote update/prune fetches from remotes",
+                );
+                r.with(Category::Filesystem, "and writes .git");
+            }
+            Some(_) => r.with(
+                Category::Filesystem,
+                "git remote add/remove/rename/set-* changes .git/config",
+            ),
+        },
+        "grep" if any(rest, &["-O", "--open-files-in-pager"]) => {
+            r.with(
+                Category::Process,
+                "git grep -O/--open-files-in-pager runs the program given (or the pager)",
+            );
+        }
+        "archive" => {
+            if any(rest, &["--remote"]) {
+                r.with(Category::Network, "git archive --remote contacts a remote");
+            }
+            if any(rest, &["--exec"]) {
+                r.with(Category::Process, "git archive --exec runs a program");
+            }
+        }
+        _ => {}
+    }
+    if any(rest, &["--show-signature"]) {
+        r.with(Category::Process, "--show-signature runs gpg.program");
+    }
+    // `--output=F` (diff, log, show, format-patch…, archive -o) writes F
+    let mut k = 0;
+    while k < rest.len() {
+        let a = rest[k].as_str();
+        if a == "--" {
+            break;
+        }
+        let out_short = sub == "archive" && a == "-o";
+        if a == "--output" || out_short {
+            if let Some(f) = rest.get(k + 1) {
+                r.writes.push(f.clone());
+            }
+            k += 1;
+        } else if let Some(f) = a.strip_prefix("--output=") {
+            r.writes.push(f.to_string());
+        } else if sub == "archive" && a.starts_with("-o") && a.len() > 2 {
+            r.writes.push(a[2..].to_string());
+        }
+        k += 1;
+    }
+    if !r.writes.is_empty() {
+        r.with(Category::Filesystem, "--output=FILE writes FILE");
+    }
+    r
+}
+
+/// Applies [`refine`] to effects computed from the table.
+pub fn apply(args: &[String], fx: &mut Effects, notes: &mut Vec<String>, writes: &mut Vec<String>) {
+    let r = refine(args);
+    if r.add.is_empty()
+        && fx
+            .categories()
+            .iter()
+            .all(|c| matches!(c, Category::Readonly | Category::Pure))
+    {
+        notes.push(
+            "read-only form: in the readonly set git runs with its configuration neutralised (no pager, fsmonitor, hooks, gpg, textconv, filters, external diff; see sandbox::neutral)".into(),
+        );
+    }
+    for c in r.add {
+        fx.add(c);
+    }
+    writes.extend(r.writes);
+    notes.extend(r.notes);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use Category::*;
+
+    #[test]
+    fn forms_that_write_execute_or_reach_the_network() {
+        // (command after `git`, effects added, files written)
+        let cases: &[(&str, &[Category], &[&str])] = &[
+            ("status", &[], &[]),
+            ("log -p", &[], &[]),
+            ("-p log", &[Process], &[]),
+            ("--paginate status", &[Process], &[]),
+            ("--no-pager log", &[], &[]),
+            ("-C sub log", &[], &[]),
+            ("branch", &[], &[]),
+            ("branch -a -v", &[], &[]),
+            ("branch --list feat*", &[], &[]),
+            ("branch --contains HEAD", &[], &[]),
+            ("branch x", &[Filesystem], &[]),
+            ("branch -d x", &[Filesystem], &[]),
+            ("branch -m a b", &[Filesystem], &[]),
+            ("branch --edit-description", &[Process], &[]),
+            ("tag", &[], &[]),
+            ("tag -l v*", &[], &[]),
+            ("tag v1", &[Filesystem], &[]),
+            ("tag -d v1", &[Filesystem], &[]),
+            ("tag -v v1", &[Process], &[]),
+            ("reflog", &[], &[]),
+            ("reflog show", &[], &[]),
+            ("reflog expire --expire=now --all", &[Filesystem], &[]),
+            ("reflog delete HEAD@{1}", &[Filesystem], &[]),
+            ("remote -v", &[], &[]),
+            ("remote get-url origin", &[], &[]),
+            ("remote show -n origin", &[], &[]),
+            ("remote show origin", &[Network], &[]),
+            ("remote add x http://h", &[Filesystem], &[]),
+            ("diff --output=/tmp/x", &[Filesystem], &["/tmp/x"]),
+            ("log --output out.txt", &[Filesystem], &["out.txt"]),
+            ("grep -O foo", &[Process], &[]),
+            ("grep -Ovim foo", &[Process], &[]),
+            ("grep --open-files-in-pager=sh foo", &[Process], &[]),
+            ("grep -n foo", &[], &[]),
+            ("help", &[], &[]),
+            ("help -a", &[], &[]),
+            ("help -w log", &[Process], &[]),
+            ("help log", &[Process], &[]),
+            ("log --help", &[Process], &[]),
+            ("log --show-signature", &[Process], &[]),
+            ("archive --remote=x HEAD", &[Network], &[]),
+            ("archive -o x.tar HEAD", &[Filesystem], &["x.tar"]),
+        ];
+        for (cmd, add, writes) in cases {
+            let args: Vec<String> = cmd.split_whitespace().map(String::from).collect();
+            let r = refine(&args);
+            let mut got = r.add.clone();
+            got.sort();
+            let mut want = add.to_vec();
+            want.sort();
+            assert_eq!(got, want, "git {cmd}: {:?}", r.notes);
+            assert_eq!(r.writes, writes.to_vec(), "git {cmd}");
+            assert_eq!(
+                r.notes.is_empty(),
+                add.is_empty(),
+                "git {cmd}: a note says why"
+            );
+        }
+    }
+}

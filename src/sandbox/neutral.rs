@@ -1,0 +1,202 @@
+//! Neutralised configuration for the sets that run without a human (minimal, readonly; issue 19
+//! item 2): the environment that keeps "read-only" programs from running programs named by
+//! hostile configuration in the workspace or the home directory.
+//!
+//! git reads `.git/config` (written by the agent, or cloned), which can name programs git runs
+//! on a plain `git status` / `git diff` / `git log`: `core.fsmonitor`, `core.pager`, hooks,
+//! `gpg.program`, `core.sshCommand`, `diff.external`, and per-driver `diff.<d>.textconv`,
+//! `diff.<d>.command`, `filter.<d>.clean/smudge/process` chosen by `.gitattributes`. The
+//! command-line scope (`GIT_CONFIG_COUNT`/`KEY_n`/`VALUE_n`) overrides the repository's, so
+//! each is set to something that runs nothing (`false`, `cat`, `true`, empty); the driver names
+//! are read from the repository's effective configuration (`git config --list --name-only`,
+//! which runs no program) before the command starts. System and global configuration are off
+//! (`GIT_CONFIG_NOSYSTEM`, `GIT_CONFIG_GLOBAL=/dev/null`), bare repositories found by discovery
+//! are ignored (`safe.bareRepository=explicit`), prompts are off.
+//!
+//! `less`: `LESSSECURE=1` (no shell escapes, no `LESSOPEN` preprocessor, no log files, no
+//! editor), `LESSOPEN`/`LESSCLOSE` removed, `LESSKEYIN`/`LESSKEY` at `/dev/null` (a workspace
+//! `.lesskey` — HOME is the workspace in these sets — is not read). `PAGER`/`GIT_PAGER` are
+//! `cat`, `EDITOR`/`VISUAL` `false`.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+/// Variables removed before the neutral ones are added.
+const REMOVED: &[&str] = &[
+    "LESSOPEN",
+    "LESSCLOSE",
+    "GIT_EXTERNAL_DIFF",
+    "GIT_SSH",
+    "GIT_SSH_COMMAND",
+    "GIT_ASKPASS",
+    "SSH_ASKPASS",
+    "GIT_EDITOR",
+    "GIT_SEQUENCE_EDITOR",
+    "GIT_CONFIG_PARAMETERS",
+    "GIT_CONFIG",
+    "GIT_EXEC_PATH",
+];
+
+const FIXED: &[(&str, &str)] = &[
+    ("GIT_CONFIG_NOSYSTEM", "1"),
+    ("GIT_CONFIG_GLOBAL", "/dev/null"),
+    ("GIT_TERMINAL_PROMPT", "0"),
+    ("GIT_PAGER", "cat"),
+    ("PAGER", "cat"),
+    ("EDITOR", "false"),
+    ("VISUAL", "false"),
+    ("LESSSECURE", "1"),
+    ("LESSKEYIN", "/dev/null"),
+    ("LESSKEY", "/dev/null"),
+    ("LESSHISTFILE", "-"),
+];
+
+/// Configuration keys overridden for every repository.
+pub const GIT_OVERRIDES: &[(&str, &str)] = &[
+    ("core.fsmonitor", "false"),
+    ("core.pager", "cat"),
+    ("core.hooksPath", "/dev/null"),
+    ("core.editor", "false"),
+    ("core.sshCommand", "false"),
+    ("core.askPass", "false"),
+    ("core.gitProxy", "false"),
+    ("sequence.editor", "false"),
+    ("diff.external", "true"),
+    ("gpg.program", "false"),
+    ("gpg.openpgp.program", "false"),
+    ("gpg.ssh.program", "false"),
+    ("gpg.x509.program", "false"),
+    ("credential.helper", ""),
+    ("protocol.ext.allow", "never"),
+    ("safe.bareRepository", "explicit"),
+    ("log.showSignature", "false"),
+    ("pager.status", "false"),
+];
+
+/// Per-driver keys (`diff.<d>.textconv`…) and what they become.
+const DRIVER_OVERRIDES: &[(&str, &str, &str)] = &[
+    ("diff", "textconv", "cat"),
+    ("diff", "command", "true"),
+    ("filter", "clean", "cat"),
+    ("filter", "smudge", "cat"),
+    ("filter", "process", ""),
+    ("filter", "required", "false"),
+    ("merge", "driver", "false"),
+];
+
+/// The per-driver keys a repository configuration defines that name a program
+/// (`diff.NAME.textconv`…), from `git config --list --name-only` output, each with the value
+/// that runs nothing. Only keys present are overridden: a `diff.NAME.command = true` where the
+/// repository had none would make git write temp files for an external diff it never had.
+pub fn driver_overrides(listing: &str) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for line in listing.lines() {
+        let Some((section, rest)) = line.split_once('.') else {
+            continue;
+        };
+        // the subsection is everything between the first and the last dot
+        let Some((name, key)) = rest.rsplit_once('.') else {
+            continue;
+        };
+        let hit = DRIVER_OVERRIDES
+            .iter()
+            .find(|(s, k, _)| s.eq_ignore_ascii_case(section) && k.eq_ignore_ascii_case(key));
+        if let Some((s, k, v)) = hit {
+            let pair = (format!("{s}.{name}.{k}"), v.to_string());
+            if !name.is_empty() && !out.contains(&pair) {
+                out.push(pair);
+            }
+        }
+    }
+    out
+}
+
+/// The repository configuration's keys as git sees them in `dir` (includes followed), with the
+/// neutral environment; empty when there is no repository or git is missing. Runs no program
+/// named by configuration (`git config` uses no pager, hook or fsmonitor here).
+fn repo_config_names(dir: &Path) -> String {
+    let mut c = Command::new("git");
+    c.args(["config", "--list", "--name-only"])
+        .current_dir(dir)
+        .env_clear()
+        .env("PATH", crate::bash::executor::SAFE_PATH)
+        .stdin(Stdio::null())
+        .stderr(Stdio::null());
+    for (k, v) in FIXED {
+        c.env(k, v);
+    }
+    c.output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default()
+}
+
+/// Rewrites `env` for a command of the minimal or readonly set run in `workdir`.
+pub fn neutralise(env: &mut Vec<(String, String)>, workdir: &Path) {
+    env.retain(|(k, _)| {
+        !REMOVED.contains(&k.as_str())
+            && !FIXED.iter().any(|(f, _)| f == k)
+            && !k.starts_with("GIT_CONFIG_")
+    });
+    env.extend(FIXED.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    let mut pairs: Vec<(String, String)> = GIT_OVERRIDES
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    pairs.extend(driver_overrides(&repo_config_names(workdir)));
+    env.push(("GIT_CONFIG_COUNT".into(), pairs.len().to_string()));
+    for (i, (k, v)) in pairs.into_iter().enumerate() {
+        env.push((format!("GIT_CONFIG_KEY_{i}"), k));
+        env.push((format!("GIT_CONFIG_VALUE_{i}"), v));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn driver_keys_present_are_overridden_with_dotted_names() {
+        let listing = "core.pager\ndiff.x.textconv\ndiff.a.b.command\nfilter.lfs.clean\nFILTER.Up.smudge\nmerge.m.driver\nuser.name\ndiff.external\ndiff.x.binary\n";
+        assert_eq!(
+            driver_overrides(listing),
+            vec![
+                ("diff.x.textconv".into(), "cat".into()),
+                ("diff.a.b.command".into(), "true".into()),
+                ("filter.lfs.clean".into(), "cat".into()),
+                ("filter.Up.smudge".into(), "cat".into()),
+                ("merge.m.driver".into(), "false".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_workers_git_and_less_variables_are_replaced() {
+        let mut env = vec![
+            ("LESSOPEN".to_string(), "|sh x".to_string()),
+            ("GIT_CONFIG_COUNT".to_string(), "9".to_string()),
+            (
+                "GIT_CONFIG_PARAMETERS".to_string(),
+                "'core.pager'='sh'".to_string(),
+            ),
+            ("PAGER".to_string(), "sh".to_string()),
+            ("LANG".to_string(), "C".to_string()),
+        ];
+        neutralise(&mut env, Path::new("/nonexistent-dir"));
+        let get = |k: &str| {
+            env.iter()
+                .filter(|(n, _)| n == k)
+                .map(|(_, v)| v.as_str())
+                .collect::<Vec<_>>()
+        };
+        assert!(get("LESSOPEN").is_empty() && get("GIT_CONFIG_PARAMETERS").is_empty());
+        assert_eq!(get("PAGER"), vec!["cat"]);
+        assert_eq!(get("LESSSECURE"), vec!["1"]);
+        assert_eq!(get("LANG"), vec!["C"]);
+        assert_eq!(
+            get("GIT_CONFIG_COUNT"),
+            vec![GIT_OVERRIDES.len().to_string().as_str()]
+        );
+    }
+}
