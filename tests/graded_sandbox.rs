@@ -13,6 +13,7 @@ use brainloop::bash::executor::{execute, ExecRequest};
 use brainloop::sandbox::{self, Set};
 use common::{final_result, job, settled, Env};
 use serde_json::json;
+use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -200,6 +201,14 @@ fn as_an_unprivileged_user_65534_echo_ls_overlay_work_and_escapes_are_refused() 
         assert_eq!(st, "pending_validation", "abi {abi:?}: {v} {e}");
         let (ok, shown, err) = env.cli(&["show", v["validation_id"].as_str().unwrap()]);
         assert!(ok.success() && shown.contains("+new"), "{shown}{err}");
+        // No privilege bits as a dedicated user either (issue 18): refused in the sandbox, and
+        // stripped at apply whatever the overlay held.
+        let (id, (st, v, e)) = run("cp /bin/true t; chmod 4755 t; chmod g+s t");
+        assert_eq!(st, "pending_validation", "abi {abi:?}: {v} {e}");
+        env.cli(&["approve", v["validation_id"].as_str().unwrap()]);
+        final_result(&env, id);
+        let mode = std::fs::metadata(env.workspace.join("t")).unwrap().permissions().mode();
+        assert_eq!(mode & 0o6000, 0, "abi {abi:?}: setuid/setgid reached the workspace: {mode:o}");
         let outside = env.root.path().join("escaped.txt");
         let (id, (st, v, _)) = run("cd .. && touch escaped.txt");
         if st == "pending_validation" {
