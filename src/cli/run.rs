@@ -41,6 +41,7 @@ pub fn run(config: Config, args: &RunArgs) -> Result<i32> {
     check_data_dir_outside_workspace(&config.data_dir, &config.workspace)?;
     let lock = InstanceLock::acquire(&config.data_dir)?;
     migrate::migrate_all(&config.data_dir)?;
+    check_consistent(&config)?;
     // The worker holds secrets (API keys) in memory: forbid core dumps and ptrace by peers, and
     // make /proc/<pid>/environ unreadable to other processes of the same user.
     if let Err(e) = nix::sys::prctl::set_dumpable(false) {
@@ -77,6 +78,20 @@ pub fn run(config: Config, args: &RunArgs) -> Result<i32> {
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     drop(lock);
     result.map(|_| 0)
+}
+
+/// Issue 21: the five files must still belong together (identity, no lost results, input not
+/// rolled back); otherwise refuse, naming the `brainloop repair` flag that accepts the loss.
+fn check_consistent(config: &Config) -> Result<()> {
+    let problems = crate::db::identity::check(&config.data_dir, config.retention.results_days)
+        .context("cannot check that the data dir's databases belong together")?;
+    if problems.is_empty() {
+        return Ok(());
+    }
+    bail!(
+        "{}",
+        crate::db::identity::refusal(&config.data_dir, &problems)
+    )
 }
 
 /// DESIGN §2: the data dir must never be reachable by sandboxed commands, which may see the
