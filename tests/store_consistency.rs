@@ -307,3 +307,37 @@ fn a_data_dir_from_before_identities_is_upgraded_and_nothing_reruns() {
     );
     stop(d);
 }
+
+#[test]
+fn deleting_the_lock_file_never_lets_a_second_worker_run_beside_a_live_one() {
+    let env = Env::new();
+    let d = env.start(&[]);
+    let long = env.insert("sleep", "{\"ms\": 3000}");
+    env.wait_status(long, "running", LONG);
+    std::fs::remove_file(env.data.join("brainloop.lock")).unwrap();
+    let err = refused(&env);
+    assert!(
+        err.contains("already running") && err.contains("data directory itself"),
+        "{err}"
+    );
+    // The first worker keeps running, finishes its job once and takes new ones.
+    let (status, _, _, attempts) = env.wait_status(long, "succeeded", LONG);
+    assert_eq!((status.as_str(), attempts), ("succeeded", 1));
+    let more = run_jobs(&env, 5, 1);
+    for id in more.iter().chain([long].iter()) {
+        assert_eq!(runs_of(&env, *id), 1, "job {id} ran once");
+    }
+    // It put the lock file back with its pid (for status and scripts).
+    let t0 = Instant::now();
+    loop {
+        let pid = std::fs::read_to_string(env.data.join("brainloop.lock")).unwrap_or_default();
+        if pid.trim() == d.pid().to_string() {
+            break;
+        }
+        assert!(t0.elapsed() < LONG, "lock file not restored: {pid:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (st, out, _) = env.cli(&["status", "--json"]);
+    assert!(st.success(), "status must see the live worker: {out}");
+    stop(d);
+}

@@ -38,14 +38,24 @@ pub fn run(config: &Config, args: &StatusArgs) -> Result<i32> {
     }
 }
 
-/// Whether some process holds the worker's instance lock (without disturbing it).
+/// Whether some process holds the worker's instance lock (without disturbing it): the lock on
+/// the data directory itself, which survives a deleted `brainloop.lock` (see `lockfile`).
 fn lock_held(config: &Config) -> Option<bool> {
     use nix::fcntl::{Flock, FlockArg};
-    let file = std::fs::File::open(config.data_dir.join(LOCK_FILE)).ok()?;
-    match Flock::lock(file, FlockArg::LockSharedNonblock) {
+    let dir = std::fs::File::open(&config.data_dir).ok()?;
+    match Flock::lock(dir, FlockArg::LockSharedNonblock) {
         Ok(_guard) => Some(false),
         Err(_) => Some(true),
     }
+}
+
+/// The PID in `brainloop.lock`, when readable.
+fn lock_pid(config: &Config) -> Option<i64> {
+    std::fs::read_to_string(config.data_dir.join(LOCK_FILE))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
 }
 
 pub fn collect(config: &Config) -> Result<Value> {
@@ -230,6 +240,7 @@ pub fn collect(config: &Config) -> Result<Value> {
         "state": state,
         "heartbeat_age_ms": age_ms,
         "instance_lock_held": lock,
+        "lock_pid": lock_pid(config),
         "heartbeat": hb,
         "jobs_unclaimed": unclaimed,
         "results_last_hour": by_status,
