@@ -15,18 +15,20 @@ pub struct Claimed {
     pub client_id: String,
 }
 
-/// Claims at most `limit` rows above `*hwm`; advances `*hwm`. Returns the claimed jobs that must
-/// run (those whose final result already exists are recorded done and left out) and whether the
-/// batch was full (more rows may be waiting).
+/// Claims at most `limit` rows, and at most about `max_bytes` of their text (always at least one
+/// row), above `*hwm`; advances `*hwm`. Returns the claimed jobs that must run (those whose final
+/// result already exists are recorded done and left out) and whether the batch was full (more
+/// rows may be waiting). The byte budget bounds the worker's memory whatever the rows' size.
 pub fn claim_batch(
     stores: &Stores,
     hwm: &mut i64,
     limit: usize,
     params_cap: u64,
+    max_bytes: u64,
 ) -> Result<(Vec<Claimed>, bool)> {
-    let rows = stores
+    let (rows, out_of_budget) = stores
         .input
-        .with(|c| input::scan(c, *hwm, limit, params_cap))?;
+        .with(|c| input::scan_budget(c, *hwm, limit, params_cap, max_bytes))?;
     if rows.is_empty() {
         return Ok((Vec::new(), false));
     }
@@ -38,7 +40,7 @@ pub fn claim_batch(
     stores
         .lifecycle
         .with(|c| Ok(write_tx(c, |tx| lifecycle::claim(tx, &rows, &finals, now))?))?;
-    let full = rows.len() == limit;
+    let full = rows.len() == limit || out_of_budget;
     if let Some(last) = rows.last() {
         *hwm = last.id;
     }

@@ -239,13 +239,14 @@ pub async fn run(
             let st = Arc::clone(&stores);
             let (force, prev, batch, cap) =
                 (more, last_dv, config.claim_batch, config.params_max_bytes);
+            let budget = config.claim_max_bytes;
             let mut mark = hwm;
             let res = tokio::task::spawn_blocking(move || -> Result<_> {
                 let dv = st.input.with(|c| input::data_version(c))?;
                 if !force && Some(dv) == prev {
                     return Ok((dv, Vec::new(), false, mark));
                 }
-                let (claimed, full) = claim::claim_batch(&st, &mut mark, batch, cap)?;
+                let (claimed, full) = claim::claim_batch(&st, &mut mark, batch, cap, budget)?;
                 Ok((dv, claimed, full, mark))
             })
             .await;
@@ -632,9 +633,10 @@ impl Loop {
         let handle = self.tasks.spawn(
             async move {
                 let t = Instant::now();
-                let out =
+                let mut out =
                     actions::run(ctx, action.as_deref(), params.as_deref(), reject.as_deref())
                         .await;
+                out.error = out.error.map(crate::quote::error);
                 if out.status == JobStatus::Succeeded {
                     tracing::debug!(ms = t.elapsed().as_millis() as u64, "job succeeded");
                 } else {
