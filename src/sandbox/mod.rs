@@ -382,8 +382,7 @@ pub fn prepare(
             tmp_dir: None,
         });
     }
-    let helper =
-        std::env::current_exe().map_err(|e| format!("cannot find the sandbox helper: {e}"))?;
+    let helper = helper_exe().map_err(|e| format!("cannot find the sandbox helper: {e}"))?;
     let tmp_dir = if set.private_tmp() {
         let template =
             std::env::temp_dir().join(format!("{}{job_id}-XXXXXX", tmp_prefix(data_dir)));
@@ -463,5 +462,17 @@ mod tests {
             .collect()
         );
         assert!(victim.join("keep").exists());
+    }
+}
+
+/// The sandbox helper is the running executable itself, started through `/proc/self/exe`
+/// (issue 21): a package upgrade that replaces or deletes the binary's path under a running
+/// worker must not break the next command. Falls back to the path where /proc is missing.
+pub fn helper_exe() -> std::io::Result<PathBuf> {
+    let me = PathBuf::from("/proc/self/exe");
+    if me.exists() {
+        Ok(me)
+    } else {
+        std::env::current_exe()
     }
 }
