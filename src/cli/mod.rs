@@ -3,6 +3,7 @@
 //! (0 success, 1 error, 2 usage, 3 `status`: worker not running).
 
 mod check;
+mod diagnose;
 mod enqueue;
 mod grants;
 mod infer;

@@ -32,6 +32,13 @@ fn steps(kind: DbKind) -> Vec<&'static str> {
             STORE,
         ],
         // 2: store (data-dir identity, issue 21)
+        // 3: heartbeat.problem (the worker's view of what blocks it, issue 21)
+        DbKind::Output => vec![
+            kind.schema(),
+            STORE,
+            include_str!("../../schema/output.3.sql"),
+        ],
+        // 2: store (data-dir identity, issue 21)
         _ => vec![kind.schema(), STORE],
     }
 }

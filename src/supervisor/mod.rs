@@ -217,6 +217,7 @@ pub async fn run(
     let mut check = true;
     let mut next_poll = tokio::time::Instant::now() + poll;
     let mut claim_errors = 0u32;
+    let mut claim_log = crate::stats::Every::default();
     let mut recheck: Option<Duration> = None;
     let mut recheck_at: Option<tokio::time::Instant> = None;
     let mut recheck_next = RECHECK_FIRST;
@@ -256,6 +257,8 @@ pub async fn run(
                     hwm = mark;
                     more = full;
                     claim_errors = 0;
+                    claim_log.reset();
+                    stats.clear_problem("claim");
                     let now = crate::time::now_ms();
                     for c in claimed {
                         let job = Job::new(c.id, c.priority, &c.client_id);
@@ -265,10 +268,15 @@ pub async fn run(
                 Ok(Err(e)) => {
                     more = false;
                     claim_errors += 1;
-                    tracing::warn!(
-                        error = format!("{e:#}"),
-                        "cannot claim new jobs; retrying at the next poll"
-                    );
+                    // One line per period, not per wake-up: producers keep inserting meanwhile.
+                    if let Some(suppressed) = claim_log.due(Duration::from_secs(30)) {
+                        tracing::warn!(
+                            error = format!("{e:#}"),
+                            suppressed,
+                            "cannot claim new jobs; retrying at the next poll"
+                        );
+                    }
+                    stats.set_problem("claim", format!("cannot claim new jobs: {e:#}"));
                     if claim_errors == 1 {
                         event(
                             &stores,
