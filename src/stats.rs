@@ -89,6 +89,13 @@ impl Stats {
         p.insert(cause, (crate::quote::prefix(&error, 500), since));
     }
 
+    pub fn has_problem(&self, cause: &'static str) -> bool {
+        match self.problems.lock() {
+            Ok(p) => p.contains_key(cause),
+            Err(e) => e.into_inner().contains_key(cause),
+        }
+    }
+
     pub fn clear_problem(&self, cause: &'static str) {
         let mut p = match self.problems.lock() {
             Ok(p) => p,

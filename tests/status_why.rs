@@ -167,3 +167,64 @@ fn a_full_disk_is_named_and_logged_once_per_period_and_the_job_lands_after() {
         per_cause("cannot claim new jobs")
     );
 }
+
+/// lifecycle.db's view of a job: (status, attempts), if claimed.
+fn progress(env: &Env, id: i64) -> Option<(String, i64)> {
+    use rusqlite::OptionalExtension;
+    env.lifecycle()
+        .query_row(
+            "SELECT status, attempts FROM processed_log WHERE job_id = ?1",
+            [id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()
+        .unwrap()
+}
+
+#[test]
+fn no_job_starts_while_results_cannot_be_recorded_and_it_runs_once_after() {
+    let env = Env::new();
+    let d = env.start(&FAST);
+    let mut c = env.output();
+    let tx = c
+        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        .unwrap();
+    // The first job's `running` row cannot be written: past the 5 s busy timeout the finisher
+    // fails, records the problem and retries with back-off.
+    let first = env.insert("sleep", "{\"ms\": 1}");
+    let t0 = Instant::now();
+    while !d.log_text().contains("cannot record results") {
+        assert!(
+            t0.elapsed() < LONG,
+            "the finisher never failed:\n{}",
+            d.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let second = env.insert("sleep", "{\"ms\": 1}");
+    while progress(&env, second).is_none() {
+        assert!(t0.elapsed() < LONG, "job {second} never claimed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Several supervisor rounds (poll_fallback_ms 2 s) while results still cannot be recorded.
+    std::thread::sleep(Duration::from_secs(5));
+    assert_eq!(
+        progress(&env, second),
+        Some(("claimed".to_string(), 0)),
+        "a job started while its run could not be recorded"
+    );
+    tx.rollback().unwrap();
+    drop(c);
+    for id in [first, second] {
+        let (_, _, _, attempts) = env.wait_status(id, "succeeded", LONG);
+        assert_eq!(attempts, 1, "job {id}");
+    }
+    let lines = d
+        .log_text()
+        .lines()
+        .filter(|l| l.contains("cannot record results"))
+        .count();
+    assert!(lines <= 2, "{lines} lines for one cause:\n{}", d.log_text());
+    d.sigterm();
+    d.wait_exit(LONG);
+}

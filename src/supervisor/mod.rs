@@ -209,6 +209,7 @@ pub async fn run(
         job_cancel: job_cancel.clone(),
         approved: HashMap::new(),
         ready,
+        start_log: crate::stats::Every::default(),
     };
 
     let poll = Duration::from_millis(config.poll_fallback_ms);
@@ -543,12 +544,20 @@ struct Loop {
     approved: HashMap<i64, actions::ApprovedRun>,
     /// Claimed jobs not started yet, and the running slots of each client.
     ready: ReadyQueue,
+    /// Rate limit of the "cannot start jobs" line.
+    start_log: crate::stats::Every,
 }
 
 impl Loop {
     /// Starts due jobs while slots are free (within each client's share): one lifecycle + one
     /// output transaction per group.
     async fn start_ready(&mut self) {
+        // Fail closed (issue 21): while results cannot be recorded, nothing new starts — a job
+        // whose run could not be recorded must not run. The jobs wait here and start once the
+        // finisher's retries (with back-off) succeed again.
+        if self.stats.has_problem("results") {
+            return;
+        }
         let free = self.config.concurrency.saturating_sub(self.tasks.len());
         let picked: Vec<Job> = std::iter::from_fn(|| self.ready.pop()).take(free).collect();
         if picked.is_empty() {
@@ -566,9 +575,23 @@ impl Loop {
                 .with(|c| Ok(write_tx(c, |tx| lifecycle::start(tx, &ids, now))?))
         });
         let snaps = match res {
-            Ok(s) => s,
+            Ok(s) => {
+                self.start_log.reset();
+                self.stats.clear_problem("start");
+                s
+            }
             Err(e) => {
-                tracing::error!(error = format!("{e:#}"), "cannot start jobs; will retry");
+                if let Some(suppressed) = self.start_log.due(Duration::from_secs(30)) {
+                    tracing::error!(
+                        error = format!("{e:#}"),
+                        suppressed,
+                        "cannot start jobs; will retry"
+                    );
+                }
+                self.stats.set_problem(
+                    "start",
+                    format!("cannot mark jobs running in lifecycle.db: {e:#}"),
+                );
                 for job in picked {
                     self.ready.put_back(job);
                 }
