@@ -264,19 +264,20 @@ fn a_data_dir_from_before_identities_is_upgraded_and_nothing_reruns() {
     let ids = run_jobs(&env, 3, 1);
     stop(d);
     // Make it look like a data dir written by the previous release: no `store` step.
-    for f in [
-        "brainloop.input.db",
-        "brainloop.lifecycle.db",
-        "brainloop.output.db",
-        "brainloop.metadata.db",
-        "command_security.db",
+    for (f, version) in [
+        ("brainloop.input.db", 1),
+        ("brainloop.lifecycle.db", 3),
+        ("brainloop.output.db", 1),
+        ("brainloop.metadata.db", 1),
+        ("command_security.db", 3),
     ] {
         let c = env.db(f);
-        let v: i64 = c
-            .query_row("PRAGMA user_version", [], |r| r.get(0))
-            .unwrap();
         c.execute_batch("DROP TABLE store").unwrap();
-        c.pragma_update(None, "user_version", v - 1).unwrap();
+        if f == "brainloop.output.db" {
+            c.execute_batch("ALTER TABLE heartbeat DROP COLUMN problem")
+                .unwrap();
+        }
+        c.pragma_update(None, "user_version", version).unwrap();
     }
     let d = env.start(&[]);
     let more = run_jobs(&env, 1, 2);
@@ -339,5 +340,72 @@ fn deleting_the_lock_file_never_lets_a_second_worker_run_beside_a_live_one() {
     }
     let (st, out, _) = env.cli(&["status", "--json"]);
     assert!(st.success(), "status must see the live worker: {out}");
+    stop(d);
+}
+
+#[test]
+fn a_deleted_lifecycle_db_leaves_one_question_per_waiting_job_and_reruns_nothing() {
+    let env = Env::new();
+    let d = env.start(&[]);
+    let done = run_jobs(&env, 2, 1);
+    let id = common::job(
+        &env,
+        "local",
+        "execute_bash",
+        &serde_json::json!({"command": "touch notes.txt"}),
+    );
+    let (st, v, _) = common::settled(&env, id);
+    assert_eq!(st, "pending_validation", "{v}");
+    let old = v["validation_id"].as_str().unwrap().to_string();
+    stop(d);
+    remove_db(&env, "brainloop.lifecycle.db");
+    let err = refused(&env);
+    assert!(
+        err.contains("brainloop.lifecycle.db") && err.contains("--accept-lost-lifecycle"),
+        "{err}"
+    );
+    let (st, out, e) = env.cli(&["repair", "--accept-lost-lifecycle"]);
+    assert!(st.success(), "repair: {out}{e}");
+    let d = env.start(&[]);
+    // The job asks again; the old question is expired: one pending question for the job.
+    let t0 = Instant::now();
+    let new = loop {
+        if let Some((s, Some(r), _, _)) = env.result(id) {
+            let v: serde_json::Value = serde_json::from_str(&r).unwrap_or_default();
+            match v["validation_id"].as_str() {
+                Some(vid) if s == "pending_validation" && vid != old => break vid.to_string(),
+                _ => {}
+            }
+        }
+        assert!(
+            t0.elapsed() < LONG,
+            "job {id} did not ask again: {:?}",
+            env.result(id)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let pending: i64 = env
+        .output()
+        .query_row(
+            "SELECT count(*) FROM validations WHERE job_id = ?1 AND status = 'pending'",
+            [id],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(pending, 1);
+    let (st, _, e) = env.cli(&["approve", &old]);
+    assert!(
+        !st.success(),
+        "the expired question must not be approvable: {e}"
+    );
+    let (st, out, e) = env.cli(&["approve", &new]);
+    assert!(st.success(), "{out}{e}");
+    let (st, _, err) = common::final_result(&env, id);
+    assert_eq!(st, "succeeded", "{err}");
+    assert!(env.workspace.join("notes.txt").exists());
+    for j in &done {
+        assert_eq!(runs_of(&env, *j), 1, "job {j} ran once");
+        assert_eq!(slept(&env, *j), Some(1), "job {j} keeps its result");
+    }
     stop(d);
 }

@@ -103,18 +103,18 @@ fn apply(dir: &Path, problems: &[Problem], results_days: u64) -> Result<Value> {
             .any(|(kk, id)| *kk == k && id.as_deref().is_some_and(|i| i != reference))
     };
     let mut actions = serde_json::Map::new();
+    let mut reasked = Vec::new();
     if has(Accept::LostLifecycle) {
-        actions.insert(
-            "lifecycle".into(),
-            fix_lifecycle(dir, replaced(DbKind::Lifecycle))?,
-        );
+        let (done, asked) = fix_lifecycle(dir, replaced(DbKind::Lifecycle))?;
+        actions.insert("lifecycle".into(), done);
+        reasked = asked;
     }
     if has(Accept::LostResults) {
         actions.insert("output".into(), fix_output(dir, replaced(DbKind::Output))?);
     }
     if has(Accept::LostLifecycle) || has(Accept::LostResults) {
         let since = identity::retained_since(results_days);
-        actions.insert("traces".into(), end_traced_jobs(dir, since)?);
+        actions.insert("traces".into(), end_traced_jobs(dir, since, &reasked)?);
     }
     if has(Accept::NewInput) {
         actions.insert("input".into(), fix_input(dir)?);
@@ -206,11 +206,16 @@ fn fix_input(dir: &Path) -> Result<Value> {
 
 /// Lost lifecycle.db: a replaced file's foreign claims are dropped; claims restart above the
 /// oldest job output.db still has (older ones are past retention, never re-run); validations
-/// left pending are expired (their jobs are claimed again and ask again).
-fn fix_lifecycle(dir: &Path, replaced: bool) -> Result<Value> {
+/// left pending are expired and their jobs (returned) are claimed again and ask again, so one job
+/// never has two questions of which only one would be acted on.
+fn fix_lifecycle(dir: &Path, replaced: bool) -> Result<(Value, Vec<i64>)> {
     let out = open(dir, DbKind::Output)?;
     let oldest: Option<i64> = out.query_row("SELECT min(job_id) FROM results", [], |r| r.get(0))?;
     let now = crate::time::now_ms();
+    let reasked: Vec<i64> = out
+        .prepare("SELECT DISTINCT job_id FROM validations WHERE status = 'pending'")?
+        .query_map([], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
     let expired = out.execute(
         "UPDATE validations SET status = 'expired', decided_at = ?1 WHERE status = 'pending'",
         [now],
@@ -228,9 +233,9 @@ fn fix_lifecycle(dir: &Path, replaced: bool) -> Result<Value> {
         )?;
         Ok(hwm)
     })?;
-    Ok(
-        json!({"claims_restart_above": hwm, "validations_expired": expired, "foreign_rows_dropped": replaced}),
-    )
+    let done = json!({"claims_restart_above": hwm, "validations_expired": expired,
+                      "jobs_asking_again": reasked, "foreign_rows_dropped": replaced});
+    Ok((done, reasked))
 }
 
 /// Lost output.db: done jobs and jobs waiting on a lost validation end `interrupted`.
@@ -266,8 +271,9 @@ fn has_pending_validation(out: &Connection, job_id: i64) -> Result<bool> {
 }
 
 /// Jobs metadata.db or command_security.db shows as run since `since`, with no final result and
-/// not open in lifecycle.db: they end `interrupted`, never run again.
-fn end_traced_jobs(dir: &Path, since: i64) -> Result<Value> {
+/// not open in lifecycle.db: they end `interrupted`, never run again (except those in `asking`:
+/// they were waiting for a human, nothing of them was applied, and they ask again).
+fn end_traced_jobs(dir: &Path, since: i64, asking: &[i64]) -> Result<Value> {
     let ids = |kind: DbKind, sql: &str| -> Result<Vec<i64>> {
         let c = open(dir, kind)?;
         let v = c
@@ -296,7 +302,7 @@ fn end_traced_jobs(dir: &Path, since: i64) -> Result<Value> {
         life.prepare("SELECT 1 FROM processed_log WHERE job_id = ?1 AND status <> 'done'")?;
     let mut ended = Vec::new();
     for id in all {
-        if !finals.contains(&id) && !open_stmt.exists([id])? {
+        if !finals.contains(&id) && !asking.contains(&id) && !open_stmt.exists([id])? {
             ended.push(id);
         }
     }
