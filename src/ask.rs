@@ -111,9 +111,7 @@ pub async fn ask(ctx: &JobCtx, r: Request) -> Result<(String, Map<String, Value>
     m.insert("reasons".into(), json!(r.reasons));
     m.insert(
         "message".into(),
-        json!(format!(
-            "waiting for a human: brainloop approve {id} (or deny)"
-        )),
+        json!(format!("waiting for a human: brainloop approve {id} (or deny)")),
     );
     Ok((id, m))
 }

@@ -252,19 +252,11 @@ fn promotion_after_20_approved_runs_then_demotion_when_it_starts_failing() {
         let (st, v, _) = settled(&env, id);
         assert_eq!(st, "pending_validation", "request {i}: {v}");
         if i == 0 {
-            hash = v["validation_id"]
-                .as_str()
-                .map(|_| ())
-                .map(|_| {
-                    env.db("command_security.db")
-                        .query_row(
-                            "SELECT command_hash FROM commands_registry WHERE command_text = ?1",
-                            [cmd],
-                            |r| r.get::<_, String>(0),
-                        )
-                        .unwrap()
-                })
-                .unwrap();
+            hash = v["validation_id"].as_str().map(|_| ()).map(|_| {
+                env.db("command_security.db")
+                    .query_row("SELECT command_hash FROM commands_registry WHERE command_text = ?1", [cmd], |r| r.get::<_, String>(0))
+                    .unwrap()
+            }).unwrap();
             // The operator's side: no 2 s duplicate check, so the test can go fast.
             env.db("command_security.db")
                 .execute("UPDATE commands_registry SET duplicate_check_enabled = 0 WHERE command_hash = ?1", [&hash])

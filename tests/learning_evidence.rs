@@ -79,15 +79,8 @@ fn twenty_five_never_answered_overlay_runs_never_promote() {
         &env,
         &format!("SELECT count(*) FROM executions WHERE command_hash = '{hash}'"),
     );
-    assert_eq!(
-        runs, 25,
-        "every run happened on the overlay and was recorded"
-    );
-    assert_eq!(
-        count(&env, "SELECT count(*) FROM evidence"),
-        0,
-        "nobody decided anything"
-    );
+    assert_eq!(runs, 25, "every run happened on the overlay and was recorded");
+    assert_eq!(count(&env, "SELECT count(*) FROM evidence"), 0, "nobody decided anything");
     assert_eq!(count(&env, "SELECT count(*) FROM promotions"), 0);
     // The 26th still asks, and the real workspace never saw the write.
     let (_, st, v, _) = bash(&env, "local", cmd);
@@ -121,10 +114,7 @@ fn one_run_code_job_repeating_a_command_never_promotes_it() {
     let (_, st, v, e) = bash(&env, "local", cmd);
     assert_eq!(st, "succeeded", "{e} {v}");
     assert_eq!(v["policy_used"], "overlay_no_changes", "{v}");
-    assert!(
-        v["sandbox"].as_str().unwrap_or("").contains("overlay"),
-        "{v}"
-    );
+    assert!(v["sandbox"].as_str().unwrap_or("").contains("overlay"), "{v}");
 }
 
 #[test]
@@ -181,10 +171,7 @@ fn twenty_human_approvals_promote_for_that_client_only_in_the_approved_set() {
     let cmd = "ulimit -n";
     let hash = approve_twenty(&env, cmd);
     assert_eq!(
-        count(
-            &env,
-            "SELECT count(*) FROM evidence WHERE source = 'human_approved'"
-        ),
+        count(&env, "SELECT count(*) FROM evidence WHERE source = 'human_approved'"),
         20
     );
     // Promoted for `local`, direct, in the set the human saw.
@@ -195,10 +182,7 @@ fn twenty_human_approvals_promote_for_that_client_only_in_the_approved_set() {
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
         )
         .unwrap();
-    assert_eq!(
-        (mode.as_str(), set.as_str(), client.as_str()),
-        ("direct", "mcp-standard", "local")
-    );
+    assert_eq!((mode.as_str(), set.as_str(), client.as_str()), ("direct", "mcp-standard", "local"));
     let (_, st, v, e) = bash(&env, "local", cmd);
     assert_eq!(st, "succeeded", "{e} {v}");
     assert_eq!(v["policy_used"], "promoted");
@@ -225,15 +209,8 @@ fn a_denial_resets_the_count_and_is_recorded() {
     let (st, _, _) = final_result(&env, id);
     assert_eq!(st, "denied");
     let t0 = std::time::Instant::now();
-    while count(
-        &env,
-        "SELECT count(*) FROM evidence WHERE source = 'human_denied'",
-    ) == 0
-    {
-        assert!(
-            t0.elapsed() < Duration::from_secs(30),
-            "the denial was never recorded"
-        );
+    while count(&env, "SELECT count(*) FROM evidence WHERE source = 'human_denied'") == 0 {
+        assert!(t0.elapsed() < Duration::from_secs(30), "the denial was never recorded");
         std::thread::sleep(Duration::from_millis(50));
     }
     let client: String = sec(&env)
@@ -255,11 +232,7 @@ fn past_the_pending_cap_a_request_fails_naming_it_and_leaves_no_validation() {
     assert!(e.contains("50 validations waiting"), "{e}");
     let n: i64 = env
         .output()
-        .query_row(
-            "SELECT count(*) FROM validations WHERE job_id = ?1",
-            [id],
-            |r| r.get(0),
-        )
+        .query_row("SELECT count(*) FROM validations WHERE job_id = ?1", [id], |r| r.get(0))
         .unwrap();
     assert_eq!(n, 0, "no validation exists for the failed job");
     assert!(!env.workspace.join("cap50.txt").exists());
@@ -278,19 +251,13 @@ fn a_signature_learned_from_one_clients_approvals_is_not_learned_for_another() {
         let (st, v, e) = final_result(&env, id);
         assert_eq!(st, "succeeded", "edit {i}: {e} {v}");
     }
-    assert_eq!(
-        std::fs::read_to_string(env.workspace.join("a.txt")).unwrap(),
-        "v5\n"
-    );
+    assert_eq!(std::fs::read_to_string(env.workspace.join("a.txt")).unwrap(), "v5\n");
     let (_, st, v, e) = bash(&env, "local", "sed -i 's/v5/v6/' a.txt");
     assert_eq!(st, "succeeded", "{e} {v}");
     assert_eq!(v["policy_used"], "signature_learned", "{v}");
     let (_, st, v, _) = bash(&env, "other", "sed -i 's/v6/v7/' a.txt");
     assert_eq!(st, "pending_validation", "learned for local only: {v}");
-    assert_eq!(
-        std::fs::read_to_string(env.workspace.join("a.txt")).unwrap(),
-        "v6\n"
-    );
+    assert_eq!(std::fs::read_to_string(env.workspace.join("a.txt")).unwrap(), "v6\n");
     let (_, listing, _) = env.cli(&["signatures"]);
     assert!(listing.contains("learned for local"), "{listing}");
 }

@@ -10,10 +10,10 @@
 use super::{ActionSpec, Grant, HandlerFuture, JobCtx, Outcome};
 use crate::bash::approvals;
 use crate::bash::changes::{self, Manifest};
-use crate::bash::evidence::{self, Evidence, Mode, Source};
 use crate::bash::executor::{self, ExecRequest};
 use crate::bash::leftovers;
 use crate::bash::policy::{self, Facts, Situation, Verdict};
+use crate::bash::evidence::{self, Evidence, Mode, Source};
 use crate::bash::registry;
 use crate::bash::signatures::{self, SigState, Signature};
 use crate::classify::{self, CheckReport, Context};
@@ -211,11 +211,7 @@ async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
             .map_err(|e| Outcome::failed(format!("command registry: {e:#}")))?
     };
     let promotion = {
-        let (h, client, set) = (
-            hash.clone(),
-            ctx.client_id.clone(),
-            f.permission_set.clone(),
-        );
+        let (h, client, set) = (hash.clone(), ctx.client_id.clone(), f.permission_set.clone());
         ctx.stores
             .security
             .call(move |c| evidence::promotion(c, &client, &h, &set))
@@ -269,11 +265,7 @@ async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
     let sig_state = if sigs.is_empty() {
         SigState::default()
     } else {
-        let (s2, th, client) = (
-            sigs.clone(),
-            ctx.config.signature_approvals,
-            ctx.client_id.clone(),
-        );
+        let (s2, th, client) = (sigs.clone(), ctx.config.signature_approvals, ctx.client_id.clone());
         ctx.stores
             .security
             .call(move |c| signatures::observe(c, &client, &s2, th, now))
@@ -532,10 +524,7 @@ fn evidence_of(
         command_hash: report.command_hash.clone(),
         job_id: ctx.job_id,
         source,
-        decided_by: ctx
-            .approval
-            .as_ref()
-            .map(|a| format!("validation {}", a.validation_id)),
+        decided_by: ctx.approval.as_ref().map(|a| format!("validation {}", a.validation_id)),
         mode,
         permission_set: set.to_string(),
         success,
@@ -549,10 +538,7 @@ fn log_changes(res: anyhow::Result<Vec<policy::Change>>) {
                 tracing::info!(change = ?c, "command policy changed");
             }
         }
-        Err(e) => tracing::warn!(
-            error = format!("{e:#}"),
-            "cannot record the run or its evidence"
-        ),
+        Err(e) => tracing::warn!(error = format!("{e:#}"), "cannot record the run or its evidence"),
     }
 }
 

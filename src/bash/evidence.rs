@@ -211,14 +211,7 @@ fn withdraw(
         params![client, hash, now],
     )?;
     if n > 0 {
-        history(
-            tx,
-            hash,
-            "auto_approve",
-            "ask",
-            &format!("promotion for client {client:?} withdrawn: {why}"),
-            now,
-        )?;
+        history(tx, hash, "auto_approve", "ask", &format!("promotion for client {client:?} withdrawn: {why}"), now)?;
     }
     Ok(())
 }
@@ -334,10 +327,7 @@ pub fn learn(
     let mut out = Vec::new();
     for c in policy::evolve(f, policy, ov, promoted, &st) {
         match &c {
-            Change::Policy {
-                to: Policy::AutoApprove,
-                reason,
-            } => {
+            Change::Policy { to: Policy::AutoApprove, reason } => {
                 let Some(e) = new else { continue };
                 if policy != Policy::Ask {
                     continue; // pure/read-only commands start auto-approved: nothing to learn

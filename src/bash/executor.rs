@@ -71,11 +71,7 @@ pub const FIXED_ENV: &[(&str, &str)] = &[("PYTHONDONTWRITEBYTECODE", "1")];
 /// The environment a command gets: the fixed PATH and variables, the allowlist from `source`.
 pub fn filtered_env(source: impl Fn(&str) -> Option<String>) -> Vec<(String, String)> {
     let mut env = vec![("PATH".to_string(), SAFE_PATH.to_string())];
-    env.extend(
-        FIXED_ENV
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string())),
-    );
+    env.extend(FIXED_ENV.iter().map(|(k, v)| (k.to_string(), v.to_string())));
     for k in ENV_ALLOWLIST {
         if let Some(v) = source(k) {
             env.push((k.to_string(), v));

@@ -184,12 +184,7 @@ pub struct Run<'a> {
 
 /// Records one run (executions, statistics) and applies learning from the evidence ledger in the
 /// same transaction; returns the changes made.
-pub fn record_run(
-    conn: &mut Connection,
-    run: &Run<'_>,
-    facts: &Facts,
-    now: i64,
-) -> Result<Vec<Change>> {
+pub fn record_run(conn: &mut Connection, run: &Run<'_>, facts: &Facts, now: i64) -> Result<Vec<Change>> {
     let hash = run.hash;
     Ok(write_tx(conn, |tx| {
         tx.execute(
@@ -381,15 +376,8 @@ mod tests {
         for i in 0..60 {
             run_at(&mut c, "h", i, "local", false, 1_000_000 + i * 1000);
         }
-        assert_eq!(
-            row(&c, "h"),
-            (true, 2000, 60),
-            "counted, but no monitoring rule"
-        );
-        assert!(
-            !promoted(&c, "h", "local"),
-            "60 unapproved runs promote nothing"
-        );
+        assert_eq!(row(&c, "h"), (true, 2000, 60), "counted, but no monitoring rule");
+        assert!(!promoted(&c, "h", "local"), "60 unapproved runs promote nothing");
         // Twenty runs of one job are one piece of evidence.
         for _ in 0..20 {
             run_at(&mut c, "h", 999, "local", true, 2_000_000);
@@ -450,9 +438,7 @@ mod tests {
             "{reasons:?}"
         );
         assert!(
-            reasons
-                .iter()
-                .any(|r| r.starts_with("promoted for client \"a\"")),
+            reasons.iter().any(|r| r.starts_with("promoted for client \"a\"")),
             "{reasons:?}"
         );
     }
@@ -473,10 +459,7 @@ mod tests {
         for i in 0..19 {
             run_at(&mut c, "h", 600 + i, "a", true, 6000 + i);
         }
-        assert!(
-            !promoted(&c, "h", "a"),
-            "approvals before the denial no longer count"
-        );
+        assert!(!promoted(&c, "h", "a"), "approvals before the denial no longer count");
         run_at(&mut c, "h", 700, "a", true, 7000);
         assert!(promoted(&c, "h", "a"), "twenty new approvals promote again");
     }
@@ -505,9 +488,6 @@ mod tests {
         }
         assert!(!promoted(&c, "h", "a"), "75% over the last 20 runs demotes");
         run_at(&mut c, "h", 200, "a", true, 9000);
-        assert!(
-            !promoted(&c, "h", "a"),
-            "one approval after a demotion is not twenty"
-        );
+        assert!(!promoted(&c, "h", "a"), "one approval after a demotion is not twenty");
     }
 }

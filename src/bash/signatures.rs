@@ -497,21 +497,14 @@ pub fn list(conn: &Connection, threshold: u32) -> Result<Vec<Row>> {
             .filter(|(_, a, d)| *d == 0 && *a >= threshold as i64)
             .map(|(c, _, _)| c.as_str())
             .collect();
-        let best = ev
-            .iter()
-            .filter(|e| e.2 == 0)
-            .map(|e| e.1)
-            .max()
-            .unwrap_or(0);
+        let best = ev.iter().filter(|e| e.2 == 0).map(|e| e.1).max().unwrap_or(0);
         r.state = match (&r.user_override, r.learnable) {
             (Some(o), _) => format!("override {o}"),
             (None, false) => {
                 format!("never learned ({})", r.why_not.clone().unwrap_or_default())
             }
             _ if !learned.is_empty() => format!("learned for {}", learned.join(", ")),
-            _ if !ev.is_empty() && ev.iter().all(|e| e.2 > 0) => {
-                "not learned (denied before)".into()
-            }
+            _ if !ev.is_empty() && ev.iter().all(|e| e.2 > 0) => "not learned (denied before)".into(),
             _ => format!("learning ({best}/{threshold})"),
         };
         out.push(r);

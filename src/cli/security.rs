@@ -191,9 +191,7 @@ pub fn commands(config: &Config, a: &CommandsArgs) -> Result<i32> {
     }
     let promoted = crate::bash::evidence::promotions(&sec)?;
     if !promoted.is_empty() {
-        println!(
-            "\npromoted (learned from human approvals, per client, in the confinement approved):"
-        );
+        println!("\npromoted (learned from human approvals, per client, in the confinement approved):");
         for p in promoted {
             println!(
                 "{:<12} client {:<16} {:<8} set {:<12} {}",

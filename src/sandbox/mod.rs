@@ -418,6 +418,18 @@ pub fn prepare(
     })
 }
 
+/// The sandbox helper is the running executable itself, started through `/proc/self/exe`
+/// (issue 21): a package upgrade that replaces or deletes the binary's path under a running
+/// worker must not break the next command. Falls back to the path where /proc is missing.
+pub fn helper_exe() -> std::io::Result<PathBuf> {
+    let me = PathBuf::from("/proc/self/exe");
+    if me.exists() {
+        Ok(me)
+    } else {
+        std::env::current_exe()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -462,17 +474,5 @@ mod tests {
             .collect()
         );
         assert!(victim.join("keep").exists());
-    }
-}
-
-/// The sandbox helper is the running executable itself, started through `/proc/self/exe`
-/// (issue 21): a package upgrade that replaces or deletes the binary's path under a running
-/// worker must not break the next command. Falls back to the path where /proc is missing.
-pub fn helper_exe() -> std::io::Result<PathBuf> {
-    let me = PathBuf::from("/proc/self/exe");
-    if me.exists() {
-        Ok(me)
-    } else {
-        std::env::current_exe()
     }
 }

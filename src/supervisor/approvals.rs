@@ -120,11 +120,7 @@ fn record_denial(
         job_id: v.job_id,
         source: evidence::Source::HumanDenied,
         decided_by: Some(format!("{decided_by} (validation {})", v.id)),
-        mode: if overlay {
-            evidence::Mode::Overlay
-        } else {
-            evidence::Mode::Direct
-        },
+        mode: if overlay { evidence::Mode::Overlay } else { evidence::Mode::Direct },
         permission_set: v.permission_set.clone().unwrap_or_default(),
         success: false,
     };
@@ -132,10 +128,7 @@ fn record_denial(
         .security
         .with(|c| evidence::record_and_learn(c, &e, None, now))
     {
-        tracing::warn!(
-            error = format!("{e:#}"),
-            "cannot record the denial as evidence"
-        );
+        tracing::warn!(error = format!("{e:#}"), "cannot record the denial as evidence");
     }
 }
 

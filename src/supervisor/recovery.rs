@@ -137,11 +137,7 @@ pub fn recover(stores: &Stores, max_attempts: u32, validation_ttl_ms: u64) -> Re
         // with the cause: it never stays `pending_validation` with a validation that does not
         // exist.
         if let Err(e) = super::approvals::reask(stores, j.job_id, v, validation_ttl_ms) {
-            tracing::warn!(
-                job_id = j.job_id,
-                error = format!("{e:#}"),
-                "cannot ask again"
-            );
+            tracing::warn!(job_id = j.job_id, error = format!("{e:#}"), "cannot ask again");
             results.push(ResultRow {
                 job_id: j.job_id,
                 action: j.action.clone(),
