@@ -29,11 +29,18 @@ with SIGTERM) it checks, and exits 1 on any violation:
     databases <= 16 MiB + --max-kib-per-job per job;
   * heartbeat gaps: while a worker incarnation was up (its first heartbeat .. the signal), no gap
     between consecutive heartbeats (or to the signal) above 2 heartbeat periods.
+With --data-dir-faults (issue 21), while the worker is stopped a database is deleted, truncated,
+rolled back to an earlier copy or loses its -wal (output, lifecycle, metadata, command_security);
+`brainloop repair` must name the flags that accept it (violation if a deletion goes undetected),
+then runs with them. While it runs, brainloop.lock is deleted and a second worker started: it
+must be refused. Jobs whose result was lost end `interrupted` with the repair named (accepted);
+a write job still never runs twice nor unapproved.
 It prints the counts (jobs by kind and final status, kills by signal, restarts, max WAL sizes,
 max heartbeat gap while up, leftovers) and writes them as JSON to <tmp>/summary.json.
 """
 
 import argparse
+import re
 import hashlib
 import json
 import os
@@ -342,6 +349,94 @@ def db_rows(path, sql, args=()):
         c.close()
 
 
+DATA_DIR_FAULTS = ("delete_output", "truncate_output", "rollback_output", "drop_output_wal",
+                   "delete_lifecycle", "delete_metadata", "delete_security", "delete_output_and_lifecycle")
+
+
+def remove_db(data, name):
+    for suffix in ("", "-wal", "-shm"):
+        try:
+            os.remove(os.path.join(data, name + suffix))
+        except FileNotFoundError:
+            pass
+
+
+def snapshot_output(data, dest):
+    """A copy of output.db (+ -wal) taken while the worker is stopped (a "backup")."""
+    shutil.rmtree(dest, ignore_errors=True)
+    os.makedirs(dest)
+    for suffix in ("", "-wal"):
+        src = os.path.join(data, "brainloop.output.db" + suffix)
+        if os.path.exists(src):
+            shutil.copy2(src, os.path.join(dest, "brainloop.output.db" + suffix))
+
+
+def apply_data_dir_fault(fault, data, snap):
+    """Issue 21: replace / delete / truncate / roll back a file while the worker is stopped."""
+    out = "brainloop.output.db"
+    if fault == "delete_output":
+        remove_db(data, out)
+    elif fault == "truncate_output":
+        open(os.path.join(data, out), "w").close()
+        for suffix in ("-wal", "-shm"):
+            remove_db_file = os.path.join(data, out + suffix)
+            if os.path.exists(remove_db_file):
+                os.remove(remove_db_file)
+    elif fault == "rollback_output":
+        if not os.path.exists(os.path.join(snap, out)):
+            return False
+        remove_db(data, out)
+        for n in os.listdir(snap):
+            shutil.copy2(os.path.join(snap, n), os.path.join(data, n))
+    elif fault == "drop_output_wal":
+        for suffix in ("-wal", "-shm"):
+            f = os.path.join(data, out + suffix)
+            if os.path.exists(f):
+                os.remove(f)
+    elif fault == "delete_lifecycle":
+        remove_db(data, "brainloop.lifecycle.db")
+    elif fault == "delete_metadata":
+        remove_db(data, "brainloop.metadata.db")
+    elif fault == "delete_security":
+        remove_db(data, "command_security.db")
+    elif fault == "delete_output_and_lifecycle":
+        remove_db(data, out)
+        remove_db(data, "brainloop.lifecycle.db")
+    return True
+
+
+def repair_after_fault(bin_, config, env):
+    """Runs `brainloop repair` with exactly the flags its refusal names; returns (flags, error)."""
+    probe = subprocess.run([bin_, "--config", config, "repair"], env=env,
+                           capture_output=True, text=True, timeout=120)
+    if probe.returncode == 0:
+        return [], None
+    flags = sorted(set(re.findall(r"--accept-[a-z-]+", probe.stderr)))
+    if not flags:
+        return [], f"repair refused without naming a flag: {probe.stderr[-500:]}"
+    fix = subprocess.run([bin_, "--config", config, "repair", *flags], env=env,
+                         capture_output=True, text=True, timeout=300)
+    if fix.returncode != 0:
+        return flags, f"repair {' '.join(flags)} failed: {fix.stderr[-500:]}"
+    return flags, None
+
+
+def second_worker_refused(bin_, config, env, data):
+    """Deletes brainloop.lock under the live worker and starts a second one: it must be refused."""
+    try:
+        os.remove(os.path.join(data, "brainloop.lock"))
+    except FileNotFoundError:
+        pass
+    try:
+        r = subprocess.run([bin_, "--config", config, "run"], env=env, capture_output=True,
+                           text=True, timeout=20)
+    except subprocess.TimeoutExpired:
+        return "a second worker started after brainloop.lock was deleted (still running after 20 s)"
+    if r.returncode == 0 or "already running" not in r.stderr:
+        return f"second worker: exit {r.returncode}: {r.stderr[-300:]}"
+    return None
+
+
 def soak_main(a):
     rng = random.Random(a.seed)
     root = os.path.realpath(tempfile.mkdtemp(prefix="brainloop-soak-"))
@@ -377,6 +472,8 @@ def soak_main(a):
     violations = []
     post_kill_lingering = 0
 
+    faults, repairs, lock_faults, last_output_fault = {}, [], 0, 0
+    snap_dir = os.path.join(root, "output-backup")
     w = Worker(a.bin, config, env, worker_log)
     workers.append(w)
     producer.start()
@@ -391,6 +488,11 @@ def soak_main(a):
         time.sleep(up)
         if time.monotonic() >= t_end:
             break
+        if a.data_dir_faults and w.proc.poll() is None and rng.random() < 0.3:
+            lock_faults += 1
+            err = second_worker_refused(a.bin, config, env, data)
+            if err:
+                violations.append(err)
         r = rng.random()
         sig = ("SIGKILL" if r < 0.4 else "SIGTERM" if r < 0.8
                else "SIGTERM+SIGKILL" if r < 0.9 else "SIGTERMx2")
@@ -412,6 +514,24 @@ def soak_main(a):
             post_kill_lingering += len(left)
             print(f"  lingering 5 s after {sig}: {left}", flush=True)
         time.sleep(rng.uniform(0.2, 4.0))
+        if a.data_dir_faults:
+            if rng.random() < 0.35:
+                fault = rng.choice(DATA_DIR_FAULTS)
+                if apply_data_dir_fault(fault, data, snap_dir):
+                    faults[fault] = faults.get(fault, 0) + 1
+                    last_output_fault = len(workers)
+                    flags, err = repair_after_fault(a.bin, config, env)
+                    repairs.append({"fault": fault, "flags": flags})
+                    print(f"  fault {fault} -> repair {' '.join(flags) or '(nothing to accept)'}",
+                          flush=True)
+                    if err:
+                        violations.append(f"after {fault}: {err}")
+                    # A rollback or a dropped -wal may lose nothing (no commit since); a deleted
+                    # or truncated file always must be detected.
+                    if fault.startswith(("delete", "truncate")) and not flags:
+                        violations.append(f"{fault} was not detected (repair found nothing)")
+            elif rng.random() < 0.3:
+                snapshot_output(data, snap_dir)
         w = Worker(a.bin, config, env, worker_log)
         workers.append(w)
         print(f"  t+{(now_ms() - workers[0].started) / 1000:.0f}s {sig} "
@@ -472,6 +592,9 @@ def soak_main(a):
             continue
         if status == "interrupted" and attempts >= 3:
             continue  # cut off by crashes max_attempts times: a legitimate final state
+        lost = a.data_dir_faults and status == "interrupted" and "repair" in (error or "")
+        if lost and kind != "write":
+            continue  # its result or claim was lost with a file; accepted by `brainloop repair`
         if kind.startswith("pure") or kind.startswith("read"):
             if status != "succeeded":
                 violations.append(f"job {jid} ({kind}): {status}: {error}")
@@ -483,6 +606,9 @@ def soak_main(a):
             lines = open(counter).read().count("run\n") if os.path.exists(counter) else 0
             exp_status, exp_lines = {"approve": ("succeeded", 1), "deny": ("denied", 0),
                                      "ignore": ("expired", 0)}[want]
+            if a.data_dir_faults and (lost or (want == "approve" and status == "expired")):
+                # A lost result / approval (accepted by repair): never twice, never unapproved.
+                exp_status, exp_lines = status, min(lines, 1) if want == "approve" else 0
             if status != exp_status or lines != exp_lines:
                 violations.append(
                     f"write job {jid} (decision {want}): status {status}, counter {lines} "
@@ -520,6 +646,8 @@ def soak_main(a):
     limit = 2 * a.heartbeat_ms
     max_gap_up, max_startup, hb_in_down = 0, 0, 0
     for i, wk in enumerate(workers):
+        if a.data_dir_faults and i < last_output_fault:
+            continue  # its heartbeat rows may have gone with a deleted / rolled-back output.db
         mine = [t for pid, t, st in hb if pid == wk.proc.pid and wk.started - 1000 <= t <= wk.signal_at]
         if not mine:
             continue
@@ -614,6 +742,8 @@ def soak_main(a):
         "processes_reaped_by_the_worker_at_start_up": reaped,
         "processes_left_at_end": len(left),
         "final_drain_s": round(drain_s, 1),
+        "data_dir_faults": faults, "lock_deleted_second_worker_refused": lock_faults,
+        "repairs": len(repairs),
         "violations": len(violations),
     }
     with open(os.path.join(root, "summary.json"), "w") as f:
@@ -634,6 +764,7 @@ def soak_main(a):
               "changes_dirs_left", "private_tmp_dirs_left",
               "processes_lingering_5s_after_a_kill", "processes_reaped_by_the_worker_at_start_up",
               "processes_left_at_end", "final_drain_s",
+              "data_dir_faults", "lock_deleted_second_worker_refused", "repairs",
               "producer_errors"):
         print(f"{k}: {summary[k]}")
     if violations:
@@ -674,6 +805,10 @@ def main():
     p.add_argument("--max-wal-mb", type=float, default=64)
     p.add_argument("--max-kib-per-job", type=float, default=64)
     p.add_argument("--keep", action="store_true", help="keep the temp dir even without violations")
+    p.add_argument("--data-dir-faults", action="store_true",
+                   help="issue 21: while stopped, delete / truncate / roll back a database (then "
+                        "`brainloop repair` with the flags the refusal names); while running, "
+                        "delete brainloop.lock and start a second worker (must be refused)")
     a = p.parse_args()
     if a.mode == "approver":
         approver_main(a)

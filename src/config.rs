@@ -40,6 +40,10 @@ pub struct Config {
     pub poll_fallback_ms: u64,
     /// Rows claimed per transaction when catching up with a backlog.
     pub claim_batch: usize,
+    /// Bytes of row text (params, action, client) claimed per transaction at most (at least one
+    /// row): with `claim_batch` rows of `params_max_bytes` each the worker would hold both
+    /// multiplied; this bounds the claim's memory instead.
+    pub claim_max_bytes: u64,
     /// A job whose run was cut off by a crash is retried until it has started this many times,
     /// then ends `interrupted`.
     pub max_attempts: u32,
@@ -142,6 +146,7 @@ impl Default for Config {
             max_slots_per_client: None,
             poll_fallback_ms: 2_000,
             claim_batch: 512,
+            claim_max_bytes: 8 * 1024 * 1024,
             max_attempts: 3,
             drain_window_ms: 20_000,
             cancel_grace_ms: 5_000,
@@ -260,6 +265,7 @@ impl Config {
         }
         env_num!("BRAINLOOP_POLL_FALLBACK_MS", self.poll_fallback_ms);
         env_num!("BRAINLOOP_CLAIM_BATCH", self.claim_batch);
+        env_num!("BRAINLOOP_CLAIM_MAX_BYTES", self.claim_max_bytes);
         env_num!("BRAINLOOP_MAX_ATTEMPTS", self.max_attempts);
         env_num!("BRAINLOOP_DRAIN_WINDOW_MS", self.drain_window_ms);
         env_num!("BRAINLOOP_CANCEL_GRACE_MS", self.cancel_grace_ms);

@@ -98,6 +98,7 @@ async fn beat(
         uptime_ms: started.elapsed().as_millis() as i64,
     };
     let metrics = stats.take_metrics(now);
+    let problem = stats.problems_json();
     let st = Arc::clone(stats);
     let res = stores
         .output
@@ -109,13 +110,27 @@ async fn beat(
                 st.restore_metrics(metrics);
             }
             output::insert_heartbeat(c, &hb)?;
+            if problem.is_some() {
+                output::set_heartbeat_problem(c, problem.as_deref())?;
+            }
             flushed
         })
         .await;
-    if let Err(e) = res {
-        tracing::warn!(
-            error = format!("{e:#}"),
-            "heartbeat write failed; retrying at the next beat"
-        );
+    let mut every = match stats.heartbeat_log.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    };
+    match res {
+        // One line per period, not per beat: a full disk or a held lock can last.
+        Err(e) => {
+            if let Some(suppressed) = every.due(Duration::from_secs(30)) {
+                tracing::warn!(
+                    error = format!("{e:#}"),
+                    suppressed,
+                    "heartbeat write failed; retrying at the next beat"
+                );
+            }
+        }
+        Ok(()) => every.reset(),
     }
 }

@@ -20,6 +20,7 @@ pub mod llm;
 pub mod lockfile;
 pub mod mcp;
 pub mod memory;
+pub mod quote;
 pub mod retention;
 pub mod runcode;
 pub mod sandbox;

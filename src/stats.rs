@@ -40,9 +40,86 @@ pub struct Stats {
     cache_misses: AtomicI64,
     counters: Mutex<BTreeMap<&'static str, f64>>,
     samples: Mutex<Vec<Metric>>,
+    /// What keeps the worker from progressing, by cause: (error, since unix ms). Published in
+    /// the heartbeat's `problem` column for `brainloop status` (issue 21).
+    problems: Mutex<BTreeMap<&'static str, (String, i64)>>,
+    /// Rate limit of the "heartbeat write failed" line.
+    pub heartbeat_log: Mutex<Every>,
+}
+
+/// At most one log line per cause per period: `due` says whether to log now and how many
+/// occurrences were left unlogged since the last line.
+#[derive(Debug, Default)]
+pub struct Every {
+    last: Option<std::time::Instant>,
+    suppressed: u64,
+}
+
+impl Every {
+    pub fn due(&mut self, period: std::time::Duration) -> Option<u64> {
+        match self.last {
+            Some(t) if t.elapsed() < period => {
+                self.suppressed += 1;
+                None
+            }
+            _ => {
+                self.last = Some(std::time::Instant::now());
+                Some(std::mem::take(&mut self.suppressed))
+            }
+        }
+    }
+
+    /// The cause went away: the next occurrence logs at once.
+    pub fn reset(&mut self) {
+        *self = Every::default();
+    }
 }
 
 impl Stats {
+    /// Records that `cause` blocks progress (keeps the first `since`).
+    pub fn set_problem(&self, cause: &'static str, error: String) {
+        let mut p = match self.problems.lock() {
+            Ok(p) => p,
+            Err(e) => e.into_inner(),
+        };
+        let since = p
+            .get(cause)
+            .map(|(_, s)| *s)
+            .unwrap_or_else(crate::time::now_ms);
+        p.insert(cause, (crate::quote::prefix(&error, 500), since));
+    }
+
+    pub fn has_problem(&self, cause: &'static str) -> bool {
+        match self.problems.lock() {
+            Ok(p) => p.contains_key(cause),
+            Err(e) => e.into_inner().contains_key(cause),
+        }
+    }
+
+    pub fn clear_problem(&self, cause: &'static str) {
+        let mut p = match self.problems.lock() {
+            Ok(p) => p,
+            Err(e) => e.into_inner(),
+        };
+        p.remove(cause);
+    }
+
+    /// The current problems as JSON (`None` when there are none).
+    pub fn problems_json(&self) -> Option<String> {
+        let p = match self.problems.lock() {
+            Ok(p) => p,
+            Err(e) => e.into_inner(),
+        };
+        if p.is_empty() {
+            return None;
+        }
+        let m: serde_json::Map<String, serde_json::Value> = p
+            .iter()
+            .map(|(k, (e, s))| (k.to_string(), serde_json::json!({"error": e, "since": s})))
+            .collect();
+        Some(serde_json::Value::Object(m).to_string())
+    }
+
     pub fn incr(&self, name: &'static str, by: f64) {
         match name {
             "reader_cache_hit" => {

@@ -208,7 +208,8 @@ impl Registry {
     /// The error for an unknown action name, listing the known ones.
     pub fn unknown(&self, name: &str) -> String {
         format!(
-            "unknown action {name:?}; known actions: {}",
+            "unknown action {:?}; known actions: {}",
+            crate::quote::prefix(name, crate::quote::VALUE_MAX),
             self.names().join(", ")
         )
     }
@@ -219,9 +220,11 @@ impl Registry {
             .validator
             .iter_errors(params)
             .map(|e| {
-                let at = e.instance_path().to_string();
+                // The message quotes the offending value: a prefix of it only (issue 21).
+                let at = crate::quote::prefix(&e.instance_path().to_string(), 100);
+                let e = crate::quote::prefix(&e.to_string(), crate::quote::VALUE_MAX);
                 if at.is_empty() {
-                    e.to_string()
+                    e
                 } else {
                     format!("{at}: {e}")
                 }

@@ -56,6 +56,7 @@ pub fn run(config: &Config, args: &EnqueueArgs) -> Result<i32> {
             config.data_dir.display()
         );
     }
+    db::identity::check_input_for_producer(&config.data_dir)?;
     let mut conn = db::open(&config.data_dir, DbKind::Input)?;
     let id = input::insert_job(
         &mut conn,

@@ -3,12 +3,14 @@
 //! (0 success, 1 error, 2 usage, 3 `status`: worker not running).
 
 mod check;
+mod diagnose;
 mod enqueue;
 mod grants;
 mod infer;
 mod init;
 mod mcp;
 mod prune;
+mod repair;
 mod run;
 mod security;
 mod status;
@@ -90,6 +92,8 @@ pub enum Command {
     Requests(grants::RequestsArgs),
     /// Infer the permission set and pure-operation DAG of JS/TS agent code (never runs it).
     InferPermissions(infer::InferArgs),
+    /// Accept a data-dir inconsistency the worker refuses to start with (a database recreated, replaced or rolled back).
+    Repair(repair::RepairArgs),
     /// MCP server on stdio: a front-end that queues jobs for --client and returns their results.
     Mcp(mcp::McpArgs),
 }
@@ -159,6 +163,7 @@ pub fn main() -> i32 {
         Command::Requests(args) => grants::requests(&config, &args),
         Command::InferPermissions(args) => infer::run(&config, &args),
         Command::Mcp(args) => mcp::run(config, &args),
+        Command::Repair(args) => repair::run(&config, &args),
     };
     match res {
         Ok(code) => code,

@@ -40,15 +40,17 @@ pub fn run(mut config: Config, args: &RunArgs) -> Result<i32> {
     crate::memory::limit_arenas(); // before any thread (r2d2, notify, tokio) starts
     settle_dirs(&mut config)?;
     check_data_dir_outside_workspace(&config.data_dir, &config.workspace)?;
-    let lock = InstanceLock::acquire(&config.data_dir)?;
+    let lock = Arc::new(InstanceLock::acquire(&config.data_dir)?);
+    let lock_watch = watch_lock_file(Arc::clone(&lock), config.heartbeat_interval_ms);
     migrate::migrate_all(&config.data_dir)?;
+    check_consistent(&config)?;
     // The worker holds secrets (API keys) in memory: forbid core dumps and ptrace by peers, and
     // make /proc/<pid>/environ unreadable to other processes of the same user.
     if let Err(e) = nix::sys::prctl::set_dumpable(false) {
         tracing::warn!(error = %e, "cannot mark the worker non-dumpable");
     }
     check_readable_roots(&config.data_dir, &config.sandbox.readable_roots)?;
-    let helper = std::env::current_exe()
+    let helper = crate::sandbox::helper_exe()
         .context("cannot find the brainloop binary for the sandbox helper")?;
     let sandbox = crate::sandbox::detect::probe(&helper);
     if let Some(abi) = crate::sandbox::landlock::overridden() {
@@ -79,6 +81,7 @@ pub fn run(mut config: Config, args: &RunArgs) -> Result<i32> {
     });
     // Jobs abandoned after cancellation may still hold blocking threads; do not wait for them.
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    lock_watch.store(true, std::sync::atomic::Ordering::Relaxed);
     drop(lock);
     result.map(|_| 0)
 }
@@ -120,6 +123,50 @@ fn settle_dirs(config: &mut Config) -> Result<()> {
     }
     tracing::info!(data_dir = %config.data_dir.display(), workspace = %config.workspace.display(), "directories");
     Ok(())
+}
+
+/// Re-verifies `brainloop.lock` every heartbeat period on its own thread and puts it back if it
+/// was deleted or replaced (the data-dir lock keeps guarding the worker meanwhile). Returns the
+/// stop flag.
+fn watch_lock_file(lock: Arc<InstanceLock>, period_ms: u64) -> Arc<std::sync::atomic::AtomicBool> {
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = Arc::clone(&stop);
+    let period = std::time::Duration::from_millis(period_ms.max(100));
+    let spawned = std::thread::Builder::new()
+        .name("lock-watch".into())
+        .spawn(move || {
+            let mut warned = false;
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                std::thread::sleep(period);
+                match lock.reverify() {
+                    Ok(true) => tracing::warn!(path = %lock.path.display(), "the lock file was deleted or replaced; put it back with this worker's pid (the lock on the data directory kept any second worker out)"),
+                    Ok(false) => warned = false,
+                    Err(e) if !warned => {
+                        warned = true;
+                        tracing::warn!(error = format!("{e:#}"), "cannot re-verify the lock file");
+                    }
+                    Err(_) => {}
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::warn!(error = %e, "cannot start the lock-file watcher");
+    }
+    stop
+}
+
+/// Issue 21: the five files must still belong together (identity, no lost results, input not
+/// rolled back); otherwise refuse, naming the `brainloop repair` flag that accepts the loss.
+fn check_consistent(config: &Config) -> Result<()> {
+    let problems = crate::db::identity::check(&config.data_dir, config.retention.results_days)
+        .context("cannot check that the data dir's databases belong together")?;
+    if problems.is_empty() {
+        return Ok(());
+    }
+    bail!(
+        "{}",
+        crate::db::identity::refusal(&config.data_dir, &problems)
+    )
 }
 
 /// DESIGN §2: the data dir must never be reachable by sandboxed commands, which may see the

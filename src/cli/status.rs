@@ -1,7 +1,9 @@
 //! `brainloop status`: is the worker alive (instance lock + heartbeat age), what is it doing
 //! (state, jobs running, queue depth, jobs waiting in input.db), file sizes, and the last hour's
-//! headline figures. `--json` for scripts, `--watch` to refresh. Exit code 0 when the worker is
-//! alive, 3 when it is stopped, dead or never started.
+//! headline figures, and why it does not progress (`diagnose`: disk full, a database locked by
+//! whom, a failed consistency check, what the worker reports). `--json` for scripts, `--watch` to
+//! refresh. Exit code 0 when the worker is alive and nothing is wrong, 4 when it is alive but
+//! something blocks it, 3 when it is stopped, dead or never started.
 
 use crate::config::Config;
 use crate::db::{self, input, lifecycle, migrate, output, DbKind};
@@ -32,19 +34,80 @@ pub fn run(config: &Config, args: &StatusArgs) -> Result<i32> {
             print!("{}", render(&report));
         }
         if !args.watch {
-            return Ok(if report["alive"] == json!(true) { 0 } else { 3 });
+            return Ok(exit_code(&report));
         }
         std::thread::sleep(Duration::from_secs(2));
     }
 }
 
-/// Whether some process holds the worker's instance lock (without disturbing it).
+/// 0: alive and nothing wrong; 4: alive but something blocks it (`problems`); 3: not running.
+fn exit_code(report: &Value) -> i32 {
+    let troubled = report["problems"].as_array().is_some_and(|p| !p.is_empty());
+    match (report["alive"] == json!(true), troubled) {
+        (true, false) => 0,
+        (true, true) => 4,
+        (false, _) => 3,
+    }
+}
+
+/// Whether some process holds the worker's instance lock (without disturbing it): the lock on
+/// the data directory itself, which survives a deleted `brainloop.lock` (see `lockfile`).
 fn lock_held(config: &Config) -> Option<bool> {
     use nix::fcntl::{Flock, FlockArg};
-    let file = std::fs::File::open(config.data_dir.join(LOCK_FILE)).ok()?;
-    match Flock::lock(file, FlockArg::LockSharedNonblock) {
+    let dir = std::fs::File::open(&config.data_dir).ok()?;
+    match Flock::lock(dir, FlockArg::LockSharedNonblock) {
         Ok(_guard) => Some(false),
         Err(_) => Some(true),
+    }
+}
+
+/// The PID in `brainloop.lock`, when readable.
+fn lock_pid(config: &Config) -> Option<i64> {
+    std::fs::read_to_string(config.data_dir.join(LOCK_FILE))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// (state, heartbeat age, alive). The instance lock decides whether the worker lives: a worker
+/// holding it is never reported DEAD, however old its heartbeat (disk full, a database locked):
+/// it is STUCK, and `problems` says why.
+fn liveness(
+    config: &Config,
+    hb: Option<&output::Heartbeat>,
+    lock: Option<bool>,
+    now: i64,
+) -> (String, Option<i64>, bool) {
+    let dead_after = config.dead_after_ms.max(2 * config.heartbeat_interval_ms) as i64;
+    let age = hb.map(|h| now - h.timestamp);
+    let stale = age.is_none_or(|a| a > dead_after);
+    match (hb, lock) {
+        (_, Some(true)) if stale => (
+            format!(
+                "STUCK (alive: pid {} holds the data-dir lock; no heartbeat for {})",
+                lock_pid(config)
+                    .map(|p| p.to_string())
+                    .unwrap_or_else(|| "?".into()),
+                age.map(|a| format!("{} s", a / 1000))
+                    .unwrap_or_else(|| "ever".into())
+            ),
+            age,
+            true,
+        ),
+        (Some(h), Some(true)) if h.status == "stopped" => ("starting".to_string(), age, true),
+        (None, _) => ("never started".to_string(), None, false),
+        (Some(h), _) if h.status == "stopped" => ("stopped".to_string(), age, false),
+        (Some(h), lock) if stale || lock == Some(false) => (
+            format!(
+                "DEAD (last state {}; no heartbeat for {} s)",
+                h.status,
+                age.unwrap_or(0) / 1000
+            ),
+            age,
+            false,
+        ),
+        (Some(h), _) => (h.status.clone(), age, true),
     }
 }
 
@@ -54,28 +117,10 @@ pub fn collect(config: &Config) -> Result<Value> {
     let out = db::open_read_only(dir, DbKind::Output)?;
     let hb = output::latest_heartbeat(&out)?;
     let lock = lock_held(config);
-    let (state, age_ms, alive) = match &hb {
-        None => ("never started".to_string(), None, false),
-        Some(h) => {
-            let age = now - h.timestamp;
-            let dead_after = config.dead_after_ms.max(2 * config.heartbeat_interval_ms) as i64;
-            if h.status == "stopped" {
-                ("stopped".to_string(), Some(age), false)
-            } else if age > dead_after || lock == Some(false) {
-                (
-                    format!(
-                        "DEAD (last state {}; no heartbeat for {} s)",
-                        h.status,
-                        age / 1000
-                    ),
-                    Some(age),
-                    false,
-                )
-            } else {
-                (h.status.clone(), Some(age), true)
-            }
-        }
-    };
+    let (state, age_ms, alive) = liveness(config, hb.as_ref(), lock, now);
+    let worker_pid = lock_pid(config).or(hb.as_ref().map(|h| h.pid));
+    let problems =
+        super::diagnose::problems(config, output::latest_problem(&out).as_deref(), worker_pid);
     let hour_ago = now - 3_600_000;
     let by_status: serde_json::Map<String, Value> = output::status_counts(&out, hour_ago)?
         .into_iter()
@@ -228,8 +273,10 @@ pub fn collect(config: &Config) -> Result<Value> {
         "llm": llm,
         "alive": alive,
         "state": state,
+        "problems": problems,
         "heartbeat_age_ms": age_ms,
         "instance_lock_held": lock,
+        "lock_pid": lock_pid(config),
         "heartbeat": hb,
         "jobs_unclaimed": unclaimed,
         "results_last_hour": by_status,
@@ -267,6 +314,17 @@ pub fn render(r: &Value) -> String {
         "worker",
         r["state"].as_str().unwrap_or("").to_string(),
     );
+    for p in r["problems"].as_array().into_iter().flatten() {
+        line(
+            &mut s,
+            "PROBLEM",
+            format!(
+                "{}: {}",
+                p["cause"].as_str().unwrap_or("?"),
+                p["detail"].as_str().unwrap_or("")
+            ),
+        );
+    }
     let hb = &r["heartbeat"];
     if let Some(age) = r["heartbeat_age_ms"].as_i64() {
         line(

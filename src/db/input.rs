@@ -24,6 +24,9 @@ pub struct NewJob {
     pub reject: Option<String>,
 }
 
+/// Longest `action` / `client_id` loaded (bytes); longer ones are rejected unread.
+pub const NAME_MAX: i64 = 1024;
+
 /// Rows with `id > after_id`, in id order, at most `limit`.
 pub fn scan(
     conn: &Connection,
@@ -31,17 +34,74 @@ pub fn scan(
     limit: usize,
     params_cap: u64,
 ) -> Result<Vec<NewJob>> {
+    Ok(scan_budget(conn, after_id, limit, params_cap, u64::MAX)?.0)
+}
+
+/// Like [`scan`], but stops before the loaded text (params, action, client) would exceed
+/// `max_bytes` (always returning at least one row); the flag says it stopped for the budget.
+pub fn scan_budget(
+    conn: &Connection,
+    after_id: i64,
+    limit: usize,
+    params_cap: u64,
+    max_bytes: u64,
+) -> Result<(Vec<NewJob>, bool)> {
     let mut stmt = conn.prepare_cached(
-        "SELECT id, action, typeof(params), octet_length(params),
+        "SELECT id, CASE WHEN octet_length(action) <= ?4 THEN action END,
+                typeof(params), octet_length(params),
                 CASE WHEN octet_length(params) <= ?3 THEN params END,
-                client_id, priority, not_before, created_at
+                CASE WHEN octet_length(client_id) <= ?4 THEN client_id END,
+                priority, not_before, created_at,
+                octet_length(action), octet_length(client_id)
          FROM jobs WHERE id > ?1 ORDER BY id LIMIT ?2",
     )?;
-    let mut rows = stmt.query(params![after_id, limit as i64, params_cap as i64])?;
+    let mut rows = stmt.query(params![after_id, limit as i64, params_cap as i64, NAME_MAX])?;
     let mut out = Vec::new();
+    let mut used: u64 = 0;
     while let Some(row) = rows.next()? {
+        let size = row_bytes(row, params_cap)?;
+        if !out.is_empty() && used.saturating_add(size) > max_bytes {
+            return Ok((out, true));
+        }
+        used = used.saturating_add(size);
+        out.push(parse_row(row, params_cap)?);
+    }
+    Ok((out, false))
+}
+
+/// The bytes a row's loaded text takes (params over the cap are not loaded).
+fn row_bytes(row: &rusqlite::Row<'_>, params_cap: u64) -> rusqlite::Result<u64> {
+    let len = |i: usize| -> rusqlite::Result<u64> {
+        Ok(row.get::<_, Option<i64>>(i)?.unwrap_or(0).max(0) as u64)
+    };
+    let params = len(3)?;
+    let params = if params <= params_cap { params } else { 0 };
+    Ok(params + len(9)?.min(NAME_MAX as u64) + len(10)?.min(NAME_MAX as u64) + 64)
+}
+
+/// A name column over [`NAME_MAX`] bytes: the problem, without quoting it.
+fn too_long(
+    row: &rusqlite::Row<'_>,
+    col: usize,
+    len_col: usize,
+    what: &str,
+) -> rusqlite::Result<Option<String>> {
+    let len: Option<i64> = row.get(len_col)?;
+    Ok(match len {
+        Some(n) if n > NAME_MAX && matches!(row.get_ref(col)?, ValueRef::Null) => Some(format!(
+            "{what} is {n} bytes, over {NAME_MAX}; it was not loaded"
+        )),
+        _ => None,
+    })
+}
+
+/// Validates one row (columns of [`scan_budget`]'s query).
+fn parse_row(row: &rusqlite::Row<'_>, params_cap: u64) -> Result<NewJob> {
+    {
         let id: i64 = row.get(0)?;
         let mut problems: Vec<String> = Vec::new();
+        let action_long = too_long(row, 1, 9, "action")?;
+        let client_long = too_long(row, 5, 10, "client_id")?;
 
         let action = match row.get_ref(1)? {
             ValueRef::Text(b) => match std::str::from_utf8(b) {
@@ -61,6 +121,10 @@ pub fn scan(
                     None
                 }
             },
+            _ if action_long.is_some() => {
+                problems.extend(action_long);
+                None
+            }
             other => {
                 problems.push(format!(
                     "action must be TEXT naming an action (got {})",
@@ -100,6 +164,10 @@ pub fn scan(
         };
 
         let client_id = match row.get_ref(5)? {
+            ValueRef::Null if client_long.is_some() => {
+                problems.extend(client_long);
+                "local".to_string()
+            }
             ValueRef::Null => "local".to_string(),
             ValueRef::Text(b) => match std::str::from_utf8(b) {
                 Ok(s) if !s.is_empty() && !s.contains('\0') => s.to_string(),
@@ -146,7 +214,7 @@ pub fn scan(
         } else {
             Some(format!("invalid job row {id}: {}", problems.join("; ")))
         };
-        out.push(NewJob {
+        Ok(NewJob {
             id,
             action,
             params: if reject.is_some() { None } else { params },
@@ -155,9 +223,8 @@ pub fn scan(
             not_before: if reject.is_some() { None } else { not_before },
             created_at,
             reject,
-        });
+        })
     }
-    Ok(out)
 }
 
 /// Params must be UTF-8 text without NUL holding a JSON object.

@@ -15,21 +15,36 @@ fn steps(kind: DbKind) -> Vec<&'static str> {
     match kind {
         // 2: inferred_permissions (code permission inference results)
         // 3: llm_usage (daily token budget), llm_pending (generated content awaiting approval)
+        // 4: store (data-dir identity, issue 21)
         DbKind::Lifecycle => vec![
             kind.schema(),
             include_str!("../../schema/lifecycle.2.sql"),
             include_str!("../../schema/lifecycle.3.sql"),
+            STORE,
         ],
         // 2: signatures, job_signatures, journal (effects over commands, issue 14)
         // 3: evidence, promotions, signature_evidence (the evidence ledger, issue 18)
+        // 4: store (data-dir identity, issue 21)
         DbKind::Security => vec![
             kind.schema(),
             include_str!("../../schema/command_security.2.sql"),
             include_str!("../../schema/command_security.3.sql"),
+            STORE,
         ],
-        _ => vec![kind.schema()],
+        // 2: store (data-dir identity, issue 21)
+        // 3: heartbeat.problem (the worker's view of what blocks it, issue 21)
+        DbKind::Output => vec![
+            kind.schema(),
+            STORE,
+            include_str!("../../schema/output.3.sql"),
+        ],
+        // 2: store (data-dir identity, issue 21)
+        _ => vec![kind.schema(), STORE],
     }
 }
+
+/// The `store` table every database carries (identity, see `db::identity`).
+const STORE: &str = include_str!("../../schema/store.sql");
 
 /// The version a fully migrated database has.
 pub fn target_version(kind: DbKind) -> i64 {
@@ -42,6 +57,16 @@ pub const DATA_DIR_MODE: u32 = 0o1770;
 
 /// Creates the data dir if needed and brings every database to the current schema.
 pub fn migrate_all(data_dir: &Path) -> Result<()> {
+    ensure_data_dir(data_dir)?;
+    for kind in DbKind::ALL {
+        migrate(data_dir, kind)?;
+    }
+    super::identity::stamp_if_new(data_dir)
+}
+
+/// Creates/upgrades every database without stamping an identity (tests, and `repair`, which
+/// decides itself what to stamp).
+pub fn migrate_all_unstamped(data_dir: &Path) -> Result<()> {
     ensure_data_dir(data_dir)?;
     for kind in DbKind::ALL {
         migrate(data_dir, kind)?;
@@ -151,7 +176,7 @@ mod tests {
         for k in DbKind::ALL {
             assert_eq!(migrate(&data, k).unwrap(), 0, "second run applies nothing");
         }
-        assert_eq!(target_version(DbKind::Lifecycle), 3);
+        assert_eq!(target_version(DbKind::Lifecycle), 4);
         let c = open(&data, DbKind::Output).unwrap();
         let mode: String = c
             .query_row("PRAGMA journal_mode", [], |r| r.get(0))
@@ -169,12 +194,12 @@ mod tests {
             c.execute_batch(DbKind::Lifecycle.schema()).unwrap();
             c.pragma_update(None, "user_version", 1).unwrap();
         }
-        assert_eq!(migrate(&data, DbKind::Lifecycle).unwrap(), 2);
+        assert_eq!(migrate(&data, DbKind::Lifecycle).unwrap(), 3);
         let c = open(&data, DbKind::Lifecycle).unwrap();
         let v: i64 = c
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .unwrap();
-        assert_eq!(v, 3);
+        assert_eq!(v, 4);
         for t in ["llm_usage", "llm_pending"] {
             let n: i64 = c
                 .query_row(&format!("SELECT count(*) FROM {t}"), [], |r| r.get(0))

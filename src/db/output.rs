@@ -157,6 +157,26 @@ pub fn insert_heartbeat(conn: &mut Connection, hb: &Heartbeat) -> Result<()> {
     Ok(())
 }
 
+/// Sets the latest heartbeat's `problem` (the worker's own view of what blocks it).
+pub fn set_heartbeat_problem(conn: &mut Connection, problem: Option<&str>) -> Result<()> {
+    conn.execute(
+        "UPDATE heartbeat SET problem = ?1 WHERE rowid = (SELECT max(rowid) FROM heartbeat)",
+        [problem],
+    )?;
+    Ok(())
+}
+
+/// The latest heartbeat's `problem` (`None` also on a database from before the column).
+pub fn latest_problem(conn: &Connection) -> Option<String> {
+    conn.query_row(
+        "SELECT problem FROM heartbeat ORDER BY timestamp DESC, rowid DESC LIMIT 1",
+        [],
+        |r| r.get(0),
+    )
+    .ok()
+    .flatten()
+}
+
 pub fn latest_heartbeat(conn: &Connection) -> Result<Option<Heartbeat>> {
     Ok(conn
         .query_row(

@@ -48,6 +48,7 @@ impl Queue {
                 );
             }
         }
+        db::identity::check_input_for_producer(data_dir)?;
         let input = db::open(data_dir, DbKind::Input)?;
         let manager = r2d2_sqlite::SqliteConnectionManager::file(DbKind::Output.path(data_dir))
             .with_flags(OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)

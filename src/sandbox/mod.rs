@@ -485,8 +485,7 @@ pub fn prepare(
             });
         }
     }
-    let helper =
-        std::env::current_exe().map_err(|e| format!("cannot find the sandbox helper: {e}"))?;
+    let helper = helper_exe().map_err(|e| format!("cannot find the sandbox helper: {e}"))?;
     let tmp_dir = if set.private_tmp() {
         let template =
             std::env::temp_dir().join(format!("{}{job_id}-XXXXXX", tmp_prefix(data_dir)));
@@ -530,6 +529,18 @@ pub fn prepare(
         cgroup: cg,
         tmp_dir,
     })
+}
+
+/// The sandbox helper is the running executable itself, started through `/proc/self/exe`
+/// (issue 21): a package upgrade that replaces or deletes the binary's path under a running
+/// worker must not break the next command. Falls back to the path where /proc is missing.
+pub fn helper_exe() -> std::io::Result<PathBuf> {
+    let me = PathBuf::from("/proc/self/exe");
+    if me.exists() {
+        Ok(me)
+    } else {
+        std::env::current_exe()
+    }
 }
 
 #[cfg(test)]

@@ -2,8 +2,11 @@
 //! `queue` + `processed_log` in one transaction, so a job is snapshotted exactly once and history
 //! is never rescanned. Runs on the blocking pool.
 
+use crate::db::input::NewJob;
+use crate::db::output::{JobStatus, ResultRow};
 use crate::db::{input, lifecycle, output, write_tx, Stores};
 use anyhow::Result;
+use std::collections::HashSet;
 
 /// A freshly claimed job, for the dispatcher.
 #[derive(Debug, Clone)]
@@ -15,18 +18,20 @@ pub struct Claimed {
     pub client_id: String,
 }
 
-/// Claims at most `limit` rows above `*hwm`; advances `*hwm`. Returns the claimed jobs that must
-/// run (those whose final result already exists are recorded done and left out) and whether the
-/// batch was full (more rows may be waiting).
+/// Claims at most `limit` rows, and at most about `max_bytes` of their text (always at least one
+/// row), above `*hwm`; advances `*hwm`. Returns the claimed jobs that must run (those whose final
+/// result already exists are recorded done and left out) and whether the batch was full (more
+/// rows may be waiting). The byte budget bounds the worker's memory whatever the rows' size.
 pub fn claim_batch(
     stores: &Stores,
     hwm: &mut i64,
     limit: usize,
     params_cap: u64,
+    max_bytes: u64,
 ) -> Result<(Vec<Claimed>, bool)> {
-    let rows = stores
+    let (rows, out_of_budget) = stores
         .input
-        .with(|c| input::scan(c, *hwm, limit, params_cap))?;
+        .with(|c| input::scan_budget(c, *hwm, limit, params_cap, max_bytes))?;
     if rows.is_empty() {
         return Ok((Vec::new(), false));
     }
@@ -38,7 +43,8 @@ pub fn claim_batch(
     stores
         .lifecycle
         .with(|c| Ok(write_tx(c, |tx| lifecycle::claim(tx, &rows, &finals, now))?))?;
-    let full = rows.len() == limit;
+    write_waiting(stores, &rows, &finals, now)?;
+    let full = rows.len() == limit || out_of_budget;
     if let Some(last) = rows.last() {
         *hwm = last.id;
     }
@@ -53,4 +59,32 @@ pub fn claim_batch(
         })
         .collect();
     Ok((claimed, full))
+}
+
+/// Jobs claimed to wait for their `not_before` get their `queued` result row now (README), so a
+/// producer sees them in flight; jobs that start at once get `running` when they start.
+fn write_waiting(stores: &Stores, rows: &[NewJob], finals: &HashSet<i64>, now: i64) -> Result<()> {
+    let waiting: Vec<ResultRow> = rows
+        .iter()
+        .filter(|r| r.reject.is_none() && !finals.contains(&r.id))
+        .filter_map(|r| r.not_before.filter(|&t| t > now).map(|t| (r, t)))
+        .map(|(r, t)| ResultRow {
+            job_id: r.id,
+            action: r.action.clone(),
+            client_id: r.client_id.clone(),
+            status: JobStatus::Queued,
+            result: Some(serde_json::json!({ "waiting_until": t }).to_string()),
+            error: None,
+            attempts: 0,
+            duration_ms: None,
+            started_at: None,
+            finished_at: None,
+        })
+        .collect();
+    if waiting.is_empty() {
+        return Ok(());
+    }
+    stores
+        .output
+        .with(|c| Ok(write_tx(c, |tx| output::upsert_results(tx, &waiting))?))
 }

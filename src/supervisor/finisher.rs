@@ -48,7 +48,11 @@ pub fn spawn(
     (tx, handle)
 }
 
+/// At most one "cannot record results" line per this period.
+const LOG_PERIOD: Duration = Duration::from_secs(30);
+
 async fn run(mut rx: mpsc::UnboundedReceiver<Finished>, stores: Arc<Stores>, stats: Arc<Stats>) {
+    let mut log_every = crate::stats::Every::default();
     while let Some(first) = rx.recv().await {
         let mut group = vec![first];
         while group.len() < MAX_GROUP {
@@ -62,15 +66,26 @@ async fn run(mut rx: mpsc::UnboundedReceiver<Finished>, stores: Arc<Stores>, sta
         loop {
             let g = Arc::clone(&group);
             let st = Arc::clone(&stores);
-            match tokio::task::spawn_blocking(move || write_group(&st, &g)).await {
-                Ok(Ok(())) => break,
-                Ok(Err(e)) => tracing::error!(
+            let failed = match tokio::task::spawn_blocking(move || write_group(&st, &g)).await {
+                Ok(Ok(())) => None,
+                Ok(Err(e)) => Some(format!("{e:#}")),
+                Err(e) => Some(format!("the result writer task failed: {e}")),
+            };
+            let Some(error) = failed else {
+                stats.clear_problem("results");
+                log_every.reset();
+                break;
+            };
+            // One line per period, not per attempt (a full disk retries for as long as it lasts).
+            if let Some(suppressed) = log_every.due(LOG_PERIOD) {
+                tracing::error!(
                     jobs = group.len(),
-                    error = format!("{e:#}"),
+                    error,
+                    suppressed,
                     "cannot record results; retrying"
-                ),
-                Err(e) => tracing::error!(error = %e, "result writer task failed; retrying"),
+                );
             }
+            stats.set_problem("results", format!("cannot record results: {error}"));
             tokio::time::sleep(delay).await;
             delay = (delay * 2).min(Duration::from_secs(2));
         }

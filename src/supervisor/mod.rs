@@ -209,6 +209,7 @@ pub async fn run(
         job_cancel: job_cancel.clone(),
         approved: HashMap::new(),
         ready,
+        start_log: crate::stats::Every::default(),
     };
 
     let poll = Duration::from_millis(config.poll_fallback_ms);
@@ -217,6 +218,7 @@ pub async fn run(
     let mut check = true;
     let mut next_poll = tokio::time::Instant::now() + poll;
     let mut claim_errors = 0u32;
+    let mut claim_log = crate::stats::Every::default();
     let mut recheck: Option<Duration> = None;
     let mut recheck_at: Option<tokio::time::Instant> = None;
     let mut recheck_next = RECHECK_FIRST;
@@ -239,13 +241,14 @@ pub async fn run(
             let st = Arc::clone(&stores);
             let (force, prev, batch, cap) =
                 (more, last_dv, config.claim_batch, config.params_max_bytes);
+            let budget = config.claim_max_bytes;
             let mut mark = hwm;
             let res = tokio::task::spawn_blocking(move || -> Result<_> {
                 let dv = st.input.with(|c| input::data_version(c))?;
                 if !force && Some(dv) == prev {
                     return Ok((dv, Vec::new(), false, mark));
                 }
-                let (claimed, full) = claim::claim_batch(&st, &mut mark, batch, cap)?;
+                let (claimed, full) = claim::claim_batch(&st, &mut mark, batch, cap, budget)?;
                 Ok((dv, claimed, full, mark))
             })
             .await;
@@ -255,6 +258,8 @@ pub async fn run(
                     hwm = mark;
                     more = full;
                     claim_errors = 0;
+                    claim_log.reset();
+                    stats.clear_problem("claim");
                     let now = crate::time::now_ms();
                     for c in claimed {
                         let job = Job::new(c.id, c.priority, &c.client_id);
@@ -264,10 +269,15 @@ pub async fn run(
                 Ok(Err(e)) => {
                     more = false;
                     claim_errors += 1;
-                    tracing::warn!(
-                        error = format!("{e:#}"),
-                        "cannot claim new jobs; retrying at the next poll"
-                    );
+                    // One line per period, not per wake-up: producers keep inserting meanwhile.
+                    if let Some(suppressed) = claim_log.due(Duration::from_secs(30)) {
+                        tracing::warn!(
+                            error = format!("{e:#}"),
+                            suppressed,
+                            "cannot claim new jobs; retrying at the next poll"
+                        );
+                    }
+                    stats.set_problem("claim", format!("cannot claim new jobs: {e:#}"));
                     if claim_errors == 1 {
                         event(
                             &stores,
@@ -534,12 +544,20 @@ struct Loop {
     approved: HashMap<i64, actions::ApprovedRun>,
     /// Claimed jobs not started yet, and the running slots of each client.
     ready: ReadyQueue,
+    /// Rate limit of the "cannot start jobs" line.
+    start_log: crate::stats::Every,
 }
 
 impl Loop {
     /// Starts due jobs while slots are free (within each client's share): one lifecycle + one
     /// output transaction per group.
     async fn start_ready(&mut self) {
+        // Fail closed (issue 21): while results cannot be recorded, nothing new starts — a job
+        // whose run could not be recorded must not run. The jobs wait here and start once the
+        // finisher's retries (with back-off) succeed again.
+        if self.stats.has_problem("results") {
+            return;
+        }
         let free = self.config.concurrency.saturating_sub(self.tasks.len());
         let picked: Vec<Job> = std::iter::from_fn(|| self.ready.pop()).take(free).collect();
         if picked.is_empty() {
@@ -557,9 +575,23 @@ impl Loop {
                 .with(|c| Ok(write_tx(c, |tx| lifecycle::start(tx, &ids, now))?))
         });
         let snaps = match res {
-            Ok(s) => s,
+            Ok(s) => {
+                self.start_log.reset();
+                self.stats.clear_problem("start");
+                s
+            }
             Err(e) => {
-                tracing::error!(error = format!("{e:#}"), "cannot start jobs; will retry");
+                if let Some(suppressed) = self.start_log.due(Duration::from_secs(30)) {
+                    tracing::error!(
+                        error = format!("{e:#}"),
+                        suppressed,
+                        "cannot start jobs; will retry"
+                    );
+                }
+                self.stats.set_problem(
+                    "start",
+                    format!("cannot mark jobs running in lifecycle.db: {e:#}"),
+                );
                 for job in picked {
                     self.ready.put_back(job);
                 }
@@ -632,9 +664,10 @@ impl Loop {
         let handle = self.tasks.spawn(
             async move {
                 let t = Instant::now();
-                let out =
+                let mut out =
                     actions::run(ctx, action.as_deref(), params.as_deref(), reject.as_deref())
                         .await;
+                out.error = out.error.map(crate::quote::error);
                 if out.status == JobStatus::Succeeded {
                     tracing::debug!(ms = t.elapsed().as_millis() as u64, "job succeeded");
                 } else {
