@@ -80,7 +80,10 @@ fn at_abi_2_echo_ls_and_an_overlay_write_work_and_escapes_and_network_are_refuse
     assert_eq!(st, "succeeded", "{v} {e}");
     assert_eq!(v["stdout"], "hi\n", "{v}");
     let label = v["sandbox"].as_str().unwrap_or("");
-    assert!(label.contains("landlock-v2"), "the label names the level: {v}");
+    assert!(
+        label.contains("landlock-v2"),
+        "the label names the level: {v}"
+    );
     let (_, (st, v, e)) = run("ls");
     assert_eq!(st, "succeeded", "{v} {e}");
     assert!(v["stdout"].as_str().unwrap().contains("a.txt"), "{v}");
@@ -99,11 +102,16 @@ fn at_abi_2_echo_ls_and_an_overlay_write_work_and_escapes_and_network_are_refuse
         env.cli(&["deny", v["validation_id"].as_str().unwrap()]);
         final_result(&env, id);
     }
-    assert!(!outside.exists(), "a write outside the workspace escaped at ABI 2");
+    assert!(
+        !outside.exists(),
+        "a write outside the workspace escaped at ABI 2"
+    );
     // No network: a listener on 127.0.0.1 of the host is unreachable.
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
-    let (_, (st, v, _)) = run(&format!("cat < /dev/tcp/127.0.0.1/{port} && echo CONNECTED"));
+    let (_, (st, v, _)) = run(&format!(
+        "cat < /dev/tcp/127.0.0.1/{port} && echo CONNECTED"
+    ));
     assert!(
         !v["stdout"].as_str().unwrap_or("").contains("CONNECTED"),
         "network reached at ABI 2: {st} {v}"
@@ -174,12 +182,22 @@ fn as_an_unprivileged_user_65534_echo_ls_overlay_work_and_escapes_are_refused() 
         let env = Env::new();
         std::fs::write(env.workspace.join("a.txt"), "old\n").unwrap();
         std::fs::create_dir_all(&env.data).unwrap();
-        for p in [env.root.path(), &env.workspace, &env.data, &env.workspace.join("a.txt")] {
+        for p in [
+            env.root.path(),
+            &env.workspace,
+            &env.data,
+            &env.workspace.join("a.txt"),
+        ] {
             std::os::unix::fs::chown(p, Some(65534), Some(65534)).unwrap();
         }
         let extra: Vec<(&str, &str)> = abi.map(|a| vec![(ABI2.0, a)]).unwrap_or_default();
         let _d = env.start_as(
-            &["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"],
+            &[
+                "setpriv",
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+            ],
             &extra,
         );
         let run = |cmd: &str| {
@@ -188,7 +206,10 @@ fn as_an_unprivileged_user_65534_echo_ls_overlay_work_and_escapes_are_refused() 
         };
         let (_, (st, v, e)) = run("id -u; echo hi");
         assert_eq!(st, "succeeded", "abi {abi:?}: {v} {e}");
-        assert!(v["stdout"].as_str().unwrap().starts_with("65534\nhi"), "{v}");
+        assert!(
+            v["stdout"].as_str().unwrap().starts_with("65534\nhi"),
+            "{v}"
+        );
         let label = v["sandbox"].as_str().unwrap_or("").to_string();
         eprintln!("as uid 65534, override {abi:?}: sandbox label {label}");
         assert!(label.contains("+seccomp+namespaces"), "{label}");
@@ -207,19 +228,34 @@ fn as_an_unprivileged_user_65534_echo_ls_overlay_work_and_escapes_are_refused() 
         assert_eq!(st, "pending_validation", "abi {abi:?}: {v} {e}");
         env.cli(&["approve", v["validation_id"].as_str().unwrap()]);
         final_result(&env, id);
-        let mode = std::fs::metadata(env.workspace.join("t")).unwrap().permissions().mode();
-        assert_eq!(mode & 0o6000, 0, "abi {abi:?}: setuid/setgid reached the workspace: {mode:o}");
+        let mode = std::fs::metadata(env.workspace.join("t"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(
+            mode & 0o6000,
+            0,
+            "abi {abi:?}: setuid/setgid reached the workspace: {mode:o}"
+        );
         let outside = env.root.path().join("escaped.txt");
         let (id, (st, v, _)) = run("cd .. && touch escaped.txt");
         if st == "pending_validation" {
             env.cli(&["deny", v["validation_id"].as_str().unwrap()]);
             final_result(&env, id);
         }
-        assert!(!outside.exists(), "abi {abi:?}: a write outside the workspace escaped");
+        assert!(
+            !outside.exists(),
+            "abi {abi:?}: a write outside the workspace escaped"
+        );
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = l.local_addr().unwrap().port();
-        let (_, (_, v, _)) = run(&format!("cat < /dev/tcp/127.0.0.1/{port} && echo CONNECTED"));
-        assert!(!v["stdout"].as_str().unwrap_or("").contains("CONNECTED"), "{v}");
+        let (_, (_, v, _)) = run(&format!(
+            "cat < /dev/tcp/127.0.0.1/{port} && echo CONNECTED"
+        ));
+        assert!(
+            !v["stdout"].as_str().unwrap_or("").contains("CONNECTED"),
+            "{v}"
+        );
         l.set_nonblocking(true).unwrap();
         assert!(l.accept().is_err(), "the host listener got a connection");
     }
@@ -271,5 +307,9 @@ fn a_set_missing_a_guarantee_is_refused_by_name_or_runs_best_effort_when_not_req
     level.seccomp = false;
     assert!(go(&level, true, Set::Minimal).is_err());
     let p = go(&level, false, Set::Minimal).unwrap();
-    assert!(p.sandbox.is_none() && p.label.starts_with("none"), "{}", p.label);
+    assert!(
+        p.sandbox.is_none() && p.label.starts_with("none"),
+        "{}",
+        p.label
+    );
 }

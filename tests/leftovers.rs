@@ -27,14 +27,14 @@ fn zombies_are_not_counted_and_live_members_are_killed() {
         assert!(t0.elapsed() < Duration::from_secs(10), "child never exited");
         std::thread::sleep(Duration::from_millis(5));
     }
-    record(dir.path(), 1, zombie.id() as i32);
+    record(dir.path(), 1, zombie.id() as i32).unwrap();
     // A live command in its own process group.
     let mut live = Command::new("sleep")
         .arg("30")
         .process_group(0)
         .spawn()
         .unwrap();
-    record(dir.path(), 2, live.id() as i32);
+    record(dir.path(), 2, live.id() as i32).unwrap();
     assert!(dir.path().join(DIR).join("1").exists());
     assert!(dir.path().join(DIR).join("2").exists());
 
@@ -86,4 +86,29 @@ fn a_restart_removes_its_own_leftover_private_tmp_dirs() {
     let left = names();
     assert!(left.contains(&format!("{other}41-bbbbbb")), "{left:?}");
     assert!(left.contains(&"unrelated".to_string()), "{left:?}");
+}
+
+/// Fail closed on bookkeeping (issue 21): a command whose process group cannot be recorded is
+/// stopped before it runs, and its job fails saying why.
+#[test]
+fn a_command_whose_process_group_cannot_be_recorded_does_not_run() {
+    let env = common::Env::new();
+    let _d = env.start(&[]);
+    // The record's directory replaced by a file: every record fails (even as root).
+    let running = env.data.join(DIR);
+    let _ = std::fs::remove_dir_all(&running);
+    std::fs::write(&running, "not a directory").unwrap();
+    let id = common::job(
+        &env,
+        "local",
+        "execute_bash",
+        &serde_json::json!({"command": "echo RAN-ANYWAY"}),
+    );
+    let (st, v, e) = common::final_result(&env, id);
+    assert_eq!(st, "failed", "{v}");
+    assert!(
+        e.contains("cannot record the command's process group"),
+        "{e}"
+    );
+    assert!(!v.to_string().contains("RAN-ANYWAY"), "{v}");
 }

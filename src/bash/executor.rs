@@ -141,15 +141,17 @@ fn signal_group(pgid: i32, sig: Signal) {
 }
 
 pub async fn execute(req: &ExecRequest, cancel: &CancellationToken) -> std::io::Result<ExecResult> {
-    execute_with(req, cancel, |_| {}).await
+    execute_with(req, cancel, |_| Ok(())).await
 }
 
 /// [`execute`], calling `on_spawn(pgid)` once the process group exists (the worker records it so
-/// a crash cannot leave the tree running).
+/// a crash cannot leave the tree running). When `on_spawn` fails the group is killed at once and
+/// the error returned: nothing runs that the worker could not record (the sandbox helper is
+/// still setting up its namespaces then, before the command's exec).
 pub async fn execute_with(
     req: &ExecRequest,
     cancel: &CancellationToken,
-    on_spawn: impl FnOnce(i32),
+    on_spawn: impl FnOnce(i32) -> std::io::Result<()>,
 ) -> std::io::Result<ExecResult> {
     let timeout = req.timeout.min(MAX_TIMEOUT);
     let mut cmd = match &req.sandbox {
@@ -188,7 +190,13 @@ pub async fn execute_with(
     let t0 = Instant::now();
     let mut child = cmd.spawn()?;
     let pgid = child.id().map(|p| p as i32).unwrap_or(0);
-    on_spawn(pgid);
+    if let Err(e) = on_spawn(pgid) {
+        signal_group(pgid, Signal::SIGKILL);
+        let _ = child.wait().await;
+        return Err(std::io::Error::other(format!(
+            "cannot record the command's process group ({e}), so it was stopped before it ran"
+        )));
+    }
     let (Some(out), Some(err)) = (child.stdout.take(), child.stderr.take()) else {
         signal_group(pgid, Signal::SIGKILL);
         return Err(std::io::Error::other("cannot capture the command's output"));

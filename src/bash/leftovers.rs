@@ -51,20 +51,20 @@ pub fn group_alive(pgid: i32) -> bool {
 
 pub const DIR: &str = "running";
 
-pub fn record(data_dir: &Path, job_id: i64, pgid: i32) {
+/// Records a command's live process group. An error means the record could not be written: the
+/// caller stops the command (fail closed, issue 21 — a crash would otherwise leave it running
+/// unseen). A group already gone needs no record.
+pub fn record(data_dir: &Path, job_id: i64, pgid: i32) -> std::io::Result<()> {
     let Some((_, sid, start)) = proc_stat(pgid) else {
-        return;
+        return Ok(());
     };
     let dir = data_dir.join(DIR);
-    let res = std::fs::create_dir_all(&dir).and_then(|_| {
+    std::fs::create_dir_all(&dir).and_then(|_| {
         std::fs::write(
             dir.join(job_id.to_string()),
             format!("{pgid}:{sid}:{start}"),
         )
-    });
-    if let Err(e) = res {
-        tracing::warn!(error = %e, "cannot record a command's process group");
-    }
+    })
 }
 
 pub fn forget(data_dir: &Path, job_id: i64) {

@@ -54,7 +54,10 @@ pub fn run(mut config: Config, args: &RunArgs) -> Result<i32> {
         .context("cannot find the brainloop binary for the sandbox helper")?;
     let sandbox = crate::sandbox::detect::probe(&helper);
     if let Some(abi) = crate::sandbox::landlock::overridden() {
-        tracing::warn!(abi, "BRAINLOOP_TEST_LANDLOCK_ABI lowers the Landlock level (tests only)");
+        tracing::warn!(
+            abi,
+            "BRAINLOOP_TEST_LANDLOCK_ABI lowers the Landlock level (tests only)"
+        );
     }
     if sandbox.enforcing {
         tracing::info!(level = %sandbox.status_line(), "sandbox enforcing (graded: `brainloop sandbox` shows the guarantees per set)");

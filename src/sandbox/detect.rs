@@ -158,9 +158,15 @@ fn probe_inner(helper: &Path) -> Level {
             let msg = String::from_utf8_lossy(&out.stderr).trim().to_string();
             // The helper sets namespaces up first: any later failure means they work.
             level.namespaces = out.status.code() == Some(SETUP_FAILED)
-                && !["unshare", "uid_map", "gid_map", "setgroups", "make mounts private"]
-                    .iter()
-                    .any(|k| msg.contains(k));
+                && ![
+                    "unshare",
+                    "uid_map",
+                    "gid_map",
+                    "setgroups",
+                    "make mounts private",
+                ]
+                .iter()
+                .any(|k| msg.contains(k));
             level.error = Some(
                 if out.status.code() == Some(SETUP_FAILED) && !msg.is_empty() {
                     msg

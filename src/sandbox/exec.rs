@@ -103,7 +103,9 @@ pub fn main(spec: &Spec) -> i32 {
     if let Err(e) = unshare(flags) {
         if spec.best_effort && spec.overlay.is_none() {
             // `required = false`: no namespaces here; still Landlock, seccomp and rlimits.
-            eprintln!("{ERROR_PREFIX} warning: unshare: {e}; running without namespaces (best effort)");
+            eprintln!(
+                "{ERROR_PREFIX} warning: unshare: {e}; running without namespaces (best effort)"
+            );
             command(spec);
         }
         fail(format!("unshare: {e} (user namespaces unavailable?)"));

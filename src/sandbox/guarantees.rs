@@ -106,8 +106,7 @@ pub fn for_set(set: Set, m: &Mechanisms) -> Vec<Guarantee> {
     if set.network() {
         v.push(g(
             "no host abstract UNIX sockets",
-            "Landlock ABI >= 6 abstract-socket scoping (no network namespace for this set)"
-                .into(),
+            "Landlock ABI >= 6 abstract-socket scoping (no network namespace for this set)".into(),
             abi >= 6,
         ));
     } else {

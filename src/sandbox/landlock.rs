@@ -140,8 +140,8 @@ pub fn apply(spec: &Spec, level: i64) -> Result<bool, String> {
 /// writable file (programs use `open(O_WRONLY|O_TRUNC)` or `ftruncate`, which work).
 pub fn truncate_guard() -> Result<(), String> {
     use seccompiler::{
-        apply_filter, BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp,
-        SeccompCondition, SeccompFilter, SeccompRule, TargetArch,
+        apply_filter, BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition,
+        SeccompFilter, SeccompRule, TargetArch,
     };
     #[cfg(target_arch = "x86_64")]
     const ARCH: TargetArch = TargetArch::x86_64;
