@@ -14,24 +14,10 @@ use std::path::Path;
 
 const GIT_CONFIG: &str = "[core]\n\trepositoryformatversion = 0\n";
 
-/// The overlay needs the enforcing sandbox: without it these tests cannot run, and say so by
-/// failing (never by passing silently).
-fn require_sandbox() {
-    let out = std::process::Command::new(common::BIN)
-        .args(["sandbox", "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "the sandbox is not enforcing here, so the overlay (and these tests) cannot run: {}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-}
-
 /// A workspace with a file to edit, a repository's `.git/config` and hooks dir, and a symlink
 /// planted earlier (`link.txt` → `other.txt`); the worker with `config` (TOML) if given.
 fn setup(config: Option<&str>) -> (Env, common::Daemon) {
-    require_sandbox();
+    common::require_sandbox();
     let env = Env::new();
     let ws = &env.workspace;
     std::fs::write(ws.join("a.txt"), "line one\nline two\n").unwrap();

@@ -18,19 +18,6 @@ use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-/// The sandbox must enforce here (it does on this machine): a test that cannot run fails.
-fn require_sandbox() {
-    let out = std::process::Command::new(common::BIN)
-        .args(["sandbox", "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "the sandbox does not enforce here, so these tests cannot run: {}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-}
-
 fn job_dir(env: &Env, id: i64) -> std::path::PathBuf {
     env.data.join("changes").join(id.to_string())
 }
@@ -66,7 +53,7 @@ fn tree(dir: &Path) -> Vec<(String, String)> {
 
 #[test]
 fn a_workspace_symlink_to_an_outside_dir_never_puts_outside_content_anywhere() {
-    require_sandbox();
+    common::require_sandbox();
     let env = Env::new();
     let canary = format!("CANARY-{}-outside-secret", common::now_ms());
     let outside = env.root.path().join("outside");
@@ -173,7 +160,7 @@ fn remove(env: &Env, names: &[&str]) {
 
 #[test]
 fn no_setuid_file_reaches_the_workspace_on_the_overlay_or_in_a_direct_run() {
-    require_sandbox();
+    common::require_sandbox();
     assert!(
         nix::unistd::geteuid().is_root(),
         "this test is about a worker running as root (uid 0 mapped in the sandbox); run it as root"
@@ -225,7 +212,7 @@ fn no_setuid_file_reaches_the_workspace_on_the_overlay_or_in_a_direct_run() {
 
 #[test]
 fn an_operators_setuid_file_edited_on_the_overlay_is_applied_without_the_bit() {
-    require_sandbox();
+    common::require_sandbox();
     let env = Env::new();
     let _d = env.start(&[]);
     std::fs::write(env.workspace.join("tool"), "#!/bin/sh\necho v1\n").unwrap();
@@ -285,7 +272,7 @@ fn assert_failed_and_gone(env: &Env, id: i64, st: &str, v: &Value, err: &str, ke
 
 #[test]
 fn an_overlay_run_over_its_byte_or_inode_cap_fails_and_leaves_nothing() {
-    require_sandbox();
+    common::require_sandbox();
     let env = Env::new();
     std::fs::write(env.workspace.join("keep.txt"), "keep\n").unwrap();
     let before = tree(&env.workspace);
@@ -321,7 +308,7 @@ fn an_overlay_run_over_its_byte_or_inode_cap_fails_and_leaves_nothing() {
 
 #[test]
 fn a_client_over_its_pending_budget_is_refused_until_it_answers() {
-    require_sandbox();
+    common::require_sandbox();
     let env = Env::new();
     let before = tree(&env.workspace);
     let d = start(&env, &caps_env());

@@ -396,3 +396,16 @@ pub fn cli_ok(env: &Env, args: &[&str]) -> String {
     assert!(st.success(), "brainloop {args:?}: {out}{err}");
     out
 }
+
+/// The sandbox must enforce here: a test that needs it fails, saying so (never a silent pass).
+pub fn require_sandbox() {
+    let out = Command::new(BIN)
+        .args(["sandbox", "--json"])
+        .output()
+        .expect("run brainloop sandbox");
+    assert!(
+        out.status.success(),
+        "CANNOT RUN HERE: the sandbox is not enforcing on this machine: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
