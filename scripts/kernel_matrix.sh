@@ -13,7 +13,7 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cache="$repo/target/kernel-matrix"
 kernels="6.1 6.12 host"
-tests="graded_sandbox sandbox execute_bash"
+tests="graded_sandbox sandbox execute_bash overlay_adversarial"
 while [[ $# -gt 0 ]]; do
     case $1 in
         --cache) cache=$2; shift 2 ;;
@@ -44,7 +44,7 @@ declare -A kpkg
 for k in $kernels; do
     case $k in
         6.1) kpkg[$k]=$(latest '^linux-image-6\.1\.0-[0-9]+-amd64-unsigned$') ;;
-        6.12) kpkg[$k]=$(latest '^linux-image-6\.12\.[0-9.+~a-z-]*-amd64-unsigned$') ;;
+        6.12) kpkg[$k]=$(latest '^linux-image-6\.12\.[0-9]+\+deb12-amd64-unsigned$') ;;
         host) continue ;;
         *) die "unknown kernel $k (6.1, 6.12 or host)" ;;
     esac
@@ -103,12 +103,12 @@ for k in $kernels; do
         prefix=""; skip=""
         if [[ $user != root ]]; then
             prefix="setpriv --reuid=65534 --regid=65534 --clear-groups"
-            # That test switches to uid 65534 itself: it needs root.
-            skip="--skip as_an_unprivileged_user"
+            # The tests that switch to uid 65534 themselves need root: they run in the root pass.
+            skip="--skip _65534_"
         fi
         # The guest's /tmp is an overlayfs (virtme-ng), which cannot hold an overlay's upper
         # layer: give the tests a fresh tmpfs as TMPDIR.
-        script="mkdir -p /run/bl-tmp && mount -t tmpfs -o mode=1777 tmpfs /run/bl-tmp; export TMPDIR=/run/bl-tmp; cd /run/bl-tmp; echo KERNEL \$(uname -r) LANDLOCK \$(cat /sys/kernel/security/lsm 2>/dev/null);"
+        script="mkdir -p /run/bl-tmp && mount -t tmpfs -o mode=1777 tmpfs /run/bl-tmp; export TMPDIR=/run/bl-tmp BRAINLOOP_TEST_TIME_SCALE=8; cd /run/bl-tmp; echo KERNEL \$(uname -r) LANDLOCK \$(cat /sys/kernel/security/lsm 2>/dev/null);"
         for tb in "${bins[@]}"; do
             script+=" $prefix ${tb#*=} --test-threads=1 $skip > /tmp/out 2>&1; echo \"RESULT ${tb%%=*} rc=\$? \$(grep -h 'test result' /tmp/out | tail -1)\"; grep -E -A3 '^test .* FAILED|panicked' /tmp/out | head -30;"
         done

@@ -402,7 +402,8 @@ fn the_executor_kills_the_tree_caps_floods_and_filters_the_environment() {
         &env,
         "ops",
         "execute_bash",
-        json!({"command": "echo $$ > pgid; echo started; (sleep 60; echo late) & sleep 60", "timeout_ms": 500, "force_execute": true}),
+        json!({"command": "echo $$ > pgid; echo started; (sleep 60; echo late) & sleep 60",
+               "timeout_ms": common::scaled(Duration::from_millis(500)).as_millis() as u64, "force_execute": true}),
     );
     assert_eq!(st, "failed");
     assert!(err.contains("timed out"), "{err}");

@@ -30,7 +30,7 @@ fn sandbox_json(extra: &[(&str, &str)]) -> serde_json::Value {
 }
 
 #[test]
-fn the_guarantee_table_under_abi_2_runs_sets_without_network_and_names_what_network_sets_lack() {
+fn the_guarantee_table_under_abi_2_runs_every_set_and_names_each_mechanism() {
     let v = sandbox_json(&[ABI2]);
     assert_eq!(v["enforcing"], true, "the sandbox must enforce here: {v}");
     assert_eq!(v["landlock_abi"], 2, "{v}");
@@ -39,11 +39,9 @@ fn the_guarantee_table_under_abi_2_runs_sets_without_network_and_names_what_netw
     assert_eq!(v["landlock_abi_overridden"], lowered, "{v}");
     let sets = v["sets"].as_array().unwrap();
     let runs = |name: &str| sets.iter().find(|s| s["set"] == name).unwrap()["runs"].clone();
-    for s in ["minimal", "readonly", "filesystem"] {
+    // Every set runs: the network sets' abstract-socket guarantee comes from seccomp below 6.
+    for s in ["minimal", "readonly", "filesystem", "network-api", "mcp-standard"] {
         assert_eq!(runs(s), true, "{s}: {v}");
-    }
-    for s in ["network-api", "mcp-standard"] {
-        assert_eq!(runs(s), false, "{s}: {v}");
     }
     let text = std::process::Command::new(common::BIN)
         .arg("sandbox")
@@ -53,7 +51,7 @@ fn the_guarantee_table_under_abi_2_runs_sets_without_network_and_names_what_netw
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(text.contains("seccomp truncate guard"), "{text}");
     assert!(
-        text.contains("network-api: REFUSED") && text.contains("no host abstract UNIX sockets"),
+        !text.contains("REFUSED") && text.contains("seccomp: socket(AF_UNIX) refused"),
         "{text}"
     );
     // The override only lowers: asking for more than the kernel has changes nothing.
@@ -159,6 +157,60 @@ async fn at_abi_2_the_truncate_guard_refuses_truncating_a_read_only_file() {
         r.stdout,
         r.stderr
     );
+}
+
+/// A network-api command shares the host's network namespace, so a host daemon listening on an
+/// abstract UNIX socket would be in reach. At ABI ≥ 6 Landlock scopes those sockets; at ABI 2
+/// (Debian 12's kernel) the set still runs, and seccomp refuses `socket(AF_UNIX)` instead.
+#[tokio::test]
+async fn at_abi_2_a_network_set_cannot_reach_a_host_abstract_socket() {
+    use std::os::linux::net::SocketAddrExt;
+    let name = format!("bl-abstract-{}", std::process::id());
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    let listener = std::os::unix::net::UnixListener::bind_addr(&addr).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let ws = root.path().canonicalize().unwrap();
+    let cmd = format!(
+        "python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); \
+         s.connect(b'\\0{name}'); s.send(b'ESCAPED'); print('CONNECTED')\" 2>&1; \
+         python3 -c \"import socket; a, b = socket.socketpair(); a.send(b'x'); print('PAIR', b.recv(1))\""
+    );
+    for abi in [None, Some(2)] {
+        let env = brainloop::bash::executor::filtered_env(|k| std::env::var(k).ok());
+        let mut spec = sandbox::spec_for(
+            Set::NetworkApi,
+            &cmd,
+            &ws,
+            &ws,
+            &[],
+            None,
+            env,
+            &sandbox::Limits::default(),
+        );
+        if abi.is_some() {
+            spec.landlock_abi = abi;
+        }
+        let req = ExecRequest {
+            command: cmd.clone(),
+            workdir: ws.clone(),
+            timeout: Duration::from_secs(30),
+            sandbox: Some((PathBuf::from(common::BIN), spec)),
+        };
+        let r = execute(&req, &CancellationToken::new()).await.unwrap();
+        assert!(!r.sandbox_failed, "ABI {abi:?}: sandbox setup failed: {}", r.stderr);
+        assert!(
+            !r.stdout.contains("CONNECTED"),
+            "ABI {abi:?}: a network-api command reached a host abstract socket: {}",
+            r.stdout
+        );
+        // socketpair (pipes between processes) keeps working.
+        assert!(r.stdout.contains("PAIR b'x'"), "ABI {abi:?}: {} {}", r.stdout, r.stderr);
+        assert!(
+            listener.accept().is_err(),
+            "ABI {abi:?}: the host listener got a connection"
+        );
+    }
 }
 
 /// Issue 20 item 3: the worker as a dedicated unprivileged user (uid/gid 65534 through
@@ -282,13 +334,16 @@ fn a_set_missing_a_guarantee_is_refused_by_name_or_runs_best_effort_when_not_req
         };
         prepare(level, &cfg, set, "true", ws, ws, Vec::new(), ws, 1)
     };
+    // Landlock 2 without seccomp: no truncate guard and no AF_UNIX refusal.
+    level.seccomp = false;
     let e = go(&level, true, Set::NetworkApi).unwrap_err();
-    assert!(e.contains("no host abstract UNIX sockets"), "{e}");
+    assert!(e.contains("no truncation of files it may only read"), "{e}");
     let p = go(&level, false, Set::NetworkApi).unwrap();
     let (_, spec) = p.sandbox.as_ref().unwrap();
     assert!(spec.best_effort && spec.landlock_abi == Some(2));
     assert!(p.label.contains("best effort"), "{}", p.label);
     p.finish();
+    level.seccomp = true;
     let p = go(&level, true, Set::Filesystem).unwrap();
     let (_, spec) = p.sandbox.as_ref().unwrap();
     assert!(!spec.best_effort, "{}", p.label);
@@ -312,4 +367,136 @@ fn a_set_missing_a_guarantee_is_refused_by_name_or_runs_best_effort_when_not_req
         "{}",
         p.label
     );
+}
+
+/// A service cgroup as systemd's `Delegate=yes` leaves it for `User=brainloop`: created by root,
+/// its directory and interface files owned by the user (cgroup v2; on a v1 host the same in the
+/// `pids` and `memory` hierarchies). Returns the cgroup dirs and the `cgroup.procs` files root
+/// writes the worker's pid into before switching user.
+fn delegated_service_cgroup(name: &str) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let root = std::path::Path::new("/sys/fs/cgroup");
+    let own = |p: &std::path::Path| {
+        std::os::unix::fs::chown(p, Some(65534), Some(65534))
+            .unwrap_or_else(|e| panic!("chown {}: {e}", p.display()))
+    };
+    let dirs: Vec<PathBuf> = if root.join("cgroup.controllers").exists() {
+        std::fs::write(root.join("cgroup.subtree_control"), "+pids +memory")
+            .expect("cannot enable pids and memory for the root cgroup's children");
+        vec![root.join(name)]
+    } else {
+        vec![root.join("pids").join(name), root.join("memory").join(name)]
+    };
+    for d in &dirs {
+        std::fs::create_dir(d).unwrap_or_else(|e| panic!("mkdir {}: {e}", d.display()));
+        own(d);
+        for f in ["cgroup.procs", "cgroup.subtree_control", "cgroup.threads", "tasks"] {
+            if d.join(f).exists() {
+                own(&d.join(f));
+            }
+        }
+    }
+    let procs = dirs.iter().map(|d| d.join("cgroup.procs")).collect();
+    (dirs, procs)
+}
+
+/// Removes the service cgroups when the test ends, passed or not.
+struct CgroupGuard(Vec<PathBuf>);
+
+impl Drop for CgroupGuard {
+    fn drop(&mut self) {
+        for d in &self.0 {
+            remove_cgroup_tree(d);
+        }
+    }
+}
+
+/// Removes a cgroup tree bottom-up (children the worker left would keep it busy).
+fn remove_cgroup_tree(d: &std::path::Path) {
+    if let Ok(rd) = std::fs::read_dir(d) {
+        for e in rd.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                remove_cgroup_tree(&e.path());
+            }
+        }
+    }
+    let _ = std::fs::remove_dir(d);
+}
+
+/// Issue 20 item 3: with a delegated service cgroup the unprivileged worker (uid 65534) creates
+/// a cgroup per job and the job's memory and process limits bind as configured — not the
+/// per-process rlimit fallbacks. `brainloop sandbox`/`status` say which limits are active.
+#[test]
+fn as_uid_65534_with_a_delegated_cgroup_the_job_memory_and_process_limits_bind() {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "CANNOT RUN HERE: delegating a cgroup and switching to uid 65534 needs root"
+    );
+    let env = Env::new();
+    std::fs::create_dir_all(&env.data).unwrap();
+    let cfg = env.root.path().join("limits.toml");
+    std::fs::write(
+        &cfg,
+        "[sandbox.limits]\nmax_memory_bytes = 268435456\nmax_processes = 24\n",
+    )
+    .unwrap();
+    for p in [env.root.path(), &env.workspace, &env.data, &cfg] {
+        std::os::unix::fs::chown(p, Some(65534), Some(65534)).unwrap();
+    }
+    let name = format!("bl-svc-{}", std::process::id());
+    let (dirs, procs) = delegated_service_cgroup(&name);
+    let _cleanup = CgroupGuard(dirs);
+    let enter: String = procs
+        .iter()
+        .map(|p| format!("echo $$ > {} && ", p.display()))
+        .collect();
+    let script = format!("{enter}exec \"$@\"");
+    let d = env.start_as(
+        &[
+            "sh",
+            "-c",
+            &script,
+            "sh",
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+        ],
+        &[("BRAINLOOP_CONFIG", cfg.to_str().unwrap())],
+    );
+    let run = |cmd: &str| {
+        let id = job(&env, "local", "execute_bash", &json!({ "command": cmd }));
+        let (st, v, e) = settled(&env, id);
+        if st == "pending_validation" {
+            env.cli(&["approve", v["validation_id"].as_str().unwrap()]);
+            return final_result(&env, id);
+        }
+        (st, v, e)
+    };
+    let (st, v, e) = run("id -u; cat /proc/self/cgroup");
+    assert_eq!(st, "succeeded", "{v} {e}");
+    let out = v["stdout"].as_str().unwrap_or("").to_string();
+    assert!(out.starts_with("65534\n"), "{out}");
+    assert!(out.contains(&name), "the command is not in the service's cgroup tree: {out}");
+    let label = v["sandbox"].as_str().unwrap_or("");
+    assert!(label.contains("+cgroup-v"), "no per-job cgroup: {label}");
+    // Memory: 1 GiB against the job's 256 MiB (the rlimit fallback would allow 16 GiB).
+    let (st, v, _) = run("python3 -c \"a = bytearray(1024**3); print('allocated')\"");
+    assert!(
+        !v["stdout"].as_str().unwrap_or("").contains("allocated"),
+        "1 GiB allocated past the job's 256 MiB: {st} {v}"
+    );
+    // Processes: 40 background sleeps against the job's 24.
+    let (_, v, _) = run("for i in $(seq 40); do sleep 2 & done 2>&1; wait; echo done");
+    let all = format!("{}{}", v["stdout"], v["stderr"]);
+    assert!(
+        all.contains("Resource temporarily unavailable"),
+        "40 processes ran past the job's 24: {v}"
+    );
+    let (ok, status, err) = env.cli(&["status"]);
+    assert!(ok.success() || !status.is_empty(), "{err}");
+    assert!(
+        status.contains("per job: processes 24, memory 256 MiB"),
+        "status does not say which limits are active: {status}"
+    );
+    drop(d);
 }

@@ -47,6 +47,9 @@ fn limits() -> Limits {
     Limits {
         max_processes: 64,
         max_memory_bytes: 256 << 20,
+        // Without a writable cgroup (an unprivileged worker with no Delegate=, see
+        // scripts/unprivileged_tests.sh) the memory bound is the per-process RLIMIT_AS.
+        rlimit_as_fallback: Some(1 << 30),
         ..Limits::default()
     }
 }
@@ -551,10 +554,12 @@ async fn host_unix_sockets_in_tmp_and_run_are_out_of_reach() {
         .prefix("bl-sock")
         .tempdir_in("/tmp")
         .unwrap();
-    let in_run = tempfile::Builder::new()
-        .prefix("bl-sock")
-        .tempdir_in("/run")
-        .expect("cannot create a temp dir under /run (this test needs it)");
+    // /run itself is root's; an unprivileged run uses the world-writable /run/lock (hidden
+    // by the same private /run).
+    let in_run = ["/run", "/run/lock"]
+        .iter()
+        .find_map(|d| tempfile::Builder::new().prefix("bl-sock").tempdir_in(d).ok())
+        .expect("cannot create a temp dir under /run or /run/lock (this test needs one)");
     let canaries = [sock_canary(in_tmp.path()), sock_canary(in_run.path())];
     for set in [
         Set::Readonly,

@@ -147,7 +147,7 @@ pub fn main() -> i32 {
         Command::Status(args) => status::run(&config, &args),
         Command::PruneInput(args) => prune::run(&config, &args),
         Command::SandboxExec { .. } => Ok(crate::sandbox::SETUP_FAILED),
-        Command::Sandbox { json } => sandbox_report(json),
+        Command::Sandbox { json } => sandbox_report(json, &config.sandbox.limits),
         Command::Check(args) => check::run(&config, &args),
         Command::Validations(args) => security::validations(&config, &args),
         Command::Approve(args) => security::decide(&config, &args, true),
@@ -182,9 +182,9 @@ pub(crate) fn operator() -> String {
     format!("operator:{user}")
 }
 
-fn sandbox_report(json: bool) -> anyhow::Result<i32> {
+fn sandbox_report(json: bool, limits: &crate::sandbox::Limits) -> anyhow::Result<i32> {
     let exe = std::env::current_exe()?;
-    let level = crate::sandbox::detect::probe(&exe);
+    let level = crate::sandbox::detect::probe(&exe).with_limits(limits);
     if json {
         println!("{}", serde_json::to_string_pretty(&level)?);
     } else {

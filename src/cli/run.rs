@@ -52,7 +52,7 @@ pub fn run(mut config: Config, args: &RunArgs) -> Result<i32> {
     check_readable_roots(&config.data_dir, &config.sandbox.readable_roots)?;
     let helper = crate::sandbox::helper_exe()
         .context("cannot find the brainloop binary for the sandbox helper")?;
-    let sandbox = crate::sandbox::detect::probe(&helper);
+    let sandbox = crate::sandbox::detect::probe(&helper).with_limits(&config.sandbox.limits);
     if let Some(abi) = crate::sandbox::landlock::overridden() {
         tracing::warn!(
             abi,

@@ -89,6 +89,13 @@ impl Level {
         )
     }
 
+    /// Restates which limits are active with the configured values (the probe knows only
+    /// the defaults).
+    pub fn with_limits(mut self, l: &Limits) -> Level {
+        self.limits = limits_line(self.cgroup, l);
+        self
+    }
+
     pub fn disabled(why: &str) -> Level {
         let cgroup = cgroup::flavour();
         let mut l = Level {
@@ -100,10 +107,7 @@ impl Level {
             seccomp: seccomp::available(),
             cgroup,
             error: Some(why.to_string()),
-            limits: match cgroup {
-                Some(c) => format!("cgroup-{c} per job (processes, memory) + rlimits (open files, file size, CPU time)"),
-                None => "rlimits only (no writable cgroup: RLIMIT_NPROC, RLIMIT_AS, open files, file size, CPU time; give the service Delegate=yes for per-job cgroups)".into(),
-            },
+            limits: limits_line(cgroup, &Limits::default()),
             sets: Vec::new(),
         };
         l.sets = guarantees::table(&l.mechanisms());
@@ -178,4 +182,78 @@ fn probe_inner(helper: &Path) -> Level {
         Err(e) => level.error = Some(format!("cannot run the helper: {e}")),
     }
     level
+}
+
+fn size(bytes: u64) -> String {
+    match bytes {
+        b if b >= 1 << 30 && b % (1 << 30) == 0 => format!("{} GiB", b >> 30),
+        b if b >= 1 << 20 => format!("{} MiB", b >> 20),
+        b => format!("{b} bytes"),
+    }
+}
+
+/// Which limits bind each command, with their values: what `brainloop sandbox` and `status`
+/// show. Without a writable cgroup the job's memory and process limits are NOT enforced as
+/// such; the line says what replaces them and how to get them back.
+pub fn limits_line(cgroup: Option<&str>, l: &Limits) -> String {
+    let common = format!(
+        "open files {}, file size {}, CPU {} s (rlimits)",
+        l.max_open_files,
+        size(l.max_file_size_bytes),
+        l.max_cpu_seconds
+    );
+    if let Some(c) = cgroup {
+        return format!(
+            "cgroup-{c} per job: processes {}, memory {}; {common}",
+            l.max_processes,
+            size(l.max_memory_bytes)
+        );
+    }
+    let nproc = match l.rlimit_nproc_fallback.filter(|&n| n > 0) {
+        Some(n) => format!(
+            "processes {n} per user (RLIMIT_NPROC, shared with the worker: a fork bomb stalls \
+             other commands until its timeout)"
+        ),
+        None => "processes UNLIMITED (rlimit_nproc_fallback = 0)".into(),
+    };
+    let mem = match l.rlimit_as_fallback.filter(|&n| n > 0) {
+        Some(n) => format!("address space {} per process (RLIMIT_AS)", size(n)),
+        None => "memory UNLIMITED (rlimit_as_fallback = 0)".into(),
+    };
+    format!(
+        "no writable cgroup, so not the job's {} of memory nor {} processes: {nproc}, {mem}; \
+         {common}. Give the service Delegate=yes (the shipped unit does) for per-job cgroups",
+        size(l.max_memory_bytes),
+        l.max_processes
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_limits_line_says_what_binds_and_what_does_not() {
+        let l = Limits {
+            max_memory_bytes: 512 << 20,
+            ..Limits::default()
+        };
+        let with = limits_line(Some("v2"), &l);
+        assert!(with.contains("memory 512 MiB"), "{with}");
+        assert!(with.contains("processes 256"), "{with}");
+        let without = limits_line(None, &l);
+        assert!(without.contains("not the job's 512 MiB"), "{without}");
+        assert!(without.contains("address space 16 GiB per process"), "{without}");
+        assert!(without.contains("Delegate=yes"), "{without}");
+        let off = limits_line(
+            None,
+            &Limits {
+                rlimit_as_fallback: Some(0),
+                rlimit_nproc_fallback: None,
+                ..l
+            },
+        );
+        assert!(off.contains("memory UNLIMITED"), "{off}");
+        assert!(off.contains("processes UNLIMITED"), "{off}");
+    }
 }

@@ -488,7 +488,7 @@ fn command(spec: &Spec) -> ! {
             strict(format!("seccomp truncate guard: {e}"));
         }
     }
-    if let Err(e) = super::seccomp::apply(spec.set.unix_sockets()) {
+    if let Err(e) = super::seccomp::apply(super::guarantees::unix_sockets(spec.set, abi)) {
         strict(format!("seccomp: {e}"));
     }
     let argv = [cstring("bash"), cstring("-c"), cstring(&spec.command)];

@@ -13,7 +13,7 @@
 //! | no device ioctls beyond /dev/null-like devices | all | ABI ≥ 5 IOCTL_DEV; below, only null/zero/full/random/urandom can be opened (ABI 1) |
 //! | no network (TCP, UDP, any interface) | minimal, readonly, filesystem | network namespace (+ ABI ≥ 4 TCP bind/connect) |
 //! | no signals to processes outside the sandbox | all | PID namespace (+ ABI ≥ 6 signal scoping) |
-//! | no host abstract UNIX sockets | sets without network: network namespace (+ ABI ≥ 6); network-api, mcp-standard: ABI ≥ 6 only |
+//! | no host abstract UNIX sockets | sets without network: network namespace (+ ABI ≥ 6); network-api, mcp-standard: ABI ≥ 6 scoping, below it seccomp refuses `socket(AF_UNIX)` ([`unix_sockets`]) |
 //! | no ptrace, mount, namespaces, bpf, raw sockets, setuid files | all | seccomp |
 
 use super::Set;
@@ -106,8 +106,14 @@ pub fn for_set(set: Set, m: &Mechanisms) -> Vec<Guarantee> {
     if set.network() {
         v.push(g(
             "no host abstract UNIX sockets",
-            "Landlock ABI >= 6 abstract-socket scoping (no network namespace for this set)".into(),
-            abi >= 6,
+            if abi >= 6 {
+                "Landlock ABI 6 abstract-socket scoping (no network namespace for this set)".into()
+            } else {
+                "seccomp: socket(AF_UNIX) refused (Landlock ABI < 6 cannot scope abstract \
+                 sockets and this set shares the host's network namespace)"
+                    .into()
+            },
+            abi >= 6 || m.seccomp,
         ));
     } else {
         v.push(g(
@@ -122,6 +128,13 @@ pub fn for_set(set: Set, m: &Mechanisms) -> Vec<Guarantee> {
         m.seccomp,
     ));
     v
+}
+
+/// Whether commands of `set` may create UNIX sockets at Landlock ABI `abi`: only sets a
+/// human granted network to, and only where Landlock scopes abstract sockets (ABI ≥ 6); below,
+/// seccomp refusing `socket(AF_UNIX)` is what keeps them from the host's abstract sockets.
+pub fn unix_sockets(set: Set, abi: i64) -> bool {
+    set.unix_sockets() && abi >= 6
 }
 
 /// The first guarantee of `set` that does not hold with `m`, as an error naming it and its
@@ -179,13 +192,22 @@ mod tests {
     }
 
     #[test]
-    fn abi_2_runs_the_sets_without_network_and_refuses_network_sets_by_name() {
-        for s in [Set::Minimal, Set::Readonly, Set::Filesystem] {
+    fn abi_2_runs_every_set_and_network_sets_lose_unix_sockets_to_seccomp() {
+        for s in SETS {
             assert_eq!(unmet(s, &m(2)), None, "{s:?}");
         }
         for s in [Set::NetworkApi, Set::McpStandard] {
-            let e = unmet(s, &m(2)).unwrap();
+            assert!(unix_sockets(s, 6) && !unix_sockets(s, 2), "{s:?}");
+            // ABI 4 (TRUNCATE in Landlock) without seccomp: the sockets are what is missing.
+            let no_seccomp = Mechanisms {
+                seccomp: false,
+                ..m(4)
+            };
+            let e = unmet(s, &no_seccomp).unwrap();
             assert!(e.contains("abstract UNIX sockets"), "{e}");
+        }
+        for s in [Set::Minimal, Set::Readonly, Set::Filesystem] {
+            assert!(!unix_sockets(s, 6), "{s:?}");
         }
         for s in SETS {
             assert_eq!(unmet(s, &m(6)), None, "{s:?}");

@@ -11,6 +11,17 @@ use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_brainloop");
 
+/// Liveness deadlines (not performance assertions) stretched by `BRAINLOOP_TEST_TIME_SCALE`
+/// (default 1): the kernel matrix runs the tests under QEMU without KVM, several times slower.
+pub fn scaled(d: Duration) -> Duration {
+    let k: u32 = std::env::var("BRAINLOOP_TEST_TIME_SCALE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&k| k >= 1)
+        .unwrap_or(1);
+    d * k
+}
+
 pub struct Env {
     pub root: tempfile::TempDir,
     pub data: PathBuf,
@@ -235,8 +246,9 @@ impl Daemon {
                 return;
             }
             assert!(
-                t0.elapsed() < Duration::from_secs(20),
-                "worker not ready after 20 s; log:\n{}",
+                t0.elapsed() < scaled(Duration::from_secs(20)),
+                "worker not ready after {:?}; log:\n{}",
+                scaled(Duration::from_secs(20)),
                 self.log_text()
             );
             std::thread::sleep(Duration::from_millis(20));
@@ -318,7 +330,7 @@ pub fn settled(env: &Env, id: i64) -> (String, serde_json::Value, String) {
             }
         }
         assert!(
-            t0.elapsed() < Duration::from_secs(60),
+            t0.elapsed() < scaled(Duration::from_secs(60)),
             "job {id} did not settle"
         );
         std::thread::sleep(Duration::from_millis(10));
@@ -346,7 +358,7 @@ pub fn final_result(env: &Env, id: i64) -> (String, serde_json::Value, String) {
             return (st, v, e);
         }
         assert!(
-            t0.elapsed() < Duration::from_secs(60),
+            t0.elapsed() < scaled(Duration::from_secs(60)),
             "job {id} still pending"
         );
         std::thread::sleep(Duration::from_millis(20));
