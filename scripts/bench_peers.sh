@@ -7,16 +7,20 @@
 # crates.io in its own Cargo project (benches/peers/apalis, not part of brainloop's package),
 # and brainloop in release mode.
 #
-#   scripts/bench_peers.sh            # 10,000 jobs, 1,000 commands, 60 s idle
-#   scripts/bench_peers.sh --quick    # 2,000 jobs, 200 commands, 10 s idle
-#   PEERS_JOBS / PEERS_COMMANDS / PEERS_IDLE_SECS override; PEERS_ONLY=floor,brainloop-default,...
+#   scripts/bench_peers.sh            # 10,000 jobs, 1,000 commands, 60 s idle, 200,000-job drain
+#   scripts/bench_peers.sh --quick    # 2,000 jobs, 200 commands, 10 s idle, 20,000-job drain
+#   PEERS_JOBS / PEERS_COMMANDS / PEERS_IDLE_SECS / PEERS_DRAIN_JOBS override;
+#   PEERS_ONLY=floor,brainloop-default,... (a name selects its rows in both tables; `drain`
+#   selects every drain row)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 target=${CARGO_TARGET_DIR:-$root/target}
 jobs=${PEERS_JOBS:-10000} commands=${PEERS_COMMANDS:-1000} idle=${PEERS_IDLE_SECS:-60}
+drain=${PEERS_DRAIN_JOBS:-200000}
 if [[ ${1:-} == --quick ]]; then
   jobs=${PEERS_JOBS:-2000} commands=${PEERS_COMMANDS:-200} idle=${PEERS_IDLE_SECS:-10}
+  drain=${PEERS_DRAIN_JOBS:-20000}
 fi
 
 export PYTHONDONTWRITEBYTECODE=1 # no __pycache__ in the repository
@@ -36,4 +40,4 @@ CARGO_TARGET_DIR=$target/peers-apalis cargo build --release --locked --quiet \
 exec "$venv/bin/python" benches/peers/peers.py \
   --brainloop "$target/release/brainloop" \
   --apalis "$target/peers-apalis/release/apalis-peer" \
-  --venv "$venv" --jobs "$jobs" --commands "$commands" --idle "$idle" --only "${PEERS_ONLY:-}"
+  --venv "$venv" --jobs "$jobs" --commands "$commands" --idle "$idle" --drain "$drain" --only "${PEERS_ONLY:-}"

@@ -12,7 +12,8 @@ from the same clock (CLOCK_REALTIME, ns). Every database a result is written to 
 Systems: the raw SQLite floor (a minimal Rust polling loop: read the new rows, write a small
 result row for each, one commit per poll — the group commit brainloop also uses); brainloop (`ping` action); apalis with its SQLite backend (a `u64 -> u64` job,
 pushed with apalis' own `push`); huey with SqliteHuey (a `ping(n): return n` task, enqueued with
-huey's own API). Then 1,000 auto-approved `true` commands through brainloop against a plain
+huey's own API). A second table drains a pre-loaded backlog (--drain N, default 200,000)
+with each consumer stopped while the rows are inserted: jobs/s and CPU µs per job. Then 1,000 auto-approved `true` commands through brainloop against a plain
 `bash -c true` loop, and the idle CPU and RSS of every daemon (its whole process tree).
 """
 
@@ -254,7 +255,7 @@ class Apalis:
 
 
 class Huey:
-    def __init__(self, venv, root, name, args):
+    def __init__(self, venv, root, name, args, settle=True):
         self.db = os.path.join(root, name + ".db")
         env = dict(os.environ, PEERS_HUEY_DB=self.db, PYTHONPATH=HERE)
         self.log = os.path.join(root, name + ".log")
@@ -264,7 +265,8 @@ class Huey:
             stderr=subprocess.DEVNULL)
         wait_for(lambda: count(self.db, "SELECT count(*) FROM sqlite_master WHERE name = 'kv'") > 0,
                  "huey's consumer")
-        time.sleep(1)  # its workers start after the tables
+        if settle:
+            time.sleep(1)  # its workers start after the tables
 
     def run(self, n, deadline_s=600):
         db = self.db
@@ -315,6 +317,96 @@ def plain_bash(n):
     return time.monotonic() - t
 
 
+# ---------------------------------------------------------------- backlog drain
+
+
+def drain(start, preload, done, n, deadline_s=1200, prime=True):
+    """A backlog drain: the consumer is started once (it creates its tables) and stopped,
+    `preload(n)` inserts N jobs, and it is started again; returns jobs/s from that start until
+    `done()` reaches N, and the consumer's CPU time per job (µs, user + system, its whole tree).
+    (Not SIGSTOP: a consumer stopped inside a write transaction would lock the producer out.)
+    `prime=False` when the producer creates the tables itself (apalis' `produce` runs its setup,
+    and apalis refuses a second worker of the same name while the first one's row is fresh)."""
+    if prime:
+        stop(start().proc)
+    preload(n)
+    t0 = time.monotonic()
+    proc = start().proc
+    end = t0 + deadline_s
+    k = 0
+    while k < n and time.monotonic() < end:
+        k = done()
+        time.sleep(0.005)
+    secs = time.monotonic() - t0
+    cpu = cpu_ticks(proc.pid) / CLK_TCK
+    stop(proc)
+    return {"done": k, "n": n, "jobs_s": k / secs if secs > 0 else 0.0,
+            "cpu_us": cpu * 1e6 / max(k, 1), "cpu_s": cpu}
+
+
+def bulk_insert(db, sql, n):
+    c = connect(db)
+    c.execute("BEGIN")
+    c.executemany(sql, (() for _ in range(n)))
+    c.execute("COMMIT")
+    c.close()
+
+
+def drain_brainloop(bin_path, root, n, name, env):
+    data = os.path.join(root, name)
+    return drain(lambda: Brainloop(bin_path, root, name, env),
+                 lambda n: bulk_insert(os.path.join(data, "brainloop.input.db"),
+                                       "INSERT INTO jobs(action, params) VALUES ('ping', '{}')", n),
+                 lambda: count(os.path.join(data, "brainloop.output.db"),
+                               "SELECT count(*) FROM results WHERE status = 'succeeded'"), n)
+
+
+def drain_floor(apalis_bin, root, n):
+    """The floor's consumer exits after N results: its CPU comes from wait4's rusage."""
+    d = os.path.join(root, "floor-drain")
+    os.makedirs(d)
+    inp, out = os.path.join(d, "in.db"), os.path.join(d, "out.db")
+    for path, ddl in ((inp, "CREATE TABLE jobs(id INTEGER PRIMARY KEY AUTOINCREMENT, action TEXT, params TEXT)"),
+                      (out, "CREATE TABLE results(job_id INTEGER PRIMARY KEY, status TEXT, result TEXT)")):
+        c = connect(path)
+        c.execute("PRAGMA journal_mode = WAL")
+        c.execute(ddl)
+        c.close()
+    bulk_insert(inp, "INSERT INTO jobs(action, params) VALUES ('ping', '{}')", n)
+    t0 = time.monotonic()
+    cons = subprocess.Popen([apalis_bin, "floor", "sqlite:" + inp, "sqlite:" + out, str(n)])
+    _, _, ru = os.wait4(cons.pid, 0)
+    secs = time.monotonic() - t0
+    k = count(out, "SELECT count(*) FROM results")
+    cpu = ru.ru_utime + ru.ru_stime
+    return {"done": k, "n": n, "jobs_s": k / secs if secs > 0 else 0.0,
+            "cpu_us": cpu * 1e6 / max(k, 1), "cpu_s": cpu}
+
+
+def drain_huey(venv, root, n, name, args):
+    start = lambda: Huey(venv, root, name, args, settle=False)
+    db = os.path.join(root, name + ".db")
+
+    def preload(n):
+        os.environ["PEERS_HUEY_DB"] = db
+        sys.path.insert(0, HERE)
+        import importlib
+        import peers_huey
+        importlib.reload(peers_huey)
+        for i in range(n):
+            peers_huey.ping(i)
+    return drain(start, preload, lambda: count(db, "SELECT count(*) FROM kv"), n)
+
+
+def drain_apalis(apalis_bin, root, n, name, mode):
+    start = lambda: Apalis(apalis_bin, root, name, mode)
+    db = os.path.join(root, name + ".db")
+    return drain(start,
+                 lambda n: subprocess.run([apalis_bin, "produce", "sqlite:" + db, str(n)],
+                                          check=True, capture_output=True),
+                 lambda: count(db, "SELECT count(*) FROM Jobs WHERE status = 'Done'"), n, prime=False)
+
+
 # ---------------------------------------------------------------- main
 
 
@@ -326,6 +418,7 @@ def main():
     ap.add_argument("--jobs", type=int, default=10000)
     ap.add_argument("--commands", type=int, default=1000)
     ap.add_argument("--idle", type=int, default=60)
+    ap.add_argument("--drain", type=int, default=200000, help="jobs pre-loaded for the drain table (0: skip)")
     ap.add_argument("--only", default="", help="comma-separated case names (for tuning)")
     a = ap.parse_args()
     n = a.jobs
@@ -394,6 +487,23 @@ def main():
             bash_rows.append((f"brainloop execute_bash, concurrency {conc}", secs, secs / base))
             stop(b.proc)
 
+    # Backlog drain: N jobs pre-loaded while each consumer is stopped (fresh instances).
+    drains = []
+    if a.drain > 0:
+        cases = [
+            ("floor", "raw SQLite floor (minimal Rust loop)", lambda: drain_floor(a.apalis, root, a.drain)),
+            ("brainloop-default", "brainloop (default)", lambda: drain_brainloop(a.brainloop, root, a.drain, "bl-drain-default", bl_env["default"])),
+            ("brainloop-best", "brainloop (best)", lambda: drain_brainloop(a.brainloop, root, a.drain, "bl-drain-best", bl_env["best"])),
+            ("apalis-best", "apalis-sqlite 1.0.0 (best)", lambda: drain_apalis(a.apalis, root, a.drain, "apalis-drain", "best")),
+            ("huey-best", "huey 3.5.4 SqliteHuey (best)", lambda: drain_huey(a.venv, root, a.drain, "huey-drain", huey_args["best"])),
+        ]
+        for key, name, fn in cases:
+            if want(key) or want("drain"):
+                r = fn()
+                drains.append((name, r))
+                print(f"  drain {name}: {r['done']}/{r['n']}, {r['jobs_s']:.0f} jobs/s, "
+                      f"{r['cpu_us']:.0f} µs CPU/job", file=sys.stderr, flush=True)
+
     # Idle: every daemon at once, over the same window, after its run.
     idle = {}
     if daemons and a.idle > 0:
@@ -441,6 +551,15 @@ def main():
                 parts.append(f"{r['jobs_s'] / apalis_best['jobs_s']:.2f}× apalis (best)")
             if parts:
                 print(f"{name}: " + ", ".join(parts))
+    if drains:
+        fl = next((r for name, r in drains if name.startswith("raw")), None)
+        print()
+        print(f"| backlog drain ({a.drain} jobs pre-loaded) | jobs/s | vs floor | CPU µs per job | CPU s in all |")
+        print("|---|---:|---:|---:|---:|")
+        for name, r in drains:
+            incomplete = "" if r["done"] == r["n"] else f" ({r['done']}/{r['n']} done)"
+            ratio = f"{r['jobs_s'] / fl['jobs_s']:.2f}" if fl and fl["jobs_s"] else ""
+            print(f"| {name} | {r['jobs_s']:.0f}{incomplete} | {ratio} | {r['cpu_us']:.0f} | {r['cpu_s']:.1f} |")
     if bash_rows:
         print()
         print(f"| {a.commands} auto-approved commands | total s | per command ms | vs plain loop |")

@@ -4,11 +4,11 @@
 //! the helper (which joins it first) and removes it when the job ends. `None` when neither works:
 //! the limits then fall back to rlimits (see `Limits`).
 //!
-//! Delegation (systemd `Delegate=`, issue 20): cgroup v2 allows no processes in a cgroup whose
-//! controllers are enabled for children, and the delegated service cgroup holds the worker. So
-//! when enabling `+pids +memory` in the worker's cgroup fails, the worker moves itself into a
-//! `brainloop-worker` leaf and enables them again; the base of job cgroups is computed once
-//! (the worker's cgroup before the move).
+//! Delegation (systemd `Delegate=`, issue 20): a v2 cgroup with processes cannot hold job
+//! cgroups, and the delegated service cgroup holds the worker, so the worker moves itself into a
+//! `brainloop-worker` leaf and then enables `+pids +memory` ([`delegate_v2`]); the base of job
+//! cgroups is computed once (the worker's cgroup before the move). Nothing is touched when other
+//! processes share the cgroup (the rlimit fallbacks apply then).
 
 use super::Limits;
 use std::path::{Path, PathBuf};
@@ -71,36 +71,61 @@ fn v1_base(controller: &str) -> Option<PathBuf> {
 }
 
 /// The v2 base with `pids` (and `memory` when available) enabled for its children, computed
-/// once per process (see the module doc on delegation).
+/// once per process (see the module doc on delegation); `None` (logged once) when it cannot be.
 fn v2_delegated_base() -> Option<PathBuf> {
     static BASE: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
     BASE.get_or_init(|| {
         let base = v2_base()?;
-        let control = base.join("cgroup.subtree_control");
-        let enabled = |c: &str| {
-            std::fs::read_to_string(&control)
-                .map(|t| t.split_whitespace().any(|x| x == c))
-                .unwrap_or(false)
-        };
-        if enabled("pids") {
-            return Some(base);
-        }
-        let enable = || {
-            std::fs::write(&control, "+pids").is_ok() && {
-                let _ = std::fs::write(&control, "+memory");
-                true
-            }
-        };
-        if enable() {
-            return Some(base);
-        }
-        // Processes live in the base (the delegated service cgroup): move ours into a leaf.
-        let leaf = base.join("brainloop-worker");
-        let _ = std::fs::create_dir(&leaf);
-        let moved = std::fs::write(leaf.join("cgroup.procs"), std::process::id().to_string());
-        (moved.is_ok() && enable()).then_some(base)
+        delegate_v2(&base)
+            .map_err(|why| {
+                tracing::warn!(cgroup = %base.display(), %why, "no per-job cgroups: the rlimit fallbacks apply");
+            })
+            .ok()
+            .map(|()| base)
     })
     .clone()
+}
+
+/// Makes the worker's own v2 cgroup (`base`, as systemd's `Delegate=yes` leaves it) able to
+/// hold job cgroups. A cgroup with processes cannot: `memory` refuses to be enabled (EBUSY), and
+/// `pids` alone (a threaded controller) turns it into a thread root whose children refuse
+/// processes (EOPNOTSUPP, seen on Debian's 6.1 in the kernel matrix). So the worker moves itself
+/// into the leaf `brainloop-worker` first — with the controllers off while it moves, as a
+/// previous run may have left them on — and then enables them. Refused, touching nothing, when
+/// other processes share the cgroup (a worker started from a login shell).
+fn delegate_v2(base: &Path) -> Result<(), String> {
+    let me = std::process::id();
+    let procs = std::fs::read_to_string(base.join("cgroup.procs"))
+        .map_err(|e| format!("cannot read cgroup.procs: {e}"))?;
+    let others = procs
+        .split_whitespace()
+        .filter(|p| p.parse::<u32>().ok() != Some(me))
+        .count();
+    if others > 0 {
+        return Err(format!(
+            "{others} other process(es) share the worker's cgroup (run it as a service with \
+             Delegate=yes for per-job cgroups)"
+        ));
+    }
+    let control = base.join("cgroup.subtree_control");
+    let _ = std::fs::write(&control, "-memory");
+    let _ = std::fs::write(&control, "-pids");
+    let leaf = base.join("brainloop-worker");
+    match std::fs::create_dir(&leaf) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(format!("cannot create {}: {e}", leaf.display())),
+    }
+    std::fs::write(leaf.join("cgroup.procs"), me.to_string())
+        .map_err(|e| format!("cannot move the worker into {}: {e}", leaf.display()))?;
+    let available = std::fs::read_to_string(base.join("cgroup.controllers")).unwrap_or_default();
+    for c in ["pids", "memory"] {
+        if available.split_whitespace().any(|x| x == c) {
+            std::fs::write(&control, format!("+{c}"))
+                .map_err(|e| format!("cannot enable {c} for the job cgroups: {e}"))?;
+        }
+    }
+    Ok(())
 }
 
 impl JobCgroup {
