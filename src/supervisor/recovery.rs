@@ -206,7 +206,7 @@ fn audit_of_cut_off(
         let row = stores.output.with(|out| {
             stores
                 .lifecycle
-                .with(|lc| audit_outbox::derive_for_done(out, lc, *id, &set_of))
+                .with(|lc| audit_outbox::derive_for_done(out, lc, *id, set_of))
         })?;
         rows.extend(row);
     }
