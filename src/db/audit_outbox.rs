@@ -21,27 +21,19 @@ use super::metadata::{self, AuditRow};
 use super::write_tx;
 use super::Stores;
 use anyhow::{Context, Result};
-use rusqlite::{params, Connection, OptionalExtension, Transaction};
+use rusqlite::{Connection, OptionalExtension, Transaction};
 
 /// Stages `rows` in the lifecycle transaction `tx`, each under a fresh random key.
 pub fn stage(tx: &Transaction<'_>, rows: &[AuditRow]) -> rusqlite::Result<()> {
-    let mut s = tx.prepare_cached(
-        "INSERT INTO audit_outbox(key, timestamp, job_id, client_id, action, params_hash, status,
-                                  duration_ms, permission_set)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-    )?;
+    let mut s = tx.prepare_cached(&format!(
+        "INSERT INTO audit_outbox(key, {}) VALUES (?9, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        metadata::AUDIT_COLUMNS
+    ))?;
     for a in rows {
-        s.execute(params![
-            new_key().map_err(|e| rusqlite::Error::ToSqlConversionFailure(e.into()))?,
-            a.timestamp,
-            a.job_id,
-            a.client_id,
-            a.action,
-            a.params_hash,
-            a.status,
-            a.duration_ms,
-            a.permission_set
-        ])?;
+        let key = new_key().map_err(|e| rusqlite::Error::ToSqlConversionFailure(e.into()))?;
+        let mut values = metadata::audit_values(a).to_vec();
+        values.push(&key);
+        s.execute(&values[..])?;
     }
     Ok(())
 }

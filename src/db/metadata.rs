@@ -48,23 +48,30 @@ pub struct AuditRow {
     pub permission_set: Option<String>,
 }
 
+/// The columns of an audit row, in the order of [`audit_values`] (`?1` … `?8`).
+pub const AUDIT_COLUMNS: &str =
+    "timestamp, job_id, client_id, action, params_hash, status, duration_ms, permission_set";
+
+/// The values of an audit row for [`AUDIT_COLUMNS`].
+pub fn audit_values(a: &AuditRow) -> [&dyn rusqlite::ToSql; 8] {
+    [
+        &a.timestamp,
+        &a.job_id,
+        &a.client_id,
+        &a.action,
+        &a.params_hash,
+        &a.status,
+        &a.duration_ms,
+        &a.permission_set,
+    ]
+}
+
 /// Inserts one audit row inside the caller's transaction.
 pub fn insert_audit_in(tx: &Transaction<'_>, a: &AuditRow) -> rusqlite::Result<()> {
-    tx.prepare_cached(
-        "INSERT INTO audit(timestamp, job_id, client_id, action, params_hash, status,
-                           duration_ms, permission_set)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-    )?
-    .execute(params![
-        a.timestamp,
-        a.job_id,
-        a.client_id,
-        a.action,
-        a.params_hash,
-        a.status,
-        a.duration_ms,
-        a.permission_set
-    ])?;
+    tx.prepare_cached(&format!(
+        "INSERT INTO audit({AUDIT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
+    ))?
+    .execute(&audit_values(a)[..])?;
     Ok(())
 }
 
