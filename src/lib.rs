@@ -29,4 +29,5 @@ pub mod shutdown;
 pub mod stats;
 pub mod supervisor;
 pub mod systemd;
+pub mod telemetry;
 pub mod time;

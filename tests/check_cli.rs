@@ -87,3 +87,46 @@ fn check_command_action_gives_the_same_report() {
         "same identity from the CLI and the action"
     );
 }
+
+/// Issue 19: `brainloop check` says for a git command why it is or is not read-only.
+#[test]
+fn check_explains_why_a_git_command_is_or_is_not_read_only() {
+    let env = Env::new();
+    // (command, permission set, what the explanation must say)
+    let cases = [
+        ("git log", "readonly", "read-only form"),
+        ("git diff HEAD~1", "readonly", "configuration neutralised"),
+        ("git status", "readonly", "read-only form"),
+        (
+            "git grep -O vim foo",
+            "mcp-standard",
+            "--open-files-in-pager runs the program",
+        ),
+        (
+            "git diff --output=x",
+            "filesystem",
+            "--output=FILE writes FILE",
+        ),
+        ("git -p log", "mcp-standard", "runs a pager"),
+        (
+            "git branch newb",
+            "filesystem",
+            "creates, moves or deletes a branch",
+        ),
+        (
+            "git push",
+            "mcp-standard",
+            "not read-only: this git subcommand itself is network",
+        ),
+    ];
+    for (cmd, set, why) in cases {
+        let (st, out, err) = env.cli(&["check", "--", cmd]);
+        assert!(st.code().is_some(), "{cmd}: {err}");
+        let set_line = out.lines().find(|l| l.starts_with("set:")).unwrap_or("");
+        assert!(
+            set_line.contains(&format!(" {set} ")),
+            "{cmd}: expected set {set}:\n{out}"
+        );
+        assert!(out.contains(why), "{cmd}: expected {why:?}:\n{out}");
+    }
+}

@@ -164,21 +164,26 @@ pub async fn execute_with(
                 .envs(filtered_env(|k| std::env::var(k).ok()));
             c
         }
-        Some((helper, spec)) => {
-            let json = serde_json::to_string(spec).map_err(std::io::Error::other)?;
+        Some((helper, _)) => {
             let mut c = tokio::process::Command::new(helper);
-            // The spec carries the command's environment; the helper itself needs none.
-            c.args(["sandbox-exec", "--spec", &json])
-                .current_dir("/")
-                .env_clear();
+            // The spec (on stdin) carries the command's environment; the helper needs none.
+            c.arg("sandbox-exec").current_dir("/").env_clear();
             c
         }
     };
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
+    let spec_json = match &req.sandbox {
+        Some((_, spec)) => Some(serde_json::to_vec(spec).map_err(std::io::Error::other)?),
+        None => None,
+    };
+    cmd.stdin(if spec_json.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    })
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .process_group(0)
+    .kill_on_drop(true);
     // SAFETY: prctl is async-signal-safe; this runs in the child between fork and exec.
     unsafe {
         cmd.pre_exec(|| {
@@ -190,6 +195,14 @@ pub async fn execute_with(
     let t0 = Instant::now();
     let mut child = cmd.spawn()?;
     let pgid = child.id().map(|p| p as i32).unwrap_or(0);
+    // The helper reads its spec to the end before anything else, then closes its stdin (a
+    // helper that dies first shows up as its exit status, not here).
+    if let (Some(json), Some(mut stdin)) = (spec_json, child.stdin.take()) {
+        tokio::spawn(async move {
+            use tokio::io::AsyncWriteExt;
+            let _ = stdin.write_all(&json).await;
+        });
+    }
     if let Err(e) = on_spawn(pgid) {
         signal_group(pgid, Signal::SIGKILL);
         let _ = child.wait().await;

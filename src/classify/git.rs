@@ -292,12 +292,18 @@ pub fn refine(args: &[String]) -> Refined {
 /// Applies [`refine`] to effects computed from the table.
 pub fn apply(args: &[String], fx: &mut Effects, notes: &mut Vec<String>, writes: &mut Vec<String>) {
     let r = refine(args);
-    if r.add.is_empty()
-        && fx
-            .categories()
-            .iter()
-            .all(|c| matches!(c, Category::Readonly | Category::Pure))
-    {
+    let own: Vec<&str> = fx
+        .categories()
+        .into_iter()
+        .filter(|c| !matches!(c, Category::Readonly | Category::Pure))
+        .map(Category::as_str)
+        .collect();
+    if !own.is_empty() {
+        notes.push(format!(
+            "not read-only: this git subcommand itself is {} (programs.toml)",
+            own.join(" + ")
+        ));
+    } else if r.add.is_empty() {
         notes.push(
             "read-only form: in the readonly set git runs with its configuration neutralised (no pager, fsmonitor, hooks, gpg, textconv, filters, external diff; see sandbox::neutral)".into(),
         );

@@ -76,12 +76,9 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// (internal) The sandbox helper the worker runs for each command.
+    /// (internal) The sandbox helper the worker runs for each command (the spec on stdin).
     #[command(hide = true)]
-    SandboxExec {
-        #[arg(long)]
-        spec: String,
-    },
+    SandboxExec,
     /// Give a client a permission (effective from its next job).
     Grant(grants::GrantArgs),
     /// Take back a permission given with `grant`.
@@ -102,8 +99,8 @@ pub enum Command {
 pub fn main() -> i32 {
     let cli = Cli::parse();
     // The sandbox helper must stay single-threaded and quiet: nothing else runs before it.
-    if let Command::SandboxExec { spec } = &cli.command {
-        return crate::sandbox::exec::run_from_arg(spec);
+    if let Command::SandboxExec = &cli.command {
+        return crate::sandbox::exec::run_from_stdin();
     }
     if !matches!(cli.command, Command::Run(_) | Command::Mcp(_)) {
         // Short-lived CLI commands behave like Unix tools: `brainloop check ... | head` ends
@@ -146,7 +143,7 @@ pub fn main() -> i32 {
         Command::Enqueue(args) => enqueue::run(&config, &args),
         Command::Status(args) => status::run(&config, &args),
         Command::PruneInput(args) => prune::run(&config, &args),
-        Command::SandboxExec { .. } => Ok(crate::sandbox::SETUP_FAILED),
+        Command::SandboxExec => Ok(crate::sandbox::SETUP_FAILED),
         Command::Sandbox { json } => sandbox_report(json, &config.sandbox.limits),
         Command::Check(args) => check::run(&config, &args),
         Command::Validations(args) => security::validations(&config, &args),

@@ -1,9 +1,9 @@
 //! `brainloop.metadata.db`: telemetry `events` (startup, shutdown, recovery, errors) and the
-//! `audit` trail of action calls. Written by the worker and, for the audit rows of the calls it
+//! `audit` trail of action calls (the worker's rows arrive through `db::audit_outbox`). Written by the worker and, for the audit rows of the calls it
 //! answers or refuses itself, by `brainloop mcp` (a second writer: `BEGIN IMMEDIATE` + busy_timeout).
 
 use anyhow::Result;
-use rusqlite::{params, Connection};
+use rusqlite::{params, Connection, Transaction};
 
 pub fn insert_event(
     conn: &mut Connection,
@@ -11,14 +11,28 @@ pub fn insert_event(
     job_id: Option<i64>,
     detail: &serde_json::Value,
 ) -> Result<()> {
+    let e = crate::telemetry::Event::now(kind, job_id, detail.clone());
+    insert_events(conn, std::slice::from_ref(&e))
+}
+
+/// Writes telemetry events in one transaction, each with the time it was recorded.
+pub fn insert_events(conn: &mut Connection, events: &[crate::telemetry::Event]) -> Result<()> {
     super::write_tx(conn, |tx| {
-        tx.execute(
+        let mut s = tx.prepare_cached(
             "INSERT INTO events(timestamp, kind, job_id, detail) VALUES (?1, ?2, ?3, ?4)",
-            params![crate::time::now_ms(), kind, job_id, detail.to_string()],
         )?;
+        for e in events {
+            s.execute(params![e.timestamp, e.kind, e.job_id, e.detail.to_string()])?;
+        }
         Ok(())
     })?;
     Ok(())
+}
+
+/// The `params_hash` of an audit row: SHA-256 hex of the params text as submitted.
+pub fn params_hash(params_text: &str) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(Sha256::digest(params_text.as_bytes()))
 }
 
 /// One audited action call.
@@ -34,29 +48,39 @@ pub struct AuditRow {
     pub permission_set: Option<String>,
 }
 
+/// The columns of an audit row, in the order of [`audit_values`] (`?1` … `?8`).
+pub const AUDIT_COLUMNS: &str =
+    "timestamp, job_id, client_id, action, params_hash, status, duration_ms, permission_set";
+
+/// The values of an audit row for [`AUDIT_COLUMNS`].
+pub fn audit_values(a: &AuditRow) -> [&dyn rusqlite::ToSql; 8] {
+    [
+        &a.timestamp,
+        &a.job_id,
+        &a.client_id,
+        &a.action,
+        &a.params_hash,
+        &a.status,
+        &a.duration_ms,
+        &a.permission_set,
+    ]
+}
+
+/// Inserts one audit row inside the caller's transaction.
+pub fn insert_audit_in(tx: &Transaction<'_>, a: &AuditRow) -> rusqlite::Result<()> {
+    tx.prepare_cached(&format!(
+        "INSERT INTO audit({AUDIT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
+    ))?
+    .execute(&audit_values(a)[..])?;
+    Ok(())
+}
+
 pub fn insert_audit(conn: &mut Connection, rows: &[AuditRow]) -> Result<()> {
     if rows.is_empty() {
         return Ok(());
     }
     super::write_tx(conn, |tx| {
-        let mut stmt = tx.prepare_cached(
-            "INSERT INTO audit(timestamp, job_id, client_id, action, params_hash, status,
-                               duration_ms, permission_set)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-        )?;
-        for a in rows {
-            stmt.execute(params![
-                a.timestamp,
-                a.job_id,
-                a.client_id,
-                a.action,
-                a.params_hash,
-                a.status,
-                a.duration_ms,
-                a.permission_set
-            ])?;
-        }
-        Ok(())
+        rows.iter().try_for_each(|a| insert_audit_in(tx, a))
     })?;
     Ok(())
 }

@@ -13,6 +13,7 @@
 //! gets SQLITE_BUSY whatever the timeout. Inside the worker each database has exactly one writer
 //! connection ([`Db`]).
 
+pub mod audit_outbox;
 pub mod identity;
 pub mod input;
 pub mod lifecycle;
@@ -200,6 +201,9 @@ pub struct Stores {
     pub security: Arc<Db>,
     /// Readers of output.db (get_stats, status) that must not queue behind the writer.
     pub output_readers: r2d2::Pool<r2d2_sqlite::SqliteConnectionManager>,
+    /// Telemetry events waiting for the recorder (`supervisor::recorder`), the task that writes
+    /// events and audit rows into metadata.db.
+    pub telemetry: crate::telemetry::Queue,
 }
 
 impl Stores {
@@ -221,6 +225,7 @@ impl Stores {
             metadata: Db::open(data_dir, DbKind::Metadata)?,
             security: Db::open(data_dir, DbKind::Security)?,
             output_readers,
+            telemetry: crate::telemetry::Queue::default(),
         }))
     }
 }

@@ -12,7 +12,6 @@
 use crate::db::metadata::{self, AuditRow};
 use crate::db::{self, DbKind};
 use rusqlite::Connection;
-use sha2::{Digest, Sha256};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
@@ -29,9 +28,7 @@ pub mod status {
 }
 
 /// SHA-256 hex of the params text, as the worker records it.
-pub fn params_hash(params_text: &str) -> String {
-    hex::encode(Sha256::digest(params_text.as_bytes()))
-}
+pub use crate::db::metadata::params_hash;
 
 /// The front-end's writer connection to metadata.db, opened on first use.
 pub struct Auditor {

@@ -146,14 +146,7 @@ fn probe_inner(helper: &Path) -> Level {
             return level;
         }
     };
-    match Command::new(helper)
-        .args(["sandbox-exec", "--spec", &json])
-        .env_clear()
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .output()
-    {
+    match run_helper(helper, &json) {
         Ok(out) if out.status.success() => {
             level.enforcing = true;
             level.namespaces = true;
@@ -182,6 +175,23 @@ fn probe_inner(helper: &Path) -> Level {
         Err(e) => level.error = Some(format!("cannot run the helper: {e}")),
     }
     level
+}
+
+/// Runs the helper with `json` as its spec on stdin (`exec::run_from_stdin`).
+fn run_helper(helper: &Path, json: &str) -> std::io::Result<std::process::Output> {
+    use std::io::Write;
+    let mut child = Command::new(helper)
+        .arg("sandbox-exec")
+        .env_clear()
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    if let Some(mut stdin) = child.stdin.take() {
+        // A helper that fails before reading shows in its exit status and stderr.
+        let _ = stdin.write_all(json.as_bytes());
+    }
+    child.wait_with_output()
 }
 
 fn size(bytes: u64) -> String {

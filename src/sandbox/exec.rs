@@ -1,4 +1,5 @@
-//! `brainloop sandbox-exec --spec JSON`: the single-threaded helper that confines one command.
+//! `brainloop sandbox-exec` (the spec as JSON on stdin): the single-threaded helper that
+//! confines one command.
 //!
 //! ```text
 //! helper (in the worker's process group, PDEATHSIG from the worker)
@@ -362,13 +363,34 @@ fn hide_shared_dirs(spec: &Spec) -> Result<(), String> {
 /// Mounts the copy-on-write view of the workspace over the workspace path (this mount
 /// namespace only). `userxattr` keeps overlay metadata (opaque dirs) in `user.overlay.*`, which
 /// an unprivileged mounter may write and the worker may read.
+///
+/// The upper and work dirs are named relative to their common parent (the helper's cwd while
+/// it mounts): the options shown in `/proc/self/mountinfo` then hold `upperdir=upper`, not a
+/// path revealing the data dir.
 fn mount_overlay(o: &super::OverlaySpec) -> Result<(), String> {
+    let (upper, work) = match (o.upper.parent(), o.work.parent()) {
+        (Some(a), Some(b)) if a == b => {
+            std::env::set_current_dir(a).map_err(|e| format!("overlay: chdir: {e}"))?;
+            (file_name(&o.upper), file_name(&o.work))
+        }
+        _ => (o.upper.clone(), o.work.clone()),
+    };
+    let mounted = mount_overlay_at(o, &upper, &work);
+    std::env::set_current_dir("/").map_err(|e| format!("overlay: chdir /: {e}"))?;
+    mounted
+}
+
+fn file_name(p: &Path) -> std::path::PathBuf {
+    p.file_name().map_or_else(|| p.to_path_buf(), Into::into)
+}
+
+fn mount_overlay_at(o: &super::OverlaySpec, upper: &Path, work: &Path) -> Result<(), String> {
     let opts = |extra: &str| {
         format!(
             "lowerdir={},upperdir={},workdir={}{extra}",
             o.workspace.display(),
-            o.upper.display(),
-            o.work.display()
+            upper.display(),
+            work.display()
         )
     };
     for p in [&o.workspace, &o.upper, &o.work] {
@@ -505,14 +527,57 @@ fn command(spec: &Spec) -> ! {
 }
 
 /// Parses the spec argument and runs; for `cli`.
-pub fn run_from_arg(spec_json: &str) -> i32 {
-    match serde_json::from_str::<Spec>(spec_json) {
+/// The helper's entry point: the spec arrives on stdin (never in argv, which every process of
+/// the sandbox could read in `/proc/1/cmdline`); stdin is then replaced by `/dev/null`, so the
+/// command inherits no way back to it, and no descriptor but 0, 1, 2 survives the exec.
+pub fn run_from_stdin() -> i32 {
+    // Descriptors the worker inherited from whoever started it (and passed on) never reach
+    // the command: everything above stderr closes at its exec.
+    // SAFETY: close_range only flags descriptors of this process; no memory is involved.
+    let flagged = unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            3u32,
+            u32::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        )
+    };
+    if flagged != 0 {
+        eprintln!(
+            "{ERROR_PREFIX} close_range: {}",
+            std::io::Error::last_os_error()
+        );
+        return SETUP_FAILED;
+    }
+    let json = match read_spec() {
+        Ok(j) => j,
+        Err(e) => {
+            eprintln!("{ERROR_PREFIX} cannot read the spec from stdin: {e}");
+            return SETUP_FAILED;
+        }
+    };
+    match serde_json::from_slice::<Spec>(&json) {
         Ok(spec) => main(&spec),
         Err(e) => {
             eprintln!("{ERROR_PREFIX} invalid spec: {e}");
             SETUP_FAILED
         }
     }
+}
+
+/// A spec is at most this large (the command and its environment are bounded far below).
+const MAX_SPEC_BYTES: u64 = 16 << 20;
+
+fn read_spec() -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut json = Vec::new();
+    std::io::stdin()
+        .lock()
+        .take(MAX_SPEC_BYTES)
+        .read_to_end(&mut json)?;
+    let null = std::fs::File::open("/dev/null")?;
+    nix::unistd::dup2_stdin(&null).map_err(std::io::Error::from)?;
+    Ok(json)
 }
 
 /// Whether `p` is a usable helper binary.

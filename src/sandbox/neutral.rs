@@ -8,8 +8,11 @@
 //! `diff.<d>.command`, `filter.<d>.clean/smudge/process` chosen by `.gitattributes`. The
 //! command-line scope (`GIT_CONFIG_COUNT`/`KEY_n`/`VALUE_n`) overrides the repository's, so
 //! each is set to something that runs nothing (`false`, `cat`, `true`, empty); the driver names
-//! are read from the repository's effective configuration (`git config --list --name-only`,
-//! which runs no program) before the command starts. System and global configuration are off
+//! (and `diff.external`, overridden only where defined) are read from the repository's
+//! effective configuration (`git config --list --name-only`, which runs no program) before the
+//! command starts. Inside a repository, attributes are read from the empty tree
+//! (`GIT_ATTR_SOURCE`), so the workspace's `.gitattributes` chooses no textconv or filter and a
+//! plain `git diff` / `git log -p` works without the temp files the readonly set cannot write. System and global configuration are off
 //! (`GIT_CONFIG_NOSYSTEM`, `GIT_CONFIG_GLOBAL=/dev/null`), bare repositories found by discovery
 //! are ignored (`safe.bareRepository=explicit`), prompts are off.
 //!
@@ -61,7 +64,6 @@ pub const GIT_OVERRIDES: &[(&str, &str)] = &[
     ("core.askPass", "false"),
     ("core.gitProxy", "false"),
     ("sequence.editor", "false"),
-    ("diff.external", "true"),
     ("gpg.program", "false"),
     ("gpg.openpgp.program", "false"),
     ("gpg.ssh.program", "false"),
@@ -72,6 +74,20 @@ pub const GIT_OVERRIDES: &[(&str, &str)] = &[
     ("log.showSignature", "false"),
     ("pager.status", "false"),
 ];
+
+/// Keys overridden only where the repository defines them: `diff.external` set to anything
+/// makes `git diff` hand every file pair to that program through temp files, which the readonly
+/// set cannot create — overriding it everywhere would break every plain `git diff`. Where the
+/// repository names one, it becomes `true` (and the diff fails closed, running nothing).
+const PRESENT_OVERRIDES: &[(&str, &str)] = &[("diff.external", "true")];
+
+/// `GIT_ATTR_SOURCE` inside a repository: attributes come from the empty tree, not from the
+/// workspace's `.gitattributes`, so no textconv, filter or diff driver is chosen by files the
+/// agent writes and `git diff` / `git log -p` show the stored bytes (a textconv of a blob would
+/// need a temp file the readonly set cannot create). `.git/info/attributes` is still read: a
+/// driver chosen there is overridden below and fails closed. Outside a repository git refuses
+/// the variable, so it is set only where the workdir is in one.
+const EMPTY_TREE: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
 
 /// Per-driver keys (`diff.<d>.textconv`…) and what they become.
 const DRIVER_OVERRIDES: &[(&str, &str, &str)] = &[
@@ -91,6 +107,16 @@ const DRIVER_OVERRIDES: &[(&str, &str, &str)] = &[
 pub fn driver_overrides(listing: &str) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = Vec::new();
     for line in listing.lines() {
+        if let Some((k, v)) = PRESENT_OVERRIDES
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(line))
+        {
+            let pair = (k.to_string(), v.to_string());
+            if !out.contains(&pair) {
+                out.push(pair);
+            }
+            continue;
+        }
         let Some((section, rest)) = line.split_once('.') else {
             continue;
         };
@@ -112,11 +138,25 @@ pub fn driver_overrides(listing: &str) -> Vec<(String, String)> {
 }
 
 /// The repository configuration's keys as git sees them in `dir` (includes followed), with the
-/// neutral environment; empty when there is no repository or git is missing. Runs no program
-/// named by configuration (`git config` uses no pager, hook or fsmonitor here).
-fn repo_config_names(dir: &Path) -> String {
+/// neutral environment, and whether `dir` is inside a repository (git lists keys of the
+/// `local` scope); empty when there is none or git is missing. Runs no program named by
+/// configuration (`git config` uses no pager, hook or fsmonitor here).
+fn repo_config_names(dir: &Path) -> (String, bool) {
+    let listing = git_config_listing(dir);
+    let mut in_repo = false;
+    let mut names = String::new();
+    for line in listing.lines() {
+        let (scope, name) = line.split_once('\t').unwrap_or(("", line));
+        in_repo |= scope == "local" || scope == "worktree";
+        names.push_str(name);
+        names.push('\n');
+    }
+    (names, in_repo)
+}
+
+fn git_config_listing(dir: &Path) -> String {
     let mut c = Command::new("git");
-    c.args(["config", "--list", "--name-only"])
+    c.args(["config", "--list", "--name-only", "--show-scope"])
         .current_dir(dir)
         .env_clear()
         .env("PATH", crate::bash::executor::SAFE_PATH)
@@ -138,13 +178,18 @@ pub fn neutralise(env: &mut Vec<(String, String)>, workdir: &Path) {
         !REMOVED.contains(&k.as_str())
             && !FIXED.iter().any(|(f, _)| f == k)
             && !k.starts_with("GIT_CONFIG_")
+            && k != "GIT_ATTR_SOURCE"
     });
     env.extend(FIXED.iter().map(|(k, v)| (k.to_string(), v.to_string())));
     let mut pairs: Vec<(String, String)> = GIT_OVERRIDES
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-    pairs.extend(driver_overrides(&repo_config_names(workdir)));
+    let (names, in_repo) = repo_config_names(workdir);
+    pairs.extend(driver_overrides(&names));
+    if in_repo {
+        env.push(("GIT_ATTR_SOURCE".into(), EMPTY_TREE.into()));
+    }
     env.push(("GIT_CONFIG_COUNT".into(), pairs.len().to_string()));
     for (i, (k, v)) in pairs.into_iter().enumerate() {
         env.push((format!("GIT_CONFIG_KEY_{i}"), k));
@@ -167,6 +212,7 @@ mod tests {
                 ("filter.lfs.clean".into(), "cat".into()),
                 ("filter.Up.smudge".into(), "cat".into()),
                 ("merge.m.driver".into(), "false".into()),
+                ("diff.external".into(), "true".into()),
             ]
         );
     }

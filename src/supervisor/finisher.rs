@@ -1,15 +1,16 @@
 //! The result writer: finished jobs arrive on a channel and are written in groups — one
 //! output.db transaction for all their `results` rows (synchronous=FULL), then one lifecycle.db
-//! transaction marking them done, then their audit rows. Under load this group commit is what
+//! transaction marking them done and staging their audit rows (`db::audit_outbox`; the recorder
+//! moves them into metadata.db, so a locked metadata.db never holds results back). Under load this group commit is what
 //! keeps throughput near the disk's commit rate; at rest a group is a single job.
 //!
 //! Order is the crash-safety argument: a result is committed before its job is marked done, and
 //! recovery treats a committed final result as done, so a kill -9 between the two loses nothing
 //! and runs nothing twice. A failed write (disk full, lock held too long) is retried, never dropped.
 
-use crate::db::metadata::{self, AuditRow};
+use crate::db::metadata::AuditRow;
 use crate::db::output::{self, JobStatus, ResultRow};
-use crate::db::{lifecycle, write_tx, Stores};
+use crate::db::{audit_outbox, lifecycle, write_tx, Stores};
 use crate::stats::Stats;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -130,8 +131,11 @@ fn write_group(stores: &Stores, group: &[Finished]) -> anyhow::Result<()> {
         ids(Disposition::Requeue),
         ids(Disposition::Pending),
     );
+    let audit: Vec<AuditRow> = group.iter().filter_map(|f| f.audit.clone()).collect();
     stores.lifecycle.with(|c| {
         Ok(write_tx(c, |tx| {
+            // Staged with the transition it records: the recorder moves it (audit_outbox).
+            audit_outbox::stage(tx, &audit)?;
             lifecycle::finish(tx, &done, now)?;
             lifecycle::requeue(tx, &requeue)?;
             let mut s = tx.prepare_cached(
@@ -143,14 +147,8 @@ fn write_group(stores: &Stores, group: &[Finished]) -> anyhow::Result<()> {
             Ok(())
         })?)
     })?;
-    // The audit trail must not hold results hostage: a failure here is logged, not retried.
-    let audit: Vec<AuditRow> = group.iter().filter_map(|f| f.audit.clone()).collect();
-    if let Err(e) = stores.metadata.with(|c| metadata::insert_audit(c, &audit)) {
-        tracing::warn!(
-            error = format!("{e:#}"),
-            rows = audit.len(),
-            "cannot write audit rows"
-        );
+    if !audit.is_empty() {
+        stores.telemetry.wake();
     }
     Ok(())
 }

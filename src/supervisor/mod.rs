@@ -20,13 +20,14 @@ pub mod approvals;
 pub mod claim;
 pub mod finisher;
 pub mod ready;
+pub mod recorder;
 pub mod recovery;
 pub mod wakeup;
 
 use crate::actions::{self, JobCtx, Outcome, Registry};
 use crate::config::Config;
 use crate::db::lifecycle::{self, Snapshot};
-use crate::db::metadata::{self, AuditRow};
+use crate::db::metadata::AuditRow;
 use crate::db::output::{JobStatus, ResultRow};
 use crate::db::{input, write_tx, Stores};
 use crate::shutdown::Shutdown;
@@ -36,7 +37,6 @@ use anyhow::{Context, Result};
 use finisher::{Disposition, Finished};
 use ready::{Job, ReadyQueue};
 use serde_json::json;
-use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -78,6 +78,8 @@ pub async fn run(
         state_rx,
     ));
     let background = CancellationToken::new();
+    let recorder_stop = CancellationToken::new();
+    let recorder = recorder::spawn(Arc::clone(&stores), recorder_stop.clone());
     systemd::spawn_watchdog(
         Arc::clone(&stats),
         Duration::from_millis(config.poll_fallback_ms),
@@ -114,7 +116,8 @@ pub async fn run(
             "killed commands left running by the previous run"
         );
     }
-    let rec = tokio::task::spawn_blocking(move || recovery::recover(&st, max_attempts, ttl))
+    let reg = Arc::clone(&registry);
+    let rec = tokio::task::spawn_blocking(move || recovery::recover(&st, &reg, max_attempts, ttl))
         .await
         .context("recovery task panicked")?
         .context("start-up recovery failed")?;
@@ -518,6 +521,17 @@ pub async fn run(
         }),
     )
     .await;
+    // Last: the recorder writes what is left (the shutdown event included), within bounds.
+    recorder_stop.cancel();
+    if tokio::time::timeout(Duration::from_secs(5), recorder)
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            events = stores.telemetry.len(),
+            "metadata.db could not be written in time: these telemetry events are lost; staged audit rows move at the next start"
+        );
+    }
     crate::horos::register(&config, "stopped");
     let _ = state_tx.send(WorkerState::Stopped);
     let _ = tokio::time::timeout(Duration::from_secs(3), heartbeat).await;
@@ -646,9 +660,7 @@ impl Loop {
             sandbox: Arc::clone(&self.sandbox),
             llm: Arc::clone(&self.llm),
         };
-        let params_hash = hex::encode(Sha256::digest(
-            snap.params.as_deref().unwrap_or("").as_bytes(),
-        ));
+        let params_hash = crate::db::metadata::params_hash(snap.params.as_deref().unwrap_or(""));
         let span = tracing::info_span!(
             "job",
             job_id = snap.job_id,
@@ -807,22 +819,15 @@ fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
     }
 }
 
-/// Writes a telemetry event; failures are logged only.
+/// Records a telemetry event: queued for the recorder, never waits on metadata.db
+/// (`telemetry`, `recorder`).
 pub async fn event(
     stores: &Arc<Stores>,
     kind: &'static str,
     job_id: Option<i64>,
     detail: serde_json::Value,
 ) {
-    let res = stores
-        .metadata
-        .call(move |c| metadata::insert_event(c, kind, job_id, &detail))
-        .await;
-    if let Err(e) = res {
-        tracing::warn!(
-            kind,
-            error = format!("{e:#}"),
-            "cannot write telemetry event"
-        );
-    }
+    stores
+        .telemetry
+        .push(crate::telemetry::Event::now(kind, job_id, detail));
 }

@@ -1,6 +1,8 @@
 //! Start-up reconciliation of claims left by a previous run (crash, kill -9, power loss):
 //!
-//! - a job with a final result in output.db is marked done — it never runs again;
+//! - a job with a final result in output.db is marked done — it never runs again — and its
+//!   audit row, lost with the lifecycle transaction that should have closed the claim, is
+//!   staged again (`db::audit_outbox`);
 //! - a job that was running when the worker died ran one attempt; it runs again until it has
 //!   started `max_attempts` times, then ends `interrupted`;
 //! - a job that was only claimed (or cut off by a graceful shutdown) runs again;
@@ -8,12 +10,15 @@
 //! - a job whose approved run did not finish is asked again, never re-run unapproved.
 
 use super::claim::Claimed;
+use crate::actions::{permission_set_of, Registry};
 use crate::bash::approvals;
 use crate::db::lifecycle::{self, status};
+use crate::db::metadata::AuditRow;
 use crate::db::output::{self, JobStatus, ResultRow};
-use crate::db::{write_tx, Stores};
+use crate::db::{audit_outbox, write_tx, Stores};
 use anyhow::Result;
 use serde::Serialize;
+use std::collections::HashSet;
 
 #[derive(Debug, Default, Serialize)]
 pub struct Recovered {
@@ -28,7 +33,12 @@ pub struct Recovered {
     pub asked_again: usize,
 }
 
-pub fn recover(stores: &Stores, max_attempts: u32, validation_ttl_ms: u64) -> Result<Recovered> {
+pub fn recover(
+    stores: &Stores,
+    registry: &Registry,
+    max_attempts: u32,
+    validation_ttl_ms: u64,
+) -> Result<Recovered> {
     let open = stores.lifecycle.with(|c| lifecycle::open_jobs(c))?;
     let mut rec = Recovered::default();
     if open.is_empty() {
@@ -160,12 +170,16 @@ pub fn recover(stores: &Stores, max_attempts: u32, validation_ttl_ms: u64) -> Re
             rec.asked_again -= 1;
         }
     }
+    // A final result whose claim is still open was cut off between the result writer's two
+    // commits: its audit row went with the lifecycle transaction, so it is staged again here.
+    let lost_audit = audit_of_cut_off(stores, registry, &done, &finals)?;
     // Results first (FULL): an `interrupted` row is the proof; marking done second is idempotent.
     stores
         .output
         .with(|c| Ok(write_tx(c, |tx| output::upsert_results(tx, &results))?))?;
     stores.lifecycle.with(|c| {
         Ok(write_tx(c, |tx| {
+            audit_outbox::stage(tx, &lost_audit)?;
             lifecycle::finish(tx, &done, now)?;
             let mut s = tx.prepare_cached(
                 "UPDATE processed_log SET status = 'claimed' WHERE job_id = ?1 AND status = 'running'",
@@ -177,4 +191,24 @@ pub fn recover(stores: &Stores, max_attempts: u32, validation_ttl_ms: u64) -> Re
         })?)
     })?;
     Ok(rec)
+}
+
+/// The audit rows of jobs in `done` that already had a final result (see `db::audit_outbox`).
+fn audit_of_cut_off(
+    stores: &Stores,
+    registry: &Registry,
+    done: &[i64],
+    finals: &HashSet<i64>,
+) -> Result<Vec<AuditRow>> {
+    let set_of = |a: Option<&str>| permission_set_of(registry, a).map(str::to_string);
+    let mut rows = Vec::new();
+    for id in done.iter().filter(|id| finals.contains(id)) {
+        let row = stores.output.with(|out| {
+            stores
+                .lifecycle
+                .with(|lc| audit_outbox::derive_for_done(out, lc, *id, set_of))
+        })?;
+        rows.extend(row);
+    }
+    Ok(rows)
 }
