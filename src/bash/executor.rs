@@ -153,6 +153,25 @@ pub async fn execute_with(
     cancel: &CancellationToken,
     on_spawn: impl FnOnce(i32) -> std::io::Result<()>,
 ) -> std::io::Result<ExecResult> {
+    run(req, None, cancel, on_spawn).await
+}
+
+/// [`execute`] with `input` written to the command's stdin (then closed): how operator hooks
+/// receive agent-derived data, never in their command line (`crate::hooks`).
+pub async fn execute_input(
+    req: &ExecRequest,
+    input: Vec<u8>,
+    cancel: &CancellationToken,
+) -> std::io::Result<ExecResult> {
+    run(req, Some(input), cancel, |_| Ok(())).await
+}
+
+async fn run(
+    req: &ExecRequest,
+    input: Option<Vec<u8>>,
+    cancel: &CancellationToken,
+    on_spawn: impl FnOnce(i32) -> std::io::Result<()>,
+) -> std::io::Result<ExecResult> {
     let timeout = req.timeout.min(MAX_TIMEOUT);
     let mut cmd = match &req.sandbox {
         None => {
@@ -174,8 +193,12 @@ pub async fn execute_with(
             c
         }
     };
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
+    cmd.stdin(if input.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    })
+    .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
@@ -196,6 +219,14 @@ pub async fn execute_with(
         return Err(std::io::Error::other(format!(
             "cannot record the command's process group ({e}), so it was stopped before it ran"
         )));
+    }
+    if let (Some(bytes), Some(mut stdin)) = (input, child.stdin.take()) {
+        // Written concurrently (a command that never reads must not block the worker); a
+        // command that exits early just closes the pipe.
+        tokio::spawn(async move {
+            use tokio::io::AsyncWriteExt;
+            let _ = stdin.write_all(&bytes).await;
+        });
     }
     let (Some(out), Some(err)) = (child.stdout.take(), child.stderr.take()) else {
         signal_group(pgid, Signal::SIGKILL);

@@ -31,6 +31,10 @@ pub struct DecideArgs {
     /// Why (kept with the decision).
     #[arg(long)]
     pub reason: Option<String>,
+    /// `approve` only: also learn the change set's signatures for the job's client at once
+    /// (refused, saying why, for what a learned signature could never apply).
+    #[arg(long)]
+    pub learn: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -123,11 +127,15 @@ pub fn decide(config: &Config, a: &DecideArgs, approve: bool) -> Result<i32> {
     };
     let out = db::open_read_only(&config.data_dir, DbKind::Output)?;
     let mut sec = open(config, DbKind::Security)?;
+    if a.learn {
+        refuse_learning(config, a, approve, &sec, &out)?;
+    }
     let v = approvals::decide(
         &mut sec,
         &out,
         &a.id,
         d,
+        a.learn,
         a.reason.as_deref(),
         &super::operator(),
     )?;
@@ -138,8 +146,41 @@ pub fn decide(config: &Config, a: &DecideArgs, approve: bool) -> Result<i32> {
         v.job_id,
         v.command.as_deref().unwrap_or("")
     );
+    if a.learn {
+        println!(
+            "and learn its signatures for client {}: {}",
+            v.client_id,
+            crate::bash::learn::signatures_of(&config.data_dir, v.job_id)?.join(" | ")
+        );
+    }
     println!("the worker applies it within seconds (`brainloop enqueue get_result` / results table for the outcome)");
     Ok(0)
+}
+
+/// `--learn` is for `approve` of a change set a learned signature could apply (`bash::learn`).
+fn refuse_learning(
+    config: &Config,
+    a: &DecideArgs,
+    approve: bool,
+    sec: &rusqlite::Connection,
+    out: &rusqlite::Connection,
+) -> Result<()> {
+    if !approve || a.always {
+        bail!("--learn goes with `approve ID` alone (not with deny or --always)");
+    }
+    let Some(v) = approvals::get(out, &a.id)? else {
+        bail!("no validation {} (see `brainloop validations`)", a.id);
+    };
+    let protected = crate::bash::effects::Protected::shared(&config.protected_paths)?;
+    let why = crate::bash::learn::refusals(sec, &config.data_dir, &v, &protected)?;
+    if !why.is_empty() {
+        bail!(
+            "--learn refused for validation {}, nothing decided (approve it without --learn to run it once):\n  - {}",
+            v.id,
+            why.join("\n  - ")
+        );
+    }
+    Ok(())
 }
 
 pub fn commands(config: &Config, a: &CommandsArgs) -> Result<i32> {
@@ -216,26 +257,27 @@ pub fn set_override(config: &Config, a: &OverrideArgs) -> Result<i32> {
         })?),
     };
     let mut sec = open(config, DbKind::Security)?;
-    let sig_id = a
-        .hash
-        .strip_prefix("sig:")
-        .and_then(|n| n.parse::<i64>().ok());
-    let as_hash = if sig_id.is_none() {
-        registry::resolve_prefix(&sec, &a.hash)
-    } else {
+    let as_hash = if a.hash.starts_with("sig:") {
         Err(anyhow::anyhow!("a signature id"))
+    } else {
+        registry::resolve_prefix(&sec, &a.hash)
     };
-    let hash = match (as_hash, sig_id.or_else(|| a.hash.parse::<i64>().ok())) {
+    let hash = match (as_hash, signatures::resolve(&sec, &a.hash)?) {
         (Ok(h), _) => h,
         (Err(_), Some(id)) => {
             let reason = a
                 .reason
                 .clone()
                 .unwrap_or_else(|| format!("set by {}", super::operator()));
-            let sig = signatures::set_override(&mut sec, id, ov, &reason)?;
+            let (sig, forgotten) = signatures::set_override(&mut sec, id, ov, &reason)?;
             println!(
-                "signature {id} `{sig}`: override {}",
-                ov.map(|o| o.as_str()).unwrap_or("cleared")
+                "signature {id} `{sig}`: override {}{}",
+                ov.map(|o| o.as_str()).unwrap_or("cleared"),
+                if ov.is_none() {
+                    format!("; learning forgotten for {forgotten} client(s)")
+                } else {
+                    String::new()
+                }
             );
             return Ok(0);
         }
@@ -392,6 +434,33 @@ pub fn signatures_list(config: &Config, a: &SignaturesArgs) -> Result<i32> {
             "{:>4} {:>4} {:>4} {:>5} {:>5}  {:<28} {}",
             r.id, r.approvals, r.denials, r.upfront_approvals, r.auto_applied, r.state, r.signature
         );
+        for c in &r.clients {
+            println!("{:>9}{}", "", client_learning(c));
+        }
     }
     Ok(0)
+}
+
+/// One line of who learned a signature, when and from which job (or how far it got).
+fn client_learning(c: &signatures::ClientLearning) -> String {
+    let when = |t: i64| {
+        chrono::DateTime::from_timestamp_millis(t)
+            .map(|d| d.format("%Y-%m-%d %H:%M:%S UTC").to_string())
+            .unwrap_or_else(|| t.to_string())
+    };
+    let state = match (c.learned, c.learned_at) {
+        (true, Some(t)) => format!(
+            "learned with --learn by {} at {} from job {}",
+            c.learned_by.as_deref().unwrap_or("?"),
+            when(t),
+            c.learned_job.map(|j| j.to_string()).unwrap_or_else(|| "?".into())
+        ),
+        (true, None) => format!("learned ({} approvals, last at {})", c.approvals, when(c.updated_at)),
+        (false, _) if c.denials > 0 => "not learned: denied before".to_string(),
+        (false, _) => "learning".to_string(),
+    };
+    format!(
+        "client {}: {state}; {} approved, {} denied",
+        c.client_id, c.approvals, c.denials
+    )
 }
