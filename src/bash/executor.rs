@@ -199,9 +199,9 @@ async fn run(
         Stdio::null()
     })
     .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
+    .stderr(Stdio::piped())
+    .process_group(0)
+    .kill_on_drop(true);
     // SAFETY: prctl is async-signal-safe; this runs in the child between fork and exec.
     unsafe {
         cmd.pre_exec(|| {

@@ -501,7 +501,10 @@ pub fn observe(
                 _ => {}
             }
             let learned = ov == Some(Override::AlwaysAllow)
-                || (learnable && s.learnable && denials == 0 && (taught || approvals >= threshold as i64));
+                || (learnable
+                    && s.learnable
+                    && denials == 0
+                    && (taught || approvals >= threshold as i64));
             if !learned || ov == Some(Override::AlwaysAsk) {
                 st.all_learned = false;
             }
@@ -743,7 +746,10 @@ pub fn set_override(
         )?;
         // `clear` also forgets what every client learned of it (issue 22): learning starts over.
         if ov.is_none() {
-            return tx.execute("DELETE FROM signature_evidence WHERE signature = ?1", [&sig]);
+            return tx.execute(
+                "DELETE FROM signature_evidence WHERE signature = ?1",
+                [&sig],
+            );
         }
         Ok(0)
     })?;

@@ -453,9 +453,15 @@ fn client_learning(c: &signatures::ClientLearning) -> String {
             "learned with --learn by {} at {} from job {}",
             c.learned_by.as_deref().unwrap_or("?"),
             when(t),
-            c.learned_job.map(|j| j.to_string()).unwrap_or_else(|| "?".into())
+            c.learned_job
+                .map(|j| j.to_string())
+                .unwrap_or_else(|| "?".into())
         ),
-        (true, None) => format!("learned ({} approvals, last at {})", c.approvals, when(c.updated_at)),
+        (true, None) => format!(
+            "learned ({} approvals, last at {})",
+            c.approvals,
+            when(c.updated_at)
+        ),
         (false, _) if c.denials > 0 => "not learned: denied before".to_string(),
         (false, _) => "learning".to_string(),
     };

@@ -144,7 +144,10 @@ impl Hooks {
                 _ = tokio::time::sleep(Duration::from_secs(1)) => {}
             }
             if let Err(e) = self.pass(&mut told).await {
-                tracing::warn!(error = format!("{e:#}"), "hooks: cannot read pending validations");
+                tracing::warn!(
+                    error = format!("{e:#}"),
+                    "hooks: cannot read pending validations"
+                );
             }
         }
     }
@@ -198,7 +201,9 @@ impl Hooks {
         );
         tokio::task::spawn_blocking(move || payload::build(&stores, &dd, &v2, &ev))
             .await
-            .unwrap_or_else(|e| serde_json::json!({"event": event, "id": v.id, "error": e.to_string()}))
+            .unwrap_or_else(
+                |e| serde_json::json!({"event": event, "id": v.id, "error": e.to_string()}),
+            )
     }
 
     async fn notify(&self, v: &Validation, p: &serde_json::Value) {
@@ -216,7 +221,9 @@ impl Hooks {
                 stderr = r.stderr.trim(),
                 "notify command failed"
             ),
-            Err(e) => tracing::warn!(validation_id = %v.id, error = format!("{e:#}"), "notify command could not run"),
+            Err(e) => {
+                tracing::warn!(validation_id = %v.id, error = format!("{e:#}"), "notify command could not run")
+            }
         }
     }
 

@@ -42,7 +42,10 @@ pub fn build(stores: &Stores, data_dir: &Path, v: &Validation, event: &str) -> V
             })
         });
     let (action, purpose) = job_of(stores, v.job_id);
-    let cli = format!("brainloop --data-dir {}", shell_word(&data_dir.display().to_string()));
+    let cli = format!(
+        "brainloop --data-dir {}",
+        shell_word(&data_dir.display().to_string())
+    );
     json!({
         "event": event,
         "id": v.id,

@@ -124,7 +124,10 @@ impl Hooks {
             .call(move |c| crate::db::metadata::insert_event(c, "reviewer", Some(job), &detail))
             .await
         {
-            tracing::warn!(error = format!("{e:#}"), "cannot audit the reviewer's decision");
+            tracing::warn!(
+                error = format!("{e:#}"),
+                "cannot audit the reviewer's decision"
+            );
         }
         if let Err(e) = &recorded {
             tracing::warn!(error = format!("{e:#}"), validation_id = %v.id, "cannot record the reviewer's decision; asking the human");
@@ -151,7 +154,13 @@ impl Hooks {
         res.unwrap_or_else(|e| vec![format!("cannot check the change set: {e:#}")])
     }
 
-    async fn record(&self, v: &Validation, a: Answer, reason: &str, by: &str) -> anyhow::Result<()> {
+    async fn record(
+        &self,
+        v: &Validation,
+        a: Answer,
+        reason: &str,
+        by: &str,
+    ) -> anyhow::Result<()> {
         let d = match a {
             Answer::Deny => Decision::Deny,
             _ => Decision::Approve,

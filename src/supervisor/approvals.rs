@@ -160,15 +160,25 @@ fn learn(
             return Ok(());
         }
         let sigs = crate::bash::learn::signatures_of(data_dir, v.job_id)?;
-        stores.security.with(|c| {
-            crate::bash::learn::learn_now(c, &v.client_id, &sigs, v.job_id, by, now)
-        })?;
+        stores
+            .security
+            .with(|c| crate::bash::learn::learn_now(c, &v.client_id, &sigs, v.job_id, by, now))?;
         tracing::info!(validation_id = %v.id, client = %v.client_id, signatures = sigs.join(" | "), "learned with approve --learn");
         Ok(())
     })();
     if let Err(e) = res {
         tracing::warn!(error = format!("{e:#}"), validation_id = %v.id, "approve --learn: cannot learn");
     }
+}
+
+/// How to ask again after an expiry (issue 22): nothing is re-run by itself.
+fn resubmit_hint(w: &Waiting) -> String {
+    format!(
+        "To ask again, submit a new {} job with the same params (e.g. `brainloop enqueue {} --params '<the same JSON>' --client {}`): a human is asked again (`validation_ttl_ms` to answer)",
+        w.action.as_deref().unwrap_or("job of the same action"),
+        w.action.as_deref().unwrap_or("ACTION"),
+        w.client_id
+    )
 }
 
 /// Expiries and new approvals, as actions for the supervisor. `protected`: the operator's
@@ -258,13 +268,10 @@ pub fn collect(
         // Only a human's decision teaches (a reviewer's is not evidence, `crate::hooks`).
         let human = crate::hooks::decided_by_human(&a.decided_by);
         // Approvals and denials accrue to the job's operation signatures (once per job).
-        if let Err(e) = stores
-            .security
-            .with(|c| match human {
-                true => crate::bash::signatures::count_decision(c, v.job_id, runs),
-                false => Ok(()),
-            })
-        {
+        if let Err(e) = stores.security.with(|c| match human {
+            true => crate::bash::signatures::count_decision(c, v.job_id, runs),
+            false => Ok(()),
+        }) {
             tracing::warn!(
                 error = format!("{e:#}"),
                 "cannot count the decision toward signatures"
@@ -324,8 +331,17 @@ pub fn collect(
                     v.job_id,
                     &w,
                     JobStatus::Expired,
-                    format!("validation {} was not answered in time; nothing ran", v.id),
-                    json!({"status": "expired", "validation_id": v.id, "command": v.command}),
+                    format!(
+                        "validation {} was not answered in time; nothing ran. {}",
+                        v.id,
+                        resubmit_hint(&w)
+                    ),
+                    json!({
+                        "status": "expired",
+                        "validation_id": v.id,
+                        "command": v.command,
+                        "resubmit": resubmit_hint(&w),
+                    }),
                 )));
             }
         }
