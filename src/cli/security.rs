@@ -119,25 +119,13 @@ pub fn validations(config: &Config, a: &ValidationsArgs) -> Result<i32> {
 }
 
 pub fn decide(config: &Config, a: &DecideArgs, approve: bool) -> Result<i32> {
-    let d = match (approve, a.always) {
-        (true, false) => Decision::Approve,
-        (true, true) => Decision::AlwaysAllow,
-        (false, false) => Decision::Deny,
-        (false, true) => Decision::Never,
-    };
-    let out = db::open_read_only(&config.data_dir, DbKind::Output)?;
-    let mut sec = open(config, DbKind::Security)?;
-    if a.learn {
-        refuse_learning(config, a, approve, &sec, &out)?;
-    }
-    let v = approvals::decide(
-        &mut sec,
-        &out,
+    let (d, v) = record_decision(
+        config,
         &a.id,
-        d,
+        approve,
+        a.always,
         a.learn,
         a.reason.as_deref(),
-        &super::operator(),
     )?;
     println!(
         "{} validation {} (job {}): {}",
@@ -157,19 +145,43 @@ pub fn decide(config: &Config, a: &DecideArgs, approve: bool) -> Result<i32> {
     Ok(0)
 }
 
-/// `--learn` is for `approve` of a change set a learned signature could apply (`bash::learn`).
+/// One operator decision (`approve` / `deny` and `review`): `--learn` is checked first and
+/// refused, nothing decided, for what a learned signature could never apply (`bash::learn`).
+pub(crate) fn record_decision(
+    config: &Config,
+    id: &str,
+    approve: bool,
+    always: bool,
+    learn: bool,
+    reason: Option<&str>,
+) -> Result<(Decision, approvals::Validation)> {
+    let d = match (approve, always) {
+        (true, false) => Decision::Approve,
+        (true, true) => Decision::AlwaysAllow,
+        (false, false) => Decision::Deny,
+        (false, true) => Decision::Never,
+    };
+    let out = db::open_read_only(&config.data_dir, DbKind::Output)?;
+    let mut sec = open(config, DbKind::Security)?;
+    if learn {
+        if d != Decision::Approve {
+            bail!("--learn goes with `approve ID` alone (not with deny or --always)");
+        }
+        refuse_learning(config, id, &sec, &out)?;
+    }
+    let v = approvals::decide(&mut sec, &out, id, d, learn, reason, &super::operator())?;
+    Ok((d, v))
+}
+
+/// `--learn` is for a change set a learned signature could apply (`bash::learn`).
 fn refuse_learning(
     config: &Config,
-    a: &DecideArgs,
-    approve: bool,
+    id: &str,
     sec: &rusqlite::Connection,
     out: &rusqlite::Connection,
 ) -> Result<()> {
-    if !approve || a.always {
-        bail!("--learn goes with `approve ID` alone (not with deny or --always)");
-    }
-    let Some(v) = approvals::get(out, &a.id)? else {
-        bail!("no validation {} (see `brainloop validations`)", a.id);
+    let Some(v) = approvals::get(out, id)? else {
+        bail!("no validation {id} (see `brainloop validations`)");
     };
     let protected = crate::bash::effects::Protected::shared(&config.protected_paths)?;
     let why = crate::bash::learn::refusals(sec, &config.data_dir, &v, &protected)?;
@@ -378,25 +390,31 @@ pub fn show(config: &Config, a: &ShowArgs) -> Result<i32> {
 
 /// `brainloop undo JOB`: restores what an applied change set replaced.
 pub fn undo(config: &Config, a: &UndoArgs) -> Result<i32> {
+    let restored = undo_job(config, a.job)?;
+    println!("undid job {}: {} path(s) restored", a.job, restored.len());
+    for p in restored {
+        println!("  {p}");
+    }
+    Ok(0)
+}
+
+/// Undoes a job's applied change set (`undo` and `review`); the paths restored.
+pub(crate) fn undo_job(config: &Config, job: i64) -> Result<Vec<String>> {
     let mut sec = open(config, DbKind::Security)?;
     let row: Option<(String, String, Option<i64>)> =
         rusqlite::OptionalExtension::optional(sec.query_row(
             "SELECT workspace, entries, undone_at FROM journal WHERE job_id = ?1",
-            [a.job],
+            [job],
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
         ))?;
     let Some((ws, entries, undone)) = row else {
-        bail!(
-            "job {} has no applied change set (see `brainloop show {}`)",
-            a.job,
-            a.job
-        );
+        bail!("job {job} has no applied change set (see `brainloop show {job}`)");
     };
     if let Some(t) = undone {
-        bail!("job {}'s change set was already undone (at {t})", a.job);
+        bail!("job {job}'s change set was already undone (at {t})");
     }
     let j = changes::Journal {
-        job_id: a.job,
+        job_id: job,
         workspace: ws.into(),
         entries: serde_json::from_str(&entries)?,
     };
@@ -404,14 +422,10 @@ pub fn undo(config: &Config, a: &UndoArgs) -> Result<i32> {
     crate::db::write_tx(&mut sec, |tx| {
         tx.execute(
             "UPDATE journal SET undone_at = ?2 WHERE job_id = ?1",
-            rusqlite::params![a.job, crate::time::now_ms()],
+            rusqlite::params![job, crate::time::now_ms()],
         )
     })?;
-    println!("undid job {}: {} path(s) restored", a.job, restored.len());
-    for p in restored {
-        println!("  {p}");
-    }
-    Ok(0)
+    Ok(restored)
 }
 
 /// `brainloop signatures`: learned and learning operation signatures.

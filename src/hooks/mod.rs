@@ -18,7 +18,7 @@
 //! `"event": "expiring"`. The task remembers what it told in memory: after a restart, validations
 //! still pending are notified (and reviewed) again.
 
-mod payload;
+pub mod payload;
 mod reviewer;
 
 use crate::bash::approvals::{self, Validation};
@@ -199,11 +199,19 @@ impl Hooks {
             v.clone(),
             event.to_string(),
         );
-        tokio::task::spawn_blocking(move || payload::build(&stores, &dd, &v2, &ev))
-            .await
-            .unwrap_or_else(
-                |e| serde_json::json!({"event": event, "id": v.id, "error": e.to_string()}),
-            )
+        let built = tokio::task::spawn_blocking(move || {
+            stores
+                .lifecycle
+                .with(|c| Ok(payload::build(c, &dd, &v2, &ev)))
+        })
+        .await;
+        match built {
+            Ok(Ok(p)) => p,
+            Ok(Err(e)) => {
+                serde_json::json!({"event": event, "id": v.id, "error": format!("{e:#}")})
+            }
+            Err(e) => serde_json::json!({"event": event, "id": v.id, "error": e.to_string()}),
+        }
     }
 
     async fn notify(&self, v: &Validation, p: &serde_json::Value) {

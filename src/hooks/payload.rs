@@ -6,15 +6,15 @@
 
 use crate::bash::approvals::Validation;
 use crate::bash::changes;
-use crate::db::Stores;
-use rusqlite::OptionalExtension;
+use rusqlite::{Connection, OptionalExtension};
 use serde_json::{json, Value};
 use std::path::Path;
 
 /// The longest diff a payload carries (bytes).
 pub const DIFF_MAX: usize = 64 * 1024;
 
-pub fn build(stores: &Stores, data_dir: &Path, v: &Validation, event: &str) -> Value {
+/// The payload of `v`; `lifecycle` (read) gives the job's action and stated purpose.
+pub fn build(lifecycle: &Connection, data_dir: &Path, v: &Validation, event: &str) -> Value {
     let reasons: Vec<String> = v
         .reasons
         .as_deref()
@@ -41,7 +41,7 @@ pub fn build(stores: &Stores, data_dir: &Path, v: &Validation, event: &str) -> V
                 "signatures": m.signatures,
             })
         });
-    let (action, purpose) = job_of(stores, v.job_id);
+    let (action, purpose) = job_of(lifecycle, v.job_id);
     let cli = format!(
         "brainloop --data-dir {}",
         shell_word(&data_dir.display().to_string())
@@ -69,17 +69,14 @@ pub fn build(stores: &Stores, data_dir: &Path, v: &Validation, event: &str) -> V
 }
 
 /// The job's action and what it says it is for (`purpose`, or a loop's `goal`).
-fn job_of(stores: &Stores, job_id: i64) -> (Option<String>, Option<String>) {
-    let row: Option<(Option<String>, Option<String>)> = stores
-        .lifecycle
-        .with(|c| {
-            Ok(c.query_row(
-                "SELECT action, params FROM queue WHERE job_id = ?1",
-                [job_id],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .optional()?)
-        })
+fn job_of(lifecycle: &Connection, job_id: i64) -> (Option<String>, Option<String>) {
+    let row: Option<(Option<String>, Option<String>)> = lifecycle
+        .query_row(
+            "SELECT action, params FROM queue WHERE job_id = ?1",
+            [job_id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()
         .ok()
         .flatten();
     let Some((action, params)) = row else {
