@@ -87,7 +87,7 @@ fn approve_learn_learns_at_once_and_is_refused_where_nothing_is_ever_learned() {
     );
     let text = cli_ok(&env, &["signatures"]);
     assert!(
-        text.contains(&format!("learned with --learn by operator:"))
+        text.contains("learned with --learn by operator:")
             && text.contains(&format!("from job {job}")),
         "{text}"
     );

@@ -110,13 +110,13 @@ fn review_in_tmux_approves_denies_refuses_learning_a_protected_path_and_undoes()
     ui.wait_for(&["pending (3)", "sed -i s/one/ONE/ a.txt", "+ONE", "-one"]);
 
     ui.keys("a");
-    ui.wait_for(&[&format!("approve validation"), &format!("(job {j1})")]);
+    ui.wait_for(&["approve validation", &format!("(job {j1})")]);
     assert_eq!(final_result(&env, j1).0, "succeeded");
     assert_eq!(read(&env, "a.txt").as_deref(), Some("ONE\ntwo\n"));
 
     ui.wait_for(&["pending (2)", "+X"]);
     ui.keys("d");
-    ui.wait_for(&[&format!("deny validation"), &format!("(job {j2})")]);
+    ui.wait_for(&["deny validation", &format!("(job {j2})")]);
     assert_eq!(final_result(&env, j2).0, "denied");
     assert_eq!(read(&env, "b.txt").as_deref(), Some("x\n"));
 

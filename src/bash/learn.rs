@@ -77,17 +77,39 @@ pub fn refusals(
 
 /// What the security database says against learning `sig` for `client`.
 fn stored_refusals(security: &Connection, client: &str, sig: &str) -> Result<Vec<String>> {
-    let row: Option<(i64, bool, Option<String>, Option<String>, i64)> = security
+    struct Stored {
+        id: i64,
+        learnable: bool,
+        why_not: Option<String>,
+        ov: Option<String>,
+        denials: i64,
+    }
+    let row: Option<Stored> = security
         .query_row(
             "SELECT s.id, s.learnable, s.why_not, s.user_override, coalesce(e.denials, 0)
              FROM signatures s LEFT JOIN signature_evidence e
                ON e.signature = s.signature AND e.client_id = ?2
              WHERE s.signature = ?1",
             params![sig, client],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+            |r| {
+                Ok(Stored {
+                    id: r.get(0)?,
+                    learnable: r.get(1)?,
+                    why_not: r.get(2)?,
+                    ov: r.get(3)?,
+                    denials: r.get(4)?,
+                })
+            },
         )
         .optional()?;
-    let Some((id, learnable, why_not, ov, denials)) = row else {
+    let Some(Stored {
+        id,
+        learnable,
+        why_not,
+        ov,
+        denials,
+    }) = row
+    else {
         return Ok(vec![format!(
             "`{sig}` was never recorded for this job (nothing to learn)"
         )]);
