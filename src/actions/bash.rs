@@ -1087,16 +1087,11 @@ async fn apply_pending(ctx: &JobCtx, m: Manifest, policy_used: &str) -> Result<O
     if ctx.config.test_actions {
         test_pause("BRAINLOOP_TEST_PAUSE_AFTER_APPLY_MS").await;
     }
-    let paths: Vec<Value> = m
-        .change_set
-        .changes
-        .iter()
-        .map(|c| json!({"path": c.path, "kind": c.kind}))
-        .collect();
+    let paths = m.change_set.paths_json();
     Ok(ran_outcome(
         &m,
         policy_used,
-        json!(paths),
+        paths,
         Some(format!("brainloop undo {job_id}")),
     ))
 }

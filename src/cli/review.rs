@@ -250,13 +250,6 @@ impl App {
         .areas(f.area());
         let [left, right] =
             Layout::horizontal([Constraint::Percentage(35), Constraint::Percentage(65)]).areas(top);
-        let focus_style = |on: bool| {
-            if on {
-                Style::new().fg(Color::Yellow)
-            } else {
-                Style::new()
-            }
-        };
         let items: Vec<ListItem> = self
             .items
             .iter()
@@ -270,14 +263,8 @@ impl App {
                 )))
             })
             .collect();
-        let list = List::new(items)
-            .block(
-                Block::bordered()
-                    .title(format!("pending ({})", self.items.len()))
-                    .border_style(focus_style(self.focus == Focus::Pending)),
-            )
-            .highlight_style(Style::new().add_modifier(Modifier::REVERSED))
-            .highlight_symbol("> ");
+        let title = format!("pending ({})", self.items.len());
+        let list = framed_list(items, title, self.focus == Focus::Pending);
         f.render_stateful_widget(list, left, &mut self.pending_sel);
         let detail = Paragraph::new(self.detail())
             .block(Block::bordered().title("why it asks · diff · output"))
@@ -294,14 +281,8 @@ impl App {
                 )))
             })
             .collect();
-        let applied = List::new(applied)
-            .block(
-                Block::bordered()
-                    .title("applied recently (Tab, then u to undo)")
-                    .border_style(focus_style(self.focus == Focus::Applied)),
-            )
-            .highlight_style(Style::new().add_modifier(Modifier::REVERSED))
-            .highlight_symbol("> ");
+        let title = "applied recently (Tab, then u to undo)".to_string();
+        let applied = framed_list(applied, title, self.focus == Focus::Applied);
         f.render_stateful_widget(applied, bottom, &mut self.applied_sel);
         f.render_widget(
             Paragraph::new(clean(&self.status)).wrap(Wrap { trim: true }),
@@ -363,6 +344,19 @@ impl App {
         }
         Text::from(lines)
     }
+}
+
+/// A bordered list, its border yellow when it has the focus.
+fn framed_list(items: Vec<ListItem<'static>>, title: String, focused: bool) -> List<'static> {
+    let border = if focused {
+        Style::new().fg(Color::Yellow)
+    } else {
+        Style::new()
+    };
+    List::new(items)
+        .block(Block::bordered().title(title).border_style(border))
+        .highlight_style(Style::new().add_modifier(Modifier::REVERSED))
+        .highlight_symbol("> ")
 }
 
 fn clamp(s: &mut ListState, n: usize, at: usize) {

@@ -25,15 +25,9 @@ pub fn build(lifecycle: &Connection, data_dir: &Path, v: &Validation, event: &st
         .flatten()
         .filter(|m| v.command_hash.as_deref() == Some(m.effect_hash.as_str()))
         .map(|m| {
-            let paths: Vec<Value> = m
-                .change_set
-                .changes
-                .iter()
-                .map(|c| json!({"path": c.path, "kind": c.kind}))
-                .collect();
             json!({
                 "summary": m.change_set.summary(),
-                "paths": paths,
+                "paths": m.change_set.paths_json(),
                 "diff": crate::quote::prefix(&m.change_set.diff(), DIFF_MAX),
                 "exit_code": m.exit_code,
                 "stdout": m.stdout,
