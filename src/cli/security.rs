@@ -270,7 +270,10 @@ pub fn set_override(config: &Config, a: &OverrideArgs) -> Result<i32> {
     };
     let mut sec = open(config, DbKind::Security)?;
     let as_hash = if a.hash.starts_with("sig:") {
-        Err(anyhow::anyhow!("a signature id"))
+        Err(anyhow::anyhow!(
+            "{} is not a signature id (`sig:N` from `brainloop signatures`)",
+            a.hash
+        ))
     } else {
         registry::resolve_prefix(&sec, &a.hash)
     };
