@@ -8,6 +8,10 @@
 //! `printf | tee -a`), run the tests (fail), fix with `sed -i`, run again (pass), `git diff`,
 //! `git add`, `git commit -m`, notes (`echo >> NOTES.md`), `git log` — plus a few network calls
 //! and a few dangerous commands an agent might emit. A simulated human approves every request.
+//! The session is replayed twice on fresh data dirs: once with plain `approve`, once with the
+//! human answering `approve --learn` on the first prompt of each kind (issue 22; a kind = the
+//! change set's operation signatures, or the command for one asked up front; a refused
+//! `--learn` falls back to a plain approve). Goal for that row: ≤ 10 prompts, 0 dangerous run.
 //!
 //! `cargo bench --bench agent_session` (BENCH_CYCLES, default 25 → 357 commands).
 
@@ -109,11 +113,54 @@ fn wait(out: &Connection, id: i64, not: &[&str]) -> (String, Value) {
     }
 }
 
-fn main() {
-    let cycles: usize = std::env::var("BENCH_CYCLES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(25);
+/// What one replay of the session saw.
+struct Replay {
+    prompts: usize,
+    learned_with_flag: usize,
+    learn_refused: usize,
+    blocked: usize,
+    dangerous_run: usize,
+    statuses: HashMap<String, usize>,
+    policies: HashMap<String, usize>,
+    duplicates: usize,
+    failures: Vec<(String, String)>,
+    commits: usize,
+    elapsed: Duration,
+    signatures: String,
+    always_prompts: usize,
+    seed001_prompts: usize,
+}
+
+/// The simulated human: plain `approve`, or (`learn`) `approve --learn` on the first prompt of
+/// each kind. Returns whether `--learn` was accepted.
+fn answer(data: &Path, vid: &str, learn: bool) -> bool {
+    let run = |extra: &[&str]| {
+        Command::new(BIN)
+            .args(["approve", vid])
+            .args(extra)
+            .env("BRAINLOOP_DATA_DIR", data)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false)
+    };
+    if learn && run(&["--learn"]) {
+        return true;
+    }
+    assert!(run(&[]), "approve {vid}");
+    false
+}
+
+/// A prompt's kind: its change set's signatures, or the command asked up front.
+fn kind_of(data: &Path, job: i64, cmd: &str) -> String {
+    match brainloop::bash::changes::load_manifest(data, job) {
+        Ok(Some(m)) => m.signatures.join(" | "),
+        _ => format!("up front: {cmd}"),
+    }
+}
+
+fn replay(cycles: usize, learn: bool) -> Replay {
     let root = tempfile::tempdir().unwrap();
     let data = root.path().join("data");
     let ws = root.path().join("ws");
@@ -157,6 +204,8 @@ fn main() {
     let cmds = session(cycles);
     let started = Instant::now();
     let mut prompts = 0usize;
+    let mut kinds: std::collections::HashSet<String> = std::collections::HashSet::new();
+    let (mut learned_with_flag, mut learn_refused) = (0usize, 0usize);
     let mut blocked = 0usize;
     let mut dangerous_run = 0usize;
     let mut statuses: HashMap<String, usize> = HashMap::new();
@@ -201,14 +250,12 @@ fn main() {
             if st == "pending_validation" {
                 prompts += 1;
                 let vid = v["validation_id"].as_str().unwrap_or_default().to_string();
-                let ok = Command::new(BIN)
-                    .args(["approve", &vid])
-                    .env("BRAINLOOP_DATA_DIR", &data)
-                    .stdout(Stdio::null())
-                    .status()
-                    .map(|s| s.success())
-                    .unwrap_or(false);
-                assert!(ok, "approve {vid}");
+                let first = learn && kinds.insert(kind_of(&data, id, cmd));
+                if answer(&data, &vid, first) {
+                    learned_with_flag += 1;
+                } else if first {
+                    learn_refused += 1;
+                }
                 (st, v) = wait(&out, id, &["queued", "running", "pending_validation"]);
             }
             if *dangerous {
@@ -243,37 +290,99 @@ fn main() {
         .output()
         .unwrap();
     let commits = String::from_utf8_lossy(&log.stdout).lines().count();
-    let dangerous_total = cmds.iter().filter(|c| c.1).count();
-    println!("agent session: {} commands ({cycles} bug-fix cycles, {dangerous_total} dangerous), {:.1} s", cmds.len(), elapsed.as_secs_f64());
-    println!("  final statuses: {statuses:?}");
-    println!("  policy_used:    {policies:?}");
-    for (c, e) in &failures {
-        println!("  failed (expected for the first test run of each cycle): {c:?}: {e}");
-    }
-    println!("  duplicate warnings (agent retried after 2 s): {duplicates}");
-    println!("  git commits in the real workspace: {commits} (1 initial)");
-    println!();
-    println!("| approach | human prompts | vs ask-always |");
-    println!("|---|---:|---:|");
-    println!("| ask for every command | {always_prompts} | — |");
-    let pct = |n: usize| 100.0 * (1.0 - n as f64 / always_prompts.max(1) as f64);
-    println!(
-        "| seed 001 exact-string rules | {seed001_prompts} | {:.1}% fewer |",
-        pct(seed001_prompts)
-    );
-    println!(
-        "| brainloop (overlay + signatures) | {prompts} | {:.1}% fewer |",
-        pct(prompts)
-    );
-    println!();
-    println!(
-        "dangerous commands: {dangerous_total} attempted, {blocked} blocked, {dangerous_run} run"
-    );
     let sigs = Command::new(BIN)
         .args(["signatures"])
         .env("BRAINLOOP_DATA_DIR", &data)
         .output()
         .unwrap();
-    println!("\n{}", String::from_utf8_lossy(&sigs.stdout));
-    assert_eq!(dangerous_run, 0, "a dangerous command ran");
+    Replay {
+        prompts,
+        learned_with_flag,
+        learn_refused,
+        blocked,
+        dangerous_run,
+        statuses,
+        policies,
+        duplicates,
+        failures,
+        commits,
+        elapsed,
+        signatures: String::from_utf8_lossy(&sigs.stdout).into_owned(),
+        always_prompts,
+        seed001_prompts,
+    }
+}
+
+fn main() {
+    let cycles: usize = std::env::var("BENCH_CYCLES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(25);
+    let cmds = session(cycles);
+    let dangerous_total = cmds.iter().filter(|c| c.1).count();
+    let plain = replay(cycles, false);
+    let learn = replay(cycles, true);
+    for (name, r) in [
+        ("plain approve", &plain),
+        ("approve --learn on the first prompt of each kind", &learn),
+    ] {
+        println!("agent session, human answers with {name}: {} commands ({cycles} bug-fix cycles, {dangerous_total} dangerous), {:.1} s", cmds.len(), r.elapsed.as_secs_f64());
+        println!("  final statuses: {:?}", r.statuses);
+        println!("  policy_used:    {:?}", r.policies);
+        for (c, e) in &r.failures {
+            println!("  failed (expected for the first test run of each cycle): {c:?}: {e}");
+        }
+        println!(
+            "  duplicate warnings (agent retried after 2 s): {}",
+            r.duplicates
+        );
+        println!(
+            "  git commits in the real workspace: {} (1 initial)",
+            r.commits
+        );
+        println!(
+            "  --learn accepted {} time(s), refused {} time(s) (then a plain approve)",
+            r.learned_with_flag, r.learn_refused
+        );
+        println!(
+            "  dangerous commands: {dangerous_total} attempted, {} blocked, {} run",
+            r.blocked, r.dangerous_run
+        );
+        println!("\n{}", r.signatures);
+    }
+    let always_prompts = plain.always_prompts;
+    println!("| approach | human prompts | vs ask-always | dangerous run |");
+    println!("|---|---:|---:|---:|");
+    println!("| ask for every command | {always_prompts} | — | — |");
+    let pct = |n: usize| 100.0 * (1.0 - n as f64 / always_prompts.max(1) as f64);
+    println!(
+        "| seed 001 exact-string rules | {} | {:.1}% fewer | — |",
+        plain.seed001_prompts,
+        pct(plain.seed001_prompts)
+    );
+    println!(
+        "| brainloop (overlay + signatures) | {} | {:.1}% fewer | {} |",
+        plain.prompts,
+        pct(plain.prompts),
+        plain.dangerous_run
+    );
+    println!(
+        "| human answers with --learn on the first prompt of each kind | {} | {:.1}% fewer | {} |",
+        learn.prompts,
+        pct(learn.prompts),
+        learn.dangerous_run
+    );
+    println!(
+        "\n--learn row: goal ≤ 10 prompts with 0 dangerous commands run: {}",
+        if learn.prompts <= 10 && learn.dangerous_run == 0 {
+            "met"
+        } else {
+            "NOT met"
+        }
+    );
+    assert_eq!(
+        plain.dangerous_run + learn.dangerous_run,
+        0,
+        "a dangerous command ran"
+    );
 }

@@ -103,6 +103,12 @@ pub struct Config {
     /// to the built-in table of `bash::effects::DEFAULT_PROTECTED`: a change set touching one is
     /// never applied without a human, whatever was learned.
     pub protected_paths: Vec<String>,
+    /// `[notify]`: a command told of each new validation and once more before it expires
+    /// (`crate::hooks`: confined, the validation as JSON on stdin).
+    pub notify: Option<crate::hooks::HookConfig>,
+    /// `[reviewer]`: a command consulted before the human (`deny`, `ask`, `approve` — an approve
+    /// only where a learned signature could apply the change set).
+    pub reviewer: Option<crate::hooks::HookConfig>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -171,6 +177,8 @@ impl Default for Config {
             overlay_max_inodes: 20_000,
             pending_max_bytes_per_client: 1024 * 1024 * 1024,
             protected_paths: Vec::new(),
+            notify: None,
+            reviewer: None,
         }
     }
 }
@@ -294,6 +302,12 @@ impl Config {
     }
 
     pub fn validate(&self) -> Result<()> {
+        if let Some(h) = &self.notify {
+            h.validate("notify")?;
+        }
+        if let Some(h) = &self.reviewer {
+            h.validate("reviewer")?;
+        }
         if self.concurrency == 0 || self.concurrency > 1024 {
             bail!(
                 "concurrency must be between 1 and 1024 (got {})",

@@ -14,6 +14,7 @@ pub mod clients;
 pub mod config;
 pub mod db;
 pub mod heartbeat;
+pub mod hooks;
 pub mod horos;
 pub mod infer;
 pub mod llm;

@@ -277,6 +277,16 @@ fn a_data_dir_from_before_identities_is_upgraded_and_nothing_reruns() {
             c.execute_batch("ALTER TABLE heartbeat DROP COLUMN problem")
                 .unwrap();
         }
+        if f == "command_security.db" {
+            // Step 5 (issue 22) came later than the version this simulates.
+            c.execute_batch(
+                "ALTER TABLE signature_evidence DROP COLUMN learned_at;
+                 ALTER TABLE signature_evidence DROP COLUMN learned_by;
+                 ALTER TABLE signature_evidence DROP COLUMN learned_job;
+                 ALTER TABLE approvals DROP COLUMN learn;",
+            )
+            .unwrap();
+        }
         c.pragma_update(None, "user_version", version).unwrap();
     }
     let d = env.start(&[]);

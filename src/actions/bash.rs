@@ -43,7 +43,8 @@ pub fn specs() -> Vec<ActionSpec> {
                     "command": {"type": "string", "minLength": 1, "maxLength": 4096},
                     "workdir": {"type": "string", "description": "default: the workspace; outside it needs FILE_READ there"},
                     "timeout_ms": {"type": "integer", "minimum": 1, "maximum": 120000},
-                    "force_execute": {"type": "boolean", "description": "skip `ask` — only for clients granted FORCE_EXECUTE; never lifts a block or an override"}
+                    "force_execute": {"type": "boolean", "description": "skip `ask` — only for clients granted FORCE_EXECUTE; never lifts a block or an override"},
+                    "purpose": {"type": "string", "maxLength": 2000, "description": "what the command is for, in a sentence: shown to the human and to a configured reviewer, who compare it with the effects (it grants nothing)"}
                 },
                 "required": ["command"],
                 "additionalProperties": false
@@ -377,9 +378,12 @@ async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
                 Some(m) => {
                     let out = apply_pending(ctx, m, "approved").await;
                     // The human saw and approved this change set: evidence (overlay mode).
-                    let ok = matches!(&out, Ok(o) if o.status == JobStatus::Succeeded);
-                    let ev = evidence_of(ctx, &report, Source::HumanApproved, Mode::Overlay, "filesystem", ok);
-                    record_evidence(ctx, &f, ev).await;
+                    // A reviewer's approval is not (issue 22).
+                    if human_approved(ctx) {
+                        let ok = matches!(&out, Ok(o) if o.status == JobStatus::Succeeded);
+                        let ev = evidence_of(ctx, &report, Source::HumanApproved, Mode::Overlay, "filesystem", ok);
+                        record_evidence(ctx, &f, ev).await;
+                    }
                     out
                 }
                 None => Err(Outcome::failed("internal error: change set vanished")),
@@ -506,7 +510,7 @@ async fn execute(
     let success = r.success();
     // Evidence only when a human approved this run, or the operator's override allowed it.
     let source = match policy_used {
-        "approved" => Some(Source::HumanApproved),
+        "approved" if human_approved(ctx) => Some(Source::HumanApproved),
         "always_allow" => Some(Source::OperatorOverride),
         _ => None,
     };
@@ -547,6 +551,11 @@ async fn execute(
         }),
         result: Some(result),
     })
+}
+
+/// This run was approved by a human (not by the `[reviewer]` command): only then is it evidence.
+fn human_approved(ctx: &JobCtx) -> bool {
+    ctx.approval.as_ref().is_some_and(|a| a.by_human)
 }
 
 fn evidence_of(
@@ -1078,16 +1087,11 @@ async fn apply_pending(ctx: &JobCtx, m: Manifest, policy_used: &str) -> Result<O
     if ctx.config.test_actions {
         test_pause("BRAINLOOP_TEST_PAUSE_AFTER_APPLY_MS").await;
     }
-    let paths: Vec<Value> = m
-        .change_set
-        .changes
-        .iter()
-        .map(|c| json!({"path": c.path, "kind": c.kind}))
-        .collect();
+    let paths = m.change_set.paths_json();
     Ok(ran_outcome(
         &m,
         policy_used,
-        json!(paths),
+        paths,
         Some(format!("brainloop undo {job_id}")),
     ))
 }

@@ -62,6 +62,8 @@ pub struct JobCtx {
 pub struct ApprovedRun {
     pub validation_id: String,
     pub command_hash: String,
+    /// A human decided (false: the `[reviewer]` command did — never learning evidence).
+    pub by_human: bool,
 }
 
 /// How a job ended.

@@ -227,6 +227,7 @@ pub fn decide(
     output: &Connection,
     id: &str,
     d: Decision,
+    learn: bool,
     reason: Option<&str>,
     by: &str,
 ) -> Result<Validation> {
@@ -236,13 +237,28 @@ pub fn decide(
     if v.status != "pending" {
         bail!("validation {id} is already {}", v.status);
     }
+    record(security, id, d, learn, reason, by)?;
+    Ok(v)
+}
+
+/// Writes one decision row for the worker to consume (`decide` checks the validation first).
+/// `learn`: `approve --learn` (the worker learns the change set's signatures for the client,
+/// `bash::learn`).
+pub fn record(
+    security: &mut Connection,
+    id: &str,
+    d: Decision,
+    learn: bool,
+    reason: Option<&str>,
+    by: &str,
+) -> Result<()> {
     write_tx(security, |tx| {
         tx.execute(
-            "INSERT INTO approvals(validation_id, decision, reason, decided_by, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
-            params![id, d.as_str(), reason, by, crate::time::now_ms()],
+            "INSERT INTO approvals(validation_id, decision, reason, decided_by, created_at, learn) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![id, d.as_str(), reason, by, crate::time::now_ms(), learn],
         )
     })?;
-    Ok(v)
+    Ok(())
 }
 
 /// An unconsumed approval row.
@@ -254,11 +270,13 @@ pub struct ApprovalRow {
     pub reason: Option<String>,
     pub decided_by: String,
     pub created_at: i64,
+    /// `approve --learn`.
+    pub learn: bool,
 }
 
 pub fn unconsumed(security: &Connection) -> Result<Vec<ApprovalRow>> {
     let mut s = security.prepare_cached(
-        "SELECT id, validation_id, decision, reason, decided_by, created_at FROM approvals WHERE consumed_at IS NULL ORDER BY id",
+        "SELECT id, validation_id, decision, reason, decided_by, created_at, learn FROM approvals WHERE consumed_at IS NULL ORDER BY id",
     )?;
     let v = s
         .query_map([], |r| {
@@ -269,6 +287,7 @@ pub fn unconsumed(security: &Connection) -> Result<Vec<ApprovalRow>> {
                 reason: r.get(3)?,
                 decided_by: r.get(4)?,
                 created_at: r.get(5)?,
+                learn: r.get(6)?,
             })
         })?
         .collect::<rusqlite::Result<Vec<_>>>()?;

@@ -80,6 +80,13 @@ impl ChangeSet {
         let n = |k| self.changes.iter().filter(|c| c.kind == k).count();
         (n(Kind::Added), n(Kind::Modified), n(Kind::Deleted))
     }
+    /// `[{path, kind}]` of every change (results and hook payloads).
+    pub fn paths_json(&self) -> serde_json::Value {
+        self.changes
+            .iter()
+            .map(|c| serde_json::json!({"path": c.path, "kind": c.kind}))
+            .collect()
+    }
     pub fn summary(&self) -> String {
         let (a, m, d) = self.counts();
         let stripped = self

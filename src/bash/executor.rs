@@ -153,6 +153,25 @@ pub async fn execute_with(
     cancel: &CancellationToken,
     on_spawn: impl FnOnce(i32) -> std::io::Result<()>,
 ) -> std::io::Result<ExecResult> {
+    run(req, None, cancel, on_spawn).await
+}
+
+/// [`execute`] with `input` written to the command's stdin (then closed): how operator hooks
+/// receive agent-derived data, never in their command line (`crate::hooks`).
+pub async fn execute_input(
+    req: &ExecRequest,
+    input: Vec<u8>,
+    cancel: &CancellationToken,
+) -> std::io::Result<ExecResult> {
+    run(req, Some(input), cancel, |_| Ok(())).await
+}
+
+async fn run(
+    req: &ExecRequest,
+    input: Option<Vec<u8>>,
+    cancel: &CancellationToken,
+    on_spawn: impl FnOnce(i32) -> std::io::Result<()>,
+) -> std::io::Result<ExecResult> {
     let timeout = req.timeout.min(MAX_TIMEOUT);
     let mut cmd = match &req.sandbox {
         None => {
@@ -171,11 +190,12 @@ pub async fn execute_with(
             c
         }
     };
-    let spec_json = match &req.sandbox {
-        Some((_, spec)) => Some(serde_json::to_vec(spec).map_err(std::io::Error::other)?),
-        None => None,
+    // Sandboxed: the framed spec, then the command's input; direct: the input alone.
+    let stdin_bytes = match &req.sandbox {
+        Some((_, spec)) => Some(crate::sandbox::exec::frame_spec(spec, input)?),
+        None => input,
     };
-    cmd.stdin(if spec_json.is_some() {
+    cmd.stdin(if stdin_bytes.is_some() {
         Stdio::piped()
     } else {
         Stdio::null()
@@ -195,20 +215,22 @@ pub async fn execute_with(
     let t0 = Instant::now();
     let mut child = cmd.spawn()?;
     let pgid = child.id().map(|p| p as i32).unwrap_or(0);
-    // The helper reads its spec to the end before anything else, then closes its stdin (a
-    // helper that dies first shows up as its exit status, not here).
-    if let (Some(json), Some(mut stdin)) = (spec_json, child.stdin.take()) {
-        tokio::spawn(async move {
-            use tokio::io::AsyncWriteExt;
-            let _ = stdin.write_all(&json).await;
-        });
-    }
     if let Err(e) = on_spawn(pgid) {
         signal_group(pgid, Signal::SIGKILL);
         let _ = child.wait().await;
         return Err(std::io::Error::other(format!(
             "cannot record the command's process group ({e}), so it was stopped before it ran"
         )));
+    }
+    if let (Some(bytes), Some(mut stdin)) = (stdin_bytes, child.stdin.take()) {
+        // Written only once the process group is recorded (the helper waits for its spec, so
+        // nothing runs before), and concurrently: a command that never reads its input must
+        // not block the worker; one that exits early just closes the pipe. A helper that dies
+        // before reading its spec shows up as its exit status, not here.
+        tokio::spawn(async move {
+            use tokio::io::AsyncWriteExt;
+            let _ = stdin.write_all(&bytes).await;
+        });
     }
     let (Some(out), Some(err)) = (child.stdout.take(), child.stderr.take()) else {
         signal_group(pgid, Signal::SIGKILL);

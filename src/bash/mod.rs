@@ -1,6 +1,7 @@
 //! Shell commands (seed 001's secure bash execution, DESIGN §5): `policy` (pure decision rules),
 //! `registry` (the evolving per-command registry), `evidence` (what learning may count: human
-//! decisions only), `effects` (what a learned signature may apply without a human), `changes`
+//! decisions only), `effects` (what a learned signature may apply without a human), `learn` (which
+//! change sets `approve --learn` and a reviewer's `approve` may cover), `changes`
 //! and `beneath` (change sets, read and written beneath the workspace), `approvals` (human validation), `executor`
 //! (running one command as a bounded process tree), `leftovers` (no command outlives a crash).
 //! Classification itself lives in `crate::classify`; the `execute_bash` action in
@@ -12,6 +13,7 @@ pub mod changes;
 pub mod effects;
 pub mod evidence;
 pub mod executor;
+pub mod learn;
 pub mod leftovers;
 pub mod policy;
 pub mod registry;

@@ -485,13 +485,14 @@ pub fn observe(
                    why_not = coalesce(why_not, excluded.why_not)",
                 params![s.text, s.program, s.learnable, s.why_not, now],
             )?;
-            let (learnable, approvals, denials, ov): (bool, i64, i64, Option<String>) = tx.query_row(
-                "SELECT s.learnable, coalesce(e.approvals, 0), coalesce(e.denials, 0), s.user_override
+            let (learnable, approvals, denials, ov, taught): (bool, i64, i64, Option<String>, bool) = tx.query_row(
+                "SELECT s.learnable, coalesce(e.approvals, 0), coalesce(e.denials, 0), s.user_override,
+                        e.learned_at IS NOT NULL
                  FROM signatures s LEFT JOIN signature_evidence e
                    ON e.signature = s.signature AND e.client_id = ?2
                  WHERE s.signature = ?1",
                 params![&s.text, client],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
             )?;
             let ov = ov.as_deref().and_then(Override::parse);
             match ov {
@@ -500,7 +501,10 @@ pub fn observe(
                 _ => {}
             }
             let learned = ov == Some(Override::AlwaysAllow)
-                || (learnable && s.learnable && denials == 0 && approvals >= threshold as i64);
+                || (learnable
+                    && s.learnable
+                    && denials == 0
+                    && (taught || approvals >= threshold as i64));
             if !learned || ov == Some(Override::AlwaysAsk) {
                 st.all_learned = false;
             }
@@ -609,6 +613,24 @@ pub struct Row {
     pub user_override: Option<String>,
     /// learned / learning (n/N) / never (why) / override
     pub state: String,
+    /// Per client: its human decisions, and who taught it the signature at once (`--learn`).
+    pub clients: Vec<ClientLearning>,
+}
+
+/// One client's learning of one signature.
+#[derive(Debug, Clone, Serialize)]
+pub struct ClientLearning {
+    pub client_id: String,
+    pub approvals: i64,
+    pub denials: i64,
+    /// Learned for this client: no denial, and the threshold reached or taught with `--learn`.
+    pub learned: bool,
+    /// Set by `approve --learn`: when, by whom, from which job.
+    pub learned_at: Option<i64>,
+    pub learned_by: Option<String>,
+    pub learned_job: Option<i64>,
+    /// When its evidence last changed.
+    pub updated_at: i64,
 }
 
 pub fn list(conn: &Connection, threshold: u32) -> Result<Vec<Row>> {
@@ -629,26 +651,43 @@ pub fn list(conn: &Connection, threshold: u32) -> Result<Vec<Row>> {
                 auto_applied: r.get(7)?,
                 user_override: r.get(8)?,
                 state: String::new(),
+                clients: Vec::new(),
             })
         })?
         .collect::<rusqlite::Result<Vec<_>>>()?;
     let mut per_client = conn.prepare(
-        "SELECT client_id, approvals, denials FROM signature_evidence WHERE signature = ?1 ORDER BY client_id",
+        "SELECT client_id, approvals, denials, learned_at, learned_by, learned_job, updated_at
+         FROM signature_evidence WHERE signature = ?1 ORDER BY client_id",
     )?;
     let mut out = Vec::with_capacity(rows.len());
     for mut r in rows {
-        let ev: Vec<(String, i64, i64)> = per_client
-            .query_map([&r.signature], |x| Ok((x.get(0)?, x.get(1)?, x.get(2)?)))?
+        r.clients = per_client
+            .query_map([&r.signature], |x| {
+                let (approvals, denials, learned_at): (i64, i64, Option<i64>) =
+                    (x.get(1)?, x.get(2)?, x.get(3)?);
+                Ok(ClientLearning {
+                    client_id: x.get(0)?,
+                    approvals,
+                    denials,
+                    learned: denials == 0
+                        && (learned_at.is_some() || approvals >= threshold as i64),
+                    learned_at,
+                    learned_by: x.get(4)?,
+                    learned_job: x.get(5)?,
+                    updated_at: x.get(6)?,
+                })
+            })?
             .collect::<rusqlite::Result<_>>()?;
+        let ev = &r.clients;
         let learned: Vec<&str> = ev
             .iter()
-            .filter(|(_, a, d)| *d == 0 && *a >= threshold as i64)
-            .map(|(c, _, _)| c.as_str())
+            .filter(|c| c.learned)
+            .map(|c| c.client_id.as_str())
             .collect();
         let best = ev
             .iter()
-            .filter(|e| e.2 == 0)
-            .map(|e| e.1)
+            .filter(|e| e.denials == 0)
+            .map(|e| e.approvals)
             .max()
             .unwrap_or(0);
         r.state = match (&r.user_override, r.learnable) {
@@ -657,7 +696,7 @@ pub fn list(conn: &Connection, threshold: u32) -> Result<Vec<Row>> {
                 format!("never learned ({})", r.why_not.clone().unwrap_or_default())
             }
             _ if !learned.is_empty() => format!("learned for {}", learned.join(", ")),
-            _ if !ev.is_empty() && ev.iter().all(|e| e.2 > 0) => {
+            _ if !ev.is_empty() && ev.iter().all(|e| e.denials > 0) => {
                 "not learned (denied before)".into()
             }
             _ => format!("learning ({best}/{threshold})"),
@@ -667,13 +706,29 @@ pub fn list(conn: &Connection, threshold: u32) -> Result<Vec<Row>> {
     Ok(out)
 }
 
-/// Operator override of one signature (by id).
+/// The id of a signature given as `sig:N`, `N`, or its exact text.
+pub fn resolve(conn: &Connection, key: &str) -> Result<Option<i64>> {
+    if let Some(n) = key.strip_prefix("sig:") {
+        return Ok(n.parse::<i64>().ok());
+    }
+    let by_text: Option<i64> = conn
+        .query_row(
+            "SELECT id FROM signatures WHERE signature = ?1",
+            [key],
+            |r| r.get(0),
+        )
+        .optional()?;
+    Ok(by_text.or_else(|| key.parse::<i64>().ok()))
+}
+
+/// Operator override of one signature (by id); `None` (clear) also forgets every client's
+/// learning of it. Returns the signature and how many clients' learning was forgotten.
 pub fn set_override(
     conn: &mut Connection,
     id: i64,
     ov: Option<Override>,
     reason: &str,
-) -> Result<String> {
+) -> Result<(String, usize)> {
     let sig: Option<String> = conn
         .query_row(
             "SELECT signature FROM signatures WHERE id = ?1",
@@ -684,13 +739,21 @@ pub fn set_override(
     let Some(sig) = sig else {
         bail!("no signature {id} (see `brainloop signatures`)");
     };
-    write_tx(conn, |tx| {
+    let forgotten = write_tx(conn, |tx| {
         tx.execute(
             "UPDATE signatures SET user_override = ?2, user_override_reason = ?3 WHERE id = ?1",
             params![id, ov.map(|o| o.as_str()), reason],
-        )
+        )?;
+        // `clear` also forgets what every client learned of it (issue 22): learning starts over.
+        if ov.is_none() {
+            return tx.execute(
+                "DELETE FROM signature_evidence WHERE signature = ?1",
+                [&sig],
+            );
+        }
+        Ok(0)
     })?;
-    Ok(sig)
+    Ok((sig, forgotten))
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ mod init;
 mod mcp;
 mod prune;
 mod repair;
+mod review;
 mod run;
 mod security;
 mod status;
@@ -69,8 +70,10 @@ pub enum Command {
     Show(security::ShowArgs),
     /// Restore what a job's applied change set replaced (refused if later changes conflict).
     Undo(security::UndoArgs),
-    /// Operation signatures: approvals, denials, learned or not (and why).
+    /// Operation signatures: approvals, denials, learned or not (and why), per client.
     Signatures(security::SignaturesArgs),
+    /// Review pending validations in one terminal screen: diff, output, approve / --learn / deny, undo.
+    Review(review::ReviewArgs),
     /// Show what the command sandbox can enforce on this machine (Landlock, seccomp, namespaces, cgroup).
     Sandbox {
         #[arg(long)]
@@ -154,6 +157,7 @@ pub fn main() -> i32 {
         Command::Show(args) => security::show(&config, &args),
         Command::Undo(args) => security::undo(&config, &args),
         Command::Signatures(args) => security::signatures_list(&config, &args),
+        Command::Review(args) => review::run(&config, &args),
         Command::Grant(args) => grants::grant(&config, &args),
         Command::Revoke(args) => grants::revoke(&config, &args),
         Command::Grants(args) => grants::list(&config, &args),

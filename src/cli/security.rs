@@ -31,6 +31,10 @@ pub struct DecideArgs {
     /// Why (kept with the decision).
     #[arg(long)]
     pub reason: Option<String>,
+    /// `approve` only: also learn the change set's signatures for the job's client at once
+    /// (refused, saying why, for what a learned signature could never apply).
+    #[arg(long)]
+    pub learn: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -115,21 +119,13 @@ pub fn validations(config: &Config, a: &ValidationsArgs) -> Result<i32> {
 }
 
 pub fn decide(config: &Config, a: &DecideArgs, approve: bool) -> Result<i32> {
-    let d = match (approve, a.always) {
-        (true, false) => Decision::Approve,
-        (true, true) => Decision::AlwaysAllow,
-        (false, false) => Decision::Deny,
-        (false, true) => Decision::Never,
-    };
-    let out = db::open_read_only(&config.data_dir, DbKind::Output)?;
-    let mut sec = open(config, DbKind::Security)?;
-    let v = approvals::decide(
-        &mut sec,
-        &out,
+    let (d, v) = record_decision(
+        config,
         &a.id,
-        d,
+        approve,
+        a.always,
+        a.learn,
         a.reason.as_deref(),
-        &super::operator(),
     )?;
     println!(
         "{} validation {} (job {}): {}",
@@ -138,8 +134,65 @@ pub fn decide(config: &Config, a: &DecideArgs, approve: bool) -> Result<i32> {
         v.job_id,
         v.command.as_deref().unwrap_or("")
     );
+    if a.learn {
+        println!(
+            "and learn its signatures for client {}: {}",
+            v.client_id,
+            crate::bash::learn::signatures_of(&config.data_dir, v.job_id)?.join(" | ")
+        );
+    }
     println!("the worker applies it within seconds (`brainloop enqueue get_result` / results table for the outcome)");
     Ok(0)
+}
+
+/// One operator decision (`approve` / `deny` and `review`): `--learn` is checked first and
+/// refused, nothing decided, for what a learned signature could never apply (`bash::learn`).
+pub(crate) fn record_decision(
+    config: &Config,
+    id: &str,
+    approve: bool,
+    always: bool,
+    learn: bool,
+    reason: Option<&str>,
+) -> Result<(Decision, approvals::Validation)> {
+    let d = match (approve, always) {
+        (true, false) => Decision::Approve,
+        (true, true) => Decision::AlwaysAllow,
+        (false, false) => Decision::Deny,
+        (false, true) => Decision::Never,
+    };
+    let out = db::open_read_only(&config.data_dir, DbKind::Output)?;
+    let mut sec = open(config, DbKind::Security)?;
+    if learn {
+        if d != Decision::Approve {
+            bail!("--learn goes with `approve ID` alone (not with deny or --always)");
+        }
+        refuse_learning(config, id, &sec, &out)?;
+    }
+    let v = approvals::decide(&mut sec, &out, id, d, learn, reason, &super::operator())?;
+    Ok((d, v))
+}
+
+/// `--learn` is for a change set a learned signature could apply (`bash::learn`).
+fn refuse_learning(
+    config: &Config,
+    id: &str,
+    sec: &rusqlite::Connection,
+    out: &rusqlite::Connection,
+) -> Result<()> {
+    let Some(v) = approvals::get(out, id)? else {
+        bail!("no validation {id} (see `brainloop validations`)");
+    };
+    let protected = crate::bash::effects::Protected::shared(&config.protected_paths)?;
+    let why = crate::bash::learn::refusals(sec, &config.data_dir, &v, &protected)?;
+    if !why.is_empty() {
+        bail!(
+            "--learn refused for validation {}, nothing decided (approve it without --learn to run it once):\n  - {}",
+            v.id,
+            why.join("\n  - ")
+        );
+    }
+    Ok(())
 }
 
 pub fn commands(config: &Config, a: &CommandsArgs) -> Result<i32> {
@@ -216,26 +269,30 @@ pub fn set_override(config: &Config, a: &OverrideArgs) -> Result<i32> {
         })?),
     };
     let mut sec = open(config, DbKind::Security)?;
-    let sig_id = a
-        .hash
-        .strip_prefix("sig:")
-        .and_then(|n| n.parse::<i64>().ok());
-    let as_hash = if sig_id.is_none() {
-        registry::resolve_prefix(&sec, &a.hash)
+    let as_hash = if a.hash.starts_with("sig:") {
+        Err(anyhow::anyhow!(
+            "{} is not a signature id (`sig:N` from `brainloop signatures`)",
+            a.hash
+        ))
     } else {
-        Err(anyhow::anyhow!("a signature id"))
+        registry::resolve_prefix(&sec, &a.hash)
     };
-    let hash = match (as_hash, sig_id.or_else(|| a.hash.parse::<i64>().ok())) {
+    let hash = match (as_hash, signatures::resolve(&sec, &a.hash)?) {
         (Ok(h), _) => h,
         (Err(_), Some(id)) => {
             let reason = a
                 .reason
                 .clone()
                 .unwrap_or_else(|| format!("set by {}", super::operator()));
-            let sig = signatures::set_override(&mut sec, id, ov, &reason)?;
+            let (sig, forgotten) = signatures::set_override(&mut sec, id, ov, &reason)?;
             println!(
-                "signature {id} `{sig}`: override {}",
-                ov.map(|o| o.as_str()).unwrap_or("cleared")
+                "signature {id} `{sig}`: override {}{}",
+                ov.map(|o| o.as_str()).unwrap_or("cleared"),
+                if ov.is_none() {
+                    format!("; learning forgotten for {forgotten} client(s)")
+                } else {
+                    String::new()
+                }
             );
             return Ok(0);
         }
@@ -336,25 +393,31 @@ pub fn show(config: &Config, a: &ShowArgs) -> Result<i32> {
 
 /// `brainloop undo JOB`: restores what an applied change set replaced.
 pub fn undo(config: &Config, a: &UndoArgs) -> Result<i32> {
+    let restored = undo_job(config, a.job)?;
+    println!("undid job {}: {} path(s) restored", a.job, restored.len());
+    for p in restored {
+        println!("  {p}");
+    }
+    Ok(0)
+}
+
+/// Undoes a job's applied change set (`undo` and `review`); the paths restored.
+pub(crate) fn undo_job(config: &Config, job: i64) -> Result<Vec<String>> {
     let mut sec = open(config, DbKind::Security)?;
     let row: Option<(String, String, Option<i64>)> =
         rusqlite::OptionalExtension::optional(sec.query_row(
             "SELECT workspace, entries, undone_at FROM journal WHERE job_id = ?1",
-            [a.job],
+            [job],
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
         ))?;
     let Some((ws, entries, undone)) = row else {
-        bail!(
-            "job {} has no applied change set (see `brainloop show {}`)",
-            a.job,
-            a.job
-        );
+        bail!("job {job} has no applied change set (see `brainloop show {job}`)");
     };
     if let Some(t) = undone {
-        bail!("job {}'s change set was already undone (at {t})", a.job);
+        bail!("job {job}'s change set was already undone (at {t})");
     }
     let j = changes::Journal {
-        job_id: a.job,
+        job_id: job,
         workspace: ws.into(),
         entries: serde_json::from_str(&entries)?,
     };
@@ -362,14 +425,10 @@ pub fn undo(config: &Config, a: &UndoArgs) -> Result<i32> {
     crate::db::write_tx(&mut sec, |tx| {
         tx.execute(
             "UPDATE journal SET undone_at = ?2 WHERE job_id = ?1",
-            rusqlite::params![a.job, crate::time::now_ms()],
+            rusqlite::params![job, crate::time::now_ms()],
         )
     })?;
-    println!("undid job {}: {} path(s) restored", a.job, restored.len());
-    for p in restored {
-        println!("  {p}");
-    }
-    Ok(0)
+    Ok(restored)
 }
 
 /// `brainloop signatures`: learned and learning operation signatures.
@@ -392,6 +451,39 @@ pub fn signatures_list(config: &Config, a: &SignaturesArgs) -> Result<i32> {
             "{:>4} {:>4} {:>4} {:>5} {:>5}  {:<28} {}",
             r.id, r.approvals, r.denials, r.upfront_approvals, r.auto_applied, r.state, r.signature
         );
+        for c in &r.clients {
+            println!("{:>9}{}", "", client_learning(c));
+        }
     }
     Ok(0)
+}
+
+/// One line of who learned a signature, when and from which job (or how far it got).
+fn client_learning(c: &signatures::ClientLearning) -> String {
+    let when = |t: i64| {
+        chrono::DateTime::from_timestamp_millis(t)
+            .map(|d| d.format("%Y-%m-%d %H:%M:%S UTC").to_string())
+            .unwrap_or_else(|| t.to_string())
+    };
+    let state = match (c.learned, c.learned_at) {
+        (true, Some(t)) => format!(
+            "learned with --learn by {} at {} from job {}",
+            c.learned_by.as_deref().unwrap_or("?"),
+            when(t),
+            c.learned_job
+                .map(|j| j.to_string())
+                .unwrap_or_else(|| "?".into())
+        ),
+        (true, None) => format!(
+            "learned ({} approvals, last at {})",
+            c.approvals,
+            when(c.updated_at)
+        ),
+        (false, _) if c.denials > 0 => "not learned: denied before".to_string(),
+        (false, _) => "learning".to_string(),
+    };
+    format!(
+        "client {}: {state}; {} approved, {} denied",
+        c.client_id, c.approvals, c.denials
+    )
 }

@@ -139,14 +139,14 @@ fn probe_inner(helper: &Path) -> Level {
         &Limits::default(),
     );
     spec.landlock_abi = Some(level.landlock_abi);
-    let json = match serde_json::to_string(&spec) {
+    let framed = match exec::frame_spec(&spec, None) {
         Ok(j) => j,
         Err(e) => {
             level.error = Some(e.to_string());
             return level;
         }
     };
-    match run_helper(helper, &json) {
+    match run_helper(helper, &framed) {
         Ok(out) if out.status.success() => {
             level.enforcing = true;
             level.namespaces = true;
@@ -177,8 +177,8 @@ fn probe_inner(helper: &Path) -> Level {
     level
 }
 
-/// Runs the helper with `json` as its spec on stdin (`exec::run_from_stdin`).
-fn run_helper(helper: &Path, json: &str) -> std::io::Result<std::process::Output> {
+/// Runs the helper with `framed` (`exec::frame_spec`) on its stdin (`exec::run_from_stdin`).
+fn run_helper(helper: &Path, framed: &[u8]) -> std::io::Result<std::process::Output> {
     use std::io::Write;
     let mut child = Command::new(helper)
         .arg("sandbox-exec")
@@ -189,7 +189,7 @@ fn run_helper(helper: &Path, json: &str) -> std::io::Result<std::process::Output
         .spawn()?;
     if let Some(mut stdin) = child.stdin.take() {
         // A helper that fails before reading shows in its exit status and stderr.
-        let _ = stdin.write_all(json.as_bytes());
+        let _ = stdin.write_all(framed);
     }
     child.wait_with_output()
 }

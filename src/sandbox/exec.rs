@@ -549,17 +549,10 @@ pub fn run_from_stdin() -> i32 {
         );
         return SETUP_FAILED;
     }
-    let json = match read_spec() {
-        Ok(j) => j,
-        Err(e) => {
-            eprintln!("{ERROR_PREFIX} cannot read the spec from stdin: {e}");
-            return SETUP_FAILED;
-        }
-    };
-    match serde_json::from_slice::<Spec>(&json) {
+    match read_spec() {
         Ok(spec) => main(&spec),
         Err(e) => {
-            eprintln!("{ERROR_PREFIX} invalid spec: {e}");
+            eprintln!("{ERROR_PREFIX} cannot read the spec from stdin: {e}");
             SETUP_FAILED
         }
     }
@@ -568,16 +561,40 @@ pub fn run_from_stdin() -> i32 {
 /// A spec is at most this large (the command and its environment are bounded far below).
 const MAX_SPEC_BYTES: u64 = 16 << 20;
 
-fn read_spec() -> std::io::Result<Vec<u8>> {
+/// What the worker writes on the helper's stdin: the spec's length (8 bytes, little-endian),
+/// the spec as JSON, then — when `input` is given — the command's own stdin.
+pub fn frame_spec(spec: &Spec, input: Option<Vec<u8>>) -> std::io::Result<Vec<u8>> {
+    let mut spec = spec.clone();
+    spec.stdin = input.is_some();
+    let json = serde_json::to_vec(&spec).map_err(std::io::Error::other)?;
+    let mut out = (json.len() as u64).to_le_bytes().to_vec();
+    out.extend(json);
+    out.extend(input.unwrap_or_default());
+    Ok(out)
+}
+
+/// Reads one framed spec from fd 0 without reading past it (unbuffered), so what follows
+/// stays for the command when the spec says so; otherwise stdin becomes `/dev/null`.
+fn read_spec() -> std::io::Result<Spec> {
     use std::io::Read;
-    let mut json = Vec::new();
-    std::io::stdin()
-        .lock()
-        .take(MAX_SPEC_BYTES)
-        .read_to_end(&mut json)?;
-    let null = std::fs::File::open("/dev/null")?;
-    nix::unistd::dup2_stdin(&null).map_err(std::io::Error::from)?;
-    Ok(json)
+    use std::os::fd::FromRawFd;
+    // SAFETY: fd 0 stays open (ManuallyDrop): this only reads from it.
+    let mut fd0 = std::mem::ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(0) });
+    let mut len = [0u8; 8];
+    fd0.read_exact(&mut len)?;
+    let len = u64::from_le_bytes(len);
+    if len > MAX_SPEC_BYTES {
+        return Err(std::io::Error::other(format!("spec of {len} bytes")));
+    }
+    let mut json = vec![0u8; len as usize];
+    fd0.read_exact(&mut json)?;
+    let spec: Spec = serde_json::from_slice(&json)
+        .map_err(|e| std::io::Error::other(format!("invalid spec: {e}")))?;
+    if !spec.stdin {
+        let null = std::fs::File::open("/dev/null")?;
+        nix::unistd::dup2_stdin(&null).map_err(std::io::Error::from)?;
+    }
+    Ok(spec)
 }
 
 /// Whether `p` is a usable helper binary.

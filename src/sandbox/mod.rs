@@ -141,6 +141,10 @@ impl Default for SandboxConfig {
 pub struct Spec {
     pub set: Set,
     pub command: String,
+    /// The command's stdin is what follows the spec on the helper's stdin (operator hooks get
+    /// their JSON this way); otherwise `/dev/null`.
+    #[serde(default)]
+    pub stdin: bool,
     pub workdir: PathBuf,
     pub env: Vec<(String, String)>,
     /// Read (and execute) beneath these.
@@ -357,6 +361,7 @@ pub fn spec_for(
     Spec {
         set,
         command: command.to_string(),
+        stdin: false,
         nosuid,
         hide,
         workdir,

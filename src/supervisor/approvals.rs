@@ -139,8 +139,55 @@ fn record_denial(
     }
 }
 
-/// Expiries and new approvals, as actions for the supervisor.
-pub fn collect(stores: &Stores, data_dir: &std::path::Path) -> Result<Vec<Resume>> {
+/// `approve --learn`: the worker checks the gate again (`bash::learn`, the same function the CLI
+/// used) and learns the change set's signatures for the job's client. A refusal here leaves the
+/// approval an ordinary one (logged).
+fn learn(
+    stores: &Stores,
+    data_dir: &std::path::Path,
+    protected: &[String],
+    v: &Validation,
+    by: &str,
+    now: i64,
+) {
+    let res = (|| -> Result<()> {
+        let p = crate::bash::effects::Protected::shared(protected)?;
+        let why = stores
+            .security
+            .with(|c| crate::bash::learn::refusals(c, data_dir, v, &p))?;
+        if !why.is_empty() {
+            tracing::warn!(validation_id = %v.id, reasons = why.join("; "), "approve --learn: approved once, nothing learned");
+            return Ok(());
+        }
+        let sigs = crate::bash::learn::signatures_of(data_dir, v.job_id)?;
+        stores
+            .security
+            .with(|c| crate::bash::learn::learn_now(c, &v.client_id, &sigs, v.job_id, by, now))?;
+        tracing::info!(validation_id = %v.id, client = %v.client_id, signatures = sigs.join(" | "), "learned with approve --learn");
+        Ok(())
+    })();
+    if let Err(e) = res {
+        tracing::warn!(error = format!("{e:#}"), validation_id = %v.id, "approve --learn: cannot learn");
+    }
+}
+
+/// How to ask again after an expiry (issue 22): nothing is re-run by itself.
+fn resubmit_hint(w: &Waiting) -> String {
+    format!(
+        "To ask again, submit a new {} job with the same params (e.g. `brainloop enqueue {} --params '<the same JSON>' --client {}`): a human is asked again (`validation_ttl_ms` to answer)",
+        w.action.as_deref().unwrap_or("job of the same action"),
+        w.action.as_deref().unwrap_or("ACTION"),
+        w.client_id
+    )
+}
+
+/// Expiries and new approvals, as actions for the supervisor. `protected`: the operator's
+/// `protected_paths` (for `approve --learn`).
+pub fn collect(
+    stores: &Stores,
+    data_dir: &std::path::Path,
+    protected: &[String],
+) -> Result<Vec<Resume>> {
     let now = crate::time::now_ms();
     let mut out = Vec::new();
     let rows = stores.security.with(|c| approvals::unconsumed(c))?;
@@ -218,19 +265,26 @@ pub fn collect(stores: &Stores, data_dir: &std::path::Path) -> Result<Vec<Resume
                 .security
                 .with(|c| registry::set_override(c, &hash, Some(ov), &reason, now))?;
         }
+        // Only a human's decision teaches (a reviewer's is not evidence, `crate::hooks`).
+        let human = crate::hooks::decided_by_human(&a.decided_by);
         // Approvals and denials accrue to the job's operation signatures (once per job).
-        if let Err(e) = stores
-            .security
-            .with(|c| crate::bash::signatures::count_decision(c, v.job_id, runs))
-        {
+        if let Err(e) = stores.security.with(|c| match human {
+            true => crate::bash::signatures::count_decision(c, v.job_id, runs),
+            false => Ok(()),
+        }) {
             tracing::warn!(
                 error = format!("{e:#}"),
                 "cannot count the decision toward signatures"
             );
         }
+        if runs && human && a.learn {
+            learn(stores, data_dir, protected, &v, &a.decided_by, now);
+        }
         if !runs {
             // A denial is evidence (it resets the client's count and withdraws its promotion).
-            record_denial(stores, data_dir, &v, &w, &hash, &a.decided_by, now);
+            if human {
+                record_denial(stores, data_dir, &v, &w, &hash, &a.decided_by, now);
+            }
             // A denied change set is discarded: the workspace was never touched.
             crate::bash::changes::discard(data_dir, v.job_id);
         }
@@ -250,6 +304,7 @@ pub fn collect(stores: &Stores, data_dir: &std::path::Path) -> Result<Vec<Resume
                 approval: ApprovedRun {
                     validation_id: v.id.clone(),
                     command_hash: hash,
+                    by_human: human,
                 },
             });
         } else {
@@ -276,8 +331,17 @@ pub fn collect(stores: &Stores, data_dir: &std::path::Path) -> Result<Vec<Resume
                     v.job_id,
                     &w,
                     JobStatus::Expired,
-                    format!("validation {} was not answered in time; nothing ran", v.id),
-                    json!({"status": "expired", "validation_id": v.id, "command": v.command}),
+                    format!(
+                        "validation {} was not answered in time; nothing ran. {}",
+                        v.id,
+                        resubmit_hint(&w)
+                    ),
+                    json!({
+                        "status": "expired",
+                        "validation_id": v.id,
+                        "command": v.command,
+                        "resubmit": resubmit_hint(&w),
+                    }),
                 )));
             }
         }

@@ -198,6 +198,14 @@ pub async fn run(
         });
     }
 
+    // `[notify]` / `[reviewer]`: off the dispatch path (issue 22).
+    let _hooks = crate::hooks::spawn(
+        Arc::clone(&config),
+        Arc::clone(&stores),
+        Arc::clone(&sandbox),
+        background.clone(),
+    );
+
     let job_cancel = CancellationToken::new();
     let mut loop_state = Loop {
         llm,
@@ -352,8 +360,8 @@ pub async fn run(
             approvals_check = false;
             approvals_notified = false;
             let st = Arc::clone(&stores);
-            let dd = config.data_dir.clone();
-            match tokio::task::spawn_blocking(move || approvals::collect(&st, &dd)).await {
+            let (dd, pp) = (config.data_dir.clone(), config.protected_paths.clone());
+            match tokio::task::spawn_blocking(move || approvals::collect(&st, &dd, &pp)).await {
                 Ok(Ok(resumes)) => {
                     let now = crate::time::now_ms();
                     for r in resumes {

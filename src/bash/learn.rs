@@ -1,0 +1,164 @@
+//! Learning in one answer (issue 22). This module owns *which change sets a human may teach at
+//! once, and a reviewer may approve*: [`refusals`] says why no learned signature could ever apply
+//! a validation's change set (empty: one could). It is the one gate of `brainloop approve ID
+//! --learn` (checked by the CLI, and again by the worker before it learns) and of a `[reviewer]`
+//! command's `approve` (`crate::hooks`). It composes the rules that already exist, never a copy:
+//!
+//! - the change set comes from an overlay run and is the one the validation shows (its effect
+//!   hash): commands asked up front (network, process or system control, effects the overlay
+//!   cannot capture) and other actions' requests have none, so they are refused;
+//! - every operation signature of the command is learnable (`signatures::of_report`: never for
+//!   writes outside the workspace, computed program names, inline code, scripts or flags that
+//!   write or run elsewhere — and the stored verdict, which only ever narrows), has no `never` /
+//!   `always_ask` override, and no denial by this client (a denial is never overridden here;
+//!   `override SIGNATURE clear` forgets);
+//! - `effects::auto_apply_refusals` accepts the change set: every path it touches is named by the
+//!   command, and none is protected.
+//!
+//! [`learn_now`] then marks the signatures learned for the job's client: who, when, which job.
+
+use crate::bash::approvals::Validation;
+use crate::bash::effects::{self, Protected};
+use crate::bash::{changes, signatures};
+use crate::classify::{check, Context};
+use crate::db::write_tx;
+use anyhow::Result;
+use rusqlite::{params, Connection, OptionalExtension};
+use std::path::Path;
+
+/// Why no learned signature could apply this validation's change set (empty: one could).
+pub fn refusals(
+    security: &Connection,
+    data_dir: &Path,
+    v: &Validation,
+    protected: &Protected,
+) -> Result<Vec<String>> {
+    let Some(m) = changes::load_manifest(data_dir, v.job_id)? else {
+        return Ok(vec![
+            "there is no change set: the command was asked up front (network, process or system control, or effects the overlay cannot capture) or the request is not a command's; only change sets of learnable signatures are learned".into(),
+        ]);
+    };
+    if v.command_hash.as_deref() != Some(m.effect_hash.as_str()) {
+        return Ok(vec![
+            "the change set on disk is not the one this validation shows".into(),
+        ]);
+    }
+    let report = check(
+        &m.command,
+        &Context {
+            workdir: Some(m.workdir.clone()),
+        },
+    );
+    if report.command_hash != m.command_hash {
+        return Ok(vec![
+            "the classifier now reads this command differently from when it ran".into(),
+        ]);
+    }
+    let sigs = signatures::of_report(&report, &m.workdir, &m.workspace);
+    let mut out = Vec::new();
+    if sigs.is_empty() {
+        out.push("the command has no operation signature to learn".into());
+    }
+    for s in &sigs {
+        if let Some(why) = s.why_not.as_ref().filter(|_| !s.learnable) {
+            out.push(format!("`{}` is never learned: {why}", s.text));
+        }
+        out.extend(stored_refusals(security, &v.client_id, &s.text)?);
+    }
+    out.extend(effects::auto_apply_refusals(
+        &report,
+        &m.workdir,
+        &m.workspace,
+        &m.change_set,
+        protected,
+    ));
+    Ok(out)
+}
+
+/// What the security database says against learning `sig` for `client`.
+fn stored_refusals(security: &Connection, client: &str, sig: &str) -> Result<Vec<String>> {
+    struct Stored {
+        id: i64,
+        learnable: bool,
+        why_not: Option<String>,
+        ov: Option<String>,
+        denials: i64,
+    }
+    let row: Option<Stored> = security
+        .query_row(
+            "SELECT s.id, s.learnable, s.why_not, s.user_override, coalesce(e.denials, 0)
+             FROM signatures s LEFT JOIN signature_evidence e
+               ON e.signature = s.signature AND e.client_id = ?2
+             WHERE s.signature = ?1",
+            params![sig, client],
+            |r| {
+                Ok(Stored {
+                    id: r.get(0)?,
+                    learnable: r.get(1)?,
+                    why_not: r.get(2)?,
+                    ov: r.get(3)?,
+                    denials: r.get(4)?,
+                })
+            },
+        )
+        .optional()?;
+    let Some(Stored {
+        id,
+        learnable,
+        why_not,
+        ov,
+        denials,
+    }) = row
+    else {
+        return Ok(vec![format!(
+            "`{sig}` was never recorded for this job (nothing to learn)"
+        )]);
+    };
+    let mut out = Vec::new();
+    if !learnable {
+        out.push(format!(
+            "`{sig}` is never learned: {}",
+            why_not.unwrap_or_else(|| "an earlier command of it was not learnable".into())
+        ));
+    }
+    if let Some(o) = ov.filter(|o| o != "always_allow") {
+        out.push(format!("the operator set signature {id} `{sig}` to {o}"));
+    }
+    if denials > 0 {
+        out.push(format!(
+            "client {client} had {denials} change set(s) of `{sig}` denied: --learn never overrides a denial (`brainloop override sig:{id} clear` forgets)"
+        ));
+    }
+    Ok(out)
+}
+
+/// Marks the job's signatures learned for its client, recording who taught them and from which
+/// job. Call only after [`refusals`] returned nothing for the same validation.
+pub fn learn_now(
+    security: &mut Connection,
+    client: &str,
+    sigs: &[String],
+    job_id: i64,
+    by: &str,
+    now: i64,
+) -> Result<()> {
+    write_tx(security, |tx| {
+        for s in sigs {
+            tx.execute(
+                "INSERT INTO signature_evidence(client_id, signature, approvals, denials, updated_at, learned_at, learned_by, learned_job)
+                 VALUES (?1, ?2, 0, 0, ?3, ?3, ?4, ?5)
+                 ON CONFLICT(client_id, signature) DO UPDATE SET updated_at = ?3, learned_at = ?3, learned_by = ?4, learned_job = ?5",
+                params![client, s, now, by, job_id],
+            )?;
+        }
+        Ok(())
+    })?;
+    Ok(())
+}
+
+/// The signatures a validation's change set carries (its manifest's), for [`learn_now`].
+pub fn signatures_of(data_dir: &Path, job_id: i64) -> Result<Vec<String>> {
+    Ok(changes::load_manifest(data_dir, job_id)?
+        .map(|m| m.signatures)
+        .unwrap_or_default())
+}

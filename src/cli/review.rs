@@ -1,0 +1,392 @@
+//! `brainloop review` (issue 22): one terminal screen for the human. Pending validations on the
+//! left; for the selected one, why it asks (policy, risk, set, reasons, the job's stated purpose),
+//! its change set's diff (coloured) and the command's output; below, the change sets applied
+//! recently, to undo. Keys: `a` approve, `L` approve --learn, `d` deny, `s` skip, `Tab` to the
+//! applied list and `u` undo there, `↑`/`↓` (`j`/`k`) select, `PgUp`/`PgDn` scroll, `q` quit.
+//! Decisions go through the same functions as `approve` / `deny` / `undo` (`cli::security`),
+//! so `--learn` is refused here exactly as there. Plain ANSI over any terminal (SSH included);
+//! `--json` prints the pending validations with their change sets for scripts instead.
+//!
+//! What it shows comes from the agent (commands, diffs, output): it is drawn as text, control
+//! characters replaced, never interpreted.
+
+use super::security;
+use crate::bash::approvals::{self, Validation};
+use crate::config::Config;
+use crate::db::{self, DbKind};
+use anyhow::Result;
+use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind};
+use ratatui::layout::{Constraint, Layout};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span, Text};
+use ratatui::widgets::{Block, List, ListItem, ListState, Paragraph, Wrap};
+use ratatui::Frame;
+use serde_json::Value;
+use std::time::{Duration, Instant};
+
+#[derive(clap::Args, Debug)]
+pub struct ReviewArgs {
+    /// Print the pending validations with their change sets as JSON (no terminal UI).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A pending validation and what the hooks would be told about it.
+struct Item {
+    v: Validation,
+    payload: Value,
+}
+
+/// An applied change set that can be undone.
+struct Applied {
+    job_id: i64,
+    command: String,
+    summary: String,
+    policy: String,
+}
+
+#[derive(PartialEq)]
+enum Focus {
+    Pending,
+    Applied,
+}
+
+struct App {
+    items: Vec<Item>,
+    applied: Vec<Applied>,
+    pending_sel: ListState,
+    applied_sel: ListState,
+    focus: Focus,
+    scroll: u16,
+    status: String,
+}
+
+fn load_pending(config: &Config) -> Result<Vec<Item>> {
+    let out = db::open_read_only(&config.data_dir, DbKind::Output)?;
+    let life = db::open_read_only(&config.data_dir, DbKind::Lifecycle)?;
+    let mut list = approvals::list(&out, true)?;
+    list.sort_by_key(|v| (v.requested_at, v.job_id));
+    Ok(list
+        .into_iter()
+        .map(|v| {
+            let payload = crate::hooks::payload::build(&life, &config.data_dir, &v, "validation");
+            Item { v, payload }
+        })
+        .collect())
+}
+
+fn load_applied(config: &Config) -> Result<Vec<Applied>> {
+    let sec = db::open_read_only(&config.data_dir, DbKind::Security)?;
+    let mut s = sec.prepare(
+        "SELECT job_id, command, summary, policy_used FROM journal
+         WHERE undone_at IS NULL ORDER BY applied_at DESC LIMIT 20",
+    )?;
+    let rows = s
+        .query_map([], |r| {
+            Ok(Applied {
+                job_id: r.get(0)?,
+                command: r.get(1)?,
+                summary: r.get(2)?,
+                policy: r.get(3)?,
+            })
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(rows)
+}
+
+pub fn run(config: &Config, a: &ReviewArgs) -> Result<i32> {
+    if a.json {
+        let list: Vec<Value> = load_pending(config)?
+            .into_iter()
+            .map(|i| i.payload)
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&list)?);
+        return Ok(0);
+    }
+    let mut app = App {
+        items: Vec::new(),
+        applied: Vec::new(),
+        pending_sel: ListState::default(),
+        applied_sel: ListState::default(),
+        focus: Focus::Pending,
+        scroll: 0,
+        status:
+            "a approve · L approve --learn · d deny · s skip · Tab applied list · u undo · q quit"
+                .into(),
+    };
+    app.refresh(config);
+    let mut terminal = ratatui::try_init()?;
+    let res = app.main_loop(config, &mut terminal);
+    ratatui::try_restore()?;
+    res.map(|_| 0)
+}
+
+impl App {
+    fn refresh(&mut self, config: &Config) {
+        match (load_pending(config), load_applied(config)) {
+            (Ok(p), Ok(a)) => {
+                let keep = self.selected().map(|i| i.v.id.clone());
+                self.items = p;
+                self.applied = a;
+                let at = keep
+                    .and_then(|id| self.items.iter().position(|i| i.v.id == id))
+                    .unwrap_or(0);
+                clamp(&mut self.pending_sel, self.items.len(), at);
+                let ra = self.applied_sel.selected().unwrap_or(0);
+                clamp(&mut self.applied_sel, self.applied.len(), ra);
+            }
+            (Err(e), _) | (_, Err(e)) => self.status = format!("cannot read: {e:#}"),
+        }
+    }
+
+    fn selected(&self) -> Option<&Item> {
+        self.pending_sel.selected().and_then(|i| self.items.get(i))
+    }
+
+    fn main_loop(
+        &mut self,
+        config: &Config,
+        terminal: &mut ratatui::DefaultTerminal,
+    ) -> Result<()> {
+        let mut last = Instant::now();
+        loop {
+            terminal.draw(|f| self.draw(f))?;
+            if event::poll(Duration::from_millis(500))? {
+                if let Event::Key(k) = event::read()? {
+                    if k.kind != KeyEventKind::Release && !self.key(config, k.code) {
+                        return Ok(());
+                    }
+                }
+            }
+            if last.elapsed() >= Duration::from_secs(1) {
+                self.refresh(config);
+                last = Instant::now();
+            }
+        }
+    }
+
+    /// Handles one key; false: quit.
+    fn key(&mut self, config: &Config, code: KeyCode) -> bool {
+        match code {
+            KeyCode::Char('q') | KeyCode::Esc => return false,
+            KeyCode::Tab => {
+                self.focus = match self.focus {
+                    Focus::Pending => Focus::Applied,
+                    Focus::Applied => Focus::Pending,
+                }
+            }
+            KeyCode::Down | KeyCode::Char('j') => self.step(1),
+            KeyCode::Up | KeyCode::Char('k') => self.step(-1),
+            KeyCode::Char('s') => self.step(1),
+            KeyCode::PageDown => self.scroll = self.scroll.saturating_add(10),
+            KeyCode::PageUp => self.scroll = self.scroll.saturating_sub(10),
+            KeyCode::Char('a') => self.decide(config, true, false),
+            KeyCode::Char('L') => self.decide(config, true, true),
+            KeyCode::Char('d') => self.decide(config, false, false),
+            KeyCode::Char('u') if self.focus == Focus::Applied => self.undo(config),
+            KeyCode::Char('r') => {}
+            _ => return true,
+        }
+        self.refresh(config);
+        true
+    }
+
+    fn step(&mut self, by: i64) {
+        let (sel, n) = match self.focus {
+            Focus::Pending => (&mut self.pending_sel, self.items.len()),
+            Focus::Applied => (&mut self.applied_sel, self.applied.len()),
+        };
+        if n > 0 {
+            let i = sel.selected().unwrap_or(0) as i64 + by;
+            sel.select(Some(i.rem_euclid(n as i64) as usize));
+        }
+        self.scroll = 0;
+    }
+
+    fn decide(&mut self, config: &Config, approve: bool, learn: bool) {
+        if self.focus != Focus::Pending {
+            return;
+        }
+        let Some(id) = self.selected().map(|i| i.v.id.clone()) else {
+            self.status = "nothing pending".into();
+            return;
+        };
+        let reason = Some("brainloop review");
+        self.status = match security::record_decision(config, &id, approve, false, learn, reason) {
+            Ok((d, v)) => format!(
+                "{}{} validation {} (job {})",
+                d.as_str(),
+                if learn { " --learn" } else { "" },
+                v.id,
+                v.job_id
+            ),
+            Err(e) => format!("{e:#}").replace('\n', " "),
+        };
+        self.scroll = 0;
+    }
+
+    fn undo(&mut self, config: &Config) {
+        let Some(a) = self
+            .applied_sel
+            .selected()
+            .and_then(|i| self.applied.get(i))
+        else {
+            self.status = "nothing to undo".into();
+            return;
+        };
+        let job = a.job_id;
+        self.status = match security::undo_job(config, job) {
+            Ok(paths) => format!("undid job {job}: {} path(s) restored", paths.len()),
+            Err(e) => format!("{e:#}").replace('\n', " "),
+        };
+    }
+
+    fn draw(&mut self, f: &mut Frame) {
+        let [top, bottom, status] = Layout::vertical([
+            Constraint::Min(10),
+            Constraint::Length(8),
+            Constraint::Length(2),
+        ])
+        .areas(f.area());
+        let [left, right] =
+            Layout::horizontal([Constraint::Percentage(35), Constraint::Percentage(65)]).areas(top);
+        let items: Vec<ListItem> = self
+            .items
+            .iter()
+            .map(|i| {
+                ListItem::new(clean(&format!(
+                    "job {} {} r{:.2} {}",
+                    i.v.job_id,
+                    i.v.client_id,
+                    i.v.risk_score.unwrap_or(0.0),
+                    i.v.command.as_deref().unwrap_or("")
+                )))
+            })
+            .collect();
+        let title = format!("pending ({})", self.items.len());
+        let list = framed_list(items, title, self.focus == Focus::Pending);
+        f.render_stateful_widget(list, left, &mut self.pending_sel);
+        let detail = Paragraph::new(self.detail())
+            .block(Block::bordered().title("why it asks · diff · output"))
+            .wrap(Wrap { trim: false })
+            .scroll((self.scroll, 0));
+        f.render_widget(detail, right);
+        let applied: Vec<ListItem> = self
+            .applied
+            .iter()
+            .map(|a| {
+                ListItem::new(clean(&format!(
+                    "job {} [{}] {}: {}",
+                    a.job_id, a.policy, a.summary, a.command
+                )))
+            })
+            .collect();
+        let title = "applied recently (Tab, then u to undo)".to_string();
+        let applied = framed_list(applied, title, self.focus == Focus::Applied);
+        f.render_stateful_widget(applied, bottom, &mut self.applied_sel);
+        f.render_widget(
+            Paragraph::new(clean(&self.status)).wrap(Wrap { trim: true }),
+            status,
+        );
+    }
+
+    /// The selected validation: why it asks, its diff (coloured), the command's output.
+    fn detail(&self) -> Text<'static> {
+        let Some(i) = self.selected() else {
+            return Text::from("no validation waiting");
+        };
+        let p = &i.payload;
+        let s = |k: &str| p[k].as_str().map(clean).unwrap_or_default();
+        let mut lines = vec![
+            Line::from(format!(
+                "validation {}  job {}  client {}",
+                i.v.id, i.v.job_id, i.v.client_id
+            )),
+            Line::from(format!(
+                "policy {}  risk {:.2}  set {}",
+                s("policy"),
+                i.v.risk_score.unwrap_or(0.0),
+                s("permission_set")
+            )),
+            Line::from(format!("command: {}", s("command"))),
+        ];
+        if !s("purpose").is_empty() {
+            lines.push(Line::from(format!("purpose: {}", s("purpose"))));
+        }
+        for r in p["reasons"].as_array().into_iter().flatten() {
+            lines.push(Line::from(format!(
+                "- {}",
+                r.as_str().map(clean).unwrap_or_default()
+            )));
+        }
+        let cs = &p["change_set"];
+        if cs.is_object() {
+            let c = |k: &str| cs[k].as_str().map(clean).unwrap_or_default();
+            lines.push(Line::from(""));
+            lines.push(Line::styled(
+                format!("changes: {}", c("summary")),
+                Style::new().add_modifier(Modifier::BOLD),
+            ));
+            for l in cs["diff"].as_str().unwrap_or("").lines() {
+                lines.push(diff_line(l));
+            }
+            lines.push(Line::from(""));
+            lines.push(Line::styled(
+                "--- output",
+                Style::new().add_modifier(Modifier::BOLD),
+            ));
+            for l in c("stdout").lines().chain(c("stderr").lines()) {
+                lines.push(Line::from(l.to_string()));
+            }
+        } else {
+            lines.push(Line::from(""));
+            lines.push(Line::from("asked up front: nothing ran yet, no diff"));
+        }
+        Text::from(lines)
+    }
+}
+
+/// A bordered list, its border yellow when it has the focus.
+fn framed_list(items: Vec<ListItem<'static>>, title: String, focused: bool) -> List<'static> {
+    let border = if focused {
+        Style::new().fg(Color::Yellow)
+    } else {
+        Style::new()
+    };
+    List::new(items)
+        .block(Block::bordered().title(title).border_style(border))
+        .highlight_style(Style::new().add_modifier(Modifier::REVERSED))
+        .highlight_symbol("> ")
+}
+
+fn clamp(s: &mut ListState, n: usize, at: usize) {
+    s.select(if n == 0 { None } else { Some(at.min(n - 1)) });
+}
+
+fn diff_line(l: &str) -> Line<'static> {
+    let color = if l.starts_with("+++") || l.starts_with("---") {
+        Color::White
+    } else if l.starts_with('+') {
+        Color::Green
+    } else if l.starts_with('-') {
+        Color::Red
+    } else if l.starts_with("@@") {
+        Color::Cyan
+    } else {
+        Color::Reset
+    };
+    Line::from(Span::styled(clean(l), Style::new().fg(color)))
+}
+
+/// Agent text as plain text: control characters (escape sequences included) become `�`, tabs
+/// four spaces.
+fn clean(s: &str) -> String {
+    s.chars()
+        .map(|c| match c {
+            '\t' => "    ".to_string(),
+            '\n' => "\n".to_string(),
+            c if c.is_control() => "\u{fffd}".to_string(),
+            c => c.to_string(),
+        })
+        .collect()
+}

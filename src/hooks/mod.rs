@@ -1,0 +1,296 @@
+//! Operator hooks (issue 22): `[notify]` tells the operator that something waits, `[reviewer]`
+//! is consulted before the human. This module owns *how an operator-configured command meets
+//! agent-derived data*:
+//!
+//! - the data (the validation as JSON, `payload`) reaches the command **only on its stdin**, never
+//!   in its argv, environment or shell text; the command line is the operator's, verbatim;
+//! - the command runs **confined like any other command** (`sandbox::prepare`, set `network-api`:
+//!   network for a webhook or an LLM, no workspace, a private tmp; plus the operator's `read`
+//!   directories for its script), with a timeout (`timeout_ms`, at most 120 s);
+//! - it runs **off the dispatch path**: one background task polls the pending validations every
+//!   second and runs the hooks one after the other; a failure or a timeout is logged (and, for the
+//!   reviewer, means `ask`), never blocking or failing a job.
+//!
+//! Each new pending validation: the reviewer first (`reviewer.rs`: `deny` / `approve` become a
+//! decision row the supervisor consumes like an operator's; an `approve` only where
+//! `bash::learn::refusals` allows it), then, unless the reviewer settled it, `notify` with
+//! `"event": "validation"`. Once more, `before_expiry_ms` before it expires: `notify` with
+//! `"event": "expiring"`. The task remembers what it told in memory: after a restart, validations
+//! still pending are notified (and reviewed) again.
+
+pub mod payload;
+mod reviewer;
+
+use crate::bash::approvals::{self, Validation};
+use crate::bash::executor::{self, ExecRequest, ExecResult};
+use crate::config::Config;
+use crate::db::Stores;
+use crate::sandbox::{detect::Level, Set};
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// `decided_by` of the decisions a reviewer makes (`reviewer: COMMAND`).
+pub const REVIEWER_PREFIX: &str = "reviewer:";
+
+/// Whether a decision row was written by a human (the operator CLI), not by the reviewer: only
+/// those are learning evidence.
+pub fn decided_by_human(decided_by: &str) -> bool {
+    !decided_by.starts_with(REVIEWER_PREFIX)
+}
+
+/// `[notify]` / `[reviewer]`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct HookConfig {
+    /// Run with `/bin/bash -c`, confined (`network-api`); the validation as JSON on stdin.
+    pub command: String,
+    /// Killed after this long (ms, at most 120000); a reviewer that times out means `ask`.
+    pub timeout_ms: u64,
+    /// Directories the command may read besides the system ones (its script, its config).
+    pub read: Vec<PathBuf>,
+    /// Pass the worker's LLM settings in its environment: `BRAINLOOP_LLM_BASE_URL`,
+    /// `BRAINLOOP_LLM_MODEL`, `CEREBRAS_API_KEY` (for an LLM reviewer).
+    pub llm: bool,
+    /// `[notify]` only: notify again this long before a validation expires (ms; 0 = never).
+    pub before_expiry_ms: u64,
+}
+
+impl Default for HookConfig {
+    fn default() -> Self {
+        HookConfig {
+            command: String::new(),
+            timeout_ms: 30_000,
+            read: Vec::new(),
+            llm: false,
+            before_expiry_ms: 600_000,
+        }
+    }
+}
+
+impl HookConfig {
+    pub fn validate(&self, section: &str) -> Result<()> {
+        if self.command.trim().is_empty() {
+            anyhow::bail!("[{section}] command is empty");
+        }
+        if self.timeout_ms == 0 || self.timeout_ms > executor::MAX_TIMEOUT.as_millis() as u64 {
+            anyhow::bail!(
+                "[{section}] timeout_ms must be between 1 and {} (got {})",
+                executor::MAX_TIMEOUT.as_millis(),
+                self.timeout_ms
+            );
+        }
+        Ok(())
+    }
+}
+
+/// What the hooks task needs, shared by its steps.
+struct Hooks {
+    config: Arc<Config>,
+    stores: Arc<Stores>,
+    level: Arc<Level>,
+    /// The LLM variables for hooks with `llm = true` (the key only when the worker has one).
+    llm_env: Vec<(String, String)>,
+    cancel: CancellationToken,
+}
+
+/// Starts the hooks task when `[notify]` or `[reviewer]` is configured.
+pub fn spawn(
+    config: Arc<Config>,
+    stores: Arc<Stores>,
+    level: Arc<Level>,
+    cancel: CancellationToken,
+) -> Option<tokio::task::JoinHandle<()>> {
+    if config.notify.is_none() && config.reviewer.is_none() {
+        return None;
+    }
+    let llm_env = llm_env(&config);
+    let h = Hooks {
+        config,
+        stores,
+        level,
+        llm_env,
+        cancel,
+    };
+    Some(tokio::spawn(async move { h.run().await }))
+}
+
+fn llm_env(config: &Config) -> Vec<(String, String)> {
+    let mut env = vec![
+        ("BRAINLOOP_LLM_BASE_URL".into(), config.llm.base_url.clone()),
+        ("BRAINLOOP_LLM_MODEL".into(), config.llm.model.clone()),
+    ];
+    if let crate::llm::key::Found::Key(k, _) =
+        crate::llm::key::find(&config.llm, |k| std::env::var(k).ok())
+    {
+        env.push((crate::llm::key::ENV_VAR.into(), k.expose().to_string()));
+    }
+    env
+}
+
+/// Per pending validation: whether the expiry notice went out.
+type Told = HashMap<String, bool>;
+
+impl Hooks {
+    async fn run(self) {
+        let mut told = Told::new();
+        loop {
+            tokio::select! {
+                _ = self.cancel.cancelled() => return,
+                _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            }
+            if let Err(e) = self.pass(&mut told).await {
+                tracing::warn!(
+                    error = format!("{e:#}"),
+                    "hooks: cannot read pending validations"
+                );
+            }
+        }
+    }
+
+    /// One look at the pending validations.
+    async fn pass(&self, told: &mut Told) -> Result<()> {
+        let pending = self
+            .stores
+            .output
+            .call(|c| approvals::list(c, true))
+            .await?;
+        told.retain(|id, _| pending.iter().any(|v| &v.id == id));
+        for v in pending {
+            if self.cancel.is_cancelled() {
+                return Ok(());
+            }
+            match told.get(&v.id) {
+                None => {
+                    told.insert(v.id.clone(), false);
+                    let p = self.payload(&v, "validation").await;
+                    if !self.review(&v, &p).await {
+                        self.notify(&v, &p).await;
+                    }
+                }
+                Some(false) if self.expiring(&v) => {
+                    told.insert(v.id.clone(), true);
+                    let p = self.payload(&v, "expiring").await;
+                    self.notify(&v, &p).await;
+                }
+                Some(_) => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn expiring(&self, v: &Validation) -> bool {
+        let Some(n) = &self.config.notify else {
+            return false;
+        };
+        n.before_expiry_ms > 0
+            && v.expires_at
+                .is_some_and(|t| t - crate::time::now_ms() <= n.before_expiry_ms as i64)
+    }
+
+    async fn payload(&self, v: &Validation, event: &str) -> serde_json::Value {
+        let (stores, dd, v2, ev) = (
+            Arc::clone(&self.stores),
+            self.config.data_dir.clone(),
+            v.clone(),
+            event.to_string(),
+        );
+        let built = tokio::task::spawn_blocking(move || {
+            stores
+                .lifecycle
+                .with(|c| Ok(payload::build(c, &dd, &v2, &ev)))
+        })
+        .await;
+        match built {
+            Ok(Ok(p)) => p,
+            Ok(Err(e)) => {
+                serde_json::json!({"event": event, "id": v.id, "error": format!("{e:#}")})
+            }
+            Err(e) => serde_json::json!({"event": event, "id": v.id, "error": e.to_string()}),
+        }
+    }
+
+    async fn notify(&self, v: &Validation, p: &serde_json::Value) {
+        let Some(h) = &self.config.notify else {
+            return;
+        };
+        match self.run_hook(h, p, v.job_id).await {
+            Ok(r) if r.success() => {
+                tracing::info!(validation_id = %v.id, event = %p["event"], "notify: sent")
+            }
+            Ok(r) => tracing::warn!(
+                validation_id = %v.id,
+                exit_code = ?r.exit_code,
+                timed_out = r.timed_out,
+                stderr = r.stderr.trim(),
+                "notify command failed"
+            ),
+            Err(e) => {
+                tracing::warn!(validation_id = %v.id, error = format!("{e:#}"), "notify command could not run")
+            }
+        }
+    }
+
+    /// Runs one hook confined, the payload on its stdin.
+    async fn run_hook(
+        &self,
+        h: &HookConfig,
+        p: &serde_json::Value,
+        job_id: i64,
+    ) -> Result<ExecResult> {
+        let mut env = executor::filtered_env(|k| std::env::var(k).ok());
+        if h.llm {
+            env.extend(self.llm_env.iter().cloned());
+        }
+        let (level, cfg, command) = (
+            Arc::clone(&self.level),
+            self.config.sandbox.clone(),
+            h.command.clone(),
+        );
+        let (ws, dd, tmp) = (
+            self.config.workspace.clone(),
+            self.config.data_dir.clone(),
+            std::env::temp_dir(),
+        );
+        // Named apart from the job's own sandbox (negative id).
+        let tag = -job_id.abs().max(1);
+        let mut prepared = tokio::task::spawn_blocking(move || {
+            crate::sandbox::prepare(
+                &level,
+                &cfg,
+                Set::NetworkApi,
+                &command,
+                &tmp,
+                &ws,
+                env,
+                &dd,
+                tag,
+            )
+        })
+        .await
+        .context("hook sandbox")?
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let mut sandbox = prepared.sandbox.take();
+        if let Some((_, spec)) = &mut sandbox {
+            spec.read.extend(h.read.iter().cloned());
+        }
+        let req = ExecRequest {
+            command: h.command.clone(),
+            workdir: std::env::temp_dir(),
+            timeout: Duration::from_millis(h.timeout_ms),
+            sandbox,
+        };
+        let input = serde_json::to_vec(p)?;
+        let r = executor::execute_input(&req, input, &self.cancel).await;
+        let _ = tokio::task::spawn_blocking(move || prepared.finish()).await;
+        let r = r.context("cannot start the hook command")?;
+        if r.sandbox_failed {
+            anyhow::bail!("the sandbox could not confine it: {}", r.stderr.trim());
+        }
+        Ok(r)
+    }
+}
