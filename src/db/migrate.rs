@@ -25,11 +25,13 @@ fn steps(kind: DbKind) -> Vec<&'static str> {
         // 2: signatures, job_signatures, journal (effects over commands, issue 14)
         // 3: evidence, promotions, signature_evidence (the evidence ledger, issue 18)
         // 4: store (data-dir identity, issue 21)
+        // 5: egress_connections, egress_hosts, egress_requests (egress by host, issue 23)
         DbKind::Security => vec![
             kind.schema(),
             include_str!("../../schema/command_security.2.sql"),
             include_str!("../../schema/command_security.3.sql"),
             STORE,
+            include_str!("../../schema/command_security.5.sql"),
         ],
         // 2: store (data-dir identity, issue 21)
         // 3: heartbeat.problem (the worker's view of what blocks it, issue 21)

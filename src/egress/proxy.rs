@@ -1,0 +1,584 @@
+//! The per-job egress proxy: a Unix socket of the worker that the command's network namespace
+//! reaches only through the helper's forwarder (`sandbox/forward.rs`, 127.0.0.1:[`PORT`] inside
+//! the namespace). It speaks HTTP (absolute-URI requests), HTTPS (`CONNECT host:port`, no TLS
+//! interception) and SOCKS5 (CONNECT, no authentication; the first byte 0x05 tells them apart),
+//! decides every connection by host and port ([`Rules`]), resolves names itself, connects only
+//! to an address the rules allow (a non-public one only under an explicit rule), and records
+//! every attempt — allowed, refused or failed, with the bytes each way.
+//!
+//! HTTP requests are parsed with `httparse` (hyper's parser), sent on with `Connection: close`
+//! and the hop-by-hop headers removed, then the bytes are spliced: one request per connection,
+//! so a keep-alive client opens a new connection (and gets a new decision) per request.
+
+use super::resolve::Resolver;
+use super::rules::{is_public, Rules, Verdict};
+use serde::Serialize;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpStream, UnixListener, UnixStream};
+use tokio_util::sync::CancellationToken;
+
+/// The port the forwarder listens on inside the command's network namespace (its own
+/// namespace: no other process shares it).
+pub const PORT: u16 = 3128;
+/// Largest request head accepted.
+const MAX_HEAD: usize = 64 * 1024;
+/// Time an open connection gets to end once the command has exited.
+const GRACE: Duration = Duration::from_millis(500);
+
+/// One connection attempt as recorded with the job.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Connection {
+    pub host: String,
+    pub port: u16,
+    /// `http`, `connect` or `socks5`.
+    pub protocol: String,
+    /// `allowed` (connected), `refused` (no rule, or a non-public address without an explicit
+    /// rule) or `failed` (allowed, but resolution or the connection failed).
+    pub outcome: String,
+    pub rule: Option<String>,
+    pub address: Option<String>,
+    pub reason: Option<String>,
+    pub bytes_up: u64,
+    pub bytes_down: u64,
+    pub at_ms: i64,
+}
+
+struct Entry {
+    conn: Mutex<Connection>,
+    up: AtomicU64,
+    down: AtomicU64,
+}
+
+struct Shared {
+    rules: Rules,
+    resolver: Arc<Resolver>,
+    connect_timeout: Duration,
+    entries: Mutex<Vec<Arc<Entry>>>,
+}
+
+/// A running proxy for one command.
+pub struct JobProxy {
+    dir: PathBuf,
+    socket: PathBuf,
+    shared: Arc<Shared>,
+    stop: CancellationToken,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for JobProxy {
+    /// A proxy dropped on an early return stops too, and its directory goes.
+    fn drop(&mut self) {
+        self.stop.cancel();
+        let dir = self.dir.clone();
+        if let Ok(h) = tokio::runtime::Handle::try_current() {
+            h.spawn_blocking(move || std::fs::remove_dir_all(dir));
+        }
+    }
+}
+
+impl JobProxy {
+    /// Listens on a fresh socket in a new 0700 directory under the worker's temp dir (hidden
+    /// from commands by the helper's tmpfs covers, and named with 128 random bits).
+    pub fn start(
+        rules: Rules,
+        resolver: Arc<Resolver>,
+        connect_timeout: Duration,
+    ) -> anyhow::Result<JobProxy> {
+        let template = std::env::temp_dir().join("brainloop-egress-XXXXXX");
+        let dir = nix::unistd::mkdtemp(&template)
+            .map_err(|e| anyhow::anyhow!("egress proxy: cannot create {}: {e}", template.display()))?;
+        let mut name = [0u8; 16];
+        getrandom::fill(&mut name).map_err(|e| anyhow::anyhow!("egress proxy: no randomness: {e}"))?;
+        let socket = dir.join(format!("{}.sock", hex::encode(name)));
+        let listener = match UnixListener::bind(&socket) {
+            Ok(l) => l,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                anyhow::bail!("egress proxy: cannot listen on {}: {e}", socket.display());
+            }
+        };
+        let shared = Arc::new(Shared {
+            rules,
+            resolver,
+            connect_timeout,
+            entries: Mutex::new(Vec::new()),
+        });
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(accept_loop(listener, shared.clone(), stop.clone()));
+        Ok(JobProxy {
+            dir,
+            socket,
+            shared,
+            stop,
+            task: Some(task),
+        })
+    }
+
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    /// Stops the proxy (open connections get [`GRACE`], then are cut) and returns what it saw.
+    pub async fn finish(mut self) -> Vec<Connection> {
+        self.stop.cancel();
+        if let Some(t) = self.task.take() {
+            let _ = t.await;
+        }
+        let entries = lock(&self.shared.entries).clone();
+        entries
+            .iter()
+            .map(|e| {
+                let mut c = lock(&e.conn).clone();
+                c.bytes_up = e.up.load(Ordering::Relaxed);
+                c.bytes_down = e.down.load(Ordering::Relaxed);
+                c
+            })
+            .collect()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+async fn accept_loop(listener: UnixListener, shared: Arc<Shared>, stop: CancellationToken) {
+    let mut conns = tokio::task::JoinSet::new();
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => break,
+            a = listener.accept() => match a {
+                Ok((s, _)) => { conns.spawn(handle(s, shared.clone())); }
+                Err(e) => {
+                    tracing::warn!(error = %e, "egress proxy: accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+        }
+    }
+    let _ = tokio::time::timeout(GRACE, async { while conns.join_next().await.is_some() {} }).await;
+    conns.abort_all();
+}
+
+async fn handle(mut s: UnixStream, sh: Arc<Shared>) {
+    let mut buf = Vec::with_capacity(4096);
+    if read_more(&mut s, &mut buf).await.unwrap_or(0) == 0 {
+        return;
+    }
+    if buf[0] == 0x05 {
+        socks5(s, buf, &sh).await
+    } else {
+        http(s, buf, &sh).await
+    }
+}
+
+async fn read_more<R: AsyncRead + Unpin>(r: &mut R, buf: &mut Vec<u8>) -> std::io::Result<usize> {
+    let mut chunk = [0u8; 4096];
+    let n = r.read(&mut chunk).await?;
+    buf.extend_from_slice(&chunk[..n]);
+    Ok(n)
+}
+
+/// Why a connection did not open.
+enum Closed {
+    Refused(String),
+    Failed(String),
+}
+
+/// Decides, resolves and connects, recording the attempt in every case.
+async fn open(
+    sh: &Shared,
+    host: &str,
+    port: u16,
+    protocol: &str,
+) -> (Arc<Entry>, Result<TcpStream, Closed>) {
+    let host = super::rules::normalise_host(host);
+    let verdict = sh.rules.decide(&host, port);
+    let rule = match &verdict {
+        Verdict::Allowed { rule, .. } => Some(rule.clone()),
+        Verdict::Refused => None,
+    };
+    let res = connect(sh, &host, port, &verdict).await;
+    let (outcome, address, reason) = match &res {
+        Ok(s) => ("allowed", s.peer_addr().ok().map(|a| a.to_string()), None),
+        Err(Closed::Refused(w)) => ("refused", None, Some(w.clone())),
+        Err(Closed::Failed(w)) => ("failed", None, Some(w.clone())),
+    };
+    let entry = Arc::new(Entry {
+        conn: Mutex::new(Connection {
+            host,
+            port,
+            protocol: protocol.to_string(),
+            outcome: outcome.to_string(),
+            rule,
+            address,
+            reason,
+            bytes_up: 0,
+            bytes_down: 0,
+            at_ms: crate::time::now_ms(),
+        }),
+        up: AtomicU64::new(0),
+        down: AtomicU64::new(0),
+    });
+    lock(&sh.entries).push(entry.clone());
+    (entry, res)
+}
+
+async fn connect(sh: &Shared, host: &str, port: u16, v: &Verdict) -> Result<TcpStream, Closed> {
+    let explicit = match v {
+        Verdict::Refused => {
+            return Err(Closed::Refused(format!(
+                "no host rule allows {host}:{port}"
+            )))
+        }
+        Verdict::Allowed { explicit, .. } => *explicit,
+    };
+    let addrs: Vec<SocketAddr> =
+        match tokio::time::timeout(sh.connect_timeout, sh.resolver.resolve(host, port)).await {
+            Ok(Ok(a)) if !a.is_empty() => a,
+            Ok(Ok(_)) => return Err(Closed::Failed(format!("{host} has no address"))),
+            Ok(Err(e)) => return Err(Closed::Failed(format!("cannot resolve {host}: {e}"))),
+            Err(_) => return Err(Closed::Failed(format!("resolving {host} timed out"))),
+        };
+    let usable: Vec<SocketAddr> = addrs
+        .iter()
+        .copied()
+        .filter(|a| explicit || is_public(a.ip()))
+        .collect();
+    if usable.is_empty() {
+        let what = if host.parse::<std::net::IpAddr>().is_ok() {
+            format!("{host} is")
+        } else {
+            format!("{host} resolves to {}, which is", addrs[0].ip())
+        };
+        return Err(Closed::Refused(format!(
+            "{what} not a public address (private, loopback, link-local or reserved); only a rule naming {host}:{port} explicitly (no *) allows that"
+        )));
+    }
+    let mut last = String::new();
+    for a in usable {
+        match tokio::time::timeout(sh.connect_timeout, TcpStream::connect(a)).await {
+            Ok(Ok(s)) => return Ok(s),
+            Ok(Err(e)) => last = format!("connect {a}: {e}"),
+            Err(_) => last = format!("connect {a}: timed out"),
+        }
+    }
+    Err(Closed::Failed(last))
+}
+
+/// Copies both ways, counting bytes, until both directions ended.
+async fn splice<C>(client: C, upstream: TcpStream, entry: &Entry)
+where
+    C: AsyncRead + AsyncWrite + Unpin,
+{
+    let (mut cr, mut cw) = tokio::io::split(client);
+    let (mut ur, mut uw) = upstream.into_split();
+    let up = pump(&mut cr, &mut uw, &entry.up);
+    let down = pump(&mut ur, &mut cw, &entry.down);
+    tokio::join!(up, down);
+}
+
+async fn pump<R, W>(r: &mut R, w: &mut W, count: &AtomicU64)
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        match r.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                if w.write_all(&buf[..n]).await.is_err() {
+                    break;
+                }
+                count.fetch_add(n as u64, Ordering::Relaxed);
+            }
+        }
+    }
+    let _ = w.shutdown().await;
+}
+
+// ---- HTTP ----
+
+fn http_error(status: &str, body: &str) -> Vec<u8> {
+    format!(
+        "HTTP/1.1 {status}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\nX-Brainloop-Egress: {}\r\n\r\n{body}",
+        body.len(),
+        if status.starts_with("403") { "refused" } else { "error" }
+    )
+    .into_bytes()
+}
+
+fn refusal_text(host: &str, port: u16, why: &str) -> String {
+    format!("brainloop egress proxy: {host}:{port} refused: {why}. The job's result names the command that allows it.\n")
+}
+
+/// `http://host[:port]/path` → (host, port, origin-form target, authority).
+fn absolute(uri: &str) -> Option<(String, u16, String, String)> {
+    let lower = uri.get(..7)?.to_ascii_lowercase();
+    if lower != "http://" {
+        return None;
+    }
+    let rest = &uri[7..];
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (auth, path) = rest.split_at(end);
+    if auth.is_empty() || auth.contains('@') {
+        return None;
+    }
+    let (host, port) = split_host_port(auth, 80)?;
+    let path = match path {
+        "" => "/".to_string(),
+        p if p.starts_with('/') => p.to_string(),
+        p => format!("/{p}"),
+    };
+    Some((host, port, path, auth.to_string()))
+}
+
+/// `host:port`, `[v6]:port` or `host` (with `default`).
+fn split_host_port(auth: &str, default: u16) -> Option<(String, u16)> {
+    if let Some(r) = auth.strip_prefix('[') {
+        let (h, after) = r.split_once(']')?;
+        let port = match after.strip_prefix(':') {
+            Some(p) => p.parse().ok()?,
+            None if after.is_empty() => default,
+            None => return None,
+        };
+        return Some((h.to_string(), port));
+    }
+    match auth.rsplit_once(':') {
+        Some((h, _)) if h.contains(':') => None,
+        Some((h, p)) => Some((h.to_string(), p.parse().ok()?)),
+        None => Some((auth.to_string(), default)),
+    }
+}
+
+const HOP_BY_HOP: &[&str] = &[
+    "connection",
+    "proxy-connection",
+    "keep-alive",
+    "proxy-authorization",
+    "proxy-authenticate",
+    "te",
+    "trailer",
+    "upgrade",
+    "host",
+];
+
+async fn http(mut s: UnixStream, mut buf: Vec<u8>, sh: &Shared) {
+    let head_len = loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        if buf.len() > MAX_HEAD {
+            let _ = s.write_all(&http_error("431 Request Header Fields Too Large", "request head too large\n")).await;
+            return;
+        }
+        match read_more(&mut s, &mut buf).await {
+            Ok(n) if n > 0 => {}
+            _ => return,
+        }
+    };
+    let mut headers = [httparse::EMPTY_HEADER; 100];
+    let mut req = httparse::Request::new(&mut headers);
+    let (method, target, version) = match req.parse(&buf[..head_len]) {
+        Ok(httparse::Status::Complete(_)) => (
+            req.method.unwrap_or("").to_string(),
+            req.path.unwrap_or("").to_string(),
+            req.version.unwrap_or(1),
+        ),
+        _ => {
+            let _ = s.write_all(&http_error("400 Bad Request", "not an HTTP request\n")).await;
+            return;
+        }
+    };
+    let rest = buf[head_len..].to_vec();
+    if method.eq_ignore_ascii_case("CONNECT") {
+        let Some((host, port)) = split_host_port(&target, 443) else {
+            let _ = s.write_all(&http_error("400 Bad Request", "CONNECT needs host:port\n")).await;
+            return;
+        };
+        let (entry, res) = open(sh, &host, port, "connect").await;
+        match res {
+            Ok(mut up) => {
+                if s.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n").await.is_err() {
+                    return;
+                }
+                if !rest.is_empty() && up.write_all(&rest).await.is_ok() {
+                    entry.up.fetch_add(rest.len() as u64, Ordering::Relaxed);
+                }
+                splice(s, up, &entry).await;
+            }
+            Err(c) => {
+                let _ = s.write_all(&closed_response(&host, port, &c)).await;
+            }
+        }
+        return;
+    }
+    let Some((host, port, path, authority)) = absolute(&target) else {
+        let _ = s
+            .write_all(&http_error(
+                "400 Bad Request",
+                "this proxy takes absolute http:// URIs and CONNECT host:port\n",
+            ))
+            .await;
+        return;
+    };
+    let mut head = format!("{method} {path} HTTP/1.{version}\r\nHost: {authority}\r\n");
+    for h in req.headers.iter() {
+        if HOP_BY_HOP.iter().any(|n| h.name.eq_ignore_ascii_case(n)) {
+            continue;
+        }
+        head.push_str(h.name);
+        head.push_str(": ");
+        head.push_str(&String::from_utf8_lossy(h.value));
+        head.push_str("\r\n");
+    }
+    head.push_str("Connection: close\r\n\r\n");
+    let (entry, res) = open(sh, &host, port, "http").await;
+    match res {
+        Ok(mut up) => {
+            let mut first = head.into_bytes();
+            first.extend_from_slice(&rest);
+            if up.write_all(&first).await.is_err() {
+                return;
+            }
+            entry.up.fetch_add(first.len() as u64, Ordering::Relaxed);
+            splice(s, up, &entry).await;
+        }
+        Err(c) => {
+            let _ = s.write_all(&closed_response(&host, port, &c)).await;
+        }
+    }
+}
+
+fn closed_response(host: &str, port: u16, c: &Closed) -> Vec<u8> {
+    match c {
+        Closed::Refused(w) => http_error("403 Forbidden", &refusal_text(host, port, w)),
+        Closed::Failed(w) => http_error(
+            "502 Bad Gateway",
+            &format!("brainloop egress proxy: {host}:{port}: {w}\n"),
+        ),
+    }
+}
+
+// ---- SOCKS5 (RFC 1928: no authentication, CONNECT) ----
+
+async fn need(s: &mut UnixStream, buf: &mut Vec<u8>, n: usize) -> bool {
+    while buf.len() < n {
+        if buf.len() > 600 {
+            return false;
+        }
+        match read_more(s, buf).await {
+            Ok(k) if k > 0 => {}
+            _ => return false,
+        }
+    }
+    true
+}
+
+async fn socks5(mut s: UnixStream, mut buf: Vec<u8>, sh: &Shared) {
+    if !need(&mut s, &mut buf, 2).await {
+        return;
+    }
+    let nm = buf[1] as usize;
+    if !need(&mut s, &mut buf, 2 + nm).await {
+        return;
+    }
+    if !buf[2..2 + nm].contains(&0) {
+        let _ = s.write_all(&[5, 0xff]).await;
+        return;
+    }
+    if s.write_all(&[5, 0]).await.is_err() {
+        return;
+    }
+    let mut req = buf.split_off(2 + nm);
+    if !need(&mut s, &mut req, 5).await {
+        return;
+    }
+    let (host, at) = match req[3] {
+        1 => {
+            if !need(&mut s, &mut req, 10).await {
+                return;
+            }
+            (std::net::Ipv4Addr::new(req[4], req[5], req[6], req[7]).to_string(), 8)
+        }
+        4 => {
+            if !need(&mut s, &mut req, 22).await {
+                return;
+            }
+            let mut o = [0u8; 16];
+            o.copy_from_slice(&req[4..20]);
+            (std::net::Ipv6Addr::from(o).to_string(), 20)
+        }
+        3 => {
+            let l = req[4] as usize;
+            if !need(&mut s, &mut req, 5 + l + 2).await {
+                return;
+            }
+            (String::from_utf8_lossy(&req[5..5 + l]).to_string(), 5 + l)
+        }
+        _ => {
+            let _ = s.write_all(&socks_reply(8)).await;
+            return;
+        }
+    };
+    let port = u16::from_be_bytes([req[at], req[at + 1]]);
+    if req[1] != 1 {
+        let _ = s.write_all(&socks_reply(7)).await;
+        return;
+    }
+    let rest = req.split_off(at + 2);
+    let (entry, res) = open(sh, &host, port, "socks5").await;
+    match res {
+        Ok(mut up) => {
+            if s.write_all(&socks_reply(0)).await.is_err() {
+                return;
+            }
+            if !rest.is_empty() && up.write_all(&rest).await.is_ok() {
+                entry.up.fetch_add(rest.len() as u64, Ordering::Relaxed);
+            }
+            splice(s, up, &entry).await;
+        }
+        Err(Closed::Refused(_)) => {
+            let _ = s.write_all(&socks_reply(2)).await;
+        }
+        Err(Closed::Failed(_)) => {
+            let _ = s.write_all(&socks_reply(5)).await;
+        }
+    }
+}
+
+fn socks_reply(code: u8) -> [u8; 10] {
+    [5, code, 0, 1, 0, 0, 0, 0, 0, 0]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn absolute_uris_split_into_host_port_and_origin_form() {
+        assert_eq!(
+            absolute("http://Example.com/a?b=1"),
+            Some(("Example.com".into(), 80, "/a?b=1".into(), "Example.com".into()))
+        );
+        assert_eq!(
+            absolute("http://127.0.0.1:8080"),
+            Some(("127.0.0.1".into(), 8080, "/".into(), "127.0.0.1:8080".into()))
+        );
+        assert_eq!(
+            absolute("http://[::1]:81/x"),
+            Some(("::1".into(), 81, "/x".into(), "[::1]:81".into()))
+        );
+        assert_eq!(absolute("http://user@evil/"), None);
+        assert_eq!(absolute("https://a/"), None);
+        assert_eq!(absolute("/relative"), None);
+        assert_eq!(split_host_port("pypi.org:443", 1), Some(("pypi.org".into(), 443)));
+        assert_eq!(split_host_port("::1:443", 1), None);
+    }
+}
