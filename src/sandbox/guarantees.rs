@@ -13,7 +13,8 @@
 //! | no device ioctls beyond /dev/null-like devices | all | ABI ≥ 5 IOCTL_DEV; below, only null/zero/full/random/urandom can be opened (ABI 1) |
 //! | no network (TCP, UDP, any interface) | minimal, readonly, filesystem | network namespace (+ ABI ≥ 4 TCP bind/connect) |
 //! | no signals to processes outside the sandbox | all | PID namespace (+ ABI ≥ 6 signal scoping) |
-//! | no host abstract UNIX sockets | sets without network: network namespace (+ ABI ≥ 6); network-api, mcp-standard: ABI ≥ 6 only |
+//! | no host abstract UNIX sockets | sets without network: network namespace (+ ABI ≥ 6); network-api, mcp-standard: ABI ≥ 6 (still required, though since issue 23 they run in their own network namespace too) |
+//! | network only through the job's egress proxy (by host) | network-api, mcp-standard | network namespace + forwarder (`forward.rs`, `egress/`) |
 //! | no ptrace, mount, namespaces, bpf, raw sockets, setuid files | all | seccomp |
 
 use super::Set;
@@ -106,7 +107,7 @@ pub fn for_set(set: Set, m: &Mechanisms) -> Vec<Guarantee> {
     if set.network() {
         v.push(g(
             "no host abstract UNIX sockets",
-            "Landlock ABI >= 6 abstract-socket scoping (no network namespace for this set)".into(),
+            "Landlock ABI >= 6 abstract-socket scoping (+ the egress network namespace, issue 23)".into(),
             abi >= 6,
         ));
     } else {
