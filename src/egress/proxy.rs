@@ -560,6 +560,96 @@ fn socks_reply(code: u8) -> [u8; 10] {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::egress::rules::HostRule;
+
+    /// A TCP server on 127.0.0.1 that answers each connection with `pong:` + what it read.
+    async fn echo() -> u16 {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = l.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = l.accept().await {
+                tokio::spawn(async move {
+                    let mut b = [0u8; 64];
+                    let n = s.read(&mut b).await.unwrap_or(0);
+                    let _ = s.write_all(&[b"pong:", &b[..n]].concat()).await;
+                });
+            }
+        });
+        port
+    }
+
+    async fn proxy(rules: &[&str]) -> JobProxy {
+        let rules = Rules {
+            rules: rules.iter().map(|r| HostRule::parse(r, "test").unwrap()).collect(),
+        };
+        JobProxy::start(rules, Arc::new(Resolver::default()), Duration::from_secs(5)).unwrap()
+    }
+
+    async fn read_all(s: &mut UnixStream) -> Vec<u8> {
+        let mut v = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut v)).await;
+        v
+    }
+
+    #[tokio::test]
+    async fn socks5_connect_http_and_refusals_are_answered_and_recorded() {
+        let port = echo().await;
+        let p = proxy(&[&format!("127.0.0.1:{port}"), "*"]).await;
+        // SOCKS5 by IPv4 address: allowed (explicit rule), bytes spliced and counted.
+        let mut s = UnixStream::connect(p.socket()).await.unwrap();
+        s.write_all(&[5, 1, 0]).await.unwrap();
+        let mut hello = [0u8; 2];
+        s.read_exact(&mut hello).await.unwrap();
+        assert_eq!(hello, [5, 0]);
+        let mut req = vec![5, 1, 0, 1, 127, 0, 0, 1];
+        req.extend_from_slice(&port.to_be_bytes());
+        s.write_all(&req).await.unwrap();
+        let mut rep = [0u8; 10];
+        s.read_exact(&mut rep).await.unwrap();
+        assert_eq!(rep[1], 0, "{rep:?}");
+        s.write_all(b"ping").await.unwrap();
+        s.shutdown().await.unwrap();
+        assert_eq!(read_all(&mut s).await, b"pong:ping");
+        // SOCKS5 by name to loopback under `*` only: refused (code 2).
+        let mut s = UnixStream::connect(p.socket()).await.unwrap();
+        let name = b"localhost";
+        let mut req = vec![5, 1, 0, 5, 1, 0, 3, name.len() as u8];
+        req.extend_from_slice(name);
+        req.extend_from_slice(&(port + 1).to_be_bytes());
+        s.write_all(&req).await.unwrap();
+        let got = read_all(&mut s).await;
+        assert_eq!(&got[..4], &[5, 0, 5, 2], "{got:?}");
+        // CONNECT to an allowed address, then an absolute-URI request with no rule.
+        let mut s = UnixStream::connect(p.socket()).await.unwrap();
+        s.write_all(format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\nhi").as_bytes())
+            .await
+            .unwrap();
+        s.shutdown().await.unwrap();
+        let got = String::from_utf8(read_all(&mut s).await).unwrap();
+        assert_eq!(got, "HTTP/1.1 200 Connection established\r\n\r\npong:hi");
+        let mut s = UnixStream::connect(p.socket()).await.unwrap();
+        s.write_all(b"GET http://10.0.0.1:81/x HTTP/1.1\r\nHost: a\r\n\r\n")
+            .await
+            .unwrap();
+        let got = String::from_utf8(read_all(&mut s).await).unwrap();
+        assert!(got.starts_with("HTTP/1.1 403"), "{got}");
+        assert!(got.contains("10.0.0.1:81 refused"), "{got}");
+        let seen = p.finish().await;
+        let outcomes: Vec<(&str, &str, u16)> = seen
+            .iter()
+            .map(|c| (c.protocol.as_str(), c.outcome.as_str(), c.port))
+            .collect();
+        assert_eq!(
+            outcomes,
+            [
+                ("socks5", "allowed", port),
+                ("socks5", "refused", port + 1),
+                ("connect", "allowed", port),
+                ("http", "refused", 81)
+            ]
+        );
+        assert_eq!((seen[0].bytes_up, seen[0].bytes_down), (4, 9), "{seen:?}");
+    }
 
     #[test]
     fn absolute_uris_split_into_host_port_and_origin_form() {
