@@ -46,7 +46,10 @@ fn serve() -> u16 {
 async fn once(cmd: &str, ws: &Path, i: usize, via_proxy: bool, rule: &str) -> f64 {
     let limits = Limits::default();
     let t = Instant::now();
-    let tmp = tempfile::Builder::new().prefix("bl-bench").tempdir().unwrap();
+    let tmp = tempfile::Builder::new()
+        .prefix("bl-bench")
+        .tempdir()
+        .unwrap();
     let cg = JobCgroup::create(&format!("bl-bench-eg-{}-{i}", std::process::id()), &limits);
     let mut spec = sandbox::spec_for(
         Set::NetworkApi,
@@ -62,8 +65,11 @@ async fn once(cmd: &str, ws: &Path, i: usize, via_proxy: bool, rule: &str) -> f6
         spec.cgroup_procs = c.procs_files();
     }
     let proxy = if via_proxy {
-        let rules = Rules { rules: vec![HostRule::parse(rule, "bench").unwrap()] };
-        let p = JobProxy::start(rules, Arc::new(Resolver::default()), Duration::from_secs(5)).unwrap();
+        let rules = Rules {
+            rules: vec![HostRule::parse(rule, "bench").unwrap()],
+        };
+        let p =
+            JobProxy::start(rules, Arc::new(Resolver::default()), Duration::from_secs(5)).unwrap();
         spec.route_through(p.socket(), PORT);
         Some(p)
     } else {
@@ -98,10 +104,15 @@ async fn main() {
     let port = serve();
     let rule = format!("127.0.0.1:{port}");
     let curl = format!("curl -sf -o /dev/null http://127.0.0.1:{port}/");
-    println!("egress proxy overhead — network-api, {n} commands per row, alternating with / without\n");
+    println!(
+        "egress proxy overhead — network-api, {n} commands per row, alternating with / without\n"
+    );
     println!("| command | without proxy p50 / p99 ms | with proxy p50 / p99 ms | ratio p50 |");
     println!("|---|---|---|---|");
-    for (name, cmd) in [("true", "true".to_string()), ("curl 127.0.0.1 (1 request)", curl)] {
+    for (name, cmd) in [
+        ("true", "true".to_string()),
+        ("curl 127.0.0.1 (1 request)", curl),
+    ] {
         let (mut with, mut without) = (Vec::with_capacity(n), Vec::with_capacity(n));
         for i in 0..n {
             without.push(once(&cmd, &ws, 2 * i, false, &rule).await);
@@ -109,6 +120,9 @@ async fn main() {
         }
         let (w50, w99) = (pct(&mut with, 0.5), pct(&mut with, 0.99));
         let (o50, o99) = (pct(&mut without, 0.5), pct(&mut without, 0.99));
-        println!("| {name} | {o50:.2} / {o99:.2} | {w50:.2} / {w99:.2} | {:.2} |", w50 / o50);
+        println!(
+            "| {name} | {o50:.2} / {o99:.2} | {w50:.2} / {w99:.2} | {:.2} |",
+            w50 / o50
+        );
     }
 }

@@ -51,8 +51,17 @@ async fn measure(n: usize, set: Option<Set>, ws: &std::path::Path) -> Vec<f64> {
                     spec.cgroup_procs = c.procs_files();
                 }
                 if set.network() {
-                    use brainloop::egress::{proxy::{JobProxy, PORT}, resolve::Resolver, rules::Rules};
-                    let p = JobProxy::start(Rules::default(), std::sync::Arc::new(Resolver::default()), Duration::from_secs(5)).unwrap();
+                    use brainloop::egress::{
+                        proxy::{JobProxy, PORT},
+                        resolve::Resolver,
+                        rules::Rules,
+                    };
+                    let p = JobProxy::start(
+                        Rules::default(),
+                        std::sync::Arc::new(Resolver::default()),
+                        Duration::from_secs(5),
+                    )
+                    .unwrap();
                     spec.route_through(p.socket(), PORT);
                     proxy = Some(p);
                 }

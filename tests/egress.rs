@@ -27,7 +27,14 @@ impl Server {
             .unwrap()
             .port();
         let child = Command::new("python3")
-            .args(["-m", "http.server", &port.to_string(), "--bind", "127.0.0.1", "-d"])
+            .args([
+                "-m",
+                "http.server",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "-d",
+            ])
             .arg(dir)
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
@@ -35,7 +42,10 @@ impl Server {
             .expect("CANNOT RUN HERE: python3 is needed for the local http server");
         let t0 = Instant::now();
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(t0.elapsed() < Duration::from_secs(20), "the local server did not start");
+            assert!(
+                t0.elapsed() < Duration::from_secs(20),
+                "the local server did not start"
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
         Server { child, port, log }
@@ -83,7 +93,14 @@ fn make_bare_repo(bare: &Path, scratch: &Path) {
     let src = scratch.join("repo-src");
     let git = |dir: &Path, args: &[&str]| {
         let st = Command::new("git")
-            .args(["-c", "user.email=t@t", "-c", "user.name=t", "-c", "init.defaultBranch=main"])
+            .args([
+                "-c",
+                "user.email=t@t",
+                "-c",
+                "user.name=t",
+                "-c",
+                "init.defaultBranch=main",
+            ])
             .args(args)
             .current_dir(dir)
             .status()
@@ -96,12 +113,18 @@ fn make_bare_repo(bare: &Path, scratch: &Path) {
     git(&src, &["add", "f"]);
     git(&src, &["commit", "-qm", "init"]);
     git(scratch, &["init", "-q", "--bare", bare.to_str().unwrap()]);
-    git(&src, &["push", "-q", bare.to_str().unwrap(), "HEAD:refs/heads/main"]);
+    git(
+        &src,
+        &["push", "-q", bare.to_str().unwrap(), "HEAD:refs/heads/main"],
+    );
     git(bare, &["update-server-info"]);
 }
 
 fn vid(v: &Value) -> String {
-    v["validation_id"].as_str().expect("a validation id").to_string()
+    v["validation_id"]
+        .as_str()
+        .expect("a validation id")
+        .to_string()
 }
 
 /// Waits until job `id` is past validation `old` (another validation, or a final status).
@@ -112,7 +135,10 @@ fn past(env: &Env, id: i64, old: &str) -> (String, Value, String) {
         if st != "pending_validation" || v["validation_id"].as_str() != Some(old) {
             return (st, v, e);
         }
-        assert!(t0.elapsed() < Duration::from_secs(60), "job {id} still waits on {old}");
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "job {id} still waits on {old}"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -168,24 +194,44 @@ fn curl_git_socks5_and_connect_reach_an_allowed_host_only_through_the_proxy() {
     assert_eq!(protocols, ["http", "connect", "socks5"]);
     let (_, st, v, e) = submit_approved(&env, &format!("git ls-remote {url}/r.git"));
     assert_eq!(st, "succeeded", "{e} {v}");
-    assert!(v["stdout"].as_str().unwrap().contains("refs/heads/main"), "{v}");
+    assert!(
+        v["stdout"].as_str().unwrap().contains("refs/heads/main"),
+        "{v}"
+    );
     assert!(!allowed_hosts(&v).is_empty(), "{v}");
     assert!(
-        srv.requests().iter().any(|l| l.contains("/r.git/info/refs")),
+        srv.requests()
+            .iter()
+            .any(|l| l.contains("/r.git/info/refs")),
         "{:?}",
         srv.requests()
     );
     // The proxy variables are what the command sees.
-    let (_, st, v, _) = submit_approved(&env, "printenv http_proxy HTTPS_PROXY ALL_PROXY; curl -sS -m 2 http://x.invalid/ || true");
+    let (_, st, v, _) = submit_approved(
+        &env,
+        "printenv http_proxy HTTPS_PROXY ALL_PROXY; curl -sS -m 2 http://x.invalid/ || true",
+    );
     assert_eq!(st, "succeeded", "{v}");
     assert_eq!(
-        v["stdout"].as_str().unwrap().lines().take(3).collect::<Vec<_>>(),
-        ["http://127.0.0.1:3128", "http://127.0.0.1:3128", "socks5h://127.0.0.1:3128"],
+        v["stdout"]
+            .as_str()
+            .unwrap()
+            .lines()
+            .take(3)
+            .collect::<Vec<_>>(),
+        [
+            "http://127.0.0.1:3128",
+            "http://127.0.0.1:3128",
+            "socks5h://127.0.0.1:3128"
+        ],
         "{v}"
     );
     let status = cli_ok(&env, &["status"]);
     assert!(status.contains("egress proxy (last hour)"), "{status}");
-    assert!(!status.contains("egress proxy (last hour)  0 allowed"), "{status}");
+    assert!(
+        !status.contains("egress proxy (last hour)  0 allowed"),
+        "{status}"
+    );
 }
 
 #[test]
@@ -212,7 +258,8 @@ fn python_urllib_on_the_overlay_asks_for_its_host_and_the_approved_rerun_reaches
 }
 
 #[test]
-fn a_refused_host_fails_fast_names_the_host_and_approving_it_from_the_result_lets_the_rerun_through() {
+fn a_refused_host_fails_fast_names_the_host_and_approving_it_from_the_result_lets_the_rerun_through(
+) {
     let (env, _d, srv) = setup(None);
     let host = format!("127.0.0.1:{}", srv.port);
     // `local` holds NETWORK '*': any public host, never loopback without a rule naming it.
@@ -221,7 +268,13 @@ fn a_refused_host_fails_fast_names_the_host_and_approving_it_from_the_result_let
     assert_eq!(st, "pending_validation", "{e} {v}");
     assert_eq!(v["egress_refused"], json!([host]), "{v}");
     // The proxy answered at once (its refusal is what curl printed), nothing reached the server.
-    assert!(v["stdout"].as_str().unwrap().contains(&format!("{host} refused")), "{v}");
+    assert!(
+        v["stdout"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("{host} refused")),
+        "{v}"
+    );
     assert!(srv.requests().is_empty(), "{:?}", srv.requests());
     let reasons: Vec<String> = serde_json::from_value(v["reasons"].clone()).unwrap();
     let id_v = vid(&v);
@@ -231,7 +284,9 @@ fn a_refused_host_fails_fast_names_the_host_and_approving_it_from_the_result_let
         .find(|r| r.ends_with(&exact))
         .unwrap_or_else(|| panic!("no `{exact}` in {reasons:?}"));
     assert!(
-        reasons.iter().any(|r| r.contains(&format!("brainloop grant local NETWORK {host}"))),
+        reasons
+            .iter()
+            .any(|r| r.contains(&format!("brainloop grant local NETWORK {host}"))),
         "{reasons:?}"
     );
     let shown = cli_ok(&env, &["show", &id_v]);
@@ -262,7 +317,11 @@ fn a_refused_host_fails_fast_names_the_host_and_approving_it_from_the_result_let
     assert!(checked.contains(&format!("refused  {host}")), "{checked}");
     let approved: i64 = env
         .db("command_security.db")
-        .query_row("SELECT count(*) FROM egress_hosts WHERE client_id = 'local' AND rule = ?1", [&host], |r| r.get(0))
+        .query_row(
+            "SELECT count(*) FROM egress_hosts WHERE client_id = 'local' AND rule = ?1",
+            [&host],
+            |r| r.get(0),
+        )
         .unwrap();
     assert_eq!(approved, 1);
 }
@@ -287,11 +346,21 @@ fn a_raw_socket_to_an_allowed_address_without_the_proxy_fails() {
 fn a_name_resolving_to_a_private_address_is_refused_unless_a_rule_names_it() {
     common::require_sandbox();
     let hosts = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(hosts.path(), "127.0.0.1 svc.internal.test other.internal.test\n").unwrap();
-    let config = format!("[egress]\nhosts_file = {:?}\n", hosts.path().to_str().unwrap());
+    std::fs::write(
+        hosts.path(),
+        "127.0.0.1 svc.internal.test other.internal.test\n",
+    )
+    .unwrap();
+    let config = format!(
+        "[egress]\nhosts_file = {:?}\n",
+        hosts.path().to_str().unwrap()
+    );
     let (env, _d, srv) = setup(Some(&config));
     let p = srv.port;
-    cli_ok(&env, &["grant", "local", "NETWORK", &format!("*.internal.test:{p}")]);
+    cli_ok(
+        &env,
+        &["grant", "local", "NETWORK", &format!("*.internal.test:{p}")],
+    );
     let cmd = format!("curl -sS -m 50 http://svc.internal.test:{p}/index.html");
     let (id, st, v, e) = submit_approved(&env, &cmd);
     assert_eq!(st, "pending_validation", "{e} {v}");
@@ -300,7 +369,10 @@ fn a_name_resolving_to_a_private_address_is_refused_unless_a_rule_names_it() {
     let why = v["egress"][0]["reason"].as_str().unwrap();
     assert!(why.contains("resolves to 127.0.0.1"), "{why}");
     // A glob covered it (`*` or `*.internal.test:PORT`): not enough for a private address.
-    assert!(v["egress"][0]["rule"].as_str().unwrap().contains('*'), "{v}");
+    assert!(
+        v["egress"][0]["rule"].as_str().unwrap().contains('*'),
+        "{v}"
+    );
     assert!(srv.requests().is_empty());
     let old = vid(&v);
     cli_ok(&env, &["approve", &old, "--host", &name]);
@@ -309,8 +381,15 @@ fn a_name_resolving_to_a_private_address_is_refused_unless_a_rule_names_it() {
     assert_eq!(v["stdout"], "hello-egress\n", "{v}");
     assert_eq!(v["egress"][0]["rule"], name, "{v}");
     // Named for that command only: another name under the glob is still refused.
-    let (_, st, v, _) = submit_approved(&env, &format!("curl -sS -m 50 http://other.internal.test:{p}/"));
+    let (_, st, v, _) = submit_approved(
+        &env,
+        &format!("curl -sS -m 50 http://other.internal.test:{p}/"),
+    );
     assert_eq!(st, "pending_validation", "{v}");
-    assert_eq!(v["egress_refused"], json!([format!("other.internal.test:{p}")]), "{v}");
+    assert_eq!(
+        v["egress_refused"],
+        json!([format!("other.internal.test:{p}")]),
+        "{v}"
+    );
     assert_eq!(srv.requests().len(), 1, "{:?}", srv.requests());
 }

@@ -88,9 +88,17 @@ async fn confined_with(
     }
     let proxy = set.network().then(|| {
         let rules = rules::Rules {
-            rules: hosts.iter().map(|h| rules::HostRule::parse(h, "test").unwrap()).collect(),
+            rules: hosts
+                .iter()
+                .map(|h| rules::HostRule::parse(h, "test").unwrap())
+                .collect(),
         };
-        let p = proxy::JobProxy::start(rules, std::sync::Arc::new(Resolver::default()), Duration::from_secs(5)).unwrap();
+        let p = proxy::JobProxy::start(
+            rules,
+            std::sync::Arc::new(Resolver::default()),
+            Duration::from_secs(5),
+        )
+        .unwrap();
         spec.route_through(p.socket(), proxy::PORT);
         p
     });
@@ -257,12 +265,21 @@ async fn no_network_sets_cannot_reach_loopback_listeners() {
         std::thread::sleep(Duration::from_millis(20));
         accepted = tcp.accept();
     }
-    let (mut s, _) = accepted.unwrap_or_else(|_| panic!("network-api reaches the listener through the proxy: {} {seen:?}", all_output(&r)));
+    let (mut s, _) = accepted.unwrap_or_else(|_| {
+        panic!(
+            "network-api reaches the listener through the proxy: {} {seen:?}",
+            all_output(&r)
+        )
+    });
     s.set_nonblocking(false).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let mut got = [0u8; 64];
     let n = s.read(&mut got).unwrap();
-    assert!(got[..n].starts_with(b"GET /via-proxy HTTP/1.1"), "{:?}", String::from_utf8_lossy(&got[..n]));
+    assert!(
+        got[..n].starts_with(b"GET /via-proxy HTTP/1.1"),
+        "{:?}",
+        String::from_utf8_lossy(&got[..n])
+    );
     assert_eq!(seen.len(), 1, "{seen:?}");
     assert_eq!(seen[0].outcome, "allowed", "{seen:?}");
 }

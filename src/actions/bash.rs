@@ -423,7 +423,10 @@ struct HostAsk {
 
 impl HostAsk {
     /// `Some` when the run was refused at least one host.
-    fn of(conns: Vec<crate::egress::proxy::Connection>, r: &executor::ExecResult) -> Option<HostAsk> {
+    fn of(
+        conns: Vec<crate::egress::proxy::Connection>,
+        r: &executor::ExecResult,
+    ) -> Option<HostAsk> {
         let hosts = crate::egress::refused(&conns);
         (!hosts.is_empty()).then(|| HostAsk {
             hosts,
@@ -470,7 +473,10 @@ async fn ask(
             .call(move |c| crate::egress::store::save_request(c, &req))
             .await
             .map_err(|e| Outcome::failed(format!("cannot record the host request: {e:#}")))?;
-        reasons.splice(0..0, crate::egress::refusal_reasons(&ctx.client_id, &id, &h.hosts));
+        reasons.splice(
+            0..0,
+            crate::egress::refusal_reasons(&ctx.client_id, &id, &h.hosts),
+        );
     }
     if let Some(m) = effects {
         reasons.insert(
@@ -604,7 +610,16 @@ async fn execute(
     let ev = source.map(|s| evidence_of(ctx, report, s, Mode::Direct, permission_set, success));
     record_run(ctx, report, f, &label, &r, ev).await;
     if let Some(h) = HostAsk::of(conns.clone(), &r) {
-        return ask(ctx, command, report, workdir, "ask", false, Asked::Hosts(&h)).await;
+        return ask(
+            ctx,
+            command,
+            report,
+            workdir,
+            "ask",
+            false,
+            Asked::Hosts(&h),
+        )
+        .await;
     }
     let result = json!({
         "egress": conns,
@@ -928,7 +943,16 @@ async fn overlay_run(
                 "overlay unavailable; asking up front"
             );
             remember_signatures(ctx, sigs, false).await;
-            return ask(ctx, command, report, workdir, "ask", force_refused, Asked::Command).await;
+            return ask(
+                ctx,
+                command,
+                report,
+                workdir,
+                "ask",
+                force_refused,
+                Asked::Command,
+            )
+            .await;
         }
         return Err(Outcome::failed(format!(
             "the sandbox could not confine the command, so nothing ran: {}",
@@ -942,7 +966,16 @@ async fn overlay_run(
         // approving the hosts re-runs it on the overlay.
         discard();
         remember_signatures(ctx, sigs, false).await;
-        return ask(ctx, command, report, workdir, "ask", force_refused, Asked::Hosts(&h)).await;
+        return ask(
+            ctx,
+            command,
+            report,
+            workdir,
+            "ask",
+            force_refused,
+            Asked::Hosts(&h),
+        )
+        .await;
     }
     if ctx.config.test_actions {
         test_pause("BRAINLOOP_TEST_PAUSE_AFTER_RUN_MS").await;

@@ -38,7 +38,9 @@ fn print_hosts(config: &crate::config::Config, command: &str, workdir: &std::pat
     if !DbKind::Security.path(&config.data_dir).exists() {
         return;
     }
-    let wd = workdir.canonicalize().unwrap_or_else(|_| workdir.to_path_buf());
+    let wd = workdir
+        .canonicalize()
+        .unwrap_or_else(|_| workdir.to_path_buf());
     let report = crate::classify::check(command, &crate::classify::Context { workdir: Some(wd) });
     let Ok(sec) = crate::db::open_read_only(&config.data_dir, DbKind::Security) else {
         return;

@@ -179,7 +179,14 @@ fn approve_hosts(
         Some(r) => r.command_hash.clone(),
         None => v.command_hash.clone().unwrap_or_default(),
     };
-    crate::egress::store::approve_hosts(sec, &v.client_id, &hash, &hosts, &v.id, &super::operator())?;
+    crate::egress::store::approve_hosts(
+        sec,
+        &v.client_id,
+        &hash,
+        &hosts,
+        &v.id,
+        &super::operator(),
+    )?;
     println!(
         "allowed for client {}'s command through the egress proxy: {}",
         v.client_id,
@@ -385,7 +392,11 @@ pub fn show(config: &Config, a: &ShowArgs) -> Result<i32> {
 
 /// What the job's runs reached or wanted through the egress proxy, and what it asks for.
 fn print_egress(sec: &rusqlite::Connection, job_id: i64, validation: Option<&str>) -> Result<()> {
-    if let Some(r) = validation.map(|v| crate::egress::store::request(sec, v)).transpose()?.flatten() {
+    if let Some(r) = validation
+        .map(|v| crate::egress::store::request(sec, v))
+        .transpose()?
+        .flatten()
+    {
         println!("wants hosts: {}", r.hosts.join(", "));
     }
     let conns = crate::egress::store::of_job(sec, job_id)?;

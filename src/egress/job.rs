@@ -29,7 +29,9 @@ pub async fn rules(ctx: &JobCtx, command_hash: &str, scope: Scope) -> Result<Rul
         for g in grants.filter(|g| g.permission == Permission::Network) {
             match HostRule::parse(&g.pattern, "grant") {
                 Ok(r) => rules.rules.push(r),
-                Err(e) => tracing::warn!(client = %ctx.client_id, error = %e, "ignoring a NETWORK grant that is not a host rule"),
+                Err(e) => {
+                    tracing::warn!(client = %ctx.client_id, error = %e, "ignoring a NETWORK grant that is not a host rule")
+                }
             }
         }
     }
@@ -43,7 +45,9 @@ pub async fn rules(ctx: &JobCtx, command_hash: &str, scope: Scope) -> Result<Rul
     for a in approved {
         match HostRule::parse(&a, "approved") {
             Ok(r) => rules.rules.push(r),
-            Err(e) => tracing::warn!(error = %e, "ignoring an approved host that is not a host rule"),
+            Err(e) => {
+                tracing::warn!(error = %e, "ignoring an approved host that is not a host rule")
+            }
         }
     }
     Ok(rules)
@@ -63,7 +67,8 @@ pub async fn start(
         .map_err(|e| format!("egress: {e}"))?
         .map_err(|e| format!("egress: {e:#}"))?;
     let timeout = Duration::from_millis(ctx.config.egress.connect_timeout_ms.max(1));
-    let proxy = JobProxy::start(rules, Arc::new(resolver), timeout).map_err(|e| format!("{e:#}"))?;
+    let proxy =
+        JobProxy::start(rules, Arc::new(resolver), timeout).map_err(|e| format!("{e:#}"))?;
     spec.route_through(proxy.socket(), proxy::PORT);
     Ok(proxy)
 }
@@ -78,7 +83,8 @@ pub async fn finish(ctx: &JobCtx, command_hash: &str, proxy: JobProxy) -> Vec<Co
             _ => "egress_failed",
         };
         ctx.stats.incr(name, 1.0);
-        ctx.stats.incr("egress_bytes", (c.bytes_up + c.bytes_down) as f64);
+        ctx.stats
+            .incr("egress_bytes", (c.bytes_up + c.bytes_down) as f64);
     }
     let (job, client, hash, c2) = (
         ctx.job_id,
@@ -92,7 +98,10 @@ pub async fn finish(ctx: &JobCtx, command_hash: &str, proxy: JobProxy) -> Vec<Co
         .call(move |db| store::record(db, job, &client, &hash, &c2))
         .await
     {
-        tracing::warn!(error = format!("{e:#}"), "cannot record the job's egress connections");
+        tracing::warn!(
+            error = format!("{e:#}"),
+            "cannot record the job's egress connections"
+        );
     }
     conns
 }

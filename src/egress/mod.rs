@@ -58,7 +58,11 @@ pub fn refused(conns: &[proxy::Connection]) -> Vec<String> {
         .iter()
         .filter(|c| c.outcome == "refused")
         .filter_map(|c| {
-            let h = if c.host.contains(':') { format!("[{}]", c.host) } else { c.host.clone() };
+            let h = if c.host.contains(':') {
+                format!("[{}]", c.host)
+            } else {
+                c.host.clone()
+            };
             rules::HostRule::parse(&format!("{h}:{}", c.port), "refused").ok()
         })
         .filter(|r| r.explicit())
@@ -71,7 +75,10 @@ pub fn refused(conns: &[proxy::Connection]) -> Vec<String> {
 
 /// `s` as one shell word (single-quoted unless plain).
 pub fn shell_word(s: &str) -> String {
-    if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "._-:@/[]".contains(c)) {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-:@/[]".contains(c))
+    {
         s.to_string()
     } else {
         format!("'{}'", s.replace('\'', "'\\''"))
@@ -85,7 +92,10 @@ pub fn refusal_reasons(client: &str, validation_id: &str, hosts: &[String]) -> V
         "the egress proxy refused {} (no host rule of client {c} allows it, or it resolves to a private address and no rule names it); only allowed hosts were reached",
         hosts.join(", ")
     )];
-    let flags: Vec<String> = hosts.iter().map(|h| format!("--host {}", shell_word(h))).collect();
+    let flags: Vec<String> = hosts
+        .iter()
+        .map(|h| format!("--host {}", shell_word(h)))
+        .collect();
     v.push(format!(
         "allow for this command and re-run it: brainloop approve {validation_id} {}",
         flags.join(" ")
@@ -109,7 +119,13 @@ mod tests {
         assert_eq!(shell_word("a b"), "'a b'");
         assert_eq!(shell_word("x'$(rm)"), "'x'\\''$(rm)'");
         let r = refusal_reasons("loc al", "v1", &["pypi.org:443".into()]);
-        assert!(r[1].ends_with("brainloop approve v1 --host pypi.org:443"), "{r:?}");
-        assert!(r[2].contains("brainloop grant 'loc al' NETWORK pypi.org:443"), "{r:?}");
+        assert!(
+            r[1].ends_with("brainloop approve v1 --host pypi.org:443"),
+            "{r:?}"
+        );
+        assert!(
+            r[2].contains("brainloop grant 'loc al' NETWORK pypi.org:443"),
+            "{r:?}"
+        );
     }
 }

@@ -90,10 +90,12 @@ impl JobProxy {
         connect_timeout: Duration,
     ) -> anyhow::Result<JobProxy> {
         let template = std::env::temp_dir().join("brainloop-egress-XXXXXX");
-        let dir = nix::unistd::mkdtemp(&template)
-            .map_err(|e| anyhow::anyhow!("egress proxy: cannot create {}: {e}", template.display()))?;
+        let dir = nix::unistd::mkdtemp(&template).map_err(|e| {
+            anyhow::anyhow!("egress proxy: cannot create {}: {e}", template.display())
+        })?;
         let mut name = [0u8; 16];
-        getrandom::fill(&mut name).map_err(|e| anyhow::anyhow!("egress proxy: no randomness: {e}"))?;
+        getrandom::fill(&mut name)
+            .map_err(|e| anyhow::anyhow!("egress proxy: no randomness: {e}"))?;
         let socket = dir.join(format!("{}.sock", hex::encode(name)));
         let listener = match UnixListener::bind(&socket) {
             Ok(l) => l,
@@ -375,7 +377,12 @@ async fn http(mut s: UnixStream, mut buf: Vec<u8>, sh: &Shared) {
             break i + 4;
         }
         if buf.len() > MAX_HEAD {
-            let _ = s.write_all(&http_error("431 Request Header Fields Too Large", "request head too large\n")).await;
+            let _ = s
+                .write_all(&http_error(
+                    "431 Request Header Fields Too Large",
+                    "request head too large\n",
+                ))
+                .await;
             return;
         }
         match read_more(&mut s, &mut buf).await {
@@ -392,20 +399,27 @@ async fn http(mut s: UnixStream, mut buf: Vec<u8>, sh: &Shared) {
             req.version.unwrap_or(1),
         ),
         _ => {
-            let _ = s.write_all(&http_error("400 Bad Request", "not an HTTP request\n")).await;
+            let _ = s
+                .write_all(&http_error("400 Bad Request", "not an HTTP request\n"))
+                .await;
             return;
         }
     };
     let rest = buf[head_len..].to_vec();
     if method.eq_ignore_ascii_case("CONNECT") {
         let Some((host, port)) = split_host_port(&target, 443) else {
-            let _ = s.write_all(&http_error("400 Bad Request", "CONNECT needs host:port\n")).await;
+            let _ = s
+                .write_all(&http_error("400 Bad Request", "CONNECT needs host:port\n"))
+                .await;
             return;
         };
         let (entry, res) = open(sh, &host, port, "connect").await;
         match res {
             Ok(mut up) => {
-                if s.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n").await.is_err() {
+                if s.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                    .await
+                    .is_err()
+                {
                     return;
                 }
                 if !rest.is_empty() && up.write_all(&rest).await.is_ok() {
@@ -505,7 +519,10 @@ async fn socks5(mut s: UnixStream, mut buf: Vec<u8>, sh: &Shared) {
             if !need(&mut s, &mut req, 10).await {
                 return;
             }
-            (std::net::Ipv4Addr::new(req[4], req[5], req[6], req[7]).to_string(), 8)
+            (
+                std::net::Ipv4Addr::new(req[4], req[5], req[6], req[7]).to_string(),
+                8,
+            )
         }
         4 => {
             if !need(&mut s, &mut req, 22).await {
@@ -580,7 +597,10 @@ mod tests {
 
     async fn proxy(rules: &[&str]) -> JobProxy {
         let rules = Rules {
-            rules: rules.iter().map(|r| HostRule::parse(r, "test").unwrap()).collect(),
+            rules: rules
+                .iter()
+                .map(|r| HostRule::parse(r, "test").unwrap())
+                .collect(),
         };
         JobProxy::start(rules, Arc::new(Resolver::default()), Duration::from_secs(5)).unwrap()
     }
@@ -655,11 +675,21 @@ mod tests {
     fn absolute_uris_split_into_host_port_and_origin_form() {
         assert_eq!(
             absolute("http://Example.com/a?b=1"),
-            Some(("Example.com".into(), 80, "/a?b=1".into(), "Example.com".into()))
+            Some((
+                "Example.com".into(),
+                80,
+                "/a?b=1".into(),
+                "Example.com".into()
+            ))
         );
         assert_eq!(
             absolute("http://127.0.0.1:8080"),
-            Some(("127.0.0.1".into(), 8080, "/".into(), "127.0.0.1:8080".into()))
+            Some((
+                "127.0.0.1".into(),
+                8080,
+                "/".into(),
+                "127.0.0.1:8080".into()
+            ))
         );
         assert_eq!(
             absolute("http://[::1]:81/x"),
@@ -668,7 +698,10 @@ mod tests {
         assert_eq!(absolute("http://user@evil/"), None);
         assert_eq!(absolute("https://a/"), None);
         assert_eq!(absolute("/relative"), None);
-        assert_eq!(split_host_port("pypi.org:443", 1), Some(("pypi.org".into(), 443)));
+        assert_eq!(
+            split_host_port("pypi.org:443", 1),
+            Some(("pypi.org".into(), 443))
+        );
         assert_eq!(split_host_port("::1:443", 1), None);
     }
 }

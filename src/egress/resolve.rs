@@ -17,9 +17,8 @@ impl Resolver {
     pub fn new(hosts_file: Option<&Path>) -> anyhow::Result<Resolver> {
         let mut hosts: HashMap<String, Vec<IpAddr>> = HashMap::new();
         if let Some(p) = hosts_file {
-            let text = std::fs::read_to_string(p).map_err(|e| {
-                anyhow::anyhow!("[egress] hosts_file {}: {e}", p.display())
-            })?;
+            let text = std::fs::read_to_string(p)
+                .map_err(|e| anyhow::anyhow!("[egress] hosts_file {}: {e}", p.display()))?;
             for line in text.lines() {
                 let line = line.split('#').next().unwrap_or("");
                 let mut words = line.split_whitespace();

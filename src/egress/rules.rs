@@ -25,7 +25,9 @@ impl HostRule {
     /// Parses `HOST[:PORT]` (see the module doc); the error says what is wrong.
     pub fn parse(text: &str, source: &str) -> Result<HostRule, String> {
         let t = text.trim();
-        let bad = |why: &str| Err(format!("host rule {t:?}: {why} (expected HOST[:PORT], e.g. pypi.org:443 or *.pythonhosted.org:443)"));
+        let bad = |why: &str| {
+            Err(format!("host rule {t:?}: {why} (expected HOST[:PORT], e.g. pypi.org:443 or *.pythonhosted.org:443)"))
+        };
         if t.is_empty() {
             return bad("empty");
         }
@@ -79,7 +81,8 @@ impl HostRule {
 
     /// Whether the rule covers `host:port` (`host` as given to the proxy).
     pub fn matches(&self, host: &str, port: u16) -> bool {
-        self.port.is_none_or(|p| p == port) && glob(self.host.as_bytes(), normalise_host(host).as_bytes())
+        self.port.is_none_or(|p| p == port)
+            && glob(self.host.as_bytes(), normalise_host(host).as_bytes())
     }
 
     /// The rule as typed (`host:port`, `[v6]:port`, `host:*`).
@@ -150,7 +153,10 @@ impl Rules {
         let Some(first) = covering.next() else {
             return Verdict::Refused;
         };
-        let explicit = self.rules.iter().find(|r| r.explicit() && r.matches(host, port));
+        let explicit = self
+            .rules
+            .iter()
+            .find(|r| r.explicit() && r.matches(host, port));
         match explicit {
             Some(r) => Verdict::Allowed {
                 rule: r.text(),
@@ -227,7 +233,9 @@ mod tests {
         assert!(r("[::1]:8080").matches("[::1]", 8080));
         assert_eq!(r("[::1]:8080").text(), "[::1]:8080");
         assert_eq!(r("Example.COM").text(), "example.com:*");
-        for bad in ["", "a b:1", "h:0", "h:70000", "h:x", "::1:80", "[zz]:1", "h/p:1"] {
+        for bad in [
+            "", "a b:1", "h:0", "h:70000", "h:x", "::1:80", "[zz]:1", "h/p:1",
+        ] {
             assert!(HostRule::parse(bad, "grant").is_err(), "{bad}");
         }
     }
@@ -257,8 +265,19 @@ mod tests {
     #[test]
     fn private_loopback_and_link_local_addresses_are_not_public() {
         for ip in [
-            "127.0.0.1", "10.1.2.3", "172.16.0.1", "192.168.1.1", "169.254.169.254", "100.64.0.1",
-            "0.0.0.0", "::1", "fe80::1", "fd00::1", "::ffff:10.0.0.1", "::", "224.0.0.1",
+            "127.0.0.1",
+            "10.1.2.3",
+            "172.16.0.1",
+            "192.168.1.1",
+            "169.254.169.254",
+            "100.64.0.1",
+            "0.0.0.0",
+            "::1",
+            "fe80::1",
+            "fd00::1",
+            "::ffff:10.0.0.1",
+            "::",
+            "224.0.0.1",
         ] {
             assert!(!is_public(ip.parse().unwrap()), "{ip}");
         }

@@ -42,7 +42,10 @@ fn lo_up() -> Result<(), String> {
     unsafe {
         let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
         if fd < 0 {
-            return Err(format!("egress: socket: {}", std::io::Error::last_os_error()));
+            return Err(format!(
+                "egress: socket: {}",
+                std::io::Error::last_os_error()
+            ));
         }
         let mut ifr: libc::ifreq = std::mem::zeroed();
         for (d, s) in ifr.ifr_name.iter_mut().zip(b"lo\0") {
@@ -75,7 +78,8 @@ fn forwarder(listener: std::net::TcpListener, socket: &std::path::Path) -> Resul
         .map_err(|e| format!("runtime: {e}"))?;
     let socket = socket.to_path_buf();
     rt.block_on(async move {
-        let l = tokio::net::TcpListener::from_std(listener).map_err(|e| format!("listener: {e}"))?;
+        let l =
+            tokio::net::TcpListener::from_std(listener).map_err(|e| format!("listener: {e}"))?;
         loop {
             let Ok((mut tcp, _)) = l.accept().await else {
                 tokio::task::yield_now().await;

@@ -107,7 +107,8 @@ pub fn for_set(set: Set, m: &Mechanisms) -> Vec<Guarantee> {
     if set.network() {
         v.push(g(
             "no host abstract UNIX sockets",
-            "Landlock ABI >= 6 abstract-socket scoping (+ the egress network namespace, issue 23)".into(),
+            "Landlock ABI >= 6 abstract-socket scoping (+ the egress network namespace, issue 23)"
+                .into(),
             abi >= 6,
         ));
     } else {

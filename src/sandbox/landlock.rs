@@ -15,8 +15,8 @@
 
 use super::Spec;
 use landlock::{
-    Access, AccessFs, AccessNet, NetPort, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr,
-    RulesetError, RulesetStatus, Scope, ABI,
+    Access, AccessFs, AccessNet, NetPort, PathBeneath, PathFd, Ruleset, RulesetAttr,
+    RulesetCreatedAttr, RulesetError, RulesetStatus, Scope, ABI,
 };
 
 /// The newest ABI this code was written and tested against (newer kernels are used at this

@@ -199,7 +199,12 @@ pub struct EgressSpec {
 
 /// The proxy variables a command sees (both cases: curl reads only the lowercase `http_proxy`).
 pub const PROXY_VARS: &[&str] = &[
-    "HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy",
+    "HTTP_PROXY",
+    "http_proxy",
+    "HTTPS_PROXY",
+    "https_proxy",
+    "ALL_PROXY",
+    "all_proxy",
 ];
 
 impl Spec {
@@ -213,8 +218,13 @@ impl Spec {
         let drop = |k: &str| PROXY_VARS.contains(&k) || k.eq_ignore_ascii_case("no_proxy");
         self.env.retain(|(k, _)| !drop(k));
         for k in PROXY_VARS {
-            let scheme = if k.eq_ignore_ascii_case("all_proxy") { "socks5h" } else { "http" };
-            self.env.push((k.to_string(), format!("{scheme}://127.0.0.1:{port}")));
+            let scheme = if k.eq_ignore_ascii_case("all_proxy") {
+                "socks5h"
+            } else {
+                "http"
+            };
+            self.env
+                .push((k.to_string(), format!("{scheme}://127.0.0.1:{port}")));
         }
     }
 }
