@@ -942,13 +942,12 @@ async fn overlay_run(
                 stderr = r.stderr.trim(),
                 "overlay unavailable; asking up front"
             );
-            remember_signatures(ctx, sigs, false).await;
-            return ask(
+            return ask_kept_nothing(
                 ctx,
                 command,
                 report,
                 workdir,
-                "ask",
+                sigs,
                 force_refused,
                 Asked::Command,
             )
@@ -965,13 +964,12 @@ async fn overlay_run(
         // What it did without those hosts is not what the human would approve: nothing kept;
         // approving the hosts re-runs it on the overlay.
         discard();
-        remember_signatures(ctx, sigs, false).await;
-        return ask(
+        return ask_kept_nothing(
             ctx,
             command,
             report,
             workdir,
-            "ask",
+            sigs,
             force_refused,
             Asked::Hosts(&h),
         )
@@ -1094,6 +1092,21 @@ async fn overlay_run(
 
 /// The error of an overlay run the sandbox helper stopped over its cap (`what`: the helper's
 /// record, `bytes LIMIT MEASURED` / `entries LIMIT MEASURED` / `unmeasured`).
+/// Asks a human about a command whose overlay run kept nothing: its signatures count as asked
+/// up front, not as a change set.
+async fn ask_kept_nothing(
+    ctx: &JobCtx,
+    command: &str,
+    report: &CheckReport,
+    workdir: &Path,
+    sigs: &[Signature],
+    force_refused: bool,
+    asked: Asked<'_>,
+) -> Result<Outcome, Outcome> {
+    remember_signatures(ctx, sigs, false).await;
+    ask(ctx, command, report, workdir, "ask", force_refused, asked).await
+}
+
 fn over_cap_message(what: &str, max_bytes: u64, cap_key: &str, max_inodes: u64) -> String {
     let mib = |b: u64| format!("{:.1} MiB", b as f64 / (1024.0 * 1024.0));
     let mut w = what.split_whitespace();
