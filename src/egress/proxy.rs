@@ -27,6 +27,9 @@ use tokio_util::sync::CancellationToken;
 pub const PORT: u16 = 3128;
 /// Largest request head accepted.
 const MAX_HEAD: usize = 64 * 1024;
+/// Connection attempts recorded per run at most (a command opening more is still decided, one
+/// by one; the rest is not recorded).
+const MAX_RECORDS: usize = 1000;
 /// Time an open connection gets to end once the command has exited.
 const GRACE: Duration = Duration::from_millis(500);
 
@@ -199,8 +202,23 @@ async fn open(
     port: u16,
     protocol: &str,
 ) -> (Arc<Entry>, Result<TcpStream, Closed>) {
-    let host = super::rules::normalise_host(host);
-    let verdict = sh.rules.decide(&host, port);
+    let name = super::rules::normalise_host(host);
+    // A name with bytes no host name has (escapes, spaces, quotes) is refused unresolved and
+    // recorded quoted and cut, so nothing the command sent reaches a terminal or a shell raw.
+    let plain = !name.is_empty()
+        && name.len() <= 253
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_' | b':'));
+    let (host, verdict) = if plain {
+        let v = sh.rules.decide(&name, port);
+        (name, v)
+    } else {
+        (
+            format!("{:?}", crate::quote::prefix(&name, 100)),
+            Verdict::Refused,
+        )
+    };
     let rule = match &verdict {
         Verdict::Allowed { rule, .. } => Some(rule.clone()),
         Verdict::Refused => None,
@@ -227,7 +245,12 @@ async fn open(
         up: AtomicU64::new(0),
         down: AtomicU64::new(0),
     });
-    lock(&sh.entries).push(entry.clone());
+    {
+        let mut entries = lock(&sh.entries);
+        if entries.len() < MAX_RECORDS {
+            entries.push(entry.clone());
+        }
+    }
     (entry, res)
 }
 
@@ -669,6 +692,32 @@ mod tests {
             ]
         );
         assert_eq!((seen[0].bytes_up, seen[0].bytes_down), (4, 9), "{seen:?}");
+    }
+
+    #[tokio::test]
+    async fn a_name_no_host_has_is_refused_unresolved_and_recorded_quoted() {
+        let p = proxy(&["*"]).await;
+        let mut s = UnixStream::connect(p.socket()).await.unwrap();
+        s.write_all(b"CONNECT a\x1b[2Jb:443 HTTP/1.1\r\n\r\n")
+            .await
+            .unwrap();
+        let got = String::from_utf8_lossy(&read_all(&mut s).await).to_string();
+        assert!(got.starts_with("HTTP/1.1 4"), "{got}");
+        let mut s = UnixStream::connect(p.socket()).await.unwrap();
+        let name = b"x\x1b]0;pwn\x07.example";
+        let mut req = vec![5, 1, 0, 5, 1, 0, 3, name.len() as u8];
+        req.extend_from_slice(name);
+        req.extend_from_slice(&443u16.to_be_bytes());
+        s.write_all(&req).await.unwrap();
+        let got = read_all(&mut s).await;
+        assert_eq!(&got[..4], &[5, 0, 5, 2], "{got:?}");
+        let seen = p.finish().await;
+        assert!(!seen.is_empty(), "{seen:?}");
+        for c in &seen {
+            assert_eq!(c.outcome, "refused", "{c:?}");
+            assert!(!c.host.contains('\x1b') && c.address.is_none(), "{c:?}");
+        }
+        assert!(crate::egress::refused(&seen).is_empty(), "{seen:?}");
     }
 
     #[test]
