@@ -112,7 +112,11 @@ pub fn main(spec: &Spec) -> i32 {
             eprintln!(
                 "{ERROR_PREFIX} warning: unshare: {e}; running without namespaces (best effort)"
             );
-            command(spec);
+            // No namespace of its own: no forwarder, and Landlock must not open the proxy port
+            // on the host's network.
+            let mut bare = spec.clone();
+            bare.egress = None;
+            command(&bare);
         }
         fail(format!("unshare: {e} (user namespaces unavailable?)"));
     }
