@@ -235,25 +235,45 @@ fn curl_git_socks5_and_connect_reach_an_allowed_host_only_through_the_proxy() {
 }
 
 #[test]
-fn python_urllib_on_the_overlay_asks_for_its_host_and_the_approved_rerun_reaches_it() {
+fn python_urllib_on_the_overlay_asks_for_its_host_then_shows_the_download_as_a_diff() {
     let (env, _d, srv) = setup(None);
     let host = format!("127.0.0.1:{}", srv.port);
+    // A download into the workspace (what `pip install --target` does): python runs on the
+    // overlay at once (its writes are capturable), where it reaches only hosts a human approved
+    // for it — none yet; the client's grant does not apply there.
     let cmd = format!(
-        "python3 -c \"import urllib.request; print(urllib.request.urlopen('http://{host}/index.html', timeout=20).read().decode())\""
+        "python3 -c \"import urllib.request; d = urllib.request.urlopen('http://{host}/index.html', timeout=20).read().decode(); open('got.html', 'w').write(d); print(d)\""
     );
-    // python runs on the overlay at once (its writes are capturable), where it reaches only
-    // hosts a human approved for it: none yet. The client's grant does not apply there.
     cli_ok(&env, &["grant", "local", "NETWORK", &host]);
     let (id, st, v, e) = submit_approved(&env, &cmd);
     assert_eq!(st, "pending_validation", "{e} {v}");
     assert_eq!(v["egress_refused"], json!([host]), "{v}");
+    assert!(
+        v.get("effects").is_none(),
+        "nothing kept from the refused run: {v}"
+    );
     assert!(srv.requests().is_empty(), "{:?}", srv.requests());
+    // Approving the host re-runs it on the overlay: the download is now a change set to approve.
+    let old = vid(&v);
+    cli_ok(&env, &["approve", &old]);
+    let (st, v, e) = past(&env, id, &old);
+    assert_eq!(st, "pending_validation", "{e} {v}");
+    assert_eq!(v["effects"]["added"], 1, "{v}");
+    assert!(v["diff"].as_str().unwrap().contains("+hello-egress"), "{v}");
+    assert!(
+        !env.workspace.join("got.html").exists(),
+        "nothing applied before approval"
+    );
+    assert_eq!(srv.requests().len(), 1, "{:?}", srv.requests());
     let old = vid(&v);
     cli_ok(&env, &["approve", &old]);
     let (st, v, e) = past(&env, id, &old);
     assert_eq!(st, "succeeded", "{e} {v}");
-    assert_eq!(v["stdout"], "hello-egress\n\n", "{v}");
-    assert!(v["sandbox"].as_str().unwrap().contains("overlay"), "{v}");
+    assert_eq!(
+        std::fs::read_to_string(env.workspace.join("got.html")).unwrap(),
+        "hello-egress\n"
+    );
+    // Applied, not run again.
     assert_eq!(srv.requests().len(), 1, "{:?}", srv.requests());
 }
 
