@@ -68,8 +68,13 @@ async fn once(cmd: &str, ws: &Path, i: usize, via_proxy: bool, rule: &str) -> f6
         let rules = Rules {
             rules: vec![HostRule::parse(rule, "bench").unwrap()],
         };
-        let p =
-            JobProxy::start(rules, Arc::new(Resolver::default()), Duration::from_secs(5)).unwrap();
+        let p = JobProxy::start(
+            rules,
+            Arc::new(Resolver::default()),
+            Duration::from_secs(5),
+            "bl-test-",
+        )
+        .unwrap();
         spec.route_through(p.socket(), PORT);
         Some(p)
     } else {

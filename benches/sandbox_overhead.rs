@@ -60,6 +60,7 @@ async fn measure(n: usize, set: Option<Set>, ws: &std::path::Path) -> Vec<f64> {
                         Rules::default(),
                         std::sync::Arc::new(Resolver::default()),
                         Duration::from_secs(5),
+                        "bl-test-",
                     )
                     .unwrap();
                     spec.route_through(p.socket(), PORT);

@@ -97,6 +97,7 @@ async fn confined_with(
             rules,
             std::sync::Arc::new(Resolver::default()),
             Duration::from_secs(5),
+            "bl-test-",
         )
         .unwrap();
         spec.route_through(p.socket(), proxy::PORT);

@@ -67,8 +67,9 @@ pub async fn start(
         .map_err(|e| format!("egress: {e}"))?
         .map_err(|e| format!("egress: {e:#}"))?;
     let timeout = Duration::from_millis(ctx.config.egress.connect_timeout_ms.max(1));
-    let proxy =
-        JobProxy::start(rules, Arc::new(resolver), timeout).map_err(|e| format!("{e:#}"))?;
+    let prefix = crate::sandbox::tmp_prefix(&ctx.config.data_dir);
+    let proxy = JobProxy::start(rules, Arc::new(resolver), timeout, &prefix)
+        .map_err(|e| format!("{e:#}"))?;
     spec.route_through(proxy.socket(), proxy::PORT);
     Ok(proxy)
 }

@@ -85,14 +85,17 @@ impl Drop for JobProxy {
 }
 
 impl JobProxy {
-    /// Listens on a fresh socket in a new 0700 directory under the worker's temp dir (hidden
-    /// from commands by the helper's tmpfs covers, and named with 128 random bits).
+    /// Listens on a fresh socket in a new 0700 directory `<dir_prefix>egress-XXXXXX` under the
+    /// worker's temp dir (hidden from commands by the helper's tmpfs covers; the socket named
+    /// with 128 random bits). The worker passes its private-tmp prefix, so the start-up sweep
+    /// (`sandbox::sweep_private_tmp`) removes what a crash left.
     pub fn start(
         rules: Rules,
         resolver: Arc<Resolver>,
         connect_timeout: Duration,
+        dir_prefix: &str,
     ) -> anyhow::Result<JobProxy> {
-        let template = std::env::temp_dir().join("brainloop-egress-XXXXXX");
+        let template = std::env::temp_dir().join(format!("{dir_prefix}egress-XXXXXX"));
         let dir = nix::unistd::mkdtemp(&template).map_err(|e| {
             anyhow::anyhow!("egress proxy: cannot create {}: {e}", template.display())
         })?;
@@ -134,6 +137,8 @@ impl JobProxy {
         if let Some(t) = self.task.take() {
             let _ = t.await;
         }
+        let dir = self.dir.clone();
+        let _ = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(dir)).await;
         let entries = lock(&self.shared.entries).clone();
         entries
             .iter()
@@ -625,7 +630,13 @@ mod tests {
                 .map(|r| HostRule::parse(r, "test").unwrap())
                 .collect(),
         };
-        JobProxy::start(rules, Arc::new(Resolver::default()), Duration::from_secs(5)).unwrap()
+        JobProxy::start(
+            rules,
+            Arc::new(Resolver::default()),
+            Duration::from_secs(5),
+            "bl-test-",
+        )
+        .unwrap()
     }
 
     async fn read_all(s: &mut UnixStream) -> Vec<u8> {
@@ -677,7 +688,9 @@ mod tests {
         let got = String::from_utf8(read_all(&mut s).await).unwrap();
         assert!(got.starts_with("HTTP/1.1 403"), "{got}");
         assert!(got.contains("10.0.0.1:81 refused"), "{got}");
+        let dir = p.socket().parent().unwrap().to_path_buf();
         let seen = p.finish().await;
+        assert!(!dir.exists(), "{dir:?} left behind");
         let outcomes: Vec<(&str, &str, u16)> = seen
             .iter()
             .map(|c| (c.protocol.as_str(), c.outcome.as_str(), c.port))
