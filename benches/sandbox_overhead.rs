@@ -2,7 +2,9 @@
 //! sandbox_overhead`). N `true` commands per permission set through the executor with the real
 //! helper (namespaces, Landlock, seccomp, cgroup, private tmp) against N unconfined
 //! `bash -c true` through the same executor, in the same run; p50/p99 per command and the p50
-//! added by confinement. Env: BENCH_COMMANDS (default 1000).
+//! added by confinement. Network sets run as the worker runs them: in their own network
+//! namespace with the job's egress proxy (issue 23; `benches/egress.rs` isolates its cost).
+//! Env: BENCH_COMMANDS (default 1000).
 
 use brainloop::bash::executor::{execute, filtered_env, ExecRequest};
 use brainloop::sandbox::{self, cgroup::JobCgroup, Limits, Set};
@@ -23,6 +25,7 @@ async fn measure(n: usize, set: Option<Set>, ws: &std::path::Path) -> Vec<f64> {
     for i in 0..n {
         let t = Instant::now();
         // What the worker does per command: tmp dir, cgroup, spec, run, cleanup.
+        let mut proxy = None;
         let (sandbox, cg, tmp) = match set {
             None => (None, None, None),
             Some(set) => {
@@ -47,6 +50,22 @@ async fn measure(n: usize, set: Option<Set>, ws: &std::path::Path) -> Vec<f64> {
                 if let Some(c) = &cg {
                     spec.cgroup_procs = c.procs_files();
                 }
+                if set.network() {
+                    use brainloop::egress::{
+                        proxy::{JobProxy, PORT},
+                        resolve::Resolver,
+                        rules::Rules,
+                    };
+                    let p = JobProxy::start(
+                        Rules::default(),
+                        std::sync::Arc::new(Resolver::default()),
+                        Duration::from_secs(5),
+                        "bl-test-",
+                    )
+                    .unwrap();
+                    spec.route_through(p.socket(), PORT);
+                    proxy = Some(p);
+                }
                 (Some((PathBuf::from(BIN), spec)), cg, tmp)
             }
         };
@@ -58,6 +77,9 @@ async fn measure(n: usize, set: Option<Set>, ws: &std::path::Path) -> Vec<f64> {
         };
         let r = execute(&req, &CancellationToken::new()).await.unwrap();
         assert_eq!(r.exit_code, Some(0), "{}", r.stderr);
+        if let Some(p) = proxy {
+            p.finish().await;
+        }
         if let Some(c) = cg {
             c.remove();
         }

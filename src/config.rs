@@ -81,6 +81,8 @@ pub struct Config {
     pub clients: std::collections::BTreeMap<String, crate::clients::ClientConfig>,
     /// Runtime confinement of commands (`[sandbox]`): fail-closed switch, readable roots, limits.
     pub sandbox: crate::sandbox::SandboxConfig,
+    /// The per-job egress proxy of network sets (`[egress]`): hosts file, timeouts.
+    pub egress: crate::egress::EgressConfig,
     /// The Cerebras / OpenAI-compatible LLM client (`[llm]`); see `llm::LlmConfig`.
     pub llm: crate::llm::LlmConfig,
     /// Run commands whose writes stay in the workspace (no network) on a copy-on-write overlay
@@ -170,6 +172,7 @@ impl Default for Config {
             retention: Retention::default(),
             clients: Default::default(),
             sandbox: Default::default(),
+            egress: Default::default(),
             llm: Default::default(),
             overlay: true,
             signature_approvals: 5,

@@ -13,6 +13,7 @@ pub mod cli;
 pub mod clients;
 pub mod config;
 pub mod db;
+pub mod egress;
 pub mod heartbeat;
 pub mod hooks;
 pub mod horos;

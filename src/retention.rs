@@ -1,6 +1,6 @@
 //! Retention and file-size bounds: a periodic pass that prunes, in bounded batches, old
 //! heartbeats, metrics, finished results (with their lifecycle snapshots), decided validations,
-//! telemetry events, command executions and consumed approvals, expired reader digests and unused
+//! telemetry events, command executions, egress connection records and consumed approvals, expired reader digests and unused
 //! stored inferences; expires `loop` block sessions idle past `loop_session_ttl_ms` and closes
 //! agent sessions whose job ended outside them; discards the change sets (`changes/<job>`) of
 //! jobs whose final result is committed; then checkpoints each database's WAL (`TRUNCATE`) so
@@ -75,6 +75,12 @@ pub async fn pass(
                         let n = tx.execute(
                             "DELETE FROM executions WHERE id IN
                                  (SELECT id FROM executions WHERE executed_at < ?1 LIMIT ?2)",
+                            rusqlite::params![ex, BATCH as i64],
+                        )?;
+                        // Egress records are kept as long as executions (issue 23).
+                        let n = n + tx.execute(
+                            "DELETE FROM egress_connections WHERE id IN
+                                 (SELECT id FROM egress_connections WHERE at_ms < ?1 LIMIT ?2)",
                             rusqlite::params![ex, BATCH as i64],
                         )?;
                         // Consumed approvals are kept as long as executions (their audit value).

@@ -55,6 +55,19 @@ fn limits() -> Limits {
 }
 
 async fn confined(lab: &Lab, set: Set, cmd: &str, timeout_ms: u64) -> ExecResult {
+    confined_with(lab, set, cmd, timeout_ms, &[]).await.0
+}
+
+/// `confined`, with a network set's egress proxy allowing `hosts` (issue 23: a network set runs
+/// only through one); also returns what the proxy saw.
+async fn confined_with(
+    lab: &Lab,
+    set: Set,
+    cmd: &str,
+    timeout_ms: u64,
+    hosts: &[&str],
+) -> (ExecResult, Vec<brainloop::egress::proxy::Connection>) {
+    use brainloop::egress::{proxy, resolve::Resolver, rules};
     let ws = lab.ws.canonicalize().unwrap();
     let tmp = tempfile::Builder::new()
         .prefix("bl-sbx-tmp")
@@ -76,6 +89,23 @@ async fn confined(lab: &Lab, set: Set, cmd: &str, timeout_ms: u64) -> ExecResult
     if let Some(c) = &cg {
         spec.cgroup_procs = c.procs_files();
     }
+    let proxy = set.network().then(|| {
+        let rules = rules::Rules {
+            rules: hosts
+                .iter()
+                .map(|h| rules::HostRule::parse(h, "test").unwrap())
+                .collect(),
+        };
+        let p = proxy::JobProxy::start(
+            rules,
+            std::sync::Arc::new(Resolver::default()),
+            Duration::from_secs(5),
+            "bl-test-",
+        )
+        .unwrap();
+        spec.route_through(p.socket(), proxy::PORT);
+        p
+    });
     let req = ExecRequest {
         command: cmd.to_string(),
         workdir: ws,
@@ -86,8 +116,12 @@ async fn confined(lab: &Lab, set: Set, cmd: &str, timeout_ms: u64) -> ExecResult
     if let Some(c) = &cg {
         c.remove();
     }
+    let seen = match proxy {
+        Some(p) => p.finish().await,
+        None => Vec::new(),
+    };
     assert!(!r.sandbox_failed, "sandbox setup failed: {}", r.stderr);
-    r
+    (r, seen)
 }
 
 fn rand_suffix() -> u64 {
@@ -209,21 +243,49 @@ async fn no_network_sets_cannot_reach_loopback_listeners() {
     assert!(tcp.accept().is_err(), "a TCP connection got through");
     let mut buf = [0u8; 16];
     assert!(udp.recv(&mut buf).is_err(), "a UDP datagram got through");
-    // A network set does reach it.
-    let r = confined(
+    // A network set reaches it only through its egress proxy, under a rule naming it (issue 23).
+    let rule = format!("127.0.0.1:{tport}");
+    let (r, _) = confined_with(
         &lab,
         Set::NetworkApi,
         &format!("echo hi > /dev/tcp/127.0.0.1/{tport}"),
         10_000,
+        &[&rule],
     )
     .await;
-    assert_eq!(r.exit_code, Some(0), "{}", all_output(&r));
-    std::thread::sleep(Duration::from_millis(50));
-    let (mut s, _) = tcp.accept().expect("network-api reaches the listener");
-    let mut got = String::new();
+    assert_ne!(r.exit_code, Some(0), "a raw connection left the namespace");
+    assert!(tcp.accept().is_err(), "a raw TCP connection got through");
+    let (r, seen) = confined_with(
+        &lab,
+        Set::NetworkApi,
+        &format!("curl -s -m 3 -o /dev/null http://127.0.0.1:{tport}/via-proxy"),
+        20_000,
+        &[&rule],
+    )
+    .await;
+    let t0 = std::time::Instant::now();
+    let mut accepted = tcp.accept();
+    while accepted.is_err() && t0.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(20));
+        accepted = tcp.accept();
+    }
+    let (mut s, _) = accepted.unwrap_or_else(|_| {
+        panic!(
+            "network-api reaches the listener through the proxy: {} {seen:?}",
+            all_output(&r)
+        )
+    });
     s.set_nonblocking(false).unwrap();
-    s.read_to_string(&mut got).unwrap();
-    assert_eq!(got, "hi\n");
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut got = [0u8; 64];
+    let n = s.read(&mut got).unwrap();
+    assert!(
+        got[..n].starts_with(b"GET /via-proxy HTTP/1.1"),
+        "{:?}",
+        String::from_utf8_lossy(&got[..n])
+    );
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(seen[0].outcome, "allowed", "{seen:?}");
 }
 
 #[tokio::test]

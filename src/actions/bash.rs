@@ -289,6 +289,12 @@ async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
         .approval
         .as_ref()
         .is_some_and(|a| a.command_hash == expected_hash);
+    // A human answered this command's host request (issue 23): run it again, with the hosts
+    // the human approved (on the overlay when its writes are capturable).
+    let egress_approved = ctx
+        .approval
+        .as_ref()
+        .is_some_and(|a| a.command_hash == crate::egress::approval_hash(&hash));
     let sigs = signatures::of_report(&report, &workdir, &ws);
     let capturable =
         ctx.config.overlay && ctx.sandbox.enforcing && overlay_capturable(&report, &workdir, &ws);
@@ -319,7 +325,7 @@ async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
         user_override: entry.user_override,
         force_requested,
         force_granted: grants.has(Permission::ForceExecute),
-        approved,
+        approved: approved || egress_approved,
         since_last_ms: last.map(|t| now - t),
         duplicate_threshold_ms: entry.duplicate_threshold_ms,
         duplicate_check_enabled: entry.duplicate_check_enabled,
@@ -364,7 +370,10 @@ async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
         }),
         Verdict::Ask(shown) => {
             remember_signatures(ctx, &sigs, false).await;
-            ask(ctx, &command, &report, &workdir, &shown, force_requested && !situation.force_granted, None).await
+            ask(ctx, &command, &report, &workdir, &shown, force_requested && !situation.force_granted, Asked::Command).await
+        }
+        Verdict::Run(_) if egress_approved && capturable => {
+            overlay_run(ctx, &command, &report, &f, &workdir, &ws, timeout, None, &sigs, false).await
         }
         Verdict::Overlay { auto } => {
             let force_refused = force_requested && !situation.force_granted;
@@ -396,6 +405,43 @@ async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
     }
 }
 
+/// What a human is asked about.
+#[derive(Clone, Copy)]
+enum Asked<'a> {
+    /// The command, before it runs.
+    Command,
+    /// The change set of its overlay run.
+    Effects(&'a Manifest),
+    /// The hosts its run was refused (issue 23); approving re-runs it with the hosts approved.
+    Hosts(&'a HostAsk),
+}
+
+/// A run that was refused hosts: the hosts, and what the run did.
+struct HostAsk {
+    hosts: Vec<String>,
+    exit_code: Option<i32>,
+    stdout: String,
+    stderr: String,
+    connections: Vec<crate::egress::proxy::Connection>,
+}
+
+impl HostAsk {
+    /// `Some` when the run was refused at least one host.
+    fn of(
+        conns: Vec<crate::egress::proxy::Connection>,
+        r: &executor::ExecResult,
+    ) -> Option<HostAsk> {
+        let hosts = crate::egress::refused(&conns);
+        (!hosts.is_empty()).then(|| HostAsk {
+            hosts,
+            exit_code: r.exit_code,
+            stdout: r.stdout.clone(),
+            stderr: r.stderr.clone(),
+            connections: conns,
+        })
+    }
+}
+
 async fn ask(
     ctx: &JobCtx,
     command: &str,
@@ -403,14 +449,39 @@ async fn ask(
     workdir: &Path,
     shown: &str,
     force_refused: bool,
-    effects: Option<&Manifest>,
+    asked: Asked<'_>,
 ) -> Result<Outcome, Outcome> {
     let id = crate::ask::new_id()?;
     let mut reasons = report.reasons.clone();
-    // What the approval binds to: the command, or the command and its change set.
-    let bound_hash = effects
-        .map(|m| m.effect_hash.clone())
-        .unwrap_or_else(|| report.command_hash.clone());
+    let effects = match asked {
+        Asked::Effects(m) => Some(m),
+        _ => None,
+    };
+    // What the approval binds to: the command, the command and its change set, or the
+    // command's host request.
+    let bound_hash = match asked {
+        Asked::Command => report.command_hash.clone(),
+        Asked::Effects(m) => m.effect_hash.clone(),
+        Asked::Hosts(_) => crate::egress::approval_hash(&report.command_hash),
+    };
+    if let Asked::Hosts(h) = asked {
+        let req = crate::egress::store::Request {
+            validation_id: id.clone(),
+            job_id: ctx.job_id,
+            client_id: ctx.client_id.clone(),
+            command_hash: report.command_hash.clone(),
+            hosts: h.hosts.clone(),
+        };
+        ctx.stores
+            .security
+            .call(move |c| crate::egress::store::save_request(c, &req))
+            .await
+            .map_err(|e| Outcome::failed(format!("cannot record the host request: {e:#}")))?;
+        reasons.splice(
+            0..0,
+            crate::egress::refusal_reasons(&ctx.client_id, &id, &h.hosts),
+        );
+    }
     if let Some(m) = effects {
         reasons.insert(
             0,
@@ -454,6 +525,13 @@ async fn ask(
         result.insert("stdout".into(), json!(m.stdout));
         result.insert("stderr".into(), json!(m.stderr));
     }
+    if let Asked::Hosts(h) = asked {
+        result.insert("egress_refused".into(), json!(h.hosts));
+        result.insert("egress".into(), json!(h.connections));
+        result.insert("exit_code".into(), json!(h.exit_code));
+        result.insert("stdout".into(), json!(h.stdout));
+        result.insert("stderr".into(), json!(h.stderr));
+    }
     Ok(crate::ask::pending(result))
 }
 
@@ -482,6 +560,21 @@ async fn execute(
         ctx.job_id,
     )
     .map_err(Outcome::failed)?;
+    let mut prepared = prepared;
+    // A network set's only way out is its egress proxy (issue 23).
+    let proxy = match prepared.sandbox.as_mut() {
+        Some((_, spec)) if set.network() => {
+            let scope = crate::egress::job::Scope::Granted;
+            match crate::egress::job::start(ctx, &report.command_hash, scope, spec).await {
+                Ok(p) => Some(p),
+                Err(e) => {
+                    prepared.finish();
+                    return Err(Outcome::failed(e));
+                }
+            }
+        }
+        _ => None,
+    };
     let label = prepared.label.clone();
     let req = ExecRequest {
         command: command.to_string(),
@@ -497,6 +590,10 @@ async fn execute(
     .await;
     leftovers::forget(&data_dir, job_id);
     prepared.finish();
+    let conns = match proxy {
+        Some(p) => crate::egress::job::finish(ctx, &report.command_hash, p).await,
+        None => Vec::new(),
+    };
     let r = res.map_err(|e| Outcome::failed(format!("cannot start the command: {e}")))?;
     if r.cancelled {
         return Ok(Outcome::cancelled());
@@ -516,7 +613,20 @@ async fn execute(
     };
     let ev = source.map(|s| evidence_of(ctx, report, s, Mode::Direct, permission_set, success));
     record_run(ctx, report, f, &label, &r, ev).await;
+    if let Some(h) = HostAsk::of(conns.clone(), &r) {
+        return ask(
+            ctx,
+            command,
+            report,
+            workdir,
+            "ask",
+            false,
+            Asked::Hosts(&h),
+        )
+        .await;
+    }
     let result = json!({
+        "egress": conns,
         "success": success,
         "exit_code": r.exit_code,
         "signal": r.signal,
@@ -788,6 +898,16 @@ async fn overlay_run(
         max_entries: Some(ctx.config.overlay_max_inodes),
         over_cap_file: Some(changes::job_dir(&data_dir, job_id).join(changes::OVER_CAP_FILE)),
     });
+    // The overlay run reaches only the hosts a human approved for this command (issue 23).
+    let scope = crate::egress::job::Scope::ApprovedOnly;
+    let proxy = match crate::egress::job::start(ctx, &report.command_hash, scope, spec).await {
+        Ok(p) => p,
+        Err(e) => {
+            prepared.finish();
+            discard();
+            return Err(Outcome::failed(e));
+        }
+    };
     let label = format!("{} + overlay", prepared.label);
     let req = ExecRequest {
         command: command.to_string(),
@@ -801,6 +921,7 @@ async fn overlay_run(
     .await;
     leftovers::forget(&data_dir, job_id);
     prepared.finish();
+    let conns = crate::egress::job::finish(ctx, &report.command_hash, proxy).await;
     let r = match res {
         Ok(r) => r,
         Err(e) => {
@@ -830,8 +951,16 @@ async fn overlay_run(
                 stderr = r.stderr.trim(),
                 "overlay unavailable; asking up front"
             );
-            remember_signatures(ctx, sigs, false).await;
-            return ask(ctx, command, report, workdir, "ask", force_refused, None).await;
+            return ask_kept_nothing(
+                ctx,
+                command,
+                report,
+                workdir,
+                sigs,
+                force_refused,
+                Asked::Command,
+            )
+            .await;
         }
         return Err(Outcome::failed(format!(
             "the sandbox could not confine the command, so nothing ran: {}",
@@ -840,6 +969,21 @@ async fn overlay_run(
     }
     // An overlay run is never evidence: nobody has seen its effects yet.
     record_run(ctx, report, f, &label, &r, None).await;
+    if let Some(h) = HostAsk::of(conns, &r) {
+        // What it did without those hosts is not what the human would approve: nothing kept;
+        // approving the hosts re-runs it on the overlay.
+        discard();
+        return ask_kept_nothing(
+            ctx,
+            command,
+            report,
+            workdir,
+            sigs,
+            force_refused,
+            Asked::Hosts(&h),
+        )
+        .await;
+    }
     if ctx.config.test_actions {
         test_pause("BRAINLOOP_TEST_PAUSE_AFTER_RUN_MS").await;
     }
@@ -950,13 +1094,28 @@ async fn overlay_run(
         workdir,
         "ask",
         force_refused,
-        Some(&m),
+        Asked::Effects(&m),
     )
     .await
 }
 
 /// The error of an overlay run the sandbox helper stopped over its cap (`what`: the helper's
 /// record, `bytes LIMIT MEASURED` / `entries LIMIT MEASURED` / `unmeasured`).
+/// Asks a human about a command whose overlay run kept nothing: its signatures count as asked
+/// up front, not as a change set.
+async fn ask_kept_nothing(
+    ctx: &JobCtx,
+    command: &str,
+    report: &CheckReport,
+    workdir: &Path,
+    sigs: &[Signature],
+    force_refused: bool,
+    asked: Asked<'_>,
+) -> Result<Outcome, Outcome> {
+    remember_signatures(ctx, sigs, false).await;
+    ask(ctx, command, report, workdir, "ask", force_refused, asked).await
+}
+
 fn over_cap_message(what: &str, max_bytes: u64, cap_key: &str, max_inodes: u64) -> String {
     let mib = |b: u64| format!("{:.1} MiB", b as f64 / (1024.0 * 1024.0));
     let mut w = what.split_whitespace();

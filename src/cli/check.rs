@@ -24,9 +24,38 @@ pub fn run(config: &crate::config::Config, args: &CheckArgs) -> anyhow::Result<i
         .workdir
         .clone()
         .unwrap_or_else(|| config.workspace.clone());
-    Ok(crate::classify::cli::run_check(
-        &command,
-        args.json,
-        Some(&workdir),
-    ))
+    let code = crate::classify::cli::run_check(&command, args.json, Some(&workdir));
+    if !args.json {
+        print_hosts(config, &command, &workdir);
+    }
+    Ok(code)
+}
+
+/// Which hosts this command reached or wanted through the egress proxy, from its recorded runs
+/// (nothing when the data dir has no security database yet).
+fn print_hosts(config: &crate::config::Config, command: &str, workdir: &std::path::Path) {
+    use crate::db::DbKind;
+    if !DbKind::Security.path(&config.data_dir).exists() {
+        return;
+    }
+    let wd = workdir
+        .canonicalize()
+        .unwrap_or_else(|_| workdir.to_path_buf());
+    let report = crate::classify::check(command, &crate::classify::Context { workdir: Some(wd) });
+    let Ok(sec) = crate::db::open_read_only(&config.data_dir, DbKind::Security) else {
+        return;
+    };
+    match crate::egress::store::of_command(&sec, &report.command_hash) {
+        Ok(v) if v.is_empty() => {}
+        Ok(v) => {
+            println!("network:  hosts reached or wanted through the egress proxy (recorded runs)");
+            for h in v {
+                println!(
+                    "  {:<8} {}  {} connection(s), {} bytes",
+                    h.outcome, h.host, h.connections, h.bytes
+                );
+            }
+        }
+        Err(e) => println!("network:  cannot read the recorded hosts: {e:#}"),
+    }
 }

@@ -35,6 +35,11 @@ pub struct DecideArgs {
     /// (refused, saying why, for what a learned signature could never apply).
     #[arg(long)]
     pub learn: bool,
+    /// approve only: allow HOST:PORT (globs `*.example.org:443`) through the egress proxy for
+    /// this client's command; repeatable. A host request approved without it allows the hosts
+    /// it names.
+    #[arg(long = "host", value_name = "HOST:PORT")]
+    pub hosts: Vec<String>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -119,6 +124,17 @@ pub fn validations(config: &Config, a: &ValidationsArgs) -> Result<i32> {
 }
 
 pub fn decide(config: &Config, a: &DecideArgs, approve: bool) -> Result<i32> {
+    if !approve && !a.hosts.is_empty() {
+        bail!("--host goes with approve (deny refuses the request as a whole)");
+    }
+    let hosts = a
+        .hosts
+        .iter()
+        .map(|h| crate::egress::rules::HostRule::parse(h, "approved").map(|r| r.text()))
+        .collect::<Result<Vec<String>, String>>()
+        .map_err(|e| anyhow::anyhow!(e))?;
+    // The host request as it stood before the decision.
+    let request = crate::egress::store::request(&open(config, DbKind::Security)?, &a.id)?;
     let (d, v) = record_decision(
         config,
         &a.id,
@@ -140,6 +156,9 @@ pub fn decide(config: &Config, a: &DecideArgs, approve: bool) -> Result<i32> {
             v.client_id,
             crate::bash::learn::signatures_of(&config.data_dir, v.job_id)?.join(" | ")
         );
+    }
+    if approve {
+        approve_hosts(&mut open(config, DbKind::Security)?, &v, request, hosts)?;
     }
     println!("the worker applies it within seconds (`brainloop enqueue get_result` / results table for the outcome)");
     Ok(0)
@@ -192,6 +211,41 @@ fn refuse_learning(
             why.join("\n  - ")
         );
     }
+    Ok(())
+}
+
+/// The hosts a human allows with an approval: `--host` values, or those of the host request.
+/// Recorded for the client's command (its hash: the request's, or an up-front validation's).
+fn approve_hosts(
+    sec: &mut rusqlite::Connection,
+    v: &approvals::Validation,
+    request: Option<crate::egress::store::Request>,
+    hosts: Vec<String>,
+) -> Result<()> {
+    let hosts = match (&request, hosts.is_empty()) {
+        (Some(r), true) => r.hosts.clone(),
+        _ => hosts,
+    };
+    if hosts.is_empty() {
+        return Ok(());
+    }
+    let hash = match &request {
+        Some(r) => r.command_hash.clone(),
+        None => v.command_hash.clone().unwrap_or_default(),
+    };
+    crate::egress::store::approve_hosts(
+        sec,
+        &v.client_id,
+        &hash,
+        &hosts,
+        &v.id,
+        &super::operator(),
+    )?;
+    println!(
+        "allowed for client {}'s command through the egress proxy: {}",
+        v.client_id,
+        hosts.join(", ")
+    );
     Ok(())
 }
 
@@ -349,6 +403,9 @@ pub fn show(config: &Config, a: &ShowArgs) -> Result<i32> {
         );
         println!("command: {}", v.command.as_deref().unwrap_or(""));
     }
+    if let Ok(sec) = open(config, DbKind::Security) {
+        print_egress(&sec, job_id, v.as_ref().map(|v| v.id.as_str()))?;
+    }
     match changes::load_manifest(&config.data_dir, job_id)? {
         Some(m) => {
             println!(
@@ -389,6 +446,43 @@ pub fn show(config: &Config, a: &ShowArgs) -> Result<i32> {
         }
     }
     Ok(0)
+}
+
+/// What the job's runs reached or wanted through the egress proxy, and what it asks for.
+fn print_egress(sec: &rusqlite::Connection, job_id: i64, validation: Option<&str>) -> Result<()> {
+    if let Some(r) = validation
+        .map(|v| crate::egress::store::request(sec, v))
+        .transpose()?
+        .flatten()
+    {
+        println!("wants hosts: {}", r.hosts.join(", "));
+    }
+    let conns = crate::egress::store::of_job(sec, job_id)?;
+    if conns.is_empty() {
+        return Ok(());
+    }
+    println!("--- network (egress proxy)");
+    for c in conns {
+        println!("{}", connection_line(&c));
+    }
+    Ok(())
+}
+
+fn connection_line(c: &crate::egress::proxy::Connection) -> String {
+    let mut line = format!("{:<8} {}:{} ({})", c.outcome, c.host, c.port, c.protocol);
+    if let Some(a) = &c.address {
+        line.push_str(&format!(" → {a}"));
+    }
+    if let Some(r) = &c.rule {
+        line.push_str(&format!(" rule {r}"));
+    }
+    if c.outcome == "allowed" {
+        line.push_str(&format!(" ↑{} B ↓{} B", c.bytes_up, c.bytes_down));
+    }
+    if let Some(r) = &c.reason {
+        line.push_str(&format!(": {r}"));
+    }
+    line
 }
 
 /// `brainloop undo JOB`: restores what an applied change set replaced.

@@ -111,6 +111,15 @@ fn liveness(
     }
 }
 
+/// The egress proxies' counters since `since` (issue 23), from command_security.db; `null`
+/// when it cannot be read.
+fn egress_counters(dir: &std::path::Path, since: i64) -> Value {
+    db::open_read_only(dir, DbKind::Security)
+        .and_then(|c| crate::egress::store::counters(&c, since))
+        .map(|c| json!(c))
+        .unwrap_or(Value::Null)
+}
+
 pub fn collect(config: &Config) -> Result<Value> {
     let now = crate::time::now_ms();
     let dir = &config.data_dir;
@@ -281,6 +290,7 @@ pub fn collect(config: &Config) -> Result<Value> {
         "jobs_unclaimed": unclaimed,
         "results_last_hour": by_status,
         "metrics_last_hour": metrics,
+        "egress_last_hour": egress_counters(dir, hour_ago),
         "files": files,
         "schema_versions": versions,
     }))
@@ -419,6 +429,16 @@ pub fn render(r: &Value) -> String {
         "pending validations",
         r["pending_validations"].to_string(),
     );
+    if let Some(e) = r["egress_last_hour"].as_object() {
+        line(
+            &mut s,
+            "egress proxy (last hour)",
+            format!(
+                "{} allowed, {} refused, {} failed connections; {} B up, {} B down",
+                e["allowed"], e["refused"], e["failed"], e["bytes_up"], e["bytes_down"]
+            ),
+        );
+    }
     line(&mut s, "tokens today", r["tokens_today"].to_string());
     if let Some(q) = r["queue_by_action"].as_object().filter(|q| !q.is_empty()) {
         line(

@@ -28,12 +28,14 @@ fn steps(kind: DbKind) -> Vec<&'static str> {
         // 3: evidence, promotions, signature_evidence (the evidence ledger, issue 18)
         // 4: store (data-dir identity, issue 21)
         // 5: signature_evidence.learned_at/by/job (`approve --learn`, issue 22)
+        // 6: egress_connections, egress_hosts, egress_requests (egress by host, issue 23)
         DbKind::Security => vec![
             kind.schema(),
             include_str!("../../schema/command_security.2.sql"),
             include_str!("../../schema/command_security.3.sql"),
             STORE,
             include_str!("../../schema/command_security.5.sql"),
+            include_str!("../../schema/command_security.6.sql"),
         ],
         // 2: store (data-dir identity, issue 21)
         // 3: heartbeat.problem (the worker's view of what blocks it, issue 21)

@@ -4,8 +4,9 @@
 //! ```text
 //! helper (in the worker's process group, PDEATHSIG from the worker)
 //!   join the job's cgroup, set rlimits
-//!   unshare(user | mount | pid [| net]); map our uid/gid; make mounts private
+//!   unshare(user | mount | pid | net); map our uid/gid; make mounts private
 //!   fork ─▶ init (PID 1 of the new PID namespace, PDEATHSIG from the helper)
+//!            egress (network sets): lo up, 127.0.0.1:PORT, fork the forwarder (`forward.rs`)
 //!            unshare(mount); cover /tmp, /var/tmp, /run, /dev/shm, the runtime dir with an
 //!            empty tmpfs and bind back the spec's paths beneath them (`Spec.hide`)
 //!            mount a fresh /proc (only the sandbox's processes are visible)
@@ -98,7 +99,12 @@ pub fn main(spec: &Spec) -> i32 {
     }
     let (uid, gid) = (nix::unistd::getuid(), nix::unistd::getgid());
     let mut flags = CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWPID;
-    if !spec.network {
+    // Every set gets its own network namespace; a network set's only way out of it is the
+    // egress proxy (`forward.rs`), and a network set without one is refused.
+    if spec.network && spec.egress.is_none() && !spec.best_effort {
+        fail("a network set runs only through the egress proxy, and the spec has none");
+    }
+    if !spec.network || spec.egress.is_some() {
         flags |= CloneFlags::CLONE_NEWNET;
     }
     if let Err(e) = unshare(flags) {
@@ -107,7 +113,11 @@ pub fn main(spec: &Spec) -> i32 {
             eprintln!(
                 "{ERROR_PREFIX} warning: unshare: {e}; running without namespaces (best effort)"
             );
-            command(spec);
+            // No namespace of its own: no forwarder, and Landlock must not open the proxy port
+            // on the host's network.
+            let mut bare = spec.clone();
+            bare.egress = None;
+            command(&bare);
         }
         fail(format!("unshare: {e} (user namespaces unavailable?)"));
     }
@@ -418,6 +428,12 @@ fn init(spec: &Spec) -> ! {
     if let Err(e) = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL) {
         fail(format!("pdeathsig: {e}"));
     }
+    // The forwarder to the egress proxy, forked while this mount view still shows its socket.
+    if let Some(e) = &spec.egress {
+        if let Err(e) = super::forward::start(e) {
+            fail(e);
+        }
+    }
     // The covers over /tmp, /run… go in a mount namespace of their own: the helper (our parent)
     // keeps seeing the overlay's upper layer under the data dir, which it measures.
     if let Err(e) = unshare(CloneFlags::CLONE_NEWNS) {
@@ -510,7 +526,7 @@ fn command(spec: &Spec) -> ! {
             strict(format!("seccomp truncate guard: {e}"));
         }
     }
-    if let Err(e) = super::seccomp::apply(super::guarantees::unix_sockets(spec.set, abi)) {
+    if let Err(e) = super::seccomp::apply(spec.set.unix_sockets()) {
         strict(format!("seccomp: {e}"));
     }
     let argv = [cstring("bash"), cstring("-c"), cstring(&spec.command)];

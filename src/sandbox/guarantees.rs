@@ -13,7 +13,8 @@
 //! | no device ioctls beyond /dev/null-like devices | all | ABI ≥ 5 IOCTL_DEV; below, only null/zero/full/random/urandom can be opened (ABI 1) |
 //! | no network (TCP, UDP, any interface) | minimal, readonly, filesystem | network namespace (+ ABI ≥ 4 TCP bind/connect) |
 //! | no signals to processes outside the sandbox | all | PID namespace (+ ABI ≥ 6 signal scoping) |
-//! | no host abstract UNIX sockets | sets without network: network namespace (+ ABI ≥ 6); network-api, mcp-standard: ABI ≥ 6 scoping, below it seccomp refuses `socket(AF_UNIX)` ([`unix_sockets`]) |
+//! | no host abstract UNIX sockets | all: network namespace (the network sets' own, whose only way out is the egress proxy, issue 23) (+ ABI ≥ 6 scoping) |
+//! | network only through the job's egress proxy (by host) | network-api, mcp-standard | network namespace + forwarder (`forward.rs`, `egress/`) |
 //! | no ptrace, mount, namespaces, bpf, raw sockets, setuid files | all | seccomp |
 
 use super::Set;
@@ -103,38 +104,19 @@ pub fn for_set(set: Set, m: &Mechanisms) -> Vec<Guarantee> {
         format!("PID namespace{}", plus(6, "signal scoping")),
         m.namespaces || abi >= 6,
     ));
-    if set.network() {
-        v.push(g(
-            "no host abstract UNIX sockets",
-            if abi >= 6 {
-                "Landlock ABI 6 abstract-socket scoping (no network namespace for this set)".into()
-            } else {
-                "seccomp: socket(AF_UNIX) refused (Landlock ABI < 6 cannot scope abstract \
-                 sockets and this set shares the host's network namespace)"
-                    .into()
-            },
-            abi >= 6 || m.seccomp,
-        ));
-    } else {
-        v.push(g(
-            "no host abstract UNIX sockets",
-            format!("network namespace{}", plus(6, "abstract-socket scoping")),
-            m.namespaces || abi >= 6,
-        ));
-    }
+    // Every set has its own network namespace (the network sets' only way out is the job's
+    // egress proxy, issue 23), so the host's abstract sockets are out of reach on any ABI.
+    v.push(g(
+        "no host abstract UNIX sockets",
+        format!("network namespace{}", plus(6, "abstract-socket scoping")),
+        m.namespaces || abi >= 6,
+    ));
     v.push(g(
         "no ptrace, mount, namespaces, bpf, raw sockets, setuid files",
         "seccomp".into(),
         m.seccomp,
     ));
     v
-}
-
-/// Whether commands of `set` may create UNIX sockets at Landlock ABI `abi`: only sets a
-/// human granted network to, and only where Landlock scopes abstract sockets (ABI ≥ 6); below,
-/// seccomp refusing `socket(AF_UNIX)` is what keeps them from the host's abstract sockets.
-pub fn unix_sockets(set: Set, abi: i64) -> bool {
-    set.unix_sockets() && abi >= 6
 }
 
 /// The first guarantee of `set` that does not hold with `m`, as an error naming it and its
@@ -192,26 +174,19 @@ mod tests {
     }
 
     #[test]
-    fn abi_2_runs_every_set_and_network_sets_lose_unix_sockets_to_seccomp() {
+    fn abi_2_runs_every_set_with_namespaces_and_seccomp() {
         for s in SETS {
             assert_eq!(unmet(s, &m(2)), None, "{s:?}");
-        }
-        for s in [Set::NetworkApi, Set::McpStandard] {
-            assert!(unix_sockets(s, 6) && !unix_sockets(s, 2), "{s:?}");
-            // ABI 4 (TRUNCATE in Landlock) without seccomp: the sockets are what is missing.
-            let no_seccomp = Mechanisms {
-                seccomp: false,
-                ..m(4)
-            };
-            let e = unmet(s, &no_seccomp).unwrap();
-            assert!(e.contains("abstract UNIX sockets"), "{e}");
-        }
-        for s in [Set::Minimal, Set::Readonly, Set::Filesystem] {
-            assert!(!unix_sockets(s, 6), "{s:?}");
-        }
-        for s in SETS {
             assert_eq!(unmet(s, &m(6)), None, "{s:?}");
         }
+        // Without namespaces below ABI 6 the abstract sockets are what the network sets lack
+        // (ABI 4: TRUNCATE and TCP rules in Landlock).
+        let no_ns = Mechanisms {
+            namespaces: false,
+            ..m(4)
+        };
+        let e = unmet(Set::NetworkApi, &no_ns).unwrap();
+        assert!(e.contains("signals") || e.contains("abstract UNIX sockets"), "{e}");
     }
 
     #[test]

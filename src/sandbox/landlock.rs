@@ -15,8 +15,8 @@
 
 use super::Spec;
 use landlock::{
-    Access, AccessFs, AccessNet, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr,
-    RulesetError, RulesetStatus, Scope, ABI,
+    Access, AccessFs, AccessNet, NetPort, PathBeneath, PathFd, Ruleset, RulesetAttr,
+    RulesetCreatedAttr, RulesetError, RulesetStatus, Scope, ABI,
 };
 
 /// The newest ABI this code was written and tested against (newer kernels are used at this
@@ -128,6 +128,13 @@ pub fn apply(spec: &Spec, level: i64) -> Result<bool, String> {
         .map_err(|e| e.to_string())?
         .add_rules(rules)
         .map_err(|e| e.to_string())?;
+    // A set without network that has the egress proxy (an overlay run) may connect to it.
+    let created = match &spec.egress {
+        Some(e) if !spec.network && net.contains(AccessNet::ConnectTcp) => created
+            .add_rule(NetPort::new(e.port, AccessNet::ConnectTcp))
+            .map_err(|e| e.to_string())?,
+        _ => created,
+    };
     let status = created.restrict_self().map_err(|e| e.to_string())?;
     Ok(status.ruleset == RulesetStatus::FullyEnforced)
 }

@@ -26,6 +26,7 @@
 pub mod cgroup;
 pub mod detect;
 pub mod exec;
+pub mod forward;
 pub mod guarantees;
 pub mod landlock;
 pub mod neutral;
@@ -184,6 +185,52 @@ pub struct Spec {
     /// files there and no host socket.
     #[serde(default)]
     pub hide: Vec<PathBuf>,
+    /// The way out of the command's network namespace (issue 23): the worker's egress proxy
+    /// socket, reached through a forwarder on 127.0.0.1:`port` inside it. Required for the
+    /// network sets; an overlay run gets one too (it reaches only human-approved hosts).
+    #[serde(default)]
+    pub egress: Option<EgressSpec>,
+}
+
+/// Where the command's network namespace leads (see `forward.rs`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct EgressSpec {
+    /// The worker's proxy socket for this job (outside every path the command sees).
+    pub socket: PathBuf,
+    /// The forwarder's port on 127.0.0.1 inside the namespace.
+    pub port: u16,
+}
+
+/// The proxy variables a command sees (both cases: curl reads only the lowercase `http_proxy`).
+pub const PROXY_VARS: &[&str] = &[
+    "HTTP_PROXY",
+    "http_proxy",
+    "HTTPS_PROXY",
+    "https_proxy",
+    "ALL_PROXY",
+    "all_proxy",
+];
+
+impl Spec {
+    /// Routes the command's network through the egress proxy at `socket`: its own network
+    /// namespace, the forwarder on 127.0.0.1:`port`, and the proxy variables.
+    pub fn route_through(&mut self, socket: &Path, port: u16) {
+        self.egress = Some(EgressSpec {
+            socket: socket.to_path_buf(),
+            port,
+        });
+        let drop = |k: &str| PROXY_VARS.contains(&k) || k.eq_ignore_ascii_case("no_proxy");
+        self.env.retain(|(k, _)| !drop(k));
+        for k in PROXY_VARS {
+            let scheme = if k.eq_ignore_ascii_case("all_proxy") {
+                "socks5h"
+            } else {
+                "http"
+            };
+            self.env
+                .push((k.to_string(), format!("{scheme}://127.0.0.1:{port}")));
+        }
+    }
 }
 
 /// Where the overlay of one job lives (both under the data dir, never visible to the command).
@@ -376,6 +423,7 @@ pub fn spec_for(
         overlay: None,
         landlock_abi: None,
         best_effort: false,
+        egress: None,
     }
 }
 

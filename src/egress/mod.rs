@@ -1,0 +1,131 @@
+//! Egress by host (issue 23): **what leaves the machine, and the record of it**.
+//!
+//! A command in a network set (and a command on the overlay) runs in its own network namespace
+//! whose only way out is a proxy the worker runs for that run ([`proxy`]), reached through the
+//! helper's forwarder (`sandbox/forward.rs`). The proxy decides by host name and port, never by
+//! what the command says about itself:
+//!
+//! - the rules ([`rules`]) of a run are the client's NETWORK grants (operator: `brainloop grant
+//!   CLIENT NETWORK 'pypi.org:443'`, globs `*.pythonhosted.org:443`) and the hosts a human
+//!   approved for this client's command (`brainloop approve ID --host HOST:PORT`, [`store`]); an
+//!   overlay run, which no human looked at before it ran, gets only the latter;
+//! - names are resolved by the proxy ([`resolve`]); a private, loopback, link-local or reserved
+//!   address is reached only under a rule naming the host explicitly (no `*`);
+//! - every attempt is recorded with the job (command_security.db `egress_connections`): host,
+//!   port, outcome, bytes. A run that was refused a host asks a human, naming the hosts and the
+//!   commands that allow them ([`refusal_reasons`]); approving re-runs the command with them.
+
+pub mod job;
+pub mod proxy;
+pub mod resolve;
+pub mod rules;
+pub mod store;
+
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// `[egress]` in the configuration.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct EgressConfig {
+    /// A hosts file (`/etc/hosts` syntax) the proxy consults before the system resolver.
+    pub hosts_file: Option<PathBuf>,
+    /// Resolution and connection timeout of the proxy (ms).
+    pub connect_timeout_ms: u64,
+}
+
+impl Default for EgressConfig {
+    fn default() -> Self {
+        EgressConfig {
+            hosts_file: None,
+            connect_timeout_ms: 10_000,
+        }
+    }
+}
+
+/// What an approval of a host request binds to: the command, asked about its hosts (distinct
+/// from the command's own hash, so an up-front approval never answers a host request).
+pub fn approval_hash(command_hash: &str) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(Sha256::digest(format!("egress\0{command_hash}").as_bytes()))
+}
+
+/// The distinct `host:port` a run was refused, sorted, as rule texts. A name no rule could
+/// ever allow (characters outside a host name: it came from the command) is left out, so
+/// nothing the command chose ends up in a suggested shell command.
+pub fn refused(conns: &[proxy::Connection]) -> Vec<String> {
+    let mut v: Vec<String> = conns
+        .iter()
+        .filter(|c| c.outcome == "refused")
+        .filter_map(|c| {
+            let h = if c.host.contains(':') {
+                format!("[{}]", c.host)
+            } else {
+                c.host.clone()
+            };
+            rules::HostRule::parse(&format!("{h}:{}", c.port), "refused").ok()
+        })
+        .filter(|r| r.explicit())
+        .map(|r| r.text())
+        .collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+/// `s` as one shell word (single-quoted unless plain).
+pub fn shell_word(s: &str) -> String {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-:@/[]".contains(c))
+    {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+/// The reasons of a host request: the hosts and the exact operator commands that allow them.
+pub fn refusal_reasons(client: &str, validation_id: &str, hosts: &[String]) -> Vec<String> {
+    let c = shell_word(client);
+    let mut v = vec![format!(
+        "the egress proxy refused {} (no host rule of client {c} allows it, or it resolves to a private address and no rule names it); only allowed hosts were reached",
+        hosts.join(", ")
+    )];
+    let flags: Vec<String> = hosts
+        .iter()
+        .map(|h| format!("--host {}", shell_word(h)))
+        .collect();
+    v.push(format!(
+        "allow for this command and re-run it: brainloop approve {validation_id} {}",
+        flags.join(" ")
+    ));
+    for h in hosts {
+        v.push(format!(
+            "or for every command of the client: brainloop grant {c} NETWORK {} (then brainloop approve {validation_id} re-runs it)",
+            shell_word(h)
+        ));
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suggested_commands_quote_what_is_not_plain() {
+        assert_eq!(shell_word("pypi.org:443"), "pypi.org:443");
+        assert_eq!(shell_word("a b"), "'a b'");
+        assert_eq!(shell_word("x'$(rm)"), "'x'\\''$(rm)'");
+        let r = refusal_reasons("loc al", "v1", &["pypi.org:443".into()]);
+        assert!(
+            r[1].ends_with("brainloop approve v1 --host pypi.org:443"),
+            "{r:?}"
+        );
+        assert!(
+            r[2].contains("brainloop grant 'loc al' NETWORK pypi.org:443"),
+            "{r:?}"
+        );
+    }
+}
