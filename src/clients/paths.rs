@@ -234,6 +234,94 @@ pub fn open_for_read(
     }))
 }
 
+/// A directory opened for reading beneath its granted root with no symlink in any component
+/// (`read_code`'s directory mode, issue 25): what is beneath it is read only through
+/// `bash::beneath` on this descriptor, and each file only when [`OpenedDir::covers`] it.
+pub struct OpenedDir {
+    pub fd: OwnedFd,
+    pub real_path: PathBuf,
+    pub grant: String,
+    rule: PathRule,
+    deny: Vec<PathBuf>,
+}
+
+impl OpenedDir {
+    /// Whether the grant covers the file `rel` beneath the directory (and no deny root holds it).
+    pub fn covers(&self, rel: &str) -> bool {
+        let p = self.real_path.join(rel);
+        self.rule.matches(&p) && !self.denied(rel)
+    }
+
+    /// Whether `rel` beneath the directory is in a deny root (never descended into).
+    pub fn denied(&self, rel: &str) -> bool {
+        let p = self.real_path.join(rel);
+        self.deny.iter().any(|d| p.starts_with(d))
+    }
+}
+
+/// Opens `requested` as a directory under the client's FILE_READ grants, with
+/// `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`. `Ok(None)` when it is not a plain directory reached
+/// without symlinks (a file, or a symlink: the caller reads it as a file, under that policy).
+pub fn open_dir_for_read(
+    grants: &ClientGrants,
+    requested: &str,
+    deny: &[PathBuf],
+) -> Result<Option<OpenedDir>, PathError> {
+    let Some(norm) = requested_path(grants, requested)? else {
+        return Err(PathError::NotGranted(
+            grants.missing(Permission::FileRead, requested),
+        ));
+    };
+    for rule in grants
+        .path_rules()
+        .iter()
+        .filter(|r| r.permission == Permission::FileRead)
+    {
+        let Some(rel) = rule.relative(&norm) else {
+            continue;
+        };
+        let fd = match open_dir_beneath(&rule.root, rel) {
+            Ok(fd) => fd,
+            Err(Errno::ENOTDIR | Errno::ELOOP | Errno::EXDEV) => return Ok(None),
+            Err(e) => return Err(e_to_path_error(requested, e)),
+        };
+        let real = real_path(&fd).map_err(|e| PathError::Unusable(format!("{requested}: {e}")))?;
+        if deny.iter().any(|d| real.starts_with(d)) {
+            return Err(PathError::NotGranted(format!(
+                "{requested} resolves to {} which no client may read (brainloop's data dir or a kernel filesystem)",
+                real.display()
+            )));
+        }
+        return Ok(Some(OpenedDir {
+            fd,
+            real_path: real,
+            grant: rule.pattern.clone(),
+            rule: rule.clone(),
+            deny: deny.to_vec(),
+        }));
+    }
+    Err(PathError::NotGranted(
+        grants.missing(Permission::FileRead, &norm.to_string_lossy()),
+    ))
+}
+
+fn open_dir_beneath(root: &Path, rel: &Path) -> Result<OwnedFd, Errno> {
+    let root_fd: OwnedFd = nix::fcntl::open(
+        root,
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )?;
+    let rel = if rel.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        rel
+    };
+    let how = OpenHow::new()
+        .flags(OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC)
+        .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS);
+    openat2(root_fd.as_fd(), rel, how)
+}
+
 pub(crate) fn e_to_path_error(requested: &str, e: Errno) -> PathError {
     match e {
         Errno::EXDEV | Errno::ELOOP => PathError::NotGranted(format!(

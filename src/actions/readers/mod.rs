@@ -3,6 +3,7 @@
 //! builds a structured digest of it, and caches the digest by path + size + nanosecond mtime
 //! (consulted only after the grant check, so a cached digest never leaks past a revoke).
 //! Seed 001's parameter names `file_path` / `db_path` are accepted as aliases of `path`.
+//! `read_code` (its own handler in `code/`) also takes a directory and may ask the model.
 
 mod cache;
 pub mod code;
@@ -63,16 +64,7 @@ pub fn specs() -> Vec<ActionSpec> {
             handler: |ctx, p| handle(ctx, p, Kind::Markdown),
             hidden: false,
         },
-        ActionSpec {
-            name: "read_code",
-            description: "Metadata of a source file by language (Rust, Go, Python, JavaScript/TypeScript, SQL): functions, types, imports, tests, line counts.",
-            aliases: &[],
-            params_schema: || path_schema(json!({"language": {"type": "string"}}), "file_path"),
-            grants: &[Grant::FileRead],
-            permission_set: "readonly",
-            handler: |ctx, p| handle(ctx, p, Kind::Code),
-            hidden: false,
-        },
+        code::spec(),
         ActionSpec {
             name: "read_config",
             description: "Structure of a configuration file (TOML, YAML, JSON, INI, .env) with the values of secret-looking keys masked.",
@@ -90,7 +82,6 @@ pub fn specs() -> Vec<ActionSpec> {
 enum Kind {
     Sqlite,
     Markdown,
-    Code,
     Config,
 }
 
@@ -99,7 +90,6 @@ impl Kind {
         match self {
             Kind::Sqlite => "read_sqlite",
             Kind::Markdown => "read_markdown",
-            Kind::Code => "read_code",
             Kind::Config => "read_config",
         }
     }
@@ -192,23 +182,6 @@ fn digest(kind: Kind, opened: &Opened, params: &Value) -> Result<(String, Value)
         Kind::Markdown => {
             let text = read_text(opened)?;
             Ok(("markdown".into(), markdown::digest(&text)))
-        }
-        Kind::Code => {
-            let text = read_text(opened)?;
-            let lang = params
-                .get("language")
-                .and_then(Value::as_str)
-                .map(str::to_string)
-                .or_else(|| code::language_of(&opened.real_path).map(str::to_string));
-            let Some(lang) = lang else {
-                return Err(Outcome::failed(format!(
-                    "{}: unknown language; pass \"language\" (rust, go, python, javascript, typescript, sql)",
-                    opened.real_path.display()
-                )));
-            };
-            code::digest(&lang, &text)
-                .map(|d| (lang, d))
-                .map_err(Outcome::failed)
         }
         Kind::Config => {
             let text = read_text(opened)?;
