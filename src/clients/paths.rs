@@ -178,6 +178,24 @@ pub fn requested_path(
     Ok(normalize(&abs))
 }
 
+/// `requested` made absolute and normalised; one climbing above `/` is not granted.
+fn normalized_for_read(grants: &ClientGrants, requested: &str) -> Result<PathBuf, PathError> {
+    requested_path(grants, requested)?
+        .ok_or_else(|| PathError::NotGranted(grants.missing(Permission::FileRead, requested)))
+}
+
+/// The FILE_READ rules whose root holds `norm`, with `norm` relative to that root.
+fn read_rules_under<'a>(
+    grants: &'a ClientGrants,
+    norm: &'a Path,
+) -> impl Iterator<Item = (&'a PathRule, &'a Path)> {
+    grants
+        .path_rules()
+        .iter()
+        .filter(|r| r.permission == Permission::FileRead)
+        .filter_map(move |r| r.relative(norm).map(|rel| (r, rel)))
+}
+
 /// Opens `requested` (absolute, or relative to the workspace) for reading under the client's
 /// FILE_READ grants, refusing anything in `deny`.
 pub fn open_for_read(
@@ -185,20 +203,9 @@ pub fn open_for_read(
     requested: &str,
     deny: &[PathBuf],
 ) -> Result<Opened, PathError> {
-    let Some(norm) = requested_path(grants, requested)? else {
-        return Err(PathError::NotGranted(
-            grants.missing(Permission::FileRead, requested),
-        ));
-    };
+    let norm = normalized_for_read(grants, requested)?;
     let mut last_err = None;
-    for rule in grants
-        .path_rules()
-        .iter()
-        .filter(|r| r.permission == Permission::FileRead)
-    {
-        let Some(rel) = rule.relative(&norm) else {
-            continue;
-        };
+    for (rule, rel) in read_rules_under(grants, &norm) {
         if !rule.matches(&rule.root.join(rel)) {
             continue;
         }
@@ -267,19 +274,8 @@ pub fn open_dir_for_read(
     requested: &str,
     deny: &[PathBuf],
 ) -> Result<Option<OpenedDir>, PathError> {
-    let Some(norm) = requested_path(grants, requested)? else {
-        return Err(PathError::NotGranted(
-            grants.missing(Permission::FileRead, requested),
-        ));
-    };
-    for rule in grants
-        .path_rules()
-        .iter()
-        .filter(|r| r.permission == Permission::FileRead)
-    {
-        let Some(rel) = rule.relative(&norm) else {
-            continue;
-        };
+    let norm = normalized_for_read(grants, requested)?;
+    for (rule, rel) in read_rules_under(grants, &norm) {
         let fd = match open_dir_beneath(&rule.root, rel) {
             Ok(fd) => fd,
             Err(Errno::ENOTDIR | Errno::ELOOP | Errno::EXDEV) => return Ok(None),
@@ -306,6 +302,21 @@ pub fn open_dir_for_read(
 }
 
 fn open_dir_beneath(root: &Path, rel: &Path) -> Result<OwnedFd, Errno> {
+    openat2_beneath(
+        root,
+        rel,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS,
+    )
+}
+
+/// `openat2(root, rel ("" = root itself), flags, resolve)`, the root opened `O_PATH`.
+fn openat2_beneath(
+    root: &Path,
+    rel: &Path,
+    flags: OFlag,
+    resolve: ResolveFlag,
+) -> Result<OwnedFd, Errno> {
     let root_fd: OwnedFd = nix::fcntl::open(
         root,
         OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
@@ -316,10 +327,11 @@ fn open_dir_beneath(root: &Path, rel: &Path) -> Result<OwnedFd, Errno> {
     } else {
         rel
     };
-    let how = OpenHow::new()
-        .flags(OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC)
-        .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS);
-    openat2(root_fd.as_fd(), rel, how)
+    openat2(
+        root_fd.as_fd(),
+        rel,
+        OpenHow::new().flags(flags).resolve(resolve),
+    )
 }
 
 pub(crate) fn e_to_path_error(requested: &str, e: Errno) -> PathError {
@@ -338,20 +350,12 @@ pub(crate) fn e_to_path_error(requested: &str, e: Errno) -> PathError {
 /// `openat2(root, rel, RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`, read-only, non-blocking (a FIFO
 /// must not hang the reader), then only a regular file is accepted.
 fn open_beneath(root: &Path, rel: &Path) -> Result<File, Errno> {
-    let root_fd: OwnedFd = nix::fcntl::open(
+    let fd = openat2_beneath(
         root,
-        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-        Mode::empty(),
+        rel,
+        OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NOCTTY | OFlag::O_NONBLOCK,
+        ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_MAGICLINKS,
     )?;
-    let rel = if rel.as_os_str().is_empty() {
-        Path::new(".")
-    } else {
-        rel
-    };
-    let how = OpenHow::new()
-        .flags(OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NOCTTY | OFlag::O_NONBLOCK)
-        .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_MAGICLINKS);
-    let fd = openat2(root_fd.as_fd(), rel, how)?;
     let file = File::from(fd);
     let meta = file.metadata().map_err(|_| Errno::EIO)?;
     if !meta.is_file() {

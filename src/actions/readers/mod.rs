@@ -113,58 +113,72 @@ fn handle(ctx: JobCtx, params: Value, kind: Kind) -> HandlerFuture {
         let stores = ctx.stores.clone();
         let work = tokio::task::spawn_blocking(move || -> Result<(Value, bool), Outcome> {
             let opened = paths::open_for_read(&grants, &requested, &deny).map_err(Outcome::from)?;
-            let meta = opened
-                .file
-                .metadata()
-                .map_err(|e| Outcome::failed(format!("{requested}: {e}")))?;
-            let mtime_ns = meta.mtime() as i128 * 1_000_000_000 + meta.mtime_nsec() as i128;
-            let key = cache::key(
-                kind.name(),
-                &opened.real_path,
-                meta.len(),
-                mtime_ns,
-                &params,
-            );
-            if let Some(v) = cache::get(&stores, &key) {
-                return Ok((v, true));
-            }
-            let digest = digest(kind, &opened, &params)?;
-            let value = json!({
-                "success": true,
-                "path": requested,
-                "real_path": opened.real_path,
-                "size": meta.len(),
-                "format": digest.0,
-                "digest": digest.1,
-            });
-            cache::put(
-                &stores,
-                &key,
-                &opened.real_path,
-                meta.len(),
-                mtime_ns,
-                &value,
-            );
-            Ok((value, false))
+            cached_result(&stores, kind.name(), &opened, &requested, &params, || {
+                digest(kind, &opened, &params)
+            })
         })
         .await;
         match work {
             Ok(Ok((mut v, hit))) => {
-                ctx.stats.incr(
-                    if hit {
-                        "reader_cache_hit"
-                    } else {
-                        "reader_cache_miss"
-                    },
-                    1.0,
-                );
-                v["cached"] = json!(hit);
+                count_cache(&ctx, &mut v, hit);
                 Outcome::ok(v)
             }
             Ok(Err(o)) => o,
             Err(e) => Outcome::failed(format!("reader task failed: {e}")),
         }
     })
+}
+
+/// The reader result for `opened`: from the cache (action, real path, size, ns mtime, params)
+/// or built from `compute`'s (format, digest) and stored; `true` on a cache hit.
+pub(super) fn cached_result(
+    stores: &crate::db::Stores,
+    action: &str,
+    opened: &Opened,
+    requested: &str,
+    params: &Value,
+    compute: impl FnOnce() -> Result<(String, Value), Outcome>,
+) -> Result<(Value, bool), Outcome> {
+    let meta = opened
+        .file
+        .metadata()
+        .map_err(|e| Outcome::failed(format!("{requested}: {e}")))?;
+    let mtime_ns = meta.mtime() as i128 * 1_000_000_000 + meta.mtime_nsec() as i128;
+    let key = cache::key(action, &opened.real_path, meta.len(), mtime_ns, params);
+    if let Some(v) = cache::get(stores, &key) {
+        return Ok((v, true));
+    }
+    let (format, digest) = compute()?;
+    let value = json!({
+        "success": true,
+        "path": requested,
+        "real_path": opened.real_path,
+        "size": meta.len(),
+        "format": format,
+        "digest": digest,
+    });
+    cache::put(
+        stores,
+        &key,
+        &opened.real_path,
+        meta.len(),
+        mtime_ns,
+        &value,
+    );
+    Ok((value, false))
+}
+
+/// Counts a cache hit or miss and says which in the result (`cached`).
+pub(super) fn count_cache(ctx: &JobCtx, v: &mut Value, hit: bool) {
+    ctx.stats.incr(
+        if hit {
+            "reader_cache_hit"
+        } else {
+            "reader_cache_miss"
+        },
+        1.0,
+    );
+    v["cached"] = json!(hit);
 }
 
 /// (format, digest) of an opened file.

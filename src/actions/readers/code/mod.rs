@@ -17,13 +17,11 @@ mod patterns;
 mod syntax;
 mod walk;
 
-use super::cache;
 use crate::actions::{ActionSpec, Grant, HandlerFuture, JobCtx, Outcome};
 use crate::bash::beneath::Beneath;
 use crate::clients::paths::{self, Opened, OpenedDir};
 use crate::llm::JobUsage;
 use serde_json::{json, Value};
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 pub const NAME: &str = "read_code";
@@ -173,58 +171,28 @@ async fn file_mode(
 ) -> Result<Value, Outcome> {
     let (stores, params_c, req) = (ctx.stores.clone(), params.clone(), requested.to_string());
     let (mut value, hit, text) = tokio::task::spawn_blocking(move || {
-        let meta = opened
-            .file
-            .metadata()
-            .map_err(|e| Outcome::failed(format!("{req}: {e}")))?;
         let text = super::read_text(&opened)?;
-        let mtime_ns = meta.mtime() as i128 * 1_000_000_000 + meta.mtime_nsec() as i128;
-        let key = cache::key(NAME, &opened.real_path, meta.len(), mtime_ns, &params_c);
-        if let Some(v) = cache::get(&stores, &key) {
-            return Ok((v, true, text));
-        }
-        let lang = params_c
-            .get("language")
-            .and_then(Value::as_str)
-            .map(str::to_string)
-            .or_else(|| language_of(&opened.real_path).map(str::to_string))
-            .ok_or_else(|| {
-                Outcome::failed(format!(
-                    "{}: unknown language; pass \"language\" ({LANGUAGES})",
-                    opened.real_path.display()
-                ))
-            })?;
-        let d = extract(&lang, &opened.real_path, &text).map_err(Outcome::failed)?;
-        let value = json!({
-            "success": true,
-            "path": req,
-            "real_path": opened.real_path,
-            "size": meta.len(),
-            "format": d["language"],
-            "parser": d["parser"],
-            "digest": d,
-        });
-        cache::put(
-            &stores,
-            &key,
-            &opened.real_path,
-            meta.len(),
-            mtime_ns,
-            &value,
-        );
-        Ok::<_, Outcome>((value, false, text))
+        let (v, hit) = super::cached_result(&stores, NAME, &opened, &req, &params_c, || {
+            let lang = params_c
+                .get("language")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+                .or_else(|| language_of(&opened.real_path).map(str::to_string))
+                .ok_or_else(|| {
+                    Outcome::failed(format!(
+                        "{}: unknown language; pass \"language\" ({LANGUAGES})",
+                        opened.real_path.display()
+                    ))
+                })?;
+            let d = extract(&lang, &opened.real_path, &text).map_err(Outcome::failed)?;
+            Ok((lang, d))
+        })?;
+        Ok::<_, Outcome>((v, hit, text))
     })
     .await
     .map_err(|e| Outcome::failed(format!("reader task failed: {e}")))??;
-    ctx.stats.incr(
-        if hit {
-            "reader_cache_hit"
-        } else {
-            "reader_cache_miss"
-        },
-        1.0,
-    );
-    value["cached"] = json!(hit);
+    super::count_cache(ctx, &mut value, hit);
+    value["parser"] = value["digest"]["parser"].clone();
     if with_digest {
         let name = value["real_path"]
             .as_str()
@@ -232,19 +200,27 @@ async fn file_mode(
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         let language = value["format"].as_str().unwrap_or("").to_string();
-        let d = model_digest::digest(
-            ctx,
-            job,
-            model_digest::Subject::File {
-                name: &name,
-                language: &language,
-                text: &text,
-            },
-        )
-        .await?;
-        merge(&mut value, d);
+        merge(
+            &mut value,
+            file_digest(ctx, job, &name, &language, &text).await?,
+        );
     }
     Ok(value)
+}
+
+async fn file_digest(
+    ctx: &JobCtx,
+    job: &JobUsage,
+    name: &str,
+    language: &str,
+    text: &str,
+) -> Result<Value, Outcome> {
+    let subject = model_digest::Subject::File {
+        name,
+        language,
+        text,
+    };
+    model_digest::digest(ctx, job, subject).await
 }
 
 fn merge(into: &mut Value, from: Value) {
@@ -253,7 +229,8 @@ fn merge(into: &mut Value, from: Value) {
     }
 }
 
-/// A directory: the bounded walk, each file's extraction (and digest), a project digest.
+/// A directory: the bounded walk, each file's extraction, and one project digest (made from the
+/// files' outlines: one model call per directory, not one per file).
 async fn dir_mode(
     ctx: &JobCtx,
     params: &Value,
@@ -273,17 +250,13 @@ async fn dir_mode(
             .try_clone()
             .map_err(|e| Outcome::failed(format!("{}: {e}", real.display())))?;
         let b = Beneath::from_fd(fd);
-        let w = walk::walk(&dir, &b, limits);
-        let files: Vec<(String, String, Result<Value, String>)> = w
-            .files
-            .iter()
+        let mut w = walk::walk(&dir, &b, limits);
+        let files: Vec<(String, Result<Value, String>)> = std::mem::take(&mut w.files)
+            .into_iter()
             .map(|(rel, text)| {
-                let lang = language_of(Path::new(rel)).unwrap_or("");
-                (
-                    rel.clone(),
-                    text.clone(),
-                    extract(lang, Path::new(rel), text),
-                )
+                let lang = language_of(Path::new(&rel)).unwrap_or("");
+                let d = extract(lang, Path::new(&rel), &text);
+                (rel, d)
             })
             .collect();
         Ok::<_, Outcome>(((w, files), real))
@@ -291,30 +264,15 @@ async fn dir_mode(
     .await
     .map_err(|e| Outcome::failed(format!("reader task failed: {e}")))??;
     let (w, files) = walked;
-    let mut out_files = Vec::with_capacity(files.len());
-    for (rel, text, extraction) in files {
-        let mut f = match extraction {
+    let out_files: Vec<Value> = files
+        .into_iter()
+        .map(|(rel, extraction)| match extraction {
             Ok(d) => {
                 json!({"path": rel, "language": d["language"], "parser": d["parser"], "digest": d})
             }
             Err(e) => json!({"path": rel, "error": e}),
-        };
-        if with_digest && f.get("error").is_none() {
-            let language = f["language"].as_str().unwrap_or("").to_string();
-            let d = model_digest::digest(
-                ctx,
-                job,
-                model_digest::Subject::File {
-                    name: &rel,
-                    language: &language,
-                    text: &text,
-                },
-            )
-            .await?;
-            merge(&mut f, d);
-        }
-        out_files.push(f);
-    }
+        })
+        .collect();
     let mut result = json!({
         "success": true,
         "path": requested,
@@ -347,8 +305,7 @@ async fn dir_mode(
     Ok(result)
 }
 
-/// What the project digest is made of: per file, its language and item names (and its own
-/// digest's purpose when there is one), one JSON line each.
+/// What the project digest is made of: per file, its language and item names, one JSON line each.
 fn project_outline(files: &[Value]) -> String {
     let names = |d: &Value, key: &str| -> Vec<Value> {
         d[key]
@@ -372,7 +329,6 @@ fn project_outline(files: &[Value]) -> String {
                 "types": names(d, "types"),
                 "imports": names(d, "imports"),
                 "exports": names(d, "exports"),
-                "purpose": f["model_digest"].get("purpose"),
             })
             .to_string()
         })
