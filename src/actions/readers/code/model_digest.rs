@@ -189,11 +189,13 @@ async fn cached(ctx: &JobCtx, hash: &str, model: &str) -> Option<Value> {
                 )
                 .optional()?;
             if v.is_some() {
-                c.execute(
-                    "UPDATE code_digests SET last_used_at = ?4
-                     WHERE content_hash = ?1 AND model = ?2 AND prompt_version = ?3",
-                    params![hash, model, PROMPT_VERSION, now],
-                )?;
+                write_tx(c, |tx| {
+                    tx.execute(
+                        "UPDATE code_digests SET last_used_at = ?4
+                         WHERE content_hash = ?1 AND model = ?2 AND prompt_version = ?3",
+                        params![hash, model, PROMPT_VERSION, now],
+                    )
+                })?;
             }
             Ok(v)
         })

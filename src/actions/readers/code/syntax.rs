@@ -79,7 +79,8 @@ struct Out<'a> {
     imports: Vec<Value>,
     exports: Vec<Value>,
     tests: Vec<Value>,
-    comments: Vec<(usize, usize)>,
+    /// (start byte, end byte, start row) of every comment, in document order.
+    comments: Vec<(usize, usize, usize)>,
     errors: usize,
     depth_limited: bool,
     /// Python `__all__`, when the module declares it.
@@ -166,7 +167,11 @@ impl<'a> Out<'a> {
             self.errors += 1;
         }
         if node.kind().contains("comment") {
-            self.comments.push((node.start_byte(), node.end_byte()));
+            self.comments.push((
+                node.start_byte(),
+                node.end_byte(),
+                node.start_position().row,
+            ));
             return;
         }
         let pushed = match self.fam {
@@ -639,8 +644,8 @@ impl<'a> Out<'a> {
 
     fn todos(&self) -> Vec<Value> {
         let mut v = vec![];
-        for &(a, b) in &self.comments {
-            let start_line = self.src[..a].matches('\n').count() + 1;
+        for &(a, b, row) in &self.comments {
+            let start_line = row + 1;
             for (i, line) in self.src.get(a..b).unwrap_or("").lines().enumerate() {
                 if let Some(t) = todo_in(line) {
                     v.push(json!({"line": start_line + i, "tag": t.0, "text": t.1}));
