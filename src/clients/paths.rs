@@ -247,16 +247,17 @@ pub fn open_for_read(
 pub struct OpenedDir {
     pub fd: OwnedFd,
     pub real_path: PathBuf,
+    /// The patterns of the FILE_READ grants whose root holds the directory.
     pub grant: String,
-    rule: PathRule,
+    rules: Vec<PathRule>,
     deny: Vec<PathBuf>,
 }
 
 impl OpenedDir {
-    /// Whether the grant covers the file `rel` beneath the directory (and no deny root holds it).
+    /// Whether a grant covers the file `rel` beneath the directory (and no deny root holds it).
     pub fn covers(&self, rel: &str) -> bool {
         let p = self.real_path.join(rel);
-        self.rule.matches(&p) && !self.denied(rel)
+        self.rules.iter().any(|r| r.matches(&p)) && !self.denied(rel)
     }
 
     /// Whether `rel` beneath the directory is in a deny root (never descended into).
@@ -275,30 +276,37 @@ pub fn open_dir_for_read(
     deny: &[PathBuf],
 ) -> Result<Option<OpenedDir>, PathError> {
     let norm = normalized_for_read(grants, requested)?;
-    for (rule, rel) in read_rules_under(grants, &norm) {
-        let fd = match open_dir_beneath(&rule.root, rel) {
-            Ok(fd) => fd,
-            Err(Errno::ENOTDIR | Errno::ELOOP | Errno::EXDEV) => return Ok(None),
-            Err(e) => return Err(e_to_path_error(requested, e)),
-        };
-        let real = real_path(&fd).map_err(|e| PathError::Unusable(format!("{requested}: {e}")))?;
-        if deny.iter().any(|d| real.starts_with(d)) {
-            return Err(PathError::NotGranted(format!(
-                "{requested} resolves to {} which no client may read (brainloop's data dir or a kernel filesystem)",
-                real.display()
-            )));
-        }
-        return Ok(Some(OpenedDir {
-            fd,
-            real_path: real,
-            grant: rule.pattern.clone(),
-            rule: rule.clone(),
-            deny: deny.to_vec(),
-        }));
+    let Some((first, rel)) = read_rules_under(grants, &norm).next() else {
+        return Err(PathError::NotGranted(
+            grants.missing(Permission::FileRead, &norm.to_string_lossy()),
+        ));
+    };
+    let fd = match open_dir_beneath(&first.root, rel) {
+        Ok(fd) => fd,
+        Err(Errno::ENOTDIR | Errno::ELOOP | Errno::EXDEV) => return Ok(None),
+        Err(e) => return Err(e_to_path_error(requested, e)),
+    };
+    let real = real_path(&fd).map_err(|e| PathError::Unusable(format!("{requested}: {e}")))?;
+    if deny.iter().any(|d| real.starts_with(d)) {
+        return Err(PathError::NotGranted(format!(
+            "{requested} resolves to {} which no client may read (brainloop's data dir or a kernel filesystem)",
+            real.display()
+        )));
     }
-    Err(PathError::NotGranted(
-        grants.missing(Permission::FileRead, &norm.to_string_lossy()),
-    ))
+    let rules: Vec<PathRule> = read_rules_under(grants, &norm)
+        .map(|(r, _)| r.clone())
+        .collect();
+    Ok(Some(OpenedDir {
+        fd,
+        real_path: real,
+        grant: rules
+            .iter()
+            .map(|r| r.pattern.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+        rules,
+        deny: deny.to_vec(),
+    }))
 }
 
 fn open_dir_beneath(root: &Path, rel: &Path) -> Result<OwnedFd, Errno> {
