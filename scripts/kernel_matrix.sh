@@ -108,7 +108,7 @@ for k in $kernels; do
         fi
         # The guest's /tmp is an overlayfs (virtme-ng), which cannot hold an overlay's upper
         # layer: give the tests a fresh tmpfs as TMPDIR.
-        script="mkdir -p /run/bl-tmp && mount -t tmpfs -o mode=1777 tmpfs /run/bl-tmp; export TMPDIR=/run/bl-tmp BRAINLOOP_TEST_TIME_SCALE=8; cd /run/bl-tmp; echo KERNEL \$(uname -r) LANDLOCK \$(cat /sys/kernel/security/lsm 2>/dev/null);"
+        script="mkdir -p /run/lock && chmod 1777 /run/lock; mkdir -p /run/bl-tmp && mount -t tmpfs -o mode=1777 tmpfs /run/bl-tmp; export TMPDIR=/run/bl-tmp BRAINLOOP_TEST_TIME_SCALE=8; cd /run/bl-tmp; echo KERNEL \$(uname -r) LANDLOCK \$(cat /sys/kernel/security/lsm 2>/dev/null);"
         for tb in "${bins[@]}"; do
             script+=" $prefix ${tb#*=} --test-threads=1 $skip > /tmp/out 2>&1; echo \"RESULT ${tb%%=*} rc=\$? \$(grep -h 'test result' /tmp/out | tail -1)\"; grep -E -A3 '^test .* FAILED|panicked' /tmp/out | head -30;"
         done

@@ -40,7 +40,13 @@ fn the_guarantee_table_under_abi_2_runs_every_set_and_names_each_mechanism() {
     let sets = v["sets"].as_array().unwrap();
     let runs = |name: &str| sets.iter().find(|s| s["set"] == name).unwrap()["runs"].clone();
     // Every set runs: the network sets' abstract sockets are kept away by their own namespace.
-    for s in ["minimal", "readonly", "filesystem", "network-api", "mcp-standard"] {
+    for s in [
+        "minimal",
+        "readonly",
+        "filesystem",
+        "network-api",
+        "mcp-standard",
+    ] {
         assert_eq!(runs(s), true, "{s}: {v}");
     }
     let text = std::process::Command::new(common::BIN)
@@ -205,14 +211,23 @@ async fn at_abi_2_a_network_set_cannot_reach_a_host_abstract_socket() {
         };
         let r = execute(&req, &CancellationToken::new()).await.unwrap();
         proxy.finish().await;
-        assert!(!r.sandbox_failed, "ABI {abi:?}: sandbox setup failed: {}", r.stderr);
+        assert!(
+            !r.sandbox_failed,
+            "ABI {abi:?}: sandbox setup failed: {}",
+            r.stderr
+        );
         assert!(
             !r.stdout.contains("CONNECTED"),
             "ABI {abi:?}: a network-api command reached a host abstract socket: {}",
             r.stdout
         );
         // socketpair (pipes between processes) keeps working.
-        assert!(r.stdout.contains("PAIR b'x'"), "ABI {abi:?}: {} {}", r.stdout, r.stderr);
+        assert!(
+            r.stdout.contains("PAIR b'x'"),
+            "ABI {abi:?}: {} {}",
+            r.stdout,
+            r.stderr
+        );
         assert!(
             listener.accept().is_err(),
             "ABI {abi:?}: the host listener got a connection"
@@ -396,7 +411,12 @@ fn delegated_service_cgroup(name: &str) -> (Vec<PathBuf>, Vec<PathBuf>) {
     for d in &dirs {
         std::fs::create_dir(d).unwrap_or_else(|e| panic!("mkdir {}: {e}", d.display()));
         own(d);
-        for f in ["cgroup.procs", "cgroup.subtree_control", "cgroup.threads", "tasks"] {
+        for f in [
+            "cgroup.procs",
+            "cgroup.subtree_control",
+            "cgroup.threads",
+            "tasks",
+        ] {
             if d.join(f).exists() {
                 own(&d.join(f));
             }
@@ -483,7 +503,10 @@ fn as_uid_65534_with_a_delegated_cgroup_the_job_memory_and_process_limits_bind()
     assert_eq!(st, "succeeded", "{v} {e}");
     let out = v["stdout"].as_str().unwrap_or("").to_string();
     assert!(out.starts_with("65534\n"), "{out}");
-    assert!(out.contains(&name), "the command is not in the service's cgroup tree: {out}");
+    assert!(
+        out.contains(&name),
+        "the command is not in the service's cgroup tree: {out}"
+    );
     let label = v["sandbox"].as_str().unwrap_or("");
     assert!(label.contains("+cgroup-v"), "no per-job cgroup: {label}");
     // Memory: 1 GiB against the job's 256 MiB (the rlimit fallback would allow 16 GiB).

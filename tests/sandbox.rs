@@ -620,7 +620,12 @@ async fn host_unix_sockets_in_tmp_and_run_are_out_of_reach() {
     // by the same private /run).
     let in_run = ["/run", "/run/lock"]
         .iter()
-        .find_map(|d| tempfile::Builder::new().prefix("bl-sock").tempdir_in(d).ok())
+        .find_map(|d| {
+            tempfile::Builder::new()
+                .prefix("bl-sock")
+                .tempdir_in(d)
+                .ok()
+        })
         .expect("cannot create a temp dir under /run or /run/lock (this test needs one)");
     let canaries = [sock_canary(in_tmp.path()), sock_canary(in_run.path())];
     for set in [

@@ -29,9 +29,15 @@ fn the_security_tests_pass_as_uid_65534_when_run_as_root_else_this_suite_is_the_
         "security tests failed as uid 65534:\n{text}"
     );
     // The table names every binary it ran; a run that ran nothing is a failure too.
-    for t in ["sandbox", "execute_bash", "overlay_adversarial", "graded_sandbox"] {
+    for t in [
+        "sandbox",
+        "execute_bash",
+        "overlay_adversarial",
+        "graded_sandbox",
+    ] {
         assert!(
-            text.lines().any(|l| l.starts_with(t) && l.contains("test result: ok")),
+            text.lines()
+                .any(|l| l.starts_with(t) && l.contains("test result: ok")),
             "{t} did not pass as uid 65534:\n{text}"
         );
     }

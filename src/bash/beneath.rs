@@ -249,6 +249,11 @@ impl Beneath {
         Ok(Beneath { root: fd })
     }
 
+    /// A directory already opened safely (e.g. by `clients::paths::open_dir_for_read`).
+    pub fn from_fd(root: OwnedFd) -> Beneath {
+        Beneath { root }
+    }
+
     /// The parent directory of `rel`, opened beneath the root without symlinks.
     fn parent(&self, rel: &str) -> Result<(Parent, String)> {
         let (parent, name) = components(rel)?;

@@ -178,6 +178,24 @@ pub fn requested_path(
     Ok(normalize(&abs))
 }
 
+/// `requested` made absolute and normalised; one climbing above `/` is not granted.
+fn normalized_for_read(grants: &ClientGrants, requested: &str) -> Result<PathBuf, PathError> {
+    requested_path(grants, requested)?
+        .ok_or_else(|| PathError::NotGranted(grants.missing(Permission::FileRead, requested)))
+}
+
+/// The FILE_READ rules whose root holds `norm`, with `norm` relative to that root.
+fn read_rules_under<'a>(
+    grants: &'a ClientGrants,
+    norm: &'a Path,
+) -> impl Iterator<Item = (&'a PathRule, &'a Path)> {
+    grants
+        .path_rules()
+        .iter()
+        .filter(|r| r.permission == Permission::FileRead)
+        .filter_map(move |r| r.relative(norm).map(|rel| (r, rel)))
+}
+
 /// Opens `requested` (absolute, or relative to the workspace) for reading under the client's
 /// FILE_READ grants, refusing anything in `deny`.
 pub fn open_for_read(
@@ -185,20 +203,9 @@ pub fn open_for_read(
     requested: &str,
     deny: &[PathBuf],
 ) -> Result<Opened, PathError> {
-    let Some(norm) = requested_path(grants, requested)? else {
-        return Err(PathError::NotGranted(
-            grants.missing(Permission::FileRead, requested),
-        ));
-    };
+    let norm = normalized_for_read(grants, requested)?;
     let mut last_err = None;
-    for rule in grants
-        .path_rules()
-        .iter()
-        .filter(|r| r.permission == Permission::FileRead)
-    {
-        let Some(rel) = rule.relative(&norm) else {
-            continue;
-        };
+    for (rule, rel) in read_rules_under(grants, &norm) {
         if !rule.matches(&rule.root.join(rel)) {
             continue;
         }
@@ -234,6 +241,107 @@ pub fn open_for_read(
     }))
 }
 
+/// A directory opened for reading beneath its granted root with no symlink in any component
+/// (`read_code`'s directory mode, issue 25): what is beneath it is read only through
+/// `bash::beneath` on this descriptor, and each file only when [`OpenedDir::covers`] it.
+pub struct OpenedDir {
+    pub fd: OwnedFd,
+    pub real_path: PathBuf,
+    /// The patterns of the FILE_READ grants whose root holds the directory.
+    pub grant: String,
+    rules: Vec<PathRule>,
+    deny: Vec<PathBuf>,
+}
+
+impl OpenedDir {
+    /// Whether a grant covers the file `rel` beneath the directory (and no deny root holds it).
+    pub fn covers(&self, rel: &str) -> bool {
+        let p = self.real_path.join(rel);
+        self.rules.iter().any(|r| r.matches(&p)) && !self.denied(rel)
+    }
+
+    /// Whether `rel` beneath the directory is in a deny root (never descended into).
+    pub fn denied(&self, rel: &str) -> bool {
+        let p = self.real_path.join(rel);
+        self.deny.iter().any(|d| p.starts_with(d))
+    }
+}
+
+/// Opens `requested` as a directory under the client's FILE_READ grants, with
+/// `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`. `Ok(None)` when it is not a plain directory reached
+/// without symlinks (a file, or a symlink: the caller reads it as a file, under that policy).
+pub fn open_dir_for_read(
+    grants: &ClientGrants,
+    requested: &str,
+    deny: &[PathBuf],
+) -> Result<Option<OpenedDir>, PathError> {
+    let norm = normalized_for_read(grants, requested)?;
+    let Some((first, rel)) = read_rules_under(grants, &norm).next() else {
+        return Err(PathError::NotGranted(
+            grants.missing(Permission::FileRead, &norm.to_string_lossy()),
+        ));
+    };
+    let fd = match open_dir_beneath(&first.root, rel) {
+        Ok(fd) => fd,
+        Err(Errno::ENOTDIR | Errno::ELOOP | Errno::EXDEV) => return Ok(None),
+        Err(e) => return Err(e_to_path_error(requested, e)),
+    };
+    let real = real_path(&fd).map_err(|e| PathError::Unusable(format!("{requested}: {e}")))?;
+    if deny.iter().any(|d| real.starts_with(d)) {
+        return Err(PathError::NotGranted(format!(
+            "{requested} resolves to {} which no client may read (brainloop's data dir or a kernel filesystem)",
+            real.display()
+        )));
+    }
+    let rules: Vec<PathRule> = read_rules_under(grants, &norm)
+        .map(|(r, _)| r.clone())
+        .collect();
+    Ok(Some(OpenedDir {
+        fd,
+        real_path: real,
+        grant: rules
+            .iter()
+            .map(|r| r.pattern.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+        rules,
+        deny: deny.to_vec(),
+    }))
+}
+
+fn open_dir_beneath(root: &Path, rel: &Path) -> Result<OwnedFd, Errno> {
+    openat2_beneath(
+        root,
+        rel,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS,
+    )
+}
+
+/// `openat2(root, rel ("" = root itself), flags, resolve)`, the root opened `O_PATH`.
+fn openat2_beneath(
+    root: &Path,
+    rel: &Path,
+    flags: OFlag,
+    resolve: ResolveFlag,
+) -> Result<OwnedFd, Errno> {
+    let root_fd: OwnedFd = nix::fcntl::open(
+        root,
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )?;
+    let rel = if rel.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        rel
+    };
+    openat2(
+        root_fd.as_fd(),
+        rel,
+        OpenHow::new().flags(flags).resolve(resolve),
+    )
+}
+
 pub(crate) fn e_to_path_error(requested: &str, e: Errno) -> PathError {
     match e {
         Errno::EXDEV | Errno::ELOOP => PathError::NotGranted(format!(
@@ -250,20 +358,12 @@ pub(crate) fn e_to_path_error(requested: &str, e: Errno) -> PathError {
 /// `openat2(root, rel, RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`, read-only, non-blocking (a FIFO
 /// must not hang the reader), then only a regular file is accepted.
 fn open_beneath(root: &Path, rel: &Path) -> Result<File, Errno> {
-    let root_fd: OwnedFd = nix::fcntl::open(
+    let fd = openat2_beneath(
         root,
-        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-        Mode::empty(),
+        rel,
+        OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NOCTTY | OFlag::O_NONBLOCK,
+        ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_MAGICLINKS,
     )?;
-    let rel = if rel.as_os_str().is_empty() {
-        Path::new(".")
-    } else {
-        rel
-    };
-    let how = OpenHow::new()
-        .flags(OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NOCTTY | OFlag::O_NONBLOCK)
-        .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_MAGICLINKS);
-    let fd = openat2(root_fd.as_fd(), rel, how)?;
     let file = File::from(fd);
     let meta = file.metadata().map_err(|_| Errno::EIO)?;
     if !meta.is_file() {

@@ -253,7 +253,10 @@ mod tests {
         assert!(with.contains("processes 256"), "{with}");
         let without = limits_line(None, &l);
         assert!(without.contains("not the job's 512 MiB"), "{without}");
-        assert!(without.contains("address space 16 GiB per process"), "{without}");
+        assert!(
+            without.contains("address space 16 GiB per process"),
+            "{without}"
+        );
         assert!(without.contains("Delegate=yes"), "{without}");
         let off = limits_line(
             None,

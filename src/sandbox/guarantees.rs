@@ -186,7 +186,10 @@ mod tests {
             ..m(4)
         };
         let e = unmet(Set::NetworkApi, &no_ns).unwrap();
-        assert!(e.contains("signals") || e.contains("abstract UNIX sockets"), "{e}");
+        assert!(
+            e.contains("signals") || e.contains("abstract UNIX sockets"),
+            "{e}"
+        );
     }
 
     #[test]

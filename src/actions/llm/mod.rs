@@ -55,7 +55,7 @@ pub(super) fn llm_failure(e: LlmError) -> Outcome {
 }
 
 /// What every LLM result says about the call.
-pub(super) fn llm_info(a: &Answer) -> Value {
+pub(in crate::actions) fn llm_info(a: &Answer) -> Value {
     json!({
         "model": a.model,
         "prompt_tokens": a.usage.prompt_tokens,

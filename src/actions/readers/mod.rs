@@ -3,6 +3,7 @@
 //! builds a structured digest of it, and caches the digest by path + size + nanosecond mtime
 //! (consulted only after the grant check, so a cached digest never leaks past a revoke).
 //! Seed 001's parameter names `file_path` / `db_path` are accepted as aliases of `path`.
+//! `read_code` (its own handler in `code/`) also takes a directory and may ask the model.
 
 mod cache;
 pub mod code;
@@ -63,16 +64,7 @@ pub fn specs() -> Vec<ActionSpec> {
             handler: |ctx, p| handle(ctx, p, Kind::Markdown),
             hidden: false,
         },
-        ActionSpec {
-            name: "read_code",
-            description: "Metadata of a source file by language (Rust, Go, Python, JavaScript/TypeScript, SQL): functions, types, imports, tests, line counts.",
-            aliases: &[],
-            params_schema: || path_schema(json!({"language": {"type": "string"}}), "file_path"),
-            grants: &[Grant::FileRead],
-            permission_set: "readonly",
-            handler: |ctx, p| handle(ctx, p, Kind::Code),
-            hidden: false,
-        },
+        code::spec(),
         ActionSpec {
             name: "read_config",
             description: "Structure of a configuration file (TOML, YAML, JSON, INI, .env) with the values of secret-looking keys masked.",
@@ -90,7 +82,6 @@ pub fn specs() -> Vec<ActionSpec> {
 enum Kind {
     Sqlite,
     Markdown,
-    Code,
     Config,
 }
 
@@ -99,7 +90,6 @@ impl Kind {
         match self {
             Kind::Sqlite => "read_sqlite",
             Kind::Markdown => "read_markdown",
-            Kind::Code => "read_code",
             Kind::Config => "read_config",
         }
     }
@@ -123,58 +113,72 @@ fn handle(ctx: JobCtx, params: Value, kind: Kind) -> HandlerFuture {
         let stores = ctx.stores.clone();
         let work = tokio::task::spawn_blocking(move || -> Result<(Value, bool), Outcome> {
             let opened = paths::open_for_read(&grants, &requested, &deny).map_err(Outcome::from)?;
-            let meta = opened
-                .file
-                .metadata()
-                .map_err(|e| Outcome::failed(format!("{requested}: {e}")))?;
-            let mtime_ns = meta.mtime() as i128 * 1_000_000_000 + meta.mtime_nsec() as i128;
-            let key = cache::key(
-                kind.name(),
-                &opened.real_path,
-                meta.len(),
-                mtime_ns,
-                &params,
-            );
-            if let Some(v) = cache::get(&stores, &key) {
-                return Ok((v, true));
-            }
-            let digest = digest(kind, &opened, &params)?;
-            let value = json!({
-                "success": true,
-                "path": requested,
-                "real_path": opened.real_path,
-                "size": meta.len(),
-                "format": digest.0,
-                "digest": digest.1,
-            });
-            cache::put(
-                &stores,
-                &key,
-                &opened.real_path,
-                meta.len(),
-                mtime_ns,
-                &value,
-            );
-            Ok((value, false))
+            cached_result(&stores, kind.name(), &opened, &requested, &params, || {
+                digest(kind, &opened, &params)
+            })
         })
         .await;
         match work {
             Ok(Ok((mut v, hit))) => {
-                ctx.stats.incr(
-                    if hit {
-                        "reader_cache_hit"
-                    } else {
-                        "reader_cache_miss"
-                    },
-                    1.0,
-                );
-                v["cached"] = json!(hit);
+                count_cache(&ctx, &mut v, hit);
                 Outcome::ok(v)
             }
             Ok(Err(o)) => o,
             Err(e) => Outcome::failed(format!("reader task failed: {e}")),
         }
     })
+}
+
+/// The reader result for `opened`: from the cache (action, real path, size, ns mtime, params)
+/// or built from `compute`'s (format, digest) and stored; `true` on a cache hit.
+pub(super) fn cached_result(
+    stores: &crate::db::Stores,
+    action: &str,
+    opened: &Opened,
+    requested: &str,
+    params: &Value,
+    compute: impl FnOnce() -> Result<(String, Value), Outcome>,
+) -> Result<(Value, bool), Outcome> {
+    let meta = opened
+        .file
+        .metadata()
+        .map_err(|e| Outcome::failed(format!("{requested}: {e}")))?;
+    let mtime_ns = meta.mtime() as i128 * 1_000_000_000 + meta.mtime_nsec() as i128;
+    let key = cache::key(action, &opened.real_path, meta.len(), mtime_ns, params);
+    if let Some(v) = cache::get(stores, &key) {
+        return Ok((v, true));
+    }
+    let (format, digest) = compute()?;
+    let value = json!({
+        "success": true,
+        "path": requested,
+        "real_path": opened.real_path,
+        "size": meta.len(),
+        "format": format,
+        "digest": digest,
+    });
+    cache::put(
+        stores,
+        &key,
+        &opened.real_path,
+        meta.len(),
+        mtime_ns,
+        &value,
+    );
+    Ok((value, false))
+}
+
+/// Counts a cache hit or miss and says which in the result (`cached`).
+pub(super) fn count_cache(ctx: &JobCtx, v: &mut Value, hit: bool) {
+    ctx.stats.incr(
+        if hit {
+            "reader_cache_hit"
+        } else {
+            "reader_cache_miss"
+        },
+        1.0,
+    );
+    v["cached"] = json!(hit);
 }
 
 /// (format, digest) of an opened file.
@@ -192,23 +196,6 @@ fn digest(kind: Kind, opened: &Opened, params: &Value) -> Result<(String, Value)
         Kind::Markdown => {
             let text = read_text(opened)?;
             Ok(("markdown".into(), markdown::digest(&text)))
-        }
-        Kind::Code => {
-            let text = read_text(opened)?;
-            let lang = params
-                .get("language")
-                .and_then(Value::as_str)
-                .map(str::to_string)
-                .or_else(|| code::language_of(&opened.real_path).map(str::to_string));
-            let Some(lang) = lang else {
-                return Err(Outcome::failed(format!(
-                    "{}: unknown language; pass \"language\" (rust, go, python, javascript, typescript, sql)",
-                    opened.real_path.display()
-                )));
-            };
-            code::digest(&lang, &text)
-                .map(|d| (lang, d))
-                .map_err(Outcome::failed)
         }
         Kind::Config => {
             let text = read_text(opened)?;

@@ -1,29 +1,13 @@
-//! `read_code` digest: per-language metadata (functions, types, imports, tests, line counts) for
-//! Rust, Go, Python, JavaScript/TypeScript and SQL, from a table of line patterns per language
-//! (seed 001's "extraction métadonnées par regex"). It describes a file for an agent; it is not a
-//! security decision, so approximate results on exotic formatting are acceptable.
+//! `read_code` fallback extraction for languages without a grammar here (SQL; see `syntax.rs`
+//! for the parsed ones): per-language line patterns (seed 001's "extraction métadonnées par
+//! regex") for functions, types, imports, tests, TODO/FIXME and line counts, reported as
+//! `"parser": "patterns"`. It describes a file for an agent; it is not a security decision, so
+//! approximate results on exotic formatting are acceptable. The Rust, Go, Python and JS/TS rows
+//! stay as the tests' cross-check of the parsed extraction.
 
 use regex::Regex;
 use serde_json::{json, Value};
-use std::path::Path;
 use std::sync::LazyLock;
-
-pub fn language_of(path: &Path) -> Option<&'static str> {
-    match path
-        .extension()?
-        .to_string_lossy()
-        .to_ascii_lowercase()
-        .as_str()
-    {
-        "rs" => Some("rust"),
-        "go" => Some("go"),
-        "py" | "pyi" => Some("python"),
-        "js" | "mjs" | "cjs" | "jsx" => Some("javascript"),
-        "ts" | "tsx" | "mts" | "cts" => Some("typescript"),
-        "sql" => Some("sql"),
-        _ => None,
-    }
-}
 
 /// One language's patterns. Capture group `name` is the item's name; `kind` (optional) its kind.
 struct Rules {
@@ -132,7 +116,8 @@ fn collect(patterns: &[&'static str], line: &str, lineno: usize, out: &mut Vec<V
         let Some(re) = rx(p) else { continue };
         for caps in re.captures_iter(line) {
             if let Some(name) = caps.name("name") {
-                let mut v = json!({"name": name.as_str().trim(), "line": lineno});
+                let mut v = json!({"name": name.as_str().trim(), "line": lineno,
+                    "signature": line.trim().chars().take(400).collect::<String>()});
                 if let Some(k) = caps.name("kind") {
                     v["kind"] = json!(k.as_str().to_ascii_lowercase());
                 }
@@ -142,7 +127,7 @@ fn collect(patterns: &[&'static str], line: &str, lineno: usize, out: &mut Vec<V
     }
 }
 
-pub fn digest(lang: &str, text: &str) -> Result<Value, String> {
+pub fn extract(lang: &str, text: &str) -> Result<Value, String> {
     let lang = match lang.to_ascii_lowercase().as_str() {
         "rs" => "rust".to_string(),
         "py" => "python".to_string(),
@@ -157,9 +142,16 @@ pub fn digest(lang: &str, text: &str) -> Result<Value, String> {
     let (mut blank, mut comment) = (0, 0);
     let mut pending_test = false;
     let mut in_go_import_block = false;
+    let mut todos = vec![];
     for (i, line) in text.lines().enumerate() {
         let n = i + 1;
         let t = line.trim();
+        if let Some((tag, text)) = t
+            .find(r.line_comment)
+            .and_then(|at| super::syntax::todo_in(&t[at..]))
+        {
+            todos.push(json!({"line": n, "tag": tag, "text": text}));
+        }
         if t.is_empty() {
             blank += 1;
             continue;
@@ -204,7 +196,10 @@ pub fn digest(lang: &str, text: &str) -> Result<Value, String> {
     }
     let total = text.lines().count();
     Ok(json!({
+        "parser": "patterns",
         "language": lang,
+        "exports": [],
+        "todos": todos,
         "functions": functions,
         "types": types,
         "imports": imports,
@@ -216,6 +211,7 @@ pub fn digest(lang: &str, text: &str) -> Result<Value, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     #[test]
     fn every_pattern_compiles() {
@@ -294,7 +290,7 @@ mod tests {
         for (file, funcs, types, imports, tests) in expect {
             let path = dir.join(file);
             let text = std::fs::read_to_string(&path).unwrap();
-            let d = digest(language_of(&path).unwrap(), &text).unwrap();
+            let d = extract(super::super::language_of(&path).unwrap(), &text).unwrap();
             for f in *funcs {
                 assert!(
                     names(&d, "functions").contains(&f.to_string()),
