@@ -286,8 +286,8 @@ class Huey:
                        "SELECT rowid, key FROM kv WHERE rowid > ?", deadline_s)
 
 
-def floor(apalis_bin, root, n):
-    d = os.path.join(root, "floor")
+def floor_dbs(d):
+    """The floor's input and output databases (WAL), created empty in `d`."""
     os.makedirs(d)
     inp, out = os.path.join(d, "in.db"), os.path.join(d, "out.db")
     for path, ddl in ((inp, "CREATE TABLE jobs(id INTEGER PRIMARY KEY AUTOINCREMENT, action TEXT, params TEXT)"),
@@ -296,6 +296,12 @@ def floor(apalis_bin, root, n):
         c.execute("PRAGMA journal_mode = WAL")
         c.execute(ddl)
         c.close()
+    return inp, out
+
+
+def floor(apalis_bin, root, n):
+    d = os.path.join(root, "floor")
+    inp, out = floor_dbs(d)
     cons = subprocess.Popen([apalis_bin, "floor", "sqlite:" + inp, "sqlite:" + out, str(n)])
 
     def produce(n):
@@ -364,14 +370,7 @@ def drain_brainloop(bin_path, root, n, name, env):
 def drain_floor(apalis_bin, root, n):
     """The floor's consumer exits after N results: its CPU comes from wait4's rusage."""
     d = os.path.join(root, "floor-drain")
-    os.makedirs(d)
-    inp, out = os.path.join(d, "in.db"), os.path.join(d, "out.db")
-    for path, ddl in ((inp, "CREATE TABLE jobs(id INTEGER PRIMARY KEY AUTOINCREMENT, action TEXT, params TEXT)"),
-                      (out, "CREATE TABLE results(job_id INTEGER PRIMARY KEY, status TEXT, result TEXT)")):
-        c = connect(path)
-        c.execute("PRAGMA journal_mode = WAL")
-        c.execute(ddl)
-        c.close()
+    inp, out = floor_dbs(d)
     bulk_insert(inp, "INSERT INTO jobs(action, params) VALUES ('ping', '{}')", n)
     t0 = time.monotonic()
     cons = subprocess.Popen([apalis_bin, "floor", "sqlite:" + inp, "sqlite:" + out, str(n)])
