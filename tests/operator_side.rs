@@ -222,7 +222,7 @@ fn notify_gets_one_json_per_validation_then_one_before_expiry_and_the_result_say
     setup_ws(&env);
     let hook = Collector::start();
     let cfg = format!(
-        "validation_ttl_ms = 6000\n[notify]\ncommand = \"{}\"\ntimeout_ms = 10000\nbefore_expiry_ms = 3000\n",
+        "validation_ttl_ms = 6000\n[notify]\ncommand = \"{}\"\ntimeout_ms = 10000\nbefore_expiry_ms = 3000\nhosts = [\"127.0.0.1\"]\n",
         hook.command().replace('"', "\\\"")
     );
     let _d = start_with(&env, &cfg, &[]);
@@ -288,21 +288,23 @@ fn a_failing_or_hanging_notify_command_blocks_nothing() {
     setup_ws(&env);
     let d = start_with(
         &env,
-        "[notify]\ncommand = \"cat > /dev/null; sleep 60\"\ntimeout_ms = 1000\n",
+        "[notify]\ncommand = \"cat > /dev/null; sleep 60\"\ntimeout_ms = 1000\nhosts = [\"127.0.0.1\"]\n",
         &[],
     );
     let (job, vid) = asks(&env, "sed -i s/one/ONE/ a.txt");
     // Other jobs run meanwhile, and the approval goes through.
     let (_, st, v, _) = submit(&env, "echo still-running");
     assert_eq!(st, "succeeded", "{v}");
-    cli_ok(&env, &["approve", &vid]);
-    assert_eq!(final_result(&env, job).0, "succeeded");
+    // The hooks task polls pending validations every second: the validation stays pending
+    // until its hook has run (and timed out), then the approval goes through.
     let t0 = Instant::now();
     while !d.log_text().contains("notify command failed") {
         assert!(t0.elapsed() < Duration::from_secs(20), "{}", d.log_text());
         std::thread::sleep(Duration::from_millis(100));
     }
     assert!(d.log_text().contains("timed_out=true"), "{}", d.log_text());
+    cli_ok(&env, &["approve", &vid]);
+    assert_eq!(final_result(&env, job).0, "succeeded");
 }
 
 /// A reviewer script: deny when the JSON mentions DENYME, hang on SLEEPME, else approve.
@@ -355,7 +357,7 @@ fn a_reviewer_denies_approves_only_what_a_learned_signature_could_apply_and_asks
     let script = dir.join("review.sh");
     std::fs::write(&script, REVIEWER).unwrap();
     let cfg = format!(
-        "[reviewer]\ncommand = \"bash {}\"\nread = [\"{}\"]\ntimeout_ms = 1500\n",
+        "[reviewer]\ncommand = \"bash {}\"\nread = [\"{}\"]\ntimeout_ms = 1500\nhosts = [\"127.0.0.1\"]\n",
         script.display(),
         dir.display()
     );
@@ -445,7 +447,7 @@ fn the_example_llm_reviewer_denies_a_mismatch_against_the_mock_server() {
     std::fs::write(
         &cfg,
         format!(
-            "[reviewer]\ncommand = \"python3 {}/llm_reviewer.py\"\nread = [\"{}\"]\nllm = true\ntimeout_ms = 30000\n",
+            "[reviewer]\ncommand = \"python3 {}/llm_reviewer.py\"\nread = [\"{}\"]\nllm = true\ntimeout_ms = 30000\nhosts = [\"127.0.0.1\"]\n",
             examples.display(),
             examples.display()
         ),

@@ -58,6 +58,10 @@ pub struct HookConfig {
     pub llm: bool,
     /// `[notify]` only: notify again this long before a validation expires (ms; 0 = never).
     pub before_expiry_ms: u64,
+    /// Where it may connect, through its own egress proxy (`HOST:PORT` rules as for `grant`;
+    /// globs; a private or loopback address only when named exactly). Default `*`: any public
+    /// host.
+    pub hosts: Vec<String>,
 }
 
 impl Default for HookConfig {
@@ -68,6 +72,7 @@ impl Default for HookConfig {
             read: Vec::new(),
             llm: false,
             before_expiry_ms: 600_000,
+            hosts: vec!["*".into()],
         }
     }
 }
@@ -235,6 +240,32 @@ impl Hooks {
         }
     }
 
+    /// The hook's egress proxy, allowing its `hosts` rules, with `spec` routed through it.
+    async fn hook_proxy(
+        &self,
+        h: &HookConfig,
+        spec: &mut crate::sandbox::Spec,
+    ) -> Result<crate::egress::proxy::JobProxy> {
+        use crate::egress::{proxy, resolve::Resolver, rules};
+        let rules = rules::Rules {
+            rules: h
+                .hosts
+                .iter()
+                .map(|r| rules::HostRule::parse(r, "hook"))
+                .collect::<Result<_, String>>()
+                .map_err(|e| anyhow::anyhow!("hook hosts: {e}"))?,
+        };
+        let hosts_file = self.config.egress.hosts_file.clone();
+        let resolver = tokio::task::spawn_blocking(move || Resolver::new(hosts_file.as_deref()))
+            .await
+            .context("hook resolver")??;
+        let timeout = Duration::from_millis(self.config.egress.connect_timeout_ms.max(1));
+        let prefix = crate::sandbox::tmp_prefix(&self.config.data_dir);
+        let p = proxy::JobProxy::start(rules, Arc::new(resolver), timeout, &prefix)?;
+        spec.route_through(p.socket(), proxy::PORT);
+        Ok(p)
+    }
+
     /// Runs one hook confined, the payload on its stdin.
     async fn run_hook(
         &self,
@@ -278,6 +309,11 @@ impl Hooks {
         if let Some((_, spec)) = &mut sandbox {
             spec.read.extend(h.read.iter().cloned());
         }
+        // Like every network-set command, a hook reaches the network only through a proxy.
+        let proxy = match &mut sandbox {
+            Some((_, spec)) => Some(self.hook_proxy(h, spec).await?),
+            None => None,
+        };
         let req = ExecRequest {
             command: h.command.clone(),
             workdir: std::env::temp_dir(),
@@ -286,6 +322,9 @@ impl Hooks {
         };
         let input = serde_json::to_vec(p)?;
         let r = executor::execute_input(&req, input, &self.cancel).await;
+        if let Some(proxy) = proxy {
+            proxy.finish().await;
+        }
         let _ = tokio::task::spawn_blocking(move || prepared.finish()).await;
         let r = r.context("cannot start the hook command")?;
         if r.sandbox_failed {
