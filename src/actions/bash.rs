@@ -52,7 +52,7 @@ pub fn specs() -> Vec<ActionSpec> {
         },
         grants: &[Grant::SystemCommand],
         permission_set: "mcp-standard",
-        handler: execute_bash,
+        handler: crate::actions::Run::Async(execute_bash),
         hidden: false,
     }]
 }

@@ -23,7 +23,7 @@ pub fn specs() -> Vec<ActionSpec> {
         },
         grants: &[],
         permission_set: "minimal",
-        handler: check_command,
+        handler: crate::actions::Run::Async(check_command),
         hidden: false,
     }]
 }

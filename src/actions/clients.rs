@@ -24,7 +24,7 @@ pub fn specs() -> Vec<ActionSpec> {
             },
             grants: &[],
             permission_set: "minimal",
-            handler: get_result,
+            handler: crate::actions::Run::Async(get_result),
             hidden: false,
         },
         ActionSpec {
@@ -45,7 +45,7 @@ pub fn specs() -> Vec<ActionSpec> {
             },
             grants: &[],
             permission_set: "minimal",
-            handler: request_permission,
+            handler: crate::actions::Run::Async(request_permission),
             hidden: false,
         },
     ]

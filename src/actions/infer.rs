@@ -29,7 +29,7 @@ pub fn specs() -> Vec<ActionSpec> {
         },
         grants: &[],
         permission_set: "minimal",
-        handler: infer_permissions,
+        handler: crate::actions::Run::Async(infer_permissions),
         hidden: false,
     }]
 }

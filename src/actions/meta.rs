@@ -24,7 +24,7 @@ pub fn specs() -> Vec<ActionSpec> {
             },
             grants: &[],
             permission_set: "minimal",
-            handler: ping,
+            handler: crate::actions::Run::Instant(ping),
             hidden: false,
         },
         ActionSpec {
@@ -34,7 +34,7 @@ pub fn specs() -> Vec<ActionSpec> {
             params_schema: || json!({"type": "object", "properties": {}, "additionalProperties": false}),
             grants: &[],
             permission_set: "minimal",
-            handler: list_actions,
+            handler: crate::actions::Run::Instant(list_actions),
             hidden: false,
         },
         ActionSpec {
@@ -54,7 +54,7 @@ pub fn specs() -> Vec<ActionSpec> {
             },
             grants: &[],
             permission_set: "minimal",
-            handler: get_schema,
+            handler: crate::actions::Run::Instant(get_schema),
             hidden: false,
         },
         ActionSpec {
@@ -73,7 +73,7 @@ pub fn specs() -> Vec<ActionSpec> {
             },
             grants: &[],
             permission_set: "minimal",
-            handler: get_stats,
+            handler: crate::actions::Run::Async(get_stats),
             hidden: false,
         },
     ]
@@ -118,21 +118,19 @@ pub fn ping_answer(params: &Value) -> Value {
     v
 }
 
-fn ping(_ctx: JobCtx, params: Value) -> HandlerFuture {
-    Box::pin(async move { Outcome::ok(ping_answer(&params)) })
+fn ping(_registry: &Registry, params: &Value) -> Outcome {
+    Outcome::ok(ping_answer(params))
 }
 
-fn list_actions(ctx: JobCtx, _params: Value) -> HandlerFuture {
-    Box::pin(async move { Outcome::ok(list_actions_answer(&ctx.registry)) })
+fn list_actions(registry: &Registry, _params: &Value) -> Outcome {
+    Outcome::ok(list_actions_answer(registry))
 }
 
-fn get_schema(ctx: JobCtx, params: Value) -> HandlerFuture {
-    Box::pin(async move {
-        match get_schema_answer(&ctx.registry, &params) {
-            Ok(v) => Outcome::ok(v),
-            Err(e) => Outcome::failed(e),
-        }
-    })
+fn get_schema(registry: &Registry, params: &Value) -> Outcome {
+    match get_schema_answer(registry, params) {
+        Ok(v) => Outcome::ok(v),
+        Err(e) => Outcome::failed(e),
+    }
 }
 
 fn get_stats(ctx: JobCtx, params: Value) -> HandlerFuture {

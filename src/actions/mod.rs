@@ -119,6 +119,19 @@ impl From<crate::clients::paths::PathError> for Outcome {
 
 pub type HandlerFuture = Pin<Box<dyn Future<Output = Outcome> + Send>>;
 pub type Handler = fn(JobCtx, Value) -> HandlerFuture;
+/// An answer computed from the registry and the params alone: no I/O, no grant, no waiting.
+pub type InstantFn = fn(&Registry, &Value) -> Outcome;
+
+/// How an action runs.
+#[derive(Clone, Copy)]
+pub enum Run {
+    /// A task of its own, holding one of the worker's slots while it runs.
+    Async(Handler),
+    /// Answered synchronously in the supervisor's claim batch, holding no slot (issue 24: a
+    /// backlog of `ping`s costs microseconds of bookkeeping each, not a task and its hand-offs).
+    /// Only for actions needing no grant: `Registry::new` refuses an instant action with grants.
+    Instant(InstantFn),
+}
 
 /// The static description of an action.
 pub struct ActionSpec {
@@ -130,7 +143,7 @@ pub struct ActionSpec {
     pub grants: &'static [Grant],
     /// The permission set recorded in the audit trail (seed 002 names).
     pub permission_set: &'static str,
-    pub handler: Handler,
+    pub handler: Run,
     /// Hidden actions (test helpers) are runnable but not listed.
     pub hidden: bool,
 }
@@ -174,6 +187,9 @@ impl Registry {
         }
         let mut actions = Vec::with_capacity(specs.len());
         for spec in specs {
+            if matches!(spec.handler, Run::Instant(_)) && !spec.grants.is_empty() {
+                anyhow::bail!("action {} is instant but needs grants", spec.name);
+            }
             let schema = (spec.params_schema)();
             let validator = jsonschema::validator_for(&schema)
                 .map_err(|e| anyhow::anyhow!("schema of action {} is invalid: {e}", spec.name))?;
@@ -247,29 +263,71 @@ impl Registry {
 
 /// Runs one claimed job: rejects malformed rows, looks the action up, validates the params
 /// against its schema, then calls the handler. Never panics on bad input.
+/// What every run checks before the action itself: the claim-time rejection, the action's
+/// existence, params that parse and match its schema. `Err` is the job's outcome.
+fn prepare<'r>(
+    registry: &'r Registry,
+    action: Option<&str>,
+    params: Option<&str>,
+    reject: Option<&str>,
+) -> Result<(&'r Action, Value), Outcome> {
+    if let Some(reason) = reject {
+        return Err(Outcome::failed(reason));
+    }
+    let Some(name) = action else {
+        return Err(Outcome::failed("job has no action"));
+    };
+    let Some(act) = registry.get(name) else {
+        return Err(Outcome::failed(registry.unknown(name)));
+    };
+    let params: Value = match serde_json::from_str(params.unwrap_or("{}")) {
+        Ok(v) => v,
+        Err(e) => return Err(Outcome::failed(format!("params are not valid JSON: {e}"))),
+    };
+    registry.check_params(act, &params).map_err(Outcome::failed)?;
+    Ok((act, params))
+}
+
+/// Whether a claimed job is answered synchronously ([`instant`] then always returns `Some`):
+/// rejected at claim, no or an unknown action, or an action that runs [`Run::Instant`].
+pub fn is_instant(registry: &Registry, action: Option<&str>, rejected: bool) -> bool {
+    rejected
+        || action
+            .and_then(|a| registry.get(a))
+            .is_none_or(|a| matches!(a.spec.handler, Run::Instant(_)))
+}
+
+/// The outcome of a job that needs no task (see [`is_instant`]), or `None` if it needs one.
+pub fn instant(
+    registry: &Registry,
+    action: Option<&str>,
+    params: Option<&str>,
+    reject: Option<&str>,
+) -> Option<Outcome> {
+    match prepare(registry, action, params, reject) {
+        Err(out) => Some(out),
+        Ok((act, params)) => match act.spec.handler {
+            Run::Instant(f) => Some(f(registry, &params)),
+            Run::Async(_) => None,
+        },
+    }
+}
+
 pub async fn run(
     ctx: JobCtx,
     action: Option<&str>,
     params: Option<&str>,
     reject: Option<&str>,
 ) -> Outcome {
-    if let Some(reason) = reject {
-        return Outcome::failed(reason);
-    }
-    let Some(name) = action else {
-        return Outcome::failed("job has no action");
-    };
     let registry = Arc::clone(&ctx.registry);
-    let Some(act) = registry.get(name) else {
-        return Outcome::failed(registry.unknown(name));
+    let (act, params) = match prepare(&registry, action, params, reject) {
+        Ok(p) => p,
+        Err(out) => return out,
     };
-    let params: Value = match serde_json::from_str(params.unwrap_or("{}")) {
-        Ok(v) => v,
-        Err(e) => return Outcome::failed(format!("params are not valid JSON: {e}")),
+    let handler = match act.spec.handler {
+        Run::Instant(f) => return f(&registry, &params),
+        Run::Async(h) => h,
     };
-    if let Err(e) = registry.check_params(act, &params) {
-        return Outcome::failed(e);
-    }
     let mut ctx = ctx;
     if !act.spec.grants.is_empty() {
         let (config, client) = (Arc::clone(&ctx.config), ctx.client_id.clone());
@@ -289,7 +347,7 @@ pub async fn run(
         }
         ctx.grants = Some(Arc::new(grants));
     }
-    (act.spec.handler)(ctx, params).await
+    handler(ctx, params).await
 }
 
 /// The permission set an action's calls are audited with.

@@ -29,7 +29,7 @@ pub fn specs() -> Vec<ActionSpec> {
         },
         grants: &[],
         permission_set: "mcp-standard",
-        handler: run_code,
+        handler: crate::actions::Run::Async(run_code),
         hidden: false,
     }]
 }

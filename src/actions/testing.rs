@@ -25,7 +25,7 @@ pub fn specs() -> Vec<ActionSpec> {
         },
         grants: &[],
         permission_set: "minimal",
-        handler: sleep,
+        handler: crate::actions::Run::Async(sleep),
         hidden: true,
     }]
 }

@@ -2,6 +2,7 @@
 //! `queue` + `processed_log` in one transaction, so a job is snapshotted exactly once and history
 //! is never rescanned. Runs on the blocking pool.
 
+use crate::actions::{self, Registry};
 use crate::db::input::NewJob;
 use crate::db::output::{JobStatus, ResultRow};
 use crate::db::{input, lifecycle, output, write_tx, Stores};
@@ -16,6 +17,8 @@ pub struct Claimed {
     pub not_before: Option<i64>,
     /// The row's `client_id` (whose slot share the job uses).
     pub client_id: String,
+    /// Answered without a task (`actions::is_instant`, `supervisor::instant`).
+    pub instant: bool,
 }
 
 /// Claims at most `limit` rows, and at most about `max_bytes` of their text (always at least one
@@ -24,6 +27,7 @@ pub struct Claimed {
 /// rows may be waiting). The byte budget bounds the worker's memory whatever the rows' size.
 pub fn claim_batch(
     stores: &Stores,
+    registry: &Registry,
     hwm: &mut i64,
     limit: usize,
     params_cap: u64,
@@ -52,6 +56,7 @@ pub fn claim_batch(
         .into_iter()
         .filter(|r| !finals.contains(&r.id))
         .map(|r| Claimed {
+            instant: actions::is_instant(registry, r.action.as_deref(), r.reject.is_some()),
             id: r.id,
             priority: r.priority,
             not_before: r.not_before,

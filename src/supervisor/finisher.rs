@@ -8,14 +8,16 @@
 //! recovery treats a committed final result as done, so a kill -9 between the two loses nothing
 //! and runs nothing twice. A failed write (disk full, lock held too long) is retried, never dropped.
 
+use crate::actions::{self, Outcome, Registry};
+use crate::db::lifecycle::Snapshot;
 use crate::db::metadata::AuditRow;
 use crate::db::output::{self, JobStatus, ResultRow};
 use crate::db::{audit_outbox, lifecycle, write_tx, Stores};
 use crate::stats::Stats;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinHandle;
 
 const MAX_GROUP: usize = 512;
@@ -40,19 +42,128 @@ pub struct Finished {
     pub audit: Option<AuditRow>,
 }
 
-pub fn spawn(
-    stores: Arc<Stores>,
-    stats: Arc<Stats>,
-) -> (mpsc::UnboundedSender<Finished>, JoinHandle<()>) {
+impl Finished {
+    /// What is recorded of a job that stopped running: its results row and its audit row. One
+    /// function for every way a job ends (a task reaped, an instant job answered).
+    /// `shutdown_cut` — the task was cancelled by the worker's shutdown (runs again at next start);
+    /// `elapsed` — how long it ran (`None`: the task panicked or was aborted).
+    pub fn ended(
+        registry: &Registry,
+        snap: &Snapshot,
+        params_hash: String,
+        mut outcome: Outcome,
+        elapsed: Option<Duration>,
+        shutdown_cut: bool,
+    ) -> Finished {
+        outcome.error = outcome.error.map(crate::quote::error);
+        let disposition = match outcome.status {
+            JobStatus::Cancelled if shutdown_cut => Disposition::Requeue,
+            JobStatus::PendingValidation => Disposition::Pending,
+            _ => Disposition::Final,
+        };
+        let now = crate::time::now_ms();
+        let (status, error) = match disposition {
+            Disposition::Requeue => (
+                JobStatus::Queued,
+                Some("cut off by a worker shutdown; runs again at the next start".to_string()),
+            ),
+            _ if !outcome.status.is_final() && outcome.status != JobStatus::PendingValidation => (
+                JobStatus::Failed,
+                Some(format!(
+                    "internal error: action returned non-final status {}",
+                    outcome.status.as_str()
+                )),
+            ),
+            _ => (outcome.status, outcome.error),
+        };
+        let duration_ms = elapsed
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(now - snap.started_at);
+        let row = ResultRow {
+            job_id: snap.job_id,
+            action: snap.action.clone(),
+            client_id: snap.client_id.clone(),
+            status,
+            result: outcome.result.as_ref().map(|v| v.to_string()),
+            error,
+            attempts: snap.attempts,
+            duration_ms: Some(duration_ms),
+            started_at: Some(snap.started_at),
+            finished_at: (disposition == Disposition::Final).then_some(now),
+        };
+        let audit = AuditRow {
+            timestamp: now,
+            job_id: Some(snap.job_id),
+            client_id: snap.client_id.clone(),
+            action: snap.action.clone(),
+            params_hash: Some(params_hash),
+            status: status.as_str().to_string(),
+            duration_ms: Some(duration_ms),
+            permission_set: actions::permission_set_of(registry, snap.action.as_deref())
+                .map(str::to_string),
+        };
+        Finished {
+            row,
+            disposition,
+            audit: Some(audit),
+        }
+    }
+}
+
+/// Results handed to the writer and not yet written (the dispatch loop stops claiming while it
+/// is over [`BACKLOG_MAX`], so a fast backlog drain cannot queue unbounded memory here).
+#[derive(Default)]
+pub struct Backlog {
+    pending: AtomicUsize,
+    written: Notify,
+}
+
+/// Beyond this many unwritten results the dispatch loop waits before claiming more.
+pub const BACKLOG_MAX: usize = 4 * MAX_GROUP;
+
+/// The dispatch side of the result writer.
+#[derive(Clone)]
+pub struct Sender {
+    tx: mpsc::UnboundedSender<Finished>,
+    backlog: Arc<Backlog>,
+}
+
+impl Sender {
+    /// Hands `f` to the writer; false if the writer is gone (the job then runs again at the next
+    /// start: its lifecycle row is not done).
+    pub fn send(&self, f: Finished) -> bool {
+        self.backlog.pending.fetch_add(1, Ordering::Relaxed);
+        if self.tx.send(f).is_err() {
+            self.backlog.pending.fetch_sub(1, Ordering::Relaxed);
+            return false;
+        }
+        true
+    }
+
+    /// Waits until at most [`BACKLOG_MAX`] results wait to be written.
+    pub async fn below_max(&self) {
+        while self.backlog.pending.load(Ordering::Relaxed) > BACKLOG_MAX {
+            self.backlog.written.notified().await;
+        }
+    }
+}
+
+pub fn spawn(stores: Arc<Stores>, stats: Arc<Stats>) -> (Sender, JoinHandle<()>) {
     let (tx, rx) = mpsc::unbounded_channel();
-    let handle = tokio::spawn(run(rx, stores, stats));
-    (tx, handle)
+    let backlog = Arc::new(Backlog::default());
+    let handle = tokio::spawn(run(rx, stores, stats, Arc::clone(&backlog)));
+    (Sender { tx, backlog }, handle)
 }
 
 /// At most one "cannot record results" line per this period.
 const LOG_PERIOD: Duration = Duration::from_secs(30);
 
-async fn run(mut rx: mpsc::UnboundedReceiver<Finished>, stores: Arc<Stores>, stats: Arc<Stats>) {
+async fn run(
+    mut rx: mpsc::UnboundedReceiver<Finished>,
+    stores: Arc<Stores>,
+    stats: Arc<Stats>,
+    backlog: Arc<Backlog>,
+) {
     let mut log_every = crate::stats::Every::default();
     while let Some(first) = rx.recv().await {
         let mut group = vec![first];
@@ -90,6 +201,8 @@ async fn run(mut rx: mpsc::UnboundedReceiver<Finished>, stores: Arc<Stores>, sta
             tokio::time::sleep(delay).await;
             delay = (delay * 2).min(Duration::from_secs(2));
         }
+        backlog.pending.fetch_sub(group.len(), Ordering::Relaxed);
+        backlog.written.notify_one();
         for f in group.iter() {
             if f.disposition != Disposition::Final {
                 continue;

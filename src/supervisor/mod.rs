@@ -19,6 +19,7 @@
 pub mod approvals;
 pub mod claim;
 pub mod finisher;
+pub mod instant;
 pub mod ready;
 pub mod recorder;
 pub mod recovery;
@@ -41,7 +42,7 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 use tokio::task::{Id, JoinError, JoinSet};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -254,28 +255,29 @@ pub async fn run(
                 (more, last_dv, config.claim_batch, config.params_max_bytes);
             let budget = config.claim_max_bytes;
             let mut mark = hwm;
+            let reg = Arc::clone(&loop_state.registry);
+            // Fail closed (issue 21) holds for instant jobs too: none is answered while results
+            // cannot be recorded.
+            let answer = !stats.has_problem("results");
             let res = tokio::task::spawn_blocking(move || -> Result<_> {
                 let dv = st.input.with(|c| input::data_version(c))?;
                 if !force && Some(dv) == prev {
-                    return Ok((dv, Vec::new(), false, mark));
+                    return Ok((dv, Claim::default(), false, mark));
                 }
-                let (claimed, full) = claim::claim_batch(&st, &mut mark, batch, cap, budget)?;
-                Ok((dv, claimed, full, mark))
+                let (claimed, full) =
+                    claim::claim_batch(&st, &reg, &mut mark, batch, cap, budget)?;
+                Ok((dv, Claim::answer(&st, &reg, claimed, answer), full, mark))
             })
             .await;
             match res {
-                Ok(Ok((dv, claimed, full, mark))) => {
+                Ok(Ok((dv, claim, full, mark))) => {
                     last_dv = Some(dv);
                     hwm = mark;
                     more = full;
                     claim_errors = 0;
                     claim_log.reset();
                     stats.clear_problem("claim");
-                    let now = crate::time::now_ms();
-                    for c in claimed {
-                        let job = Job::new(c.id, c.priority, &c.client_id);
-                        loop_state.ready.push(job, c.not_before, now);
-                    }
+                    loop_state.take(claim);
                 }
                 Ok(Err(e)) => {
                     more = false;
@@ -398,9 +400,15 @@ pub async fn run(
             .store(loop_state.ready.len() as i64, Ordering::Relaxed);
 
         if more {
-            // Catching up with a backlog: reap what finished without waiting, then claim again.
+            // Catching up with a backlog: reap what finished without waiting, then claim again
+            // once the result writer has caught up enough.
             while let Some(res) = loop_state.tasks.try_join_next_with_id() {
                 loop_state.reap(res);
+            }
+            tokio::select! {
+                biased;
+                _ = shutdown.requested.cancelled() => break,
+                _ = loop_state.fin_tx.below_max() => {}
             }
             tokio::task::yield_now().await;
             continue;
@@ -550,6 +558,36 @@ pub async fn run(
     Ok(())
 }
 
+/// What one claim produced: jobs for the ready queue, and instant jobs already answered
+/// (`instant.rs`).
+#[derive(Default)]
+struct Claim {
+    ready: Vec<claim::Claimed>,
+    answered: Vec<Finished>,
+    /// The instant jobs could not be started: they went to `ready` instead.
+    start_error: Option<String>,
+}
+
+impl Claim {
+    /// Answers the due instant jobs among `claimed` (blocking), unless `answer` is false.
+    fn answer(stores: &Stores, registry: &Registry, claimed: Vec<claim::Claimed>, answer: bool) -> Claim {
+        if !answer {
+            return Claim { ready: claimed, ..Claim::default() };
+        }
+        let (instant, mut ready) = instant::due_now(claimed, crate::time::now_ms());
+        if instant.is_empty() {
+            return Claim { ready, ..Claim::default() };
+        }
+        match instant::run(stores, registry, &instant) {
+            Ok(answered) => Claim { ready, answered, start_error: None },
+            Err(e) => {
+                ready.extend(instant);
+                Claim { ready, answered: Vec::new(), start_error: Some(format!("{e:#}")) }
+            }
+        }
+    }
+}
+
 /// The supervisor's running-jobs bookkeeping.
 struct Loop {
     config: Arc<Config>,
@@ -560,7 +598,7 @@ struct Loop {
     llm: Arc<crate::llm::Llm>,
     tasks: JoinSet<JobResult>,
     running: HashMap<Id, RunningJob>,
-    fin_tx: mpsc::UnboundedSender<Finished>,
+    fin_tx: finisher::Sender,
     job_cancel: CancellationToken,
     /// Jobs resumed by a human approval, until they start.
     approved: HashMap<i64, actions::ApprovedRun>,
@@ -571,6 +609,27 @@ struct Loop {
 }
 
 impl Loop {
+    /// Takes a claim's outcome: answered jobs to the result writer, the rest to the ready queue.
+    fn take(&mut self, claim: Claim) {
+        let answered = !claim.answered.is_empty();
+        for f in claim.answered {
+            if !self.fin_tx.send(f) {
+                tracing::error!("result writer is gone; answered jobs will run again at next start");
+                break;
+            }
+        }
+        match claim.start_error {
+            Some(e) => self.start_failed(e),
+            None if answered => self.start_ok(),
+            None => {}
+        }
+        let now = crate::time::now_ms();
+        for c in claim.ready {
+            let job = Job::new(c.id, c.priority, &c.client_id);
+            self.ready.push(job, c.not_before, now);
+        }
+    }
+
     /// Starts due jobs while slots are free (within each client's share): one lifecycle + one
     /// output transaction per group.
     async fn start_ready(&mut self) {
@@ -598,22 +657,11 @@ impl Loop {
         });
         let snaps = match res {
             Ok(s) => {
-                self.start_log.reset();
-                self.stats.clear_problem("start");
+                self.start_ok();
                 s
             }
             Err(e) => {
-                if let Some(suppressed) = self.start_log.due(Duration::from_secs(30)) {
-                    tracing::error!(
-                        error = format!("{e:#}"),
-                        suppressed,
-                        "cannot start jobs; will retry"
-                    );
-                }
-                self.stats.set_problem(
-                    "start",
-                    format!("cannot mark jobs running in lifecycle.db: {e:#}"),
-                );
+                self.start_failed(format!("{e:#}"));
                 for job in picked {
                     self.ready.put_back(job);
                 }
@@ -635,7 +683,7 @@ impl Loop {
                 started_at: Some(now),
                 finished_at: None,
             };
-            let _ = self.fin_tx.send(Finished {
+            self.fin_tx.send(Finished {
                 row,
                 disposition: Disposition::Started,
                 audit: None,
@@ -651,6 +699,22 @@ impl Loop {
         for (_, client) in slots {
             self.ready.release(&client);
         }
+    }
+
+    fn start_ok(&mut self) {
+        self.start_log.reset();
+        self.stats.clear_problem("start");
+    }
+
+    /// Jobs could not be marked running: one log line per 30 s, and a problem in the heartbeat.
+    fn start_failed(&mut self, error: String) {
+        if let Some(suppressed) = self.start_log.due(Duration::from_secs(30)) {
+            tracing::error!(error, suppressed, "cannot start jobs; will retry");
+        }
+        self.stats.set_problem(
+            "start",
+            format!("cannot mark jobs running in lifecycle.db: {error}"),
+        );
     }
 
     fn spawn_job(&mut self, snap: Snapshot, slot: Arc<str>) {
@@ -753,64 +817,17 @@ impl Loop {
         };
         // A started job gives its slot back here only: every task is reaped exactly once.
         self.ready.release(&job.slot);
-        let disposition = match outcome.status {
-            JobStatus::Cancelled if self.job_cancel.is_cancelled() => Disposition::Requeue,
-            JobStatus::PendingValidation => Disposition::Pending,
-            _ => Disposition::Final,
-        };
-        let now = crate::time::now_ms();
-        let snap = &job.snap;
-        let (status, error) = match disposition {
-            Disposition::Requeue => (
-                JobStatus::Queued,
-                Some("cut off by a worker shutdown; runs again at the next start".to_string()),
-            ),
-            _ if !outcome.status.is_final() && outcome.status != JobStatus::PendingValidation => (
-                JobStatus::Failed,
-                Some(format!(
-                    "internal error: action returned non-final status {}",
-                    outcome.status.as_str()
-                )),
-            ),
-            _ => (outcome.status, outcome.error.clone()),
-        };
-        let duration_ms = elapsed
-            .map(|d| d.as_millis() as i64)
-            .unwrap_or(now - snap.started_at);
-        let row = ResultRow {
-            job_id: snap.job_id,
-            action: snap.action.clone(),
-            client_id: snap.client_id.clone(),
-            status,
-            result: outcome.result.as_ref().map(|v| v.to_string()),
-            error,
-            attempts: snap.attempts,
-            duration_ms: Some(duration_ms),
-            started_at: Some(snap.started_at),
-            finished_at: (disposition == Disposition::Final).then_some(now),
-        };
-        let audit = AuditRow {
-            timestamp: now,
-            job_id: Some(snap.job_id),
-            client_id: snap.client_id.clone(),
-            action: snap.action.clone(),
-            params_hash: Some(job.params_hash.clone()),
-            status: status.as_str().to_string(),
-            duration_ms: Some(duration_ms),
-            permission_set: actions::permission_set_of(&self.registry, snap.action.as_deref())
-                .map(str::to_string),
-        };
-        if self
-            .fin_tx
-            .send(Finished {
-                row,
-                disposition,
-                audit: Some(audit),
-            })
-            .is_err()
-        {
+        let finished = Finished::ended(
+            &self.registry,
+            &job.snap,
+            job.params_hash,
+            outcome,
+            elapsed,
+            self.job_cancel.is_cancelled(),
+        );
+        if !self.fin_tx.send(finished) {
             tracing::error!(
-                job_id = snap.job_id,
+                job_id = job.snap.job_id,
                 "result writer is gone; the job will run again at next start"
             );
         }

@@ -32,7 +32,7 @@ pub fn spec() -> ActionSpec {
         },
         grants: &[Grant::Llm, Grant::FileRead],
         permission_set: "readonly",
-        handler: handle,
+        handler: crate::actions::Run::Async(handle),
         hidden: false,
     }
 }

@@ -39,7 +39,7 @@ pub fn spec() -> ActionSpec {
         },
         grants: &[Grant::Llm],
         permission_set: "readonly",
-        handler: handle,
+        handler: crate::actions::Run::Async(handle),
         hidden: false,
     }
 }

@@ -47,7 +47,7 @@ pub fn spec() -> ActionSpec {
         },
         grants: &[Grant::Llm, Grant::FileWrite],
         permission_set: "filesystem",
-        handler: handle,
+        handler: crate::actions::Run::Async(handle),
         hidden: false,
     }
 }

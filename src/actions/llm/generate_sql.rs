@@ -54,7 +54,7 @@ pub fn spec() -> ActionSpec {
         },
         grants: &[Grant::Llm, Grant::FileRead],
         permission_set: "readonly",
-        handler: handle,
+        handler: crate::actions::Run::Async(handle),
         hidden: false,
     }
 }

@@ -31,7 +31,7 @@ fn spec() -> ActionSpec {
         params_schema,
         grants: &[Grant::Llm],
         permission_set: "filesystem",
-        handler: handle,
+        handler: crate::actions::Run::Async(handle),
         hidden: false,
     }
 }

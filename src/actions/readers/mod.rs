@@ -51,7 +51,7 @@ pub fn specs() -> Vec<ActionSpec> {
             },
             grants: &[Grant::FileRead],
             permission_set: "readonly",
-            handler: |ctx, p| handle(ctx, p, Kind::Sqlite),
+            handler: crate::actions::Run::Async(|ctx, p| handle(ctx, p, Kind::Sqlite)),
             hidden: false,
         },
         ActionSpec {
@@ -61,7 +61,7 @@ pub fn specs() -> Vec<ActionSpec> {
             params_schema: || path_schema(json!({}), "file_path"),
             grants: &[Grant::FileRead],
             permission_set: "readonly",
-            handler: |ctx, p| handle(ctx, p, Kind::Markdown),
+            handler: crate::actions::Run::Async(|ctx, p| handle(ctx, p, Kind::Markdown)),
             hidden: false,
         },
         code::spec(),
@@ -72,7 +72,7 @@ pub fn specs() -> Vec<ActionSpec> {
             params_schema: || path_schema(json!({"format": {"type": "string", "enum": ["toml", "yaml", "json", "ini", "env"]}}), "file_path"),
             grants: &[Grant::FileRead],
             permission_set: "readonly",
-            handler: |ctx, p| handle(ctx, p, Kind::Config),
+            handler: crate::actions::Run::Async(|ctx, p| handle(ctx, p, Kind::Config)),
             hidden: false,
         },
     ]

@@ -87,7 +87,7 @@ pub fn spec() -> ActionSpec {
         },
         grants: &[Grant::FileRead],
         permission_set: "readonly",
-        handler,
+        handler: crate::actions::Run::Async(handler),
         hidden: false,
     }
 }
