@@ -31,8 +31,9 @@ if [[ ! -x $venv/bin/huey_consumer ]]; then
   "$venv/bin/pip" install --quiet 'huey==3.5.4'
 fi
 
-echo "building brainloop (release)" >&2
+echo "building brainloop and the raw SQLite floor (release)" >&2
 cargo build --release --locked --quiet
+cargo build --release --locked --quiet --example sqlite_floor
 echo "building the apalis peer (benches/peers/apalis, release)" >&2
 CARGO_TARGET_DIR=$target/peers-apalis cargo build --release --locked --quiet \
   --manifest-path benches/peers/apalis/Cargo.toml
@@ -40,4 +41,5 @@ CARGO_TARGET_DIR=$target/peers-apalis cargo build --release --locked --quiet \
 exec "$venv/bin/python" benches/peers/peers.py \
   --brainloop "$target/release/brainloop" \
   --apalis "$target/peers-apalis/release/apalis-peer" \
+  --floor "$target/release/examples/sqlite_floor" \
   --venv "$venv" --jobs "$jobs" --commands "$commands" --idle "$idle" --drain "$drain" --only "${PEERS_ONLY:-}"

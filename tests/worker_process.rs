@@ -315,6 +315,93 @@ fn kill_9_during_a_batch_loses_nothing_and_runs_nothing_twice() {
     drop(d);
 }
 
+/// Issue 24: a backlog of instant jobs (`ping`) is answered in claim batches without tasks. A
+/// kill -9 in the middle of that drain must still lose nothing, run nothing twice and leave
+/// exactly one audit row per job.
+#[test]
+fn kill_9_during_an_instant_backlog_drain_loses_nothing_and_audits_each_job_once() {
+    let env = Env::new();
+    let total = 60_000i64;
+    {
+        // Started once for its schema, stopped before the backlog is inserted.
+        let d = env.start(&[]);
+        d.sigterm();
+        assert!(d.wait_exit(LONG).0.success());
+    }
+    {
+        let mut c = env.input();
+        let tx = c.transaction().unwrap();
+        for i in 0..total {
+            tx.execute(
+                "INSERT INTO jobs(action, params) VALUES ('ping', ?1)",
+                [format!("{{\"echo\": \"{i}\"}}")],
+            )
+            .unwrap();
+        }
+        tx.commit().unwrap();
+    }
+    let d = env.start(&[]);
+    while env.final_count() == 0 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    d.kill9();
+    let before = finals(&env);
+    assert!(
+        !before.is_empty() && (before.len() as i64) < total,
+        "the kill must land inside the drain: {} of {total} answered",
+        before.len()
+    );
+    let d = env.start(&[]);
+    env.wait_final(total, LONG);
+    let after = finals(&env);
+    for (id, fin) in &before {
+        assert_eq!(after.get(id), Some(fin), "job {id} was answered twice");
+    }
+    let c = env.output();
+    let (rows, ok, echoed): (i64, i64, i64) = c
+        .query_row(
+            "SELECT count(*), sum(status = 'succeeded'),
+                    sum(json_extract(result, '$.echo') = CAST(job_id - 1 AS TEXT))
+             FROM results",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap();
+    assert_eq!(
+        (rows, ok, echoed),
+        (total, total, total),
+        "one right answer per job"
+    );
+    let open: i64 = env
+        .lifecycle()
+        .query_row(
+            "SELECT count(*) FROM processed_log WHERE status <> 'done' OR attempts NOT IN (1, 2)",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(open, 0, "every job done after one or two attempts");
+    // The recorder moves the audit rows after the results: wait for all, then check each once.
+    let t0 = std::time::Instant::now();
+    loop {
+        let (n, distinct): (i64, i64) = env
+            .metadata()
+            .query_row(
+                "SELECT count(*), count(DISTINCT job_id) FROM audit",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!(n, distinct, "a job was audited twice");
+        if n == total {
+            break;
+        }
+        assert!(t0.elapsed() < LONG, "only {n}/{total} audit rows");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(d);
+}
+
 #[test]
 fn sigterm_with_slow_jobs_exits_zero_quickly_and_they_run_again_next_start() {
     let env = Env::new();

@@ -9,8 +9,9 @@ first insert to the last result seen; latency is (result seen) - (insert committ
 from the same clock (CLOCK_REALTIME, ns). Every database a result is written to is WAL with
 `synchronous = FULL`.
 
-Systems: the raw SQLite floor (a minimal Rust polling loop: read the new rows, write a small
-result row for each, one commit per poll — the group commit brainloop also uses); brainloop (`ping` action); apalis with its SQLite backend (a `u64 -> u64` job,
+Systems: the raw SQLite floor (examples/sqlite_floor.rs, a minimal rusqlite polling loop: read
+the new rows, write a small result row for each, one commit per poll — the group commit brainloop
+also uses); brainloop (`ping` action); apalis with its SQLite backend (a `u64 -> u64` job,
 pushed with apalis' own `push`); huey with SqliteHuey (a `ping(n): return n` task, enqueued with
 huey's own API). A second table drains a pre-loaded backlog (--drain N, default 200,000)
 with each consumer stopped while the rows are inserted: jobs/s and CPU µs per job. Then 1,000 auto-approved `true` commands through brainloop against a plain
@@ -299,10 +300,10 @@ def floor_dbs(d):
     return inp, out
 
 
-def floor(apalis_bin, root, n):
+def floor(floor_bin, root, n):
     d = os.path.join(root, "floor")
     inp, out = floor_dbs(d)
-    cons = subprocess.Popen([apalis_bin, "floor", "sqlite:" + inp, "sqlite:" + out, str(n)])
+    cons = subprocess.Popen([floor_bin, inp, out, str(n)])
 
     def produce(n):
         c = connect(inp)
@@ -375,13 +376,13 @@ def drain_brainloop(bin_path, root, n, name, env):
                                    "SELECT count(*) FROM audit")), n)
 
 
-def drain_floor(apalis_bin, root, n):
+def drain_floor(floor_bin, root, n):
     """The floor's consumer exits after N results: its CPU comes from wait4's rusage."""
     d = os.path.join(root, "floor-drain")
     inp, out = floor_dbs(d)
     bulk_insert(inp, "INSERT INTO jobs(action, params) VALUES ('ping', '{}')", n)
     t0 = time.monotonic()
-    cons = subprocess.Popen([apalis_bin, "floor", "sqlite:" + inp, "sqlite:" + out, str(n)])
+    cons = subprocess.Popen([floor_bin, inp, out, str(n)])
     _, _, ru = os.wait4(cons.pid, 0)
     secs = time.monotonic() - t0
     k = count(out, "SELECT count(*) FROM results")
@@ -421,6 +422,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--brainloop", required=True)
     ap.add_argument("--apalis", required=True)
+    ap.add_argument("--floor", required=True, help="the raw rusqlite floor (examples/sqlite_floor.rs)")
     ap.add_argument("--venv", required=True)
     ap.add_argument("--jobs", type=int, default=10000)
     ap.add_argument("--commands", type=int, default=1000)
@@ -446,9 +448,22 @@ def main():
         print(f"  {row[0]}: {r['done']}/{r['n']} done, {r['jobs_s']:.0f} jobs/s, p50 {r['p50']:.1f} ms, "
               f"p99 {r['p99']:.1f} ms{' — ' + r['error'] if r['error'] else ''}", file=sys.stderr, flush=True)
 
+    # The producer alone, no consumer: what "end to end at the producer's rate" is measured
+    # against (issue 24: brainloop ≥ 0.9× this).
+    alone = None
+    if want("producer") or want("brainloop-default") or want("brainloop-best"):
+        d = os.path.join(root, "producer-alone")
+        subprocess.run([a.brainloop, "init", "--data-dir", d], check=True, stdout=subprocess.DEVNULL)
+        c = connect(os.path.join(d, "brainloop.input.db"))
+        t = time.monotonic()
+        for _ in range(n):
+            c.execute("INSERT INTO jobs(action, params) VALUES ('ping', '{}')")
+        alone = n / (time.monotonic() - t)
+        c.close()
+        print(f"  producer alone: {alone:.0f} inserts/s", file=sys.stderr, flush=True)
     if want("floor"):
         add(("raw SQLite floor (producer + minimal Rust loop)", "—",
-                     "WAL, FULL", floor(a.apalis, root, n)))
+                     "WAL, FULL", floor(a.floor, root, n)))
     bl_env = {
         "default": {},
         "best": {"BRAINLOOP_CONCURRENCY": "8", "BRAINLOOP_MAX_SLOTS_PER_CLIENT": "8"},
@@ -498,7 +513,7 @@ def main():
     drains = []
     if a.drain > 0:
         cases = [
-            ("floor", "raw SQLite floor (minimal Rust loop)", lambda: drain_floor(a.apalis, root, a.drain)),
+            ("floor", "raw SQLite floor (minimal Rust loop)", lambda: drain_floor(a.floor, root, a.drain)),
             ("brainloop-default", "brainloop (default)", lambda: drain_brainloop(a.brainloop, root, a.drain, "bl-drain-default", bl_env["default"])),
             ("brainloop-best", "brainloop (best)", lambda: drain_brainloop(a.brainloop, root, a.drain, "bl-drain-best", bl_env["best"])),
             ("apalis-best", "apalis-sqlite 1.0.0 (best)", lambda: drain_apalis(a.apalis, root, a.drain, "apalis-drain", "best")),
@@ -549,9 +564,14 @@ def main():
             print(f"\n{name}: pickup (insert → claim, its own timestamps) p50 / p99 = "
                   f"{r['pickup'][0]} / {r['pickup'][1]} ms", end="")
     print()
+    if alone:
+        print(f"\nproducer alone (one FULL commit per job into brainloop's input.db, no consumer): "
+              f"{alone:.0f} inserts/s")
     for name, _, _, r in rows:
         if name.startswith("brainloop"):
             parts = []
+            if alone:
+                parts.append(f"{r['jobs_s'] / alone:.2f}× the producer alone")
             if huey_best:
                 parts.append(f"{r['jobs_s'] / huey_best['jobs_s']:.1f}× huey (best)")
             if apalis_best:
@@ -567,6 +587,10 @@ def main():
             incomplete = "" if r["done"] == r["n"] else f" ({r['done']}/{r['n']} done)"
             ratio = f"{r['jobs_s'] / fl['jobs_s']:.2f}" if fl and fl["jobs_s"] else ""
             print(f"| {name} | {r['jobs_s']:.0f}{incomplete} | {ratio} | {r['cpu_us']:.0f} | {r['cpu_s']:.1f} |")
+        hb = next((r for name, r in drains if name.startswith("huey")), None)
+        for name, r in drains:
+            if name.startswith("brainloop") and hb and hb["jobs_s"]:
+                print(f"{name} drain: {r['jobs_s'] / hb['jobs_s']:.1f}× huey (best)")
     if bash_rows:
         print()
         print(f"| {a.commands} auto-approved commands | total s | per command ms | vs plain loop |")

@@ -284,7 +284,9 @@ fn prepare<'r>(
         Ok(v) => v,
         Err(e) => return Err(Outcome::failed(format!("params are not valid JSON: {e}"))),
     };
-    registry.check_params(act, &params).map_err(Outcome::failed)?;
+    registry
+        .check_params(act, &params)
+        .map_err(Outcome::failed)?;
     Ok((act, params))
 }
 
@@ -363,6 +365,135 @@ mod tests {
 
     fn registry() -> Registry {
         Registry::new(&Config::default()).unwrap()
+    }
+
+    /// Issue 24: which jobs the supervisor answers without a task. `is_instant` (decided at
+    /// claim) and `instant` (run at start) must agree, or a job would be routed to a path that
+    /// cannot answer it.
+    #[test]
+    fn instant_jobs_are_exactly_the_pure_actions_and_the_jobs_failing_before_any_action() {
+        let r = registry();
+        let cases: &[(
+            Option<&str>,
+            Option<&str>,
+            Option<&str>,
+            bool,
+            Option<JobStatus>,
+        )] = &[
+            (
+                Some("ping"),
+                Some(r#"{"echo": "x"}"#),
+                None,
+                true,
+                Some(JobStatus::Succeeded),
+            ),
+            (
+                Some("list_actions"),
+                None,
+                None,
+                true,
+                Some(JobStatus::Succeeded),
+            ),
+            (
+                Some("get_schema"),
+                Some(r#"{"action_name": "ping"}"#),
+                None,
+                true,
+                Some(JobStatus::Succeeded),
+            ),
+            (
+                Some("get_schema"),
+                Some(r#"{"action_name": "nope"}"#),
+                None,
+                true,
+                Some(JobStatus::Failed),
+            ),
+            (
+                Some("ping"),
+                Some("{not json"),
+                None,
+                true,
+                Some(JobStatus::Failed),
+            ),
+            (
+                Some("ping"),
+                Some(r#"{"extra": 1}"#),
+                None,
+                true,
+                Some(JobStatus::Failed),
+            ),
+            (
+                Some("no_such_action"),
+                None,
+                None,
+                true,
+                Some(JobStatus::Failed),
+            ),
+            (None, None, None, true, Some(JobStatus::Failed)),
+            (
+                Some("execute_bash"),
+                Some(r#"{"command": "true"}"#),
+                Some("params too large"),
+                true,
+                Some(JobStatus::Failed),
+            ),
+            // Everything with I/O, grants or a human in the loop takes a task.
+            (
+                Some("execute_bash"),
+                Some(r#"{"command": "true"}"#),
+                None,
+                false,
+                None,
+            ),
+            (Some("get_stats"), None, None, false, None),
+            (
+                Some("get_result"),
+                Some(r#"{"job_id": 1}"#),
+                None,
+                false,
+                None,
+            ),
+            (
+                Some("run_code"),
+                Some(r#"{"code": "1"}"#),
+                None,
+                false,
+                None,
+            ),
+        ];
+        for (action, params, reject, routed, answered) in cases {
+            assert_eq!(
+                is_instant(&r, *action, reject.is_some()),
+                *routed,
+                "{action:?} {params:?}"
+            );
+            let out = instant(&r, *action, *params, *reject);
+            assert_eq!(
+                out.as_ref().map(|o| o.status),
+                *answered,
+                "{action:?} {params:?}: {out:?}"
+            );
+        }
+        let pong = instant(&r, Some("ping"), Some(r#"{"echo": "x"}"#), None).unwrap();
+        assert_eq!(pong.result.unwrap()["echo"], "x");
+        // Every action routed as instant is answered, whatever its params.
+        for a in r
+            .visible()
+            .filter(|a| matches!(a.spec.handler, Run::Instant(_)))
+        {
+            assert!(
+                a.spec.grants.is_empty(),
+                "{} is instant with grants",
+                a.spec.name
+            );
+            for p in [None, Some("{}"), Some("[]"), Some("{bad")] {
+                assert!(
+                    instant(&r, Some(a.spec.name), p, None).is_some(),
+                    "{} {p:?}",
+                    a.spec.name
+                );
+            }
+        }
     }
 
     #[test]

@@ -5,9 +5,8 @@
 //!   apalis persists: `persist_results` is on by default);
 //! - `produce DB N`: pushes N jobs through apalis' own `push`, one commit each, printing
 //!   `seq<TAB>unix_ns` after each commit;
-//! - `floor IN OUT N`: the raw SQLite floor's consumer: polls `jobs` without sleeping and writes
-//!   a small result row per job, the rows of one poll in one commit (a group commit, as brainloop
-//!   does: each result is durable before it is visible), until N are done.
+//!
+//! (The raw SQLite floor is brainloop's `examples/sqlite_floor.rs`: plain rusqlite, not sqlx.)
 //!
 //! Every connection here is `journal_mode = WAL, synchronous = FULL` (the durability all rows of
 //! the table share). apalis' `setup` switches the connection it runs on to `synchronous = OFF`,
@@ -99,38 +98,6 @@ async fn produce(db: &str, n: u64) -> Result<(), BoxDynError> {
     Ok(())
 }
 
-async fn floor(input: &str, output: &str, n: u64) -> Result<(), BoxDynError> {
-    let mut i = options(input)?.connect().await?;
-    let mut o = options(output)?.connect().await?;
-    let mut last = 0i64;
-    let mut done = 0u64;
-    while done < n {
-        let rows = sqlx::query("SELECT id, params FROM jobs WHERE id > ?1 ORDER BY id LIMIT 512")
-            .bind(last)
-            .fetch_all(&mut i)
-            .await?;
-        if rows.is_empty() {
-            continue;
-        }
-        let mut tx = o.begin().await?;
-        for r in rows {
-            let id: i64 = r.get(0);
-            let params: String = r.get(1);
-            let v: serde_json::Value = serde_json::from_str(&params)?;
-            let result = serde_json::json!({"pong": true, "echo": v}).to_string();
-            sqlx::query("INSERT INTO results(job_id, status, result) VALUES (?1, 'succeeded', ?2)")
-                .bind(id)
-                .bind(result)
-                .execute(&mut *tx)
-                .await?;
-            last = id;
-            done += 1;
-        }
-        tx.commit().await?;
-    }
-    Ok(())
-}
-
 #[tokio::main]
 async fn main() -> Result<(), BoxDynError> {
     let args: Vec<String> = std::env::args().collect();
@@ -138,7 +105,6 @@ async fn main() -> Result<(), BoxDynError> {
     match a(1) {
         "worker" => worker(a(2), a(3)).await,
         "produce" => produce(a(2), a(3).parse()?).await,
-        "floor" => floor(a(2), a(3), a(4).parse()?).await,
-        _ => Err("usage: apalis-peer worker DB default|best | produce DB N | floor IN OUT N".into()),
+        _ => Err("usage: apalis-peer worker DB default|best | produce DB N".into()),
     }
 }
