@@ -23,14 +23,19 @@ use super::Stores;
 use anyhow::{Context, Result};
 use rusqlite::{Connection, OptionalExtension, Transaction};
 
-/// Stages `rows` in the lifecycle transaction `tx`, each under a fresh random key.
+/// Stages `rows` in the lifecycle transaction `tx`, each under a fresh unique key: one random
+/// 128-bit prefix per call, then the row's index (one `getrandom` per batch, not per row).
 pub fn stage(tx: &Transaction<'_>, rows: &[AuditRow]) -> rusqlite::Result<()> {
+    if rows.is_empty() {
+        return Ok(());
+    }
     let mut s = tx.prepare_cached(&format!(
         "INSERT INTO audit_outbox(key, {}) VALUES (?9, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
         metadata::AUDIT_COLUMNS
     ))?;
-    for a in rows {
-        let key = new_key().map_err(|e| rusqlite::Error::ToSqlConversionFailure(e.into()))?;
+    let prefix = new_key().map_err(|e| rusqlite::Error::ToSqlConversionFailure(e.into()))?;
+    for (i, a) in rows.iter().enumerate() {
+        let key = format!("{prefix}-{i}");
         let mut values = metadata::audit_values(a).to_vec();
         values.push(&key);
         s.execute(&values[..])?;

@@ -27,22 +27,27 @@ pub fn high_water_mark(conn: &Connection) -> Result<i64> {
 
 /// Claims `jobs` in one transaction: snapshot into `queue`, a `processed_log` row each, and the
 /// high-water mark moved past them. Jobs in `already_final` (a final result exists, e.g. after a
-/// claim was lost to power failure) are recorded as done and never run.
+/// claim was lost to power failure) are recorded as done and never run. Jobs in `start` are
+/// claimed and started in this same transaction (`running`, attempt 1, `started_at` = `now`:
+/// the state `claimed` then `start` would leave, with nothing in between to see); the returned
+/// set holds those whose row was new — only they may run (supervisor::instant).
 pub fn claim(
     tx: &Transaction<'_>,
     jobs: &[NewJob],
     already_final: &std::collections::HashSet<i64>,
+    start: &std::collections::HashSet<i64>,
     now: i64,
-) -> rusqlite::Result<()> {
+) -> rusqlite::Result<std::collections::HashSet<i64>> {
     let mut ins_q = tx.prepare_cached(
         "INSERT OR IGNORE INTO queue(job_id, action, params, client_id, priority, not_before,
                                      created_at, claimed_at, reject_reason)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
     )?;
     let mut ins_p = tx.prepare_cached(
-        "INSERT OR IGNORE INTO processed_log(job_id, status, attempts, finished_at)
-         VALUES (?1, ?2, 0, ?3)",
+        "INSERT OR IGNORE INTO processed_log(job_id, status, attempts, started_at, finished_at)
+         VALUES (?1, ?2, ?3, ?4, ?5)",
     )?;
+    let mut started = std::collections::HashSet::new();
     let mut max_id = 0;
     for j in jobs {
         ins_q.execute(params![
@@ -56,10 +61,15 @@ pub fn claim(
             now,
             j.reject
         ])?;
+        let none = Option::<i64>::None;
         if already_final.contains(&j.id) {
-            ins_p.execute(params![j.id, status::DONE, now])?;
+            ins_p.execute(params![j.id, status::DONE, 0, none, now])?;
+        } else if start.contains(&j.id) {
+            if ins_p.execute(params![j.id, status::RUNNING, 1, now, none])? == 1 {
+                started.insert(j.id);
+            }
         } else {
-            ins_p.execute(params![j.id, status::CLAIMED, Option::<i64>::None])?;
+            ins_p.execute(params![j.id, status::CLAIMED, 0, none, none])?;
         }
         max_id = max_id.max(j.id);
     }
@@ -69,7 +79,7 @@ pub fn claim(
          WHERE CAST(config.value AS INTEGER) < CAST(excluded.value AS INTEGER)",
         params![HWM_KEY, max_id.to_string(), now],
     )?;
-    Ok(())
+    Ok(started)
 }
 
 /// The claimed snapshot a job runs from.

@@ -1,9 +1,12 @@
 //! Claiming: copies new rows of input.db `jobs` (above the high-water mark) into lifecycle.db
 //! `queue` + `processed_log` in one transaction, so a job is snapshotted exactly once and history
-//! is never rescanned. Runs on the blocking pool.
+//! is never rescanned. Instant jobs due now (`actions::is_instant`) are started in that same
+//! transaction and handed back as snapshots for `supervisor::instant` to answer. Runs on the
+//! blocking pool.
 
 use crate::actions::{self, Registry};
 use crate::db::input::NewJob;
+use crate::db::lifecycle::Snapshot;
 use crate::db::output::{JobStatus, ResultRow};
 use crate::db::{input, lifecycle, output, write_tx, Stores};
 use anyhow::Result;
@@ -17,14 +20,24 @@ pub struct Claimed {
     pub not_before: Option<i64>,
     /// The row's `client_id` (whose slot share the job uses).
     pub client_id: String,
-    /// Answered without a task (`actions::is_instant`, `supervisor::instant`).
-    pub instant: bool,
+}
+
+/// What one claim took.
+#[derive(Debug, Default)]
+pub struct Batch {
+    /// Jobs for the ready queue.
+    pub claimed: Vec<Claimed>,
+    /// Instant jobs already started (running, attempt 1) in the claim transaction.
+    pub started: Vec<Snapshot>,
+    /// The batch was full: more rows may be waiting.
+    pub full: bool,
 }
 
 /// Claims at most `limit` rows, and at most about `max_bytes` of their text (always at least one
-/// row), above `*hwm`; advances `*hwm`. Returns the claimed jobs that must run (those whose final
-/// result already exists are recorded done and left out) and whether the batch was full (more
-/// rows may be waiting). The byte budget bounds the worker's memory whatever the rows' size.
+/// row), above `*hwm`; advances `*hwm`. Jobs whose final result already exists are recorded
+/// done and left out. With `start_instant`, due instant jobs are started at once (`started`);
+/// the rest go to the ready queue. The byte budget bounds the worker's memory whatever the
+/// rows' size.
 pub fn claim_batch(
     stores: &Stores,
     registry: &Registry,
@@ -32,38 +45,61 @@ pub fn claim_batch(
     limit: usize,
     params_cap: u64,
     max_bytes: u64,
-) -> Result<(Vec<Claimed>, bool)> {
+    start_instant: bool,
+) -> Result<Batch> {
     let (rows, out_of_budget) = stores
         .input
         .with(|c| input::scan_budget(c, *hwm, limit, params_cap, max_bytes))?;
     if rows.is_empty() {
-        return Ok((Vec::new(), false));
+        return Ok(Batch::default());
     }
     let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
     // A claim lost to power failure (lifecycle is synchronous=NORMAL) can be re-claimed, but a
     // job whose final result was committed (output is FULL) must never run again.
     let finals = stores.output.with(|c| output::finals_among(c, &ids))?;
     let now = crate::time::now_ms();
-    stores
-        .lifecycle
-        .with(|c| Ok(write_tx(c, |tx| lifecycle::claim(tx, &rows, &finals, now))?))?;
+    let instant: HashSet<i64> = rows
+        .iter()
+        .filter(|r| start_instant && !finals.contains(&r.id))
+        .filter(|r| r.not_before.is_none_or(|t| t <= now))
+        .filter(|r| actions::is_instant(registry, r.action.as_deref(), r.reject.is_some()))
+        .map(|r| r.id)
+        .collect();
+    let started = stores.lifecycle.with(|c| {
+        Ok(write_tx(c, |tx| {
+            lifecycle::claim(tx, &rows, &finals, &instant, now)
+        })?)
+    })?;
     write_waiting(stores, &rows, &finals, now)?;
     let full = rows.len() == limit || out_of_budget;
     if let Some(last) = rows.last() {
         *hwm = last.id;
     }
-    let claimed = rows
-        .into_iter()
-        .filter(|r| !finals.contains(&r.id))
-        .map(|r| Claimed {
-            instant: actions::is_instant(registry, r.action.as_deref(), r.reject.is_some()),
-            id: r.id,
-            priority: r.priority,
-            not_before: r.not_before,
-            client_id: r.client_id,
-        })
-        .collect();
-    Ok((claimed, full))
+    let mut batch = Batch {
+        full,
+        ..Batch::default()
+    };
+    for r in rows.into_iter().filter(|r| !finals.contains(&r.id)) {
+        if started.contains(&r.id) {
+            batch.started.push(Snapshot {
+                job_id: r.id,
+                action: r.action,
+                params: r.params,
+                client_id: r.client_id,
+                reject_reason: r.reject,
+                attempts: 1,
+                started_at: now,
+            });
+        } else {
+            batch.claimed.push(Claimed {
+                id: r.id,
+                priority: r.priority,
+                not_before: r.not_before,
+                client_id: r.client_id,
+            });
+        }
+    }
+    Ok(batch)
 }
 
 /// Jobs claimed to wait for their `not_before` get their `queued` result row now (README), so a

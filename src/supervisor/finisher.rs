@@ -21,6 +21,8 @@ use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinHandle;
 
 const MAX_GROUP: usize = 512;
+/// The least time between the starts of two output.db commits while results stream in.
+const PACE: Duration = Duration::from_millis(2);
 
 /// What becomes of a job that stopped running.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -165,7 +167,12 @@ async fn run(
     backlog: Arc<Backlog>,
 ) {
     let mut log_every = crate::stats::Every::default();
+    let mut paced_until: Option<tokio::time::Instant> = None;
     while let Some(first) = rx.recv().await {
+        if let Some(t) = paced_until.take() {
+            tokio::time::sleep_until(t).await;
+        }
+        let started = tokio::time::Instant::now();
         let mut group = vec![first];
         while group.len() < MAX_GROUP {
             match rx.try_recv() {
@@ -200,6 +207,13 @@ async fn run(
             stats.set_problem("results", format!("cannot record results: {error}"));
             tokio::time::sleep(delay).await;
             delay = (delay * 2).min(Duration::from_secs(2));
+        }
+        // Results arrived while this group was written: a stream, so the next commit waits
+        // until PACE after this one began and takes them all (issue 24: a producer committing
+        // job by job then shares the disk with a few large commits, not one per job). A client
+        // waiting for each answer before sending the next sends nothing meanwhile: not paced.
+        if !rx.is_empty() {
+            paced_until = Some(started + PACE);
         }
         backlog.pending.fetch_sub(group.len(), Ordering::Relaxed);
         backlog.written.notify_one();

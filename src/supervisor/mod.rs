@@ -59,6 +59,8 @@ type JobResult = (Outcome, Duration);
 
 const RECHECK_FIRST: Duration = Duration::from_millis(1);
 const RECHECK_LAST: Duration = Duration::from_millis(1024);
+/// Within this time of a claim that found rows, a wake-up waits for the first re-check.
+const CLAIM_PACE: Duration = RECHECK_FIRST;
 
 /// Runs the worker until shutdown. The databases must be migrated and the instance lock held.
 pub async fn run(
@@ -234,6 +236,7 @@ pub async fn run(
     let mut recheck: Option<Duration> = None;
     let mut recheck_at: Option<tokio::time::Instant> = None;
     let mut recheck_next = RECHECK_FIRST;
+    let mut last_claim: Option<tokio::time::Instant> = None;
     let mut approvals_check = true;
     let tz = crate::schedules::cronexpr::parse_tz(&config.schedules_timezone)
         .unwrap_or(chrono_tz::Tz::UTC);
@@ -264,12 +267,20 @@ pub async fn run(
                 if !force && Some(dv) == prev {
                     return Ok((dv, Claim::default(), false, mark));
                 }
-                let (claimed, full) = claim::claim_batch(&st, &reg, &mut mark, batch, cap, budget)?;
-                Ok((dv, Claim::answer(&st, &reg, claimed, answer), full, mark))
+                let b = claim::claim_batch(&st, &reg, &mut mark, batch, cap, budget, answer)?;
+                let answered = instant::answer(&reg, &b.started);
+                let claim = Claim {
+                    ready: b.claimed,
+                    answered,
+                };
+                Ok((dv, claim, b.full, mark))
             })
             .await;
             match res {
                 Ok(Ok((dv, claim, full, mark))) => {
+                    if !claim.ready.is_empty() || !claim.answered.is_empty() {
+                        last_claim = Some(tokio::time::Instant::now());
+                    }
                     last_dv = Some(dv);
                     hwm = mark;
                     more = full;
@@ -444,7 +455,13 @@ pub async fn run(
                 loop_state.reap(res);
             }
             _ = watcher.wake.notified() => {
-                check = true;
+                // A producer committing job by job wakes the loop once per job: while claims
+                // keep finding rows, the next one waits for the 1 ms re-check and takes every
+                // row committed meanwhile (issue 24: one claim, one answer batch and one commit
+                // for several jobs). After a quiet spell a wake-up claims at once.
+                if last_claim.is_none_or(|t| t.elapsed() >= CLAIM_PACE) {
+                    check = true;
+                }
                 recheck = Some(RECHECK_FIRST);
             }
             _ = watcher.approvals.notified() => { approvals_notified = true; }
@@ -563,47 +580,6 @@ pub async fn run(
 struct Claim {
     ready: Vec<claim::Claimed>,
     answered: Vec<Finished>,
-    /// The instant jobs could not be started: they went to `ready` instead.
-    start_error: Option<String>,
-}
-
-impl Claim {
-    /// Answers the due instant jobs among `claimed` (blocking), unless `answer` is false.
-    fn answer(
-        stores: &Stores,
-        registry: &Registry,
-        claimed: Vec<claim::Claimed>,
-        answer: bool,
-    ) -> Claim {
-        if !answer {
-            return Claim {
-                ready: claimed,
-                ..Claim::default()
-            };
-        }
-        let (instant, mut ready) = instant::due_now(claimed, crate::time::now_ms());
-        if instant.is_empty() {
-            return Claim {
-                ready,
-                ..Claim::default()
-            };
-        }
-        match instant::run(stores, registry, &instant) {
-            Ok(answered) => Claim {
-                ready,
-                answered,
-                start_error: None,
-            },
-            Err(e) => {
-                ready.extend(instant);
-                Claim {
-                    ready,
-                    answered: Vec::new(),
-                    start_error: Some(format!("{e:#}")),
-                }
-            }
-        }
-    }
 }
 
 /// The supervisor's running-jobs bookkeeping.
@@ -629,7 +605,6 @@ struct Loop {
 impl Loop {
     /// Takes a claim's outcome: answered jobs to the result writer, the rest to the ready queue.
     fn take(&mut self, claim: Claim) {
-        let answered = !claim.answered.is_empty();
         for f in claim.answered {
             if !self.fin_tx.send(f) {
                 tracing::error!(
@@ -637,11 +612,6 @@ impl Loop {
                 );
                 break;
             }
-        }
-        match claim.start_error {
-            Some(e) => self.start_failed(e),
-            None if answered => self.start_ok(),
-            None => {}
         }
         let now = crate::time::now_ms();
         for c in claim.ready {

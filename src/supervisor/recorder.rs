@@ -3,8 +3,8 @@
 //! metadata.db lock held by another process (each attempt waits up to `busy_timeout`, 5 s)
 //! delays only this task.
 //!
-//! It wakes when an event is recorded or audit rows are staged (`telemetry::Queue::wake`),
-//! writes what is waiting — audit rows first (moved from lifecycle's outbox exactly once,
+//! It wakes when an event is recorded or audit rows are staged (`telemetry::Queue::wake`) —
+//! while jobs stream in, at most once per [`PACE`] — and writes what is waiting — audit rows first (moved from lifecycle's outbox exactly once,
 //! `db::audit_outbox`), then events in batches — and while anything fails it retries with
 //! back-off (50 ms doubling to 2 s), one log line per cause per 30 s. At shutdown it makes one
 //! last attempt, bounded by the caller: events still in memory then are lost (counted in the
@@ -19,7 +19,13 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-const BATCH: usize = 256;
+const BATCH: usize = 1024;
+/// While jobs stream in (a flush moved at least [`STREAM`] audit rows), at most one write of
+/// audit rows and events per this period: they are not on any job's path (results are), so a
+/// stream moves its audit rows in a few large transactions instead of two small ones per job
+/// (issue 24). A few jobs at rest are audited at once, as before.
+const PACE: Duration = Duration::from_millis(50);
+const STREAM: usize = 16;
 const FIRST_RETRY: Duration = Duration::from_millis(50);
 const LAST_RETRY: Duration = Duration::from_secs(2);
 const LOG_PERIOD: Duration = Duration::from_secs(30);
@@ -45,9 +51,15 @@ async fn run(stores: Arc<Stores>, stop: CancellationToken) {
             _ = backoff => {}
         }
         match flush(&stores).await {
-            Ok(()) => {
+            Ok(moved) => {
                 retry = None;
                 log_every.reset();
+                if moved >= STREAM {
+                    tokio::select! {
+                        _ = stop.cancelled() => break,
+                        _ = tokio::time::sleep(PACE) => {}
+                    }
+                }
             }
             Err(e) => {
                 if let Some(suppressed) = log_every.due(LOG_PERIOD) {
@@ -73,21 +85,28 @@ async fn run(stores: Arc<Stores>, stop: CancellationToken) {
     }
 }
 
-/// Writes everything waiting, on the blocking pool.
-async fn flush(stores: &Arc<Stores>) -> Result<()> {
+/// Writes everything waiting, on the blocking pool; returns how many audit rows moved.
+async fn flush(stores: &Arc<Stores>) -> Result<usize> {
     let st = Arc::clone(stores);
     tokio::task::spawn_blocking(move || {
         let audit = move_audit(&st);
         let events = write_events(&st);
-        audit.and(events)
+        events.and(audit)
     })
     .await
     .context("the recorder's task panicked")?
 }
 
-fn move_audit(stores: &Stores) -> Result<()> {
-    while audit_outbox::move_batch(stores, BATCH)? == BATCH {}
-    Ok(())
+/// Moves every staged audit row; returns how many.
+fn move_audit(stores: &Stores) -> Result<usize> {
+    let mut moved = 0;
+    loop {
+        let n = audit_outbox::move_batch(stores, BATCH)?;
+        moved += n;
+        if n < BATCH {
+            return Ok(moved);
+        }
+    }
 }
 
 fn write_events(stores: &Stores) -> Result<()> {

@@ -138,8 +138,6 @@ pub fn recover(
                 priority: j.priority,
                 not_before: j.not_before,
                 client_id: j.client_id.clone(),
-                // Recovered jobs take the ordinary path (it answers instant actions too).
-                instant: false,
             });
         }
     }

@@ -15,7 +15,7 @@
 use apalis::prelude::*;
 use apalis_sqlite::{Config, SqliteConnectOptions, SqlitePool, SqlitePoolOptions, SqliteStorage};
 use sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous};
-use sqlx::{ConnectOptions, Connection, Row};
+use sqlx::ConnectOptions;
 use std::io::Write;
 use std::str::FromStr;
 use std::time::Duration;
