@@ -550,9 +550,10 @@ def main():
     huey_best = next((r for name, _, _, r in rows if name.startswith("huey") and "best" in name), None)
     apalis_best = next((r for name, _, _, r in rows if name.startswith("apalis") and "best" in name), None)
     print()
-    print("| system | settings | durability | jobs/s | vs floor | p50 / p99 ms (insert → result visible) "
-          "| producer inserts/s | idle CPU s / 60 s | idle RSS MiB |")
-    print("|---|---|---|---:|---:|---:|---:|---:|---:|")
+    if rows:
+        print("| system | settings | durability | jobs/s | vs floor | p50 / p99 ms (insert → result visible) "
+              "| producer inserts/s | idle CPU s / 60 s | idle RSS MiB |")
+        print("|---|---|---|---:|---:|---:|---:|---:|---:|")
     for name, settings, dur, r in rows:
         i = idle.get(name)
         ratio = f"{r['jobs_s'] / floor_r['jobs_s']:.2f}" if floor_r else ""

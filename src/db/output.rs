@@ -101,7 +101,10 @@ pub struct ResultRow {
 }
 
 /// Inserts or updates rows in place. A final row is never overwritten by a non-final one.
-pub fn upsert_results(tx: &Transaction<'_>, rows: &[ResultRow]) -> rusqlite::Result<()> {
+pub fn upsert_results<'r>(
+    tx: &Transaction<'_>,
+    rows: impl IntoIterator<Item = &'r ResultRow>,
+) -> rusqlite::Result<()> {
     let mut stmt = tx.prepare_cached(&format!(
         "INSERT INTO results(job_id, action, client_id, status, result, error, attempts,
                              duration_ms, started_at, finished_at)

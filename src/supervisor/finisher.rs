@@ -117,11 +117,19 @@ impl Finished {
 #[derive(Default)]
 pub struct Backlog {
     pending: AtomicUsize,
+    /// Bytes of result and error text among them.
+    bytes: AtomicUsize,
     written: Notify,
 }
 
-/// Beyond this many unwritten results the dispatch loop waits before claiming more.
+/// Beyond this many unwritten results, or [`BACKLOG_BYTES`] of their text, the dispatch loop
+/// waits before claiming more.
 pub const BACKLOG_MAX: usize = 4 * MAX_GROUP;
+pub const BACKLOG_BYTES: usize = 8 << 20;
+
+fn text_bytes(f: &Finished) -> usize {
+    f.row.result.as_ref().map_or(0, String::len) + f.row.error.as_ref().map_or(0, String::len)
+}
 
 /// The dispatch side of the result writer.
 #[derive(Clone)]
@@ -134,17 +142,22 @@ impl Sender {
     /// Hands `f` to the writer; false if the writer is gone (the job then runs again at the next
     /// start: its lifecycle row is not done).
     pub fn send(&self, f: Finished) -> bool {
+        let bytes = text_bytes(&f);
         self.backlog.pending.fetch_add(1, Ordering::Relaxed);
+        self.backlog.bytes.fetch_add(bytes, Ordering::Relaxed);
         if self.tx.send(f).is_err() {
             self.backlog.pending.fetch_sub(1, Ordering::Relaxed);
+            self.backlog.bytes.fetch_sub(bytes, Ordering::Relaxed);
             return false;
         }
         true
     }
 
-    /// Waits until at most [`BACKLOG_MAX`] results wait to be written.
+    /// Waits until at most [`BACKLOG_MAX`] results and [`BACKLOG_BYTES`] wait to be written.
     pub async fn below_max(&self) {
-        while self.backlog.pending.load(Ordering::Relaxed) > BACKLOG_MAX {
+        while self.backlog.pending.load(Ordering::Relaxed) > BACKLOG_MAX
+            || self.backlog.bytes.load(Ordering::Relaxed) > BACKLOG_BYTES
+        {
             self.backlog.written.notified().await;
         }
     }
@@ -216,6 +229,8 @@ async fn run(
             paced_until = Some(started + PACE);
         }
         backlog.pending.fetch_sub(group.len(), Ordering::Relaxed);
+        let bytes: usize = group.iter().map(text_bytes).sum();
+        backlog.bytes.fetch_sub(bytes, Ordering::Relaxed);
         backlog.written.notify_one();
         for f in group.iter() {
             if f.disposition != Disposition::Final {
@@ -241,10 +256,11 @@ fn counter_name(s: JobStatus) -> &'static str {
 }
 
 fn write_group(stores: &Stores, group: &[Finished]) -> anyhow::Result<()> {
-    let rows: Vec<ResultRow> = group.iter().map(|f| f.row.clone()).collect();
-    stores
-        .output
-        .with(|c| Ok(write_tx(c, |tx| output::upsert_results(tx, &rows))?))?;
+    stores.output.with(|c| {
+        Ok(write_tx(c, |tx| {
+            output::upsert_results(tx, group.iter().map(|f| &f.row))
+        })?)
+    })?;
     let now = crate::time::now_ms();
     let ids = |d: Disposition| -> Vec<i64> {
         group
