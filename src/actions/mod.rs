@@ -367,19 +367,22 @@ mod tests {
         Registry::new(&Config::default()).unwrap()
     }
 
+    /// (action, params, claim-time rejection, routed as instant, status answered without a task)
+    type InstantCase<'a> = (
+        Option<&'a str>,
+        Option<&'a str>,
+        Option<&'a str>,
+        bool,
+        Option<JobStatus>,
+    );
+
     /// Issue 24: which jobs the supervisor answers without a task. `is_instant` (decided at
     /// claim) and `instant` (run at start) must agree, or a job would be routed to a path that
     /// cannot answer it.
     #[test]
     fn instant_jobs_are_exactly_the_pure_actions_and_the_jobs_failing_before_any_action() {
         let r = registry();
-        let cases: &[(
-            Option<&str>,
-            Option<&str>,
-            Option<&str>,
-            bool,
-            Option<JobStatus>,
-        )] = &[
+        let cases: &[InstantCase] = &[
             (
                 Some("ping"),
                 Some(r#"{"echo": "x"}"#),
