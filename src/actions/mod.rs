@@ -284,7 +284,9 @@ fn prepare<'r>(
         Ok(v) => v,
         Err(e) => return Err(Outcome::failed(format!("params are not valid JSON: {e}"))),
     };
-    registry.check_params(act, &params).map_err(Outcome::failed)?;
+    registry
+        .check_params(act, &params)
+        .map_err(Outcome::failed)?;
     Ok((act, params))
 }
 

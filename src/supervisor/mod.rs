@@ -264,8 +264,7 @@ pub async fn run(
                 if !force && Some(dv) == prev {
                     return Ok((dv, Claim::default(), false, mark));
                 }
-                let (claimed, full) =
-                    claim::claim_batch(&st, &reg, &mut mark, batch, cap, budget)?;
+                let (claimed, full) = claim::claim_batch(&st, &reg, &mut mark, batch, cap, budget)?;
                 Ok((dv, Claim::answer(&st, &reg, claimed, answer), full, mark))
             })
             .await;
@@ -570,19 +569,38 @@ struct Claim {
 
 impl Claim {
     /// Answers the due instant jobs among `claimed` (blocking), unless `answer` is false.
-    fn answer(stores: &Stores, registry: &Registry, claimed: Vec<claim::Claimed>, answer: bool) -> Claim {
+    fn answer(
+        stores: &Stores,
+        registry: &Registry,
+        claimed: Vec<claim::Claimed>,
+        answer: bool,
+    ) -> Claim {
         if !answer {
-            return Claim { ready: claimed, ..Claim::default() };
+            return Claim {
+                ready: claimed,
+                ..Claim::default()
+            };
         }
         let (instant, mut ready) = instant::due_now(claimed, crate::time::now_ms());
         if instant.is_empty() {
-            return Claim { ready, ..Claim::default() };
+            return Claim {
+                ready,
+                ..Claim::default()
+            };
         }
         match instant::run(stores, registry, &instant) {
-            Ok(answered) => Claim { ready, answered, start_error: None },
+            Ok(answered) => Claim {
+                ready,
+                answered,
+                start_error: None,
+            },
             Err(e) => {
                 ready.extend(instant);
-                Claim { ready, answered: Vec::new(), start_error: Some(format!("{e:#}")) }
+                Claim {
+                    ready,
+                    answered: Vec::new(),
+                    start_error: Some(format!("{e:#}")),
+                }
             }
         }
     }
@@ -614,7 +632,9 @@ impl Loop {
         let answered = !claim.answered.is_empty();
         for f in claim.answered {
             if !self.fin_tx.send(f) {
-                tracing::error!("result writer is gone; answered jobs will run again at next start");
+                tracing::error!(
+                    "result writer is gone; answered jobs will run again at next start"
+                );
                 break;
             }
         }
