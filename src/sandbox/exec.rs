@@ -14,6 +14,10 @@
 //!            reap everything; when the command exits, exit with its status — the kernel then
 //!            kills whatever is left in the namespace (a `setsid` double-fork included)
 //! ```
+//! A warm helper (`warm.rs`, [`warm_main`]) is started with a [`Prelude`] instead of a spec and
+//! does the first three steps (cgroup, rlimits, namespaces + id maps + private mounts) before its
+//! spec arrives; then the same path as above from the bind mounts on.
+//!
 //! Any setup failure exits with [`SETUP_FAILED`] and a message prefixed by [`ERROR_PREFIX`]:
 //! nothing of the command ran.
 //!
