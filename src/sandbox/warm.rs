@@ -86,7 +86,16 @@ pub fn reserve(helper: &Path, limits: &Limits) -> Option<Reserved> {
             }
         }
         // Helpers for other limits or binaries are of no use any more.
-        ready.retain(|w| w.limits == *limits && w.helper == helper);
+        let (keep, stale): (Vec<Warm>, Vec<Warm>) = std::mem::take(&mut *ready)
+            .into_iter()
+            .partition(|w| w.limits == *limits && w.helper == helper);
+        *ready = keep;
+        for w in stale {
+            drop(w.child);
+            if let Some(c) = &w.cgroup {
+                c.remove();
+            }
+        }
         got
     };
     refill(helper, limits);
