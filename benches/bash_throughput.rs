@@ -1,11 +1,14 @@
 //! execute_bash overhead benchmark: prints figures, asserts nothing
 //! (`cargo bench --bench bash_throughput`, or `scripts/bench.sh`).
 //!
-//! N auto-approved `true` commands (pure: no human, no sandbox yet) through the daemon — each one
-//! classified, checked against the client's grants, looked up in the registry, executed as its own
-//! process group, recorded in `executions` (synchronous=FULL) and published in `results` — against
-//! N `bash -c true` from a plain sequential loop, in the same run. The daemon is measured at
-//! concurrency 1 (the like-for-like comparison) and at its default of 4.
+//! N auto-approved `true` commands (pure: no human; confined in the `minimal` set) through the
+//! daemon — each one classified, checked against the client's grants, looked up in the registry,
+//! confined by the sandbox helper (namespaces, cgroup, Landlock, seccomp), recorded in
+//! `executions` (synchronous=FULL) and published in `results` — against N `bash -c true` from a
+//! plain sequential loop, in the same run. The daemon is measured at concurrency 1 (the
+//! like-for-like comparison) with warm sandbox helpers (the default, `sandbox/warm.rs`) and
+//! without (`BRAINLOOP_SANDBOX_WARM=0`: every helper started cold), and at its default
+//! concurrency of 4.
 //!
 //! Env: BENCH_COMMANDS (default 1000).
 
@@ -28,7 +31,7 @@ fn succeeded(data: &Path) -> i64 {
         .unwrap_or(0)
 }
 
-fn daemon(n: u64, concurrency: u64) -> Duration {
+fn daemon(n: u64, concurrency: u64, warm: bool) -> Duration {
     let root = tempfile::tempdir().unwrap();
     let data = root.path().join("data");
     let ws = root.path().join("ws");
@@ -57,6 +60,7 @@ fn daemon(n: u64, concurrency: u64) -> Duration {
         .arg(&ws)
         .env("BRAINLOOP_LOG", "warn")
         .env("BRAINLOOP_CONCURRENCY", concurrency.to_string())
+        .env("BRAINLOOP_SANDBOX_WARM", if warm { "1" } else { "0" })
         // One client: every slot is its own (the figures measure the pipeline, not fairness).
         .env("BRAINLOOP_MAX_SLOTS_PER_CLIENT", concurrency.to_string())
         .stdout(Stdio::null())
@@ -93,8 +97,9 @@ fn main() {
         .unwrap_or(1000);
     println!("execute_bash overhead — {n} auto-approved `true` commands (start-up included for the daemon)\n");
     let base = plain(n);
-    let d1 = daemon(n, 1);
-    let d4 = daemon(n, 4);
+    let cold = daemon(n, 1, false);
+    let d1 = daemon(n, 1, true);
+    let d4 = daemon(n, 4, true);
     let per = |d: Duration| d.as_secs_f64() * 1e3 / n as f64;
     println!("| run | total | per command | vs plain loop |");
     println!("|---|---|---|---|");
@@ -102,6 +107,12 @@ fn main() {
         "| plain loop: bash -c true | {:.2} s | {:.3} ms | 1.00 |",
         base.as_secs_f64(),
         per(base)
+    );
+    println!(
+        "| brainloop, concurrency 1, cold helpers | {:.2} s | {:.3} ms | {:.2} |",
+        cold.as_secs_f64(),
+        per(cold),
+        cold.as_secs_f64() / base.as_secs_f64()
     );
     println!(
         "| brainloop, concurrency 1 | {:.2} s | {:.3} ms | {:.2} |",

@@ -4,6 +4,8 @@
 //! `bash -c true` through the same executor, in the same run; p50/p99 per command and the p50
 //! added by confinement. Network sets run as the worker runs them: in their own network
 //! namespace with the job's egress proxy (issue 23; `benches/egress.rs` isolates its cost).
+//! Each set twice: with a cold helper (started for the command: exec, cgroup join, namespaces)
+//! and with a warm one (`sandbox/warm.rs`: that part done ahead, as the worker does by default).
 //! Env: BENCH_COMMANDS (default 1000).
 
 use brainloop::bash::executor::{execute, filtered_env, ExecRequest};
@@ -19,7 +21,7 @@ fn pct(v: &mut [f64], p: f64) -> f64 {
     v[((v.len() as f64 - 1.0) * p).round() as usize]
 }
 
-async fn measure(n: usize, set: Option<Set>, ws: &std::path::Path) -> Vec<f64> {
+async fn measure(n: usize, set: Option<Set>, warm: bool, ws: &std::path::Path) -> Vec<f64> {
     let limits = Limits::default();
     let mut out = Vec::with_capacity(n);
     for i in 0..n {
@@ -35,8 +37,18 @@ async fn measure(n: usize, set: Option<Set>, ws: &std::path::Path) -> Vec<f64> {
                         .tempdir()
                         .unwrap()
                 });
-                let cg =
-                    JobCgroup::create(&format!("bl-bench-{}-{i}", std::process::id()), &limits);
+                let reserved = if warm {
+                    sandbox::warm::reserve(std::path::Path::new(BIN), &limits)
+                } else {
+                    None
+                };
+                let warm_id = reserved.as_ref().map(|r| r.id);
+                let cg = match reserved {
+                    Some(r) => r.cgroup,
+                    None => {
+                        JobCgroup::create(&format!("bl-bench-{}-{i}", std::process::id()), &limits)
+                    }
+                };
                 let mut spec = sandbox::spec_for(
                     set,
                     "true",
@@ -50,6 +62,7 @@ async fn measure(n: usize, set: Option<Set>, ws: &std::path::Path) -> Vec<f64> {
                 if let Some(c) = &cg {
                     spec.cgroup_procs = c.procs_files();
                 }
+                spec.warm = warm_id;
                 if set.network() {
                     use brainloop::egress::{
                         proxy::{JobProxy, PORT},
@@ -101,7 +114,7 @@ async fn main() {
         "sandbox overhead — {n} `true` per row, sequential, through the executor (cgroup: {:?})\n",
         brainloop::sandbox::cgroup::flavour()
     );
-    let mut base = measure(n, None, &ws).await;
+    let mut base = measure(n, None, false, &ws).await;
     let b50 = pct(&mut base, 0.5);
     println!("| run | p50 ms | p99 ms | added at p50 |");
     println!("|---|---|---|---|");
@@ -116,13 +129,16 @@ async fn main() {
         Set::NetworkApi,
         Set::McpStandard,
     ] {
-        let mut v = measure(n, Some(set), &ws).await;
-        let p50 = pct(&mut v, 0.5);
-        println!(
-            "| {} | {p50:.2} | {:.2} | +{:.2} ms |",
-            set.as_str(),
-            pct(&mut v, 0.99),
-            p50 - b50
-        );
+        for warm in [false, true] {
+            let mut v = measure(n, Some(set), warm, &ws).await;
+            let p50 = pct(&mut v, 0.5);
+            println!(
+                "| {} ({}) | {p50:.2} | {:.2} | +{:.2} ms |",
+                set.as_str(),
+                if warm { "warm" } else { "cold" },
+                pct(&mut v, 0.99),
+                p50 - b50
+            );
+        }
     }
 }

@@ -166,6 +166,33 @@ pub async fn execute_input(
     run(req, Some(input), cancel, |_| Ok(())).await
 }
 
+/// How every command is started: its own process group, killed with the worker
+/// (`PR_SET_PDEATHSIG`) and when dropped, stdin (the spec) and output piped.
+fn configure(cmd: &mut tokio::process::Command) {
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    // SAFETY: prctl is async-signal-safe; this runs in the child between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            // (std already restores SIGPIPE's default disposition in the child.)
+            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)?;
+            Ok(())
+        });
+    }
+}
+
+/// The sandbox helper `helper sandbox-exec`, configured as every command is (its spec goes on
+/// its stdin; it needs no environment: the spec carries the command's).
+pub fn helper_command(helper: &std::path::Path) -> tokio::process::Command {
+    let mut c = tokio::process::Command::new(helper);
+    c.arg("sandbox-exec").current_dir("/").env_clear();
+    configure(&mut c);
+    c
+}
+
 async fn run(
     req: &ExecRequest,
     input: Option<Vec<u8>>,
@@ -181,39 +208,30 @@ async fn run(
                 .current_dir(&req.workdir)
                 .env_clear()
                 .envs(filtered_env(|k| std::env::var(k).ok()));
+            configure(&mut c);
             c
         }
-        Some((helper, _)) => {
-            let mut c = tokio::process::Command::new(helper);
-            // The spec (on stdin) carries the command's environment; the helper needs none.
-            c.arg("sandbox-exec").current_dir("/").env_clear();
-            c
-        }
+        Some((helper, _)) => helper_command(helper),
     };
     // Sandboxed: the framed spec, then the command's input; direct: the input alone.
     let stdin_bytes = match &req.sandbox {
         Some((_, spec)) => Some(crate::sandbox::exec::frame_spec(spec, input)?),
         None => input,
     };
-    cmd.stdin(if stdin_bytes.is_some() {
-        Stdio::piped()
-    } else {
-        Stdio::null()
-    })
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .process_group(0)
-    .kill_on_drop(true);
-    // SAFETY: prctl is async-signal-safe; this runs in the child between fork and exec.
-    unsafe {
-        cmd.pre_exec(|| {
-            // (std already restores SIGPIPE's default disposition in the child.)
-            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)?;
-            Ok(())
-        });
+    if stdin_bytes.is_none() {
+        cmd.stdin(Stdio::null());
     }
     let t0 = Instant::now();
-    let mut child = cmd.spawn()?;
+    // A warm helper reserved for this spec (`sandbox::warm`) has done the set-up that does not
+    // depend on the command and waits for its spec on stdin; otherwise a cold one starts now.
+    let warm = match &req.sandbox {
+        Some((_, spec)) => spec.warm.and_then(crate::sandbox::warm::take),
+        None => None,
+    };
+    let mut child = match warm {
+        Some(c) => c,
+        None => cmd.spawn()?,
+    };
     let pgid = child.id().map(|p| p as i32).unwrap_or(0);
     if let Err(e) = on_spawn(pgid) {
         signal_group(pgid, Signal::SIGKILL);

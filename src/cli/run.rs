@@ -80,7 +80,10 @@ pub fn run(mut config: Config, args: &RunArgs) -> Result<i32> {
         shutdown
             .listen_for_signals()
             .context("cannot install signal handlers")?;
-        crate::supervisor::run(config, stores, registry, sandbox, shutdown).await
+        let r = crate::supervisor::run(config, stores, registry, sandbox, shutdown).await;
+        // Idle warm sandbox helpers and their cgroups go with the worker.
+        crate::sandbox::warm::drain().await;
+        r
     });
     // Jobs abandoned after cancellation may still hold blocking threads; do not wait for them.
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));

@@ -14,6 +14,10 @@
 //!            reap everything; when the command exits, exit with its status — the kernel then
 //!            kills whatever is left in the namespace (a `setsid` double-fork included)
 //! ```
+//! A warm helper (`warm.rs`, [`warm_main`]) is started with a [`Prelude`] instead of a spec and
+//! does the first three steps (cgroup, rlimits, namespaces + id maps + private mounts) before its
+//! spec arrives; then the same path as above from the bind mounts on.
+//!
 //! Any setup failure exits with [`SETUP_FAILED`] and a message prefixed by [`ERROR_PREFIX`]:
 //! nothing of the command ran.
 //!
@@ -32,7 +36,7 @@
 //! exit is seen at once) and once after it exits; over a cap it kills PID 1 (the whole PID
 //! namespace dies), records the cap in `over_cap_file` and exits [`OVER_CAP`].
 
-use super::{OverlaySpec, Spec, ERROR_PREFIX, OVERLAY_POLL_MS, OVER_CAP, SETUP_FAILED};
+use super::{Limits, OverlaySpec, Spec, ERROR_PREFIX, OVERLAY_POLL_MS, OVER_CAP, SETUP_FAILED};
 use nix::mount::{mount, MsFlags};
 use nix::sched::{unshare, CloneFlags};
 use nix::sys::resource::{setrlimit, Resource};
@@ -60,19 +64,18 @@ fn status_code(ws: WaitStatus) -> Option<i32> {
 }
 
 fn rlimits(spec: &Spec) -> Result<(), String> {
-    let l = &spec.limits;
+    base_rlimits(&spec.limits, !spec.cgroup_procs.is_empty())?;
+    overlay_fsize(spec)
+}
+
+/// The limits that do not depend on the command (a warm helper sets them before its spec).
+fn base_rlimits(l: &Limits, in_cgroup: bool) -> Result<(), String> {
     let set = |r, v: u64| setrlimit(r, v, v).map_err(|e| format!("setrlimit {r:?}: {e}"));
     set(Resource::RLIMIT_NOFILE, l.max_open_files)?;
-    // An overlay run's files stay within its byte cap (+ 1, so a file stopped by the limit is
-    // over the cap by itself).
-    let fsize = match spec.overlay.as_ref().and_then(|o| o.max_bytes) {
-        Some(cap) => l.max_file_size_bytes.min(cap.saturating_add(1)),
-        None => l.max_file_size_bytes,
-    };
-    set(Resource::RLIMIT_FSIZE, fsize)?;
+    set(Resource::RLIMIT_FSIZE, l.max_file_size_bytes)?;
     set(Resource::RLIMIT_CPU, l.max_cpu_seconds)?;
     set(Resource::RLIMIT_CORE, 0)?;
-    if spec.cgroup_procs.is_empty() {
+    if !in_cgroup {
         if let Some(n) = l.rlimit_nproc_fallback.filter(|&n| n > 0) {
             set(Resource::RLIMIT_NPROC, n)?;
         }
@@ -83,17 +86,32 @@ fn rlimits(spec: &Spec) -> Result<(), String> {
     Ok(())
 }
 
+/// An overlay run's files stay within its byte cap (+ 1, so a file stopped by the limit is
+/// over the cap by itself). Only ever lowers RLIMIT_FSIZE: allowed inside the user namespace.
+fn overlay_fsize(spec: &Spec) -> Result<(), String> {
+    if let Some(cap) = spec.overlay.as_ref().and_then(|o| o.max_bytes) {
+        let v = spec.limits.max_file_size_bytes.min(cap.saturating_add(1));
+        setrlimit(Resource::RLIMIT_FSIZE, v, v)
+            .map_err(|e| format!("setrlimit RLIMIT_FSIZE: {e}"))?;
+    }
+    Ok(())
+}
+
 fn write(path: &str, text: &str) -> Result<(), String> {
     std::fs::write(path, text).map_err(|e| format!("{path}: {e}"))
 }
 
-/// Runs the helper; returns its exit code (the command's, or SETUP_FAILED).
-pub fn main(spec: &Spec) -> i32 {
-    for f in &spec.cgroup_procs {
+fn join_cgroups(procs: &[std::path::PathBuf]) {
+    for f in procs {
         if let Err(e) = std::fs::write(f, "0") {
             fail(format!("cannot join cgroup {}: {e}", f.display()));
         }
     }
+}
+
+/// Runs the helper; returns its exit code (the command's, or SETUP_FAILED).
+pub fn main(spec: &Spec) -> i32 {
+    join_cgroups(&spec.cgroup_procs);
     if let Err(e) = rlimits(spec) {
         fail(e);
     }
@@ -121,6 +139,13 @@ pub fn main(spec: &Spec) -> i32 {
         }
         fail(format!("unshare: {e} (user namespaces unavailable?)"));
     }
+    map_ids_and_privatise(uid, gid);
+    confine(spec)
+}
+
+/// Inside the fresh user and mount namespaces: our uid/gid mapped to themselves, every mount
+/// private (nothing mounted here propagates back).
+fn map_ids_and_privatise(uid: nix::unistd::Uid, gid: nix::unistd::Gid) {
     let maps = write("/proc/self/setgroups", "deny")
         .and_then(|_| write("/proc/self/uid_map", &format!("{uid} {uid} 1")))
         .and_then(|_| write("/proc/self/gid_map", &format!("{gid} {gid} 1")));
@@ -136,6 +161,10 @@ pub fn main(spec: &Spec) -> i32 {
     ) {
         fail(format!("make mounts private: {e}"));
     }
+}
+
+/// The rest, once the namespaces exist: the spec's mounts, PID 1, the command.
+fn confine(spec: &Spec) -> i32 {
     for p in &spec.nosuid {
         if let Err(e) = bind_nosuid(p) {
             fail(e);
@@ -546,6 +575,8 @@ fn command(spec: &Spec) -> ! {
 /// The helper's entry point: the spec arrives on stdin (never in argv, which every process of
 /// the sandbox could read in `/proc/1/cmdline`); stdin is then replaced by `/dev/null`, so the
 /// command inherits no way back to it, and no descriptor but 0, 1, 2 survives the exec.
+/// A warm helper (`warm.rs`) first gets a [`Prelude`] frame, prepares what does not depend on
+/// the command, then waits for its spec.
 pub fn run_from_stdin() -> i32 {
     // Descriptors the worker inherited from whoever started it (and passed on) never reach
     // the command: everything above stderr closes at its exec.
@@ -565,13 +596,91 @@ pub fn run_from_stdin() -> i32 {
         );
         return SETUP_FAILED;
     }
-    match read_spec() {
-        Ok(spec) => main(&spec),
+    let first = read_frame().and_then(|(prelude, json)| {
+        if prelude {
+            serde_json::from_slice::<Prelude>(&json)
+                .map(Err)
+                .map_err(|e| std::io::Error::other(format!("invalid prelude: {e}")))
+        } else {
+            parse_spec(&json).map(Ok)
+        }
+    });
+    match first {
+        Ok(Ok(spec)) => main(&spec),
+        Ok(Err(prelude)) => warm_main(&prelude),
         Err(e) => {
             eprintln!("{ERROR_PREFIX} cannot read the spec from stdin: {e}");
             SETUP_FAILED
         }
     }
+}
+
+/// What a warm helper is told when the worker starts it, before any command exists: the
+/// cgroup it joins and the limits it sets. Its spec (same framing as a cold helper's) follows
+/// on stdin when a command is given to it.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Prelude {
+    pub cgroup_procs: Vec<std::path::PathBuf>,
+    pub limits: Limits,
+}
+
+/// Marks a prelude frame in the length word (a spec is never that long).
+const PRELUDE_FLAG: u64 = 1 << 63;
+
+/// The prelude frame on a warm helper's stdin.
+pub fn frame_prelude(p: &Prelude) -> std::io::Result<Vec<u8>> {
+    let json = serde_json::to_vec(p).map_err(std::io::Error::other)?;
+    let mut out = (json.len() as u64 | PRELUDE_FLAG).to_le_bytes().to_vec();
+    out.extend(json);
+    Ok(out)
+}
+
+/// A warm helper: everything that does not depend on the command — the cgroup, the limits,
+/// the user, mount, PID and network namespaces, the id maps, private mounts — done ahead, in
+/// the same order as [`main`]; then it blocks on stdin for its spec and confines exactly as a
+/// cold helper does from there (mounts, PID 1, Landlock, seccomp per command). Single use: it
+/// runs one command and exits, so nothing of one command survives for the next.
+fn warm_main(p: &Prelude) -> i32 {
+    join_cgroups(&p.cgroup_procs);
+    if let Err(e) = base_rlimits(&p.limits, !p.cgroup_procs.is_empty()) {
+        fail(e);
+    }
+    let (uid, gid) = (nix::unistd::getuid(), nix::unistd::getgid());
+    // A strict spec always gets its own network namespace (see `main`); best-effort specs
+    // never go to a warm helper.
+    let flags = CloneFlags::CLONE_NEWUSER
+        | CloneFlags::CLONE_NEWNS
+        | CloneFlags::CLONE_NEWPID
+        | CloneFlags::CLONE_NEWNET;
+    if let Err(e) = unshare(flags) {
+        fail(format!("unshare: {e} (user namespaces unavailable?)"));
+    }
+    map_ids_and_privatise(uid, gid);
+    let spec = match read_frame().and_then(|(prelude, json)| {
+        if prelude {
+            Err(std::io::Error::other("a second prelude"))
+        } else {
+            parse_spec(&json)
+        }
+    }) {
+        Ok(s) => s,
+        Err(e) => fail(format!("cannot read the spec from stdin: {e}")),
+    };
+    // What was prepared ahead must be what the spec asks for; anything else is refused.
+    if spec.best_effort {
+        fail("a best-effort spec reached a warm helper");
+    }
+    if spec.cgroup_procs != p.cgroup_procs || spec.limits != p.limits {
+        fail("the spec's cgroup or limits differ from the warm helper's");
+    }
+    if spec.network && spec.egress.is_none() {
+        fail("a network set runs only through the egress proxy, and the spec has none");
+    }
+    if let Err(e) = overlay_fsize(&spec) {
+        fail(e);
+    }
+    confine(&spec)
 }
 
 /// A spec is at most this large (the command and its environment are bounded far below).
@@ -589,9 +698,9 @@ pub fn frame_spec(spec: &Spec, input: Option<Vec<u8>>) -> std::io::Result<Vec<u8
     Ok(out)
 }
 
-/// Reads one framed spec from fd 0 without reading past it (unbuffered), so what follows
-/// stays for the command when the spec says so; otherwise stdin becomes `/dev/null`.
-fn read_spec() -> std::io::Result<Spec> {
+/// Reads one frame from fd 0 without reading past it (unbuffered), so what follows stays for
+/// the command when the spec says so. Returns (is a prelude, JSON).
+fn read_frame() -> std::io::Result<(bool, Vec<u8>)> {
     use std::io::Read;
     use std::os::fd::FromRawFd;
     // SAFETY: fd 0 stays open (ManuallyDrop): this only reads from it.
@@ -599,12 +708,19 @@ fn read_spec() -> std::io::Result<Spec> {
     let mut len = [0u8; 8];
     fd0.read_exact(&mut len)?;
     let len = u64::from_le_bytes(len);
+    let prelude = len & PRELUDE_FLAG != 0;
+    let len = len & !PRELUDE_FLAG;
     if len > MAX_SPEC_BYTES {
         return Err(std::io::Error::other(format!("spec of {len} bytes")));
     }
     let mut json = vec![0u8; len as usize];
     fd0.read_exact(&mut json)?;
-    let spec: Spec = serde_json::from_slice(&json)
+    Ok((prelude, json))
+}
+
+/// Parses a spec; unless it says the command gets stdin, stdin becomes `/dev/null`.
+fn parse_spec(json: &[u8]) -> std::io::Result<Spec> {
+    let spec: Spec = serde_json::from_slice(json)
         .map_err(|e| std::io::Error::other(format!("invalid spec: {e}")))?;
     if !spec.stdin {
         let null = std::fs::File::open("/dev/null")?;

@@ -31,6 +31,7 @@ pub mod guarantees;
 pub mod landlock;
 pub mod neutral;
 pub mod seccomp;
+pub mod warm;
 
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -190,6 +191,9 @@ pub struct Spec {
     /// network sets; an overlay run gets one too (it reaches only human-approved hosts).
     #[serde(default)]
     pub egress: Option<EgressSpec>,
+    /// The warm helper reserved for this spec (`warm.rs`), if any; worker-side only.
+    #[serde(skip)]
+    pub warm: Option<u64>,
 }
 
 /// Where the command's network namespace leads (see `forward.rs`).
@@ -424,6 +428,7 @@ pub fn spec_for(
         landlock_abi: None,
         best_effort: false,
         egress: None,
+        warm: None,
     }
 }
 
@@ -481,11 +486,17 @@ pub struct Prepared {
     pub label: String,
     cgroup: Option<cgroup::JobCgroup>,
     tmp_dir: Option<PathBuf>,
+    /// The warm helper reserved for the command (`warm.rs`).
+    warm: Option<u64>,
 }
 
 impl Prepared {
-    /// Removes the job's cgroup and private tmp dir.
+    /// Removes the job's cgroup and private tmp dir (and kills its warm helper if the command
+    /// never ran).
     pub fn finish(self) {
+        if let Some(id) = self.warm {
+            warm::discard(id);
+        }
         if let Some(c) = &self.cgroup {
             c.remove();
         }
@@ -535,6 +546,7 @@ pub fn prepare(
                 label: format!("none ({why})"),
                 cgroup: None,
                 tmp_dir: None,
+                warm: None,
             });
         }
     }
@@ -549,10 +561,23 @@ pub fn prepare(
     } else {
         None
     };
-    let cg = cgroup::JobCgroup::create(
-        &format!("brainloop-{}-{job_id}", std::process::id()),
-        &cfg.limits,
-    );
+    // A warm helper (strict specs only) comes with its job cgroup, created ahead.
+    let reserved = if best_effort {
+        None
+    } else {
+        warm::reserve(&helper, &cfg.limits)
+    };
+    tracing::debug!(warm = reserved.is_some(), "sandbox helper");
+    let (cg, warm) = match reserved {
+        Some(r) => (r.cgroup, Some(r.id)),
+        None => (
+            cgroup::JobCgroup::create(
+                &format!("brainloop-{}-{job_id}", std::process::id()),
+                &cfg.limits,
+            ),
+            None,
+        ),
+    };
     let mut spec = spec_for(
         set,
         command,
@@ -568,6 +593,7 @@ pub fn prepare(
     }
     spec.landlock_abi = Some(level.landlock_abi);
     spec.best_effort = best_effort;
+    spec.warm = warm;
     let label = match &unmet {
         Some(why) => format!(
             "{} (best effort, [sandbox] required = false: {}; {why})",
@@ -581,6 +607,7 @@ pub fn prepare(
         sandbox: Some((helper, spec)),
         cgroup: cg,
         tmp_dir,
+        warm,
     })
 }
 

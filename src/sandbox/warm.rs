@@ -1,0 +1,202 @@
+//! Warm sandbox helpers (issue 24): a confined command no longer waits for what does not
+//! depend on it.
+//!
+//! A warm helper is `brainloop sandbox-exec` started ahead with a [`Prelude`] (its cgroup and
+//! limits) instead of a spec: it execs, joins its cgroup (created here, ahead, with the limits
+//! written), sets the limits, creates its user, mount, PID and network namespaces, maps the ids
+//! and makes the mounts private — the costly part of a command's confinement (the network
+//! namespace alone is about a third of the helper's CPU) — and blocks on stdin. When a strict
+//! command is prepared, [`reserve`] hands one out (its cgroup becomes the job's), the executor
+//! ([`take`]) writes the spec on its stdin, and from there the helper does exactly what a cold
+//! one does: the spec's bind mounts and overlay, PID 1, the covers over the shared dirs, a fresh
+//! /proc, and per command Landlock and seccomp before the exec. A replacement is started in the
+//! background at once.
+//!
+//! Single use: a warm helper runs one command and exits; its namespaces die with it and its
+//! cgroup is removed with the job (`Prepared::finish`), so nothing of one command — a file in
+//! its private tmp, a process, a descriptor, a cgroup setting — is there for the next
+//! (`tests/warm_helpers.rs`). Best-effort specs (`[sandbox] required = false`) never use one.
+//! An idle warm helper has `PR_SET_PDEATHSIG` from the worker like any helper and is killed at
+//! shutdown ([`drain`]). `BRAINLOOP_SANDBOX_WARM=0` turns them off (every helper cold).
+
+use super::cgroup::JobCgroup;
+use super::exec::{frame_prelude, Prelude};
+use super::Limits;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use tokio::process::Child;
+
+/// Warm helpers kept ready (started ahead of the commands that will use them).
+const POOL: usize = 2;
+
+struct Warm {
+    id: u64,
+    child: Child,
+    cgroup: Option<JobCgroup>,
+    limits: Limits,
+    helper: PathBuf,
+}
+
+/// Ready helpers, and reserved ones (given to a prepared command, not yet to the executor).
+static READY: Mutex<Vec<Warm>> = Mutex::new(Vec::new());
+static RESERVED: Mutex<Vec<(u64, Child)>> = Mutex::new(Vec::new());
+static STARTING: AtomicUsize = AtomicUsize::new(0);
+static NEXT: AtomicU64 = AtomicU64::new(1);
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether warm helpers are used (`BRAINLOOP_SANDBOX_WARM=0` turns them off).
+pub fn enabled() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("BRAINLOOP_SANDBOX_WARM").map_or(true, |v| v != "0"))
+}
+
+/// A warm helper reserved for one command: its id (for the spec, [`take`], [`discard`]) and
+/// the job cgroup it already joined.
+#[derive(Debug)]
+pub struct Reserved {
+    pub id: u64,
+    pub cgroup: Option<JobCgroup>,
+}
+
+/// Hands out a ready warm helper started with `helper` and `limits` (or `None`: the caller
+/// starts a cold one), and starts replacements in the background (needs a tokio runtime; none
+/// without one). Helpers that died while waiting are dropped.
+pub fn reserve(helper: &Path, limits: &Limits) -> Option<Reserved> {
+    if !enabled() {
+        return None;
+    }
+    let got = {
+        let mut ready = lock(&READY);
+        let mut got = None;
+        while let Some(i) = ready
+            .iter()
+            .position(|w| w.limits == *limits && w.helper == helper)
+        {
+            let mut w = ready.swap_remove(i);
+            if matches!(w.child.try_wait(), Ok(None)) {
+                got = Some(w);
+                break;
+            }
+            if let Some(c) = &w.cgroup {
+                c.remove();
+            }
+        }
+        // Helpers for other limits or binaries are of no use any more.
+        let (keep, stale): (Vec<Warm>, Vec<Warm>) = std::mem::take(&mut *ready)
+            .into_iter()
+            .partition(|w| w.limits == *limits && w.helper == helper);
+        *ready = keep;
+        for w in stale {
+            drop(w.child);
+            if let Some(c) = &w.cgroup {
+                c.remove();
+            }
+        }
+        got
+    };
+    refill(helper, limits);
+    let w = got?;
+    lock(&RESERVED).push((w.id, w.child));
+    Some(Reserved {
+        id: w.id,
+        cgroup: w.cgroup,
+    })
+}
+
+/// The reserved helper `id`, for the executor (once).
+pub fn take(id: u64) -> Option<Child> {
+    let mut r = lock(&RESERVED);
+    let i = r.iter().position(|(i, _)| *i == id)?;
+    Some(r.swap_remove(i).1)
+}
+
+/// Forgets the reserved helper `id` if the executor never took it: killed (`kill_on_drop`).
+pub fn discard(id: u64) {
+    drop(take(id));
+}
+
+fn refill(helper: &Path, limits: &Limits) {
+    let Ok(rt) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    let have = lock(&READY).len() + STARTING.load(Ordering::SeqCst);
+    for _ in have..POOL {
+        STARTING.fetch_add(1, Ordering::SeqCst);
+        let (helper, limits) = (helper.to_path_buf(), limits.clone());
+        // Spawned from a runtime thread (which lives as long as the runtime), not a blocking
+        // thread: PR_SET_PDEATHSIG fires when the thread that forked the helper exits.
+        rt.spawn(async move {
+            let started = start(&helper, &limits).await;
+            match started {
+                Ok(w) => lock(&READY).push(w),
+                Err(e) => tracing::debug!(error = %e, "cannot start a warm sandbox helper"),
+            }
+            STARTING.fetch_sub(1, Ordering::SeqCst);
+        });
+    }
+}
+
+async fn start(helper: &Path, limits: &Limits) -> std::io::Result<Warm> {
+    use tokio::io::AsyncWriteExt;
+    let id = NEXT.fetch_add(1, Ordering::SeqCst);
+    let cgroup = JobCgroup::create(
+        &format!("brainloop-{}-warm{id}", std::process::id()),
+        limits,
+    );
+    let prelude = Prelude {
+        cgroup_procs: cgroup
+            .as_ref()
+            .map(JobCgroup::procs_files)
+            .unwrap_or_default(),
+        limits: limits.clone(),
+    };
+    let started = async {
+        let mut child = crate::bash::executor::helper_command(helper).spawn()?;
+        let stdin = child
+            .stdin
+            .as_mut()
+            .ok_or_else(|| std::io::Error::other("no stdin"))?;
+        stdin.write_all(&frame_prelude(&prelude)?).await?;
+        Ok::<_, std::io::Error>(child)
+    }
+    .await;
+    match started {
+        Ok(child) => Ok(Warm {
+            id,
+            child,
+            cgroup,
+            limits: limits.clone(),
+            helper: helper.to_path_buf(),
+        }),
+        Err(e) => {
+            if let Some(c) = &cgroup {
+                c.remove();
+            }
+            Err(e)
+        }
+    }
+}
+
+/// Kills the idle and reserved helpers and removes their cgroups (at shutdown).
+pub async fn drain() {
+    let ready: Vec<Warm> = std::mem::take(&mut *lock(&READY));
+    let reserved: Vec<(u64, Child)> = std::mem::take(&mut *lock(&RESERVED));
+    let mut cgroups = Vec::new();
+    let mut children = Vec::new();
+    for w in ready {
+        children.push(w.child);
+        cgroups.extend(w.cgroup);
+    }
+    children.extend(reserved.into_iter().map(|(_, c)| c));
+    for mut c in children {
+        let _ = c.start_kill();
+        let _ = c.wait().await;
+    }
+    for c in cgroups {
+        c.remove();
+    }
+}

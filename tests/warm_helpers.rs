@@ -1,0 +1,181 @@
+//! Issue 24: warm sandbox helpers (`src/sandbox/warm.rs`) are single use — one command cannot
+//! leave anything behind for the next.
+//!
+//! The real worker at concurrency 1, without the overlay (approved commands run directly). A
+//! first approved command, on a warm helper (its cgroup is named `…-warmN`), leaves what it can:
+//! a file and an open descriptor in its private tmp, a background process, a lowered open-file
+//! limit. The next approved command, on another warm helper, must see none of it: an empty
+//! private tmp (another one), only its own processes, descriptors 0–2, the configured limit, and
+//! another cgroup. On the host, the first command's process and cgroup are gone; after SIGTERM,
+//! no warm helper and no cgroup of the worker is left.
+
+mod common;
+
+use common::{cli_ok, final_result, job, require_sandbox, settled, Env};
+use serde_json::json;
+use std::time::Duration;
+
+const MARK: &str = "300.4242";
+
+fn run_approved(env: &Env, cmd: &str) -> String {
+    let id = job(env, "local", "execute_bash", &json!({ "command": cmd }));
+    let (st, v, e) = settled(env, id);
+    assert_eq!(st, "pending_validation", "job {id}: {e} {v}");
+    let vid = v["validation_id"].as_str().unwrap().to_string();
+    cli_ok(env, &["approve", &vid]);
+    let (st, v, e) = final_result(env, id);
+    assert_eq!(st, "succeeded", "job {id}: {e} {v}");
+    assert!(
+        v["sandbox"].as_str().unwrap_or("").contains("namespaces"),
+        "{v}"
+    );
+    v["stdout"].as_str().unwrap().to_string()
+}
+
+/// The `pids` (v1) or unified (v2) cgroup line of `/proc/self/cgroup` output.
+fn cgroup_of(out: &str) -> String {
+    out.lines()
+        .find(|l| l.contains(":pids:") || l.starts_with("0::"))
+        .unwrap_or_else(|| panic!("no cgroup line in {out}"))
+        .to_string()
+}
+
+/// Processes on the host whose cmdline contains `needle`.
+fn host_processes(needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(c) = std::fs::read(e.path().join("cmdline")) {
+            let c = String::from_utf8_lossy(&c).replace('\0', " ");
+            if c.contains(needle) && !c.contains("warm_helpers") {
+                found.push(format!("{}: {c}", e.file_name().to_string_lossy()));
+            }
+        }
+    }
+    found
+}
+
+/// cgroup dirs named after the worker `pid` (`brainloop-PID-…`) under every hierarchy.
+fn worker_cgroups(pid: i32) -> Vec<String> {
+    let prefix = format!("brainloop-{pid}-");
+    let mut found = Vec::new();
+    let mut stack = vec![std::path::PathBuf::from("/sys/fs/cgroup")];
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                if e.file_name().to_string_lossy().starts_with(&prefix) {
+                    found.push(e.path().display().to_string());
+                } else if stack.len() < 10_000 {
+                    stack.push(e.path());
+                }
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn a_warm_helper_is_single_use_and_nothing_of_one_command_reaches_the_next() {
+    require_sandbox();
+    let env = Env::new();
+    let d = env.start(&[
+        ("BRAINLOOP_OVERLAY", "0"),
+        ("BRAINLOOP_CONCURRENCY", "1"),
+        ("BRAINLOOP_MAX_SLOTS_PER_CLIENT", "1"),
+    ]);
+    let worker = d.pid();
+    // A first command starts the pool (it may itself run on a cold helper).
+    let (_, st, v, e) = common::submit(&env, "ls");
+    assert_eq!(st, "succeeded", "{e} {v}");
+    std::thread::sleep(Duration::from_millis(500));
+
+    let first = run_approved(
+        &env,
+        &format!(
+            "echo LEFT-BEHIND > \"$TMPDIR/left\"; exec 9>\"$TMPDIR/fd9\"; \
+             (sleep {MARK} > /dev/null 2>&1 &); ulimit -n 64; \
+             echo \"tmp $TMPDIR\"; cat /proc/self/cgroup"
+        ),
+    );
+    let cg1 = cgroup_of(&first);
+    let with_warm = |cg: &str| cg.contains("-warm");
+    // Without a writable cgroup (e.g. as uid 65534) jobs get none: the rlimit fallbacks.
+    let no_cgroup = !cg1.contains("brainloop-");
+    if !no_cgroup {
+        assert!(
+            with_warm(&cg1),
+            "the first command ran on a warm helper: {first}"
+        );
+    }
+    // Its process died with its PID namespace, its cgroup went with the job.
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        host_processes(MARK).is_empty(),
+        "{:?}",
+        host_processes(MARK)
+    );
+    if !no_cgroup {
+        let name = cg1.rsplit('/').next().unwrap();
+        assert!(
+            !worker_cgroups(worker).iter().any(|c| c.ends_with(name)),
+            "the first command's cgroup {name} is still there: {:?}",
+            worker_cgroups(worker)
+        );
+    }
+
+    let second = run_approved(
+        &env,
+        "echo \"tmp $TMPDIR\"; echo \"files [$(ls -A \"$TMPDIR\")]\"; \
+         echo \"fds [$(ls /proc/self/fd | tr '\\n' ' ')]\"; echo \"nofile $(ulimit -n)\"; \
+         for p in /proc/[0-9]*; do echo \"proc $(tr '\\0' ' ' < $p/cmdline)\"; done; \
+         cat /proc/self/cgroup",
+    );
+    let tmp = |out: &str| {
+        out.lines()
+            .find_map(|l| l.strip_prefix("tmp "))
+            .unwrap()
+            .to_string()
+    };
+    assert_ne!(tmp(&first), tmp(&second), "{first}\n{second}");
+    assert!(second.contains("files []"), "{second}");
+    assert!(
+        !second.contains("LEFT-BEHIND") && !second.contains(MARK),
+        "{second}"
+    );
+    // 0, 1, 2, and the one `ls` opened on /proc/self/fd.
+    assert!(second.contains("fds [0 1 2 3 ]"), "{second}");
+    assert!(second.contains("nofile 1024"), "{second}");
+    let procs: Vec<&str> = second.lines().filter(|l| l.starts_with("proc ")).collect();
+    assert!(
+        procs.len() <= 4 && procs.iter().all(|l| !l.contains("sleep")),
+        "{procs:?}"
+    );
+    if !no_cgroup {
+        let cg2 = cgroup_of(&second);
+        assert!(with_warm(&cg2), "{second}");
+        assert_ne!(cg1, cg2);
+    }
+
+    // Shutdown: the idle warm helpers and every cgroup of the worker go with it.
+    d.sigterm();
+    let (st, _) = d.wait_exit(Duration::from_secs(30));
+    assert!(st.success(), "{st:?}");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        worker_cgroups(worker).is_empty(),
+        "{:?}",
+        worker_cgroups(worker)
+    );
+    let left: Vec<String> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read_to_string(e.path().join("cgroup")).ok())
+        .filter(|c| c.contains(&format!("brainloop-{worker}-")))
+        .collect();
+    assert!(
+        left.is_empty(),
+        "processes left in the worker's cgroups: {left:?}"
+    );
+}
