@@ -6,9 +6,9 @@
 //! confined by the sandbox helper (namespaces, cgroup, Landlock, seccomp), recorded in
 //! `executions` (synchronous=FULL) and published in `results` — against N `bash -c true` from a
 //! plain sequential loop, in the same run. The daemon is measured at concurrency 1 (the
-//! like-for-like comparison) with warm sandbox helpers (the default, `sandbox/warm.rs`) and
-//! without (`BRAINLOOP_SANDBOX_WARM=0`: every helper started cold), and at its default
-//! concurrency of 4.
+//! like-for-like comparison) without warm sandbox helpers (the default: every helper started
+//! cold) and with them (opt-in `BRAINLOOP_SANDBOX_WARM=1`, `sandbox/warm.rs`), and at its
+//! default concurrency of 4 with warm helpers.
 //!
 //! Env: BENCH_COMMANDS (default 1000).
 
@@ -115,13 +115,13 @@ fn main() {
         cold.as_secs_f64() / base.as_secs_f64()
     );
     println!(
-        "| brainloop, concurrency 1 | {:.2} s | {:.3} ms | {:.2} |",
+        "| brainloop, concurrency 1, warm helpers | {:.2} s | {:.3} ms | {:.2} |",
         d1.as_secs_f64(),
         per(d1),
         d1.as_secs_f64() / base.as_secs_f64()
     );
     println!(
-        "| brainloop, concurrency 4 | {:.2} s | {:.3} ms | {:.2} |",
+        "| brainloop, concurrency 4, warm helpers | {:.2} s | {:.3} ms | {:.2} |",
         d4.as_secs_f64(),
         per(d4),
         d4.as_secs_f64() / base.as_secs_f64()

@@ -104,6 +104,8 @@ async fn measure(n: usize, set: Option<Set>, warm: bool, ws: &std::path::Path) -
 
 #[tokio::main]
 async fn main() {
+    // Warm helpers are opt-in (`sandbox/warm.rs`); the warm rows need them on in this process.
+    std::env::set_var("BRAINLOOP_SANDBOX_WARM", "1");
     let n: usize = std::env::var("BENCH_COMMANDS")
         .ok()
         .and_then(|v| v.parse().ok())

@@ -230,12 +230,19 @@ fn an_approved_job_interrupted_by_a_crash_asks_again_instead_of_rerunning() {
     // The crashed run's process tree is gone.
     std::thread::sleep(Duration::from_millis(200));
     let sleeping = std::process::Command::new("pgrep")
-        .args(["-f", "sleep 30"])
+        .args(["-a", "-f", "sleep 30"])
+        .output()
+        .unwrap();
+    let ps = std::process::Command::new("ps")
+        .args(["-eo", "pid,ppid,pgid,sid,lstart,args"])
         .output()
         .unwrap();
     assert!(
         String::from_utf8_lossy(&sleeping.stdout).trim().is_empty(),
-        "the previous run's command survived"
+        "the previous run's command survived: {}\n{}\nlog:\n{}",
+        String::from_utf8_lossy(&sleeping.stdout),
+        String::from_utf8_lossy(&ps.stdout),
+        _d.log_text()
     );
 }
 

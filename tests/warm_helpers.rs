@@ -81,6 +81,7 @@ fn a_warm_helper_is_single_use_and_nothing_of_one_command_reaches_the_next() {
     require_sandbox();
     let env = Env::new();
     let d = env.start(&[
+        ("BRAINLOOP_SANDBOX_WARM", "1"),
         ("BRAINLOOP_OVERLAY", "0"),
         ("BRAINLOOP_CONCURRENCY", "1"),
         ("BRAINLOOP_MAX_SLOTS_PER_CLIENT", "1"),
