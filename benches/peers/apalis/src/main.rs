@@ -15,7 +15,6 @@
 use apalis::prelude::*;
 use apalis_sqlite::{Config, SqliteConnectOptions, SqlitePool, SqlitePoolOptions, SqliteStorage};
 use sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous};
-use sqlx::ConnectOptions;
 use std::io::Write;
 use std::str::FromStr;
 use std::time::Duration;
