@@ -87,21 +87,14 @@ pub fn reserve(helper: &Path, limits: &Limits) -> Option<Reserved> {
                 got = Some(w);
                 break;
             }
-            if let Some(c) = &w.cgroup {
-                c.remove();
-            }
+            w.discard();
         }
         // Helpers for other limits or binaries are of no use any more.
         let (keep, stale): (Vec<Warm>, Vec<Warm>) = std::mem::take(&mut *ready)
             .into_iter()
             .partition(|w| w.limits == *limits && w.helper == helper);
         *ready = keep;
-        for w in stale {
-            drop(w.child);
-            if let Some(c) = &w.cgroup {
-                c.remove();
-            }
-        }
+        stale.into_iter().for_each(Warm::discard);
         got
     };
     refill(helper, limits);
@@ -146,13 +139,27 @@ fn refill(helper: &Path, limits: &Limits) {
     }
 }
 
+impl Warm {
+    /// Drops a helper that will not be used (killed on drop) and removes its cgroup.
+    fn discard(self) {
+        drop(self.child);
+        if let Some(c) = &self.cgroup {
+            c.remove();
+        }
+    }
+}
+
 async fn start(helper: &Path, limits: &Limits) -> std::io::Result<Warm> {
     use tokio::io::AsyncWriteExt;
     let id = NEXT.fetch_add(1, Ordering::SeqCst);
-    let cgroup = JobCgroup::create(
-        &format!("brainloop-{}-warm{id}", std::process::id()),
-        limits,
+    // Filesystem work off the runtime threads; only the spawn below stays on one (PDEATHSIG).
+    let (name, lim) = (
+        format!("brainloop-{}-warm{id}", std::process::id()),
+        limits.clone(),
     );
+    let cgroup = tokio::task::spawn_blocking(move || JobCgroup::create(&name, &lim))
+        .await
+        .map_err(std::io::Error::other)?;
     let prelude = Prelude {
         cgroup_procs: cgroup
             .as_ref()
