@@ -212,14 +212,30 @@ fn an_approved_job_interrupted_by_a_crash_asks_again_instead_of_rerunning() {
     // Without the overlay the command runs only after approval (with it, it would run on the
     // overlay first and the approval would apply its change set: see tests/overlay.rs).
     let d = env.start(&[("BRAINLOOP_OVERLAY", "0")]);
-    let cmd = "sleep 30 && touch late.txt";
+    // The sleep's argument is this test process's own (pgrep below looks machine-wide, and
+    // another suite running at the same time may have a `sleep 30` of its own).
+    let sleep = format!("sleep 30.{:06}", std::process::id());
+    let cmd = format!("{sleep} && touch late.txt");
+    let cmd = cmd.as_str();
     let id = job(&env, "local", "execute_bash", &json!({"command": cmd}));
     let (st, v, _) = settled(&env, id);
     assert_eq!(st, "pending_validation");
     let first = v["validation_id"].as_str().unwrap().to_string();
     approve(&env, &first, &[]);
     env.wait_status(id, "running", LONG);
-    std::thread::sleep(Duration::from_millis(300));
+    let found = || {
+        let out = std::process::Command::new("pgrep")
+            .args(["-a", "-x", "-f", &sleep])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    // The check below can fail: the command is seen running before the crash.
+    let t0 = std::time::Instant::now();
+    while found().is_empty() {
+        assert!(t0.elapsed() < LONG, "the approved command never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     d.kill9();
     let _d = env.start(&[("BRAINLOOP_OVERLAY", "0")]);
     let (st, v, _) = settled(&env, id);
@@ -229,18 +245,14 @@ fn an_approved_job_interrupted_by_a_crash_asks_again_instead_of_rerunning() {
     assert!(v["reasons"].to_string().contains("asked again"), "{v}");
     // The crashed run's process tree is gone.
     std::thread::sleep(Duration::from_millis(200));
-    let sleeping = std::process::Command::new("pgrep")
-        .args(["-a", "-f", "sleep 30"])
-        .output()
-        .unwrap();
+    let sleeping = found();
     let ps = std::process::Command::new("ps")
         .args(["-eo", "pid,ppid,pgid,sid,lstart,args"])
         .output()
         .unwrap();
     assert!(
-        String::from_utf8_lossy(&sleeping.stdout).trim().is_empty(),
-        "the previous run's command survived: {}\n{}\nlog:\n{}",
-        String::from_utf8_lossy(&sleeping.stdout),
+        sleeping.is_empty(),
+        "the previous run's command survived: {sleeping}\n{}\nlog:\n{}",
         String::from_utf8_lossy(&ps.stdout),
         _d.log_text()
     );

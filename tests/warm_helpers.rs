@@ -180,3 +180,87 @@ fn a_warm_helper_is_single_use_and_nothing_of_one_command_reaches_the_next() {
         "processes left in the worker's cgroups: {left:?}"
     );
 }
+
+/// A worker killed with SIGKILL removes none of its cgroups (its warm helpers' and its jobs'):
+/// the next worker to start removes every `brainloop-<pid>-…` cgroup of a process no longer
+/// running, killing what is still in one, and leaves those of live processes alone. Needs
+/// cgroups the worker can create (root here; the unprivileged pass skips it by name).
+#[test]
+fn a_restart_removes_the_cgroups_of_a_worker_killed_with_sigkill_needs_writable_cgroups() {
+    require_sandbox();
+    let env = Env::new();
+    let vars = [("BRAINLOOP_OVERLAY", "0"), ("BRAINLOOP_CONCURRENCY", "1")];
+    let a = env.start(&vars);
+    let dead = a.pid();
+    let mark = format!("300.{:06}", std::process::id());
+    let id = job(
+        &env,
+        "local",
+        "execute_bash",
+        &json!({ "command": format!("sleep {mark}") }),
+    );
+    env.wait_status(id, "running", Duration::from_secs(60));
+    let t0 = std::time::Instant::now();
+    while host_processes(&mark).is_empty() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the command never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let left = worker_cgroups(dead);
+    assert!(
+        !left.is_empty(),
+        "CANNOT RUN HERE: the worker made no cgroup (none writable?); log:\n{}",
+        a.log_text()
+    );
+    a.kill9();
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(worker_cgroups(dead), left, "a SIGKILL removes nothing");
+    // Planted beside them: a cgroup of a process that is gone, still holding a process (a
+    // command that outlived its worker), and one of a live process (this test).
+    let base = std::path::Path::new(&left[0])
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let gone = {
+        let mut c = std::process::Command::new("true").spawn().unwrap();
+        c.wait().unwrap();
+        c.id()
+    };
+    let orphan_cg = base.join(format!("brainloop-{gone}-7"));
+    let live_cg = base.join(format!("brainloop-{}-7", std::process::id()));
+    std::fs::create_dir(&orphan_cg).unwrap();
+    std::fs::create_dir(&live_cg).unwrap();
+    let orphan_mark = format!("301.{:06}", std::process::id());
+    let mut orphan = std::process::Command::new("sleep")
+        .arg(&orphan_mark)
+        .spawn()
+        .unwrap();
+    std::fs::write(orphan_cg.join("cgroup.procs"), orphan.id().to_string()).unwrap();
+
+    let b = env.start(&vars);
+    let t0 = std::time::Instant::now();
+    while !worker_cgroups(dead).is_empty() || orphan_cg.exists() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "left: {:?} {}; log:\n{}",
+            worker_cgroups(dead),
+            orphan_cg.display(),
+            b.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let st = orphan.wait().unwrap();
+    assert!(
+        !st.success(),
+        "the process in the dead worker's cgroup was killed: {st:?}"
+    );
+    assert!(live_cg.exists(), "a live process's cgroup was removed");
+    assert!(b
+        .log_text()
+        .contains("removed job cgroups left by workers no longer running"));
+    let _ = std::fs::remove_dir(&live_cg);
+    // (The job itself, a pure command, is run again by `b`, and killed with it.)
+    drop(b);
+}

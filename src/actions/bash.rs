@@ -213,74 +213,19 @@ async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
     let f = facts(&report);
     let hash = report.command_hash.clone();
     let now = crate::time::now_ms();
-    let entry = {
-        let (h, c, w, f2) = (
-            hash.clone(),
-            command.clone(),
-            workdir.display().to_string(),
-            f.clone(),
-        );
-        ctx.stores
-            .security
-            .call(move |conn| {
-                registry::get_or_create(
-                    conn,
-                    &h,
-                    &c,
-                    &w,
-                    &f2,
-                    classify::CLASSIFIER_VERSION,
-                    false,
-                    now,
-                )
-            })
-            .await
-            .map_err(|e| Outcome::failed(format!("command registry: {e:#}")))?
-    };
-    let promotion = {
-        let (h, client, set) = (
-            hash.clone(),
-            ctx.client_id.clone(),
-            f.permission_set.clone(),
-        );
-        ctx.stores
-            .security
-            .call(move |c| evidence::promotion(c, &client, &h, &set))
-            .await
-            .map_err(|e| Outcome::failed(format!("command registry: {e:#}")))?
-    };
-    // The duplicate check looks at other jobs only: a retry after a crash (its first attempt
-    // ran, then the worker died) is not a duplicate of itself (found by scripts/soak.sh).
-    let job_id = ctx.job_id;
-    let last_requested = {
-        let (h, text) = (hash.clone(), command.clone());
-        ctx.stores
-            .output
-            .call(move |c| approvals::last_requested(c, &h, &text, job_id))
-            .await
-            .unwrap_or(None)
-    };
-    let last_executed = {
-        let h = hash.clone();
-        ctx.stores
-            .security
-            .call(move |c| approvals::last_executed(c, &h, job_id))
-            .await
-            .unwrap_or(entry.last_executed)
-    };
     // Effects over commands (DESIGN §5.12): an overlay run of this job may wait for a human; an
     // approval then binds to the command *and* that exact change set.
     let ws = workspace_of(ctx);
     let data_dir = ctx.config.data_dir.clone();
-    let pending: Option<Manifest> = {
-        let (dd, job) = (data_dir.clone(), ctx.job_id);
-        tokio::task::spawn_blocking(move || changes::load_manifest(&dd, job))
-            .await
-            .ok()
-            .and_then(|r| r.ok())
-            .flatten()
-            .filter(|m| m.command_hash == hash)
-    };
+    let sigs = signatures::of_report(&report, &workdir, &ws);
+    let Known {
+        entry,
+        promotion,
+        last_requested,
+        last_executed,
+        pending,
+        sig_state,
+    } = known(ctx, &hash, &command, &workdir, &f, &sigs, now).await?;
     let expected_hash = pending
         .as_ref()
         .map(|m| m.effect_hash.clone())
@@ -295,23 +240,8 @@ async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
         .approval
         .as_ref()
         .is_some_and(|a| a.command_hash == crate::egress::approval_hash(&hash));
-    let sigs = signatures::of_report(&report, &workdir, &ws);
     let capturable =
         ctx.config.overlay && ctx.sandbox.enforcing && overlay_capturable(&report, &workdir, &ws);
-    let sig_state = if sigs.is_empty() {
-        SigState::default()
-    } else {
-        let (s2, th, client) = (
-            sigs.clone(),
-            ctx.config.signature_approvals,
-            ctx.client_id.clone(),
-        );
-        ctx.stores
-            .security
-            .call(move |c| signatures::observe(c, &client, &s2, th, now))
-            .await
-            .map_err(|e| Outcome::failed(format!("signatures: {e:#}")))?
-    };
     // A duplicate is a second request to a human: a capturable command's overlay runs that
     // changed nothing asked nobody, so only its earlier requests count there.
     let last = if capturable {
@@ -402,6 +332,90 @@ async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
             let set = entry.permission_set.clone().unwrap_or_else(|| report.permission_set.to_string());
             execute(ctx, &command, &report, &f, &workdir, timeout, &policy_used, &set).await
         }
+    }
+}
+
+/// What the policy needs to know about a command besides its text.
+struct Known {
+    /// Its registry entry (created on first sight).
+    entry: registry::Entry,
+    promotion: Option<evidence::Promotion>,
+    /// When another job last asked a human about it, and last ran it.
+    last_requested: Option<i64>,
+    last_executed: Option<i64>,
+    /// This job's change set waiting for a human, when it is for this command.
+    pending: Option<Manifest>,
+    sig_state: SigState,
+}
+
+/// Reads [`Known`] in one call on the blocking pool (one hop, not six: issue 24). The duplicate
+/// check looks at other jobs only: a retry after a crash (its first attempt ran, then the worker
+/// died) is not a duplicate of itself (found by scripts/soak.sh). The last request is read on a
+/// reader of output.db, so it never waits for the result writer's commit.
+async fn known(
+    ctx: &JobCtx,
+    hash: &str,
+    command: &str,
+    workdir: &Path,
+    f: &Facts,
+    sigs: &[Signature],
+    now: i64,
+) -> Result<Known, Outcome> {
+    let stores = std::sync::Arc::clone(&ctx.stores);
+    let (h, text, wd, f, sigs) = (
+        hash.to_string(),
+        command.to_string(),
+        workdir.display().to_string(),
+        f.clone(),
+        sigs.to_vec(),
+    );
+    let (client, job_id, threshold) = (
+        ctx.client_id.clone(),
+        ctx.job_id,
+        ctx.config.signature_approvals,
+    );
+    let data_dir = ctx.config.data_dir.clone();
+    let read = move || -> Result<Known, String> {
+        let (entry, promotion, last_executed) = stores
+            .security
+            .with(|c| {
+                let version = classify::CLASSIFIER_VERSION;
+                let entry = registry::get_or_create(c, &h, &text, &wd, &f, version, false, now)?;
+                let promotion = evidence::promotion(c, &client, &h, &f.permission_set)?;
+                let last = approvals::last_executed(c, &h, job_id).unwrap_or(entry.last_executed);
+                Ok((entry, promotion, last))
+            })
+            .map_err(|e| format!("command registry: {e:#}"))?;
+        let last_requested = stores
+            .output_readers
+            .get()
+            .ok()
+            .and_then(|c| approvals::last_requested(&c, &h, &text, job_id).ok())
+            .flatten();
+        let pending = changes::load_manifest(&data_dir, job_id)
+            .ok()
+            .flatten()
+            .filter(|m| m.command_hash == h);
+        let sig_state = if sigs.is_empty() {
+            SigState::default()
+        } else {
+            stores
+                .security
+                .with(|c| signatures::observe(c, &client, &sigs, threshold, now))
+                .map_err(|e| format!("signatures: {e:#}"))?
+        };
+        Ok(Known {
+            entry,
+            promotion,
+            last_requested,
+            last_executed,
+            pending,
+            sig_state,
+        })
+    };
+    match tokio::task::spawn_blocking(read).await {
+        Ok(r) => r.map_err(Outcome::failed),
+        Err(e) => Err(Outcome::failed(format!("command registry: {e}"))),
     }
 }
 
@@ -568,7 +582,7 @@ async fn execute(
             match crate::egress::job::start(ctx, &report.command_hash, scope, spec).await {
                 Ok(p) => Some(p),
                 Err(e) => {
-                    prepared.finish();
+                    prepared.finish_in_background();
                     return Err(Outcome::failed(e));
                 }
             }
@@ -589,7 +603,7 @@ async fn execute(
     })
     .await;
     leftovers::forget(&data_dir, job_id);
-    prepared.finish();
+    prepared.finish_in_background();
     let conns = match proxy {
         Some(p) => crate::egress::job::finish(ctx, &report.command_hash, p).await,
         None => Vec::new(),
@@ -884,7 +898,7 @@ async fn overlay_run(
         }
     };
     let Some((_, spec)) = prepared.sandbox.as_mut() else {
-        prepared.finish();
+        prepared.finish_in_background();
         discard();
         return Err(Outcome::failed(
             "the overlay needs the sandbox, which is not enforcing here; nothing ran",
@@ -903,7 +917,7 @@ async fn overlay_run(
     let proxy = match crate::egress::job::start(ctx, &report.command_hash, scope, spec).await {
         Ok(p) => p,
         Err(e) => {
-            prepared.finish();
+            prepared.finish_in_background();
             discard();
             return Err(Outcome::failed(e));
         }
@@ -920,7 +934,7 @@ async fn overlay_run(
     })
     .await;
     leftovers::forget(&data_dir, job_id);
-    prepared.finish();
+    prepared.finish_in_background();
     let conns = crate::egress::job::finish(ctx, &report.command_hash, proxy).await;
     let r = match res {
         Ok(r) => r,

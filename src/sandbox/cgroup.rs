@@ -128,6 +128,45 @@ fn delegate_v2(base: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// Removes the job cgroups (and warm helpers' cgroups) that workers no longer running left
+/// behind — a worker killed with SIGKILL removes none of its own — killing anything still in
+/// them: a command must not outlive its worker. A job cgroup is named `brainloop-<pid>-…` after
+/// the worker that made it; those of a live process (this worker, another instance) are left
+/// alone. Returns how many were removed. Blocking (call it off the runtime threads).
+pub fn sweep_dead() -> usize {
+    let me = std::process::id();
+    let mut bases: Vec<PathBuf> = v2_delegated_base().into_iter().collect();
+    bases.extend(["pids", "memory"].into_iter().filter_map(v1_base));
+    let mut removed = 0;
+    for base in bases {
+        let Ok(entries) = std::fs::read_dir(&base) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name();
+            let Some(pid) = owner_pid(&name.to_string_lossy()) else {
+                continue;
+            };
+            let alive = pid == me || Path::new("/proc").join(pid.to_string()).exists();
+            if !alive && e.path().is_dir() {
+                JobCgroup {
+                    dirs: vec![e.path()],
+                }
+                .remove();
+                removed += usize::from(!e.path().exists());
+            }
+        }
+    }
+    removed
+}
+
+/// The worker pid in a job cgroup's name (`brainloop-<pid>-<job or warmN>`).
+fn owner_pid(name: &str) -> Option<u32> {
+    let (pid, rest) = name.strip_prefix("brainloop-")?.split_once('-')?;
+    (!rest.is_empty()).then_some(())?;
+    pid.parse().ok()
+}
+
 impl JobCgroup {
     /// Creates the job's cgroup(s) with the limits written; `None` if none can be made.
     pub fn create(name: &str, limits: &Limits) -> Option<JobCgroup> {
@@ -193,6 +232,26 @@ impl JobCgroup {
                 }
                 std::thread::sleep(std::time::Duration::from_millis(10));
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_job_cgroup_names_the_worker_that_made_it() {
+        assert_eq!(owner_pid("brainloop-123-7"), Some(123));
+        assert_eq!(owner_pid("brainloop-123-warm4"), Some(123));
+        for other in [
+            "brainloop-worker",
+            "brainloop-123-",
+            "brainloop-x-1",
+            "user.slice",
+            "brainloop",
+        ] {
+            assert_eq!(owner_pid(other), None, "{other}");
         }
     }
 }

@@ -384,8 +384,8 @@ pub fn spec_for(
     let mut env = env;
     // The sets that run without a human get git's and less's configuration neutralised.
     match set {
-        Set::Readonly => neutral::neutralise(&mut env, &workdir),
-        Set::Minimal => neutral::neutralise(&mut env, Path::new("/nonexistent")),
+        Set::Readonly => neutral::neutralise(&mut env, Some(&workdir)),
+        Set::Minimal => neutral::neutralise(&mut env, None),
         _ => {}
     }
     env.retain(|(k, _)| k != "HOME" && k != "TMPDIR");
@@ -502,6 +502,16 @@ impl Prepared {
         }
         if let Some(t) = &self.tmp_dir {
             let _ = std::fs::remove_dir_all(t);
+        }
+    }
+
+    /// [`finish`](Self::finish) on the blocking pool, not awaited (a cgroup removal may wait for
+    /// exiting processes): the command's result does not wait for its clean-up. Inline when
+    /// there is no runtime.
+    pub fn finish_in_background(self) {
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => drop(rt.spawn_blocking(move || self.finish())),
+            Err(_) => self.finish(),
         }
     }
 }

@@ -172,8 +172,9 @@ fn git_config_listing(dir: &Path) -> String {
         .unwrap_or_default()
 }
 
-/// Rewrites `env` for a command of the minimal or readonly set run in `workdir`.
-pub fn neutralise(env: &mut Vec<(String, String)>, workdir: &Path) {
+/// Rewrites `env` for a command of the minimal or readonly set run in `workdir`; `None` for a
+/// set that sees no workspace (minimal): no repository there to read, and no `git` started.
+pub fn neutralise(env: &mut Vec<(String, String)>, workdir: Option<&Path>) {
     env.retain(|(k, _)| {
         !REMOVED.contains(&k.as_str())
             && !FIXED.iter().any(|(f, _)| f == k)
@@ -185,7 +186,7 @@ pub fn neutralise(env: &mut Vec<(String, String)>, workdir: &Path) {
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-    let (names, in_repo) = repo_config_names(workdir);
+    let (names, in_repo) = workdir.map(repo_config_names).unwrap_or_default();
     pairs.extend(driver_overrides(&names));
     if in_repo {
         env.push(("GIT_ATTR_SOURCE".into(), EMPTY_TREE.into()));
@@ -229,7 +230,7 @@ mod tests {
             ("PAGER".to_string(), "sh".to_string()),
             ("LANG".to_string(), "C".to_string()),
         ];
-        neutralise(&mut env, Path::new("/nonexistent-dir"));
+        neutralise(&mut env, None);
         let get = |k: &str| {
             env.iter()
                 .filter(|(n, _)| n == k)

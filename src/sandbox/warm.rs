@@ -19,11 +19,11 @@
 //! An idle warm helper has `PR_SET_PDEATHSIG` from the worker like any helper and is killed at
 //! shutdown ([`drain`]).
 //!
-//! Opt-in (`BRAINLOOP_SANDBOX_WARM=1`; off, every helper starts cold per command): in two full
-//! test runs with warm helpers on, `execute_bash::an_approved_job_interrupted_by_a_crash_asks_
-//! again_instead_of_rerunning` once found the crashed run's `sleep 30` still alive after the
-//! restart — never reproduced alone (20+ runs) and not explained yet. Commands must not outlive
-//! the worker, so warm helpers stay off by default until that is understood.
+//! On by default; `BRAINLOOP_SANDBOX_WARM=0` starts every helper cold, per command. (They were
+//! opt-in for a while: `execute_bash::an_approved_job_interrupted_by_a_crash_asks_again_…`
+//! twice found a `sleep 30` alive after the crash, in full runs that had another test suite
+//! running `sleep 30` beside them — its `pgrep` looked machine-wide. It now looks for its own
+//! command only, and first sees it running.)
 
 use super::cgroup::JobCgroup;
 use super::exec::{frame_prelude, Prelude};
@@ -54,10 +54,10 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Whether warm helpers are used: opt-in, `BRAINLOOP_SANDBOX_WARM=1` (see the module doc).
+/// Whether warm helpers are used: yes unless `BRAINLOOP_SANDBOX_WARM=0` (see the module doc).
 pub fn enabled() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("BRAINLOOP_SANDBOX_WARM").is_ok_and(|v| v == "1"))
+    *ON.get_or_init(|| std::env::var("BRAINLOOP_SANDBOX_WARM").map_or(true, |v| v != "0"))
 }
 
 /// A warm helper reserved for one command: its id (for the spec, [`take`], [`discard`]) and

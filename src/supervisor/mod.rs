@@ -105,8 +105,20 @@ pub async fn run(
     let st = Arc::clone(&stores);
     let max_attempts = config.max_attempts;
     let ttl = config.validation_ttl_ms;
-    let killed = crate::bash::leftovers::reap_previous(&config.data_dir);
-    let swept = crate::sandbox::sweep_private_tmp(&config.data_dir);
+    let dd = config.data_dir.clone();
+    let (killed, swept, cgroups) = tokio::task::spawn_blocking(move || {
+        let killed = crate::bash::leftovers::reap_previous(&dd);
+        let swept = crate::sandbox::sweep_private_tmp(&dd);
+        (killed, swept, crate::sandbox::cgroup::sweep_dead())
+    })
+    .await
+    .context("recovery task panicked")?;
+    if cgroups > 0 {
+        tracing::info!(
+            cgroups,
+            "removed job cgroups left by workers no longer running"
+        );
+    }
     if swept > 0 {
         tracing::info!(
             dirs = swept,
