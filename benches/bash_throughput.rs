@@ -6,9 +6,10 @@
 //! confined by the sandbox helper (namespaces, cgroup, Landlock, seccomp), recorded in
 //! `executions` (synchronous=FULL) and published in `results` — against N `bash -c true` from a
 //! plain sequential loop, in the same run. The daemon is measured at concurrency 1 (the
-//! like-for-like comparison) without warm sandbox helpers (the default: every helper started
-//! cold) and with them (opt-in `BRAINLOOP_SANDBOX_WARM=1`, `sandbox/warm.rs`), and at its
-//! default concurrency of 4 with warm helpers.
+//! like-for-like comparison) with warm sandbox helpers (the default, `sandbox/warm.rs`) and
+//! without them (`BRAINLOOP_SANDBOX_WARM=0`: every helper started cold, per command), and at its
+//! default concurrency of 4. "total" includes the daemon's start-up; "steady" is the time from
+//! the first result to the last, per command after the first.
 //!
 //! Env: BENCH_COMMANDS (default 1000).
 
@@ -31,7 +32,8 @@ fn succeeded(data: &Path) -> i64 {
         .unwrap_or(0)
 }
 
-fn daemon(n: u64, concurrency: u64, warm: bool) -> Duration {
+/// (total from the daemon's start, per command from the first result to the last)
+fn daemon(n: u64, concurrency: u64, warm: bool) -> (Duration, Duration) {
     let root = tempfile::tempdir().unwrap();
     let data = root.path().join("data");
     let ws = root.path().join("ws");
@@ -66,16 +68,25 @@ fn daemon(n: u64, concurrency: u64, warm: bool) -> Duration {
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    while succeeded(&data) < n as i64 {
-        std::thread::sleep(Duration::from_millis(5));
+    let mut first = None;
+    loop {
+        let done = succeeded(&data);
+        if done >= 1 && first.is_none() {
+            first = Some(Instant::now());
+        }
+        if done >= n as i64 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(2));
     }
     let d = t.elapsed();
+    let steady = first.map_or(d, |f| f.elapsed()) / (n.max(2) - 1) as u32;
     let _ = nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),
         nix::sys::signal::Signal::SIGTERM,
     );
     let _ = child.wait();
-    d
+    (d, steady)
 }
 
 fn plain(n: u64) -> Duration {
@@ -97,33 +108,30 @@ fn main() {
         .unwrap_or(1000);
     println!("execute_bash overhead — {n} auto-approved `true` commands (start-up included for the daemon)\n");
     let base = plain(n);
+    let warm = daemon(n, 1, true);
     let cold = daemon(n, 1, false);
-    let d1 = daemon(n, 1, true);
     let d4 = daemon(n, 4, true);
     let per = |d: Duration| d.as_secs_f64() * 1e3 / n as f64;
-    println!("| run | total | per command | vs plain loop |");
-    println!("|---|---|---|---|");
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    println!("| run | total | per command | steady, per command | vs plain loop (steady) |");
+    println!("|---|---|---|---|---|");
     println!(
-        "| plain loop: bash -c true | {:.2} s | {:.3} ms | 1.00 |",
+        "| plain loop: bash -c true | {:.2} s | {:.3} ms | {:.3} ms | 1.00 |",
         base.as_secs_f64(),
+        per(base),
         per(base)
     );
-    println!(
-        "| brainloop, concurrency 1, cold helpers | {:.2} s | {:.3} ms | {:.2} |",
-        cold.as_secs_f64(),
-        per(cold),
-        cold.as_secs_f64() / base.as_secs_f64()
-    );
-    println!(
-        "| brainloop, concurrency 1, warm helpers | {:.2} s | {:.3} ms | {:.2} |",
-        d1.as_secs_f64(),
-        per(d1),
-        d1.as_secs_f64() / base.as_secs_f64()
-    );
-    println!(
-        "| brainloop, concurrency 4, warm helpers | {:.2} s | {:.3} ms | {:.2} |",
-        d4.as_secs_f64(),
-        per(d4),
-        d4.as_secs_f64() / base.as_secs_f64()
-    );
+    for (label, (total, steady)) in [
+        ("brainloop, concurrency 1, warm helpers (default)", warm),
+        ("brainloop, concurrency 1, cold helpers", cold),
+        ("brainloop, concurrency 4, warm helpers", d4),
+    ] {
+        println!(
+            "| {label} | {:.2} s | {:.3} ms | {:.3} ms | {:.2} |",
+            total.as_secs_f64(),
+            per(total),
+            ms(steady),
+            ms(steady) / per(base)
+        );
+    }
 }

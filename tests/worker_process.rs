@@ -200,6 +200,32 @@ fn wake_up_comes_from_the_input_file_changing_not_from_polling() {
     env.wait_status(id, "succeeded", Duration::from_secs(20));
 }
 
+#[test]
+fn an_operators_approval_wakes_the_worker_not_the_poll() {
+    let env = Env::new();
+    // 60 s poll fallback: the approval must be seen through command_security.db's watch.
+    let _d = env.start(&[
+        ("BRAINLOOP_POLL_FALLBACK_MS", "60000"),
+        ("BRAINLOOP_OVERLAY", "0"),
+    ]);
+    let id = common::job(
+        &env,
+        "local",
+        "execute_bash",
+        &serde_json::json!({"command": "touch approved.txt"}),
+    );
+    let (st, v, _) = common::settled(&env, id);
+    assert_eq!(st, "pending_validation", "{v}");
+    let t0 = std::time::Instant::now();
+    common::cli_ok(&env, &["approve", v["validation_id"].as_str().unwrap()]);
+    env.wait_status(id, "succeeded", Duration::from_secs(20));
+    assert!(env.workspace.join("approved.txt").exists());
+    assert!(
+        t0.elapsed() < Duration::from_secs(20),
+        "picked up by the poll, not the watch"
+    );
+}
+
 /// Final results before a crash, by job: (finished_at, attempts).
 fn finals(env: &Env) -> HashMap<i64, (i64, i64)> {
     let c = env.output();

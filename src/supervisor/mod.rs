@@ -258,6 +258,9 @@ pub async fn run(
     // moves only when *another* connection (the operator's CLI) commits — the worker's own
     // registry writes do not trigger a scan.
     let mut approvals_notified = false;
+    // Until when the input's re-checks also re-check command_security.db: the WAL write that
+    // notified comes before its commit is visible, as on the input side.
+    let mut approvals_recheck_until: Option<tokio::time::Instant> = None;
     let mut security_dv: Option<i64> = None;
     loop {
         stats.tick();
@@ -476,7 +479,11 @@ pub async fn run(
                 }
                 recheck = Some(RECHECK_FIRST);
             }
-            _ = watcher.approvals.notified() => { approvals_notified = true; }
+            _ = watcher.approvals.notified() => {
+                approvals_notified = true;
+                approvals_recheck_until = Some(tokio::time::Instant::now() + RECHECK_LAST * 2);
+                recheck = Some(RECHECK_FIRST);
+            }
             _ = tokio::time::sleep_until(deadline) => {
                 let now = tokio::time::Instant::now();
                 if now >= next_poll {
@@ -487,6 +494,9 @@ pub async fn run(
                 }
                 if recheck_at.is_some_and(|t| now >= t) {
                     check = true;
+                    if approvals_recheck_until.is_some_and(|u| now <= u) {
+                        approvals_notified = true;
+                    }
                     recheck_at = None;
                     recheck = Some(recheck_next);
                 }
