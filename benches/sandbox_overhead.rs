@@ -104,7 +104,8 @@ async fn measure(n: usize, set: Option<Set>, warm: bool, ws: &std::path::Path) -
 
 #[tokio::main]
 async fn main() {
-    // Warm helpers are opt-in (`sandbox/warm.rs`); the warm rows need them on in this process.
+    // Warm helpers are on by default (`sandbox/warm.rs`), unless BRAINLOOP_SANDBOX_WARM=0 is set
+    // around the bench: the warm rows need them on in this process.
     std::env::set_var("BRAINLOOP_SANDBOX_WARM", "1");
     let n: usize = std::env::var("BENCH_COMMANDS")
         .ok()
