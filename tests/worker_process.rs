@@ -226,6 +226,62 @@ fn an_operators_approval_wakes_the_worker_not_the_poll() {
     );
 }
 
+#[test]
+fn an_approval_given_during_a_backlog_drain_is_acted_on_before_the_drain_ends() {
+    let env = Env::new();
+    let total = 400_000i64;
+    let vars = [
+        ("BRAINLOOP_POLL_FALLBACK_MS", "60000"),
+        ("BRAINLOOP_OVERLAY", "0"),
+    ];
+    let d = env.start(&vars);
+    let id = common::job(
+        &env,
+        "local",
+        "execute_bash",
+        &serde_json::json!({"command": "touch during-drain.txt"}),
+    );
+    let (st, v, _) = common::settled(&env, id);
+    assert_eq!(st, "pending_validation", "{v}");
+    d.sigterm();
+    assert!(d.wait_exit(LONG).0.success());
+    {
+        let mut c = env.input();
+        let tx = c.transaction().unwrap();
+        for _ in 0..total {
+            tx.execute("INSERT INTO jobs(action, params) VALUES ('ping', '{}')", [])
+                .unwrap();
+        }
+        tx.commit().unwrap();
+    }
+    let _d = env.start(&vars);
+    while env.final_count() < 1000 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    common::cli_ok(&env, &["approve", v["validation_id"].as_str().unwrap()]);
+    env.wait_final(total + 1, LONG);
+    let c = env.output();
+    let approved_at: i64 = c
+        .query_row(
+            "SELECT finished_at FROM results WHERE job_id = ?1 AND status = 'succeeded'",
+            [id],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let last_ping: i64 = c
+        .query_row(
+            "SELECT max(finished_at) FROM results WHERE job_id <> ?1",
+            [id],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(
+        approved_at < last_ping,
+        "the approved job ran {} ms after the backlog's last job: it waited for the drain",
+        approved_at - last_ping
+    );
+}
+
 /// Final results before a crash, by job: (finished_at, attempts).
 fn finals(env: &Env) -> HashMap<i64, (i64, i64)> {
     let c = env.output();

@@ -430,6 +430,23 @@ pub async fn run(
             while let Some(res) = loop_state.tasks.try_join_next_with_id() {
                 loop_state.reap(res);
             }
+            // A backlog does not hold up an operator's decision, nor the schedules: a stored
+            // notification or a due poll is taken here too (the next pass acts on it).
+            use futures_util::FutureExt;
+            let now = tokio::time::Instant::now();
+            if watcher.approvals.notified().now_or_never().is_some() {
+                approvals_recheck_until = Some(now + RECHECK_LAST * 2);
+                recheck = Some(RECHECK_FIRST);
+            }
+            // Its commit may not be visible yet: re-checked once per batch meanwhile.
+            if approvals_recheck_until.is_some_and(|u| now <= u) {
+                approvals_notified = true;
+            }
+            if now >= next_poll {
+                approvals_check = true;
+                schedules_check = true;
+                next_poll = now + poll;
+            }
             tokio::select! {
                 biased;
                 _ = shutdown.requested.cancelled() => break,
