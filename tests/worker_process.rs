@@ -200,24 +200,34 @@ fn wake_up_comes_from_the_input_file_changing_not_from_polling() {
     env.wait_status(id, "succeeded", Duration::from_secs(20));
 }
 
+/// A 60 s poll fallback (only the file watches can wake the worker quickly), commands run
+/// directly once approved (no overlay).
+const WATCH_ONLY: [(&str, &str); 2] = [
+    ("BRAINLOOP_POLL_FALLBACK_MS", "60000"),
+    ("BRAINLOOP_OVERLAY", "0"),
+];
+
+/// Submits `command` (one that writes: asked up front) and returns its job and validation ids.
+fn waits_for_a_human(env: &Env, command: &str) -> (i64, String) {
+    let id = common::job(
+        env,
+        "local",
+        "execute_bash",
+        &serde_json::json!({ "command": command }),
+    );
+    let (st, v, _) = common::settled(env, id);
+    assert_eq!(st, "pending_validation", "{v}");
+    (id, v["validation_id"].as_str().unwrap().to_string())
+}
+
 #[test]
 fn an_operators_approval_wakes_the_worker_not_the_poll() {
     let env = Env::new();
     // 60 s poll fallback: the approval must be seen through command_security.db's watch.
-    let _d = env.start(&[
-        ("BRAINLOOP_POLL_FALLBACK_MS", "60000"),
-        ("BRAINLOOP_OVERLAY", "0"),
-    ]);
-    let id = common::job(
-        &env,
-        "local",
-        "execute_bash",
-        &serde_json::json!({"command": "touch approved.txt"}),
-    );
-    let (st, v, _) = common::settled(&env, id);
-    assert_eq!(st, "pending_validation", "{v}");
+    let _d = env.start(&WATCH_ONLY);
+    let (id, validation) = waits_for_a_human(&env, "touch approved.txt");
     let t0 = std::time::Instant::now();
-    common::cli_ok(&env, &["approve", v["validation_id"].as_str().unwrap()]);
+    common::cli_ok(&env, &["approve", &validation]);
     env.wait_status(id, "succeeded", Duration::from_secs(20));
     assert!(env.workspace.join("approved.txt").exists());
     assert!(
@@ -230,19 +240,8 @@ fn an_operators_approval_wakes_the_worker_not_the_poll() {
 fn an_approval_given_during_a_backlog_drain_is_acted_on_before_the_drain_ends() {
     let env = Env::new();
     let total = 400_000i64;
-    let vars = [
-        ("BRAINLOOP_POLL_FALLBACK_MS", "60000"),
-        ("BRAINLOOP_OVERLAY", "0"),
-    ];
-    let d = env.start(&vars);
-    let id = common::job(
-        &env,
-        "local",
-        "execute_bash",
-        &serde_json::json!({"command": "touch during-drain.txt"}),
-    );
-    let (st, v, _) = common::settled(&env, id);
-    assert_eq!(st, "pending_validation", "{v}");
+    let d = env.start(&WATCH_ONLY);
+    let (id, validation) = waits_for_a_human(&env, "touch during-drain.txt");
     d.sigterm();
     assert!(d.wait_exit(LONG).0.success());
     {
@@ -254,11 +253,11 @@ fn an_approval_given_during_a_backlog_drain_is_acted_on_before_the_drain_ends() 
         }
         tx.commit().unwrap();
     }
-    let _d = env.start(&vars);
+    let _d = env.start(&WATCH_ONLY);
     while env.final_count() < 1000 {
         std::thread::sleep(Duration::from_millis(1));
     }
-    common::cli_ok(&env, &["approve", v["validation_id"].as_str().unwrap()]);
+    common::cli_ok(&env, &["approve", &validation]);
     env.wait_final(total + 1, LONG);
     let c = env.output();
     let approved_at: i64 = c
