@@ -254,13 +254,7 @@ pub async fn run(
         .unwrap_or(chrono_tz::Tz::UTC);
     let mut scheduler = crate::schedules::Scheduler::new(tz);
     let mut schedules_check = true;
-    // Set by a change notification on command_security.db; confirmed with data_version, which
-    // moves only when *another* connection (the operator's CLI) commits — the worker's own
-    // registry writes do not trigger a scan.
-    let mut approvals_notified = false;
-    // Until when the input's re-checks also re-check command_security.db: the WAL write that
-    // notified comes before its commit is visible, as on the input side.
-    let mut approvals_recheck_until: Option<tokio::time::Instant> = None;
+    let mut security = SecurityWatch::default();
     let mut security_dv: Option<i64> = None;
     loop {
         stats.tick();
@@ -373,8 +367,8 @@ pub async fn run(
                 Err(e) => tracing::warn!(error = format!("{e:#}"), "cannot fire schedules"),
             }
         }
-        if approvals_notified && !approvals_check {
-            approvals_notified = false;
+        if security.notified && !approvals_check {
+            security.notified = false;
             let dv =
                 tokio::task::block_in_place(|| stores.security.with(|c| input::data_version(c)))
                     .ok();
@@ -385,7 +379,7 @@ pub async fn run(
         }
         if approvals_check {
             approvals_check = false;
-            approvals_notified = false;
+            security.notified = false;
             let st = Arc::clone(&stores);
             let (dd, pp) = (config.data_dir.clone(), config.protected_paths.clone());
             match tokio::task::spawn_blocking(move || approvals::collect(&st, &dd, &pp)).await {
@@ -435,13 +429,11 @@ pub async fn run(
             use futures_util::FutureExt;
             let now = tokio::time::Instant::now();
             if watcher.approvals.notified().now_or_never().is_some() {
-                approvals_recheck_until = Some(now + RECHECK_LAST * 2);
+                security.noticed(now);
                 recheck = Some(RECHECK_FIRST);
             }
-            // Its commit may not be visible yet: re-checked once per batch meanwhile.
-            if approvals_recheck_until.is_some_and(|u| now <= u) {
-                approvals_notified = true;
-            }
+            // Re-checked once per batch meanwhile.
+            security.recheck(now);
             if now >= next_poll {
                 approvals_check = true;
                 schedules_check = true;
@@ -497,8 +489,7 @@ pub async fn run(
                 recheck = Some(RECHECK_FIRST);
             }
             _ = watcher.approvals.notified() => {
-                approvals_notified = true;
-                approvals_recheck_until = Some(tokio::time::Instant::now() + RECHECK_LAST * 2);
+                security.noticed(tokio::time::Instant::now());
                 recheck = Some(RECHECK_FIRST);
             }
             _ = tokio::time::sleep_until(deadline) => {
@@ -511,9 +502,7 @@ pub async fn run(
                 }
                 if recheck_at.is_some_and(|t| now >= t) {
                     check = true;
-                    if approvals_recheck_until.is_some_and(|u| now <= u) {
-                        approvals_notified = true;
-                    }
+                    security.recheck(now);
                     recheck_at = None;
                     recheck = Some(recheck_next);
                 }
@@ -859,6 +848,31 @@ impl Loop {
                 job_id = job.snap.job_id,
                 "result writer is gone; the job will run again at next start"
             );
+        }
+    }
+}
+
+/// Set by a change notification on command_security.db; confirmed with data_version, which
+/// moves only when *another* connection (the operator's CLI) commits — the worker's own registry
+/// writes do not trigger a scan. The WAL write that notified comes before its commit is visible
+/// (as on the input side), so the input's re-checks re-check it for a while.
+#[derive(Default)]
+struct SecurityWatch {
+    /// A data_version check is due.
+    notified: bool,
+    recheck_until: Option<tokio::time::Instant>,
+}
+
+impl SecurityWatch {
+    fn noticed(&mut self, now: tokio::time::Instant) {
+        self.notified = true;
+        self.recheck_until = Some(now + RECHECK_LAST * 2);
+    }
+
+    /// At a re-check: another data_version check while the last notification is recent.
+    fn recheck(&mut self, now: tokio::time::Instant) {
+        if self.recheck_until.is_some_and(|u| now <= u) {
+            self.notified = true;
         }
     }
 }

@@ -34,17 +34,6 @@ pub struct InputWatcher {
     pub approvals: Arc<Notify>,
 }
 
-/// Which of the two notifications a file's changes go to.
-fn kind_of(name: &str) -> Option<bool> {
-    if INPUT_FILES.contains(&name) {
-        Some(true)
-    } else if SECURITY_FILES.contains(&name) {
-        Some(false)
-    } else {
-        None
-    }
-}
-
 const FILE_MASK: WatchMask = WatchMask::MODIFY;
 const DIR_MASK: WatchMask = WatchMask::CREATE.union(WatchMask::MOVED_TO);
 
@@ -52,65 +41,59 @@ struct Thread {
     inotify: Inotify,
     dir: WatchDescriptor,
     data_dir: std::path::PathBuf,
-    /// File watches and whether each is an input file (else a security file).
-    files: HashMap<WatchDescriptor, bool>,
+    /// Each file watch and the notification its changes go to.
+    files: HashMap<WatchDescriptor, Arc<Notify>>,
     wake: Arc<Notify>,
     approvals: Arc<Notify>,
     stop: Arc<AtomicBool>,
 }
 
 impl Thread {
-    fn signal(&self, input: bool) {
-        if input {
-            self.wake.notify_one();
+    /// The notification for changes to the data dir's file `name`, if it is one of ours.
+    fn notify_of(&self, name: &str) -> Option<Arc<Notify>> {
+        if INPUT_FILES.contains(&name) {
+            Some(Arc::clone(&self.wake))
+        } else if SECURITY_FILES.contains(&name) {
+            Some(Arc::clone(&self.approvals))
         } else {
-            self.approvals.notify_one();
+            None
         }
     }
 
     /// Watches `name` if it is one of ours and exists (a second watch of the same inode is the
-    /// same descriptor).
-    fn arm(&mut self, name: &str) -> Option<bool> {
-        let input = kind_of(name)?;
-        if let Ok(wd) = self
-            .inotify
-            .watches()
-            .add(self.data_dir.join(name), FILE_MASK)
-        {
-            self.files.insert(wd, input);
+    /// same descriptor); returns its notification.
+    fn arm(&mut self, name: &str) -> Option<Arc<Notify>> {
+        let notify = self.notify_of(name)?;
+        let path = self.data_dir.join(name);
+        if let Ok(wd) = self.inotify.watches().add(path, FILE_MASK) {
+            self.files.insert(wd, Arc::clone(&notify));
         }
-        Some(input)
+        Some(notify)
     }
 
     fn run(mut self) {
         let mut buf = [0u8; 4096];
         while !self.stop.load(Ordering::SeqCst) {
-            let events: Vec<(WatchDescriptor, EventMask, Option<String>)> = match self
-                .inotify
-                .read_events_blocking(&mut buf)
-            {
-                Ok(evs) => evs
-                    .map(|e| {
-                        let name = e.name.map(|n| n.to_string_lossy().into_owned());
-                        (e.wd, e.mask, name)
-                    })
-                    .collect(),
+            // The events borrow `buf` only, so new watches can be added while reading them.
+            let events = match self.inotify.read_events_blocking(&mut buf) {
+                Ok(evs) => evs,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => {
                     tracing::warn!(error = %e, "input watcher stopped; relying on the poll fallback");
                     return;
                 }
             };
-            for (wd, mask, name) in events {
-                if mask.contains(EventMask::IGNORED) {
-                    self.files.remove(&wd);
-                } else if wd == self.dir {
+            for e in events {
+                if e.mask.contains(EventMask::IGNORED) {
+                    self.files.remove(&e.wd);
+                } else if e.wd == self.dir {
                     // A file of ours appeared: watch it, and it is itself a change.
-                    if let Some(input) = name.as_deref().and_then(|n| self.arm(n)) {
-                        self.signal(input);
+                    let name = e.name.map(|n| n.to_string_lossy().into_owned());
+                    if let Some(n) = name.and_then(|n| self.arm(&n)) {
+                        n.notify_one();
                     }
-                } else if let Some(&input) = self.files.get(&wd) {
-                    self.signal(input);
+                } else if let Some(n) = self.files.get(&e.wd) {
+                    n.notify_one();
                 }
             }
         }
