@@ -33,7 +33,7 @@ fi
 
 echo "building brainloop and the raw SQLite floor (release)" >&2
 cargo build --release --locked --quiet
-cargo build --release --locked --quiet --example sqlite_floor
+cargo build --release --locked --quiet --example sqlite_floor --example bookkeeping_floor
 echo "building the apalis peer (benches/peers/apalis, release)" >&2
 CARGO_TARGET_DIR=$target/peers-apalis cargo build --release --locked --quiet \
   --manifest-path benches/peers/apalis/Cargo.toml
@@ -42,4 +42,5 @@ exec "$venv/bin/python" benches/peers/peers.py \
   --brainloop "$target/release/brainloop" \
   --apalis "$target/peers-apalis/release/apalis-peer" \
   --floor "$target/release/examples/sqlite_floor" \
+  --bookkeeping "$target/release/examples/bookkeeping_floor" \
   --venv "$venv" --jobs "$jobs" --commands "$commands" --idle "$idle" --drain "$drain" --only "${PEERS_ONLY:-}"

@@ -14,8 +14,11 @@ the new rows, write a small result row for each, one commit per poll — the gro
 also uses); brainloop (`ping` action); apalis with its SQLite backend (a `u64 -> u64` job,
 pushed with apalis' own `push`); huey with SqliteHuey (a `ping(n): return n` task, enqueued with
 huey's own API). A second table drains a pre-loaded backlog (--drain N, default 200,000)
-with each consumer stopped while the rows are inserted: jobs/s and CPU µs per job. Then 1,000 auto-approved `true` commands through brainloop against a plain
-`bash -c true` loop, and the idle CPU and RSS of every daemon (its whole process tree).
+with each consumer stopped while the rows are inserted: jobs/s and CPU µs per job, with a second
+floor beside the raw one: the bookkeeping floor (examples/bookkeeping_floor.rs), the rows brainloop
+writes per job (snapshot, transitions, result, exactly-once audit) in brainloop's own databases
+by a minimal loop — what the guarantees cost, apart from brainloop's code. Then 1,000
+auto-approved `true` commands through brainloop against a plain `bash -c true` loop, and the idle CPU and RSS of every daemon (its whole process tree).
 """
 
 import argparse
@@ -395,6 +398,24 @@ def drain_floor(floor_bin, root, n):
             "cpu_us": cpu * 1e6 / max(k, 1), "cpu_s": cpu}
 
 
+def drain_bookkeeping(bookkeeping_bin, brainloop_bin, root, n):
+    """brainloop's own rows for each job and nothing else (examples/bookkeeping_floor.rs) in a
+    data dir made by `brainloop init`; it exits after N jobs: its CPU comes from wait4."""
+    d = os.path.join(root, "bookkeeping-drain")
+    subprocess.run([brainloop_bin, "init", "--data-dir", d], check=True, stdout=subprocess.DEVNULL)
+    bulk_insert(os.path.join(d, "brainloop.input.db"),
+                "INSERT INTO jobs(action, params) VALUES ('ping', '{}')", n)
+    t0 = time.monotonic()
+    cons = subprocess.Popen([bookkeeping_bin, d, str(n)])
+    _, _, ru = os.wait4(cons.pid, 0)
+    secs = time.monotonic() - t0
+    k = min(count(os.path.join(d, "brainloop.output.db"), "SELECT count(*) FROM results"),
+            count(os.path.join(d, "brainloop.metadata.db"), "SELECT count(*) FROM audit"))
+    cpu = ru.ru_utime + ru.ru_stime
+    return {"done": k, "n": n, "jobs_s": k / secs if secs > 0 else 0.0,
+            "cpu_us": cpu * 1e6 / max(k, 1), "cpu_s": cpu}
+
+
 def drain_huey(venv, root, n, name, args):
     start = lambda: Huey(venv, root, name, args, settle=False)
     db = os.path.join(root, name + ".db")
@@ -427,6 +448,8 @@ def main():
     ap.add_argument("--brainloop", required=True)
     ap.add_argument("--apalis", required=True)
     ap.add_argument("--floor", required=True, help="the raw rusqlite floor (examples/sqlite_floor.rs)")
+    ap.add_argument("--bookkeeping", required=True,
+                    help="brainloop's rows per job and nothing else (examples/bookkeeping_floor.rs)")
     ap.add_argument("--venv", required=True)
     ap.add_argument("--jobs", type=int, default=10000)
     ap.add_argument("--commands", type=int, default=1000)
@@ -518,6 +541,8 @@ def main():
     if a.drain > 0:
         cases = [
             ("floor", "raw SQLite floor (minimal Rust loop)", lambda: drain_floor(a.floor, root, a.drain)),
+            ("bookkeeping-floor", "bookkeeping floor (brainloop's rows, minimal Rust loop)",
+             lambda: drain_bookkeeping(a.bookkeeping, a.brainloop, root, a.drain)),
             ("brainloop-default", "brainloop (default)", lambda: drain_brainloop(a.brainloop, root, a.drain, "bl-drain-default", bl_env["default"])),
             ("brainloop-best", "brainloop (best)", lambda: drain_brainloop(a.brainloop, root, a.drain, "bl-drain-best", bl_env["best"])),
             ("apalis-best", "apalis-sqlite 1.0.0 (best)", lambda: drain_apalis(a.apalis, root, a.drain, "apalis-drain", "best")),
@@ -593,9 +618,18 @@ def main():
             ratio = f"{r['jobs_s'] / fl['jobs_s']:.2f}" if fl and fl["jobs_s"] else ""
             print(f"| {name} | {r['jobs_s']:.0f}{incomplete} | {ratio} | {r['cpu_us']:.0f} | {r['cpu_s']:.1f} |")
         hb = next((r for name, r in drains if name.startswith("huey")), None)
+        bk = next((r for name, r in drains if name.startswith("bookkeeping")), None)
         for name, r in drains:
-            if name.startswith("brainloop") and hb and hb["jobs_s"]:
-                print(f"{name} drain: {r['jobs_s'] / hb['jobs_s']:.1f}× huey (best)")
+            if not name.startswith("brainloop"):
+                continue
+            parts = []
+            if bk and bk["jobs_s"]:
+                parts.append(f"{r['jobs_s'] / bk['jobs_s']:.2f}× the bookkeeping floor's jobs/s, "
+                             f"{r['cpu_us'] / bk['cpu_us']:.2f}× its CPU per job")
+            if hb and hb["jobs_s"]:
+                parts.append(f"{r['jobs_s'] / hb['jobs_s']:.1f}× huey (best)")
+            if parts:
+                print(f"{name} drain: " + ", ".join(parts))
     if bash_rows:
         print()
         print(f"| {a.commands} auto-approved commands | total s | per command ms | vs plain loop |")
