@@ -20,6 +20,7 @@ pub mod approvals;
 pub mod claim;
 pub mod finisher;
 pub mod instant;
+mod pace;
 pub mod ready;
 pub mod recorder;
 pub mod recovery;
@@ -59,8 +60,6 @@ type JobResult = (Outcome, Duration);
 
 const RECHECK_FIRST: Duration = Duration::from_millis(1);
 const RECHECK_LAST: Duration = Duration::from_millis(1024);
-/// Within this time of a claim that found rows, a wake-up waits for the first re-check.
-const CLAIM_PACE: Duration = RECHECK_FIRST;
 
 /// Runs the worker until shutdown. The databases must be migrated and the instance lock held.
 pub async fn run(
@@ -248,7 +247,7 @@ pub async fn run(
     let mut recheck: Option<Duration> = None;
     let mut recheck_at: Option<tokio::time::Instant> = None;
     let mut recheck_next = RECHECK_FIRST;
-    let mut last_claim: Option<tokio::time::Instant> = None;
+    let mut pace = pace::ClaimPace::default();
     let mut approvals_check = true;
     let tz = crate::schedules::cronexpr::parse_tz(&config.schedules_timezone)
         .unwrap_or(chrono_tz::Tz::UTC);
@@ -260,6 +259,9 @@ pub async fn run(
         stats.tick();
         if shutdown.requested.is_cancelled() {
             break;
+        }
+        if check && !more && !pace.allows(tokio::time::Instant::now()) {
+            check = false;
         }
         if more || check {
             let st = Arc::clone(&stores);
@@ -287,9 +289,8 @@ pub async fn run(
             .await;
             match res {
                 Ok(Ok((dv, claim, full, mark))) => {
-                    if !claim.ready.is_empty() || !claim.answered.is_empty() {
-                        last_claim = Some(tokio::time::Instant::now());
-                    }
+                    let rows = claim.ready.len() + claim.answered.len();
+                    pace.claimed(rows, tokio::time::Instant::now());
                     last_dv = Some(dv);
                     hwm = mark;
                     more = full;
@@ -325,6 +326,7 @@ pub async fn run(
                     tracing::error!(error = %e, "claim task panicked");
                 }
             }
+            watcher.looked();
             check = false;
         }
         if schedules_check {
@@ -465,6 +467,9 @@ pub async fn run(
         if let Some(t) = recheck_at {
             deadline = deadline.min(t);
         }
+        if let Some(t) = pace.deferred {
+            deadline = deadline.min(t);
+        }
         for t in [loop_state.ready.next_due(), scheduler.next_due()]
             .into_iter()
             .flatten()
@@ -479,13 +484,9 @@ pub async fn run(
                 loop_state.reap(res);
             }
             _ = watcher.wake.notified() => {
-                // A producer committing job by job wakes the loop once per job: while claims
-                // keep finding rows, the next one waits for the 1 ms re-check and takes every
-                // row committed meanwhile (issue 24: one claim, one answer batch and one commit
-                // for several jobs). After a quiet spell a wake-up claims at once.
-                if last_claim.is_none_or(|t| t.elapsed() >= CLAIM_PACE) {
-                    check = true;
-                }
+                // A producer committing job by job wakes the loop once per job: `pace` holds
+                // the claim back while claims keep finding rows.
+                check = true;
                 recheck = Some(RECHECK_FIRST);
             }
             _ = watcher.approvals.notified() => {
@@ -499,6 +500,9 @@ pub async fn run(
                     approvals_check = true;
                     schedules_check = true;
                     next_poll = now + poll;
+                }
+                if pace.due(now) {
+                    check = true;
                 }
                 if recheck_at.is_some_and(|t| now >= t) {
                     check = true;

@@ -10,11 +10,18 @@
 //! hundreds of times per second under load. The data dir itself is watched only for files
 //! appearing (created or moved in), so a `-wal` or `-journal` created later — or replaced — gets
 //! its watch then, and its creation is itself a wake-up.
+//!
+//! After a wake-up the thread holds further ones until the supervisor has looked
+//! ([`InputWatcher::looked`]) or [`HOLD`] has passed (issue 24): a producer committing job by
+//! job would otherwise wake the thread and the supervisor once per commit, thousands of times
+//! per second, while the supervisor paces its claims anyway (`ClaimPace`). The kernel merges the
+//! events meanwhile; the first read after the hold sees them all. A client waiting for each
+//! answer is not held up: the supervisor looks (claims) before its answer is written.
 
 use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask, Watches};
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use tokio::sync::Notify;
 
@@ -32,6 +39,34 @@ pub struct InputWatcher {
     pub wake: Arc<Notify>,
     /// command_security.db changed (an operator approved or denied something).
     pub approvals: Arc<Notify>,
+    looked: Arc<Looked>,
+    /// Input wake-ups delivered by the thread (tests count them).
+    delivered: Arc<AtomicU64>,
+}
+
+/// The longest a wake-up is held while the supervisor has not looked (its claim pace).
+pub const HOLD: std::time::Duration = std::time::Duration::from_millis(5);
+
+/// Whether the supervisor has looked since the last wake-up; the thread waits on it.
+#[derive(Default)]
+struct Looked {
+    yes: std::sync::Mutex<bool>,
+    cv: std::sync::Condvar,
+}
+
+impl Looked {
+    fn set(&self, v: bool) {
+        *self.yes.lock().unwrap_or_else(|p| p.into_inner()) = v;
+        if v {
+            self.cv.notify_one();
+        }
+    }
+
+    /// Until the supervisor has looked, `hold` at most.
+    fn wait(&self, hold: std::time::Duration) {
+        let g = self.yes.lock().unwrap_or_else(|p| p.into_inner());
+        let _ = self.cv.wait_timeout_while(g, hold, |yes| !*yes);
+    }
 }
 
 const FILE_MASK: WatchMask = WatchMask::MODIFY;
@@ -46,6 +81,9 @@ struct Thread {
     wake: Arc<Notify>,
     approvals: Arc<Notify>,
     stop: Arc<AtomicBool>,
+    looked: Arc<Looked>,
+    hold: std::time::Duration,
+    delivered: Arc<AtomicU64>,
 }
 
 impl Thread {
@@ -83,18 +121,28 @@ impl Thread {
                     return;
                 }
             };
+            let mut woke = Vec::new();
             for e in events {
                 if e.mask.contains(EventMask::IGNORED) {
                     self.files.remove(&e.wd);
                 } else if e.wd == self.dir {
                     // A file of ours appeared: watch it, and it is itself a change.
                     let name = e.name.map(|n| n.to_string_lossy().into_owned());
-                    if let Some(n) = name.and_then(|n| self.arm(&n)) {
-                        n.notify_one();
-                    }
+                    woke.extend(name.and_then(|n| self.arm(&n)));
                 } else if let Some(n) = self.files.get(&e.wd) {
-                    n.notify_one();
+                    woke.push(Arc::clone(n));
                 }
+            }
+            let input = woke.iter().any(|n| Arc::ptr_eq(n, &self.wake));
+            if input {
+                self.looked.set(false);
+            }
+            for n in woke {
+                n.notify_one();
+            }
+            if input {
+                self.delivered.fetch_add(1, Ordering::Relaxed);
+                self.looked.wait(self.hold);
             }
         }
     }
@@ -103,9 +151,25 @@ impl Thread {
 impl InputWatcher {
     /// Starts watching; on failure logs a warning and relies on the poll fallback.
     pub fn start(data_dir: &Path) -> InputWatcher {
+        Self::start_holding(data_dir, HOLD)
+    }
+
+    /// The supervisor has looked at input.db: the next change may wake it at once.
+    pub fn looked(&self) {
+        self.looked.set(true);
+    }
+
+    /// Input wake-ups the thread has delivered so far.
+    pub fn delivered(&self) -> u64 {
+        self.delivered.load(Ordering::Relaxed)
+    }
+
+    fn start_holding(data_dir: &Path, hold: std::time::Duration) -> InputWatcher {
         let wake = Arc::new(Notify::new());
         let approvals = Arc::new(Notify::new());
         let stop = Arc::new(AtomicBool::new(false));
+        let looked = Arc::new(Looked::default());
+        let delivered = Arc::new(AtomicU64::new(0));
         let started = Inotify::init().and_then(|inotify| {
             let dir = inotify.watches().add(data_dir, DIR_MASK)?;
             let mut t = Thread {
@@ -116,6 +180,9 @@ impl InputWatcher {
                 wake: Arc::clone(&wake),
                 approvals: Arc::clone(&approvals),
                 stop: Arc::clone(&stop),
+                looked: Arc::clone(&looked),
+                hold,
+                delivered: Arc::clone(&delivered),
             };
             for name in INPUT_FILES.iter().chain(SECURITY_FILES.iter()) {
                 t.arm(name);
@@ -131,6 +198,8 @@ impl InputWatcher {
                 watching: Some((w, dir, stop)),
                 wake,
                 approvals,
+                looked,
+                delivered,
             },
             Err(e) => {
                 tracing::warn!(error = %e, "cannot watch the data dir; relying on the poll fallback");
@@ -138,6 +207,8 @@ impl InputWatcher {
                     watching: None,
                     wake,
                     approvals,
+                    looked,
+                    delivered,
                 }
             }
         }
@@ -152,6 +223,7 @@ impl Drop for InputWatcher {
     fn drop(&mut self) {
         if let Some((mut watches, dir, stop)) = self.watching.take() {
             stop.store(true, Ordering::SeqCst);
+            self.looked.set(true);
             let _ = watches.remove(dir);
         }
     }
@@ -206,6 +278,34 @@ mod tests {
         );
         assert!(woke(&w.approvals).await);
         assert!(!woke(&w.wake).await);
+    }
+
+    #[tokio::test]
+    async fn a_burst_wakes_it_once_until_the_supervisor_has_looked() {
+        let d = tempfile::tempdir().unwrap();
+        let input = d.path().join("brainloop.input.db");
+        commit(&input, "CREATE TABLE jobs(id INTEGER PRIMARY KEY, x)");
+        // A hold far longer than the test: only `looked` can end it.
+        let w = InputWatcher::start_holding(d.path(), Duration::from_secs(60));
+        commit(&input, "INSERT INTO jobs(x) VALUES (0)");
+        assert!(woke(&w.wake).await, "the first commit wakes it at once");
+        assert_eq!(w.delivered(), 1);
+        for i in 1..20 {
+            commit(&input, &format!("INSERT INTO jobs(x) VALUES ({i})"));
+        }
+        assert!(!woke(&w.wake).await, "held: the supervisor has not looked");
+        assert_eq!(w.delivered(), 1);
+        w.looked();
+        assert!(
+            woke(&w.wake).await,
+            "the held commits, merged into one wake-up"
+        );
+        assert_eq!(w.delivered(), 2);
+        // Looked before the next commit: it wakes at once again.
+        w.looked();
+        commit(&input, "INSERT INTO jobs(x) VALUES (99)");
+        assert!(woke(&w.wake).await);
+        assert_eq!(w.delivered(), 3);
     }
 
     #[tokio::test]
