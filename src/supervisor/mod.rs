@@ -248,6 +248,8 @@ pub async fn run(
     let mut recheck_at: Option<tokio::time::Instant> = None;
     let mut recheck_next = RECHECK_FIRST;
     let mut pace = pace::ClaimPace::default();
+    // The pending check was asked for by a file event (not a poll or a re-check).
+    let mut woken = false;
     let mut approvals_check = true;
     let tz = crate::schedules::cronexpr::parse_tz(&config.schedules_timezone)
         .unwrap_or(chrono_tz::Tz::UTC);
@@ -273,8 +275,11 @@ pub async fn run(
             // Fail closed (issue 21) holds for instant jobs too: none is answered while results
             // cannot be recorded.
             let answer = !stats.has_problem("results");
+            // A check a file event asked for waits briefly for the commit to become visible.
+            let settle = woken && !force;
+            woken = false;
             let res = tokio::task::spawn_blocking(move || -> Result<_> {
-                let dv = st.input.with(|c| input::data_version(c))?;
+                let dv = input::settled_data_version(&st.input, prev, settle)?;
                 if !force && Some(dv) == prev {
                     return Ok((dv, Claim::default(), false, mark));
                 }
@@ -487,6 +492,7 @@ pub async fn run(
                 // A producer committing job by job wakes the loop once per job: `pace` holds
                 // the claim back while claims keep finding rows.
                 check = true;
+                woken = true;
                 recheck = Some(RECHECK_FIRST);
             }
             _ = watcher.approvals.notified() => {

@@ -1,42 +1,34 @@
 //! Claim pacing (issue 24): a stream of jobs committed one by one is claimed in groups, a
-//! client waiting for each answer is never held up by more than a millisecond, and a backlog
-//! is never paced (the supervisor claims again at once while claims come back full).
+//! client waiting for each answer is never held up, and a backlog is never paced (the
+//! supervisor claims again at once while claims come back full).
 
 use super::wakeup;
 use std::time::Duration;
 
-/// Claims of a stream are grouped (issue 24). After a claim that found rows, the next one waits
-/// until [`ClaimPace::ONE`] after it, or [`ClaimPace::SEVERAL`] when that claim found several
-/// rows (a producer committing faster than the worker claims): one claim, one answer batch and
-/// one result commit then serve many jobs, and the producer keeps the CPU and the disk it
-/// shares with the worker. A client waiting for each answer before sending the next finds one
-/// row per claim, so it is never held up by more than `ONE`; after a quiet spell a check claims
-/// at once. A backlog (`more`: the last claim was full) is never paced.
+/// After a claim that found several rows (a producer committing faster than the worker
+/// claims), the next claim waits until [`ClaimPace::SEVERAL`] after it: one claim, one answer
+/// batch and one result commit then serve many jobs, and the producer keeps the CPU and the disk
+/// it shares with the worker. A client waiting for each answer before sending the next finds
+/// one row per claim and is never held up; neither is the first claim after a quiet spell.
 #[derive(Debug, Default)]
 pub(super) struct ClaimPace {
-    /// When the last claim that found rows ran, and how many it found.
-    last: Option<(tokio::time::Instant, usize)>,
+    /// When the last claim that found several rows ran.
+    last: Option<tokio::time::Instant>,
     /// A check held back: when it runs.
     pub(super) deferred: Option<tokio::time::Instant>,
 }
 
 impl ClaimPace {
-    const ONE: Duration = Duration::from_millis(1);
     /// The watcher holds its wake-ups as long (`wakeup::HOLD`) while the supervisor waits.
     const SEVERAL: Duration = wakeup::HOLD;
 
     pub(super) fn claimed(&mut self, rows: usize, now: tokio::time::Instant) {
-        if rows > 0 {
-            self.last = Some((now, rows));
-        }
+        self.last = (rows > 1).then_some(now);
     }
 
     /// Whether a check may claim now; if not, it is deferred until it may.
     pub(super) fn allows(&mut self, now: tokio::time::Instant) -> bool {
-        let until = match self.last {
-            Some((t, rows)) => t + if rows > 1 { Self::SEVERAL } else { Self::ONE },
-            None => now,
-        };
+        let until = self.last.map_or(now, |t| t + Self::SEVERAL);
         self.deferred = (now < until).then_some(until);
         self.deferred.is_none()
     }
@@ -59,14 +51,14 @@ mod tests {
     const MS: Duration = Duration::from_millis(1);
 
     #[test]
-    fn a_check_is_held_back_only_after_a_claim_that_found_rows() {
+    fn a_check_is_held_back_only_after_a_claim_that_found_several_rows() {
         let t0 = Instant::now();
         // (rows the last claim found, ms after it the check comes, allowed, deferred until ms)
         let table: &[(Option<usize>, u64, bool, Option<u64>)] = &[
             (None, 0, true, None),
             (Some(0), 0, true, None),
-            (Some(1), 0, false, Some(1)),
-            (Some(1), 1, true, None),
+            (Some(1), 0, true, None),
+            (Some(2), 0, false, Some(5)),
             (Some(2), 1, false, Some(5)),
             (Some(512), 4, false, Some(5)),
             (Some(2), 5, true, None),

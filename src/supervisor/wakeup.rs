@@ -136,12 +136,12 @@ impl Thread {
             let input = woke.iter().any(|n| Arc::ptr_eq(n, &self.wake));
             if input {
                 self.looked.set(false);
+                self.delivered.fetch_add(1, Ordering::Relaxed);
             }
             for n in woke {
                 n.notify_one();
             }
             if input {
-                self.delivered.fetch_add(1, Ordering::Relaxed);
                 self.looked.wait(self.hold);
             }
         }
