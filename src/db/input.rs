@@ -282,31 +282,27 @@ pub fn data_version(conn: &Connection) -> Result<i64> {
     Ok(conn.query_row("PRAGMA data_version", [], |r| r.get(0))?)
 }
 
-/// When a file event woke the worker, the producer's commit may not be visible yet: its WAL
-/// write (the event) comes before its fsync and the wal-index update. So while `data_version`
-/// still equals `prev` it is read again after 250 µs, 500 µs and 1 ms (1.75 ms in all, on the
-/// blocking pool: the runtime's timers tick in whole milliseconds) before the caller gives up
-/// and leaves it to its timed re-checks. A job is picked up well under a millisecond after its
-/// commit instead of one to two.
-pub const SETTLE: [std::time::Duration; 3] = [
-    std::time::Duration::from_micros(250),
-    std::time::Duration::from_micros(500),
-    std::time::Duration::from_millis(1),
-];
-
-/// [`data_version`] of `db`, waiting through [`SETTLE`] for a change after `prev` when `settle`.
+/// When a file event woke the worker, the producer's commit may not be visible yet (see
+/// [`super::VISIBILITY_RECHECKS_US`]). With `settle`, while the version still equals `prev` it
+/// is read again after each of the first waits, up to [`SETTLE_MAX_US`] in all (on the blocking
+/// pool), before the caller gives up and leaves it to its millisecond timers: a job is picked up
+/// a fraction of a millisecond after its commit becomes visible instead of one to two.
 pub fn settled_data_version(db: &super::Db, prev: Option<i64>, settle: bool) -> Result<i64> {
     let mut dv = db.with(|c| data_version(c))?;
-    let waits = if settle { &SETTLE[..] } else { &[] };
-    for d in waits {
-        if Some(dv) != prev {
+    let mut slept = 0;
+    for &wait in super::VISIBILITY_RECHECKS_US.iter() {
+        slept += wait;
+        if !settle || Some(dv) != prev || slept > SETTLE_MAX_US {
             break;
         }
-        std::thread::sleep(*d);
+        std::thread::sleep(std::time::Duration::from_micros(wait));
         dv = db.with(|c| data_version(c))?;
     }
     Ok(dv)
 }
+
+/// The longest [`settled_data_version`] waits (the first four re-checks).
+pub const SETTLE_MAX_US: u64 = 2000;
 
 /// Number of rows above the mark (for `status`).
 pub fn count_after(conn: &Connection, after_id: i64) -> Result<i64> {

@@ -27,6 +27,15 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// When a file event about another process's commit finds `PRAGMA data_version` unchanged, the
+/// commit is usually not visible yet: the event comes from its WAL write, before its fsync and
+/// the wal-index update. These are the waits (µs) before each re-check every watcher makes, on
+/// a plain thread or the blocking pool, since the runtime's timers tick in whole milliseconds:
+/// the supervisor (`input::settled_data_version`, the first four — 1.85 ms in all —, then its
+/// timers) and the MCP front-end waiting for results (`mcp::watch`, all of them).
+pub const VISIBILITY_RECHECKS_US: [u64; 9] =
+    [100, 250, 500, 1000, 2000, 4000, 16_000, 64_000, 256_000];
+
 /// How long a connection waits on a lock held by another process before SQLITE_BUSY.
 pub const BUSY_TIMEOUT: Duration = Duration::from_millis(5000);
 

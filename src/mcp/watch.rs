@@ -19,10 +19,10 @@ use tokio::sync::watch;
 /// The fallback check period when no notification arrives.
 pub const FALLBACK_POLL: Duration = Duration::from_millis(1000);
 
-/// Re-checks (µs after the event) when an event found `data_version` unchanged. A plain thread
+/// Waits (µs) before each re-check when an event found `data_version` unchanged. A plain thread
 /// sleeps with microsecond resolution (tokio timers have 1 ms), which keeps the wake-up latency
 /// of a waiting call near the worker's commit.
-const RECHECKS_US: [u64; 9] = [100, 250, 500, 1000, 2000, 4000, 16_000, 64_000, 256_000];
+const RECHECKS_US: [u64; 9] = db::VISIBILITY_RECHECKS_US;
 
 fn is_output_file(p: &Path) -> bool {
     p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
