@@ -291,11 +291,11 @@ pub fn settled_data_version(db: &super::Db, prev: Option<i64>, settle: bool) -> 
     let mut dv = db.with(|c| data_version(c))?;
     let mut slept = 0;
     for &wait in super::VISIBILITY_RECHECKS_US.iter() {
-        slept += wait;
-        if !settle || Some(dv) != prev || slept > SETTLE_MAX_US {
+        if !settle || Some(dv) != prev || slept + wait > SETTLE_MAX_US {
             break;
         }
         std::thread::sleep(std::time::Duration::from_micros(wait));
+        slept += wait;
         dv = db.with(|c| data_version(c))?;
     }
     Ok(dv)
