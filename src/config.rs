@@ -195,6 +195,29 @@ pub struct Overrides {
 }
 
 impl Config {
+    /// The operator hooks' section (`[notify]`, `[reviewer]` and what running them needs).
+    pub fn hooks(&self) -> crate::hooks::Settings {
+        crate::hooks::Settings {
+            notify: self.notify.clone(),
+            reviewer: self.reviewer.clone(),
+            data_dir: self.data_dir.clone(),
+            workspace: self.workspace.clone(),
+            sandbox: self.sandbox.clone(),
+            egress: self.egress.clone(),
+            llm: self.llm.clone(),
+            protected_paths: self.protected_paths.clone(),
+        }
+    }
+
+    /// The HOROS registration section.
+    pub fn horos(&self) -> crate::horos::Registration<'_> {
+        crate::horos::Registration {
+            registry: self.horos_registry.as_deref(),
+            name: &self.horos_name,
+            data_dir: &self.data_dir,
+        }
+    }
+
     /// Builds the effective configuration: defaults < file < environment < flags.
     pub fn load(flags: &Overrides) -> Result<Config> {
         let file = flags
@@ -391,6 +414,15 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_invalid_protected_path_is_refused() {
+        let bad = Config {
+            protected_paths: vec!["a/[".into()],
+            ..Default::default()
+        };
+        assert!(bad.validate().is_err());
+    }
 
     #[test]
     fn defaults_are_valid_and_match_the_seed() {

@@ -3,11 +3,10 @@
 //! separate connection to that file — never an ATTACH from the worker's databases. Failures are
 //! logged, never fatal: the registry is informational.
 
-use crate::config::Config;
 use rusqlite::{params, Connection};
 use std::path::Path;
 
-fn write(path: &Path, name: &str, state: &str, config: &Config) -> anyhow::Result<()> {
+fn write(path: &Path, name: &str, state: &str, data_dir: &Path) -> anyhow::Result<()> {
     let c = Connection::open(path)?;
     c.busy_timeout(std::time::Duration::from_secs(5))?;
     c.execute_batch(
@@ -23,10 +22,9 @@ fn write(path: &Path, name: &str, state: &str, config: &Config) -> anyhow::Resul
             updated_at  INTEGER NOT NULL
         )",
     )?;
-    let data_dir = config
-        .data_dir
+    let data_dir = data_dir
         .canonicalize()
-        .unwrap_or_else(|_| config.data_dir.clone());
+        .unwrap_or_else(|_| data_dir.to_path_buf());
     c.execute(
         "INSERT INTO projects(name, type, pattern, state, temporality, data_dir, pid, version, updated_at)
          VALUES (?1, 'worker', '5-BDD', ?2, 'streaming 24/7', ?3, ?4, ?5, ?6)
@@ -44,12 +42,19 @@ fn write(path: &Path, name: &str, state: &str, config: &Config) -> anyhow::Resul
     Ok(())
 }
 
+/// Where and as what the worker registers (`horos_registry`, `horos_name`, its data dir).
+pub struct Registration<'a> {
+    pub registry: Option<&'a Path>,
+    pub name: &'a str,
+    pub data_dir: &'a Path,
+}
+
 /// Records the worker's state (`running`, `stopped`) if a registry is configured.
-pub fn register(config: &Config, state: &str) {
-    let Some(path) = &config.horos_registry else {
+pub fn register(r: &Registration, state: &str) {
+    let Some(path) = r.registry else {
         return;
     };
-    if let Err(e) = write(path, &config.horos_name, state, config) {
+    if let Err(e) = write(path, r.name, state, r.data_dir) {
         tracing::warn!(registry = %path.display(), error = format!("{e:#}"), "cannot update the HOROS registry");
     }
 }

@@ -71,7 +71,8 @@ fn code_only(src: &str) -> String {
                 }
             }
             out.push(' ');
-        } else if c == b'r' && (b.get(i + 1) == Some(&b'"') || b.get(i + 1) == Some(&b'#'))
+        } else if c == b'r'
+            && (b.get(i + 1) == Some(&b'"') || b.get(i + 1) == Some(&b'#'))
             && (i == 0 || !(b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_'))
         {
             // raw string r"…" / r#"…"#
@@ -91,7 +92,14 @@ fn code_only(src: &str) -> String {
                 if j >= b.len() {
                     break;
                 }
-                if b[j] == b'"' && b[j + 1..].iter().take(hashes).filter(|&&h| h == b'#').count() == hashes {
+                if b[j] == b'"'
+                    && b[j + 1..]
+                        .iter()
+                        .take(hashes)
+                        .filter(|&&h| h == b'#')
+                        .count()
+                        == hashes
+                {
                     j += 1 + hashes;
                     break;
                 }
@@ -142,10 +150,49 @@ fn ident_at(s: &str) -> Option<&str> {
     (end > 0).then(|| &s[..end])
 }
 
+/// The spans of inline modules (`mod tests { … }`): a `super::` inside one climbs one more level.
+fn inline_modules(code: &str) -> Vec<(usize, usize)> {
+    let mut spans = Vec::new();
+    for (at, _) in code.match_indices("mod ") {
+        if at > 0 {
+            let prev = code.as_bytes()[at - 1];
+            if prev.is_ascii_alphanumeric() || prev == b'_' {
+                continue;
+            }
+        }
+        let rest = &code[at + 4..];
+        let Some(name) = ident_at(rest.trim_start()) else {
+            continue;
+        };
+        let after = rest.trim_start()[name.len()..].trim_start();
+        if !after.starts_with('{') {
+            continue; // `mod x;`
+        }
+        let open = code.len() - after.len();
+        let mut depth = 0usize;
+        for (i, ch) in code[open..].char_indices() {
+            match ch {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        spans.push((open, open + i));
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    spans
+}
+
 /// The top-level modules a file's code names: `crate::X…`, `crate::{X, Y::…}`, and
 /// `super::…::X` chains that climb to the crate root from a file `depth` modules deep.
 fn referenced_top_modules(code: &str, depth: usize) -> Vec<String> {
     let mut out = Vec::new();
+    let inline = inline_modules(code);
+    let depth_at = |i: usize| depth + inline.iter().filter(|(a, b)| *a < i && i < *b).count();
     let tokens = code.match_indices("crate::").map(|(i, _)| (i, 7, 0usize));
     let supers = code.match_indices("super::").filter_map(|(i, _)| {
         // only the first `super::` of a chain
@@ -159,7 +206,7 @@ fn referenced_top_modules(code: &str, depth: usize) -> Vec<String> {
             n += 1;
             j += 7;
         }
-        (n >= depth).then_some((i, j - i, n))
+        (n == depth_at(i)).then_some((i, j - i, n))
     });
     for (at, len, _) in tokens.chain(supers) {
         if at > 0 {
@@ -223,7 +270,11 @@ fn owner(src: &Path, file: &Path) -> Option<(String, usize)> {
         }
         return Some((last, 1));
     }
-    let depth = if last == "mod" { rel.len() - 1 } else { rel.len() };
+    let depth = if last == "mod" {
+        rel.len() - 1
+    } else {
+        rel.len()
+    };
     Some((rel[0].clone(), depth))
 }
 
@@ -243,6 +294,11 @@ fn the_scanner_sees_every_form_of_path() {
     assert_eq!(got, ["db", "llm", "quote", "sandbox", "time"]);
     // one `super::` from a file two modules deep stays inside its own top-level module
     assert!(referenced_top_modules(&code_only("use super::x::Y;"), 2).is_empty());
+    // … and so does a `super::` in an inline module of a top-level file
+    let tests = code_only("mod tests { use super::*; fn f() { super::g(); } }");
+    assert!(referenced_top_modules(&tests, 1).is_empty());
+    let up = code_only("mod tests { use super::super::db::Stores; }");
+    assert_eq!(referenced_top_modules(&up, 1), ["db"]);
 }
 
 #[test]
@@ -273,7 +329,11 @@ fn every_import_points_down_the_layer_table() {
                     unlisted.insert(target);
                 }
                 Some(&l) if l >= own => {
-                    let rel = file.strip_prefix(root).unwrap_or(file).display().to_string();
+                    let rel = file
+                        .strip_prefix(root)
+                        .unwrap_or(file)
+                        .display()
+                        .to_string();
                     upward.insert(format!(
                         "{rel}: {module} (layer {own}) uses {target} (layer {l})"
                     ));

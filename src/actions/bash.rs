@@ -8,7 +8,7 @@
 //! seconds_since_last}`; `{status: "blocked", reasons}`.
 
 use super::{ActionSpec, Grant, HandlerFuture, JobCtx, Outcome};
-use crate::bash::approvals;
+use crate::ask::validations;
 use crate::bash::changes::{self, Manifest};
 use crate::bash::evidence::{self, Evidence, Mode, Source};
 use crate::bash::executor::{self, ExecRequest};
@@ -54,6 +54,7 @@ pub fn specs() -> Vec<ActionSpec> {
         permission_set: "mcp-standard",
         handler: crate::actions::Run::Async(execute_bash),
         hidden: false,
+        on_decision: Some(crate::bash::decisions::on_decision),
     }]
 }
 
@@ -382,7 +383,7 @@ async fn known(
                 let version = classify::CLASSIFIER_VERSION;
                 let entry = registry::get_or_create(c, &h, &text, &wd, &f, version, false, now)?;
                 let promotion = evidence::promotion(c, &client, &h, &f.permission_set)?;
-                let last = approvals::last_executed(c, &h, job_id).unwrap_or(entry.last_executed);
+                let last = validations::last_executed(c, &h, job_id).unwrap_or(entry.last_executed);
                 Ok((entry, promotion, last))
             })
             .map_err(|e| format!("command registry: {e:#}"))?;
@@ -390,7 +391,7 @@ async fn known(
             .output_readers
             .get()
             .ok()
-            .and_then(|c| approvals::last_requested(&c, &h, &text, job_id).ok())
+            .and_then(|c| validations::last_requested(&c, &h, &text, job_id).ok())
             .flatten();
         let pending = changes::load_manifest(&data_dir, job_id)
             .ok()
@@ -528,7 +529,7 @@ async fn ask(
         workdir: Some(workdir.display().to_string()),
         reasons,
     };
-    let (_, mut result) = crate::ask::ask(ctx, request).await?;
+    let (_, mut result) = crate::ask::ask(&ctx.asker(), request).await?;
     result.insert("layers".into(), json!(layers));
     if let Some(m) = effects {
         let diff = m.change_set.diff();
@@ -579,7 +580,8 @@ async fn execute(
     let proxy = match prepared.sandbox.as_mut() {
         Some((_, spec)) if set.network() => {
             let scope = crate::egress::job::Scope::Granted;
-            match crate::egress::job::start(ctx, &report.command_hash, scope, spec).await {
+            match crate::egress::job::start(&ctx.egress(), &report.command_hash, scope, spec).await
+            {
                 Ok(p) => Some(p),
                 Err(e) => {
                     prepared.finish_in_background();
@@ -605,7 +607,7 @@ async fn execute(
     leftovers::forget(&data_dir, job_id);
     prepared.finish_in_background();
     let conns = match proxy {
-        Some(p) => crate::egress::job::finish(ctx, &report.command_hash, p).await,
+        Some(p) => crate::egress::job::finish(&ctx.egress(), &report.command_hash, p).await,
         None => Vec::new(),
     };
     let r = res.map_err(|e| Outcome::failed(format!("cannot start the command: {e}")))?;
@@ -679,7 +681,7 @@ async fn execute(
 
 /// This run was approved by a human (not by the `[reviewer]` command): only then is it evidence.
 fn human_approved(ctx: &JobCtx) -> bool {
-    ctx.approval.as_ref().is_some_and(|a| a.by_human)
+    ctx.approval.as_ref().is_some_and(|a| a.by_human())
 }
 
 fn evidence_of(
@@ -914,14 +916,15 @@ async fn overlay_run(
     });
     // The overlay run reaches only the hosts a human approved for this command (issue 23).
     let scope = crate::egress::job::Scope::ApprovedOnly;
-    let proxy = match crate::egress::job::start(ctx, &report.command_hash, scope, spec).await {
-        Ok(p) => p,
-        Err(e) => {
-            prepared.finish_in_background();
-            discard();
-            return Err(Outcome::failed(e));
-        }
-    };
+    let proxy =
+        match crate::egress::job::start(&ctx.egress(), &report.command_hash, scope, spec).await {
+            Ok(p) => p,
+            Err(e) => {
+                prepared.finish_in_background();
+                discard();
+                return Err(Outcome::failed(e));
+            }
+        };
     let label = format!("{} + overlay", prepared.label);
     let req = ExecRequest {
         command: command.to_string(),
@@ -935,7 +938,7 @@ async fn overlay_run(
     .await;
     leftovers::forget(&data_dir, job_id);
     prepared.finish_in_background();
-    let conns = crate::egress::job::finish(ctx, &report.command_hash, proxy).await;
+    let conns = crate::egress::job::finish(&ctx.egress(), &report.command_hash, proxy).await;
     let r = match res {
         Ok(r) => r,
         Err(e) => {

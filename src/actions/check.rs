@@ -25,6 +25,7 @@ pub fn specs() -> Vec<ActionSpec> {
         permission_set: "minimal",
         handler: crate::actions::Run::Async(check_command),
         hidden: false,
+        on_decision: None,
     }]
 }
 

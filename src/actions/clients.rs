@@ -26,6 +26,7 @@ pub fn specs() -> Vec<ActionSpec> {
             permission_set: "minimal",
             handler: crate::actions::Run::Async(get_result),
             hidden: false,
+            on_decision: None,
         },
         ActionSpec {
             name: "request_permission",
@@ -47,6 +48,7 @@ pub fn specs() -> Vec<ActionSpec> {
             permission_set: "minimal",
             handler: crate::actions::Run::Async(request_permission),
             hidden: false,
+            on_decision: None,
         },
     ]
 }

@@ -31,6 +31,7 @@ pub fn specs() -> Vec<ActionSpec> {
         permission_set: "minimal",
         handler: crate::actions::Run::Async(infer_permissions),
         hidden: false,
+        on_decision: None,
     }]
 }
 

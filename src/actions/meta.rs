@@ -26,6 +26,7 @@ pub fn specs() -> Vec<ActionSpec> {
             permission_set: "minimal",
             handler: crate::actions::Run::Instant(ping),
             hidden: false,
+            on_decision: None,
         },
         ActionSpec {
             name: "list_actions",
@@ -36,6 +37,7 @@ pub fn specs() -> Vec<ActionSpec> {
             permission_set: "minimal",
             handler: crate::actions::Run::Instant(list_actions),
             hidden: false,
+            on_decision: None,
         },
         ActionSpec {
             name: "get_schema",
@@ -56,6 +58,7 @@ pub fn specs() -> Vec<ActionSpec> {
             permission_set: "minimal",
             handler: crate::actions::Run::Instant(get_schema),
             hidden: false,
+            on_decision: None,
         },
         ActionSpec {
             name: "get_stats",
@@ -75,6 +78,7 @@ pub fn specs() -> Vec<ActionSpec> {
             permission_set: "minimal",
             handler: crate::actions::Run::Async(get_stats),
             hidden: false,
+            on_decision: None,
         },
     ]
 }

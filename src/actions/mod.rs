@@ -16,17 +16,14 @@ mod readers;
 mod runcode;
 mod testing;
 
-use crate::clients::ClientGrants;
 use crate::config::Config;
-use crate::db::output::JobStatus;
-use crate::db::Stores;
 use serde_json::{json, Value};
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use tokio_util::sync::CancellationToken;
 
+pub use crate::ask::ApprovedRun;
 pub use crate::clients::Permission as Grant;
+pub use crate::db::output::Outcome;
+pub use crate::job::JobCtx;
 /// `loop` sessions for the heartbeat (open / ended) and the retention pass (idle expiry).
 pub use loops::blocks::MODE as LOOP_BLOCKS_MODE;
 pub use loops::store::{
@@ -35,89 +32,7 @@ pub use loops::store::{
 };
 pub use meta::{get_schema_answer, list_actions_answer};
 
-/// What a handler sees of the job it runs.
-#[derive(Clone)]
-pub struct JobCtx {
-    pub job_id: i64,
-    pub client_id: String,
-    pub attempt: u32,
-    /// Fired when the worker must stop this job (shutdown after the drain window).
-    pub cancel: CancellationToken,
-    pub stores: Arc<Stores>,
-    pub config: Arc<Config>,
-    pub registry: Arc<Registry>,
-    pub stats: Arc<crate::stats::Stats>,
-    /// The client's effective grants, loaded for actions that declare required grants.
-    pub grants: Option<Arc<ClientGrants>>,
-    /// A human approved this job's command (a consumed approval of its snapshot).
-    pub approval: Option<ApprovedRun>,
-    /// What the sandbox can enforce on this machine (probed at start-up).
-    pub sandbox: Arc<crate::sandbox::detect::Level>,
-    /// The LLM client shared by every job (calls fail with a clear error when there is no key).
-    pub llm: Arc<crate::llm::Llm>,
-}
-
-/// What a consumed approval carries into the resumed job.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ApprovedRun {
-    pub validation_id: String,
-    pub command_hash: String,
-    /// A human decided (false: the `[reviewer]` command did — never learning evidence).
-    pub by_human: bool,
-}
-
-/// How a job ended.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Outcome {
-    pub status: JobStatus,
-    pub result: Option<Value>,
-    pub error: Option<String>,
-}
-
-impl Outcome {
-    pub fn ok(result: Value) -> Outcome {
-        Outcome {
-            status: JobStatus::Succeeded,
-            result: Some(result),
-            error: None,
-        }
-    }
-    /// Refused for lack of a grant (final status `denied`).
-    pub fn denied(error: impl Into<String>) -> Outcome {
-        Outcome {
-            status: JobStatus::Denied,
-            result: None,
-            error: Some(error.into()),
-        }
-    }
-    pub fn failed(error: impl Into<String>) -> Outcome {
-        Outcome {
-            status: JobStatus::Failed,
-            result: None,
-            error: Some(error.into()),
-        }
-    }
-    /// The job stopped because its cancellation token fired; it will run again.
-    pub fn cancelled() -> Outcome {
-        Outcome {
-            status: JobStatus::Cancelled,
-            result: None,
-            error: Some("cancelled".into()),
-        }
-    }
-}
-
-/// A refused or unusable path: `denied` when no grant covers it, `failed` otherwise.
-impl From<crate::clients::paths::PathError> for Outcome {
-    fn from(e: crate::clients::paths::PathError) -> Outcome {
-        match e {
-            crate::clients::paths::PathError::NotGranted(m) => Outcome::denied(m),
-            crate::clients::paths::PathError::Unusable(m) => Outcome::failed(m),
-        }
-    }
-}
-
-pub type HandlerFuture = Pin<Box<dyn Future<Output = Outcome> + Send>>;
+pub use crate::job::HandlerFuture;
 pub type Handler = fn(JobCtx, Value) -> HandlerFuture;
 /// An answer computed from the registry and the params alone: no I/O, no grant, no waiting.
 pub type InstantFn = fn(&Registry, &Value) -> Outcome;
@@ -146,6 +61,9 @@ pub struct ActionSpec {
     pub handler: Run,
     /// Hidden actions (test helpers) are runnable but not listed.
     pub hidden: bool,
+    /// What a human's answer to this action's request means beyond resuming or ending the job
+    /// (`ask::answers::collect` calls it for every decision and expiry of its validations).
+    pub on_decision: Option<crate::ask::answers::OnDecision>,
 }
 
 pub struct Action {
@@ -221,6 +139,23 @@ impl Registry {
 
     pub fn names(&self) -> Vec<&'static str> {
         self.visible().map(|a| a.spec.name).collect()
+    }
+
+    /// The waiting action's consequences of an answer (its spec's `on_decision`; none: nothing
+    /// beyond resuming or ending the job).
+    pub fn on_decision(
+        &self,
+        stores: &crate::db::Stores,
+        answer: &crate::ask::answers::Answer,
+    ) -> anyhow::Result<()> {
+        match answer
+            .action
+            .and_then(|a| self.get(a))
+            .and_then(|a| a.spec.on_decision)
+        {
+            Some(f) => f(stores, answer),
+            None => Ok(()),
+        }
     }
 
     /// The error for an unknown action name, listing the known ones.
@@ -315,41 +250,77 @@ pub fn instant(
     }
 }
 
+/// Runs one claimed job in `ctx` (see [`prepare`]), then its handler.
 pub async fn run(
+    registry: &Registry,
     ctx: JobCtx,
     action: Option<&str>,
     params: Option<&str>,
     reject: Option<&str>,
 ) -> Outcome {
-    let registry = Arc::clone(&ctx.registry);
-    let (act, params) = match prepare(&registry, action, params, reject) {
+    let (act, params) = match prepare(registry, action, params, reject) {
         Ok(p) => p,
         Err(out) => return out,
     };
     let handler = match act.spec.handler {
-        Run::Instant(f) => return f(&registry, &params),
+        Run::Instant(f) => return f(registry, &params),
         Run::Async(h) => h,
     };
+    with_grants(ctx, act.spec.name, act.spec.grants, handler, params).await
+}
+
+/// Loads the client's grants when the action needs some (refusing a missing one with
+/// `denied`), then runs the handler.
+async fn with_grants(
+    ctx: JobCtx,
+    name: &'static str,
+    needs: &'static [Grant],
+    handler: Handler,
+    params: Value,
+) -> Outcome {
     let mut ctx = ctx;
-    if !act.spec.grants.is_empty() {
+    if !needs.is_empty() {
         let (config, client) = (Arc::clone(&ctx.config), ctx.client_id.clone());
         let loaded = ctx
             .stores
             .security
-            .call(move |c| crate::clients::load(&config, c, &client))
+            .call(move |c| crate::clients::load(&config.clients, &config.workspace, c, &client))
             .await;
         let grants = match loaded {
             Ok(g) => g,
             Err(e) => return Outcome::failed(format!("cannot load the client's grants: {e:#}")),
         };
-        for &p in act.spec.grants {
+        for &p in needs {
             if !grants.has(p) {
-                return Outcome::denied(grants.missing(p, act.spec.name));
+                return Outcome::denied(grants.missing(p, name));
             }
         }
         ctx.grants = Some(Arc::new(grants));
     }
     handler(ctx, params).await
+}
+
+/// An action a job calls on its own behalf (`job::Actions`): checked exactly as a job.
+impl crate::job::Actions for Registry {
+    fn call(&self, ctx: JobCtx, action: &str, params: &str) -> HandlerFuture {
+        match prepare(self, Some(action), Some(params), None) {
+            Err(out) => Box::pin(std::future::ready(out)),
+            Ok((act, params)) => match act.spec.handler {
+                Run::Instant(f) => Box::pin(std::future::ready(f(self, &params))),
+                Run::Async(h) => {
+                    Box::pin(with_grants(ctx, act.spec.name, act.spec.grants, h, params))
+                }
+            },
+        }
+    }
+
+    fn canonical(&self, name: &str) -> Option<&'static str> {
+        self.get(name).map(|a| a.spec.name)
+    }
+
+    fn names(&self) -> Vec<&'static str> {
+        Registry::names(self)
+    }
 }
 
 /// The permission set an action's calls are audited with.
@@ -362,6 +333,7 @@ pub fn permission_set_of(registry: &Registry, action: Option<&str>) -> Option<&'
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::db::output::JobStatus;
 
     fn registry() -> Registry {
         Registry::new(&Config::default()).unwrap()

@@ -31,6 +31,7 @@ pub fn specs() -> Vec<ActionSpec> {
         permission_set: "mcp-standard",
         handler: crate::actions::Run::Async(run_code),
         hidden: false,
+        on_decision: Some(crate::bash::decisions::on_decision),
     }]
 }
 

@@ -27,6 +27,7 @@ pub fn specs() -> Vec<ActionSpec> {
         permission_set: "minimal",
         handler: crate::actions::Run::Async(sleep),
         hidden: true,
+        on_decision: None,
     }]
 }
 

@@ -22,7 +22,7 @@
 //! `upper_bytes` ([`pending_bytes`]); the sandbox helper's record of a run over its cap is read
 //! with [`over_cap`].
 
-use super::beneath::{Beneath, Entry, Kind as BKind, Lookup, Meta};
+use crate::fs::beneath::{Beneath, Entry, Kind as BKind, Lookup, Meta};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -527,10 +527,10 @@ pub fn load_manifest(data_dir: &Path, job_id: i64) -> Result<Option<Manifest>> {
     }
 }
 
-/// Bytes the upper layer at `upper` holds (see [`super::beneath::usage`]: the larger of the
+/// Bytes the upper layer at `upper` holds (see [`crate::fs::beneath::usage`]: the larger of the
 /// allocated and apparent size of each file, so a sparse file counts for what apply would write).
 pub fn upper_bytes(upper: &Path) -> u64 {
-    super::beneath::usage(upper, u64::MAX, u64::MAX)
+    crate::fs::beneath::usage(upper, u64::MAX, u64::MAX)
         .map(|u| u.bytes)
         .unwrap_or(u64::MAX)
 }

@@ -23,8 +23,7 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(120);
 pub const OUTPUT_CAP: usize = 10 * 1024;
 pub const TERM_GRACE: Duration = Duration::from_secs(2);
-/// The only PATH commands see: system directories, never the workspace.
-pub const SAFE_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+pub use crate::sandbox::process::SAFE_PATH;
 /// Variables copied from the worker's environment (besides PATH, which is fixed).
 pub const ENV_ALLOWLIST: &[&str] = &["HOME", "USER", "LANG", "LC_ALL", "TERM"];
 
@@ -166,33 +165,6 @@ pub async fn execute_input(
     run(req, Some(input), cancel, |_| Ok(())).await
 }
 
-/// How every command is started: its own process group, killed with the worker
-/// (`PR_SET_PDEATHSIG`) and when dropped, stdin (the spec) and output piped.
-fn configure(cmd: &mut tokio::process::Command) {
-    cmd.stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
-    // SAFETY: prctl is async-signal-safe; this runs in the child between fork and exec.
-    unsafe {
-        cmd.pre_exec(|| {
-            // (std already restores SIGPIPE's default disposition in the child.)
-            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)?;
-            Ok(())
-        });
-    }
-}
-
-/// The sandbox helper `helper sandbox-exec`, configured as every command is (its spec goes on
-/// its stdin; it needs no environment: the spec carries the command's).
-pub fn helper_command(helper: &std::path::Path) -> tokio::process::Command {
-    let mut c = tokio::process::Command::new(helper);
-    c.arg("sandbox-exec").current_dir("/").env_clear();
-    configure(&mut c);
-    c
-}
-
 async fn run(
     req: &ExecRequest,
     input: Option<Vec<u8>>,
@@ -208,10 +180,10 @@ async fn run(
                 .current_dir(&req.workdir)
                 .env_clear()
                 .envs(filtered_env(|k| std::env::var(k).ok()));
-            configure(&mut c);
+            crate::sandbox::process::configure(&mut c);
             c
         }
-        Some((helper, _)) => helper_command(helper),
+        Some((helper, _)) => crate::sandbox::process::helper_command(helper),
     };
     // Sandboxed: the framed spec, then the command's input; direct: the input alone.
     let stdin_bytes = match &req.sandbox {

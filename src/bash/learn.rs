@@ -17,7 +17,7 @@
 //!
 //! [`learn_now`] then marks the signatures learned for the job's client: who, when, which job.
 
-use crate::bash::approvals::Validation;
+use crate::ask::validations::Validation;
 use crate::bash::effects::{self, Protected};
 use crate::bash::{changes, signatures};
 use crate::classify::{check, Context};

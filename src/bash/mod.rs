@@ -2,14 +2,13 @@
 //! `registry` (the evolving per-command registry), `evidence` (what learning may count: human
 //! decisions only), `effects` (what a learned signature may apply without a human), `learn` (which
 //! change sets `approve --learn` and a reviewer's `approve` may cover), `changes`
-//! and `beneath` (change sets, read and written beneath the workspace), `approvals` (human validation), `executor`
+//! (change sets, read and written beneath the workspace through `crate::fs::beneath`), `approvals` (human validation), `executor`
 //! (running one command as a bounded process tree), `leftovers` (no command outlives a crash).
 //! Classification itself lives in `crate::classify`; the `execute_bash` action in
 //! `crate::actions::bash` ties them together.
 
-pub mod approvals;
-pub mod beneath;
 pub mod changes;
+pub mod decisions;
 pub mod effects;
 pub mod evidence;
 pub mod executor;

@@ -91,8 +91,8 @@ pub fn revoke(config: &Config, a: &RevokeArgs) -> Result<i32> {
         );
         return Ok(0);
     }
-    let (cfg, source) = clients::configured(config, &a.client);
-    let from_config = clients::load(config, &c, &a.client)?
+    let (cfg, source) = clients::configured(&config.clients, &a.client);
+    let from_config = clients::load(&config.clients, &config.workspace, &c, &a.client)?
         .grants
         .iter()
         .any(|g| {
@@ -136,7 +136,7 @@ pub fn list(config: &Config, a: &GrantsArgs) -> Result<i32> {
     ids.dedup();
     let mut out = Vec::new();
     for id in &ids {
-        let g = clients::load(config, &c, id)?;
+        let g = clients::load(&config.clients, &config.workspace, &c, id)?;
         out.push(json!({"client": id, "grants": g.grants}));
     }
     if a.json {

@@ -11,7 +11,7 @@
 //! characters replaced, never interpreted.
 
 use super::security;
-use crate::bash::approvals::{self, Validation};
+use crate::ask::validations::{self, Validation};
 use crate::config::Config;
 use crate::db::{self, DbKind};
 use anyhow::Result;
@@ -64,7 +64,7 @@ struct App {
 fn load_pending(config: &Config) -> Result<Vec<Item>> {
     let out = db::open_read_only(&config.data_dir, DbKind::Output)?;
     let life = db::open_read_only(&config.data_dir, DbKind::Lifecycle)?;
-    let mut list = approvals::list(&out, true)?;
+    let mut list = validations::list(&out, true)?;
     list.sort_by_key(|v| (v.requested_at, v.job_id));
     Ok(list
         .into_iter()

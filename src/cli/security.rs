@@ -3,7 +3,7 @@
 //! Decisions are written to command_security.db, which only the operator and the worker can
 //! write; the worker consumes each approval once (see `supervisor::approvals`).
 
-use crate::bash::approvals::{self, Decision};
+use crate::ask::validations::{self, Decision};
 use crate::bash::changes;
 use crate::bash::policy::Override;
 use crate::bash::registry;
@@ -74,7 +74,7 @@ fn open(config: &Config, kind: DbKind) -> Result<rusqlite::Connection> {
 
 pub fn validations(config: &Config, a: &ValidationsArgs) -> Result<i32> {
     let out = db::open_read_only(&config.data_dir, DbKind::Output)?;
-    let list = approvals::list(&out, !a.all)?;
+    let list = validations::list(&out, !a.all)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&list)?);
         return Ok(0);
@@ -173,7 +173,7 @@ pub(crate) fn record_decision(
     always: bool,
     learn: bool,
     reason: Option<&str>,
-) -> Result<(Decision, approvals::Validation)> {
+) -> Result<(Decision, validations::Validation)> {
     let d = match (approve, always) {
         (true, false) => Decision::Approve,
         (true, true) => Decision::AlwaysAllow,
@@ -188,7 +188,7 @@ pub(crate) fn record_decision(
         }
         refuse_learning(config, id, &sec, &out)?;
     }
-    let v = approvals::decide(&mut sec, &out, id, d, learn, reason, &super::operator())?;
+    let v = validations::decide(&mut sec, &out, id, d, learn, reason, &super::operator())?;
     Ok((d, v))
 }
 
@@ -199,7 +199,7 @@ fn refuse_learning(
     sec: &rusqlite::Connection,
     out: &rusqlite::Connection,
 ) -> Result<()> {
-    let Some(v) = approvals::get(out, id)? else {
+    let Some(v) = validations::get(out, id)? else {
         bail!("no validation {id} (see `brainloop validations`)");
     };
     let protected = crate::bash::effects::Protected::shared(&config.protected_paths)?;
@@ -218,7 +218,7 @@ fn refuse_learning(
 /// Recorded for the client's command (its hash: the request's, or an up-front validation's).
 fn approve_hosts(
     sec: &mut rusqlite::Connection,
-    v: &approvals::Validation,
+    v: &validations::Validation,
     request: Option<crate::egress::store::Request>,
     hosts: Vec<String>,
 ) -> Result<()> {
@@ -385,10 +385,10 @@ pub struct SignaturesArgs {
 /// `brainloop show ID`: a validation (or job) with its change set's diff and the command's output.
 pub fn show(config: &Config, a: &ShowArgs) -> Result<i32> {
     let out = db::open_read_only(&config.data_dir, DbKind::Output)?;
-    let (job_id, v) = match approvals::get(&out, &a.id)? {
+    let (job_id, v) = match validations::get(&out, &a.id)? {
         Some(v) => (v.job_id, Some(v)),
         None => match a.id.parse::<i64>() {
-            Ok(j) => (j, approvals::latest_of_job(&out, j)?),
+            Ok(j) => (j, validations::latest_of_job(&out, j)?),
             Err(_) => bail!("no validation {} (see `brainloop validations`)", a.id),
         },
     };

@@ -13,7 +13,6 @@ pub mod paths;
 pub mod store;
 pub mod write;
 
-use crate::config::Config;
 use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -161,14 +160,17 @@ impl ClientConfig {
     }
 }
 
+/// The operator's `[clients.NAME]` sections, by name (the clients' own configuration section).
+pub type Configured = std::collections::BTreeMap<String, ClientConfig>;
+
 /// The client the operator configured, or the built-in default.
-pub fn configured(config: &Config, client_id: &str) -> (ClientConfig, Source) {
-    if let Some(c) = config.clients.get(client_id) {
+pub fn configured(clients: &Configured, client_id: &str) -> (ClientConfig, Source) {
+    if let Some(c) = clients.get(client_id) {
         return (c.clone(), Source::Config);
     }
     if client_id == "local" {
         (ClientConfig::local_default(), Source::Default)
-    } else if let Some(c) = config.clients.get("default") {
+    } else if let Some(c) = clients.get("default") {
         (c.clone(), Source::Config)
     } else {
         (ClientConfig::minimal_default(), Source::Default)
@@ -253,17 +255,18 @@ impl ClientGrants {
 
 /// Loads a client's effective grants (config or default, plus operator grants in the database).
 pub fn load(
-    config: &Config,
+    clients: &Configured,
+    workspace: &Path,
     security: &rusqlite::Connection,
     client_id: &str,
 ) -> Result<ClientGrants> {
     if client_id.is_empty() {
         bail!("empty client id");
     }
-    let (cfg, source) = configured(config, client_id);
+    let (cfg, source) = configured(clients, client_id);
     let mut grants = cfg.grants(source);
     grants.extend(store::list(security, Some(client_id))?);
-    ClientGrants::new(client_id, grants, &config.workspace)
+    ClientGrants::new(client_id, grants, workspace)
 }
 
 #[cfg(test)]
@@ -272,7 +275,7 @@ mod tests {
 
     #[test]
     fn defaults_local_is_broad_others_minimal() {
-        let cfg = Config::default();
+        let cfg = Configured::new();
         let (local, _) = configured(&cfg, "local");
         assert!(local.llm && local.system_command == vec!["*"]);
         let (other, src) = configured(&cfg, "mcp-agent");

@@ -243,7 +243,7 @@ pub fn open_for_read(
 
 /// A directory opened for reading beneath its granted root with no symlink in any component
 /// (`read_code`'s directory mode, issue 25): what is beneath it is read only through
-/// `bash::beneath` on this descriptor, and each file only when [`OpenedDir::covers`] it.
+/// `fs::beneath` on this descriptor, and each file only when [`OpenedDir::covers`] it.
 pub struct OpenedDir {
     pub fd: OwnedFd,
     pub real_path: PathBuf,
@@ -476,5 +476,15 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("data dir"), "{e}");
+    }
+}
+
+/// A refused or unusable path: `denied` when no grant covers it, `failed` otherwise.
+impl From<PathError> for crate::db::output::Outcome {
+    fn from(e: PathError) -> crate::db::output::Outcome {
+        match e {
+            PathError::NotGranted(m) => crate::db::output::Outcome::denied(m),
+            PathError::Unusable(m) => crate::db::output::Outcome::failed(m),
+        }
     }
 }

@@ -326,3 +326,44 @@ pub fn prune(
     })?;
     Ok(n)
 }
+
+/// How a job ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    pub status: JobStatus,
+    pub result: Option<serde_json::Value>,
+    pub error: Option<String>,
+}
+
+impl Outcome {
+    pub fn ok(result: serde_json::Value) -> Outcome {
+        Outcome {
+            status: JobStatus::Succeeded,
+            result: Some(result),
+            error: None,
+        }
+    }
+    /// Refused for lack of a grant (final status `denied`).
+    pub fn denied(error: impl Into<String>) -> Outcome {
+        Outcome {
+            status: JobStatus::Denied,
+            result: None,
+            error: Some(error.into()),
+        }
+    }
+    pub fn failed(error: impl Into<String>) -> Outcome {
+        Outcome {
+            status: JobStatus::Failed,
+            result: None,
+            error: Some(error.into()),
+        }
+    }
+    /// The job stopped because its cancellation token fired; it will run again.
+    pub fn cancelled() -> Outcome {
+        Outcome {
+            status: JobStatus::Cancelled,
+            result: None,
+            error: Some("cancelled".into()),
+        }
+    }
+}

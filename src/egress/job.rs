@@ -5,11 +5,25 @@ use super::proxy::{self, Connection, JobProxy};
 use super::resolve::Resolver;
 use super::rules::{HostRule, Rules};
 use super::store;
-use crate::actions::JobCtx;
-use crate::clients::Permission;
+use crate::clients::{ClientGrants, Permission};
+use crate::db::Stores;
 use crate::sandbox::Spec;
+use crate::stats::Stats;
 use std::sync::Arc;
 use std::time::Duration;
+
+/// What a run's egress needs of its job (built by `job::JobCtx::egress`).
+pub struct Job<'a> {
+    pub stores: &'a Stores,
+    pub stats: &'a Stats,
+    pub job_id: i64,
+    pub client_id: &'a str,
+    /// The client's grants (its NETWORK rules), when loaded.
+    pub grants: Option<&'a ClientGrants>,
+    pub config: &'a super::EgressConfig,
+    /// The worker's data dir (the proxy's socket lives under its temp prefix).
+    pub data_dir: &'a std::path::Path,
+}
 
 /// Which rules a run gets.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -22,7 +36,7 @@ pub enum Scope {
 }
 
 /// The rules of one run of `command_hash` for the job's client.
-pub async fn rules(ctx: &JobCtx, command_hash: &str, scope: Scope) -> Result<Rules, String> {
+pub async fn rules(ctx: &Job<'_>, command_hash: &str, scope: Scope) -> Result<Rules, String> {
     let mut rules = Rules::default();
     if scope == Scope::Granted {
         let grants = ctx.grants.iter().flat_map(|g| g.grants.iter());
@@ -35,7 +49,7 @@ pub async fn rules(ctx: &JobCtx, command_hash: &str, scope: Scope) -> Result<Rul
             }
         }
     }
-    let (client, hash) = (ctx.client_id.clone(), command_hash.to_string());
+    let (client, hash) = (ctx.client_id.to_string(), command_hash.to_string());
     let approved = ctx
         .stores
         .security
@@ -55,19 +69,19 @@ pub async fn rules(ctx: &JobCtx, command_hash: &str, scope: Scope) -> Result<Rul
 
 /// Starts the run's proxy and routes `spec` through it.
 pub async fn start(
-    ctx: &JobCtx,
+    ctx: &Job<'_>,
     command_hash: &str,
     scope: Scope,
     spec: &mut Spec,
 ) -> Result<JobProxy, String> {
     let rules = rules(ctx, command_hash, scope).await?;
-    let hosts_file = ctx.config.egress.hosts_file.clone();
+    let hosts_file = ctx.config.hosts_file.clone();
     let resolver = tokio::task::spawn_blocking(move || Resolver::new(hosts_file.as_deref()))
         .await
         .map_err(|e| format!("egress: {e}"))?
         .map_err(|e| format!("egress: {e:#}"))?;
-    let timeout = Duration::from_millis(ctx.config.egress.connect_timeout_ms.max(1));
-    let prefix = crate::sandbox::tmp_prefix(&ctx.config.data_dir);
+    let timeout = Duration::from_millis(ctx.config.connect_timeout_ms.max(1));
+    let prefix = crate::sandbox::tmp_prefix(ctx.data_dir);
     let proxy = JobProxy::start(rules, Arc::new(resolver), timeout, &prefix)
         .map_err(|e| format!("{e:#}"))?;
     spec.route_through(proxy.socket(), proxy::PORT);
@@ -75,7 +89,7 @@ pub async fn start(
 }
 
 /// Stops the proxy, records what it saw with the job and counts it; returns the connections.
-pub async fn finish(ctx: &JobCtx, command_hash: &str, proxy: JobProxy) -> Vec<Connection> {
+pub async fn finish(ctx: &Job<'_>, command_hash: &str, proxy: JobProxy) -> Vec<Connection> {
     let conns = proxy.finish().await;
     for c in &conns {
         let name = match c.outcome.as_str() {
@@ -89,7 +103,7 @@ pub async fn finish(ctx: &JobCtx, command_hash: &str, proxy: JobProxy) -> Vec<Co
     }
     let (job, client, hash, c2) = (
         ctx.job_id,
-        ctx.client_id.clone(),
+        ctx.client_id.to_string(),
         command_hash.to_string(),
         conns.clone(),
     );

@@ -21,9 +21,8 @@
 pub mod payload;
 mod reviewer;
 
-use crate::bash::approvals::{self, Validation};
+use crate::ask::validations::{self, Validation};
 use crate::bash::executor::{self, ExecRequest, ExecResult};
-use crate::config::Config;
 use crate::db::Stores;
 use crate::sandbox::{detect::Level, Set};
 use anyhow::{Context, Result};
@@ -33,15 +32,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-
-/// `decided_by` of the decisions a reviewer makes (`reviewer: COMMAND`).
-pub const REVIEWER_PREFIX: &str = "reviewer:";
-
-/// Whether a decision row was written by a human (the operator CLI), not by the reviewer: only
-/// those are learning evidence.
-pub fn decided_by_human(decided_by: &str) -> bool {
-    !decided_by.starts_with(REVIEWER_PREFIX)
-}
 
 /// `[notify]` / `[reviewer]`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -93,9 +83,23 @@ impl HookConfig {
     }
 }
 
+/// The hooks' own configuration section: the two hooks and what running them confined and
+/// judging change sets needs of the worker's configuration (built by `Config::hooks`).
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub notify: Option<HookConfig>,
+    pub reviewer: Option<HookConfig>,
+    pub data_dir: std::path::PathBuf,
+    pub workspace: std::path::PathBuf,
+    pub sandbox: crate::sandbox::SandboxConfig,
+    pub egress: crate::egress::EgressConfig,
+    pub llm: crate::llm::LlmConfig,
+    pub protected_paths: Vec<String>,
+}
+
 /// What the hooks task needs, shared by its steps.
 struct Hooks {
-    config: Arc<Config>,
+    config: Arc<Settings>,
     stores: Arc<Stores>,
     level: Arc<Level>,
     /// The LLM variables for hooks with `llm = true` (the key only when the worker has one).
@@ -105,7 +109,7 @@ struct Hooks {
 
 /// Starts the hooks task when `[notify]` or `[reviewer]` is configured.
 pub fn spawn(
-    config: Arc<Config>,
+    config: Arc<Settings>,
     stores: Arc<Stores>,
     level: Arc<Level>,
     cancel: CancellationToken,
@@ -124,7 +128,7 @@ pub fn spawn(
     Some(tokio::spawn(async move { h.run().await }))
 }
 
-fn llm_env(config: &Config) -> Vec<(String, String)> {
+fn llm_env(config: &Settings) -> Vec<(String, String)> {
     let mut env = vec![
         ("BRAINLOOP_LLM_BASE_URL".into(), config.llm.base_url.clone()),
         ("BRAINLOOP_LLM_MODEL".into(), config.llm.model.clone()),
@@ -162,7 +166,7 @@ impl Hooks {
         let pending = self
             .stores
             .output
-            .call(|c| approvals::list(c, true))
+            .call(|c| validations::list(c, true))
             .await?;
         told.retain(|id, _| pending.iter().any(|v| &v.id == id));
         for v in pending {

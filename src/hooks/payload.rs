@@ -4,7 +4,7 @@
 //! `deny` command lines for the operator. Everything in it but the command lines may come from
 //! the agent: hooks must treat it as data.
 
-use crate::bash::approvals::Validation;
+use crate::ask::validations::Validation;
 use crate::bash::changes;
 use rusqlite::{Connection, OptionalExtension};
 use serde_json::{json, Value};

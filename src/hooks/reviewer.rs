@@ -10,10 +10,11 @@
 //! - `ask`, anything unrecognised, a non-zero exit, an error or a timeout: the human is asked.
 //!
 //! Every answer is audited (metadata `events`, kind `reviewer`) with its reason and what was
-//! done with it. A reviewer's decision is never learning evidence (`decided_by_human`).
+//! done with it. A reviewer's decision is never learning evidence (`ask::By::Reviewer`).
 
-use super::{Hooks, REVIEWER_PREFIX};
-use crate::bash::approvals::{self, Decision, Validation};
+use super::Hooks;
+use crate::ask::validations::{self, Decision, Validation};
+use crate::ask::REVIEWER_PREFIX;
 use crate::bash::executor::ExecResult;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -168,7 +169,7 @@ impl Hooks {
         let (id, reason, by) = (v.id.clone(), reason.to_string(), by.to_string());
         self.stores
             .security
-            .call(move |c| approvals::record(c, &id, d, false, Some(&reason), &by))
+            .call(move |c| validations::record(c, &id, d, false, Some(&reason), &by))
             .await
     }
 }

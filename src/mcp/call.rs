@@ -266,7 +266,7 @@ impl Frontend {
         let client = self.client.clone();
         let loaded = tokio::task::spawn_blocking(move || {
             let conn = db::open_read_only(&config.data_dir, DbKind::Security)?;
-            clients::load(&config, &conn, &client)
+            clients::load(&config.clients, &config.workspace, &conn, &client)
         })
         .await;
         let grants = match loaded {

@@ -15,9 +15,9 @@ use super::checkpoint::{self, CallRecord, State, MAX_TIMES};
 use super::engine::{self, Failure, Finished, FromEngine, Limits, ToEngine};
 use super::plan::{self, Gate, Plan};
 use super::route;
-use crate::actions::{self, JobCtx, Outcome};
-use crate::bash::approvals;
+use crate::ask::validations;
 use crate::db::output::JobStatus;
+use crate::job::{JobCtx, Outcome};
 
 use crate::infer::{Lang, McpPermissions};
 use serde_json::{json, Value};
@@ -97,7 +97,7 @@ async fn run_inner(ctx: &JobCtx, req: Request) -> Result<Outcome, Outcome> {
         .map_err(|e| Outcome::failed(format!("{e:#}")))?;
     let key = format!(
         "__bl_{}",
-        approvals::new_id().map_err(|e| Outcome::failed(e.to_string()))?
+        validations::new_id().map_err(|e| Outcome::failed(e.to_string()))?
     );
     let lang = req.lang;
     let plan = {
@@ -282,7 +282,7 @@ impl Runner<'_> {
             return;
         }
         // A call that cannot go anywhere fails at once: nothing to ask a human about.
-        let action = match route::route(&self.ctx.registry, &self.mapping, &tool, &op) {
+        let action = match route::route(self.ctx.actions.as_ref(), &self.mapping, &tool, &op) {
             Ok(a) => a,
             Err(e) => {
                 self.calls.push(json!({"tool": tool, "op": op, "layer": layer, "ms": 0, "ok": false, "error": e}));
@@ -302,7 +302,8 @@ impl Runner<'_> {
         };
         inflight.spawn(async move {
             let t = Instant::now();
-            let out = actions::run(child, Some(action.as_str()), Some(params.as_str()), None).await;
+            let actions = Arc::clone(&child.actions);
+            let out = actions.call(child, &action, &params).await;
             (id, tool, op, layer, k, n, out, t.elapsed())
         });
     }
@@ -503,7 +504,7 @@ impl Runner<'_> {
             workdir: None,
             reasons: reasons.clone(),
         };
-        let (_, mut result) = crate::ask::ask(ctx, request).await?;
+        let (_, mut result) = crate::ask::ask(&ctx.asker(), request).await?;
         let layer = match gate {
             Gate::Layer(l) => json!(l),
             _ => Value::Null,

@@ -26,7 +26,7 @@ pub fn run_standalone(
 ) -> Result<(Box<Finished>, Vec<SeenCall>), String> {
     let key = format!(
         "__bl_{}",
-        crate::bash::approvals::new_id().map_err(|e| e.to_string())?
+        crate::ask::validations::new_id().map_err(|e| e.to_string())?
     );
     let plan = plan::prepare_isolated(
         code.to_string(),

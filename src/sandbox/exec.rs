@@ -194,7 +194,7 @@ fn over_cap(o: &OverlaySpec) -> Option<String> {
         o.max_bytes.unwrap_or(u64::MAX),
         o.max_entries.unwrap_or(u64::MAX),
     );
-    match crate::bash::beneath::usage(&o.upper, mb, me) {
+    match crate::fs::beneath::usage(&o.upper, mb, me) {
         Ok(u) if u.unmeasured => Some("unmeasured".into()),
         Ok(u) if u.bytes > mb => Some(format!("bytes {mb} {}", u.bytes)),
         Ok(u) if u.entries > me => Some(format!("entries {me} {}", u.entries)),

@@ -30,6 +30,7 @@ pub mod forward;
 pub mod guarantees;
 pub mod landlock;
 pub mod neutral;
+pub mod process;
 pub mod seccomp;
 pub mod warm;
 

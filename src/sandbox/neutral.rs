@@ -159,7 +159,7 @@ fn git_config_listing(dir: &Path) -> String {
     c.args(["config", "--list", "--name-only", "--show-scope"])
         .current_dir(dir)
         .env_clear()
-        .env("PATH", crate::bash::executor::SAFE_PATH)
+        .env("PATH", super::process::SAFE_PATH)
         .stdin(Stdio::null())
         .stderr(Stdio::null());
     for (k, v) in FIXED {

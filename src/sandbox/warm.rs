@@ -168,7 +168,7 @@ async fn start(helper: &Path, limits: &Limits) -> std::io::Result<Warm> {
         limits: limits.clone(),
     };
     let started = async {
-        let mut child = crate::bash::executor::helper_command(helper).spawn()?;
+        let mut child = super::process::helper_command(helper).spawn()?;
         let stdin = child
             .stdin
             .as_mut()

@@ -16,7 +16,6 @@
 //! rest (`cancel_grace_ms` to wind down, then abandoned), record them so they run again, flush
 //! results, heartbeat `stopped`, a `shutdown` event — all inside 60 s.
 
-pub mod approvals;
 pub mod claim;
 pub mod finisher;
 pub mod instant;
@@ -27,6 +26,7 @@ pub mod recovery;
 pub mod wakeup;
 
 use crate::actions::{self, JobCtx, Outcome, Registry};
+use crate::ask::answers as approvals;
 use crate::config::Config;
 use crate::db::lifecycle::{self, Snapshot};
 use crate::db::metadata::AuditRow;
@@ -156,6 +156,8 @@ pub async fn run(
     for c in &rec.requeue {
         ready.push(Job::new(c.id, c.priority, &c.client_id), c.not_before, now);
     }
+    // A re-ask is a request to a human like any other (`ask::answers::reask`).
+    stats.incr("hil_requests", rec.asked_again as f64);
     if rec.requeued + rec.interrupted + rec.already_done + rec.asked_again > 0 {
         tracing::info!(
             requeued = rec.requeued,
@@ -178,7 +180,7 @@ pub async fn run(
     let (fin_tx, fin_handle) = finisher::spawn(Arc::clone(&stores), Arc::clone(&stats));
 
     let _ = state_tx.send(WorkerState::Running);
-    crate::horos::register(&config, "running");
+    crate::horos::register(&config.horos(), "running");
     systemd::ready("running");
     tracing::info!(
         data_dir = %config.data_dir.display(),
@@ -214,7 +216,7 @@ pub async fn run(
 
     // `[notify]` / `[reviewer]`: off the dispatch path (issue 22).
     let _hooks = crate::hooks::spawn(
-        Arc::clone(&config),
+        Arc::new(config.hooks()),
         Arc::clone(&stores),
         Arc::clone(&sandbox),
         background.clone(),
@@ -389,7 +391,12 @@ pub async fn run(
             security.notified = false;
             let st = Arc::clone(&stores);
             let (dd, pp) = (config.data_dir.clone(), config.protected_paths.clone());
-            match tokio::task::spawn_blocking(move || approvals::collect(&st, &dd, &pp)).await {
+            let reg = Arc::clone(&loop_state.registry);
+            match tokio::task::spawn_blocking(move || {
+                approvals::collect(&st, &dd, &pp, &|a| reg.on_decision(&st, a))
+            })
+            .await
+            {
                 Ok(Ok(resumes)) => {
                     let now = crate::time::now_ms();
                     for r in resumes {
@@ -602,7 +609,7 @@ pub async fn run(
             "metadata.db could not be written in time: these telemetry events are lost; staged audit rows move at the next start"
         );
     }
-    crate::horos::register(&config, "stopped");
+    crate::horos::register(&config.horos(), "stopped");
     let _ = state_tx.send(WorkerState::Stopped);
     let _ = tokio::time::timeout(Duration::from_secs(3), heartbeat).await;
     tracing::info!(
@@ -753,7 +760,7 @@ impl Loop {
             cancel: self.job_cancel.child_token(),
             stores: Arc::clone(&self.stores),
             config: Arc::clone(&self.config),
-            registry: Arc::clone(&self.registry),
+            actions: Arc::clone(&self.registry) as Arc<dyn crate::job::Actions>,
             stats: Arc::clone(&self.stats),
             grants: None,
             approval: self.approved.remove(&snap.job_id),
@@ -773,12 +780,18 @@ impl Loop {
             snap.params.clone(),
             snap.reject_reason.clone(),
         );
+        let registry = Arc::clone(&self.registry);
         let handle = self.tasks.spawn(
             async move {
                 let t = Instant::now();
-                let mut out =
-                    actions::run(ctx, action.as_deref(), params.as_deref(), reject.as_deref())
-                        .await;
+                let mut out = actions::run(
+                    &registry,
+                    ctx,
+                    action.as_deref(),
+                    params.as_deref(),
+                    reject.as_deref(),
+                )
+                .await;
                 out.error = out.error.map(crate::quote::error);
                 if out.status == JobStatus::Succeeded {
                     tracing::debug!(ms = t.elapsed().as_millis() as u64, "job succeeded");

@@ -11,7 +11,7 @@
 
 use super::claim::Claimed;
 use crate::actions::{permission_set_of, Registry};
-use crate::bash::approvals;
+use crate::ask::validations;
 use crate::db::lifecycle::{self, status};
 use crate::db::metadata::AuditRow;
 use crate::db::output::{self, JobStatus, ResultRow};
@@ -58,7 +58,7 @@ pub fn recover(
             rec.already_done += 1;
         } else if let Some(v) = stores
             .output
-            .with(|c| approvals::latest_of_job(c, j.job_id))?
+            .with(|c| validations::latest_of_job(c, j.job_id))?
             .filter(|v| {
                 v.status == "approved"
                     || (j.status == status::PENDING_VALIDATION && v.status != "pending")
@@ -146,7 +146,7 @@ pub fn recover(
         // A job that cannot wait (its client is at the cap of pending validations) ends failed
         // with the cause: it never stays `pending_validation` with a validation that does not
         // exist.
-        if let Err(e) = super::approvals::reask(stores, j.job_id, v, validation_ttl_ms) {
+        if let Err(e) = crate::ask::answers::reask(stores, j.job_id, v, validation_ttl_ms) {
             tracing::warn!(
                 job_id = j.job_id,
                 error = format!("{e:#}"),

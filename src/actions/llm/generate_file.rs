@@ -49,6 +49,7 @@ pub fn spec() -> ActionSpec {
         permission_set: "filesystem",
         handler: crate::actions::Run::Async(handle),
         hidden: false,
+        on_decision: None,
     }
 }
 

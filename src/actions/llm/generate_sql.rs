@@ -56,6 +56,7 @@ pub fn spec() -> ActionSpec {
         permission_set: "readonly",
         handler: crate::actions::Run::Async(handle),
         hidden: false,
+        on_decision: None,
     }
 }
 

@@ -93,7 +93,7 @@ pub async fn ask(ctx: &JobCtx, a: Ask<'_>) -> Outcome {
         workdir: None,
         reasons: reasons.clone(),
     };
-    let mut result = match crate::ask::ask(ctx, request).await {
+    let mut result = match crate::ask::ask(&ctx.asker(), request).await {
         Ok((_, m)) => m,
         Err(o) => return o,
     };

@@ -33,6 +33,7 @@ fn spec() -> ActionSpec {
         permission_set: "filesystem",
         handler: crate::actions::Run::Async(handle),
         hidden: false,
+        on_decision: Some(crate::bash::decisions::on_decision),
     }
 }
 

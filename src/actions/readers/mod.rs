@@ -53,6 +53,7 @@ pub fn specs() -> Vec<ActionSpec> {
             permission_set: "readonly",
             handler: crate::actions::Run::Async(|ctx, p| handle(ctx, p, Kind::Sqlite)),
             hidden: false,
+            on_decision: None,
         },
         ActionSpec {
             name: "read_markdown",
@@ -63,6 +64,7 @@ pub fn specs() -> Vec<ActionSpec> {
             permission_set: "readonly",
             handler: crate::actions::Run::Async(|ctx, p| handle(ctx, p, Kind::Markdown)),
             hidden: false,
+            on_decision: None,
         },
         code::spec(),
         ActionSpec {
@@ -74,6 +76,7 @@ pub fn specs() -> Vec<ActionSpec> {
             permission_set: "readonly",
             handler: crate::actions::Run::Async(|ctx, p| handle(ctx, p, Kind::Config)),
             hidden: false,
+            on_decision: None,
         },
     ]
 }

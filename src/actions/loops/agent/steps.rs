@@ -15,7 +15,7 @@
 use super::observe::{cap, CAP};
 use super::tools::Tool;
 use crate::actions::llm::{pending, preview};
-use crate::actions::{self, ApprovedRun, JobCtx, Outcome};
+use crate::actions::{ApprovedRun, JobCtx, Outcome};
 use crate::clients::write::{self, WriteError};
 use crate::clients::{paths, ClientGrants};
 use crate::db::output::JobStatus;
@@ -97,7 +97,8 @@ async fn run_command(
         approval,
         ..ctx.clone()
     };
-    let out = actions::run(child, Some("execute_bash"), Some(&params), None).await;
+    let actions = Arc::clone(&child.actions);
+    let out = actions.call(child, "execute_bash", &params).await;
     let r = out.result.clone().unwrap_or(Value::Null);
     match out.status {
         JobStatus::PendingValidation => StepResult::Pause(out),

@@ -18,8 +18,8 @@ mod syntax;
 mod walk;
 
 use crate::actions::{ActionSpec, Grant, HandlerFuture, JobCtx, Outcome};
-use crate::bash::beneath::Beneath;
 use crate::clients::paths::{self, Opened, OpenedDir};
+use crate::fs::beneath::Beneath;
 use crate::llm::JobUsage;
 use serde_json::{json, Value};
 use std::path::Path;
@@ -89,6 +89,7 @@ pub fn spec() -> ActionSpec {
         permission_set: "readonly",
         handler: crate::actions::Run::Async(handler),
         hidden: false,
+        on_decision: None,
     }
 }
 

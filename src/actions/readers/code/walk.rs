@@ -1,5 +1,5 @@
 //! `read_code`'s directory mode (issue 25): owns the bounded walk of a granted directory. Every
-//! read goes through `bash::beneath` on the directory's descriptor (no symlink followed in any
+//! read goes through `fs::beneath` on the directory's descriptor (no symlink followed in any
 //! component, a planted symlink is listed as skipped, never read); `.gitignore` files are read
 //! the same way and applied with the `ignore` crate's gitignore matcher (nested files, negations);
 //! hidden entries and `.git` are skipped; only files the grant covers and whose language is known
@@ -7,8 +7,8 @@
 //! are stated in the result.
 
 use super::language_of;
-use crate::bash::beneath::{Beneath, Kind, Lookup};
 use crate::clients::paths::OpenedDir;
+use crate::fs::beneath::{Beneath, Kind, Lookup};
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use ignore::Match;
 use serde::Serialize;

@@ -11,13 +11,71 @@
 //!
 //! What the human reads (command, reasons, previews, diffs) is the caller's. Asking produces no
 //! evidence: only the human's answer does (`bash::evidence`).
+//!
+//! Submodules: `validations` (the stored requests and the operator's decision rows),
+//! `answers` (consuming decisions: resume or end the waiting job, expiry, the re-ask after a
+//! crash). What an answer means for an action beyond that (learning, overrides, discarding a
+//! change set) is the action's `on_decision` entry, called by `answers::collect`.
 
-use crate::actions::{JobCtx, Outcome};
-use crate::bash::approvals::{self, Validation};
-use crate::db::output::JobStatus;
+pub mod answers;
+pub mod validations;
+
+use crate::db::output::{JobStatus, Outcome};
 use crate::db::{write_tx, Stores};
 use anyhow::{Context, Result};
 use serde_json::{json, Map, Value};
+use std::sync::Arc;
+use validations::Validation;
+
+/// `decided_by` of the decisions a reviewer makes (`reviewer: COMMAND`).
+pub const REVIEWER_PREFIX: &str = "reviewer:";
+
+/// Who decided: only a human's decision is learning evidence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum By {
+    /// The operator, through the CLI or the review screen.
+    Human,
+    /// The `[reviewer]` command (`decided_by` starts with [`REVIEWER_PREFIX`]).
+    Reviewer,
+}
+
+impl By {
+    /// Who wrote a decision row, from its `decided_by`.
+    pub fn of(decided_by: &str) -> By {
+        if decided_by.starts_with(REVIEWER_PREFIX) {
+            By::Reviewer
+        } else {
+            By::Human
+        }
+    }
+}
+
+/// What a consumed approval carries into the resumed job.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApprovedRun {
+    pub validation_id: String,
+    /// What the approval is bound to (command, effect, content or gate hash).
+    pub command_hash: String,
+    /// Who approved (a reviewer's approval is never learning evidence).
+    pub by: By,
+}
+
+impl ApprovedRun {
+    pub fn by_human(&self) -> bool {
+        self.by == By::Human
+    }
+}
+
+/// Who asks, on behalf of which job (built by `job::JobCtx::asker`).
+#[derive(Clone)]
+pub struct Asker {
+    pub stores: Arc<Stores>,
+    pub stats: Arc<crate::stats::Stats>,
+    pub job_id: i64,
+    pub client_id: String,
+    /// `validation_ttl_ms`.
+    pub ttl_ms: u64,
+}
 
 /// What a job asks a human about.
 #[derive(Debug, Clone)]
@@ -76,31 +134,38 @@ pub fn create_blocking(
         decided_at: None,
         expires_at: Some(now + ttl_ms as i64),
     };
-    stores.output.with(|c| approvals::create(c, &v))?;
+    stores.output.with(|c| validations::create(c, &v))?;
     Ok(id)
 }
 
 /// A fresh validation id (128 random bits), or the failed outcome.
 pub fn new_id() -> Result<String, Outcome> {
-    approvals::new_id().map_err(|e| Outcome::failed(format!("{e:#}")))
+    validations::new_id().map_err(|e| Outcome::failed(format!("{e:#}")))
 }
 
 /// Asks from a running job; returns the validation id and the common pending-result fields
-/// (`status`, `validation_id`, `command`, `policy`, `risk_score`, `permission_set`, `reasons`,
-/// `message`) for the caller to extend. Err: the job's final outcome (`failed`, cause named).
-pub async fn ask(ctx: &JobCtx, r: Request) -> Result<(String, Map<String, Value>), Outcome> {
+/// ([`pending_fields`]) for the caller to extend. Err: the job's final outcome (`failed`, cause
+/// named).
+pub async fn ask(asker: &Asker, r: Request) -> Result<(String, Map<String, Value>), Outcome> {
     let (stores, job, client, ttl) = (
-        ctx.stores.clone(),
-        ctx.job_id,
-        ctx.client_id.clone(),
-        ctx.config.validation_ttl_ms,
+        asker.stores.clone(),
+        asker.job_id,
+        asker.client_id.clone(),
+        asker.ttl_ms,
     );
     let r2 = r.clone();
     let id = tokio::task::spawn_blocking(move || create_blocking(&stores, job, &client, &r2, ttl))
         .await
         .map_err(|e| Outcome::failed(format!("asking a human: {e}")))?
         .map_err(|e| Outcome::failed(format!("cannot ask a human, so nothing ran: {e:#}")))?;
-    ctx.stats.incr("hil_requests", 1.0);
+    asker.stats.incr("hil_requests", 1.0);
+    Ok((id.clone(), pending_fields(&id, &r)))
+}
+
+/// The fields every pending result has (`status`, `validation_id`, `command`, `policy`,
+/// `risk_score`, `permission_set`, `reasons`, `message`): the one builder of a pending result,
+/// for a job asking and for the re-ask after a crash alike.
+pub fn pending_fields(id: &str, r: &Request) -> Map<String, Value> {
     let mut m = Map::new();
     m.insert("status".into(), json!("pending_validation"));
     m.insert("validation_id".into(), json!(id));
@@ -115,7 +180,7 @@ pub async fn ask(ctx: &JobCtx, r: Request) -> Result<(String, Map<String, Value>
             "waiting for a human: brainloop approve {id} (or deny)"
         )),
     );
-    Ok((id, m))
+    m
 }
 
 /// The `pending_validation` outcome with the given result fields.

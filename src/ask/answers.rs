@@ -5,12 +5,13 @@
 //!   `approve` resumes the job (it runs that snapshot, without asking again), `deny` ends it
 //!   `denied`, `--always` also sets the registry override. Anything else is consumed and ignored;
 //! - then expires pending validations past their deadline (their jobs end `expired`: fail closed).
+//!
+//! What an answer means beyond resuming or ending the job (overrides, learning, evidence,
+//! discarding a change set) is the waiting action's business: `collect` hands every answer and
+//! every expiry to the `on_decision` callback (the registry routes it to the action's spec).
 
-use crate::actions::ApprovedRun;
-use crate::bash::approvals::{self, Decision, Validation};
-use crate::bash::evidence;
-use crate::bash::policy::Override;
-use crate::bash::registry;
+use super::validations::{self, Decision, Validation};
+use super::{ApprovedRun, By};
 use crate::db::lifecycle::status;
 use crate::db::output::{self, JobStatus, ResultRow};
 use crate::db::{write_tx, Stores};
@@ -86,88 +87,45 @@ fn ignore(stores: &Stores, row_id: i64, validation_id: &str, why: &str, now: i64
     tracing::warn!(validation_id, why, "approval ignored");
     stores
         .security
-        .with(|c| approvals::consume(c, row_id, now))?;
+        .with(|c| validations::consume(c, row_id, now))?;
     Ok(())
 }
 
-/// The command a validation is about: an approval of a change set binds to command + effects.
-fn command_hash_of(data_dir: &std::path::Path, job_id: i64, bound: &str) -> String {
-    match crate::bash::changes::load_manifest(data_dir, job_id) {
-        Ok(Some(m)) if m.effect_hash == bound => m.command_hash,
-        _ => bound.to_string(),
-    }
+/// An action's consequences of an answer (its `ActionSpec::on_decision`).
+pub type OnDecision = fn(&Stores, &Answer) -> Result<()>;
+
+/// An answer (or the expiry) as the waiting action's `on_decision` sees it.
+pub struct Answer<'a> {
+    pub validation: &'a Validation,
+    /// The waiting job's action (`run_code` and `loop` jobs ask about commands too).
+    pub action: Option<&'a str>,
+    /// What the validation is bound to (the job's snapshot hash).
+    pub bound_hash: &'a str,
+    pub what: Answered<'a>,
+    /// The worker's data dir and the operator's `protected_paths` (for `approve --learn`).
+    pub data_dir: &'a std::path::Path,
+    pub protected: &'a [String],
+    pub now: i64,
 }
 
-fn record_denial(
-    stores: &Stores,
-    data_dir: &std::path::Path,
-    v: &Validation,
-    w: &Waiting,
-    bound: &str,
-    decided_by: &str,
-    now: i64,
-) {
-    if w.action.as_deref() != Some("execute_bash") {
-        return; // only commands are learned
-    }
-    let overlay = crate::bash::changes::load_manifest(data_dir, v.job_id)
-        .ok()
-        .flatten()
-        .is_some_and(|m| m.effect_hash == bound);
-    let e = evidence::Evidence {
-        client_id: w.client_id.clone(),
-        command_hash: command_hash_of(data_dir, v.job_id, bound),
-        job_id: v.job_id,
-        source: evidence::Source::HumanDenied,
-        decided_by: Some(format!("{decided_by} (validation {})", v.id)),
-        mode: if overlay {
-            evidence::Mode::Overlay
-        } else {
-            evidence::Mode::Direct
-        },
-        permission_set: v.permission_set.clone().unwrap_or_default(),
-        success: false,
-    };
-    if let Err(e) = stores
-        .security
-        .with(|c| evidence::record_and_learn(c, &e, None, now))
-    {
-        tracing::warn!(
-            error = format!("{e:#}"),
-            "cannot record the denial as evidence"
-        );
-    }
+/// What happened to the validation.
+pub enum Answered<'a> {
+    Decided {
+        decision: Decision,
+        by: By,
+        /// The decision row's `decided_by` (who, as written).
+        decided_by: &'a str,
+        /// `approve --learn`.
+        learn: bool,
+    },
+    /// Nobody answered in time.
+    Expired,
 }
 
-/// `approve --learn`: the worker checks the gate again (`bash::learn`, the same function the CLI
-/// used) and learns the change set's signatures for the job's client. A refusal here leaves the
-/// approval an ordinary one (logged).
-fn learn(
-    stores: &Stores,
-    data_dir: &std::path::Path,
-    protected: &[String],
-    v: &Validation,
-    by: &str,
-    now: i64,
-) {
-    let res = (|| -> Result<()> {
-        let p = crate::bash::effects::Protected::shared(protected)?;
-        let why = stores
-            .security
-            .with(|c| crate::bash::learn::refusals(c, data_dir, v, &p))?;
-        if !why.is_empty() {
-            tracing::warn!(validation_id = %v.id, reasons = why.join("; "), "approve --learn: approved once, nothing learned");
-            return Ok(());
-        }
-        let sigs = crate::bash::learn::signatures_of(data_dir, v.job_id)?;
-        stores
-            .security
-            .with(|c| crate::bash::learn::learn_now(c, &v.client_id, &sigs, v.job_id, by, now))?;
-        tracing::info!(validation_id = %v.id, client = %v.client_id, signatures = sigs.join(" | "), "learned with approve --learn");
-        Ok(())
-    })();
-    if let Err(e) = res {
-        tracing::warn!(error = format!("{e:#}"), validation_id = %v.id, "approve --learn: cannot learn");
+impl Answer<'_> {
+    /// The decision lets the job run.
+    pub fn runs(&self) -> bool {
+        matches!(&self.what, Answered::Decided { decision, .. } if decision.runs())
     }
 }
 
@@ -182,15 +140,16 @@ fn resubmit_hint(w: &Waiting) -> String {
 }
 
 /// Expiries and new approvals, as actions for the supervisor. `protected`: the operator's
-/// `protected_paths` (for `approve --learn`).
+/// `protected_paths` (for `approve --learn`); `on_decision`: the waiting action's consequences.
 pub fn collect(
     stores: &Stores,
     data_dir: &std::path::Path,
     protected: &[String],
+    on_decision: &dyn Fn(&Answer) -> Result<()>,
 ) -> Result<Vec<Resume>> {
     let now = crate::time::now_ms();
     let mut out = Vec::new();
-    let rows = stores.security.with(|c| approvals::unconsumed(c))?;
+    let rows = stores.security.with(|c| validations::unconsumed(c))?;
     for a in rows {
         let Some(decision) = a.decision else {
             ignore(stores, a.row_id, &a.validation_id, "unknown decision", now)?;
@@ -198,7 +157,7 @@ pub fn collect(
         };
         let v: Option<Validation> = stores
             .output
-            .with(|c| approvals::get(c, &a.validation_id))?;
+            .with(|c| validations::get(c, &a.validation_id))?;
         let Some(v) = v else {
             ignore(
                 stores,
@@ -244,50 +203,23 @@ pub fn collect(
         let hash = v.command_hash.clone().unwrap_or_default();
         let runs = decision.runs();
         stores.output.with(|c| {
-            approvals::set_status(c, &v.id, if runs { "approved" } else { "denied" }, now)
+            validations::set_status(c, &v.id, if runs { "approved" } else { "denied" }, now)
         })?;
-        let ov = match decision {
-            Decision::AlwaysAllow => Some(Override::AlwaysAllow),
-            Decision::AlwaysAsk => Some(Override::AlwaysAsk),
-            Decision::Never => Some(Override::Never),
-            _ => None,
-        };
-        if let Some(ov) = ov {
-            // An approval of a change set binds to command + effects; the override is the command's.
-            let hash = command_hash_of(data_dir, v.job_id, &hash);
-            let reason = format!(
-                "{} by {} (validation {})",
-                decision.as_str(),
-                a.decided_by,
-                v.id
-            );
-            stores
-                .security
-                .with(|c| registry::set_override(c, &hash, Some(ov), &reason, now))?;
-        }
-        // Only a human's decision teaches (a reviewer's is not evidence, `crate::hooks`).
-        let human = crate::hooks::decided_by_human(&a.decided_by);
-        // Approvals and denials accrue to the job's operation signatures (once per job).
-        if let Err(e) = stores.security.with(|c| match human {
-            true => crate::bash::signatures::count_decision(c, v.job_id, runs),
-            false => Ok(()),
-        }) {
-            tracing::warn!(
-                error = format!("{e:#}"),
-                "cannot count the decision toward signatures"
-            );
-        }
-        if runs && human && a.learn {
-            learn(stores, data_dir, protected, &v, &a.decided_by, now);
-        }
-        if !runs {
-            // A denial is evidence (it resets the client's count and withdraws its promotion).
-            if human {
-                record_denial(stores, data_dir, &v, &w, &hash, &a.decided_by, now);
-            }
-            // A denied change set is discarded: the workspace was never touched.
-            crate::bash::changes::discard(data_dir, v.job_id);
-        }
+        let by = By::of(&a.decided_by);
+        on_decision(&Answer {
+            validation: &v,
+            action: w.action.as_deref(),
+            bound_hash: &hash,
+            what: Answered::Decided {
+                decision,
+                by,
+                decided_by: &a.decided_by,
+                learn: a.learn,
+            },
+            data_dir,
+            protected,
+            now,
+        })?;
         if runs {
             stores.lifecycle.with(|c| {
                 Ok(write_tx(c, |tx| {
@@ -304,7 +236,7 @@ pub fn collect(
                 approval: ApprovedRun {
                     validation_id: v.id.clone(),
                     command_hash: hash,
-                    by_human: human,
+                    by,
                 },
             });
         } else {
@@ -320,13 +252,21 @@ pub fn collect(
         // and ignores it; recovery then re-asks the job (never runs it unapproved).
         stores
             .security
-            .with(|c| approvals::consume(c, a.row_id, now))?;
+            .with(|c| validations::consume(c, a.row_id, now))?;
     }
     // Expiry after the decisions: what nobody answered in time fails closed.
-    for v in stores.output.with(|c| approvals::expire(c, now))? {
+    for v in stores.output.with(|c| validations::expire(c, now))? {
         if let Some(w) = waiting(stores, v.job_id)? {
             if w.status == status::PENDING_VALIDATION {
-                crate::bash::changes::discard(data_dir, v.job_id);
+                on_decision(&Answer {
+                    validation: &v,
+                    action: w.action.as_deref(),
+                    bound_hash: v.command_hash.as_deref().unwrap_or_default(),
+                    what: Answered::Expired,
+                    data_dir,
+                    protected,
+                    now,
+                })?;
                 out.push(Resume::End(end_row(
                     v.job_id,
                     &w,
@@ -366,26 +306,18 @@ pub fn reask(stores: &Stores, job_id: i64, previous: &Validation, ttl_ms: u64) -
             previous.id
         ),
     );
-    let request = crate::ask::Request {
-        id: approvals::new_id()?,
+    let request = super::Request {
+        id: validations::new_id()?,
         command: previous.command.clone().unwrap_or_default(),
         bound_hash: previous.command_hash.clone().unwrap_or_default(),
         policy: previous.policy.clone().unwrap_or_else(|| "ask".into()),
         risk_score: previous.risk_score,
         permission_set: previous.permission_set.clone().unwrap_or_default(),
         workdir: None,
-        reasons: reasons.clone(),
+        reasons,
     };
-    let id = crate::ask::create_blocking(stores, job_id, &previous.client_id, &request, ttl_ms)?;
-    let result = json!({
-        "status": "pending_validation",
-        "validation_id": id,
-        "command": request.command,
-        "policy": request.policy,
-        "risk_score": request.risk_score,
-        "reasons": reasons,
-        "message": format!("waiting for a human: brainloop approve {id} (or deny)"),
-    });
+    let id = super::create_blocking(stores, job_id, &previous.client_id, &request, ttl_ms)?;
+    let result = serde_json::Value::Object(super::pending_fields(&id, &request));
     stores.output.with(|c| {
         Ok(write_tx(c, |tx| {
             tx.execute(
