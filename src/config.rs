@@ -244,7 +244,7 @@ impl Config {
             .with_context(|| format!("cannot read config file {}", path.display()))?;
         toml::from_str(&text).with_context(|| {
             format!(
-                "config file {} is not valid (see CLAUDE.md for the keys)",
+                "config file {} is not valid (see docs/configuration.md for the keys)",
                 path.display()
             )
         })

@@ -10,7 +10,7 @@
 //! path it may read or write, the environment), the data dir's path (where the databases, the
 //! change sets and the journal live: the overlay's upper layer is under it), and any
 //! descriptor the worker inherited (a canary file opened by this test without close-on-exec).
-//! Not hidden (stated in the README): the mount points of the host's file systems in
+//! Not hidden (stated in docs/security.md): the mount points of the host's file systems in
 //! `mountinfo`, and the workspace path (the command's own working dir).
 
 mod common;

@@ -183,6 +183,20 @@ pub fn pending_fields(id: &str, r: &Request) -> Map<String, Value> {
     m
 }
 
+/// The pending result of a call made on the job's behalf (a loop's step, a run_code call), for
+/// the caller to extend with where it paused.
+pub fn nested(result: Option<Value>) -> Map<String, Value> {
+    match result {
+        Some(Value::Object(m)) => m,
+        other => {
+            let mut m = Map::new();
+            m.insert("status".into(), json!("pending_validation"));
+            m.insert("detail".into(), json!(other));
+            m
+        }
+    }
+}
+
 /// The `pending_validation` outcome with the given result fields.
 pub fn pending(result: Map<String, Value>) -> Outcome {
     Outcome {

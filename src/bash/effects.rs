@@ -36,7 +36,7 @@ use std::sync::{Arc, Mutex};
 
 /// Paths never applied without a human (globs relative to the workspace, `/`-separated; `**/`
 /// matches at any depth, so nested repositories are covered; `X/**` also matches `X` itself).
-/// README's security section shows this table; keep them in sync.
+/// docs/security.md shows this table; keep them in sync.
 pub const DEFAULT_PROTECTED: &[&str] = &[
     // git: config (core.fsmonitor, core.pager, aliases, filters run programs), hooks, info/attributes
     "**/.git/config",

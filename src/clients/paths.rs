@@ -198,6 +198,43 @@ fn read_rules_under<'a>(
 
 /// Opens `requested` (absolute, or relative to the workspace) for reading under the client's
 /// FILE_READ grants, refusing anything in `deny`.
+/// What a client may do at a path it asked for (the deny list's wording).
+#[derive(Clone, Copy)]
+pub(crate) enum Access {
+    Read,
+    Write,
+}
+
+/// The real path a grant let the worker open, judged again (the one decision of read, directory
+/// and write checks): inside a deny root it is refused whatever the grant; outside the rule's
+/// pattern (reached through a symlink) this rule does not cover it — `Ok(Some(e))`, the caller
+/// tries its next rule; `Ok(None)`: covered.
+pub(crate) fn judge_real(
+    requested: &str,
+    real: &Path,
+    rule: Option<&PathRule>,
+    deny: &[PathBuf],
+    access: Access,
+) -> Result<Option<PathError>, PathError> {
+    if deny.iter().any(|d| real.starts_with(d)) {
+        let (prep, verb) = match access {
+            Access::Read => ("which", "read"),
+            Access::Write => ("where", "write"),
+        };
+        return Err(PathError::NotGranted(format!(
+            "{requested} resolves to {} {prep} no client may {verb} (brainloop's data dir or a kernel filesystem)",
+            real.display()
+        )));
+    }
+    Ok(rule.filter(|r| !r.matches(real)).map(|r| {
+        PathError::NotGranted(format!(
+            "{requested} resolves (through a symlink) to {}, which the grant {} does not cover",
+            real.display(),
+            r.pattern
+        ))
+    }))
+}
+
 pub fn open_for_read(
     grants: &ClientGrants,
     requested: &str,
@@ -213,18 +250,8 @@ pub fn open_for_read(
             Ok(file) => {
                 let real = real_path(&file)
                     .map_err(|e| PathError::Unusable(format!("{requested}: {e}")))?;
-                if deny.iter().any(|d| real.starts_with(d)) {
-                    return Err(PathError::NotGranted(format!(
-                        "{requested} resolves to {} which no client may read (brainloop's data dir or a kernel filesystem)",
-                        real.display()
-                    )));
-                }
-                if !rule.matches(&real) {
-                    last_err = Some(PathError::NotGranted(format!(
-                        "{requested} resolves (through a symlink) to {}, which the grant {} does not cover",
-                        real.display(),
-                        rule.pattern
-                    )));
+                if let Some(e) = judge_real(requested, &real, Some(rule), deny, Access::Read)? {
+                    last_err = Some(e);
                     continue;
                 }
                 return Ok(Opened {
@@ -287,12 +314,7 @@ pub fn open_dir_for_read(
         Err(e) => return Err(e_to_path_error(requested, e)),
     };
     let real = real_path(&fd).map_err(|e| PathError::Unusable(format!("{requested}: {e}")))?;
-    if deny.iter().any(|d| real.starts_with(d)) {
-        return Err(PathError::NotGranted(format!(
-            "{requested} resolves to {} which no client may read (brainloop's data dir or a kernel filesystem)",
-            real.display()
-        )));
-    }
+    judge_real(requested, &real, None, deny, Access::Read)?;
     let rules: Vec<PathRule> = read_rules_under(grants, &norm)
         .map(|(r, _)| r.clone())
         .collect();

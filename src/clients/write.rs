@@ -15,7 +15,7 @@
 //! after the check cannot redirect the write: every step is relative to a descriptor opened
 //! beneath the root.
 
-use super::paths::{e_to_path_error, real_path, PathError};
+use super::paths::{self, e_to_path_error, real_path, PathError};
 use super::{ClientGrants, Permission};
 use nix::errno::Errno;
 use nix::fcntl::{openat, openat2, renameat, renameat2, OFlag, OpenHow, RenameFlags, ResolveFlag};
@@ -138,18 +138,10 @@ pub fn check(
             }
         };
         let real = real_parent.join(&name);
-        if deny.iter().any(|d| real.starts_with(d)) {
-            return Err(PathError::NotGranted(format!(
-                "{requested} resolves to {} where no client may write (brainloop's data dir or a kernel filesystem)",
-                real.display()
-            )));
-        }
-        if !rule.matches(&real) {
-            last_err = Some(PathError::NotGranted(format!(
-                "{requested} resolves (through a symlink) to {}, which the grant {} does not cover",
-                real.display(),
-                rule.pattern
-            )));
+        if let Some(e) =
+            paths::judge_real(requested, &real, Some(rule), deny, paths::Access::Write)?
+        {
+            last_err = Some(e);
             continue;
         }
         let exists = !missing && real.symlink_metadata().is_ok();

@@ -395,19 +395,12 @@ impl Runner<'_> {
             }
             Some(Pause::Nested { tool, op, result }) => {
                 self.save(false).await;
-                let mut r = match result {
-                    Value::Object(m) => Value::Object(m),
-                    other => json!({"status": "pending_validation", "detail": other}),
-                };
-                r["paused_at"] = json!({"tool": tool, "op": op});
-                r["action"] = json!("run_code");
-                r["calls"] = json!(self.calls);
-                r["logs"] = json!(fin.logs);
-                return Ok(Outcome {
-                    status: JobStatus::PendingValidation,
-                    result: Some(r),
-                    error: None,
-                });
+                let mut r = crate::ask::nested(Some(result));
+                r.insert("paused_at".into(), json!({"tool": tool, "op": op}));
+                r.insert("action".into(), json!("run_code"));
+                r.insert("calls".into(), json!(self.calls));
+                r.insert("logs".into(), json!(fin.logs));
+                return Ok(crate::ask::pending(r));
             }
             None => {}
         }

@@ -102,7 +102,7 @@ pub fn claim_batch(
     Ok(batch)
 }
 
-/// Jobs claimed to wait for their `not_before` get their `queued` result row now (README), so a
+/// Jobs claimed to wait for their `not_before` get their `queued` result row now (docs/actions.md), so a
 /// producer sees them in flight; jobs that start at once get `running` when they start.
 fn write_waiting(stores: &Stores, rows: &[NewJob], finals: &HashSet<i64>, now: i64) -> Result<()> {
     let waiting: Vec<ResultRow> = rows

@@ -477,22 +477,17 @@ impl Runner<'_> {
 
     /// The job waits for a human: the step's validation, with the session around it.
     fn paused(&self, out: Outcome, p: &Pending) -> Outcome {
-        let mut r = match out.result {
-            Some(Value::Object(m)) => Value::Object(m),
-            other => json!({"status": "pending_validation", "detail": other}),
-        };
-        r["mode"] = json!(MODE);
-        r["session_id"] = json!(self.session.session_id);
-        r["paused_at"] =
-            json!({"step": p.index, "tool": p.tool.name(), "arguments": step_arguments(&p.tool)});
-        r["iterations"] = json!(self.st.iterations);
-        r["tokens_used"] = json!(self.st.tokens_used);
-        r["steps_done"] = json!(self.st.steps.len());
-        Outcome {
-            status: JobStatus::PendingValidation,
-            result: Some(r),
-            error: None,
-        }
+        let mut r = crate::ask::nested(out.result);
+        r.insert("mode".into(), json!(MODE));
+        r.insert("session_id".into(), json!(self.session.session_id));
+        r.insert(
+            "paused_at".into(),
+            json!({"step": p.index, "tool": p.tool.name(), "arguments": step_arguments(&p.tool)}),
+        );
+        r.insert("iterations".into(), json!(self.st.iterations));
+        r.insert("tokens_used".into(), json!(self.st.tokens_used));
+        r.insert("steps_done".into(), json!(self.st.steps.len()));
+        crate::ask::pending(r)
     }
 }
 
