@@ -3,6 +3,7 @@
 
 use super::{ActionSpec, HandlerFuture, JobCtx, Outcome, Registry};
 use crate::db::output;
+use crate::permset::PermissionSet;
 use serde_json::{json, Value};
 use std::sync::Arc;
 
@@ -23,7 +24,7 @@ pub fn specs() -> Vec<ActionSpec> {
                 })
             },
             grants: &[],
-            permission_set: "minimal",
+            permission_set: PermissionSet::Minimal,
             handler: crate::actions::Run::Instant(ping),
             hidden: false,
         },
@@ -33,7 +34,7 @@ pub fn specs() -> Vec<ActionSpec> {
             aliases: &[],
             params_schema: || json!({"type": "object", "properties": {}, "additionalProperties": false}),
             grants: &[],
-            permission_set: "minimal",
+            permission_set: PermissionSet::Minimal,
             handler: crate::actions::Run::Instant(list_actions),
             hidden: false,
         },
@@ -53,7 +54,7 @@ pub fn specs() -> Vec<ActionSpec> {
                 })
             },
             grants: &[],
-            permission_set: "minimal",
+            permission_set: PermissionSet::Minimal,
             handler: crate::actions::Run::Instant(get_schema),
             hidden: false,
         },
@@ -72,7 +73,7 @@ pub fn specs() -> Vec<ActionSpec> {
                 })
             },
             grants: &[],
-            permission_set: "minimal",
+            permission_set: PermissionSet::Minimal,
             handler: crate::actions::Run::Async(get_stats),
             hidden: false,
         },

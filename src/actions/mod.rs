@@ -20,6 +20,7 @@ use crate::clients::ClientGrants;
 use crate::config::Config;
 use crate::db::output::JobStatus;
 use crate::db::Stores;
+use crate::permset::PermissionSet;
 use serde_json::{json, Value};
 use std::future::Future;
 use std::pin::Pin;
@@ -141,8 +142,8 @@ pub struct ActionSpec {
     pub aliases: &'static [&'static str],
     pub params_schema: fn() -> Value,
     pub grants: &'static [Grant],
-    /// The permission set recorded in the audit trail (seed 002 names).
-    pub permission_set: &'static str,
+    /// The permission set recorded in the audit trail.
+    pub permission_set: PermissionSet,
     pub handler: Run,
     /// Hidden actions (test helpers) are runnable but not listed.
     pub hidden: bool,
@@ -353,7 +354,7 @@ pub async fn run(
 }
 
 /// The permission set an action's calls are audited with.
-pub fn permission_set_of(registry: &Registry, action: Option<&str>) -> Option<&'static str> {
+pub fn permission_set_of(registry: &Registry, action: Option<&str>) -> Option<PermissionSet> {
     action
         .and_then(|a| registry.get(a))
         .map(|a| a.spec.permission_set)

@@ -25,7 +25,8 @@ use crate::bash::approvals::{self, Validation};
 use crate::bash::executor::{self, ExecRequest, ExecResult};
 use crate::config::Config;
 use crate::db::Stores;
-use crate::sandbox::{detect::Level, Set};
+use crate::permset::PermissionSet;
+use crate::sandbox::detect::Level;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -293,7 +294,7 @@ impl Hooks {
             crate::sandbox::prepare(
                 &level,
                 &cfg,
-                Set::NetworkApi,
+                PermissionSet::NetworkApi,
                 &command,
                 &tmp,
                 &ws,
