@@ -71,8 +71,7 @@ fn code_only(src: &str) -> String {
                 }
             }
             out.push(' ');
-        } else if c == b'r'
-            && (b.get(i + 1) == Some(&b'"') || b.get(i + 1) == Some(&b'#'))
+        } else if c == b'r' && (b.get(i + 1) == Some(&b'"') || b.get(i + 1) == Some(&b'#'))
             && (i == 0 || !(b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_'))
         {
             // raw string r"…" / r#"…"#
@@ -92,14 +91,7 @@ fn code_only(src: &str) -> String {
                 if j >= b.len() {
                     break;
                 }
-                if b[j] == b'"'
-                    && b[j + 1..]
-                        .iter()
-                        .take(hashes)
-                        .filter(|&&h| h == b'#')
-                        .count()
-                        == hashes
-                {
+                if b[j] == b'"' && b[j + 1..].iter().take(hashes).filter(|&&h| h == b'#').count() == hashes {
                     j += 1 + hashes;
                     break;
                 }
@@ -231,11 +223,7 @@ fn owner(src: &Path, file: &Path) -> Option<(String, usize)> {
         }
         return Some((last, 1));
     }
-    let depth = if last == "mod" {
-        rel.len() - 1
-    } else {
-        rel.len()
-    };
+    let depth = if last == "mod" { rel.len() - 1 } else { rel.len() };
     Some((rel[0].clone(), depth))
 }
 
@@ -285,11 +273,7 @@ fn every_import_points_down_the_layer_table() {
                     unlisted.insert(target);
                 }
                 Some(&l) if l >= own => {
-                    let rel = file
-                        .strip_prefix(root)
-                        .unwrap_or(file)
-                        .display()
-                        .to_string();
+                    let rel = file.strip_prefix(root).unwrap_or(file).display().to_string();
                     upward.insert(format!(
                         "{rel}: {module} (layer {own}) uses {target} (layer {l})"
                     ));
