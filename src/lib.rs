@@ -24,6 +24,7 @@ pub mod llm;
 pub mod lockfile;
 pub mod mcp;
 pub mod memory;
+pub mod permset;
 pub mod quote;
 pub mod retention;
 pub mod runcode;

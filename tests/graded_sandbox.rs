@@ -10,7 +10,8 @@
 mod common;
 
 use brainloop::bash::executor::{execute, ExecRequest};
-use brainloop::sandbox::{self, Set};
+use brainloop::permset::PermissionSet;
+use brainloop::sandbox::{self};
 use common::{final_result, job, settled, Env};
 use serde_json::json;
 use std::os::unix::fs::PermissionsExt;
@@ -142,7 +143,7 @@ async fn at_abi_2_the_truncate_guard_refuses_truncating_a_read_only_file() {
     let cmd = "truncate -s 0 keep.txt; python3 -c \"import os; os.close(os.open('keep.txt', os.O_RDONLY|os.O_TRUNC))\" 2>&1; echo done";
     let env = brainloop::bash::executor::filtered_env(|k| std::env::var(k).ok());
     let mut spec = sandbox::spec_for(
-        Set::Readonly,
+        PermissionSet::Readonly,
         cmd,
         &ws,
         &ws,
@@ -190,7 +191,7 @@ async fn at_abi_2_a_network_set_cannot_reach_a_host_abstract_socket() {
     for abi in [None, Some(2)] {
         let env = brainloop::bash::executor::filtered_env(|k| std::env::var(k).ok());
         let mut spec = sandbox::spec_for(
-            Set::NetworkApi,
+            PermissionSet::NetworkApi,
             &cmd,
             &ws,
             &ws,
@@ -337,7 +338,7 @@ fn a_set_missing_a_guarantee_is_refused_by_name_or_runs_best_effort_when_not_req
     level.landlock_abi = 2;
     let t = tempfile::tempdir().unwrap();
     let ws = t.path();
-    let go = |level: &detect::Level, required: bool, set: Set| {
+    let go = |level: &detect::Level, required: bool, set: PermissionSet| {
         let cfg = SandboxConfig {
             required,
             ..SandboxConfig::default()
@@ -346,32 +347,32 @@ fn a_set_missing_a_guarantee_is_refused_by_name_or_runs_best_effort_when_not_req
     };
     // Landlock 2 without seccomp: no truncate guard and no AF_UNIX refusal.
     level.seccomp = false;
-    let e = go(&level, true, Set::NetworkApi).unwrap_err();
+    let e = go(&level, true, PermissionSet::NetworkApi).unwrap_err();
     assert!(e.contains("no truncation of files it may only read"), "{e}");
-    let p = go(&level, false, Set::NetworkApi).unwrap();
+    let p = go(&level, false, PermissionSet::NetworkApi).unwrap();
     let (_, spec) = p.sandbox.as_ref().unwrap();
     assert!(spec.best_effort && spec.landlock_abi == Some(2));
     assert!(p.label.contains("best effort"), "{}", p.label);
     p.finish();
     level.seccomp = true;
-    let p = go(&level, true, Set::Filesystem).unwrap();
+    let p = go(&level, true, PermissionSet::Filesystem).unwrap();
     let (_, spec) = p.sandbox.as_ref().unwrap();
     assert!(!spec.best_effort, "{}", p.label);
     assert!(p.label.contains("landlock-v2"), "{}", p.label);
     p.finish();
     // Landlock missing but namespaces and seccomp work: best effort, not unconfined.
     level.landlock_abi = 0;
-    let e = go(&level, true, Set::Filesystem).unwrap_err();
+    let e = go(&level, true, PermissionSet::Filesystem).unwrap_err();
     assert!(e.contains("no file reads outside the read roots"), "{e}");
-    let p = go(&level, false, Set::Filesystem).unwrap();
+    let p = go(&level, false, PermissionSet::Filesystem).unwrap();
     assert!(p.sandbox.is_some(), "{}", p.label);
     p.finish();
     // Nothing works at all: unconfined only then, and only when not required.
     level.enforcing = false;
     level.namespaces = false;
     level.seccomp = false;
-    assert!(go(&level, true, Set::Minimal).is_err());
-    let p = go(&level, false, Set::Minimal).unwrap();
+    assert!(go(&level, true, PermissionSet::Minimal).is_err());
+    let p = go(&level, false, PermissionSet::Minimal).unwrap();
     assert!(
         p.sandbox.is_none() && p.label.starts_with("none"),
         "{}",

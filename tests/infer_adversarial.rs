@@ -2,7 +2,8 @@
 //! access from the detector. None may come out minimal or pure, and each must need a human.
 //! Plus inputs built to exhaust the analyser (deep nesting, huge files): refused, never a crash.
 
-use brainloop::infer::{infer, infer_isolated, Lang, McpPermissions, PermissionSet};
+use brainloop::infer::{infer, infer_isolated, Lang, McpPermissions};
+use brainloop::permset::PermissionSet;
 
 fn check(name: &str, code: &str, lang: Lang, want: PermissionSet, pattern: &str) {
     let r = infer(code, lang, &McpPermissions::defaults());

@@ -2,7 +2,8 @@
 //! computed keys), the MCP mapping's config-loaded tools, aliasing and dynamic access. Each case
 //! asserts the exact set, confidence and detected patterns.
 
-use brainloop::infer::{infer, InferReport, Lang, McpPermissions, PermissionSet};
+use brainloop::infer::{infer, InferReport, Lang, McpPermissions};
+use brainloop::permset::PermissionSet;
 use PermissionSet::*;
 
 struct Case {

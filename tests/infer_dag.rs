@@ -4,8 +4,9 @@
 
 use brainloop::infer::{
     infer, is_pure_operation, is_safe_to_fail, validate_pure_task, validate_pure_tasks,
-    InferReport, Lang, McpPermissions, PermissionSet,
+    InferReport, Lang, McpPermissions,
 };
+use brainloop::permset::PermissionSet;
 
 fn run(code: &str) -> InferReport {
     infer(code, Lang::Js, &McpPermissions::defaults())

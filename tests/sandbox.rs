@@ -5,7 +5,8 @@
 //! never a skip.
 
 use brainloop::bash::executor::{execute, ExecRequest, ExecResult};
-use brainloop::sandbox::{self, cgroup::JobCgroup, detect, Limits, Set};
+use brainloop::permset::PermissionSet;
+use brainloop::sandbox::{self, cgroup::JobCgroup, detect, Limits};
 use std::io::Read;
 use std::net::{TcpListener, UdpSocket};
 use std::path::{Path, PathBuf};
@@ -54,7 +55,7 @@ fn limits() -> Limits {
     }
 }
 
-async fn confined(lab: &Lab, set: Set, cmd: &str, timeout_ms: u64) -> ExecResult {
+async fn confined(lab: &Lab, set: PermissionSet, cmd: &str, timeout_ms: u64) -> ExecResult {
     confined_with(lab, set, cmd, timeout_ms, &[]).await.0
 }
 
@@ -62,7 +63,7 @@ async fn confined(lab: &Lab, set: Set, cmd: &str, timeout_ms: u64) -> ExecResult
 /// only through one); also returns what the proxy saw.
 async fn confined_with(
     lab: &Lab,
-    set: Set,
+    set: PermissionSet,
     cmd: &str,
     timeout_ms: u64,
     hosts: &[&str],
@@ -152,7 +153,7 @@ async fn writes_outside_the_workspace_fail_by_every_route() {
     .iter()
     .enumerate()
     {
-        let r = confined(&lab, Set::McpStandard, cmd, 10_000).await;
+        let r = confined(&lab, PermissionSet::McpStandard, cmd, 10_000).await;
         assert_ne!(
             r.exit_code,
             Some(0),
@@ -172,7 +173,7 @@ async fn writes_outside_the_workspace_fail_by_every_route() {
     // The same write inside the workspace works (the rule is not simply "deny everything").
     let r = confined(
         &lab,
-        Set::Filesystem,
+        PermissionSet::Filesystem,
         "echo ok > b.txt && cat b.txt",
         10_000,
     )
@@ -195,7 +196,7 @@ async fn secrets_outside_and_the_workers_environment_are_unreadable() {
         "cat /etc/shadow".to_string(),
         format!("ls {o}"),
     ] {
-        let r = confined(&lab, Set::McpStandard, &cmd, 10_000).await;
+        let r = confined(&lab, PermissionSet::McpStandard, &cmd, 10_000).await;
         let out = all_output(&r);
         for s in ["PRIVATE-KEY-SECRET", "SHADOW-SECRET", "ENVIRON-SECRET"] {
             assert!(!out.contains(s), "`{cmd}` leaked {s}: {out}");
@@ -209,7 +210,7 @@ async fn secrets_outside_and_the_workers_environment_are_unreadable() {
     // Only the sandbox's own processes are visible.
     let r = confined(
         &lab,
-        Set::Readonly,
+        PermissionSet::Readonly,
         "ls /proc | grep -E '^[0-9]+$' | wc -l",
         10_000,
     )
@@ -228,7 +229,11 @@ async fn no_network_sets_cannot_reach_loopback_listeners() {
     udp.set_read_timeout(Some(Duration::from_millis(200)))
         .unwrap();
     let uport = udp.local_addr().unwrap().port();
-    for set in [Set::Minimal, Set::Readonly, Set::Filesystem] {
+    for set in [
+        PermissionSet::Minimal,
+        PermissionSet::Readonly,
+        PermissionSet::Filesystem,
+    ] {
         for cmd in [
             format!("curl -s -m 2 http://127.0.0.1:{tport}/"),
             format!("echo hi > /dev/tcp/127.0.0.1/{tport}"),
@@ -247,7 +252,7 @@ async fn no_network_sets_cannot_reach_loopback_listeners() {
     let rule = format!("127.0.0.1:{tport}");
     let (r, _) = confined_with(
         &lab,
-        Set::NetworkApi,
+        PermissionSet::NetworkApi,
         &format!("echo hi > /dev/tcp/127.0.0.1/{tport}"),
         10_000,
         &[&rule],
@@ -257,7 +262,7 @@ async fn no_network_sets_cannot_reach_loopback_listeners() {
     assert!(tcp.accept().is_err(), "a raw TCP connection got through");
     let (r, seen) = confined_with(
         &lab,
-        Set::NetworkApi,
+        PermissionSet::NetworkApi,
         &format!("curl -s -m 3 -o /dev/null http://127.0.0.1:{tport}/via-proxy"),
         20_000,
         &[&rule],
@@ -301,7 +306,7 @@ async fn a_git_hook_in_a_readonly_git_status_cannot_write() {
         .status()
         .unwrap();
     assert!(setup.success());
-    let r = confined(&lab, Set::Readonly, "git status", 20_000).await;
+    let r = confined(&lab, PermissionSet::Readonly, "git status", 20_000).await;
     assert!(
         !lab.outside.join("pwned_outside").exists(),
         "the hook wrote outside: {}",
@@ -320,7 +325,13 @@ async fn fork_and_memory_bombs_are_bounded_and_the_worker_is_unharmed() {
     // kept going against the cgroup's process limit. The job ends either by itself or by its
     // 10 s timeout (bash retries a failed fork with back-off, so which one depends on the
     // machine's load): what must hold is that it ends and nothing of it survives.
-    let _ = confined(&lab, Set::Minimal, ":(){ :|:& };: ; sleep 2", 10_000).await;
+    let _ = confined(
+        &lab,
+        PermissionSet::Minimal,
+        ":(){ :|:& };: ; sleep 2",
+        10_000,
+    )
+    .await;
     std::thread::sleep(Duration::from_millis(300));
     let bombs = std::fs::read_dir("/proc")
         .unwrap()
@@ -331,7 +342,7 @@ async fn fork_and_memory_bombs_are_bounded_and_the_worker_is_unharmed() {
     // Memory: 2 GiB against a 256 MiB limit.
     let r = confined(
         &lab,
-        Set::Minimal,
+        PermissionSet::Minimal,
         "python3 -c \"a = bytearray(2 * 1024**3); print('allocated')\"",
         30_000,
     )
@@ -339,7 +350,7 @@ async fn fork_and_memory_bombs_are_bounded_and_the_worker_is_unharmed() {
     assert_ne!(r.exit_code, Some(0));
     assert!(!r.stdout.contains("allocated"), "{}", all_output(&r));
     // The test process (standing in for the worker) is fine and can still run commands.
-    let r = confined(&lab, Set::Minimal, "echo alive", 10_000).await;
+    let r = confined(&lab, PermissionSet::Minimal, "echo alive", 10_000).await;
     assert_eq!(r.stdout, "alive\n");
 }
 
@@ -360,7 +371,7 @@ async fn processes_namespaces_mounts_and_tracing_are_out_of_reach() {
         "python3 -c \"import ctypes,sys; sys.exit(0 if ctypes.CDLL(None).ptrace(16, 1, 0, 0) == 0 else 1)\"".to_string(),
         "strace -f true".to_string(),
     ] {
-        let r = confined(&lab, Set::McpStandard, &cmd, 10_000).await;
+        let r = confined(&lab, PermissionSet::McpStandard, &cmd, 10_000).await;
         if !cmd.starts_with("kill -9 -1") {
             assert_ne!(r.exit_code, Some(0), "`{cmd}` succeeded: {}", all_output(&r));
         }
@@ -378,7 +389,7 @@ async fn a_setsid_double_fork_dies_with_the_job_at_timeout() {
     let Some(lab) = lab() else { return };
     let marker = format!("{}.{}", 50 + rand_suffix() % 40, rand_suffix() % 1000);
     let cmd = format!("(setsid bash -c 'sleep {marker}' &) ; sleep {marker}");
-    let r = confined(&lab, Set::Minimal, &cmd, 500).await;
+    let r = confined(&lab, PermissionSet::Minimal, &cmd, 500).await;
     assert!(r.timed_out);
     std::thread::sleep(Duration::from_millis(300));
     let left = std::process::Command::new("pgrep")
@@ -398,28 +409,32 @@ async fn each_set_can_do_what_its_row_allows() {
     // minimal: run programs, nothing else.
     assert!(ok(&confined(
         &lab,
-        Set::Minimal,
+        PermissionSet::Minimal,
         "echo hi | tr a-z A-Z && ls /usr/bin > /dev/null",
         10_000
     )
     .await));
     assert!(!ok(&confined(
         &lab,
-        Set::Minimal,
+        PermissionSet::Minimal,
         &format!("cat {}/a.txt", lab.ws.display()),
         10_000
     )
     .await));
     // readonly: + read the workspace.
-    let r = confined(&lab, Set::Readonly, "cat a.txt", 10_000).await;
+    let r = confined(&lab, PermissionSet::Readonly, "cat a.txt", 10_000).await;
     assert_eq!(r.stdout, "inside\n");
-    assert!(!ok(
-        &confined(&lab, Set::Readonly, "touch new.txt", 10_000).await
-    ));
+    assert!(!ok(&confined(
+        &lab,
+        PermissionSet::Readonly,
+        "touch new.txt",
+        10_000
+    )
+    .await));
     // filesystem: + write the workspace and a private tmp.
     assert!(ok(&confined(
         &lab,
-        Set::Filesystem,
+        PermissionSet::Filesystem,
         "touch new.txt && echo t > \"$TMPDIR/t\" && cat \"$TMPDIR/t\"",
         10_000
     )
@@ -428,14 +443,14 @@ async fn each_set_can_do_what_its_row_allows() {
     // network-api: private tmp, network, not the workspace.
     assert!(ok(&confined(
         &lab,
-        Set::NetworkApi,
+        PermissionSet::NetworkApi,
         "echo t > \"$TMPDIR/t\"",
         10_000
     )
     .await));
     assert!(!ok(&confined(
         &lab,
-        Set::NetworkApi,
+        PermissionSet::NetworkApi,
         &format!("cat {}/a.txt", lab.ws.display()),
         10_000
     )
@@ -443,14 +458,20 @@ async fn each_set_can_do_what_its_row_allows() {
     // mcp-standard: workspace read/write + network.
     assert!(ok(&confined(
         &lab,
-        Set::McpStandard,
+        PermissionSet::McpStandard,
         "cat a.txt && touch other.txt",
         10_000
     )
     .await));
     // The job's cgroup is really joined when the machine allows one.
     if brainloop::sandbox::cgroup::flavour().is_some() {
-        let r = confined(&lab, Set::Minimal, "cat /proc/self/cgroup", 10_000).await;
+        let r = confined(
+            &lab,
+            PermissionSet::Minimal,
+            "cat /proc/self/cgroup",
+            10_000,
+        )
+        .await;
         assert!(r.stdout.contains("bl-test-"), "{}", r.stdout);
     }
 }
@@ -497,7 +518,7 @@ pub const SETID_ATTEMPTS: &[&str] = &[
 #[tokio::test]
 async fn no_set_can_make_a_setuid_or_setgid_file() {
     let Some(lab) = lab() else { return };
-    for set in [Set::Filesystem, Set::McpStandard] {
+    for set in [PermissionSet::Filesystem, PermissionSet::McpStandard] {
         for cmd in SETID_ATTEMPTS {
             let r = confined(&lab, set, cmd, 10_000).await;
             let bad = privileged_files(&lab.ws);
@@ -532,7 +553,7 @@ async fn no_set_can_make_a_setuid_or_setgid_file() {
     // An ordinary chmod still works (the rule is not "no chmod").
     let r = confined(
         &lab,
-        Set::Filesystem,
+        PermissionSet::Filesystem,
         "touch plain && chmod 750 plain && stat -c %a plain",
         10_000,
     )
@@ -543,7 +564,11 @@ async fn no_set_can_make_a_setuid_or_setgid_file() {
 #[tokio::test]
 async fn the_workspace_is_nosuid_and_file_capabilities_cannot_be_set() {
     let Some(lab) = lab() else { return };
-    for set in [Set::Readonly, Set::Filesystem, Set::McpStandard] {
+    for set in [
+        PermissionSet::Readonly,
+        PermissionSet::Filesystem,
+        PermissionSet::McpStandard,
+    ] {
         let r = confined(
             &lab,
             set,
@@ -561,7 +586,7 @@ async fn the_workspace_is_nosuid_and_file_capabilities_cannot_be_set() {
     // security.capability (v2, cap_setuid permitted + effective): as potent as a setuid bit.
     let r = confined(
         &lab,
-        Set::Filesystem,
+        PermissionSet::Filesystem,
         "cp /usr/bin/id capped && python3 -c 'import os, struct; os.setxattr(\"capped\", \"security.capability\", struct.pack(\"<IIIII\", 0x02000001, 1 << 7, 0, 0, 0))'",
         10_000,
     )
@@ -629,11 +654,11 @@ async fn host_unix_sockets_in_tmp_and_run_are_out_of_reach() {
         .expect("cannot create a temp dir under /run or /run/lock (this test needs one)");
     let canaries = [sock_canary(in_tmp.path()), sock_canary(in_run.path())];
     for set in [
-        Set::Readonly,
-        Set::Filesystem,
-        Set::Minimal,
-        Set::NetworkApi,
-        Set::McpStandard,
+        PermissionSet::Readonly,
+        PermissionSet::Filesystem,
+        PermissionSet::Minimal,
+        PermissionSet::NetworkApi,
+        PermissionSet::McpStandard,
     ] {
         for c in &canaries {
             let p = c.path.display();
@@ -657,7 +682,11 @@ async fn host_unix_sockets_in_tmp_and_run_are_out_of_reach() {
     }
     // The sets that run without a human cannot even create one, anywhere (a socket in the
     // private tmp or the workspace is refused too) — socketpair stays.
-    for set in [Set::Readonly, Set::Minimal, Set::Filesystem] {
+    for set in [
+        PermissionSet::Readonly,
+        PermissionSet::Minimal,
+        PermissionSet::Filesystem,
+    ] {
         let r = confined(
             &lab,
             set,
@@ -676,7 +705,11 @@ async fn host_unix_sockets_in_tmp_and_run_are_out_of_reach() {
         );
     }
     // The private tmp still works in the sets that have one, though it lives under /tmp.
-    for set in [Set::Filesystem, Set::NetworkApi, Set::McpStandard] {
+    for set in [
+        PermissionSet::Filesystem,
+        PermissionSet::NetworkApi,
+        PermissionSet::McpStandard,
+    ] {
         let r = confined(
             &lab,
             set,
@@ -691,7 +724,7 @@ async fn host_unix_sockets_in_tmp_and_run_are_out_of_reach() {
         );
     }
     // And the workspace (itself under /tmp here) is still read in the read-only set.
-    let r = confined(&lab, Set::Readonly, "cat a.txt", 20_000).await;
+    let r = confined(&lab, PermissionSet::Readonly, "cat a.txt", 20_000).await;
     assert_eq!(r.stdout, "inside\n", "{}", all_output(&r));
 }
 
@@ -775,7 +808,7 @@ async fn hostile_git_config_and_lesskey_run_nothing_in_the_readonly_set() {
         "less a.txt",
         "less -f a.txt | cat",
     ] {
-        let r = confined(&lab, Set::Readonly, cmd, 20_000).await;
+        let r = confined(&lab, PermissionSet::Readonly, cmd, 20_000).await;
         let out = all_output(&r);
         assert!(
             !out.contains("RAN-"),
@@ -790,7 +823,7 @@ async fn hostile_git_config_and_lesskey_run_nothing_in_the_readonly_set() {
     // readonly set has not: it fails closed, running nothing — checked above).
     let r = confined(
         &lab,
-        Set::Readonly,
+        PermissionSet::Readonly,
         "git status --short && git log --oneline",
         20_000,
     )
@@ -813,7 +846,11 @@ async fn io_uring_is_refused_in_every_set() {
         "this test needs /usr/bin/python3 to make raw syscalls; it cannot run here"
     );
     let cmd = "/usr/bin/python3 -c \"import ctypes; l = ctypes.CDLL(None, use_errno=True); print(*[(l.syscall(n, 0, 0, 0, 0, 0, 0), ctypes.get_errno()) for n in (425, 426, 427)])\"";
-    for set in [Set::Readonly, Set::Filesystem, Set::McpStandard] {
+    for set in [
+        PermissionSet::Readonly,
+        PermissionSet::Filesystem,
+        PermissionSet::McpStandard,
+    ] {
         let r = confined(&lab, set, cmd, 20_000).await;
         assert_eq!(
             r.stdout.trim(),

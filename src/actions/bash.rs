@@ -20,6 +20,7 @@ use crate::classify::{self, CheckReport, Context};
 use crate::clients::{ClientGrants, Permission};
 use crate::db::output::JobStatus;
 use crate::db::write_tx;
+use crate::permset::PermissionSet;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -51,7 +52,7 @@ pub fn specs() -> Vec<ActionSpec> {
             })
         },
         grants: &[Grant::SystemCommand],
-        permission_set: "mcp-standard",
+        permission_set: PermissionSet::McpStandard,
         handler: crate::actions::Run::Async(execute_bash),
         hidden: false,
         on_decision: Some(crate::bash::decisions::on_decision),
@@ -63,7 +64,7 @@ fn facts(r: &CheckReport) -> Facts {
         blocked: r.blocked,
         pure: r.pure,
         risk: r.risk_score,
-        permission_set: r.permission_set.to_string(),
+        permission_set: r.permission_set,
         sandbox_auto_approvable: r.sandbox_auto_approvable,
         computed_program: r.computed_program,
         runs_workspace_file: r.runs_workspace_file,
@@ -321,7 +322,7 @@ async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
                     // A reviewer's approval is not (issue 22).
                     if human_approved(ctx) {
                         let ok = matches!(&out, Ok(o) if o.status == JobStatus::Succeeded);
-                        let ev = evidence_of(ctx, &report, Source::HumanApproved, Mode::Overlay, "filesystem", ok);
+                        let ev = evidence_of(ctx, &report, Source::HumanApproved, Mode::Overlay, PermissionSet::Filesystem.as_str(), ok);
                         record_evidence(ctx, &f, ev).await;
                     }
                     out
@@ -382,7 +383,7 @@ async fn known(
             .with(|c| {
                 let version = classify::CLASSIFIER_VERSION;
                 let entry = registry::get_or_create(c, &h, &text, &wd, &f, version, false, now)?;
-                let promotion = evidence::promotion(c, &client, &h, &f.permission_set)?;
+                let promotion = evidence::promotion(c, &client, &h, f.permission_set.as_str())?;
                 let last = validations::last_executed(c, &h, job_id).unwrap_or(entry.last_executed);
                 Ok((entry, promotion, last))
             })
@@ -550,6 +551,16 @@ async fn ask(
     Ok(crate::ask::pending(result))
 }
 
+/// The set a command runs in, from the name its registry row records. The fallback is
+/// deliberate (the behaviour before issue 32): a row naming a set this build does not know, or
+/// one the sandbox does not confine (`trusted`), runs in the narrowest set, never a wider one.
+fn stored_set(name: &str) -> PermissionSet {
+    match crate::permset::parse(name) {
+        Ok(set) if set.profile().confined => set,
+        Ok(_) | Err(_) => PermissionSet::Minimal,
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn execute(
     ctx: &JobCtx,
@@ -562,7 +573,7 @@ async fn execute(
     permission_set: &str,
 ) -> Result<Outcome, Outcome> {
     // The set recorded in the registry (the one it was approved/promoted under) decides.
-    let set = crate::sandbox::Set::parse(permission_set).unwrap_or(crate::sandbox::Set::Minimal);
+    let set = stored_set(permission_set);
     let prepared = crate::sandbox::prepare(
         &ctx.sandbox,
         &ctx.config.sandbox,
@@ -885,7 +896,7 @@ async fn overlay_run(
     let mut prepared = match crate::sandbox::prepare(
         &ctx.sandbox,
         &ctx.config.sandbox,
-        crate::sandbox::Set::Filesystem,
+        PermissionSet::Filesystem,
         command,
         workdir,
         workspace,
@@ -1331,9 +1342,10 @@ mod issue19_tests {
     #[test]
     fn an_unrecognised_stored_set_falls_back_to_the_narrowest() {
         // the line in `execute`: a registry row with a set this build does not know
-        let set = crate::sandbox::Set::parse("full-access").unwrap_or(crate::sandbox::Set::Minimal);
-        assert_eq!(set, crate::sandbox::Set::Minimal);
+        assert_eq!(stored_set("full-access"), PermissionSet::Minimal);
+        assert_eq!(stored_set("trusted"), PermissionSet::Minimal);
+        assert_eq!(stored_set("network-api"), PermissionSet::NetworkApi);
         let src = include_str!("bash.rs");
-        assert!(!src.contains(&["unwrap_or(crate::sandbox::Set::", "McpStandard)"].concat()));
+        assert!(!src.contains(&["unwrap_or(PermissionSet::", "McpStandard)"].concat()));
     }
 }

@@ -3,6 +3,7 @@
 
 use super::{ActionSpec, HandlerFuture, JobCtx, Outcome};
 use crate::classify::{self, Context};
+use crate::permset::PermissionSet;
 use serde_json::{json, Value};
 
 pub fn specs() -> Vec<ActionSpec> {
@@ -22,7 +23,7 @@ pub fn specs() -> Vec<ActionSpec> {
             })
         },
         grants: &[],
-        permission_set: "minimal",
+        permission_set: PermissionSet::Minimal,
         handler: crate::actions::Run::Async(check_command),
         hidden: false,
         on_decision: None,

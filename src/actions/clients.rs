@@ -5,6 +5,7 @@
 use super::{ActionSpec, HandlerFuture, JobCtx, Outcome};
 use crate::clients::store;
 use crate::db::output;
+use crate::permset::PermissionSet;
 use rusqlite::OptionalExtension;
 use serde_json::{json, Value};
 
@@ -23,7 +24,7 @@ pub fn specs() -> Vec<ActionSpec> {
                 })
             },
             grants: &[],
-            permission_set: "minimal",
+            permission_set: PermissionSet::Minimal,
             handler: crate::actions::Run::Async(get_result),
             hidden: false,
             on_decision: None,
@@ -45,7 +46,7 @@ pub fn specs() -> Vec<ActionSpec> {
                 })
             },
             grants: &[],
-            permission_set: "minimal",
+            permission_set: PermissionSet::Minimal,
             handler: crate::actions::Run::Async(request_permission),
             hidden: false,
             on_decision: None,

@@ -8,6 +8,7 @@
 use super::{ActionSpec, HandlerFuture, JobCtx, Outcome};
 use crate::db::write_tx;
 use crate::infer::{self, code_hash, InferReport, McpPermissions, INFER_VERSION};
+use crate::permset::PermissionSet;
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{json, Value};
 
@@ -28,7 +29,7 @@ pub fn specs() -> Vec<ActionSpec> {
             })
         },
         grants: &[],
-        permission_set: "minimal",
+        permission_set: PermissionSet::Minimal,
         handler: crate::actions::Run::Async(infer_permissions),
         hidden: false,
         on_decision: None,

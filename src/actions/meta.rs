@@ -3,6 +3,7 @@
 
 use super::{ActionSpec, HandlerFuture, JobCtx, Outcome, Registry};
 use crate::db::output;
+use crate::permset::PermissionSet;
 use serde_json::{json, Value};
 use std::sync::Arc;
 
@@ -23,7 +24,7 @@ pub fn specs() -> Vec<ActionSpec> {
                 })
             },
             grants: &[],
-            permission_set: "minimal",
+            permission_set: PermissionSet::Minimal,
             handler: crate::actions::Run::Instant(ping),
             hidden: false,
             on_decision: None,
@@ -34,7 +35,7 @@ pub fn specs() -> Vec<ActionSpec> {
             aliases: &[],
             params_schema: || json!({"type": "object", "properties": {}, "additionalProperties": false}),
             grants: &[],
-            permission_set: "minimal",
+            permission_set: PermissionSet::Minimal,
             handler: crate::actions::Run::Instant(list_actions),
             hidden: false,
             on_decision: None,
@@ -55,7 +56,7 @@ pub fn specs() -> Vec<ActionSpec> {
                 })
             },
             grants: &[],
-            permission_set: "minimal",
+            permission_set: PermissionSet::Minimal,
             handler: crate::actions::Run::Instant(get_schema),
             hidden: false,
             on_decision: None,
@@ -75,7 +76,7 @@ pub fn specs() -> Vec<ActionSpec> {
                 })
             },
             grants: &[],
-            permission_set: "minimal",
+            permission_set: PermissionSet::Minimal,
             handler: crate::actions::Run::Async(get_stats),
             hidden: false,
             on_decision: None,

@@ -17,6 +17,7 @@ mod runcode;
 mod testing;
 
 use crate::config::Config;
+use crate::permset::PermissionSet;
 use serde_json::{json, Value};
 use std::sync::Arc;
 
@@ -56,8 +57,8 @@ pub struct ActionSpec {
     pub aliases: &'static [&'static str],
     pub params_schema: fn() -> Value,
     pub grants: &'static [Grant],
-    /// The permission set recorded in the audit trail (seed 002 names).
-    pub permission_set: &'static str,
+    /// The permission set recorded in the audit trail.
+    pub permission_set: PermissionSet,
     pub handler: Run,
     /// Hidden actions (test helpers) are runnable but not listed.
     pub hidden: bool,
@@ -324,7 +325,7 @@ impl crate::job::Actions for Registry {
 }
 
 /// The permission set an action's calls are audited with.
-pub fn permission_set_of(registry: &Registry, action: Option<&str>) -> Option<&'static str> {
+pub fn permission_set_of(registry: &Registry, action: Option<&str>) -> Option<PermissionSet> {
     action
         .and_then(|a| registry.get(a))
         .map(|a| a.spec.permission_set)

@@ -7,6 +7,7 @@
 //! cpu_ms, duration_ms, permission_set, confidence, validated, code_hash}`.
 
 use super::{ActionSpec, HandlerFuture, JobCtx, Outcome};
+use crate::permset::PermissionSet;
 use crate::runcode::{self, run::MAX_CPU_MS};
 use serde_json::{json, Value};
 
@@ -28,7 +29,7 @@ pub fn specs() -> Vec<ActionSpec> {
             })
         },
         grants: &[],
-        permission_set: "mcp-standard",
+        permission_set: PermissionSet::McpStandard,
         handler: crate::actions::Run::Async(run_code),
         hidden: false,
         on_decision: Some(crate::bash::decisions::on_decision),

@@ -2,6 +2,7 @@
 //! `sleep {ms, fail?}` waits (honouring cancellation), then succeeds or fails.
 
 use super::{ActionSpec, HandlerFuture, JobCtx, Outcome};
+use crate::permset::PermissionSet;
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -24,7 +25,7 @@ pub fn specs() -> Vec<ActionSpec> {
             })
         },
         grants: &[],
-        permission_set: "minimal",
+        permission_set: PermissionSet::Minimal,
         handler: crate::actions::Run::Async(sleep),
         hidden: true,
         on_decision: None,

@@ -5,6 +5,8 @@
 
 use serde::Serialize;
 
+use crate::permset::PermissionSet;
+
 pub const PROMOTION_MIN_RUNS: i64 = 20;
 pub const PROMOTION_MIN_SUCCESS: f64 = 0.95;
 pub const RISK_GATE: f64 = 0.7;
@@ -74,7 +76,7 @@ pub struct Facts {
     pub blocked: bool,
     pub pure: bool,
     pub risk: f64,
-    pub permission_set: String,
+    pub permission_set: PermissionSet,
     /// Readonly and below the warning gate: may run unasked when an enforcing sandbox confines it.
     pub sandbox_auto_approvable: bool,
     pub computed_program: bool,
@@ -114,8 +116,7 @@ pub fn never_promoted(f: &Facts, policy: Policy) -> Option<&'static str> {
     if f.computed_program {
         return Some("its program name is computed at run time");
     }
-    let with_network = matches!(f.permission_set.as_str(), "network-api" | "mcp-standard");
-    if f.runs_workspace_file && with_network {
+    if f.runs_workspace_file && f.permission_set.network() {
         return Some("it executes workspace files with network access");
     }
     None
@@ -341,9 +342,9 @@ mod tests {
             pure,
             risk,
             permission_set: if pure {
-                "minimal".into()
+                PermissionSet::Minimal
             } else {
-                "filesystem".into()
+                PermissionSet::Filesystem
             },
             sandbox_auto_approvable: false,
             computed_program: false,
@@ -383,7 +384,7 @@ mod tests {
         let askv = |s: &str| Verdict::Ask(s.into());
         let readonly = Facts {
             sandbox_auto_approvable: true,
-            permission_set: "readonly".into(),
+            permission_set: PermissionSet::Readonly,
             ..facts(false, 0.1)
         };
         let overlay = |learned: bool| Situation {
@@ -741,7 +742,7 @@ mod tests {
         );
         let ro = Facts {
             sandbox_auto_approvable: true,
-            permission_set: "readonly".into(),
+            permission_set: PermissionSet::Readonly,
             ..facts(false, 0.1)
         };
         assert_eq!(
@@ -847,7 +848,7 @@ mod tests {
         )));
         let script_net = Facts {
             runs_workspace_file: true,
-            permission_set: "mcp-standard".into(),
+            permission_set: PermissionSet::McpStandard,
             ..f.clone()
         };
         assert!(!promoted(&evolve(
@@ -859,7 +860,7 @@ mod tests {
         )));
         let script_local = Facts {
             runs_workspace_file: true,
-            permission_set: "filesystem".into(),
+            permission_set: PermissionSet::Filesystem,
             ..f
         };
         assert!(promoted(&evolve(

@@ -133,7 +133,7 @@ pub fn get_or_create(
                     "INSERT INTO commands_registry(command_hash, command_text, workdir, first_seen, current_policy,
                          policy_reason, risk_score, permission_set, classifier_version)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-                    params![hash, command, workdir, now, start.as_str(), reason, facts.risk, facts.permission_set, classifier_version],
+                    params![hash, command, workdir, now, start.as_str(), reason, facts.risk, facts.permission_set.as_str(), classifier_version],
                 )?;
                 history(tx, hash, None, start.as_str(), &format!("created: {reason}"), now)?;
             }
@@ -154,7 +154,7 @@ pub fn get_or_create(
                          permission_set = ?5, classifier_version = ?6,
                          promoted_at = CASE WHEN ?2 = 'auto_approve' THEN promoted_at END
                      WHERE command_hash = ?1",
-                    params![hash, new.as_str(), why, facts.risk, facts.permission_set, classifier_version],
+                    params![hash, new.as_str(), why, facts.risk, facts.permission_set.as_str(), classifier_version],
                 )?;
                 if new != e.current_policy {
                     history(tx, hash, Some(e.current_policy.as_str()), new.as_str(), &why, now)?;
@@ -313,7 +313,7 @@ mod tests {
             blocked: false,
             pure: false,
             risk: 0.3,
-            permission_set: "filesystem".into(),
+            permission_set: crate::permset::PermissionSet::Filesystem,
             sandbox_auto_approvable: false,
             computed_program: false,
             runs_workspace_file: false,

@@ -49,8 +49,8 @@ use sha2::{Digest, Sha256};
 pub use report::{render_text, CheckReport};
 pub use types::{Category, Operation};
 
+use crate::permset::PermissionSet;
 use knowledge::Effects;
-use permset::PermissionSet;
 use types::display_word;
 
 /// Version of the classifier; a change re-evaluates stored policies (DESIGN §5.8).
@@ -202,14 +202,14 @@ pub fn check(command: &str, ctx: &Context) -> CheckReport {
         risk_score,
         category: all.primary(),
         categories: all.categories(),
-        permission_set: set.as_str(),
+        permission_set: set,
         confidence,
         detected_patterns: patterns,
         pure,
         requires_validation: !pure,
         starting_policy,
         sandbox_auto_approvable: !blocked
-            && set == PermissionSet::Readonly
+            && set.profile().unasked_when_confined
             && risk_score < risk::WARNING_THRESHOLD,
         computed_program,
         runs_workspace_file,
@@ -232,7 +232,7 @@ fn refused(command: &str, hash: String, workdir: Option<String>, error: String) 
         risk_score: 1.0,
         category: Category::Unknown,
         categories: vec![Category::Unknown],
-        permission_set: PermissionSet::McpStandard.as_str(),
+        permission_set: PermissionSet::McpStandard,
         confidence: 0.0,
         detected_patterns: vec!["invalid".into()],
         pure: false,

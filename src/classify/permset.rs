@@ -1,54 +1,29 @@
-//! Permission sets and confidence (seed 002, DESIGN §5.4): all pure → `minimal`; reads only →
-//! `readonly`; writes → `filesystem`; network only → `network-api`; env, process, unknown, or
-//! network mixed with anything → `mcp-standard`. `trusted` is never inferred. Confidence
-//! follows seed 002's rules applied to the shell operations.
+//! The classifier's permission set and confidence (seed 002, DESIGN §5.4): the effects of every
+//! operation become [`Needs`] (reads → read, writes → write, network → network; env, process or
+//! unknown → anything), and the set is the narrowest row of the profile table covering them
+//! (`crate::permset::smallest`): all pure → `minimal`; reads only → `readonly`; writes →
+//! `filesystem`; network only → `network-api`; anything else → `mcp-standard`. `trusted` is
+//! never inferred. Confidence follows seed 002's rules applied to the shell operations.
 
-use serde::Serialize;
+use crate::permset::{smallest, Needs, PermissionSet};
 
 use super::knowledge::Effects;
 use super::parse::RawOp;
 use super::types::Category;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum PermissionSet {
-    Minimal,
-    Readonly,
-    Filesystem,
-    NetworkApi,
-    McpStandard,
-}
-
-impl PermissionSet {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PermissionSet::Minimal => "minimal",
-            PermissionSet::Readonly => "readonly",
-            PermissionSet::Filesystem => "filesystem",
-            PermissionSet::NetworkApi => "network-api",
-            PermissionSet::McpStandard => "mcp-standard",
-        }
+/// What the effects reach, in the terms of the profile table.
+pub fn needs(all: &Effects) -> Needs {
+    Needs {
+        read: all.has(Category::Readonly),
+        write: all.has(Category::Filesystem),
+        network: all.has(Category::Network),
+        other: all.has(Category::Unknown) || all.has(Category::Process) || all.has(Category::Env),
     }
 }
 
 /// The smallest set that covers every effect.
 pub fn infer(all: &Effects) -> PermissionSet {
-    if all.has(Category::Unknown) || all.has(Category::Process) || all.has(Category::Env) {
-        return PermissionSet::McpStandard;
-    }
-    if all.has(Category::Network) {
-        if all.has(Category::Readonly) || all.has(Category::Filesystem) {
-            return PermissionSet::McpStandard;
-        }
-        return PermissionSet::NetworkApi;
-    }
-    if all.has(Category::Filesystem) {
-        return PermissionSet::Filesystem;
-    }
-    if all.has(Category::Readonly) {
-        return PermissionSet::Readonly;
-    }
-    PermissionSet::Minimal
+    smallest(needs(all))
 }
 
 /// Seed 002 AC7: no patterns → 0.95; one clear pattern → 0.90; several of one type → 0.95;

@@ -4,6 +4,7 @@ use serde::Serialize;
 
 use super::dag::Layer;
 use super::types::{display_word, Category, Operation};
+use crate::permset::PermissionSet;
 
 /// Everything the classifier decided about one command. Field names are a contract
 /// (DESIGN §7): add fields freely, never rename.
@@ -28,8 +29,8 @@ pub struct CheckReport {
     pub category: Category,
     /// Every category the operations have.
     pub categories: Vec<Category>,
-    /// minimal | readonly | filesystem | network-api | mcp-standard
-    pub permission_set: &'static str,
+    /// The narrowest set covering every operation (never `trusted`).
+    pub permission_set: PermissionSet,
     pub confidence: f64,
     pub detected_patterns: Vec<String>,
     /// Every operation is pure (and the command is valid and not blocked).

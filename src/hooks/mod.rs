@@ -24,7 +24,8 @@ mod reviewer;
 use crate::ask::validations::{self, Validation};
 use crate::bash::executor::{self, ExecRequest, ExecResult};
 use crate::db::Stores;
-use crate::sandbox::{detect::Level, Set};
+use crate::permset::PermissionSet;
+use crate::sandbox::detect::Level;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -297,7 +298,7 @@ impl Hooks {
             crate::sandbox::prepare(
                 &level,
                 &cfg,
-                Set::NetworkApi,
+                PermissionSet::NetworkApi,
                 &command,
                 &tmp,
                 &ws,

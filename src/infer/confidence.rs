@@ -11,10 +11,12 @@
 //! | any unknown tool, process control or dynamic code | mcp-standard | 0.50 |
 //! | unparseable | minimal | 0.0 (and an `error`) |
 //!
-//! `trusted` is never the result.
+//! The set is the narrowest row of the profile table covering every detected category
+//! (`crate::permset::smallest`); `trusted` is never the result.
 
 use super::detect::Detection;
-use super::{Category, PermissionSet};
+use super::Category;
+use crate::permset::{smallest, Needs, PermissionSet};
 use std::collections::BTreeSet;
 
 /// Confidence below which code is never pure and always validated.
@@ -40,28 +42,24 @@ pub fn decide(detections: &[Detection]) -> (PermissionSet, f64) {
             Category::Dynamic | Category::Process | Category::UnknownTool
         )
     }) {
-        return (PermissionSet::McpStandard, 0.50);
+        return (smallest(Needs::OTHER), 0.50);
     }
+    let needs = cats.iter().fold(Needs::NONE, |n, c| n.union(c.needs()));
+    let set = smallest(needs);
     if cats.is_empty() {
-        return (PermissionSet::Minimal, 0.95);
+        return (set, 0.95);
     }
     let only = |allowed: &[Category]| cats.iter().all(|c| allowed.contains(c));
     let by_count = |n: usize| if n >= 2 { 0.95 } else { 0.90 };
     if only(&[Category::Network]) {
-        let n = distinct(&|c| c == Category::Network);
-        return (PermissionSet::NetworkApi, by_count(n));
+        return (set, by_count(distinct(&|c| c == Category::Network)));
     }
     if only(&[Category::Read, Category::Write]) {
         let n = distinct(&|c| matches!(c, Category::Read | Category::Write));
-        let set = if cats.contains(&Category::Write) {
-            PermissionSet::Filesystem
-        } else {
-            PermissionSet::Readonly
-        };
         return (set, by_count(n));
     }
     if only(&[Category::Env]) {
-        return (PermissionSet::McpStandard, 0.80);
+        return (set, 0.80);
     }
-    (PermissionSet::McpStandard, 0.70)
+    (set, 0.70)
 }

@@ -9,7 +9,8 @@ use super::confidence::LOW_CONFIDENCE;
 use super::detect::Detected;
 use super::mcp_permissions::Approval;
 use super::operations::RawOp;
-use super::{revalidate, Category, Lang, Layer, Operation, PermissionSet, SpanJson, Task};
+use super::{revalidate, Category, Lang, Layer, Operation, SpanJson, Task};
+use crate::permset::PermissionSet;
 use oxc_span::Span;
 use std::collections::BTreeSet;
 

@@ -1,9 +1,9 @@
 //! The MCP tool → permission set mapping (seed 002's `mcp-permissions.yaml`, here TOML): shipped
 //! defaults in `config/mcp-permissions.toml`, embedded at build time, with an operator file merged
-//! over them. Unknown tools fall back to `[default]` (mcp-standard, validated); `trusted` is
-//! refused at load time because it is never inferred.
+//! over them. Unknown tools fall back to `[default]` (mcp-standard, validated); a set the profile
+//! table marks as never inferred (`trusted`) is refused at load time, and so is an unknown set name.
 
-use super::PermissionSet;
+use crate::permset::PermissionSet;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -120,8 +120,8 @@ impl McpPermissions {
         let all = std::iter::once(("[default]", &self.default))
             .chain(self.tools.iter().map(|(n, t)| (n.as_str(), t)));
         for (name, t) in all {
-            if t.permission_set == PermissionSet::Trusted {
-                bail!("tool {name}: permission set `trusted` is never inferred; map it to mcp-standard and grant trust per client instead");
+            if !t.permission_set.profile().inferred {
+                bail!("tool {name}: permission set `{}` is never inferred; map it to mcp-standard and grant trust per client instead", t.permission_set);
             }
         }
         Ok(())

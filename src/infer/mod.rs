@@ -32,6 +32,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeSet;
 
+use crate::permset::{smallest, Needs, PermissionSet, Workspace};
+
 /// Bumped whenever the rules change: stored results of older versions are recomputed.
 pub const INFER_VERSION: &str = "infer-1";
 
@@ -59,32 +61,6 @@ impl Lang {
     }
 }
 
-/// Seed 002's permission profiles.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum PermissionSet {
-    Minimal,
-    Readonly,
-    Filesystem,
-    NetworkApi,
-    McpStandard,
-    /// Manual only: never inferred, refused in the MCP mapping.
-    Trusted,
-}
-
-impl PermissionSet {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PermissionSet::Minimal => "minimal",
-            PermissionSet::Readonly => "readonly",
-            PermissionSet::Filesystem => "filesystem",
-            PermissionSet::NetworkApi => "network-api",
-            PermissionSet::McpStandard => "mcp-standard",
-            PermissionSet::Trusted => "trusted",
-        }
-    }
-}
-
 /// What a detected pattern reaches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -106,23 +82,34 @@ pub enum Category {
 }
 
 impl Category {
+    /// The category a tool mapped to `s` counts as: the one reach its row of the profile table
+    /// names, or `Other` for a set that reaches several things or anything.
     pub fn of_set(s: PermissionSet) -> Category {
-        match s {
-            PermissionSet::Minimal => Category::Inert,
-            PermissionSet::Readonly => Category::Read,
-            PermissionSet::Filesystem => Category::Write,
-            PermissionSet::NetworkApi => Category::Network,
-            PermissionSet::McpStandard | PermissionSet::Trusted => Category::Other,
+        let p = s.profile();
+        if p.any_effect || !p.inferred {
+            return Category::Other;
+        }
+        match (p.network, p.workspace) {
+            (false, Workspace::None) => Category::Inert,
+            (false, Workspace::Read) => Category::Read,
+            (false, Workspace::Write) => Category::Write,
+            (true, Workspace::None) => Category::Network,
+            (true, _) => Category::Other,
         }
     }
-    pub fn permission_set(self) -> PermissionSet {
+    /// What the category reaches, in the terms of the profile table.
+    pub fn needs(self) -> Needs {
         match self {
-            Category::Network => PermissionSet::NetworkApi,
-            Category::Read => PermissionSet::Readonly,
-            Category::Write => PermissionSet::Filesystem,
-            Category::Inert => PermissionSet::Minimal,
-            _ => PermissionSet::McpStandard,
+            Category::Network => Needs::NETWORK,
+            Category::Read => Needs::READ,
+            Category::Write => Needs::WRITE,
+            Category::Inert => Needs::NONE,
+            _ => Needs::OTHER,
         }
+    }
+    /// The narrowest set covering the category.
+    pub fn permission_set(self) -> PermissionSet {
+        smallest(self.needs())
     }
 }
 

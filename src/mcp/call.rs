@@ -152,7 +152,8 @@ impl Frontend {
             params_hash: params_text.map(audit::params_hash),
             status: st.to_string(),
             duration_ms: Some(t0.elapsed().as_millis().min(i64::MAX as u128) as i64),
-            permission_set: actions::permission_set_of(&self.registry, action).map(str::to_string),
+            permission_set: actions::permission_set_of(&self.registry, action)
+                .map(|s| s.to_string()),
         }
     }
 

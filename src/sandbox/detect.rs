@@ -7,7 +7,8 @@
 //! result's `sandbox` field.
 
 use super::guarantees::{self, Mechanisms, SetReport};
-use super::{cgroup, exec, landlock, seccomp, spec_for, Limits, Set, SETUP_FAILED};
+use super::{cgroup, exec, landlock, seccomp, spec_for, Limits, SETUP_FAILED};
+use crate::permset::PermissionSet;
 use serde::Serialize;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -129,7 +130,7 @@ fn probe_inner(helper: &Path) -> Level {
         return level;
     }
     let mut spec = spec_for(
-        Set::Minimal,
+        PermissionSet::Minimal,
         "exit 0",
         Path::new("/"),
         Path::new("/"),

@@ -533,6 +533,9 @@ fn command(spec: &Spec) -> ! {
         landlock_abi: abi,
         seccomp: super::seccomp::available(),
     };
+    if !spec.set.profile().confined {
+        fail(format!("the {} set has no confinement", spec.set));
+    }
     if let Some(why) = super::guarantees::unmet(spec.set, &mechs) {
         if !spec.best_effort {
             fail(why);

@@ -4,20 +4,26 @@
 //! names that guarantee; `[sandbox] required = false` runs it anyway with every mechanism that
 //! works. `brainloop sandbox` prints [`table`].
 //!
-//! | guarantee | sets | provided by |
-//! |---|---|---|
-//! | no file reads outside the read roots | all | Landlock ABI ≥ 1 |
-//! | no file writes outside the write roots | all | Landlock ABI ≥ 1 |
-//! | no rename/link moving a file between roots | all | ABI ≥ 2 REFER; ABI 1 refuses every cross-directory rename/link |
-//! | no truncation of files only readable | all | ABI ≥ 3 TRUNCATE; below, the seccomp truncate guard (`truncate(2)`, `O_RDONLY\|O_TRUNC` refused) |
-//! | no device ioctls beyond /dev/null-like devices | all | ABI ≥ 5 IOCTL_DEV; below, only null/zero/full/random/urandom can be opened (ABI 1) |
-//! | no network (TCP, UDP, any interface) | minimal, readonly, filesystem | network namespace (+ ABI ≥ 4 TCP bind/connect) |
-//! | no signals to processes outside the sandbox | all | PID namespace (+ ABI ≥ 6 signal scoping) |
-//! | no host abstract UNIX sockets | all: network namespace (the network sets' own, whose only way out is the egress proxy, issue 23) (+ ABI ≥ 6 scoping) |
-//! | network only through the job's egress proxy (by host) | network-api, mcp-standard | network namespace + forwarder (`forward.rs`, `egress/`) |
-//! | no ptrace, mount, namespaces, bpf, raw sockets, setuid files | all | seccomp |
+//! Which guarantees each set states is a column of the profile table
+//! (`crate::permset::PROFILES`, rendered in docs/permission-sets.md); this file owns the other
+//! half: the mechanism behind each guarantee at each ABI level, and whether it holds.
+//!
+//! | guarantee | provided by |
+//! |---|---|
+//! | no file reads outside the read roots | Landlock ABI ≥ 1 |
+//! | no file writes outside the write roots | Landlock ABI ≥ 1 |
+//! | no rename/link moving a file between roots | ABI ≥ 2 REFER; ABI 1 refuses every cross-directory rename/link |
+//! | no truncation of files only readable | ABI ≥ 3 TRUNCATE; below, the seccomp truncate guard (`truncate(2)`, `O_RDONLY\|O_TRUNC` refused) |
+//! | no device ioctls beyond /dev/null-like devices | ABI ≥ 5 IOCTL_DEV; below, only null/zero/full/random/urandom can be opened (ABI 1) |
+//! | no network (TCP, UDP, any interface) | network namespace (+ ABI ≥ 4 TCP bind/connect) |
+//! | no signals to processes outside the sandbox | PID namespace (+ ABI ≥ 6 signal scoping) |
+//! | no host abstract UNIX sockets | network namespace: every set has its own, the network sets' only way out being the egress proxy, issue 23 (+ ABI ≥ 6 scoping) |
+//! | no ptrace, mount, namespaces, bpf, raw sockets, setuid files | seccomp |
+//!
+//! The network sets' "network only through the job's egress proxy (by host)" is not checked
+//! here: it rests on the same network namespace as the abstract-socket guarantee.
 
-use super::Set;
+use crate::permset::{Guarantee as Stated, PermissionSet, PROFILES};
 use serde::Serialize;
 
 /// The mechanisms that work on this machine (from the start-up probe).
@@ -37,15 +43,26 @@ pub struct Guarantee {
     pub holds: bool,
 }
 
-/// The guarantees `set` states, and whether each holds with `m`.
-pub fn for_set(set: Set, m: &Mechanisms) -> Vec<Guarantee> {
+/// The guarantees `set` states (its row of the profile table), and whether each holds with `m`.
+pub fn for_set(set: PermissionSet, m: &Mechanisms) -> Vec<Guarantee> {
+    set.profile()
+        .guarantees
+        .iter()
+        .map(|&g| {
+            let (provided_by, holds) = mechanism(g, m);
+            Guarantee {
+                guarantee: g.text(),
+                provided_by,
+                holds,
+            }
+        })
+        .collect()
+}
+
+/// What provides `g` with `m`, and whether it holds.
+fn mechanism(g: Stated, m: &Mechanisms) -> (String, bool) {
     let abi = m.landlock_abi;
     let ll = abi >= 1;
-    let g = |guarantee, provided_by: String, holds| Guarantee {
-        guarantee,
-        provided_by,
-        holds,
-    };
     let plus = |n: i64, what: &str| {
         if abi >= n {
             format!(" + Landlock ABI {n} {what}")
@@ -53,19 +70,11 @@ pub fn for_set(set: Set, m: &Mechanisms) -> Vec<Guarantee> {
             String::new()
         }
     };
-    let mut v = vec![
-        g(
-            "no file reads outside the read roots",
-            "Landlock ABI >= 1".into(),
-            ll,
-        ),
-        g(
-            "no file writes outside the write roots",
-            "Landlock ABI >= 1".into(),
-            ll,
-        ),
-        g(
-            "no rename/link moving a file between roots",
+    match g {
+        Stated::NoReadsOutsideRoots | Stated::NoWritesOutsideRoots => {
+            ("Landlock ABI >= 1".into(), ll)
+        }
+        Stated::NoCrossRootRename => (
             if abi >= 2 {
                 "Landlock ABI 2 REFER".into()
             } else {
@@ -73,8 +82,7 @@ pub fn for_set(set: Set, m: &Mechanisms) -> Vec<Guarantee> {
             },
             ll,
         ),
-        g(
-            "no truncation of files it may only read",
+        Stated::NoTruncationOfReadOnly => (
             if abi >= 3 {
                 "Landlock ABI 3 TRUNCATE".into()
             } else {
@@ -82,8 +90,7 @@ pub fn for_set(set: Set, m: &Mechanisms) -> Vec<Guarantee> {
             },
             abi >= 3 || (ll && m.seccomp),
         ),
-        g(
-            "no device ioctls beyond null/zero/full/random/urandom",
+        Stated::NoDeviceIoctls => (
             if abi >= 5 {
                 "Landlock ABI 5 IOCTL_DEV".into()
             } else {
@@ -91,37 +98,27 @@ pub fn for_set(set: Set, m: &Mechanisms) -> Vec<Guarantee> {
             },
             ll,
         ),
-    ];
-    if !set.network() {
-        v.push(g(
-            "no network (TCP, UDP, any interface)",
+        Stated::NoNetwork => (
             format!("network namespace{}", plus(4, "TCP bind/connect")),
             m.namespaces,
-        ));
+        ),
+        Stated::NoOutsideSignals => (
+            format!("PID namespace{}", plus(6, "signal scoping")),
+            m.namespaces || abi >= 6,
+        ),
+        // Every set has its own network namespace (the network sets' only way out is the job's
+        // egress proxy, issue 23), so the host's abstract sockets are out of reach on any ABI.
+        Stated::NoHostAbstractSockets => (
+            format!("network namespace{}", plus(6, "abstract-socket scoping")),
+            m.namespaces || abi >= 6,
+        ),
+        Stated::NoPrivilegedSyscalls => ("seccomp".into(), m.seccomp),
     }
-    v.push(g(
-        "no signals to processes outside the sandbox",
-        format!("PID namespace{}", plus(6, "signal scoping")),
-        m.namespaces || abi >= 6,
-    ));
-    // Every set has its own network namespace (the network sets' only way out is the job's
-    // egress proxy, issue 23), so the host's abstract sockets are out of reach on any ABI.
-    v.push(g(
-        "no host abstract UNIX sockets",
-        format!("network namespace{}", plus(6, "abstract-socket scoping")),
-        m.namespaces || abi >= 6,
-    ));
-    v.push(g(
-        "no ptrace, mount, namespaces, bpf, raw sockets, setuid files",
-        "seccomp".into(),
-        m.seccomp,
-    ));
-    v
 }
 
 /// The first guarantee of `set` that does not hold with `m`, as an error naming it and its
 /// mechanism; `None` when the set can run fully confined here.
-pub fn unmet(set: Set, m: &Mechanisms) -> Option<String> {
+pub fn unmet(set: PermissionSet, m: &Mechanisms) -> Option<String> {
     for_set(set, m).into_iter().find(|g| !g.holds).map(|g| {
         format!(
             "the {} set cannot guarantee \"{}\" on this kernel (needs {}; Landlock ABI here: {})",
@@ -133,13 +130,10 @@ pub fn unmet(set: Set, m: &Mechanisms) -> Option<String> {
     })
 }
 
-pub const SETS: [Set; 5] = [
-    Set::Minimal,
-    Set::Readonly,
-    Set::Filesystem,
-    Set::NetworkApi,
-    Set::McpStandard,
-];
+/// The sets the sandbox confines (every row of the profile table it can run), in table order.
+pub fn sets() -> impl Iterator<Item = PermissionSet> {
+    PROFILES.iter().filter(|p| p.confined).map(|p| p.set)
+}
 
 /// Per set: the guarantees and whether the set runs (fail closed) here.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -151,8 +145,8 @@ pub struct SetReport {
 }
 
 pub fn table(m: &Mechanisms) -> Vec<SetReport> {
-    SETS.iter()
-        .map(|&s| SetReport {
+    sets()
+        .map(|s| SetReport {
             set: s.as_str(),
             runs: unmet(s, m).is_none(),
             refused_because: unmet(s, m),
@@ -175,7 +169,7 @@ mod tests {
 
     #[test]
     fn abi_2_runs_every_set_with_namespaces_and_seccomp() {
-        for s in SETS {
+        for s in sets() {
             assert_eq!(unmet(s, &m(2)), None, "{s:?}");
             assert_eq!(unmet(s, &m(6)), None, "{s:?}");
         }
@@ -185,7 +179,7 @@ mod tests {
             namespaces: false,
             ..m(4)
         };
-        let e = unmet(Set::NetworkApi, &no_ns).unwrap();
+        let e = unmet(PermissionSet::NetworkApi, &no_ns).unwrap();
         assert!(
             e.contains("signals") || e.contains("abstract UNIX sockets"),
             "{e}"
@@ -194,19 +188,21 @@ mod tests {
 
     #[test]
     fn without_landlock_or_namespaces_nothing_is_guaranteed() {
-        for s in SETS {
+        for s in sets() {
             assert!(unmet(s, &m(0)).unwrap().contains("file reads"));
         }
         let no_ns = Mechanisms {
             namespaces: false,
             ..m(6)
         };
-        assert!(unmet(Set::Minimal, &no_ns).unwrap().contains("no network"));
+        assert!(unmet(PermissionSet::Minimal, &no_ns)
+            .unwrap()
+            .contains("no network"));
         let no_seccomp = Mechanisms {
             seccomp: false,
             ..m(2)
         };
-        assert!(unmet(Set::Filesystem, &no_seccomp)
+        assert!(unmet(PermissionSet::Filesystem, &no_seccomp)
             .unwrap()
             .contains("truncation"));
     }

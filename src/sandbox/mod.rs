@@ -1,13 +1,9 @@
 //! Runtime enforcement (DESIGN §5.11, seed 000's "double security"): every command runs confined
 //! according to its permission set, whatever the classifier said.
 //!
-//! | set | reads | writes | network |
-//! |---|---|---|---|
-//! | minimal | system dirs needed to run programs | /dev/null only | none |
-//! | readonly | + the workspace | /dev/null only | none |
-//! | filesystem | + the workspace | workspace + a private tmp dir | none |
-//! | network-api | system dirs | private tmp dir | yes |
-//! | mcp-standard | configured readable roots (default: the workspace) | workspace + private tmp dir | yes |
+//! What each set reaches is a row of the profile table (`crate::permset::PROFILES`, rendered in
+//! docs/permission-sets.md); [`spec_for`] turns the row into the paths, network and environment
+//! of one command.
 //!
 //! The worker is multi-threaded, and `unshare(CLONE_NEWUSER)` refuses multi-threaded callers, so
 //! confinement happens in a small single-threaded helper, `brainloop sandbox-exec`, which the
@@ -34,54 +30,9 @@ pub mod process;
 pub mod seccomp;
 pub mod warm;
 
+use crate::permset::{PermissionSet, Workspace};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
-
-/// Permission sets (seed 002) the sandbox knows how to enforce.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Set {
-    Minimal,
-    Readonly,
-    Filesystem,
-    NetworkApi,
-    McpStandard,
-}
-
-impl Set {
-    pub fn parse(s: &str) -> Option<Set> {
-        Some(match s {
-            "minimal" => Set::Minimal,
-            "readonly" => Set::Readonly,
-            "filesystem" => Set::Filesystem,
-            "network-api" => Set::NetworkApi,
-            "mcp-standard" => Set::McpStandard,
-            _ => return None,
-        })
-    }
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Set::Minimal => "minimal",
-            Set::Readonly => "readonly",
-            Set::Filesystem => "filesystem",
-            Set::NetworkApi => "network-api",
-            Set::McpStandard => "mcp-standard",
-        }
-    }
-    pub fn network(self) -> bool {
-        matches!(self, Set::NetworkApi | Set::McpStandard)
-    }
-    pub fn private_tmp(self) -> bool {
-        matches!(self, Set::Filesystem | Set::NetworkApi | Set::McpStandard)
-    }
-    /// Whether the set may create UNIX sockets (`socket(AF_UNIX, …)`; `socketpair` always
-    /// works). Only the sets a human granted network to: minimal, readonly and filesystem
-    /// commands run before any human looks, and a socket is a way out of their confinement
-    /// (a host daemon listening on a path: Landlock does not govern `connect`).
-    pub fn unix_sockets(self) -> bool {
-        matches!(self, Set::NetworkApi | Set::McpStandard)
-    }
-}
 
 /// Resource limits applied to the command tree.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -142,7 +93,7 @@ impl Default for SandboxConfig {
 /// Everything the helper needs, computed by the worker before spawning it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Spec {
-    pub set: Set,
+    pub set: PermissionSet,
     pub command: String,
     /// The command's stdin is what follows the spec on the helper's stdin (operator hooks get
     /// their JSON this way); otherwise `/dev/null`.
@@ -338,10 +289,10 @@ fn existing(paths: &[&str]) -> Vec<PathBuf> {
         .collect()
 }
 
-/// The confinement of `set` for one command.
+/// The confinement of `set` for one command, from its row of the profile table.
 #[allow(clippy::too_many_arguments)]
 pub fn spec_for(
-    set: Set,
+    set: PermissionSet,
     command: &str,
     workdir: &Path,
     workspace: &Path,
@@ -350,31 +301,31 @@ pub fn spec_for(
     env: Vec<(String, String)>,
     limits: &Limits,
 ) -> Spec {
+    let p = set.profile();
     let mut read = existing(SYSTEM_DIRS);
     read.extend(existing(ETC_ENTRIES));
     read.extend(existing(PROC_AND_SYS));
     let mut write = Vec::new();
-    match set {
-        Set::Minimal | Set::NetworkApi => {}
-        Set::Readonly => read.push(workspace.to_path_buf()),
-        Set::Filesystem => write.push(workspace.to_path_buf()),
-        Set::McpStandard => {
-            write.push(workspace.to_path_buf());
-            read.extend(readable_roots.iter().filter(|p| p.exists()).cloned());
-        }
+    match p.workspace {
+        Workspace::None => {}
+        Workspace::Read => read.push(workspace.to_path_buf()),
+        Workspace::Write => write.push(workspace.to_path_buf()),
     }
-    if set.network() {
+    if p.readable_roots {
+        read.extend(readable_roots.iter().filter(|p| p.exists()).cloned());
+    }
+    if p.network {
         read.extend(existing(NETWORK_EXTRAS));
     }
     // The private temporary directory is allowed by path and announced through TMPDIR and HOME
     // (not mounted over /tmp: the workspace itself may live under /tmp).
-    let tmp_dir = if set.private_tmp() { tmp_dir } else { None };
+    let tmp_dir = if p.private_tmp { tmp_dir } else { None };
     if let Some(t) = &tmp_dir {
         write.push(t.clone());
     }
     // The working dir must be usable: the requested one for sets that see the workspace, else
     // the private tmp (or / when there is none).
-    let ws_visible = matches!(set, Set::Readonly | Set::Filesystem | Set::McpStandard);
+    let ws_visible = p.workspace != Workspace::None;
     let workdir = if ws_visible {
         workdir.to_path_buf()
     } else if let Some(t) = &tmp_dir {
@@ -383,11 +334,10 @@ pub fn spec_for(
         PathBuf::from("/")
     };
     let mut env = env;
-    // The sets that run without a human get git's and less's configuration neutralised.
-    match set {
-        Set::Readonly => neutral::neutralise(&mut env, Some(&workdir)),
-        Set::Minimal => neutral::neutralise(&mut env, None),
-        _ => {}
+    // The sets that run without a human get git's and less's configuration neutralised (with
+    // the repository's driver names when the workspace is visible).
+    if p.neutralised {
+        neutral::neutralise(&mut env, ws_visible.then_some(workdir.as_path()));
     }
     env.retain(|(k, _)| k != "HOME" && k != "TMPDIR");
     match &tmp_dir {
@@ -421,7 +371,7 @@ pub fn spec_for(
         read,
         write,
         devices: existing(DEVICES),
-        network: set.network(),
+        network: p.network,
         tmp_dir,
         limits: limits.clone(),
         cgroup_procs: Vec::new(),
@@ -517,7 +467,8 @@ impl Prepared {
     }
 }
 
-/// Prepares the sandbox of one command in `set`, or explains why it cannot run. Fail closed
+/// Prepares the sandbox of one command in `set`, or explains why it cannot run (always for a
+/// set the table does not confine, whatever `required` says). Fail closed
 /// (when `required`): refused when a guarantee `set` states does not hold on this kernel (the
 /// error names it, see `guarantees.rs`). With `required = false` the command runs with every
 /// mechanism that works (best effort; the label says what is missing), and unconfined only when
@@ -526,7 +477,7 @@ impl Prepared {
 pub fn prepare(
     level: &detect::Level,
     cfg: &SandboxConfig,
-    set: Set,
+    set: PermissionSet,
     command: &str,
     workdir: &Path,
     workspace: &Path,
@@ -534,6 +485,11 @@ pub fn prepare(
     data_dir: &Path,
     job_id: i64,
 ) -> Result<Prepared, String> {
+    if !set.profile().confined {
+        return Err(format!(
+            "the {set} set has no confinement: the sandbox never runs a command in it"
+        ));
+    }
     let mechs = level.mechanisms();
     let unmet = if level.enforcing || !level.namespaces {
         guarantees::unmet(set, &mechs)

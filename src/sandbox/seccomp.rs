@@ -2,7 +2,7 @@
 //! (`ptrace`, `process_vm_*`), mounting and namespaces (`mount`, `umount2`, the new mount API,
 //! `pivot_root`, `unshare`, `setns`, `clone` with any `CLONE_NEW*` flag), kernel keyrings, BPF,
 //! perf, module and kexec loading, raw and packet sockets, `userfaultfd`, swap, reboot; and
-//! `socket(AF_UNIX, …)` for the sets without [`crate::sandbox::Set::unix_sockets`] (issue 19:
+//! `socket(AF_UNIX, …)` for the sets without [`crate::permset::Profile::unix_sockets`] (issue 19:
 //! a host daemon's socket is a way out; `connect`'s address is behind a pointer a filter cannot
 //! read, so the socket itself is refused; `socketpair` stays for pipes).
 //! `clone3` gets ENOSYS so libc falls back to `clone`, whose flags the filter can inspect.

@@ -102,7 +102,7 @@ impl Finished {
             status: status.as_str().to_string(),
             duration_ms: Some(duration_ms),
             permission_set: actions::permission_set_of(registry, snap.action.as_deref())
-                .map(str::to_string),
+                .map(|s| s.to_string()),
         };
         Finished {
             row,

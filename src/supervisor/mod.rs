@@ -827,7 +827,7 @@ impl Loop {
             status: row.status.as_str().to_string(),
             duration_ms: None,
             permission_set: actions::permission_set_of(&self.registry, row.action.as_deref())
-                .map(str::to_string),
+                .map(|s| s.to_string()),
         };
         let _ = self.fin_tx.send(Finished {
             row,

@@ -200,7 +200,7 @@ fn audit_of_cut_off(
     done: &[i64],
     finals: &HashSet<i64>,
 ) -> Result<Vec<AuditRow>> {
-    let set_of = |a: Option<&str>| permission_set_of(registry, a).map(str::to_string);
+    let set_of = |a: Option<&str>| permission_set_of(registry, a).map(|s| s.to_string());
     let mut rows = Vec::new();
     for id in done.iter().filter(|id| finals.contains(id)) {
         let row = stores.output.with(|out| {

@@ -7,6 +7,7 @@ use crate::actions::readers::read_text;
 use crate::actions::{ActionSpec, Grant, HandlerFuture, JobCtx, Outcome};
 use crate::clients::paths;
 use crate::llm::{JobUsage, Prompt};
+use crate::permset::PermissionSet;
 use serde_json::{json, Value};
 
 pub const NAME: &str = "audit_code";
@@ -31,7 +32,7 @@ pub fn spec() -> ActionSpec {
             })
         },
         grants: &[Grant::Llm, Grant::FileRead],
-        permission_set: "readonly",
+        permission_set: PermissionSet::Readonly,
         handler: crate::actions::Run::Async(handle),
         hidden: false,
         on_decision: None,

@@ -10,6 +10,7 @@ use crate::actions::readers::{read_text, sqlite};
 use crate::actions::{ActionSpec, Grant, HandlerFuture, JobCtx, Outcome};
 use crate::clients::paths;
 use crate::llm::{text, JobUsage, Prompt};
+use crate::permset::PermissionSet;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 
@@ -38,7 +39,7 @@ pub fn spec() -> ActionSpec {
             })
         },
         grants: &[Grant::Llm],
-        permission_set: "readonly",
+        permission_set: PermissionSet::Readonly,
         handler: crate::actions::Run::Async(handle),
         hidden: false,
         on_decision: None,

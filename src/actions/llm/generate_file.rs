@@ -12,6 +12,7 @@ use crate::clients::paths;
 use crate::clients::write::{self, WriteError};
 use crate::clients::ClientGrants;
 use crate::llm::{text, JobUsage, Prompt};
+use crate::permset::PermissionSet;
 use serde_json::{json, Value};
 use std::io::Read;
 use std::path::Path;
@@ -46,7 +47,7 @@ pub fn spec() -> ActionSpec {
             })
         },
         grants: &[Grant::Llm, Grant::FileWrite],
-        permission_set: "filesystem",
+        permission_set: PermissionSet::Filesystem,
         handler: crate::actions::Run::Async(handle),
         hidden: false,
         on_decision: None,
@@ -260,7 +261,7 @@ async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
             hash,
             summary,
             preview: shown,
-            permission_set: "filesystem",
+            permission_set: PermissionSet::Filesystem,
             extra,
         },
     )

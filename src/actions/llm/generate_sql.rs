@@ -16,6 +16,7 @@ use crate::actions::{ActionSpec, Grant, HandlerFuture, JobCtx, Outcome};
 use crate::clients::paths::{self, Opened};
 use crate::clients::write;
 use crate::llm::{text, JobUsage, Prompt};
+use crate::permset::PermissionSet;
 use anyhow::{bail, Context, Result};
 use rusqlite::fallible_iterator::FallibleIterator;
 use rusqlite::hooks::{AuthAction, AuthContext, Authorization};
@@ -53,7 +54,7 @@ pub fn spec() -> ActionSpec {
             })
         },
         grants: &[Grant::Llm, Grant::FileRead],
-        permission_set: "readonly",
+        permission_set: PermissionSet::Readonly,
         handler: crate::actions::Run::Async(handle),
         hidden: false,
         on_decision: None,
@@ -415,7 +416,7 @@ async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
             hash,
             summary,
             preview: sql.clone(),
-            permission_set: "filesystem",
+            permission_set: PermissionSet::Filesystem,
             extra: json!({"sql": sql, "read_only": false, "llm": llm_info(&answer)}),
         },
     )

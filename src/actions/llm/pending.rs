@@ -11,6 +11,7 @@
 
 use super::super::{JobCtx, Outcome};
 use crate::db::write_tx;
+use crate::permset::PermissionSet;
 use rusqlite::{params, OptionalExtension};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
@@ -44,7 +45,7 @@ pub struct Ask<'a> {
     pub summary: String,
     /// Preview or diff of the content.
     pub preview: String,
-    pub permission_set: &'static str,
+    pub permission_set: PermissionSet,
     /// Extra fields for the pending result.
     pub extra: Value,
 }
@@ -89,7 +90,7 @@ pub async fn ask(ctx: &JobCtx, a: Ask<'_>) -> Outcome {
         bound_hash: a.hash.clone(),
         policy: "ask".into(),
         risk_score: Some(0.5),
-        permission_set: a.permission_set.into(),
+        permission_set: a.permission_set.to_string(),
         workdir: None,
         reasons: reasons.clone(),
     };

@@ -15,6 +15,7 @@ pub mod blocks;
 pub mod store;
 
 use crate::actions::{ActionSpec, Grant, HandlerFuture, JobCtx, Outcome};
+use crate::permset::PermissionSet;
 use serde_json::{json, Value};
 
 pub const NAME: &str = "loop";
@@ -30,7 +31,7 @@ fn spec() -> ActionSpec {
         aliases: &[],
         params_schema,
         grants: &[Grant::Llm],
-        permission_set: "filesystem",
+        permission_set: PermissionSet::Filesystem,
         handler: crate::actions::Run::Async(handle),
         hidden: false,
         on_decision: Some(crate::bash::decisions::on_decision),

@@ -13,6 +13,7 @@ pub mod sqlite;
 
 use super::{ActionSpec, Grant, HandlerFuture, JobCtx, Outcome};
 use crate::clients::paths::{self, Opened};
+use crate::permset::PermissionSet;
 use serde_json::{json, Value};
 use std::io::Read;
 use std::os::unix::fs::MetadataExt;
@@ -50,7 +51,7 @@ pub fn specs() -> Vec<ActionSpec> {
                 )
             },
             grants: &[Grant::FileRead],
-            permission_set: "readonly",
+            permission_set: PermissionSet::Readonly,
             handler: crate::actions::Run::Async(|ctx, p| handle(ctx, p, Kind::Sqlite)),
             hidden: false,
             on_decision: None,
@@ -61,7 +62,7 @@ pub fn specs() -> Vec<ActionSpec> {
             aliases: &[],
             params_schema: || path_schema(json!({}), "file_path"),
             grants: &[Grant::FileRead],
-            permission_set: "readonly",
+            permission_set: PermissionSet::Readonly,
             handler: crate::actions::Run::Async(|ctx, p| handle(ctx, p, Kind::Markdown)),
             hidden: false,
             on_decision: None,
@@ -73,7 +74,7 @@ pub fn specs() -> Vec<ActionSpec> {
             aliases: &[],
             params_schema: || path_schema(json!({"format": {"type": "string", "enum": ["toml", "yaml", "json", "ini", "env"]}}), "file_path"),
             grants: &[Grant::FileRead],
-            permission_set: "readonly",
+            permission_set: PermissionSet::Readonly,
             handler: crate::actions::Run::Async(|ctx, p| handle(ctx, p, Kind::Config)),
             hidden: false,
             on_decision: None,

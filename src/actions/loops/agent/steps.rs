@@ -19,6 +19,7 @@ use crate::actions::{ApprovedRun, JobCtx, Outcome};
 use crate::clients::write::{self, WriteError};
 use crate::clients::{paths, ClientGrants};
 use crate::db::output::JobStatus;
+use crate::permset::PermissionSet;
 use serde_json::{json, Value};
 use std::io::Read;
 use std::path::Path;
@@ -293,7 +294,7 @@ async fn write_file(
             hash,
             summary,
             preview: shown,
-            permission_set: "filesystem",
+            permission_set: PermissionSet::Filesystem,
             extra: json!({}),
         },
     )

@@ -32,6 +32,7 @@ use crate::actions::loops::{store, NAME};
 use crate::actions::{JobCtx, Outcome};
 use crate::clients::write::{self, WriteError};
 use crate::clients::{paths, ClientGrants};
+use crate::permset::PermissionSet;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -368,7 +369,7 @@ pub async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
             hash,
             summary,
             preview: shown,
-            permission_set: "filesystem",
+            permission_set: PermissionSet::Filesystem,
             extra: json!({"session_id": id, "items": listed}),
         },
     )

@@ -21,6 +21,7 @@ use crate::actions::{ActionSpec, Grant, HandlerFuture, JobCtx, Outcome};
 use crate::clients::paths::{self, Opened, OpenedDir};
 use crate::fs::beneath::Beneath;
 use crate::llm::JobUsage;
+use crate::permset::PermissionSet;
 use serde_json::{json, Value};
 use std::path::Path;
 
@@ -86,7 +87,7 @@ pub fn spec() -> ActionSpec {
             )
         },
         grants: &[Grant::FileRead],
-        permission_set: "readonly",
+        permission_set: PermissionSet::Readonly,
         handler: crate::actions::Run::Async(handler),
         hidden: false,
         on_decision: None,
