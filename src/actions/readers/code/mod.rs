@@ -393,7 +393,13 @@ mod tests {
         );
         assert!(names(&v, "exports").contains(&"for_set".to_string()));
         assert!(names(&v, "exports").contains(&"Mechanisms".to_string()));
-        assert!(names(&v, "imports").contains(&"super::Set".to_string()));
+        let imports = names(&v, "imports");
+        assert!(
+            imports.contains(
+                &"crate::permset::{Guarantee as Stated, PermissionSet, PROFILES}".to_string()
+            ),
+            "{imports:?}"
+        );
         let total = text.lines().count() as u64;
         assert_eq!(v["lines"]["total"], total);
         assert!(
