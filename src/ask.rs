@@ -89,18 +89,41 @@ pub fn new_id() -> Result<String, Outcome> {
 /// (`status`, `validation_id`, `command`, `policy`, `risk_score`, `permission_set`, `reasons`,
 /// `message`) for the caller to extend. Err: the job's final outcome (`failed`, cause named).
 pub async fn ask(ctx: &JobCtx, r: Request) -> Result<(String, Map<String, Value>), Outcome> {
+    let asker = Asker {
+        stores: &ctx.stores,
+        stats: &ctx.stats,
+        job_id: ctx.job_id,
+        client_id: &ctx.client_id,
+        ttl_ms: ctx.config.validation_ttl_ms,
+    };
+    ask_as(&asker, r).await
+}
+
+/// The job that asks, by its ids and stores (what [`ask`] reads of a job context).
+#[derive(Clone, Copy)]
+pub struct Asker<'a> {
+    pub stores: &'a std::sync::Arc<Stores>,
+    pub stats: &'a crate::stats::Stats,
+    pub job_id: i64,
+    pub client_id: &'a str,
+    /// The validation expires after this long (`validation_ttl_ms`).
+    pub ttl_ms: u64,
+}
+
+/// [`ask`] for a caller that holds the job's ids and stores rather than its context.
+pub async fn ask_as(a: &Asker<'_>, r: Request) -> Result<(String, Map<String, Value>), Outcome> {
     let (stores, job, client, ttl) = (
-        ctx.stores.clone(),
-        ctx.job_id,
-        ctx.client_id.clone(),
-        ctx.config.validation_ttl_ms,
+        std::sync::Arc::clone(a.stores),
+        a.job_id,
+        a.client_id.to_string(),
+        a.ttl_ms,
     );
     let r2 = r.clone();
     let id = tokio::task::spawn_blocking(move || create_blocking(&stores, job, &client, &r2, ttl))
         .await
         .map_err(|e| Outcome::failed(format!("asking a human: {e}")))?
         .map_err(|e| Outcome::failed(format!("cannot ask a human, so nothing ran: {e:#}")))?;
-    ctx.stats.incr("hil_requests", 1.0);
+    a.stats.incr("hil_requests", 1.0);
     let mut m = Map::new();
     m.insert("status".into(), json!("pending_validation"));
     m.insert("validation_id".into(), json!(id));
