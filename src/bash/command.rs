@@ -19,7 +19,7 @@ use super::record::{self, Happened, Ran};
 use super::registry;
 use super::result::{self, Finished};
 use super::signatures::{self, SigState, Signature};
-use crate::actions::Outcome; // moving to crate::db::output::Outcome (issue 32)
+use super::Outcome;
 use crate::classify::{self, CheckReport};
 use crate::clients::{ClientGrants, Permission};
 use crate::db::output::JobStatus;

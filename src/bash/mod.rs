@@ -11,6 +11,10 @@
 //! `leftovers` (no command outlives a crash). Classification itself lives in `crate::classify`;
 //! the `execute_bash` action (`crate::actions::bash`) keeps its params and the grants check.
 
+/// The job's outcome, for `command`, `overlay` and `result` (moving to
+/// `crate::db::output::Outcome`, issue 32: this line changes then).
+use crate::actions::Outcome;
+
 pub mod approvals;
 pub mod beneath;
 pub mod changes;

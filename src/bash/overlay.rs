@@ -13,7 +13,7 @@ use super::executor::{self, ExecResult};
 use super::plan::{self, Effects, Next, Plan};
 use super::record::{self, Happened, Ran};
 use super::result;
-use crate::actions::Outcome; // moving to crate::db::output::Outcome (issue 32)
+use super::Outcome;
 use crate::db::output::JobStatus;
 use crate::db::write_tx;
 use crate::egress::job::Scope;

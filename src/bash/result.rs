@@ -5,7 +5,7 @@
 //! summary; the error of an overlay run over its cap.
 
 use super::changes::Manifest;
-use crate::actions::Outcome;
+use super::Outcome;
 use crate::db::output::JobStatus;
 use serde_json::{json, Map, Value};
 
