@@ -206,9 +206,8 @@ fn situation(
         .approval
         .as_ref()
         .is_some_and(|a| a.command_hash == crate::egress::approval_hash(hash));
-    let capturable = job.settings.overlay
-        && job.level.enforcing
-        && overlay_capturable(c.report, c.workdir, ws);
+    let capturable =
+        job.settings.overlay && job.level.enforcing && overlay_capturable(c.report, c.workdir, ws);
     // A duplicate is a second request to a human: a capturable command's overlay runs that
     // changed nothing asked nobody, so only its earlier requests count there.
     let last = if capturable {
@@ -442,31 +441,41 @@ async fn direct(
             let h = HostAsk::of(hosts, report.connections.clone(), r);
             ask(job, c, "ask", false, Vec::new(), Asked::Hosts(&h)).await
         }
-        (Next::Finish, Some(r)) => {
-            let f = Finished {
-                exit_code: r.exit_code,
-                signal: r.signal,
-                timed_out: r.timed_out,
-                timeout_ms: c.timeout.as_millis() as u64,
-                success: r.success(),
-                stdout: &r.stdout,
-                stderr: &r.stderr,
-                truncated: r.truncated,
-                duration_ms: r.duration_ms,
-                sandbox: &report.label,
-                permission_set: set.as_str(),
-                command_hash: hash,
-                policy_used: allowed.as_str(),
-            };
-            let mut extra = Map::new();
-            extra.insert("egress".into(), json!(report.connections));
-            extra.insert("executed_path".into(), json!(c.report.executed_path));
-            Ok(result::finished(&f, extra))
-        }
+        (Next::Finish, Some(r)) => Ok(direct_result(c, &report, r, set, allowed)),
         (next, _) => Err(Outcome::failed(format!(
             "internal error: {next:?} after a direct run"
         ))),
     }
+}
+
+/// The result of a direct run: the finished-command result, with its connections and the
+/// program's path.
+fn direct_result(
+    c: &Command<'_>,
+    report: &confined::Report,
+    r: &ExecResult,
+    set: Set,
+    allowed: Allowed,
+) -> Outcome {
+    let f = Finished {
+        exit_code: r.exit_code,
+        signal: r.signal,
+        timed_out: r.timed_out,
+        timeout_ms: c.timeout.as_millis() as u64,
+        success: r.success(),
+        stdout: &r.stdout,
+        stderr: &r.stderr,
+        truncated: r.truncated,
+        duration_ms: r.duration_ms,
+        sandbox: &report.label,
+        permission_set: set.as_str(),
+        command_hash: &c.report.command_hash,
+        policy_used: allowed.as_str(),
+    };
+    let mut extra = Map::new();
+    extra.insert("egress".into(), json!(report.connections));
+    extra.insert("executed_path".into(), json!(c.report.executed_path));
+    result::finished(&f, extra)
 }
 
 /// What a human is asked about.

@@ -65,29 +65,7 @@ pub(super) async fn run(job: &Job<'_>, cmd: &Cmd<'_>) -> Result<Outcome, Outcome
         max_entries: Some(s.overlay_max_inodes),
         over_cap_file: Some(changes::job_dir(s.data_dir, job_id).join(changes::OVER_CAP_FILE)),
     };
-    let report = confined::run(
-        &job.confinement(),
-        confined::Run {
-            command: c.text,
-            workdir: c.workdir,
-            workspace: &cmd.workspace,
-            set: crate::sandbox::Set::Filesystem,
-            timeout: c.timeout,
-            env: executor::filtered_env(|k| std::env::var(k).ok()),
-            tag: job_id,
-            read: Vec::new(),
-            stdin: None,
-            overlay: Some(overlay),
-            leftovers: true,
-            // The overlay run reaches only the hosts a human approved for it (issue 23).
-            egress: Egress::Job {
-                who: job.who(),
-                command_hash: &c.report.command_hash,
-                scope: Scope::ApprovedOnly,
-            },
-        },
-    )
-    .await;
+    let report = on_overlay(job, cmd, overlay).await;
     let next = plan::after_run(&cmd.plan, &report, None);
     if !next.keeps_layers() {
         discard();
@@ -147,6 +125,31 @@ pub(super) async fn run(job: &Job<'_>, cmd: &Cmd<'_>) -> Result<Outcome, Outcome
             )))
         }
     }
+}
+
+/// The confined run on `overlay`, in set `filesystem`.
+async fn on_overlay(job: &Job<'_>, cmd: &Cmd<'_>, overlay: crate::sandbox::OverlaySpec) -> Report {
+    let c = cmd.c;
+    let run = confined::Run {
+        command: c.text,
+        workdir: c.workdir,
+        workspace: &cmd.workspace,
+        set: crate::sandbox::Set::Filesystem,
+        timeout: c.timeout,
+        env: executor::filtered_env(|k| std::env::var(k).ok()),
+        tag: job.job_id,
+        read: Vec::new(),
+        stdin: None,
+        overlay: Some(overlay),
+        leftovers: true,
+        // The overlay run reaches only the hosts a human approved for it (issue 23).
+        egress: Egress::Job {
+            who: job.who(),
+            command_hash: &c.report.command_hash,
+            scope: Scope::ApprovedOnly,
+        },
+    };
+    confined::run(&job.confinement(), run).await
 }
 
 /// Test hooks (only with `test_actions`): `BRAINLOOP_TEST_PAUSE_AFTER_APPLY_MS` holds a job between
@@ -297,7 +300,11 @@ fn effects_of(job: &Job<'_>, cmd: &Cmd<'_>, m: &Manifest) -> Effects {
 
 /// Applies a change set to the real workspace (refused on conflict), journals it, and removes
 /// its overlay layers. Nothing is re-run.
-pub(super) async fn apply(job: &Job<'_>, m: Manifest, policy_used: &str) -> Result<Outcome, Outcome> {
+pub(super) async fn apply(
+    job: &Job<'_>,
+    m: Manifest,
+    policy_used: &str,
+) -> Result<Outcome, Outcome> {
     let data_dir = job.settings.data_dir.to_path_buf();
     let job_id = job.job_id;
     let applied = {

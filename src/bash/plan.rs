@@ -34,7 +34,9 @@ pub enum Refusal {
     /// The operator's `never` (on the command or a signature).
     Denied(String),
     /// Asked again too soon.
-    Duplicate { seconds_since_last: f64 },
+    Duplicate {
+        seconds_since_last: f64,
+    },
 }
 
 /// Why an overlay run's change set may be applied without a human.
@@ -59,7 +61,10 @@ impl Auto {
 pub enum Plan {
     Refuse(Refusal),
     /// Ask a human about the command up front; `shown`: ask / ask_warning / always_ask.
-    Ask { shown: String, force_refused: bool },
+    Ask {
+        shown: String,
+        force_refused: bool,
+    },
     /// Run it in `set` (its registry row's), directly.
     Direct {
         set: String,
@@ -73,7 +78,9 @@ pub enum Plan {
         force_refused: bool,
     },
     /// Apply this job's approved change set; nothing runs again.
-    Apply { happened: Happened },
+    Apply {
+        happened: Happened,
+    },
 }
 
 impl Plan {
@@ -169,10 +176,7 @@ pub enum Next {
 impl Next {
     /// The run is counted in the registry (it ran; what it did is known).
     pub fn records_run(&self) -> bool {
-        matches!(
-            self,
-            Next::Finish | Next::Capture | Next::AskHosts { .. }
-        )
+        matches!(self, Next::Finish | Next::Capture | Next::AskHosts { .. })
     }
     /// An overlay run's layers stay (to be captured, applied, or shown to a human).
     pub fn keeps_layers(&self) -> bool {
@@ -545,7 +549,13 @@ mod tests {
         };
         type Case<'a> = (&'a str, Plan, Report, Option<Effects>, Next);
         let cases: Vec<Case> = vec![
-            ("direct: exit 1 is a result", d.clone(), report(ran(1), &[]), None, Next::Finish),
+            (
+                "direct: exit 1 is a result",
+                d.clone(),
+                report(ran(1), &[]),
+                None,
+                Next::Finish,
+            ),
             (
                 "direct: cancelled",
                 d.clone(),
@@ -649,13 +659,18 @@ mod tests {
                 learned.clone(),
                 report(ran(0), &[]),
                 Some(changed(&["adds x, which the command does not name"], &[])),
-                ask_effects(&["not applied automatically: adds x, which the command does not name"]),
+                ask_effects(&[
+                    "not applied automatically: adds x, which the command does not name",
+                ]),
             ),
             (
                 "asked: the protected paths are said",
                 ov(None),
                 report(ran(0), &[]),
-                Some(changed(&["unused"], &["touches a protected path .git/config"])),
+                Some(changed(
+                    &["unused"],
+                    &["touches a protected path .git/config"],
+                )),
                 ask_effects(&["touches a protected path .git/config"]),
             ),
             (
@@ -671,7 +686,10 @@ mod tests {
             assert_eq!(got, want, "{name}");
         }
         assert!(Next::Capture.records_run() && Next::Capture.keeps_layers());
-        assert!(!Next::AskCommand { force_refused: false }.records_run());
+        assert!(!Next::AskCommand {
+            force_refused: false
+        }
+        .records_run());
         assert!(!Next::NoChanges("x").keeps_layers());
     }
 }

@@ -69,7 +69,14 @@ pub struct Ran<'a> {
     pub permission_set: &'a str,
 }
 
-fn evidence_of(job: &Job<'_>, hash: &str, source: Source, mode: Mode, set: &str, ok: bool) -> Evidence {
+fn evidence_of(
+    job: &Job<'_>,
+    hash: &str,
+    source: Source,
+    mode: Mode,
+    set: &str,
+    ok: bool,
+) -> Evidence {
     Evidence {
         client_id: job.client_id.to_string(),
         command_hash: hash.to_string(),
@@ -105,7 +112,14 @@ pub async fn run(job: &Job<'_>, ran: &Ran<'_>) {
     job.stats.incr("bash_executions", 1.0);
     let r = ran.result;
     let evidence = ran.happened.evidence().map(|s| {
-        evidence_of(job, ran.command_hash, s, ran.mode, ran.permission_set, r.success())
+        evidence_of(
+            job,
+            ran.command_hash,
+            s,
+            ran.mode,
+            ran.permission_set,
+            r.success(),
+        )
     });
     let (h, f, sandbox, code, ms, success, job_id, client) = (
         ran.command_hash.to_string(),
@@ -194,10 +208,25 @@ mod tests {
     #[test]
     fn what_is_evidence() {
         let cases = [
-            (Allowed::Approved, true, Happened::HumanApproved, Some(Source::HumanApproved)),
+            (
+                Allowed::Approved,
+                true,
+                Happened::HumanApproved,
+                Some(Source::HumanApproved),
+            ),
             (Allowed::Approved, false, Happened::ReviewerApproved, None),
-            (Allowed::AlwaysAllow, false, Happened::OperatorOverride, Some(Source::OperatorOverride)),
-            (Allowed::AlwaysAllow, true, Happened::OperatorOverride, Some(Source::OperatorOverride)),
+            (
+                Allowed::AlwaysAllow,
+                false,
+                Happened::OperatorOverride,
+                Some(Source::OperatorOverride),
+            ),
+            (
+                Allowed::AlwaysAllow,
+                true,
+                Happened::OperatorOverride,
+                Some(Source::OperatorOverride),
+            ),
             (Allowed::AutoApprove, true, Happened::Unattended, None),
             (Allowed::SandboxedReadonly, true, Happened::Unattended, None),
             (Allowed::Promoted, true, Happened::Unattended, None),

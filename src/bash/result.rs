@@ -98,7 +98,12 @@ pub fn finished(f: &Finished<'_>, extra: Map<String, Value>) -> Outcome {
 }
 
 /// The result of a command that ran on the overlay: its effects, what was applied, how to undo.
-pub fn on_overlay(m: &Manifest, policy_used: &str, applied: Value, undo: Option<String>) -> Outcome {
+pub fn on_overlay(
+    m: &Manifest,
+    policy_used: &str,
+    applied: Value,
+    undo: Option<String>,
+) -> Outcome {
     let mut extra = Map::new();
     extra.insert("effects".into(), effects_json(m));
     extra.insert("applied".into(), applied);
@@ -216,8 +221,18 @@ mod tests {
         let o = done(|_| {});
         let r = o.result.unwrap_or_default();
         for k in [
-            "success", "exit_code", "signal", "stdout", "stderr", "duration_ms", "policy_used",
-            "truncated", "timed_out", "sandbox", "permission_set", "command_hash",
+            "success",
+            "exit_code",
+            "signal",
+            "stdout",
+            "stderr",
+            "duration_ms",
+            "policy_used",
+            "truncated",
+            "timed_out",
+            "sandbox",
+            "permission_set",
+            "command_hash",
         ] {
             assert!(r.get(k).is_some(), "{k} missing: {r}");
         }
