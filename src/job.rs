@@ -51,26 +51,13 @@ pub struct JobCtx {
 }
 
 impl JobCtx {
-    /// What this job's command runs need for their egress proxy.
-    pub fn egress(&self) -> crate::egress::job::Job<'_> {
-        crate::egress::job::Job {
+    /// Who asks a human on this job's behalf (`crate::ask`).
+    pub fn asker(&self) -> Asker<'_> {
+        Asker {
             stores: &self.stores,
             stats: &self.stats,
             job_id: self.job_id,
             client_id: &self.client_id,
-            grants: self.grants.as_deref(),
-            config: &self.config.egress,
-            data_dir: &self.config.data_dir,
-        }
-    }
-
-    /// Who asks a human on this job's behalf (`crate::ask`).
-    pub fn asker(&self) -> Asker {
-        Asker {
-            stores: Arc::clone(&self.stores),
-            stats: Arc::clone(&self.stats),
-            job_id: self.job_id,
-            client_id: self.client_id.clone(),
             ttl_ms: self.config.validation_ttl_ms,
         }
     }

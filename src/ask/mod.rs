@@ -66,14 +66,15 @@ impl ApprovedRun {
     }
 }
 
-/// Who asks, on behalf of which job (built by `job::JobCtx::asker`).
-#[derive(Clone)]
-pub struct Asker {
-    pub stores: Arc<Stores>,
-    pub stats: Arc<crate::stats::Stats>,
+/// The job that asks, by its ids and stores (built by `job::JobCtx::asker`, or by the command
+/// path from its own job).
+#[derive(Clone, Copy)]
+pub struct Asker<'a> {
+    pub stores: &'a Arc<Stores>,
+    pub stats: &'a crate::stats::Stats,
     pub job_id: i64,
-    pub client_id: String,
-    /// `validation_ttl_ms`.
+    pub client_id: &'a str,
+    /// The validation expires after this long (`validation_ttl_ms`).
     pub ttl_ms: u64,
 }
 
@@ -146,11 +147,11 @@ pub fn new_id() -> Result<String, Outcome> {
 /// Asks from a running job; returns the validation id and the common pending-result fields
 /// ([`pending_fields`]) for the caller to extend. Err: the job's final outcome (`failed`, cause
 /// named).
-pub async fn ask(asker: &Asker, r: Request) -> Result<(String, Map<String, Value>), Outcome> {
+pub async fn ask(asker: &Asker<'_>, r: Request) -> Result<(String, Map<String, Value>), Outcome> {
     let (stores, job, client, ttl) = (
-        asker.stores.clone(),
+        Arc::clone(asker.stores),
         asker.job_id,
-        asker.client_id.clone(),
+        asker.client_id.to_string(),
         asker.ttl_ms,
     );
     let r2 = r.clone();

@@ -483,6 +483,14 @@ pub struct Manifest {
     /// Bytes the overlay's upper layer holds (allocated blocks), see [`pending_bytes`].
     #[serde(default)]
     pub upper_bytes: u64,
+    /// The signal that ended the run, its timeout and whether it ran out (the result's error
+    /// names them, as a direct run's does).
+    #[serde(default)]
+    pub signal: Option<i32>,
+    #[serde(default)]
+    pub timed_out: bool,
+    #[serde(default)]
+    pub timeout_ms: u64,
 }
 
 pub fn job_dir(data_dir: &Path, job_id: i64) -> PathBuf {
@@ -854,6 +862,9 @@ mod tests {
             created_at: 0,
             client_id: "local".into(),
             upper_bytes: 0,
+            signal: None,
+            timed_out: false,
+            timeout_ms: 0,
         }
     }
 
@@ -962,6 +973,9 @@ mod tests {
             created_at: 0,
             client_id: "local".into(),
             upper_bytes: 0,
+            signal: None,
+            timed_out: false,
+            timeout_ms: 0,
         };
         let e = apply(&data, &m).unwrap_err().to_string();
         assert!(e.contains("conflict"), "{e}");

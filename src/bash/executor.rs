@@ -165,6 +165,17 @@ pub async fn execute_input(
     run(req, Some(input), cancel, |_| Ok(())).await
 }
 
+/// [`execute_with`] with an optional `input` on the command's stdin: the one entry the confined
+/// run (`bash::confined`) uses for job commands and operator hooks alike.
+pub async fn execute_full(
+    req: &ExecRequest,
+    input: Option<Vec<u8>>,
+    cancel: &CancellationToken,
+    on_spawn: impl FnOnce(i32) -> std::io::Result<()>,
+) -> std::io::Result<ExecResult> {
+    run(req, input, cancel, on_spawn).await
+}
+
 async fn run(
     req: &ExecRequest,
     input: Option<Vec<u8>>,

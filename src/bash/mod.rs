@@ -1,19 +1,34 @@
-//! Shell commands (seed 001's secure bash execution, DESIGN §5): `policy` (pure decision rules),
-//! `registry` (the evolving per-command registry), `evidence` (what learning may count: human
-//! decisions only), `effects` (what a learned signature may apply without a human), `learn` (which
-//! change sets `approve --learn` and a reviewer's `approve` may cover), `changes`
-//! (change sets, read and written beneath the workspace through `crate::fs::beneath`), `approvals` (human validation), `executor`
-//! (running one command as a bounded process tree), `leftovers` (no command outlives a crash).
-//! Classification itself lives in `crate::classify`; the `execute_bash` action in
-//! `crate::actions::bash` ties them together.
+//! Shell commands (seed 001's secure bash execution, DESIGN §5) — the command path, owned here
+//! (issue 32): `command` drives a classified command through `plan` (pure: the plan, and what
+//! follows a run) → `confined` (the one confined run, also used by operator hooks) or `overlay`
+//! (a capturable command's run, its change set captured and applied) → `record` (the run's
+//! statistics and evidence, typed) → `result` (the one finished-command result). Beneath them:
+//! `policy` (pure decision rules), `registry` (the evolving per-command registry), `evidence`
+//! (what learning may count: human decisions only), `effects` (what a learned signature may apply
+//! without a human), `learn` (which change sets `approve --learn` and a reviewer's `approve` may
+//! cover), `changes` (change sets, read and written beneath the workspace through
+//! `crate::fs::beneath`), `decisions` (what a human's answer means for commands: the actions'
+//! `on_decision`), `executor` (running one command as a bounded process tree), `leftovers` (no
+//! command outlives a crash). Classification lives in `crate::classify`, asking a human in
+//! `crate::ask`; the `execute_bash` action (`crate::actions::bash`) keeps its params and the
+//! grants check.
+
+/// The job's outcome, for `command`, `overlay` and `result`.
+use crate::db::output::Outcome;
 
 pub mod changes;
+pub mod command;
+pub mod confined;
 pub mod decisions;
 pub mod effects;
 pub mod evidence;
 pub mod executor;
 pub mod learn;
 pub mod leftovers;
+mod overlay;
+pub mod plan;
 pub mod policy;
+pub mod record;
 pub mod registry;
+pub mod result;
 pub mod signatures;

@@ -1,7 +1,8 @@
 //! Command policy as plain functions over data (DESIGN §5.6–5.8; seed 001's evolving registry,
 //! with its bugs fixed): the precedence table that decides whether a command runs, asks or is
 //! refused, the starting policy of a new command, and the evolution rules applied after each run.
-//! No I/O here: `bash::registry` loads and stores the rows, `actions::bash` applies the verdict.
+//! No I/O here: `bash::registry` loads and stores the rows, `bash::plan` turns the verdict into
+//! the command's plan.
 
 use serde::Serialize;
 
@@ -154,14 +155,44 @@ pub struct Situation {
     pub promoted: Option<super::evidence::Mode>,
 }
 
+/// What allowed a run (the result's `policy_used`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Allowed {
+    /// The operator's `always_allow` override.
+    AlwaysAllow,
+    /// A consumed approval of exactly this snapshot (a human's, or the reviewer's).
+    Approved,
+    /// The command's policy is auto_approve (pure, promoted by statistics, read-only confined).
+    AutoApprove,
+    /// Read-only and below the warning gate, under an enforcing sandbox.
+    SandboxedReadonly,
+    /// `force_execute` by a client granted FORCE_EXECUTE.
+    ForceExecute,
+    /// The client's direct promotion (`bash::evidence`).
+    Promoted,
+}
+
+impl Allowed {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Allowed::AlwaysAllow => "always_allow",
+            Allowed::Approved => "approved",
+            Allowed::AutoApprove => "auto_approve",
+            Allowed::SandboxedReadonly => "sandboxed_readonly",
+            Allowed::ForceExecute => "force_execute",
+            Allowed::Promoted => "promoted",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum Verdict {
     /// Nothing lifts it.
     Blocked,
     /// `user_override = never`.
     Denied(String),
-    /// Run it; the string is `policy_used`.
-    Run(String),
+    /// Run it, allowed by this.
+    Run(Allowed),
     /// Ask a human; the policy shown (ask / ask_warning / always_ask).
     Ask(String),
     /// Asked again too soon: nothing ran.
@@ -180,7 +211,7 @@ pub fn decide(s: &Situation) -> Verdict {
         Some(Override::Never) => {
             return Verdict::Denied("the operator set this command to `never`".into())
         }
-        Some(Override::AlwaysAllow) => return Verdict::Run("always_allow".into()),
+        Some(Override::AlwaysAllow) => return Verdict::Run(Allowed::AlwaysAllow),
         Some(Override::AlwaysAsk) if !s.approved => return ask(s, "always_ask"),
         _ => {}
     }
@@ -188,21 +219,21 @@ pub fn decide(s: &Situation) -> Verdict {
         return Verdict::Denied(format!("the operator set the signature `{sig}` to `never`"));
     }
     if s.approved {
-        return Verdict::Run("approved".into());
+        return Verdict::Run(Allowed::Approved);
     }
     if s.policy == Policy::AutoApprove {
-        return Verdict::Run("auto_approve".into());
+        return Verdict::Run(Allowed::AutoApprove);
     }
     if s.policy == Policy::Ask && s.facts.sandbox_auto_approvable && s.sandbox_enforcing {
-        return Verdict::Run("sandboxed_readonly".into());
+        return Verdict::Run(Allowed::SandboxedReadonly);
     }
     if s.force_requested && s.force_granted {
-        return Verdict::Run("force_execute".into());
+        return Verdict::Run(Allowed::ForceExecute);
     }
     // A promotion never widens: direct only if the human approved it direct (in this set);
     // overlay keeps the overlay (and falls back to asking when the overlay is unavailable).
     if s.policy == Policy::Ask && s.promoted == Some(super::evidence::Mode::Direct) {
-        return Verdict::Run("promoted".into());
+        return Verdict::Run(Allowed::Promoted);
     }
     // Effects over commands: never for ask_warning (high risk asks up front with its warning).
     if s.overlay && s.policy == Policy::Ask {
@@ -380,7 +411,7 @@ mod tests {
             ..facts(false, 1.0)
         };
         type Case = (&'static str, Situation, Verdict);
-        let run = |s: &str| Verdict::Run(s.into());
+        let run = Verdict::Run;
         let askv = |s: &str| Verdict::Ask(s.into());
         let readonly = Facts {
             sandbox_auto_approvable: true,
@@ -455,7 +486,7 @@ mod tests {
                     approved: true,
                     ..overlay(false)
                 },
-                run("approved"),
+                run(Allowed::Approved),
             ),
             (
                 "not capturable (network or outside writes): asks up front even if learned",
@@ -482,7 +513,7 @@ mod tests {
                     force_granted: true,
                     ..overlay(false)
                 },
-                run("force_execute"),
+                run(Allowed::ForceExecute),
             ),
             (
                 "readonly runs unasked under an enforcing sandbox",
@@ -490,7 +521,7 @@ mod tests {
                     sandbox_enforcing: true,
                     ..sit(readonly.clone(), Policy::Ask)
                 },
-                run("sandboxed_readonly"),
+                run(Allowed::SandboxedReadonly),
             ),
             (
                 "readonly asks without one",
@@ -581,7 +612,7 @@ mod tests {
                     approved: true,
                     ..sit(facts(false, 0.3), Policy::Ask)
                 },
-                run("approved"),
+                run(Allowed::Approved),
             ),
             (
                 "always_allow runs an ask command",
@@ -589,12 +620,12 @@ mod tests {
                     user_override: Some(Override::AlwaysAllow),
                     ..sit(facts(false, 0.3), Policy::Ask)
                 },
-                run("always_allow"),
+                run(Allowed::AlwaysAllow),
             ),
             (
                 "auto_approve runs",
                 sit(facts(true, 0.0), Policy::AutoApprove),
-                run("auto_approve"),
+                run(Allowed::AutoApprove),
             ),
             ("ask asks", sit(facts(false, 0.3), Policy::Ask), askv("ask")),
             (
@@ -617,7 +648,7 @@ mod tests {
                     force_granted: true,
                     ..sit(facts(false, 0.3), Policy::Ask)
                 },
-                run("force_execute"),
+                run(Allowed::ForceExecute),
             ),
             (
                 "an approval runs",
@@ -625,7 +656,7 @@ mod tests {
                     approved: true,
                     ..sit(facts(false, 0.3), Policy::Ask)
                 },
-                run("approved"),
+                run(Allowed::Approved),
             ),
             (
                 "asked again within 2 s: duplicate",
@@ -671,7 +702,7 @@ mod tests {
                     since_last_ms: Some(10),
                     ..sit(facts(true, 0.0), Policy::AutoApprove)
                 },
-                run("auto_approve"),
+                run(Allowed::AutoApprove),
             ),
             (
                 "promoted direct (approved up front in this set): runs in it",
@@ -679,7 +710,7 @@ mod tests {
                     promoted: Some(super::super::evidence::Mode::Direct),
                     ..sit(facts(false, 0.3), Policy::Ask)
                 },
-                run("promoted"),
+                run(Allowed::Promoted),
             ),
             (
                 "promoted on the overlay: keeps the overlay, applied within bounds",

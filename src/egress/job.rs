@@ -1,29 +1,19 @@
 //! One command run's egress: the proxy started with the run's rules, the sandbox spec routed
 //! through it, and afterwards what it saw recorded (command_security.db, worker counters).
+//! It takes [`Who`] (the job's ids, stores and grants), never a whole job context.
 
 use super::proxy::{self, Connection, JobProxy};
 use super::resolve::Resolver;
 use super::rules::{HostRule, Rules};
 use super::store;
+use super::EgressConfig;
 use crate::clients::{ClientGrants, Permission};
 use crate::db::Stores;
 use crate::sandbox::Spec;
 use crate::stats::Stats;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// What a run's egress needs of its job (built by `job::JobCtx::egress`).
-pub struct Job<'a> {
-    pub stores: &'a Stores,
-    pub stats: &'a Stats,
-    pub job_id: i64,
-    pub client_id: &'a str,
-    /// The client's grants (its NETWORK rules), when loaded.
-    pub grants: Option<&'a ClientGrants>,
-    pub config: &'a super::EgressConfig,
-    /// The worker's data dir (the proxy's socket lives under its temp prefix).
-    pub data_dir: &'a std::path::Path,
-}
 
 /// Which rules a run gets.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -35,22 +25,32 @@ pub enum Scope {
     ApprovedOnly,
 }
 
+/// The job whose run it is: where its rules are read and its connections recorded.
+#[derive(Clone, Copy)]
+pub struct Who<'a> {
+    pub stores: &'a Arc<Stores>,
+    pub stats: &'a Stats,
+    pub job_id: i64,
+    pub client_id: &'a str,
+    pub grants: Option<&'a ClientGrants>,
+}
+
 /// The rules of one run of `command_hash` for the job's client.
-pub async fn rules(ctx: &Job<'_>, command_hash: &str, scope: Scope) -> Result<Rules, String> {
+pub async fn rules(who: &Who<'_>, command_hash: &str, scope: Scope) -> Result<Rules, String> {
     let mut rules = Rules::default();
     if scope == Scope::Granted {
-        let grants = ctx.grants.iter().flat_map(|g| g.grants.iter());
+        let grants = who.grants.iter().flat_map(|g| g.grants.iter());
         for g in grants.filter(|g| g.permission == Permission::Network) {
             match HostRule::parse(&g.pattern, "grant") {
                 Ok(r) => rules.rules.push(r),
                 Err(e) => {
-                    tracing::warn!(client = %ctx.client_id, error = %e, "ignoring a NETWORK grant that is not a host rule")
+                    tracing::warn!(client = %who.client_id, error = %e, "ignoring a NETWORK grant that is not a host rule")
                 }
             }
         }
     }
-    let (client, hash) = (ctx.client_id.to_string(), command_hash.to_string());
-    let approved = ctx
+    let (client, hash) = (who.client_id.to_string(), command_hash.to_string());
+    let approved = who
         .stores
         .security
         .call(move |c| store::approved_hosts(c, &client, &hash))
@@ -67,29 +67,41 @@ pub async fn rules(ctx: &Job<'_>, command_hash: &str, scope: Scope) -> Result<Ru
     Ok(rules)
 }
 
-/// Starts the run's proxy and routes `spec` through it.
-pub async fn start(
-    ctx: &Job<'_>,
-    command_hash: &str,
-    scope: Scope,
+/// Starts a proxy allowing `rules` and routes `spec` through it (a job's run, an operator hook).
+pub async fn start_with(
+    rules: Rules,
+    cfg: &EgressConfig,
+    data_dir: &Path,
     spec: &mut Spec,
 ) -> Result<JobProxy, String> {
-    let rules = rules(ctx, command_hash, scope).await?;
-    let hosts_file = ctx.config.hosts_file.clone();
+    let hosts_file = cfg.hosts_file.clone();
     let resolver = tokio::task::spawn_blocking(move || Resolver::new(hosts_file.as_deref()))
         .await
         .map_err(|e| format!("egress: {e}"))?
         .map_err(|e| format!("egress: {e:#}"))?;
-    let timeout = Duration::from_millis(ctx.config.connect_timeout_ms.max(1));
-    let prefix = crate::sandbox::tmp_prefix(ctx.data_dir);
+    let timeout = Duration::from_millis(cfg.connect_timeout_ms.max(1));
+    let prefix = crate::sandbox::tmp_prefix(data_dir);
     let proxy = JobProxy::start(rules, Arc::new(resolver), timeout, &prefix)
         .map_err(|e| format!("{e:#}"))?;
     spec.route_through(proxy.socket(), proxy::PORT);
     Ok(proxy)
 }
 
+/// Starts the run's proxy with the job's rules and routes `spec` through it.
+pub async fn start(
+    who: &Who<'_>,
+    cfg: &EgressConfig,
+    data_dir: &Path,
+    command_hash: &str,
+    scope: Scope,
+    spec: &mut Spec,
+) -> Result<JobProxy, String> {
+    let rules = rules(who, command_hash, scope).await?;
+    start_with(rules, cfg, data_dir, spec).await
+}
+
 /// Stops the proxy, records what it saw with the job and counts it; returns the connections.
-pub async fn finish(ctx: &Job<'_>, command_hash: &str, proxy: JobProxy) -> Vec<Connection> {
+pub async fn finish(who: &Who<'_>, command_hash: &str, proxy: JobProxy) -> Vec<Connection> {
     let conns = proxy.finish().await;
     for c in &conns {
         let name = match c.outcome.as_str() {
@@ -97,17 +109,17 @@ pub async fn finish(ctx: &Job<'_>, command_hash: &str, proxy: JobProxy) -> Vec<C
             "refused" => "egress_refused",
             _ => "egress_failed",
         };
-        ctx.stats.incr(name, 1.0);
-        ctx.stats
+        who.stats.incr(name, 1.0);
+        who.stats
             .incr("egress_bytes", (c.bytes_up + c.bytes_down) as f64);
     }
     let (job, client, hash, c2) = (
-        ctx.job_id,
-        ctx.client_id.to_string(),
+        who.job_id,
+        who.client_id.to_string(),
         command_hash.to_string(),
         conns.clone(),
     );
-    if let Err(e) = ctx
+    if let Err(e) = who
         .stores
         .security
         .call(move |db| store::record(db, job, &client, &hash, &c2))

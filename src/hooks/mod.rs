@@ -4,9 +4,10 @@
 //!
 //! - the data (the validation as JSON, `payload`) reaches the command **only on its stdin**, never
 //!   in its argv, environment or shell text; the command line is the operator's, verbatim;
-//! - the command runs **confined like any other command** (`sandbox::prepare`, set `network-api`:
-//!   network for a webhook or an LLM, no workspace, a private tmp; plus the operator's `read`
-//!   directories for its script), with a timeout (`timeout_ms`, at most 120 s);
+//! - the command runs **confined like any other command** (`bash::confined`, set `network-api`:
+//!   network through its own egress proxy for a webhook or an LLM, no workspace, a private tmp;
+//!   plus the operator's `read` directories for its script), with a timeout (`timeout_ms`, at
+//!   most 120 s);
 //! - it runs **off the dispatch path**: one background task polls the pending validations every
 //!   second and runs the hooks one after the other; a failure or a timeout is logged (and, for the
 //!   reviewer, means `ask`), never blocking or failing a job.
@@ -22,11 +23,11 @@ pub mod payload;
 mod reviewer;
 
 use crate::ask::validations::{self, Validation};
-use crate::bash::executor::{self, ExecRequest, ExecResult};
+use crate::bash::executor::{self, ExecResult};
 use crate::db::Stores;
 use crate::permset::PermissionSet;
 use crate::sandbox::detect::Level;
-use anyhow::{Context, Result};
+use anyhow::Result;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -245,96 +246,60 @@ impl Hooks {
         }
     }
 
-    /// The hook's egress proxy, allowing its `hosts` rules, with `spec` routed through it.
-    async fn hook_proxy(
-        &self,
-        h: &HookConfig,
-        spec: &mut crate::sandbox::Spec,
-    ) -> Result<crate::egress::proxy::JobProxy> {
-        use crate::egress::{proxy, resolve::Resolver, rules};
-        let rules = rules::Rules {
-            rules: h
-                .hosts
-                .iter()
-                .map(|r| rules::HostRule::parse(r, "hook"))
-                .collect::<Result<_, String>>()
-                .map_err(|e| anyhow::anyhow!("hook hosts: {e}"))?,
-        };
-        let hosts_file = self.config.egress.hosts_file.clone();
-        let resolver = tokio::task::spawn_blocking(move || Resolver::new(hosts_file.as_deref()))
-            .await
-            .context("hook resolver")??;
-        let timeout = Duration::from_millis(self.config.egress.connect_timeout_ms.max(1));
-        let prefix = crate::sandbox::tmp_prefix(&self.config.data_dir);
-        let p = proxy::JobProxy::start(rules, Arc::new(resolver), timeout, &prefix)?;
-        spec.route_through(p.socket(), proxy::PORT);
-        Ok(p)
-    }
-
-    /// Runs one hook confined, the payload on its stdin.
+    /// Runs one hook confined (`bash::confined`, set `network-api`, its `read` dirs), the payload
+    /// on its stdin; its network only through a proxy allowing its `hosts` rules.
     async fn run_hook(
         &self,
         h: &HookConfig,
         p: &serde_json::Value,
         job_id: i64,
     ) -> Result<ExecResult> {
+        use crate::bash::confined::{self, Confinement, Egress, Ended};
+        use crate::egress::rules::{HostRule, Rules};
         let mut env = executor::filtered_env(|k| std::env::var(k).ok());
         if h.llm {
             env.extend(self.llm_env.iter().cloned());
         }
-        let (level, cfg, command) = (
-            Arc::clone(&self.level),
-            self.config.sandbox.clone(),
-            h.command.clone(),
-        );
-        let (ws, dd, tmp) = (
-            self.config.workspace.clone(),
-            self.config.data_dir.clone(),
-            std::env::temp_dir(),
-        );
-        // Named apart from the job's own sandbox (negative id).
-        let tag = -job_id.abs().max(1);
-        let mut prepared = tokio::task::spawn_blocking(move || {
-            crate::sandbox::prepare(
-                &level,
-                &cfg,
-                PermissionSet::NetworkApi,
-                &command,
-                &tmp,
-                &ws,
+        let rules = Rules {
+            rules: h
+                .hosts
+                .iter()
+                .map(|r| HostRule::parse(r, "hook"))
+                .collect::<Result<_, String>>()
+                .map_err(|e| anyhow::anyhow!("hook hosts: {e}"))?,
+        };
+        let tmp = std::env::temp_dir();
+        let conf = Confinement {
+            level: &self.level,
+            sandbox: &self.config.sandbox,
+            egress: &self.config.egress,
+            data_dir: &self.config.data_dir,
+            cancel: &self.cancel,
+        };
+        let report = confined::run(
+            &conf,
+            confined::Run {
+                command: &h.command,
+                workdir: &tmp,
+                workspace: &self.config.workspace,
+                set: PermissionSet::NetworkApi,
+                timeout: Duration::from_millis(h.timeout_ms),
                 env,
-                &dd,
-                tag,
-            )
-        })
-        .await
-        .context("hook sandbox")?
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
-        let mut sandbox = prepared.sandbox.take();
-        if let Some((_, spec)) = &mut sandbox {
-            spec.read.extend(h.read.iter().cloned());
+                // Named apart from the job's own sandbox (negative id).
+                tag: -job_id.abs().max(1),
+                read: h.read.clone(),
+                stdin: Some(serde_json::to_vec(p)?),
+                overlay: None,
+                leftovers: false,
+                egress: Egress::Rules(rules),
+            },
+        )
+        .await;
+        match report.ended {
+            Ended::Ran(r) => Ok(r),
+            Ended::Cancelled => anyhow::bail!("cancelled: the worker is stopping"),
+            Ended::OverCap(what) => anyhow::bail!("over its cap: {what}"),
+            Ended::NotRun(n) => anyhow::bail!("{}", n.message),
         }
-        // Like every network-set command, a hook reaches the network only through a proxy.
-        let proxy = match &mut sandbox {
-            Some((_, spec)) => Some(self.hook_proxy(h, spec).await?),
-            None => None,
-        };
-        let req = ExecRequest {
-            command: h.command.clone(),
-            workdir: std::env::temp_dir(),
-            timeout: Duration::from_millis(h.timeout_ms),
-            sandbox,
-        };
-        let input = serde_json::to_vec(p)?;
-        let r = executor::execute_input(&req, input, &self.cancel).await;
-        if let Some(proxy) = proxy {
-            proxy.finish().await;
-        }
-        let _ = tokio::task::spawn_blocking(move || prepared.finish()).await;
-        let r = r.context("cannot start the hook command")?;
-        if r.sandbox_failed {
-            anyhow::bail!("the sandbox could not confine it: {}", r.stderr.trim());
-        }
-        Ok(r)
     }
 }
