@@ -71,24 +71,11 @@ pub async fn pass(
             + stores
                 .security
                 .call(move |c| {
+                    // Egress records and consumed approvals are kept as long as executions.
                     Ok(write_tx(c, |tx| {
-                        let n = tx.execute(
-                            "DELETE FROM executions WHERE id IN
-                                 (SELECT id FROM executions WHERE executed_at < ?1 LIMIT ?2)",
-                            rusqlite::params![ex, BATCH as i64],
-                        )?;
-                        // Egress records are kept as long as executions (issue 23).
-                        let n = n + tx.execute(
-                            "DELETE FROM egress_connections WHERE id IN
-                                 (SELECT id FROM egress_connections WHERE at_ms < ?1 LIMIT ?2)",
-                            rusqlite::params![ex, BATCH as i64],
-                        )?;
-                        // Consumed approvals are kept as long as executions (their audit value).
-                        Ok(n + tx.execute(
-                            "DELETE FROM approvals WHERE id IN
-                                 (SELECT id FROM approvals WHERE consumed_at IS NOT NULL AND consumed_at < ?1 LIMIT ?2)",
-                            rusqlite::params![ex, BATCH as i64],
-                        )?)
+                        Ok(crate::bash::registry::prune_executions(tx, ex, BATCH)?
+                            + crate::egress::store::prune(tx, ex, BATCH)?
+                            + crate::ask::validations::prune_approvals(tx, ex, BATCH)?)
                     })?)
                 })
                 .await?;

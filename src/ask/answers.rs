@@ -12,11 +12,11 @@
 
 use super::validations::{self, Decision, Validation};
 use super::{ApprovedRun, By};
-use crate::db::lifecycle::status;
+use crate::db::lifecycle::{self, status};
 use crate::db::output::{self, JobStatus, ResultRow};
-use crate::db::{write_tx, Stores};
+use crate::db::Stores;
 use anyhow::Result;
-use rusqlite::{params, OptionalExtension};
+use rusqlite::OptionalExtension;
 use serde_json::json;
 
 /// What the supervisor must do with a waiting job.
@@ -221,14 +221,9 @@ pub fn collect(
             now,
         })?;
         if runs {
-            stores.lifecycle.with(|c| {
-                Ok(write_tx(c, |tx| {
-                    tx.execute(
-                        "UPDATE processed_log SET status = 'claimed' WHERE job_id = ?1 AND status = 'pending_validation'",
-                        [v.job_id],
-                    )
-                })?)
-            })?;
+            stores
+                .lifecycle
+                .with(|c| lifecycle::resume_validated(c, v.job_id))?;
             out.push(Resume::Run {
                 job_id: v.job_id,
                 priority: w.priority,
@@ -318,25 +313,11 @@ pub fn reask(stores: &Stores, job_id: i64, previous: &Validation, ttl_ms: u64) -
     };
     let id = super::create_blocking(stores, job_id, &previous.client_id, &request, ttl_ms)?;
     let result = serde_json::Value::Object(super::pending_fields(&id, &request));
-    stores.output.with(|c| {
-        Ok(write_tx(c, |tx| {
-            tx.execute(
-                &format!(
-                    "UPDATE results SET status = 'pending_validation', result = ?2, error = NULL
-                     WHERE job_id = ?1 AND status NOT IN {}",
-                    output::FINAL_SQL
-                ),
-                params![job_id, result.to_string()],
-            )
-        })?)
-    })?;
-    stores.lifecycle.with(|c| {
-        Ok(write_tx(c, |tx| {
-            tx.execute(
-                "UPDATE processed_log SET status = 'pending_validation' WHERE job_id = ?1",
-                [job_id],
-            )
-        })?)
-    })?;
+    stores
+        .output
+        .with(|c| output::mark_pending_validation(c, job_id, &result.to_string()))?;
+    stores
+        .lifecycle
+        .with(|c| lifecycle::wait_for_validation(c, job_id))?;
     Ok(id)
 }

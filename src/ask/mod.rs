@@ -21,7 +21,7 @@ pub mod answers;
 pub mod validations;
 
 use crate::db::output::{JobStatus, Outcome};
-use crate::db::{write_tx, Stores};
+use crate::db::Stores;
 use anyhow::{Context, Result};
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
@@ -109,15 +109,7 @@ pub fn create_blocking(
     let (hash, set, wd) = (&r.bound_hash, &r.permission_set, &r.workdir);
     stores
         .lifecycle
-        .with(|c| {
-            Ok(write_tx(c, |tx| {
-                tx.execute(
-                    "UPDATE queue SET command_hash = ?2, permission_set = ?3,
-                         workdir = coalesce(?4, workdir) WHERE job_id = ?1",
-                    rusqlite::params![job_id, hash, set, wd],
-                )
-            })?)
-        })
+        .with(|c| crate::db::lifecycle::bind_request(c, job_id, hash, set, wd.as_deref()))
         .context("cannot record the request in the job's snapshot")?;
     let now = crate::time::now_ms();
     let v = Validation {

@@ -167,6 +167,21 @@ pub fn set_status(output: &mut Connection, id: &str, status: &str, now: i64) -> 
     Ok(n == 1)
 }
 
+/// Repair of a lost lifecycle.db (`cli::repair`): every pending validation is expired (its job
+/// asks again). Returns how many were.
+pub fn expire_all_pending(output: &Connection, now: i64) -> Result<usize> {
+    Ok(output.execute(
+        "UPDATE validations SET status = 'expired', decided_at = ?1 WHERE status = 'pending'",
+        [now],
+    )?)
+}
+
+/// Repair of a replaced output.db (`cli::repair`), inside the caller's transaction: its foreign
+/// validations are dropped.
+pub fn clear(tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<()> {
+    tx.execute_batch("DELETE FROM validations;")
+}
+
 /// Marks pending validations past their deadline `expired`; returns them.
 pub fn expire(output: &mut Connection, now: i64) -> Result<Vec<Validation>> {
     Ok(write_tx(output, |tx| {
@@ -303,6 +318,20 @@ pub fn consume(security: &mut Connection, row_id: i64, now: i64) -> Result<()> {
         )
     })?;
     Ok(())
+}
+
+/// The retention pass, inside its transaction: at most `batch` approval rows consumed before
+/// `before` are deleted (they are kept as long as executions, for their audit value).
+pub fn prune_approvals(
+    tx: &rusqlite::Transaction<'_>,
+    before: i64,
+    batch: usize,
+) -> rusqlite::Result<usize> {
+    tx.execute(
+        "DELETE FROM approvals WHERE id IN
+             (SELECT id FROM approvals WHERE consumed_at IS NOT NULL AND consumed_at < ?1 LIMIT ?2)",
+        params![before, batch as i64],
+    )
 }
 
 #[cfg(test)]

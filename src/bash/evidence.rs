@@ -24,7 +24,7 @@
 //! evidence of one (mode, set) counts toward it, so network needs approved runs that had it.
 
 use super::policy::{self, Change, Facts, Override, Policy, Stats};
-use super::registry::history;
+use super::registry::{self, history};
 use anyhow::Result;
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 use serde::Serialize;
@@ -348,17 +348,11 @@ pub fn learn(
                 }
             }
             Change::DuplicateCheck { enabled, reason } => {
-                tx.execute(
-                    "UPDATE commands_registry SET duplicate_check_enabled = ?2 WHERE command_hash = ?1",
-                    params![hash, *enabled as i64],
-                )?;
+                registry::set_duplicate_check(tx, hash, *enabled)?;
                 history(tx, hash, Some(&policy_now), &policy_now, reason, now)?;
             }
             Change::DuplicateThreshold { ms, reason } => {
-                tx.execute(
-                    "UPDATE commands_registry SET duplicate_threshold_ms = ?2 WHERE command_hash = ?1",
-                    params![hash, ms],
-                )?;
+                registry::set_duplicate_threshold(tx, hash, *ms)?;
                 history(tx, hash, Some(&policy_now), &policy_now, reason, now)?;
             }
         }

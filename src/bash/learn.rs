@@ -21,7 +21,6 @@ use crate::ask::validations::Validation;
 use crate::bash::effects::{self, Protected};
 use crate::bash::{changes, signatures};
 use crate::classify::{check, Context};
-use crate::db::write_tx;
 use anyhow::Result;
 use rusqlite::{params, Connection, OptionalExtension};
 use std::path::Path;
@@ -142,18 +141,7 @@ pub fn learn_now(
     by: &str,
     now: i64,
 ) -> Result<()> {
-    write_tx(security, |tx| {
-        for s in sigs {
-            tx.execute(
-                "INSERT INTO signature_evidence(client_id, signature, approvals, denials, updated_at, learned_at, learned_by, learned_job)
-                 VALUES (?1, ?2, 0, 0, ?3, ?3, ?4, ?5)
-                 ON CONFLICT(client_id, signature) DO UPDATE SET updated_at = ?3, learned_at = ?3, learned_by = ?4, learned_job = ?5",
-                params![client, s, now, by, job_id],
-            )?;
-        }
-        Ok(())
-    })?;
-    Ok(())
+    signatures::mark_learned(security, client, sigs, job_id, by, now)
 }
 
 /// The signatures a validation's change set carries (its manifest's), for [`learn_now`].

@@ -7,7 +7,7 @@
 //! (what learning may count: human decisions only), `effects` (what a learned signature may apply
 //! without a human), `learn` (which change sets `approve --learn` and a reviewer's `approve` may
 //! cover), `changes` (change sets, read and written beneath the workspace through
-//! `crate::fs::beneath`), `decisions` (what a human's answer means for commands: the actions'
+//! `crate::fs::beneath`), `journal` (the record of each applied change set), `decisions` (what a human's answer means for commands: the actions'
 //! `on_decision`), `executor` (running one command as a bounded process tree), `leftovers` (no
 //! command outlives a crash). Classification lives in `crate::classify`, asking a human in
 //! `crate::ask`; the `execute_bash` action (`crate::actions::bash`) keeps its params and the
@@ -23,6 +23,7 @@ pub mod decisions;
 pub mod effects;
 pub mod evidence;
 pub mod executor;
+pub mod journal;
 pub mod learn;
 pub mod leftovers;
 mod overlay;

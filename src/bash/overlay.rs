@@ -15,7 +15,6 @@ use super::record::{self, Happened, Ran};
 use super::result;
 use super::Outcome;
 use crate::db::output::JobStatus;
-use crate::db::write_tx;
 use crate::egress::job::Scope;
 use serde_json::json;
 use std::path::PathBuf;
@@ -352,25 +351,19 @@ pub(super) async fn apply(
 async fn journal_row(job: &Job<'_>, m: &Manifest, policy_used: &str, journal: &changes::Journal) {
     let job_id = job.job_id;
     let entries = serde_json::to_string(&journal.entries).unwrap_or_else(|_| "[]".into());
-    let (cmd, wsd, pu, summary) = (
-        m.command.clone(),
-        m.workspace.display().to_string(),
-        policy_used.to_string(),
-        m.change_set.summary(),
-    );
+    let applied = crate::bash::journal::Applied {
+        job_id,
+        command: m.command.clone(),
+        workspace: m.workspace.display().to_string(),
+        policy_used: policy_used.to_string(),
+        summary: m.change_set.summary(),
+        entries,
+    };
     let now = crate::time::now_ms();
     let stored = job
         .stores
         .security
-        .call(move |c| {
-            Ok(write_tx(c, |tx| {
-                tx.execute(
-                    "INSERT OR REPLACE INTO journal(job_id, command, workspace, policy_used, summary, entries, applied_at, undone_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, NULL)",
-                    rusqlite::params![job_id, cmd, wsd, pu, summary, entries, now],
-                )
-            })?)
-        })
+        .call(move |c| crate::bash::journal::record(c, &applied, now))
         .await;
     if let Err(e) = stored {
         tracing::error!(

@@ -103,6 +103,46 @@ pub(super) fn history(
     Ok(())
 }
 
+/// Turns the duplicate check of a command on or off (an evolution rule, `bash::evidence`).
+pub(super) fn set_duplicate_check(
+    tx: &Transaction<'_>,
+    hash: &str,
+    enabled: bool,
+) -> rusqlite::Result<()> {
+    tx.execute(
+        "UPDATE commands_registry SET duplicate_check_enabled = ?2 WHERE command_hash = ?1",
+        params![hash, enabled as i64],
+    )?;
+    Ok(())
+}
+
+/// Sets the duplicate window of a command (an evolution rule, `bash::evidence`).
+pub(super) fn set_duplicate_threshold(
+    tx: &Transaction<'_>,
+    hash: &str,
+    ms: i64,
+) -> rusqlite::Result<()> {
+    tx.execute(
+        "UPDATE commands_registry SET duplicate_threshold_ms = ?2 WHERE command_hash = ?1",
+        params![hash, ms],
+    )?;
+    Ok(())
+}
+
+/// The retention pass, inside its transaction: at most `batch` executions older than `before`
+/// are deleted (the policy history is kept).
+pub fn prune_executions(
+    tx: &Transaction<'_>,
+    before: i64,
+    batch: usize,
+) -> rusqlite::Result<usize> {
+    tx.execute(
+        "DELETE FROM executions WHERE id IN
+             (SELECT id FROM executions WHERE executed_at < ?1 LIMIT ?2)",
+        params![before, batch as i64],
+    )
+}
+
 /// The command's entry, created on first sight with its starting policy, and re-evaluated when
 /// the classifier version changed (DESIGN §5.8).
 #[allow(clippy::too_many_arguments)]

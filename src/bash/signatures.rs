@@ -587,6 +587,30 @@ pub fn count_decision(conn: &mut Connection, job_id: i64, approved: bool) -> Res
     Ok(())
 }
 
+/// Marks `sigs` learned for `client` (`signature_evidence` `learned_at/by/job`), in one
+/// transaction (`bash::learn::learn_now`).
+pub fn mark_learned(
+    security: &mut Connection,
+    client: &str,
+    sigs: &[String],
+    job_id: i64,
+    by: &str,
+    now: i64,
+) -> Result<()> {
+    write_tx(security, |tx| {
+        for s in sigs {
+            tx.execute(
+                "INSERT INTO signature_evidence(client_id, signature, approvals, denials, updated_at, learned_at, learned_by, learned_job)
+                 VALUES (?1, ?2, 0, 0, ?3, ?3, ?4, ?5)
+                 ON CONFLICT(client_id, signature) DO UPDATE SET updated_at = ?3, learned_at = ?3, learned_by = ?4, learned_job = ?5",
+                params![client, s, now, by, job_id],
+            )?;
+        }
+        Ok(())
+    })?;
+    Ok(())
+}
+
 pub fn count_auto_applied(conn: &mut Connection, sigs: &[String]) -> Result<()> {
     write_tx(conn, |tx| {
         for s in sigs {

@@ -5,7 +5,7 @@
 //! incrementally.
 
 use crate::config::Config;
-use crate::db::{self, lifecycle, write_tx, DbKind};
+use crate::db::{self, input, lifecycle, DbKind};
 use anyhow::Result;
 
 #[derive(clap::Args, Debug)]
@@ -23,12 +23,7 @@ pub fn run(config: &Config, a: &PruneArgs) -> Result<i32> {
     let mut conn = db::open(&config.data_dir, DbKind::Input)?;
     let mut total = 0;
     loop {
-        let n = write_tx(&mut conn, |tx| {
-            tx.execute(
-                "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE id <= ?1 AND created_at < ?2 LIMIT 5000)",
-                rusqlite::params![hwm, cutoff],
-            )
-        })?;
+        let n = input::prune_claimed(&mut conn, hwm, cutoff, 5000)?;
         total += n;
         if n == 0 {
             break;

@@ -16,13 +16,14 @@
 //! After a loss of output.db or lifecycle.db, a job metadata.db (audit) or command_security.db
 //! (executions, job signatures) shows as run, with no final result, ends `interrupted`.
 
+use crate::ask::validations;
 use crate::config::Config;
 use crate::db::identity::{self, Accept, Problem, DIR_ID};
 use crate::db::output::{self, JobStatus, ResultRow};
-use crate::db::{lifecycle, migrate, open, write_tx, DbKind};
+use crate::db::{input, lifecycle, migrate, open, write_tx, DbKind};
 use crate::lockfile::InstanceLock;
 use anyhow::{Context, Result};
-use rusqlite::{params, Connection};
+use rusqlite::Connection;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -169,35 +170,8 @@ fn max_known_job_id(dir: &Path) -> Result<i64> {
 fn fix_input(dir: &Path) -> Result<Value> {
     let floor = max_known_job_id(dir)?;
     let mut c = open(dir, DbKind::Input)?;
-    let renumbered = write_tx(&mut c, |tx| {
-        let max: i64 = tx.query_row("SELECT coalesce(max(id), 0) FROM jobs", [], |r| r.get(0))?;
-        let offset = max.max(floor);
-        let old: Vec<i64> = tx
-            .prepare("SELECT id FROM jobs WHERE id <= ?1 ORDER BY id")?
-            .query_map([floor], |r| r.get(0))?
-            .collect::<rusqlite::Result<_>>()?;
-        tx.execute(
-            "UPDATE jobs SET id = id + ?1 WHERE id <= ?2",
-            params![offset, floor],
-        )?;
-        let top: i64 = tx.query_row("SELECT coalesce(max(id), 0) FROM jobs", [], |r| r.get(0))?;
-        let seq = top.max(floor);
-        let n = tx.execute(
-            "UPDATE sqlite_sequence SET seq = max(seq, ?1) WHERE name = 'jobs'",
-            [seq],
-        )?;
-        if n == 0 {
-            tx.execute(
-                "INSERT INTO sqlite_sequence(name, seq) VALUES ('jobs', ?1)",
-                [seq],
-            )?;
-        }
-        Ok(old
-            .into_iter()
-            .map(|id| (id, id + offset))
-            .collect::<Vec<_>>())
-    })
-    .context("cannot move input.db's ids above the known jobs")?;
+    let renumbered = input::renumber_above(&mut c, floor)
+        .context("cannot move input.db's ids above the known jobs")?;
     for (old, new) in &renumbered {
         eprintln!("input.db: job {old} is now job {new} (its id belonged to an earlier job)");
     }
@@ -216,22 +190,11 @@ fn fix_lifecycle(dir: &Path, replaced: bool) -> Result<(Value, Vec<i64>)> {
         .prepare("SELECT DISTINCT job_id FROM validations WHERE status = 'pending'")?
         .query_map([], |r| r.get(0))?
         .collect::<rusqlite::Result<_>>()?;
-    let expired = out.execute(
-        "UPDATE validations SET status = 'expired', decided_at = ?1 WHERE status = 'pending'",
-        [now],
-    )?;
+    let expired = validations::expire_all_pending(&out, now)?;
     let mut life = open(dir, DbKind::Lifecycle)?;
-    let hwm = write_tx(&mut life, |tx| {
-        if replaced {
-            tx.execute_batch("DELETE FROM queue; DELETE FROM processed_log; DELETE FROM config;")?;
-        }
-        let hwm = oldest.map(|o| o - 1).unwrap_or(0).max(0);
-        tx.execute(
-            "INSERT INTO config(key, value, updated_at) VALUES (?1, ?2, ?3)
-             ON CONFLICT(key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
-            params![lifecycle::HWM_KEY, hwm.to_string(), now],
-        )?;
-        Ok(hwm)
+    let hwm = oldest.map(|o| o - 1).unwrap_or(0).max(0);
+    write_tx(&mut life, |tx| {
+        lifecycle::restart_claims(tx, replaced, hwm, now)
     })?;
     let done = json!({"claims_restart_above": hwm, "validations_expired": expired,
                       "jobs_asking_again": reasked, "foreign_rows_dropped": replaced});
@@ -243,7 +206,8 @@ fn fix_output(dir: &Path, replaced: bool) -> Result<Value> {
     let mut out = open(dir, DbKind::Output)?;
     if replaced {
         write_tx(&mut out, |tx| {
-            tx.execute_batch("DELETE FROM results; DELETE FROM validations;")
+            output::clear_results(tx)?;
+            validations::clear(tx)
         })?;
     }
     let life = open(dir, DbKind::Lifecycle)?;

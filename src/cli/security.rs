@@ -4,10 +4,10 @@
 //! write; the worker consumes each approval once (see `supervisor::approvals`).
 
 use crate::ask::validations::{self, Decision};
-use crate::bash::changes;
 use crate::bash::policy::Override;
 use crate::bash::registry;
 use crate::bash::signatures;
+use crate::bash::{changes, journal};
 use crate::config::Config;
 use crate::db::{self, DbKind};
 use anyhow::{bail, Result};
@@ -498,13 +498,7 @@ pub fn undo(config: &Config, a: &UndoArgs) -> Result<i32> {
 /// Undoes a job's applied change set (`undo` and `review`); the paths restored.
 pub(crate) fn undo_job(config: &Config, job: i64) -> Result<Vec<String>> {
     let mut sec = open(config, DbKind::Security)?;
-    let row: Option<(String, String, Option<i64>)> =
-        rusqlite::OptionalExtension::optional(sec.query_row(
-            "SELECT workspace, entries, undone_at FROM journal WHERE job_id = ?1",
-            [job],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-        ))?;
-    let Some((ws, entries, undone)) = row else {
+    let Some((ws, entries, undone)) = journal::for_undo(&sec, job)? else {
         bail!("job {job} has no applied change set (see `brainloop show {job}`)");
     };
     if let Some(t) = undone {
@@ -516,12 +510,7 @@ pub(crate) fn undo_job(config: &Config, job: i64) -> Result<Vec<String>> {
         entries: serde_json::from_str(&entries)?,
     };
     let restored = changes::undo(&config.data_dir, &j)?;
-    crate::db::write_tx(&mut sec, |tx| {
-        tx.execute(
-            "UPDATE journal SET undone_at = ?2 WHERE job_id = ?1",
-            rusqlite::params![job, crate::time::now_ms()],
-        )
-    })?;
+    journal::mark_undone(&mut sec, job, crate::time::now_ms())?;
     Ok(restored)
 }
 

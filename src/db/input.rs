@@ -1,6 +1,7 @@
 //! Reading `brainloop.input.db`: new job rows above the high-water mark, validated row by row.
 //!
-//! The worker never writes this file. Rows are read with their SQLite types checked, and params
+//! The worker never writes this file; every write to `jobs` is a function here (`enqueue`'s and
+//! the MCP front-end's insert, `prune-input`, `repair`'s renumbering). Rows are read with their SQLite types checked, and params
 //! over the size cap are measured with `octet_length()` and never loaded. A malformed row becomes
 //! a [`NewJob`] with a `reject` reason, so it still gets claimed and ends `failed` with that
 //! reason instead of blocking the queue.
@@ -336,6 +337,48 @@ pub fn insert_job(
             ],
         )?;
         Ok(tx.last_insert_rowid())
+    })?)
+}
+
+/// `brainloop prune-input`: deletes at most `batch` jobs already claimed (id ≤ `hwm`) and
+/// created before `cutoff`; returns how many.
+pub fn prune_claimed(conn: &mut Connection, hwm: i64, cutoff: i64, batch: usize) -> Result<usize> {
+    Ok(super::write_tx(conn, |tx| {
+        tx.execute(
+            "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE id <= ?1 AND created_at < ?2 LIMIT ?3)",
+            params![hwm, cutoff, batch as i64],
+        )
+    })?)
+}
+
+/// `brainloop repair --accept-new-input`, in one transaction: ids continue above `floor` (the
+/// highest id any file knows; `sqlite_sequence` moved there), and rows at or below it are
+/// renumbered above it. Returns the (old, new) ids.
+pub fn renumber_above(conn: &mut Connection, floor: i64) -> Result<Vec<(i64, i64)>> {
+    Ok(super::write_tx(conn, |tx| {
+        let max: i64 = tx.query_row("SELECT coalesce(max(id), 0) FROM jobs", [], |r| r.get(0))?;
+        let offset = max.max(floor);
+        let old: Vec<i64> = tx
+            .prepare("SELECT id FROM jobs WHERE id <= ?1 ORDER BY id")?
+            .query_map([floor], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        tx.execute(
+            "UPDATE jobs SET id = id + ?1 WHERE id <= ?2",
+            params![offset, floor],
+        )?;
+        let top: i64 = tx.query_row("SELECT coalesce(max(id), 0) FROM jobs", [], |r| r.get(0))?;
+        let seq = top.max(floor);
+        let n = tx.execute(
+            "UPDATE sqlite_sequence SET seq = max(seq, ?1) WHERE name = 'jobs'",
+            [seq],
+        )?;
+        if n == 0 {
+            tx.execute(
+                "INSERT INTO sqlite_sequence(name, seq) VALUES ('jobs', ?1)",
+                [seq],
+            )?;
+        }
+        Ok(old.into_iter().map(|id| (id, id + offset)).collect())
     })?)
 }
 

@@ -1,5 +1,8 @@
-//! `brainloop.lifecycle.db`: the claim high-water mark, the immutable job snapshots (`queue`) and
-//! each job's progress (`processed_log`). Only the supervisor writes here.
+//! `brainloop.lifecycle.db`: the claim high-water mark and the schedules' id counter (`config`),
+//! the immutable job snapshots (`queue`, plus what a request for a human binds to them), each
+//! job's progress (`processed_log`: claim, start, wait for a validation, resume, finish,
+//! requeue), scheduled firings, the LLM's daily usage (`llm_usage`) and generated content awaiting
+//! approval (`llm_pending`), and their pruning. Every write to those tables is a function here.
 
 use super::input::NewJob;
 use anyhow::Result;
@@ -148,6 +151,199 @@ pub fn requeue(tx: &Transaction<'_>, ids: &[i64]) -> rusqlite::Result<()> {
     for &id in ids {
         upd.execute([id])?;
     }
+    Ok(())
+}
+
+/// Binds a job's snapshot to what its request for a human was about (the command hash, the
+/// permission set, and the workdir when one is given).
+pub fn bind_request(
+    conn: &mut Connection,
+    job_id: i64,
+    hash: &str,
+    set: &str,
+    workdir: Option<&str>,
+) -> Result<()> {
+    super::write_tx(conn, |tx| {
+        tx.execute(
+            "UPDATE queue SET command_hash = ?2, permission_set = ?3,
+                 workdir = coalesce(?4, workdir) WHERE job_id = ?1",
+            params![job_id, hash, set, workdir],
+        )
+    })?;
+    Ok(())
+}
+
+/// Jobs now wait for a human (`pending_validation`), inside the caller's transaction (the
+/// finisher's group commit).
+pub fn pending_validation(tx: &Transaction<'_>, ids: &[i64]) -> rusqlite::Result<()> {
+    let mut upd = tx.prepare_cached(
+        "UPDATE processed_log SET status = 'pending_validation' WHERE job_id = ?1",
+    )?;
+    for &id in ids {
+        upd.execute([id])?;
+    }
+    Ok(())
+}
+
+/// One job now waits for a human (`pending_validation`), in its own transaction.
+pub fn wait_for_validation(conn: &mut Connection, job_id: i64) -> Result<()> {
+    super::write_tx(conn, |tx| pending_validation(tx, &[job_id]))?;
+    Ok(())
+}
+
+/// Recovery at start-up, inside its transaction: jobs a crash left `running` are `claimed`
+/// again (their attempt stays counted, unlike [`requeue`]).
+pub fn reclaim_running(tx: &Transaction<'_>, ids: &[i64]) -> rusqlite::Result<()> {
+    let mut upd = tx.prepare_cached(
+        "UPDATE processed_log SET status = 'claimed' WHERE job_id = ?1 AND status = 'running'",
+    )?;
+    for &id in ids {
+        upd.execute([id])?;
+    }
+    Ok(())
+}
+
+/// A job a human approved is claimed again (only if it was still waiting).
+pub fn resume_validated(conn: &mut Connection, job_id: i64) -> Result<()> {
+    super::write_tx(conn, |tx| {
+        tx.execute(
+            "UPDATE processed_log SET status = 'claimed' WHERE job_id = ?1 AND status = 'pending_validation'",
+            [job_id],
+        )
+    })?;
+    Ok(())
+}
+
+/// What a schedule's firing runs.
+pub struct Firing<'a> {
+    pub action: &'a str,
+    /// None when `reject` is set.
+    pub params: Option<&'a str>,
+    pub client_id: &'a str,
+    pub reject: Option<String>,
+}
+
+/// Claims one scheduled firing inside the caller's transaction: the next negative job id
+/// (`config` `schedule_seq`), its snapshot and a `claimed` progress row. Returns the id.
+pub fn claim_firing(tx: &Transaction<'_>, f: &Firing<'_>, now_ms: i64) -> rusqlite::Result<i64> {
+    let last: i64 = tx
+        .query_row(
+            "SELECT CAST(value AS INTEGER) FROM config WHERE key = 'schedule_seq'",
+            [],
+            |r| r.get(0),
+        )
+        .optional()?
+        .unwrap_or(0);
+    let id = last.min(0) - 1;
+    tx.execute(
+        "INSERT INTO config(key, value, updated_at) VALUES ('schedule_seq', ?1, ?2)
+         ON CONFLICT(key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+        params![id.to_string(), now_ms],
+    )?;
+    tx.execute(
+        "INSERT INTO queue(job_id, action, params, client_id, priority, created_at, claimed_at, reject_reason)
+         VALUES (?1, ?2, ?3, ?4, 0, ?5, ?5, ?6)",
+        params![id, f.action, f.params, f.client_id, now_ms, f.reject],
+    )?;
+    tx.execute(
+        "INSERT INTO processed_log(job_id, status, attempts) VALUES (?1, 'claimed', 0)",
+        [id],
+    )?;
+    Ok(id)
+}
+
+/// Repair of a lost lifecycle.db (`cli::repair`), inside the caller's transaction: a replaced
+/// file's claims, progress and settings are dropped (`clear`), and claims restart above `hwm`.
+pub fn restart_claims(
+    tx: &Transaction<'_>,
+    clear: bool,
+    hwm: i64,
+    now: i64,
+) -> rusqlite::Result<()> {
+    if clear {
+        tx.execute_batch("DELETE FROM queue; DELETE FROM processed_log; DELETE FROM config;")?;
+    }
+    tx.execute(
+        "INSERT INTO config(key, value, updated_at) VALUES (?1, ?2, ?3)
+         ON CONFLICT(key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+        params![HWM_KEY, hwm.to_string(), now],
+    )?;
+    Ok(())
+}
+
+/// Tokens persisted for the UTC `day` (prompt + completion).
+pub fn llm_usage_of(conn: &Connection, day: &str) -> Result<i64> {
+    Ok(conn.query_row(
+        "SELECT coalesce(sum(prompt_tokens + completion_tokens), 0) FROM llm_usage WHERE day = ?1",
+        [day],
+        |r| r.get::<_, i64>(0),
+    )?)
+}
+
+/// Adds one LLM request's tokens to the day's usage.
+pub fn record_llm_usage(
+    conn: &mut Connection,
+    day: &str,
+    prompt_tokens: i64,
+    completion_tokens: i64,
+    now: i64,
+) -> Result<()> {
+    super::write_tx(conn, |tx| {
+        tx.execute(
+            "INSERT INTO llm_usage(day, prompt_tokens, completion_tokens, requests, updated_at)
+             VALUES (?1, ?2, ?3, 1, ?4)
+             ON CONFLICT(day) DO UPDATE SET
+                prompt_tokens = prompt_tokens + excluded.prompt_tokens,
+                completion_tokens = completion_tokens + excluded.completion_tokens,
+                requests = requests + 1,
+                updated_at = excluded.updated_at",
+            params![day, prompt_tokens, completion_tokens, now],
+        )
+    })?;
+    Ok(())
+}
+
+/// Generated content awaiting a human's approval (`llm_pending`), one row per job.
+pub struct PendingContent {
+    pub job_id: i64,
+    pub action: String,
+    pub target: String,
+    pub content: String,
+    pub content_hash: String,
+}
+
+/// Stores (or replaces) a job's generated content.
+pub fn store_pending(conn: &mut Connection, p: &PendingContent, now: i64) -> Result<()> {
+    super::write_tx(conn, |tx| {
+        tx.execute(
+            "INSERT OR REPLACE INTO llm_pending(job_id, action, target, content, content_hash, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![p.job_id, p.action, p.target, p.content, p.content_hash, now],
+        )
+    })?;
+    Ok(())
+}
+
+/// A job's stored content for `action`: (target, content, content_hash).
+pub fn pending_of(
+    conn: &Connection,
+    job_id: i64,
+    action: &str,
+) -> Result<Option<(String, String, String)>> {
+    Ok(conn
+        .query_row(
+            "SELECT target, content, content_hash FROM llm_pending WHERE job_id = ?1 AND action = ?2",
+            params![job_id, action],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .optional()?)
+}
+
+/// Forgets a job's stored content.
+pub fn forget_pending(conn: &mut Connection, job_id: i64) -> Result<()> {
+    super::write_tx(conn, |tx| {
+        tx.execute("DELETE FROM llm_pending WHERE job_id = ?1", [job_id])
+    })?;
     Ok(())
 }
 

@@ -20,6 +20,7 @@ pub mod lifecycle;
 pub mod metadata;
 pub mod migrate;
 pub mod output;
+pub mod sessions;
 
 use anyhow::{Context, Result};
 use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};

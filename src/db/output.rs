@@ -1,5 +1,6 @@
 //! `brainloop.output.db`: one `results` row per job (updated in place), the heartbeat and the
-//! metrics. Written only by the worker; anyone may read it.
+//! metrics — every write to those tables is a function here (`validations` belongs to
+//! `ask::validations`). Written only by the worker and `repair`; anyone may read it.
 
 use anyhow::Result;
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
@@ -131,6 +132,27 @@ pub fn upsert_results<'r>(
         ])?;
     }
     Ok(())
+}
+
+/// A job's non-final result now waits for a human: status `pending_validation` with `result`
+/// (the pending fields), no error. A final result is left as it is.
+pub fn mark_pending_validation(conn: &mut Connection, job_id: i64, result: &str) -> Result<()> {
+    super::write_tx(conn, |tx| {
+        tx.execute(
+            &format!(
+                "UPDATE results SET status = 'pending_validation', result = ?2, error = NULL
+                 WHERE job_id = ?1 AND status NOT IN {FINAL_SQL}"
+            ),
+            params![job_id, result],
+        )
+    })?;
+    Ok(())
+}
+
+/// Repair of a replaced output.db (`cli::repair`), inside the caller's transaction: its
+/// foreign results are dropped.
+pub fn clear_results(tx: &Transaction<'_>) -> rusqlite::Result<()> {
+    tx.execute_batch("DELETE FROM results;")
 }
 
 /// A heartbeat row.

@@ -8,6 +8,16 @@ use anyhow::Result;
 use rusqlite::{params, Connection as Db, OptionalExtension};
 use serde::Serialize;
 
+/// The retention pass, inside its transaction: at most `batch` connection records older than
+/// `before` are deleted (kept as long as executions, issue 23).
+pub fn prune(tx: &rusqlite::Transaction<'_>, before: i64, batch: usize) -> rusqlite::Result<usize> {
+    tx.execute(
+        "DELETE FROM egress_connections WHERE id IN
+             (SELECT id FROM egress_connections WHERE at_ms < ?1 LIMIT ?2)",
+        params![before, batch as i64],
+    )
+}
+
 /// Records what one run's proxy saw.
 pub fn record(
     db: &mut Db,

@@ -2,14 +2,15 @@
 //! against
 //! - the job's budget (`job_token_budget`, counted across the job's calls), and
 //! - the day's budget (`daily_token_budget`, all jobs, per UTC day, persisted in lifecycle
-//!   `llm_usage` so a restart does not reset it; reservations of calls in flight count too).
+//!   `llm_usage` through `db::lifecycle`, so a restart does not reset it; reservations of calls
+//!   in flight count too).
 //!
 //! The completion allowance is lowered to what both budgets leave; when that is less than
 //! [`MIN_COMPLETION`] the call is refused before anything is sent, with an error naming the budget.
 
 use super::wire::Usage;
 use super::LlmError;
-use crate::db::{write_tx, Db};
+use crate::db::{lifecycle, Db};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -84,18 +85,12 @@ impl Budgets {
     /// Today's persisted usage; an error when it cannot be read (the caller fails closed).
     fn stored_usage(&self, day: &str) -> Result<u64, String> {
         let Some(db) = &self.store else { return Ok(0) };
-        db.with(|c| {
-            Ok(c.query_row(
-                "SELECT coalesce(sum(prompt_tokens + completion_tokens), 0) FROM llm_usage WHERE day = ?1",
-                [day],
-                |r| r.get::<_, i64>(0),
-            )?)
-        })
-        .map(|n| n.max(0) as u64)
-        .map_err(|e| {
-            tracing::warn!(error = format!("{e:#}"), "cannot read today's LLM usage");
-            format!("{e:#}")
-        })
+        db.with(|c| lifecycle::llm_usage_of(c, day))
+            .map(|n| n.max(0) as u64)
+            .map_err(|e| {
+                tracing::warn!(error = format!("{e:#}"), "cannot read today's LLM usage");
+                format!("{e:#}")
+            })
     }
 
     /// Tokens spent today (persisted + this process; what is known when the read fails).
@@ -189,20 +184,8 @@ impl Budgets {
             return;
         };
         let now = crate::time::now_ms();
-        let res = db.with(|c| {
-            Ok(write_tx(c, |tx| {
-                tx.execute(
-                    "INSERT INTO llm_usage(day, prompt_tokens, completion_tokens, requests, updated_at)
-                     VALUES (?1, ?2, ?3, 1, ?4)
-                     ON CONFLICT(day) DO UPDATE SET
-                        prompt_tokens = prompt_tokens + excluded.prompt_tokens,
-                        completion_tokens = completion_tokens + excluded.completion_tokens,
-                        requests = requests + 1,
-                        updated_at = excluded.updated_at",
-                    rusqlite::params![hold.day, u.prompt_tokens as i64, u.completion_tokens as i64, now],
-                )
-            })?)
-        });
+        let (prompt, completion) = (u.prompt_tokens as i64, u.completion_tokens as i64);
+        let res = db.with(|c| lifecycle::record_llm_usage(c, &hold.day, prompt, completion, now));
         if let Err(e) = res {
             tracing::warn!(error = format!("{e:#}"), "cannot record LLM usage");
         }

@@ -3,11 +3,10 @@
 //! of `Math.random`, the clock readings and the validations already granted. A re-run of the
 //! same job (after a pause and approval, a shutdown, or a crash) re-executes the code
 //! deterministically and answers completed calls from here instead of repeating their side
-//! effects. Only the worker writes this table; the state is bound to the code's hash.
+//! effects. The rows are written through `db::sessions`; the state is bound to the code's hash.
 
-use crate::db::{write_tx, Db};
+use crate::db::Db;
 use anyhow::Result;
-use rusqlite::{params, OptionalExtension};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
@@ -60,23 +59,9 @@ pub fn call_key(tool: &str, op: &str, params: &str) -> String {
     hex::encode(h.finalize())
 }
 
-fn session_id(job_id: i64) -> String {
-    format!("run_code:{job_id}")
-}
-
 /// The stored state of a job, if any (any status: a committed one is simply not used again).
 pub async fn load(db: &Arc<Db>, job_id: i64) -> Result<Option<State>> {
-    let id = session_id(job_id);
-    let text: Option<String> = db
-        .call(move |c| {
-            Ok(c.query_row(
-                "SELECT state FROM sessions WHERE session_id = ?1 AND status = 'open'",
-                [id],
-                |r| r.get(0),
-            )
-            .optional()?)
-        })
-        .await?;
+    let text = crate::db::sessions::load_run_code(db, job_id).await?;
     Ok(text.and_then(|t| serde_json::from_str(&t).ok()))
 }
 
@@ -88,22 +73,6 @@ pub async fn save(
     state: &State,
     done: bool,
 ) -> Result<()> {
-    let (id, client, text) = (
-        session_id(job_id),
-        client.to_string(),
-        serde_json::to_string(state)?,
-    );
-    let now = crate::time::now_ms();
-    db.call(move |c| {
-        Ok(write_tx(c, |tx| {
-            tx.execute(
-                "INSERT INTO sessions(session_id, job_id, client_id, mode, status, state, created_at, updated_at)
-                 VALUES (?1, ?2, ?3, 'run_code', ?4, ?5, ?6, ?6)
-                 ON CONFLICT(session_id) DO UPDATE SET status = excluded.status, state = excluded.state, updated_at = excluded.updated_at",
-                params![id, job_id, client, if done { "committed" } else { "open" }, text, now],
-            )
-        })?)
-    })
-    .await?;
-    Ok(())
+    crate::db::sessions::save_run_code(db, job_id, client, serde_json::to_string(state)?, done)
+        .await
 }

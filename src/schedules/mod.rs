@@ -12,7 +12,7 @@
 
 pub mod cronexpr;
 
-use crate::db::{write_tx, Stores};
+use crate::db::{lifecycle, write_tx, Stores};
 use anyhow::Result;
 use chrono::{DateTime, TimeZone, Utc};
 use rusqlite::{params, Connection, OptionalExtension};
@@ -245,24 +245,10 @@ impl Scheduler {
     }
 }
 
-/// Claims one firing: a snapshot with the next negative id, and the schedule's state, in one
-/// transaction.
+/// Claims one firing: a snapshot with the next negative id (`db::lifecycle::claim_firing`), and
+/// the schedule's state, in one transaction.
 fn claim(conn: &mut Connection, row: &Row, now_ms: i64) -> rusqlite::Result<i64> {
     write_tx(conn, |tx| {
-        let last: i64 = tx
-            .query_row(
-                "SELECT CAST(value AS INTEGER) FROM config WHERE key = 'schedule_seq'",
-                [],
-                |r| r.get(0),
-            )
-            .optional()?
-            .unwrap_or(0);
-        let id = last.min(0) - 1;
-        tx.execute(
-            "INSERT INTO config(key, value, updated_at) VALUES ('schedule_seq', ?1, ?2)
-             ON CONFLICT(key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
-            params![id.to_string(), now_ms],
-        )?;
         let reject = match serde_json::from_str::<serde_json::Value>(&row.params) {
             Ok(v) if v.is_object() => None,
             _ => Some(format!(
@@ -270,15 +256,18 @@ fn claim(conn: &mut Connection, row: &Row, now_ms: i64) -> rusqlite::Result<i64>
                 row.name
             )),
         };
-        tx.execute(
-            "INSERT INTO queue(job_id, action, params, client_id, priority, created_at, claimed_at, reject_reason)
-             VALUES (?1, ?2, ?3, ?4, 0, ?5, ?5, ?6)",
-            params![id, row.action, if reject.is_some() { None } else { Some(&row.params) }, row.client_id, now_ms, reject],
-        )?;
-        tx.execute(
-            "INSERT INTO processed_log(job_id, status, attempts) VALUES (?1, 'claimed', 0)",
-            [id],
-        )?;
+        let params = if reject.is_some() {
+            None
+        } else {
+            Some(row.params.as_str())
+        };
+        let firing = lifecycle::Firing {
+            action: &row.action,
+            params,
+            client_id: &row.client_id,
+            reject,
+        };
+        let id = lifecycle::claim_firing(tx, &firing, now_ms)?;
         tx.execute(
             "INSERT INTO schedule_state(name, last_fired_at, last_job_id) VALUES (?1, ?2, ?3)
              ON CONFLICT(name) DO UPDATE SET last_fired_at = excluded.last_fired_at, last_job_id = excluded.last_job_id",

@@ -281,13 +281,7 @@ fn write_group(stores: &Stores, group: &[Finished]) -> anyhow::Result<()> {
             audit_outbox::stage(tx, &audit)?;
             lifecycle::finish(tx, &done, now)?;
             lifecycle::requeue(tx, &requeue)?;
-            let mut s = tx.prepare_cached(
-                "UPDATE processed_log SET status = 'pending_validation' WHERE job_id = ?1",
-            )?;
-            for id in &pending {
-                s.execute([id])?;
-            }
-            Ok(())
+            lifecycle::pending_validation(tx, &pending)
         })?)
     })?;
     if !audit.is_empty() {

@@ -181,13 +181,7 @@ pub fn recover(
         Ok(write_tx(c, |tx| {
             audit_outbox::stage(tx, &lost_audit)?;
             lifecycle::finish(tx, &done, now)?;
-            let mut s = tx.prepare_cached(
-                "UPDATE processed_log SET status = 'claimed' WHERE job_id = ?1 AND status = 'running'",
-            )?;
-            for id in &back_to_claimed {
-                s.execute([id])?;
-            }
-            Ok(())
+            lifecycle::reclaim_running(tx, &back_to_claimed)
         })?)
     })?;
     Ok(rec)

@@ -1,6 +1,7 @@
 //! Generated content that waits for a human, and the approval check on resume.
 //!
-//! [`ask`] stores the content in lifecycle `llm_pending` (private to the worker), creates a
+//! [`ask`] stores the content in lifecycle `llm_pending` (private to the worker, written through
+//! `db::lifecycle`), creates a
 //! validation (output.db) whose `command_hash` is [`write_hash`] — SHA-256 over the action, the
 //! target's real path, the overwrite flag and the content — records that hash in the job's
 //! snapshot (`queue.command_hash`), and ends the run `pending_validation`. When the operator
@@ -10,9 +11,8 @@
 //! target that moved (symlink swap) or a different content writes nothing.
 
 use super::super::{JobCtx, Outcome};
-use crate::db::write_tx;
+use crate::db::lifecycle;
 use crate::permset::PermissionSet;
-use rusqlite::{params, OptionalExtension};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use std::path::Path;
@@ -52,25 +52,17 @@ pub struct Ask<'a> {
 
 /// Stores the content, asks a human, and returns the `pending_validation` outcome.
 pub async fn ask(ctx: &JobCtx, a: Ask<'_>) -> Outcome {
-    let (job, action, target, content, hash) = (
-        ctx.job_id,
-        a.action.to_string(),
-        a.target.display().to_string(),
-        a.content.to_string(),
-        a.hash.clone(),
-    );
+    let row = lifecycle::PendingContent {
+        job_id: ctx.job_id,
+        action: a.action.to_string(),
+        target: a.target.display().to_string(),
+        content: a.content.to_string(),
+        content_hash: a.hash.clone(),
+    };
     let stored = ctx
         .stores
         .lifecycle
-        .call(move |c| {
-            Ok(write_tx(c, |tx| {
-                tx.execute(
-                    "INSERT OR REPLACE INTO llm_pending(job_id, action, target, content, content_hash, created_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                    params![job, action, target, content, hash, crate::time::now_ms()],
-                )
-            })?)
-        })
+        .call(move |c| lifecycle::store_pending(c, &row, crate::time::now_ms()))
         .await;
     if let Err(e) = stored {
         return Outcome::failed(format!("cannot store the generated content: {e:#}"));
@@ -131,14 +123,7 @@ pub async fn approved(ctx: &JobCtx, action: &str) -> Option<Result<Approved, Out
     let row = ctx
         .stores
         .lifecycle
-        .call(move |c| {
-            Ok(c.query_row(
-                "SELECT target, content, content_hash FROM llm_pending WHERE job_id = ?1 AND action = ?2",
-                params![job, action],
-                |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?)),
-            )
-            .optional()?)
-        })
+        .call(move |c| lifecycle::pending_of(c, job, &action))
         .await;
     Some(match row {
         Ok(Some((target, content, hash))) if hash == approval.command_hash => Ok(Approved {
@@ -163,11 +148,7 @@ pub async fn forget(ctx: &JobCtx) {
     let _ = ctx
         .stores
         .lifecycle
-        .call(move |c| {
-            Ok(write_tx(c, |tx| {
-                tx.execute("DELETE FROM llm_pending WHERE job_id = ?1", [job])
-            })?)
-        })
+        .call(move |c| lifecycle::forget_pending(c, job))
         .await;
 }
 

@@ -8,11 +8,10 @@
 //!   each command through command security, pausing as `pending_validation` when a step needs
 //!   a human and resuming at the next step after a restart.
 //!
-//! [`store`] owns the `sessions` rows (one per session, state as JSON, owner client).
+//! `db::sessions` owns the `sessions` rows (one per session, state as JSON, owner client).
 
 pub mod agent;
 pub mod blocks;
-pub mod store;
 
 use crate::actions::{ActionSpec, Grant, HandlerFuture, JobCtx, Outcome};
 use crate::permset::PermissionSet;

@@ -23,9 +23,9 @@ mod state;
 mod steps;
 mod tools;
 
-use super::store::{self, Session};
 use crate::actions::{JobCtx, Outcome};
 use crate::db::output::JobStatus;
+use crate::db::sessions::{self as store, Session};
 use crate::llm::{rejects_tools, Conversation, JobUsage, LlmError, Message};
 use observe::{cap, CAP};
 use serde_json::{json, Value};

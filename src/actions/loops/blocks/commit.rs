@@ -28,10 +28,11 @@ use super::{event, internal, live_claim, missing, open_session, require_open, st
 use crate::actions::llm::pending::{self, sha256, write_hash, Ask};
 use crate::actions::llm::preview;
 use crate::actions::llm::{current, judge, run_read_only, run_writing};
-use crate::actions::loops::{store, NAME};
+use crate::actions::loops::NAME;
 use crate::actions::{JobCtx, Outcome};
 use crate::clients::write::{self, WriteError};
 use crate::clients::{paths, ClientGrants};
+use crate::db::sessions as store;
 use crate::permset::PermissionSet;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};

@@ -4,8 +4,8 @@
 
 use super::state;
 use super::{block_json, event, internal, missing, open_session, str_param};
-use crate::actions::loops::store;
 use crate::actions::{JobCtx, Outcome};
+use crate::db::sessions as store;
 use serde_json::{json, Value};
 
 pub async fn audit(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {

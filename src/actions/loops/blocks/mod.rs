@@ -23,8 +23,8 @@ mod propose;
 mod refine;
 pub mod state;
 
-use super::store::{self, Session};
 use crate::actions::{JobCtx, Outcome};
+use crate::db::sessions::{self as store, Session};
 use serde_json::{json, Value};
 use state::{Block, State};
 

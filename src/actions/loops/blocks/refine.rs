@@ -9,8 +9,8 @@ use super::model;
 use super::state::{self, Version};
 use super::{block_json, internal, live_claim, missing, open_session, require_open, str_param};
 use crate::actions::llm::llm_info;
-use crate::actions::loops::store;
 use crate::actions::{JobCtx, Outcome};
+use crate::db::sessions as store;
 use crate::llm::JobUsage;
 use serde_json::{json, Value};
 

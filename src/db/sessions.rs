@@ -1,9 +1,10 @@
-//! The `sessions` rows of `loop` (lifecycle.db): one row per session, its state as JSON, the
-//! client that owns it. A session of another client reads as missing (same answer for both),
-//! like `get_result`. run_code's checkpoints share the table under mode `run_code` and are not
-//! touched here.
+//! lifecycle.db `sessions`: one row per session, its state as JSON, the client that owns it.
+//! `loop` sessions (modes `blocks`, `agent`): a session of another client reads as missing (same
+//! answer for both), like `get_result`. run_code's checkpoints share the table under mode
+//! `run_code` (`load_run_code`, `save_run_code`), one row per job; the `loop` functions never
+//! touch them.
 
-use crate::db::{write_tx, Db};
+use super::{write_tx, Db};
 use anyhow::{Context, Result};
 use rusqlite::{params, OptionalExtension};
 use serde_json::Value;
@@ -283,6 +284,49 @@ pub async fn find_by_job(db: &Arc<Db>, job_id: i64, mode: &str) -> Result<Option
         .optional()?)
     })
     .await
+}
+
+/// run_code's checkpoint session of a job.
+fn run_code_id(job_id: i64) -> String {
+    format!("run_code:{job_id}")
+}
+
+/// The stored run_code state (JSON text) of a job, if its session is open.
+pub async fn load_run_code(db: &Arc<Db>, job_id: i64) -> Result<Option<String>> {
+    let id = run_code_id(job_id);
+    db.call(move |c| {
+        Ok(c.query_row(
+            "SELECT state FROM sessions WHERE session_id = ?1 AND status = 'open'",
+            [id],
+            |r| r.get(0),
+        )
+        .optional()?)
+    })
+    .await
+}
+
+/// Writes a job's run_code state (`open`), or marks its session `committed` when the job ended.
+pub async fn save_run_code(
+    db: &Arc<Db>,
+    job_id: i64,
+    client: &str,
+    state: String,
+    done: bool,
+) -> Result<()> {
+    let (id, client) = (run_code_id(job_id), client.to_string());
+    let now = crate::time::now_ms();
+    db.call(move |c| {
+        Ok(write_tx(c, |tx| {
+            tx.execute(
+                "INSERT INTO sessions(session_id, job_id, client_id, mode, status, state, created_at, updated_at)
+                 VALUES (?1, ?2, ?3, 'run_code', ?4, ?5, ?6, ?6)
+                 ON CONFLICT(session_id) DO UPDATE SET status = excluded.status, state = excluded.state, updated_at = excluded.updated_at",
+                params![id, job_id, client, if done { "committed" } else { "open" }, state, now],
+            )
+        })?)
+    })
+    .await?;
+    Ok(())
 }
 
 #[cfg(test)]
