@@ -14,8 +14,8 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// Reads `| table | database | owner |` rows under the `## Tables` heading: table → owner file
-/// (a path under `src/`).
+/// Reads `| owner | database | tables |` rows under the `## Tables` heading: table → owner file
+/// (a path under `src/`; the tables a comma-separated list).
 fn owner_table() -> BTreeMap<String, String> {
     let doc = fs::read_to_string(root().join("ARCHITECTURE.md")).expect("ARCHITECTURE.md");
     let section = doc
@@ -26,19 +26,20 @@ fn owner_table() -> BTreeMap<String, String> {
     let mut table = BTreeMap::new();
     for line in section.lines() {
         let cells: Vec<&str> = line.split('|').map(str::trim).collect();
-        if cells.len() < 5 || cells[1] == "table" || cells[1].starts_with("--") {
+        if cells.len() < 5 || cells[1] == "owner" || cells[1].starts_with("--") {
             continue;
         }
-        let name = cells[1].trim_matches('`').to_string();
-        let owner = format!("src/{}", cells[3].trim_matches('`'));
+        let owner = format!("src/{}", cells[1].trim_matches('`'));
         assert!(
             root().join(&owner).is_file(),
-            "ARCHITECTURE.md `## Tables`: owner {owner} of {name} is not a file"
+            "ARCHITECTURE.md `## Tables`: owner {owner} is not a file"
         );
-        assert!(
-            table.insert(name.clone(), owner).is_none(),
-            "table {name} is listed twice in `## Tables`"
-        );
+        for name in cells[3].split(',').map(|t| t.trim().trim_matches('`')) {
+            assert!(
+                table.insert(name.to_string(), owner.clone()).is_none(),
+                "table {name} is listed twice in `## Tables`"
+            );
+        }
     }
     assert!(!table.is_empty(), "the `## Tables` section has no rows");
     table
