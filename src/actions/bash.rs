@@ -1178,7 +1178,7 @@ fn ran_outcome(m: &Manifest, policy_used: &str, applied: Value, undo: Option<Str
         "policy_used": policy_used,
         "truncated": m.truncated,
         "sandbox": m.sandbox,
-        "permission_set": "filesystem",
+        "permission_set": PermissionSet::Filesystem,
         "command_hash": m.command_hash,
         "effects": effects_json(m),
         "applied": applied,
