@@ -27,3 +27,27 @@ fn every_set_named_in_the_document_parses_back() {
         assert!(brainloop::permset::markdown().contains(&format!("| `{}` |", p.name)));
     }
 }
+
+#[test]
+fn brainloop_sandbox_lists_the_confined_sets_and_not_trusted() {
+    use brainloop::sandbox::guarantees::{table, Mechanisms};
+    let m = Mechanisms {
+        namespaces: true,
+        landlock_abi: 6,
+        seccomp: true,
+    };
+    let names: Vec<&str> = table(&m).iter().map(|r| r.set).collect();
+    assert_eq!(
+        names,
+        [
+            "minimal",
+            "readonly",
+            "filesystem",
+            "network-api",
+            "mcp-standard"
+        ]
+    );
+    // The network sets state no "no network"; the others do (9 guarantees against 8).
+    let counts: Vec<usize> = table(&m).iter().map(|r| r.guarantees.len()).collect();
+    assert_eq!(counts, [9, 9, 9, 8, 8]);
+}

@@ -16,6 +16,7 @@ use super::result;
 use super::Outcome;
 use crate::db::output::JobStatus;
 use crate::egress::job::Scope;
+use crate::permset::PermissionSet;
 use serde_json::json;
 use std::path::PathBuf;
 
@@ -82,7 +83,7 @@ pub(super) async fn run(job: &Job<'_>, cmd: &Cmd<'_>) -> Result<Outcome, Outcome
             result: r,
             happened: Happened::Unanswered,
             mode: Mode::Overlay,
-            permission_set: "filesystem",
+            permission_set: PermissionSet::Filesystem.as_str(),
         };
         record::run(job, &ran).await;
     }

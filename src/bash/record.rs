@@ -158,7 +158,14 @@ pub async fn applied(job: &Job<'_>, hash: &str, facts: &Facts, happened: Happene
     let Some(source) = happened.evidence() else {
         return;
     };
-    let ev = evidence_of(job, hash, source, Mode::Overlay, "filesystem", ok);
+    let ev = evidence_of(
+        job,
+        hash,
+        source,
+        Mode::Overlay,
+        crate::permset::PermissionSet::Filesystem.as_str(),
+        ok,
+    );
     let f = facts.clone();
     let now = crate::time::now_ms();
     let res = job

@@ -41,7 +41,7 @@ impl<'a> Finished<'a> {
             truncated: m.truncated,
             duration_ms: m.duration_ms,
             sandbox: &m.sandbox,
-            permission_set: "filesystem",
+            permission_set: crate::permset::PermissionSet::Filesystem.as_str(),
             command_hash: &m.command_hash,
             policy_used,
         }

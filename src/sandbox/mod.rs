@@ -30,7 +30,7 @@ pub mod process;
 pub mod seccomp;
 pub mod warm;
 
-use crate::permset::{PermissionSet, Workspace};
+use crate::permset::{PermissionSet, Profile, Workspace};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -302,27 +302,10 @@ pub fn spec_for(
     limits: &Limits,
 ) -> Spec {
     let p = set.profile();
-    let mut read = existing(SYSTEM_DIRS);
-    read.extend(existing(ETC_ENTRIES));
-    read.extend(existing(PROC_AND_SYS));
-    let mut write = Vec::new();
-    match p.workspace {
-        Workspace::None => {}
-        Workspace::Read => read.push(workspace.to_path_buf()),
-        Workspace::Write => write.push(workspace.to_path_buf()),
-    }
-    if p.readable_roots {
-        read.extend(readable_roots.iter().filter(|p| p.exists()).cloned());
-    }
-    if p.network {
-        read.extend(existing(NETWORK_EXTRAS));
-    }
     // The private temporary directory is allowed by path and announced through TMPDIR and HOME
     // (not mounted over /tmp: the workspace itself may live under /tmp).
     let tmp_dir = if p.private_tmp { tmp_dir } else { None };
-    if let Some(t) = &tmp_dir {
-        write.push(t.clone());
-    }
+    let (read, write) = roots(p, workspace, readable_roots, tmp_dir.as_deref());
     // The working dir must be usable: the requested one for sets that see the workspace, else
     // the private tmp (or / when there is none).
     let ws_visible = p.workspace != Workspace::None;
@@ -333,20 +316,7 @@ pub fn spec_for(
     } else {
         PathBuf::from("/")
     };
-    let mut env = env;
-    // The sets that run without a human get git's and less's configuration neutralised (with
-    // the repository's driver names when the workspace is visible).
-    if p.neutralised {
-        neutral::neutralise(&mut env, ws_visible.then_some(workdir.as_path()));
-    }
-    env.retain(|(k, _)| k != "HOME" && k != "TMPDIR");
-    match &tmp_dir {
-        Some(t) => {
-            env.push(("HOME".into(), t.display().to_string()));
-            env.push(("TMPDIR".into(), t.display().to_string()));
-        }
-        None => env.push(("HOME".into(), workdir.display().to_string())),
-    }
+    let env = command_env(p, env, &workdir, tmp_dir.as_deref());
     let mut nosuid = Vec::new();
     if ws_visible && workspace.is_dir() {
         nosuid.push(workspace.to_path_buf());
@@ -354,18 +324,12 @@ pub fn spec_for(
     if let Some(t) = &tmp_dir {
         nosuid.push(t.clone());
     }
-    let mut hide: Vec<PathBuf> = HIDDEN_DIRS.iter().map(PathBuf::from).collect();
-    if let Some(rt) = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from) {
-        if rt.is_absolute() && !hide.contains(&rt) {
-            hide.push(rt);
-        }
-    }
     Spec {
         set,
         command: command.to_string(),
         stdin: false,
         nosuid,
-        hide,
+        hide: hidden_dirs(),
         workdir,
         env,
         read,
@@ -381,6 +345,70 @@ pub fn spec_for(
         egress: None,
         warm: None,
     }
+}
+
+/// What a command of profile `p` may read and write (the private tmp, when it has one, is
+/// writable).
+fn roots(
+    p: &Profile,
+    workspace: &Path,
+    readable_roots: &[PathBuf],
+    tmp_dir: Option<&Path>,
+) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let mut read = existing(SYSTEM_DIRS);
+    read.extend(existing(ETC_ENTRIES));
+    read.extend(existing(PROC_AND_SYS));
+    let mut write = Vec::new();
+    match p.workspace {
+        Workspace::None => {}
+        Workspace::Read => read.push(workspace.to_path_buf()),
+        Workspace::Write => write.push(workspace.to_path_buf()),
+    }
+    if p.readable_roots {
+        read.extend(readable_roots.iter().filter(|p| p.exists()).cloned());
+    }
+    if p.network {
+        read.extend(existing(NETWORK_EXTRAS));
+    }
+    if let Some(t) = tmp_dir {
+        write.push(t.to_path_buf());
+    }
+    (read, write)
+}
+
+/// The command's environment: git's and less's configuration neutralised for the sets that run
+/// without a human (with the repository's driver names when the workspace is visible), HOME
+/// and TMPDIR at the private tmp, or HOME at the working dir when there is none.
+fn command_env(
+    p: &Profile,
+    mut env: Vec<(String, String)>,
+    workdir: &Path,
+    tmp_dir: Option<&Path>,
+) -> Vec<(String, String)> {
+    if p.neutralised {
+        let ws_visible = p.workspace != Workspace::None;
+        neutral::neutralise(&mut env, ws_visible.then_some(workdir));
+    }
+    env.retain(|(k, _)| k != "HOME" && k != "TMPDIR");
+    match tmp_dir {
+        Some(t) => {
+            env.push(("HOME".into(), t.display().to_string()));
+            env.push(("TMPDIR".into(), t.display().to_string()));
+        }
+        None => env.push(("HOME".into(), workdir.display().to_string())),
+    }
+    env
+}
+
+/// [`HIDDEN_DIRS`] and the worker's runtime dir, when set.
+fn hidden_dirs() -> Vec<PathBuf> {
+    let mut hide: Vec<PathBuf> = HIDDEN_DIRS.iter().map(PathBuf::from).collect();
+    if let Some(rt) = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from) {
+        if rt.is_absolute() && !hide.contains(&rt) {
+            hide.push(rt);
+        }
+    }
+    hide
 }
 
 /// The name prefix of this instance's private tmp dirs: `brainloop-job-<8 hex of the data dir>-`.
