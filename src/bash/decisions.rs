@@ -143,9 +143,9 @@ fn learn(
             return Ok(());
         }
         let sigs = crate::bash::learn::signatures_of(data_dir, v.job_id)?;
-        stores
-            .security
-            .with(|c| crate::bash::learn::learn_now(c, &v.client_id, &sigs, v.job_id, by, now))?;
+        stores.security.with(|c| {
+            crate::bash::signatures::mark_learned(c, &v.client_id, &sigs, v.job_id, by, now)
+        })?;
         tracing::info!(validation_id = %v.id, client = %v.client_id, signatures = sigs.join(" | "), "learned with approve --learn");
         Ok(())
     })();

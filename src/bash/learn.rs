@@ -15,7 +15,8 @@
 //! - `effects::auto_apply_refusals` accepts the change set: every path it touches is named by the
 //!   command, and none is protected.
 //!
-//! [`learn_now`] then marks the signatures learned for the job's client: who, when, which job.
+//! `signatures::mark_learned` then marks the signatures learned for the job's client: who,
+//! when, which job.
 
 use crate::ask::validations::Validation;
 use crate::bash::effects::{self, Protected};
@@ -129,19 +130,6 @@ fn stored_refusals(security: &Connection, client: &str, sig: &str) -> Result<Vec
         ));
     }
     Ok(out)
-}
-
-/// Marks the job's signatures learned for its client, recording who taught them and from which
-/// job. Call only after [`refusals`] returned nothing for the same validation.
-pub fn learn_now(
-    security: &mut Connection,
-    client: &str,
-    sigs: &[String],
-    job_id: i64,
-    by: &str,
-    now: i64,
-) -> Result<()> {
-    signatures::mark_learned(security, client, sigs, job_id, by, now)
 }
 
 /// The signatures a validation's change set carries (its manifest's), for [`learn_now`].

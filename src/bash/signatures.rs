@@ -588,7 +588,7 @@ pub fn count_decision(conn: &mut Connection, job_id: i64, approved: bool) -> Res
 }
 
 /// Marks `sigs` learned for `client` (`signature_evidence` `learned_at/by/job`), in one
-/// transaction (`bash::learn::learn_now`).
+/// transaction. Call only after `bash::learn::refusals` returned nothing for the validation.
 pub fn mark_learned(
     security: &mut Connection,
     client: &str,
