@@ -71,18 +71,7 @@ pub(super) async fn start(
         Duration::from_millis(config.poll_fallback_ms),
         background.clone(),
     );
-    event(
-        &stores,
-        "startup",
-        None,
-        json!({
-            "pid": std::process::id(),
-            "version": env!("CARGO_PKG_VERSION"),
-            "worker_id": config.worker_id(),
-            "concurrency": config.concurrency,
-        }),
-    )
-    .await;
+    startup_event(&config, &stores).await;
 
     let ready = recover(&config, &stores, &registry, &stats).await?;
     let hwm = stores.lifecycle.with(|c| lifecycle::high_water_mark(c))?;
@@ -95,18 +84,7 @@ pub(super) async fn start(
     ));
     let (fin_tx, finisher) = finisher::spawn(Arc::clone(&stores), Arc::clone(&stats));
 
-    let _ = state.send(WorkerState::Running);
-    crate::horos::register(&config.horos(), "running");
-    systemd::ready("running");
-    tracing::info!(
-        data_dir = %config.data_dir.display(),
-        concurrency = config.concurrency,
-        slots_per_client = config.slots_per_client(),
-        watching = watcher.is_watching(),
-        poll_fallback_ms = config.poll_fallback_ms,
-        high_water_mark = hwm,
-        "brainloop worker ready"
-    );
+    announce_ready(&config, &state, &watcher, hwm);
 
     // The LLM client: without a key it still exists and LLM actions fail with a clear error.
     let llm = Arc::new(crate::llm::Llm::from_env(
@@ -152,6 +130,38 @@ pub(super) async fn start(
             _hooks: hooks,
         },
     })
+}
+
+/// Records the `startup` event (this process, its version and worker id).
+async fn startup_event(config: &Config, stores: &Arc<Stores>) {
+    let detail = json!({
+        "pid": std::process::id(),
+        "version": env!("CARGO_PKG_VERSION"),
+        "worker_id": config.worker_id(),
+        "concurrency": config.concurrency,
+    });
+    event(stores, "startup", None, detail).await;
+}
+
+/// `READY`: the heartbeat's state, horos, systemd and the log line.
+fn announce_ready(
+    config: &Config,
+    state: &watch::Sender<WorkerState>,
+    watcher: &wakeup::InputWatcher,
+    hwm: i64,
+) {
+    let _ = state.send(WorkerState::Running);
+    crate::horos::register(&config.horos(), "running");
+    systemd::ready("running");
+    tracing::info!(
+        data_dir = %config.data_dir.display(),
+        concurrency = config.concurrency,
+        slots_per_client = config.slots_per_client(),
+        watching = watcher.is_watching(),
+        poll_fallback_ms = config.poll_fallback_ms,
+        high_water_mark = hwm,
+        "brainloop worker ready"
+    );
 }
 
 /// The recovery of the previous run: what it left running or on disk, then its claims (their
