@@ -172,7 +172,7 @@ pub async fn run(c: &Confinement<'_>, run: Run<'_>) -> Report {
         sandbox: prepared.sandbox.clone(),
     };
     let (dd, tag, track) = (c.data_dir, run.tag, run.leftovers);
-    let res = executor::execute_full(&req, run.stdin, c.cancel, |pgid| {
+    let res = executor::execute_with(&req, run.stdin, c.cancel, |pgid| {
         if track {
             leftovers::record(dd, tag, pgid)
         } else {

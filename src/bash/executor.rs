@@ -139,35 +139,19 @@ fn signal_group(pgid: i32, sig: Signal) {
     }
 }
 
+/// Runs `req` with no input and nothing recorded (tests, benchmarks); the worker's commands
+/// go through [`execute_with`] from `bash::confined`.
 pub async fn execute(req: &ExecRequest, cancel: &CancellationToken) -> std::io::Result<ExecResult> {
-    execute_with(req, cancel, |_| Ok(())).await
+    execute_with(req, None, cancel, |_| Ok(())).await
 }
 
-/// [`execute`], calling `on_spawn(pgid)` once the process group exists (the worker records it so
-/// a crash cannot leave the tree running). When `on_spawn` fails the group is killed at once and
-/// the error returned: nothing runs that the worker could not record (the sandbox helper is
-/// still setting up its namespaces then, before the command's exec).
+/// Runs `req`: `input`, when given, written to the command's stdin then closed (how operator
+/// hooks receive agent-derived data, never in their command line); `on_spawn(pgid)` called once
+/// the process group exists (the worker records it so a crash cannot leave the tree running).
+/// When `on_spawn` fails the group is killed at once and the error returned: nothing runs that
+/// the worker could not record (the sandbox helper is still setting up its namespaces then,
+/// before the command's exec).
 pub async fn execute_with(
-    req: &ExecRequest,
-    cancel: &CancellationToken,
-    on_spawn: impl FnOnce(i32) -> std::io::Result<()>,
-) -> std::io::Result<ExecResult> {
-    run(req, None, cancel, on_spawn).await
-}
-
-/// [`execute`] with `input` written to the command's stdin (then closed): how operator hooks
-/// receive agent-derived data, never in their command line (`crate::hooks`).
-pub async fn execute_input(
-    req: &ExecRequest,
-    input: Vec<u8>,
-    cancel: &CancellationToken,
-) -> std::io::Result<ExecResult> {
-    run(req, Some(input), cancel, |_| Ok(())).await
-}
-
-/// [`execute_with`] with an optional `input` on the command's stdin: the one entry the confined
-/// run (`bash::confined`) uses for job commands and operator hooks alike.
-pub async fn execute_full(
     req: &ExecRequest,
     input: Option<Vec<u8>>,
     cancel: &CancellationToken,
