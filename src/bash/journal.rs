@@ -53,3 +53,34 @@ pub fn mark_undone(security: &mut Connection, job_id: i64, now: i64) -> Result<(
     })?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::db::{migrate, open, DbKind};
+
+    #[test]
+    fn an_applied_change_set_is_recorded_then_marked_undone() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        migrate::ensure_data_dir(&data).unwrap();
+        migrate::migrate(&data, DbKind::Security).unwrap();
+        let mut c = open(&data, DbKind::Security).unwrap();
+        assert!(for_undo(&c, 7).unwrap().is_none());
+        let a = Applied {
+            job_id: 7,
+            command: "sed -i s/a/b/ f".into(),
+            workspace: "/ws".into(),
+            policy_used: "ask".into(),
+            summary: "1 modified".into(),
+            entries: "[]".into(),
+        };
+        record(&mut c, &a, 10).unwrap();
+        assert_eq!(
+            for_undo(&c, 7).unwrap(),
+            Some(("/ws".into(), "[]".into(), None))
+        );
+        mark_undone(&mut c, 7, 11).unwrap();
+        assert_eq!(for_undo(&c, 7).unwrap().unwrap().2, Some(11));
+    }
+}

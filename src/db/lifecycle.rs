@@ -412,3 +412,91 @@ pub fn prune(conn: &mut Connection, before: i64, batch: usize) -> Result<usize> 
         Ok(ids.len() + stale + old)
     })?)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::db::{migrate, open, write_tx, DbKind};
+
+    fn lifecycle_db() -> (tempfile::TempDir, Connection) {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        migrate::ensure_data_dir(&data).unwrap();
+        migrate::migrate(&data, DbKind::Lifecycle).unwrap();
+        let c = open(&data, DbKind::Lifecycle).unwrap();
+        (dir, c)
+    }
+
+    fn status_of(c: &Connection, id: i64) -> (String, i64) {
+        c.query_row(
+            "SELECT status, attempts FROM processed_log WHERE job_id = ?1",
+            [id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn firings_waits_resumes_and_reclaims() {
+        let (_d, mut c) = lifecycle_db();
+        let firing = Firing {
+            action: "ping",
+            params: Some("{}"),
+            client_id: "local",
+            reject: None,
+        };
+        let a = write_tx(&mut c, |tx| claim_firing(tx, &firing, 5)).unwrap();
+        let b = write_tx(&mut c, |tx| claim_firing(tx, &firing, 6)).unwrap();
+        assert_eq!((a, b), (-1, -2), "scheduled ids count down from -1");
+        assert_eq!(status_of(&c, a), ("claimed".into(), 0));
+        // A crash left `a` running: recovery claims it again, its attempt still counted; `b`
+        // (not running) is untouched.
+        write_tx(&mut c, |tx| start(tx, &[a], 7)).unwrap();
+        write_tx(&mut c, |tx| reclaim_running(tx, &[a, b])).unwrap();
+        assert_eq!(status_of(&c, a), ("claimed".into(), 1));
+        assert_eq!(status_of(&c, b), ("claimed".into(), 0));
+        // Waiting for a human, then approved: claimed again; a second resume changes nothing.
+        write_tx(&mut c, |tx| pending_validation(tx, &[a])).unwrap();
+        wait_for_validation(&mut c, b).unwrap();
+        assert_eq!(status_of(&c, a).0, "pending_validation");
+        assert_eq!(status_of(&c, b).0, "pending_validation");
+        resume_validated(&mut c, a).unwrap();
+        assert_eq!(status_of(&c, a).0, "claimed");
+        write_tx(&mut c, |tx| finish(tx, &[a], 8)).unwrap();
+        resume_validated(&mut c, a).unwrap();
+        assert_eq!(status_of(&c, a).0, "done");
+        // Repair of a replaced file: everything dropped, claims restart above the mark.
+        write_tx(&mut c, |tx| restart_claims(tx, true, 41, 9)).unwrap();
+        assert_eq!(high_water_mark(&c).unwrap(), 41);
+        let left: i64 = c
+            .query_row("SELECT count(*) FROM queue", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(left, 0);
+    }
+
+    #[test]
+    fn llm_usage_adds_up_and_pending_content_is_replaced_then_forgotten() {
+        let (_d, mut c) = lifecycle_db();
+        record_llm_usage(&mut c, "2026-01-01", 10, 5, 1).unwrap();
+        record_llm_usage(&mut c, "2026-01-01", 1, 2, 2).unwrap();
+        assert_eq!(llm_usage_of(&c, "2026-01-01").unwrap(), 18);
+        assert_eq!(llm_usage_of(&c, "2026-01-02").unwrap(), 0);
+        let mut p = PendingContent {
+            job_id: 3,
+            action: "generate_file".into(),
+            target: "/ws/a".into(),
+            content: "x".into(),
+            content_hash: "h1".into(),
+        };
+        store_pending(&mut c, &p, 1).unwrap();
+        p.content = "y".into();
+        store_pending(&mut c, &p, 2).unwrap();
+        assert_eq!(
+            pending_of(&c, 3, "generate_file").unwrap(),
+            Some(("/ws/a".into(), "y".into(), "h1".into()))
+        );
+        assert_eq!(pending_of(&c, 3, "generate_sql").unwrap(), None);
+        forget_pending(&mut c, 3).unwrap();
+        assert_eq!(pending_of(&c, 3, "generate_file").unwrap(), None);
+    }
+}
