@@ -42,6 +42,11 @@ fn layer_table() -> BTreeMap<String, u32> {
     table
 }
 
+/// The line breaks inside a blanked literal or comment, so that line numbers stay true.
+fn newlines(text: &[u8]) -> String {
+    "\n".repeat(text.iter().filter(|&&c| c == b'\n').count())
+}
+
 /// Source text with comments, string and char literals blanked (a path inside a doc comment
 /// or a message is not an import).
 fn code_only(src: &str) -> String {
@@ -55,6 +60,7 @@ fn code_only(src: &str) -> String {
                 i += 1;
             }
         } else if c == b'/' && b.get(i + 1) == Some(&b'*') {
+            let start = i;
             let mut depth = 0;
             while i < b.len() {
                 if b[i] == b'/' && b.get(i + 1) == Some(&b'*') {
@@ -71,6 +77,7 @@ fn code_only(src: &str) -> String {
                 }
             }
             out.push(' ');
+            out.push_str(&newlines(&b[start..i.min(b.len())]));
         } else if c == b'r'
             && (b.get(i + 1) == Some(&b'"') || b.get(i + 1) == Some(&b'#'))
             && (i == 0 || !(b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_'))
@@ -106,8 +113,10 @@ fn code_only(src: &str) -> String {
                 j += 1;
             }
             out.push_str("\"\"");
+            out.push_str(&newlines(&b[i..j.min(b.len())]));
             i = j;
         } else if c == b'"' {
+            let start = i;
             i += 1;
             while i < b.len() && b[i] != b'"' {
                 if b[i] == b'\\' {
@@ -117,6 +126,7 @@ fn code_only(src: &str) -> String {
             }
             i += 1;
             out.push_str("\"\"");
+            out.push_str(&newlines(&b[start..i.min(b.len())]));
         } else if c == b'\'' {
             // a char literal ('x', '\n', '\'', '"') or a lifetime ('a)
             if b.get(i + 1) == Some(&b'\\') {
@@ -351,5 +361,114 @@ fn every_import_points_down_the_layer_table() {
         "imports that do not point down the layers ({}):\n{}",
         upward.len(),
         upward.into_iter().collect::<Vec<_>>().join("\n")
+    );
+}
+
+/// Functions longer than this many lines need a sentence above them saying why.
+const LONG_FUNCTION: usize = 150;
+
+/// `(name, first line, last line)` (0-based) of every `fn` with a body in `code` (comments and
+/// literals blanked, line breaks kept).
+fn functions(code: &str) -> Vec<(String, usize, usize)> {
+    let lines: Vec<&str> = code.lines().collect();
+    let mut out = Vec::new();
+    for (n, line) in lines.iter().enumerate() {
+        let Some(at) = line.find("fn ") else {
+            continue;
+        };
+        let before = line[..at].trim();
+        let is_item = before.is_empty()
+            || before.split_whitespace().all(|w| {
+                matches!(w, "pub" | "async" | "const" | "unsafe") || w.starts_with("pub(")
+            });
+        let Some(name) = ident_at(&line[at + 3..]) else {
+            continue;
+        };
+        if !is_item {
+            continue;
+        }
+        // the body: the first `{` before a `;` at depth 0, then its matching `}`
+        let rest: String = lines[n..].join("\n");
+        let (mut depth, mut opened, mut end) = (0i32, false, None);
+        for (i, ch) in rest[at..].char_indices() {
+            match ch {
+                ';' if !opened && depth == 0 => break,
+                '{' => {
+                    depth += 1;
+                    opened = true;
+                }
+                '}' => {
+                    depth -= 1;
+                    if opened && depth == 0 {
+                        end = Some(at + i);
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        if let Some(e) = end {
+            let last = n + rest[..e].matches('\n').count();
+            out.push((name.to_string(), n, last));
+        }
+    }
+    out
+}
+
+/// Whether the comment block right above line `n` (doc comments, comments and attributes)
+/// says why the function is long: a sentence starting "Long because".
+fn says_why(original: &[&str], n: usize) -> bool {
+    original[..n]
+        .iter()
+        .rev()
+        .take_while(|l| {
+            let t = l.trim_start();
+            t.starts_with("//") || t.starts_with("#[")
+        })
+        .any(|l| l.contains("Long because"))
+}
+
+#[test]
+fn the_function_scanner_measures_bodies() {
+    let src = "fn a() {\n    let s = \"}\n}\";\n}\n\npub(crate) async fn b(x: u8)\n    -> u8\n{\n    x\n}\nfn c();\n";
+    let got = functions(&code_only(src));
+    assert_eq!(got, [("a".to_string(), 0, 3), ("b".to_string(), 5, 9)]);
+    let text = [
+        "/// Does x.",
+        "/// Long because the rules read as one table.",
+        "#[test]",
+        "fn t() {}",
+    ];
+    assert!(says_why(&text, 3));
+    assert!(!says_why(&text[2..], 1));
+}
+
+/// Issue 32: no function over ~150 lines without a sentence above it saying why.
+#[test]
+fn long_functions_say_why() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    let mut silent = Vec::new();
+    for file in &files {
+        let text = fs::read_to_string(file).expect("source is readable");
+        let original: Vec<&str> = text.lines().collect();
+        for (name, first, last) in functions(&code_only(&text)) {
+            let len = last - first + 1;
+            if len > LONG_FUNCTION && !says_why(&original, first) {
+                let rel = file
+                    .strip_prefix(root)
+                    .unwrap_or(file)
+                    .display()
+                    .to_string();
+                silent.push(format!("{rel}:{} fn {name} ({len} lines)", first + 1));
+            }
+        }
+    }
+    assert!(
+        silent.is_empty(),
+        "functions over {LONG_FUNCTION} lines with no \"Long because …\" sentence above them \
+         (split them, or say why they are long):\n{}",
+        silent.join("\n")
     );
 }

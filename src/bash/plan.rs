@@ -298,6 +298,7 @@ mod tests {
 
     /// The plan, row by row (the precedence table itself is `policy::tests::precedence_table`).
     #[test]
+    /// Long because the table is the specification: one row per case, read together.
     fn plan_table() {
         let ask = || sit(Policy::Ask);
         let capturable = |learned: bool| {
@@ -523,6 +524,7 @@ mod tests {
 
     /// What follows a run, row by row.
     #[test]
+    /// Long because the table is the specification: one row per case, read together.
     fn after_run_table() {
         let d = direct(Allowed::AutoApprove, Happened::Unattended);
         let ov = |auto: Option<Auto>| Plan::Overlay {

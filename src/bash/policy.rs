@@ -405,6 +405,7 @@ mod tests {
 
     /// The precedence table, row by row.
     #[test]
+    /// Long because the table is the specification: one row per case, read together.
     fn precedence_table() {
         let blocked = Facts {
             blocked: true,

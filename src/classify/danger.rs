@@ -36,6 +36,8 @@ fn interpreter_like(op: &RawOp) -> bool {
 }
 
 /// Run every rule.
+/// Long because it is the list of danger rules, a block each, kept in one place so that their
+/// order and overlaps stay visible.
 pub fn findings(ops: &[RawOp], walked: &Walked, raw: &str) -> Vec<Finding> {
     let mut f: Vec<Finding> = Vec::new();
     let mut push = |id: &'static str, reason: String| {

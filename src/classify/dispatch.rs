@@ -279,6 +279,8 @@ impl Walker {
     }
 
     /// Judge an argv (after unwrapping) and recurse into what it runs.
+    /// Long because it follows one argv through every way a word can run another program
+    /// (functions, globs, xargs, wrappers, interpreters) in the order bash applies them.
     pub(super) fn dispatch(
         &mut self,
         argv: Vec<String>,

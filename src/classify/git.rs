@@ -81,6 +81,7 @@ impl Refined {
 }
 
 /// Refines git's effects from its arguments (everything after `git`).
+/// Long because it is one table of git subcommands, an arm each, read top to bottom.
 pub fn refine(args: &[String]) -> Refined {
     let mut r = Refined::default();
     // global options, up to the subcommand

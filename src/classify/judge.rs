@@ -218,6 +218,7 @@ fn spec_value_opts(name: &str) -> Vec<String> {
 }
 
 /// Table-driven judgement of an ordinary program.
+/// Long because it is the table of ordinary programs' argument rules, an arm per family.
 pub(super) fn generic(prog: &str, args: &[String]) -> Analysis {
     let mut a = Analysis::default();
     let Some((canon, spec)) = knowledge().program(prog) else {

@@ -26,6 +26,7 @@ pub struct ScriptEffects {
 }
 
 /// Analyse a sed script (GNU syntax).
+/// Long because it is one pass of a sed-script parser over GNU's command letters, an arm each.
 pub fn sed(script: &str) -> ScriptEffects {
     let mut fx = ScriptEffects::default();
     let c: Vec<char> = script.chars().collect();

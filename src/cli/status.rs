@@ -120,6 +120,7 @@ fn egress_counters(dir: &std::path::Path, since: i64) -> Value {
         .unwrap_or(Value::Null)
 }
 
+/// Long because `status --json` is one object assembled from every database, a read per field.
 pub fn collect(config: &Config) -> Result<Value> {
     let now = crate::time::now_ms();
     let dir = &config.data_dir;
@@ -311,6 +312,7 @@ fn human_bytes(n: u64) -> String {
     }
 }
 
+/// Long because it prints the status sections in their order, a few lines each.
 pub fn render(r: &Value) -> String {
     let mut s = String::new();
     let line = |s: &mut String, k: &str, v: String| s.push_str(&format!("{k:<22} {v}\n"));

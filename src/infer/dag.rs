@@ -31,6 +31,8 @@ pub struct Dag {
     pub layers: Vec<Layer>,
 }
 
+/// Long because the DAG is built in dependent phases over the same index vectors (purity in
+/// post-order, fusion of pure runs, tasks, layers, statements).
 pub fn build(input: Input<'_>) -> Dag {
     let Input {
         code,

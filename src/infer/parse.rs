@@ -64,6 +64,8 @@ pub fn parse<'a>(alloc: &'a Allocator, code: &'a str, lang: Lang) -> Result<Prog
 /// An upper estimate of how deeply the parser will recurse: bracket depth plus, per bracket
 /// level, the prefix/right-associative operators not yet closed by a `;` or `,`. Strings,
 /// comments and template text are skipped; a `/` after an operator starts a regex literal.
+/// Long because it is one byte-level scanner whose states (strings, comments, templates, regex
+/// literals, operators) share one loop.
 pub fn nesting_estimate(code: &str) -> usize {
     let b = code.as_bytes();
     let mut stack = Nest::default();

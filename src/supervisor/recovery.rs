@@ -33,6 +33,9 @@ pub struct Recovered {
     pub asked_again: usize,
 }
 
+/// Long because recovery is one pass over the previous run's open claims whose outcomes (done,
+/// asked again, claimed again) are committed together, results first: split, that order would
+/// be spread over several functions.
 pub fn recover(
     stores: &Stores,
     registry: &Registry,

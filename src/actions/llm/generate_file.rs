@@ -93,6 +93,8 @@ pub(crate) fn current(
     Some(buf)
 }
 
+/// Long because it is the action's one linear story (the target checked before any token, the
+/// generation, the preview, ask or write the approved content), each step a call.
 async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
     let grants = ctx
         .grants

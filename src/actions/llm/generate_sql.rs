@@ -266,6 +266,8 @@ async fn blocking<T: Send + 'static>(
         .map_err(|e| Outcome::failed(format!("SQLite task failed: {e}")))?
 }
 
+/// Long because it is the action's one linear story (grants, schema, the model's SQL, SQLite's
+/// verdict, read at once or ask, the approved write), each step a call.
 async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
     let grants = ctx
         .grants

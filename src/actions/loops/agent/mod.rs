@@ -279,6 +279,8 @@ impl Runner<'_> {
         }
     }
 
+    /// Long because the session loop reads as one sequence per turn (a step cut off by a crash,
+    /// stop checks, one model turn, the step, persistence); the steps themselves are in `steps.rs`.
     async fn drive(
         &mut self,
         grants: &std::sync::Arc<crate::clients::ClientGrants>,
