@@ -24,12 +24,12 @@ use std::sync::Arc;
 pub use crate::ask::ApprovedRun;
 pub use crate::clients::Permission as Grant;
 pub use crate::db::output::Outcome;
+/// `loop` sessions for the heartbeat (open / ended) and the retention pass (idle expiry).
 pub use crate::db::sessions::{
     close_orphaned_agent_sessions, count_ended as loop_sessions_ended,
     count_open as loop_sessions_open, expire_idle as expire_idle_loop_sessions,
 };
 pub use crate::job::JobCtx;
-/// `loop` sessions for the heartbeat (open / ended) and the retention pass (idle expiry).
 pub use loops::blocks::MODE as LOOP_BLOCKS_MODE;
 pub use meta::{get_schema_answer, list_actions_answer};
 
