@@ -11,7 +11,8 @@ use brainloop::bash::executor::{execute, filtered_env, ExecRequest};
 use brainloop::egress::proxy::{JobProxy, PORT};
 use brainloop::egress::resolve::Resolver;
 use brainloop::egress::rules::{HostRule, Rules};
-use brainloop::sandbox::{self, cgroup::JobCgroup, Limits, Set};
+use brainloop::permset::PermissionSet;
+use brainloop::sandbox::{self, cgroup::JobCgroup, Limits};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -52,7 +53,7 @@ async fn once(cmd: &str, ws: &Path, i: usize, via_proxy: bool, rule: &str) -> f6
         .unwrap();
     let cg = JobCgroup::create(&format!("bl-bench-eg-{}-{i}", std::process::id()), &limits);
     let mut spec = sandbox::spec_for(
-        Set::NetworkApi,
+        PermissionSet::NetworkApi,
         cmd,
         ws,
         ws,

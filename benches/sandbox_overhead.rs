@@ -9,7 +9,8 @@
 //! Env: BENCH_COMMANDS (default 1000).
 
 use brainloop::bash::executor::{execute, filtered_env, ExecRequest};
-use brainloop::sandbox::{self, cgroup::JobCgroup, Limits, Set};
+use brainloop::permset::PermissionSet;
+use brainloop::sandbox::{self, cgroup::JobCgroup, Limits};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
@@ -21,7 +22,12 @@ fn pct(v: &mut [f64], p: f64) -> f64 {
     v[((v.len() as f64 - 1.0) * p).round() as usize]
 }
 
-async fn measure(n: usize, set: Option<Set>, warm: bool, ws: &std::path::Path) -> Vec<f64> {
+async fn measure(
+    n: usize,
+    set: Option<PermissionSet>,
+    warm: bool,
+    ws: &std::path::Path,
+) -> Vec<f64> {
     let limits = Limits::default();
     let mut out = Vec::with_capacity(n);
     for i in 0..n {
@@ -126,11 +132,11 @@ async fn main() {
         pct(&mut base, 0.99)
     );
     for set in [
-        Set::Minimal,
-        Set::Readonly,
-        Set::Filesystem,
-        Set::NetworkApi,
-        Set::McpStandard,
+        PermissionSet::Minimal,
+        PermissionSet::Readonly,
+        PermissionSet::Filesystem,
+        PermissionSet::NetworkApi,
+        PermissionSet::McpStandard,
     ] {
         for warm in [false, true] {
             let mut v = measure(n, Some(set), warm, &ws).await;

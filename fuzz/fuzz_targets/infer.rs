@@ -5,7 +5,8 @@
 //! validation; every task's set is a known one.
 #![no_main]
 
-use brainloop::infer::{self, Lang, PermissionSet};
+use brainloop::infer::{self, Lang};
+use brainloop::permset::PermissionSet;
 use libfuzzer_sys::fuzz_target;
 
 fn known(s: PermissionSet) -> bool {

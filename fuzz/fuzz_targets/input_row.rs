@@ -154,7 +154,7 @@ fuzz_target!(|row: Row| {
     life.execute_batch(brainloop::db::DbKind::Lifecycle.schema())
         .unwrap();
     let tx = life.transaction().unwrap();
-    brainloop::db::lifecycle::claim(&tx, &rows, &Default::default(), 1).expect("claim");
+    brainloop::db::lifecycle::claim(&tx, &rows, &Default::default(), &Default::default(), 1).expect("claim");
     let snaps = brainloop::db::lifecycle::start(&tx, &[id], 2).expect("start");
     tx.commit().unwrap();
     assert_eq!(snaps.len(), 1);

@@ -132,7 +132,7 @@ fn stored_refusals(security: &Connection, client: &str, sig: &str) -> Result<Vec
     Ok(out)
 }
 
-/// The signatures a validation's change set carries (its manifest's), for [`learn_now`].
+/// The signatures a validation's change set carries (its manifest's), for `signatures::mark_learned`.
 pub fn signatures_of(data_dir: &Path, job_id: i64) -> Result<Vec<String>> {
     Ok(changes::load_manifest(data_dir, job_id)?
         .map(|m| m.signatures)

@@ -1,7 +1,7 @@
 //! Operator commands for command security (DESIGN §7): `validations`, `approve ID [--always]`,
 //! `deny ID [--always]`, `commands`, `override HASH always_allow|always_ask|never|clear`.
 //! Decisions are written to command_security.db, which only the operator and the worker can
-//! write; the worker consumes each approval once (see `supervisor::approvals`).
+//! write; the worker consumes each approval once (see `ask::answers`).
 
 use crate::ask::validations::{self, Decision};
 use crate::bash::policy::Override;

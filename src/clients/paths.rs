@@ -402,6 +402,16 @@ pub(crate) fn real_path(file: &impl std::os::fd::AsRawFd) -> std::io::Result<Pat
     std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
 }
 
+/// A refused or unusable path: `denied` when no grant covers it, `failed` otherwise.
+impl From<PathError> for crate::db::output::Outcome {
+    fn from(e: PathError) -> crate::db::output::Outcome {
+        match e {
+            PathError::NotGranted(m) => crate::db::output::Outcome::denied(m),
+            PathError::Unusable(m) => crate::db::output::Outcome::failed(m),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::{ClientGrants, Grant, Permission, Source};
@@ -498,15 +508,5 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("data dir"), "{e}");
-    }
-}
-
-/// A refused or unusable path: `denied` when no grant covers it, `failed` otherwise.
-impl From<PathError> for crate::db::output::Outcome {
-    fn from(e: PathError) -> crate::db::output::Outcome {
-        match e {
-            PathError::NotGranted(m) => crate::db::output::Outcome::denied(m),
-            PathError::Unusable(m) => crate::db::output::Outcome::failed(m),
-        }
     }
 }
