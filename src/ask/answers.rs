@@ -122,13 +122,6 @@ pub enum Answered<'a> {
     Expired,
 }
 
-impl Answer<'_> {
-    /// The decision lets the job run.
-    pub fn runs(&self) -> bool {
-        matches!(&self.what, Answered::Decided { decision, .. } if decision.runs())
-    }
-}
-
 /// How to ask again after an expiry (issue 22): nothing is re-run by itself.
 fn resubmit_hint(w: &Waiting) -> String {
     format!(
