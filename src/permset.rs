@@ -100,6 +100,37 @@ const CONFINED_WITH_NETWORK: &[Guarantee] = &[
     Guarantee::NoPrivilegedSyscalls,
 ];
 
+/// A socket address family a set may create (see [`Profile::socket_families`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum SocketFamily {
+    Unix,
+    Inet,
+    Inet6,
+}
+
+impl SocketFamily {
+    /// Its C name, as `brainloop sandbox` and the docs show it.
+    pub fn name(self) -> &'static str {
+        match self {
+            SocketFamily::Unix => "AF_UNIX",
+            SocketFamily::Inet => "AF_INET",
+            SocketFamily::Inet6 => "AF_INET6",
+        }
+    }
+    /// The `domain` argument of `socket(2)`.
+    pub fn domain(self) -> i32 {
+        match self {
+            SocketFamily::Unix => libc::AF_UNIX,
+            SocketFamily::Inet => libc::AF_INET,
+            SocketFamily::Inet6 => libc::AF_INET6,
+        }
+    }
+}
+
+/// The families of the sets whose way out is the egress proxy's forwarder on 127.0.0.1.
+const NETWORK_FAMILIES: &[SocketFamily] =
+    &[SocketFamily::Unix, SocketFamily::Inet, SocketFamily::Inet6];
+
 /// What one set means. Every set reads the system dirs (`sandbox::SYSTEM_DIRS`, the `/etc`
 /// entries programs need, its own /proc) and may use the null-like devices.
 #[derive(Debug, Clone, Copy)]
@@ -116,11 +147,15 @@ pub struct Profile {
     pub network: bool,
     /// A fresh per-job directory, writable, announced as TMPDIR and HOME.
     pub private_tmp: bool,
-    /// May create UNIX sockets (`socket(AF_UNIX, …)`; `socketpair` always works). Only the sets
-    /// a human granted network to: the others run before any human looks, and a socket is a
-    /// way out of their confinement (a host daemon listening on a path: Landlock does not
-    /// govern `connect`).
-    pub unix_sockets: bool,
+    /// The socket families a command may create (`socket(domain, …)`), an allowlist: every
+    /// other family (netlink, vsock — which ignores network namespaces —, packet, Bluetooth,
+    /// …) is refused with EPERM by the sandbox's seccomp filter; `socketpair` always works.
+    /// UNIX only in the sets a human granted network to: the others run before any human looks,
+    /// and a socket is a way out of their confinement (a host daemon listening on a path:
+    /// Landlock does not govern `connect`). INET and INET6 only where the egress proxy's
+    /// forwarder is the way out (the network sets; an overlay run given one gets them too,
+    /// `sandbox::socket_families`).
+    pub socket_families: &'static [SocketFamily],
     /// git and less run with their configuration neutralised (`sandbox::neutral`): the sets
     /// that run without a human.
     pub neutralised: bool,
@@ -148,7 +183,7 @@ pub const PROFILES: &[Profile] = &[
         readable_roots: false,
         network: false,
         private_tmp: false,
-        unix_sockets: false,
+        socket_families: &[],
         neutralised: true,
         any_effect: false,
         inferred: true,
@@ -164,7 +199,7 @@ pub const PROFILES: &[Profile] = &[
         readable_roots: false,
         network: false,
         private_tmp: false,
-        unix_sockets: false,
+        socket_families: &[],
         neutralised: true,
         any_effect: false,
         inferred: true,
@@ -180,7 +215,7 @@ pub const PROFILES: &[Profile] = &[
         readable_roots: false,
         network: false,
         private_tmp: true,
-        unix_sockets: false,
+        socket_families: &[],
         neutralised: false,
         any_effect: false,
         inferred: true,
@@ -196,7 +231,7 @@ pub const PROFILES: &[Profile] = &[
         readable_roots: false,
         network: true,
         private_tmp: true,
-        unix_sockets: true,
+        socket_families: NETWORK_FAMILIES,
         neutralised: false,
         any_effect: false,
         inferred: true,
@@ -212,7 +247,7 @@ pub const PROFILES: &[Profile] = &[
         readable_roots: true,
         network: true,
         private_tmp: true,
-        unix_sockets: true,
+        socket_families: NETWORK_FAMILIES,
         neutralised: false,
         any_effect: true,
         inferred: true,
@@ -228,7 +263,7 @@ pub const PROFILES: &[Profile] = &[
         readable_roots: true,
         network: true,
         private_tmp: false,
-        unix_sockets: true,
+        socket_families: NETWORK_FAMILIES,
         neutralised: false,
         any_effect: true,
         inferred: false,
@@ -254,7 +289,10 @@ impl PermissionSet {
         self.profile().private_tmp
     }
     pub fn unix_sockets(self) -> bool {
-        self.profile().unix_sockets
+        self.profile().socket_families.contains(&SocketFamily::Unix)
+    }
+    pub fn socket_families(self) -> &'static [SocketFamily] {
+        self.profile().socket_families
     }
     /// Every set, in table order.
     pub fn all() -> impl Iterator<Item = PermissionSet> {
@@ -387,6 +425,18 @@ pub fn smallest(n: Needs) -> PermissionSet {
         .unwrap_or(PermissionSet::McpStandard)
 }
 
+/// The families column: the C names, or "none" (every `socket(2)` refused; `socketpair` works).
+fn families(p: &Profile) -> String {
+    if !p.confined {
+        return "any".into();
+    }
+    if p.socket_families.is_empty() {
+        return "none".into();
+    }
+    let names: Vec<&str> = p.socket_families.iter().map(|f| f.name()).collect();
+    names.join(", ")
+}
+
 fn yes(b: bool) -> &'static str {
     if b {
         "yes"
@@ -426,8 +476,11 @@ pub fn markdown() -> String {
          Rows go from the narrowest set to the widest; inference gives the first inferred row that\n\
          covers what it found. \"System dirs\" are `/usr`, `/bin`, `/lib*`, the `/etc` entries\n\
          programs need and the command's own `/proc`; the private tmp is a fresh per-job directory\n\
-         announced as `TMPDIR` and `HOME`. Network goes only through the job's egress proxy, by host.\n\n\
-         | set | meaning | reads | writes | network | private tmp | UNIX sockets | git/less neutralised | inferred | confined | unasked when confined |\n\
+         announced as `TMPDIR` and `HOME`. Network goes only through the job's egress proxy, by host.\n\
+         Socket families are an allowlist: `socket(2)` with any other family (netlink, vsock,\n\
+         packet, ...) is refused with EPERM; `socketpair` always works; an overlay run that reaches\n\
+         approved hosts also gets `AF_INET`, `AF_INET6` to reach the proxy's forwarder.\n\n\
+         | set | meaning | reads | writes | network | private tmp | socket families | git/less neutralised | inferred | confined | unasked when confined |\n\
          |---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for p in PROFILES {
@@ -447,7 +500,7 @@ pub fn markdown() -> String {
             },
             yes(p.network),
             yes(p.private_tmp),
-            yes(p.unix_sockets),
+            families(p),
             yes(p.neutralised),
             yes(p.inferred),
             yes(p.confined),
@@ -549,7 +602,14 @@ mod tests {
                 assert!(p.guarantees.is_empty() && !p.inferred, "{}", p.name);
             }
             // UNIX sockets only with network (a human granted it); neutralised only without.
-            assert!(!p.unix_sockets || p.network, "{}", p.name);
+            assert!(!p.set.unix_sockets() || p.network, "{}", p.name);
+            // INET only where the forwarder is the way out.
+            assert_eq!(
+                p.socket_families.contains(&SocketFamily::Inet),
+                p.network,
+                "{}",
+                p.name
+            );
             assert!(!(p.neutralised && p.network), "{}", p.name);
         }
     }

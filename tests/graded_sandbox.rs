@@ -58,6 +58,25 @@ fn the_guarantee_table_under_abi_2_runs_every_set_and_names_each_mechanism() {
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(text.contains("seccomp truncate guard"), "{text}");
     assert!(!text.contains("REFUSED"), "{text}");
+    // Each set's socket families (issue 33), in the text and the JSON.
+    assert!(
+        text.contains(
+            "minimal: runs confined\n  socket families: none (every socket(2) refused with EPERM)"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("network-api: runs confined\n  socket families: AF_UNIX, AF_INET, AF_INET6 (any other refused with EPERM)"),
+        "{text}"
+    );
+    let families =
+        |name: &str| sets.iter().find(|s| s["set"] == name).unwrap()["socket_families"].clone();
+    assert_eq!(families("filesystem"), serde_json::json!([]), "{v}");
+    assert_eq!(
+        families("mcp-standard"),
+        serde_json::json!(["AF_UNIX", "AF_INET", "AF_INET6"]),
+        "{v}"
+    );
     // The override only lowers: asking for more than the kernel has changes nothing.
     let v = sandbox_json(&[("BRAINLOOP_TEST_LANDLOCK_ABI", "99")]);
     assert_eq!(v["landlock_abi_overridden"], false, "{v}");

@@ -1,6 +1,6 @@
 //! `read_code` through the real daemon (issue 25), the model being a mock server on 127.0.0.1:
-//! the digest is validated and cached by content (a second read of the same content — same
-//! file, a copy elsewhere — sends no request, counted at the mock; a changed file does), token
+//! the digest is validated and cached by every prompt input (a second read of the same file sends
+//! no request, counted at the mock; a copy under another name or a changed file does), token
 //! use is recorded and the daily budget applies; a malformed or schema-violating answer gives the
 //! extraction alone, saying why, and is never cached; without a key or the llm grant, the
 //! extraction alone, saying so. Directory mode: .gitignore respected, per-file extraction and a
@@ -99,27 +99,36 @@ fn the_digest_is_validated_cached_by_content_and_costs_no_tokens_twice() {
         .unwrap();
     assert_eq!(cached, 1);
 
-    // The same file again, and the same content under another name: no request.
+    // The same file again: no request.
     let (_, v, _) = read(&env, "agent", json!({"path": "guarantees.rs"}));
     assert_eq!(v["model_digest_status"], "cached", "{v}");
     assert_eq!(v["model_digest"]["purpose"], "a file");
+    assert_eq!(chats(&mock), 1, "a cache hit sends nothing to the model");
+
+    // The same content under another name is another prompt (issue 33: the key covers every
+    // prompt input — the name and language the model reads too — so a digest seeded under one
+    // name never answers for another), and is then cached in turn.
     std::fs::copy(&src, env.workspace.join("copy.rs")).unwrap();
     let (_, v, _) = read(&env, "agent", json!({"file_path": "copy.rs"}));
+    assert_eq!(v["model_digest_status"], "generated", "{v}");
+    assert_eq!(chats(&mock), 2);
+    assert!(mock.chats()[1].prompt().contains("`copy.rs`"));
+    let (_, v, _) = read(&env, "agent", json!({"file_path": "copy.rs"}));
     assert_eq!(v["model_digest_status"], "cached", "{v}");
-    assert_eq!(chats(&mock), 1, "a cache hit sends nothing to the model");
+    assert_eq!(chats(&mock), 2);
 
     // A changed file is summarised again.
     std::fs::write(env.workspace.join("copy.rs"), "pub fn changed() {}\n").unwrap();
     let (_, v, _) = read(&env, "agent", json!({"file_path": "copy.rs"}));
     assert_eq!(v["model_digest_status"], "generated", "{v}");
-    assert_eq!(chats(&mock), 2);
+    assert_eq!(chats(&mock), 3);
 
     // digest: false asks nothing.
     std::fs::write(env.workspace.join("new.py"), "def f():\n    pass\n").unwrap();
     let (_, v, _) = read(&env, "agent", json!({"path": "new.py", "digest": false}));
     assert_eq!(v["model_digest"], Value::Null);
     assert_eq!(v["model_digest_status"], "skipped: not requested");
-    assert_eq!(chats(&mock), 2);
+    assert_eq!(chats(&mock), 3);
 }
 
 #[test]

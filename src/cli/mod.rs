@@ -223,6 +223,18 @@ pub(crate) fn sandbox_table(level: &crate::sandbox::detect::Level) -> String {
                 Some(why) => format!("REFUSED ({why})"),
             }
         );
+        let _ = writeln!(
+            o,
+            "  socket families: {}; socketpair always works",
+            if s.socket_families.is_empty() {
+                "none (every socket(2) refused with EPERM)".to_string()
+            } else {
+                format!(
+                    "{} (any other refused with EPERM)",
+                    s.socket_families.join(", ")
+                )
+            }
+        );
         for g in &s.guarantees {
             let _ = writeln!(
                 o,
@@ -233,6 +245,10 @@ pub(crate) fn sandbox_table(level: &crate::sandbox::detect::Level) -> String {
             );
         }
     }
+    let _ = writeln!(
+        o,
+        "\nan overlay run that reaches approved hosts also gets AF_INET, AF_INET6 (its egress forwarder)"
+    );
     o
 }
 

@@ -28,7 +28,7 @@
 //!
 //! Host sockets (issue 19): Landlock does not govern `connect` on a pathname socket, so the
 //! shared dirs where daemons listen are covered (above) in every set, and the seccomp filter
-//! refuses `socket(AF_UNIX)` in the sets without network (see `seccomp.rs`).
+//! refuses `socket(2)` outside the spec's socket families (see `seccomp.rs`).
 //!
 //! Bounded overlays: for an overlay run with caps (`OverlaySpec.max_bytes` / `max_entries`),
 //! RLIMIT_FSIZE is at most the byte cap + 1, and the helper (the parent of PID 1) measures the
@@ -558,7 +558,7 @@ fn command(spec: &Spec) -> ! {
             strict(format!("seccomp truncate guard: {e}"));
         }
     }
-    if let Err(e) = super::seccomp::apply(spec.set.unix_sockets()) {
+    if let Err(e) = super::seccomp::apply(&super::socket_families(spec)) {
         strict(format!("seccomp: {e}"));
     }
     let argv = [cstring("bash"), cstring("-c"), cstring(&spec.command)];

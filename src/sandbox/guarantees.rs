@@ -142,6 +142,8 @@ pub struct SetReport {
     pub runs: bool,
     pub refused_because: Option<String>,
     pub guarantees: Vec<Guarantee>,
+    /// What `socket(2)` may create (the seccomp allowlist; every other family gets EPERM).
+    pub socket_families: Vec<&'static str>,
 }
 
 pub fn table(m: &Mechanisms) -> Vec<SetReport> {
@@ -151,6 +153,7 @@ pub fn table(m: &Mechanisms) -> Vec<SetReport> {
             runs: unmet(s, m).is_none(),
             refused_because: unmet(s, m),
             guarantees: for_set(s, m),
+            socket_families: s.socket_families().iter().map(|f| f.name()).collect(),
         })
         .collect()
 }

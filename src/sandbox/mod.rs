@@ -148,6 +148,20 @@ pub struct Spec {
     pub warm: Option<u64>,
 }
 
+/// The socket families a command of `spec` may create (the seccomp allowlist): its set's
+/// ([`crate::permset::Profile::socket_families`]), plus `AF_INET`/`AF_INET6` when the egress
+/// forwarder on 127.0.0.1 is its way out (an overlay run that reaches approved hosts).
+pub fn socket_families(spec: &Spec) -> Vec<crate::permset::SocketFamily> {
+    use crate::permset::SocketFamily;
+    let mut f = spec.set.socket_families().to_vec();
+    if spec.egress.is_some() {
+        f.extend([SocketFamily::Inet, SocketFamily::Inet6]);
+    }
+    f.sort();
+    f.dedup();
+    f
+}
+
 /// Where the command's network namespace leads (see `forward.rs`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct EgressSpec {

@@ -1,10 +1,12 @@
 //! The seccomp filter: what Landlock cannot express. Denied with EPERM: tracing other processes
 //! (`ptrace`, `process_vm_*`), mounting and namespaces (`mount`, `umount2`, the new mount API,
 //! `pivot_root`, `unshare`, `setns`, `clone` with any `CLONE_NEW*` flag), kernel keyrings, BPF,
-//! perf, module and kexec loading, raw and packet sockets, `userfaultfd`, swap, reboot; and
-//! `socket(AF_UNIX, …)` for the sets without [`crate::permset::Profile::unix_sockets`] (issue 19:
-//! a host daemon's socket is a way out; `connect`'s address is behind a pointer a filter cannot
-//! read, so the socket itself is refused; `socketpair` stays for pipes).
+//! perf, module and kexec loading, raw sockets, `userfaultfd`, swap, reboot; and `socket(2)`
+//! with any family not in the command's allowlist ([`crate::permset::Profile::socket_families`]:
+//! issue 19, a host daemon's UNIX socket is a way out and `connect`'s address is behind a pointer
+//! a filter cannot read, so the socket itself is refused; issue 33, `AF_VSOCK` ignores network
+//! namespaces and `AF_NETLINK` talks to the kernel; `socketpair` stays for pipes). x32 system
+//! call numbers kill the process ([`x32_guard`]).
 //! `clone3` gets ENOSYS so libc falls back to `clone`, whose flags the filter can inspect.
 //!
 //! No privilege bits (issue 18): `chmod`, `fchmod`, `fchmodat`, `fchmodat2` with `S_ISUID` or
@@ -20,9 +22,10 @@
 //! `IORING_OP_OPENAT` or `IORING_OP_SOCKET` would act with no syscall to filter; io_uring users
 //! fall back to plain calls).
 
+use crate::permset::SocketFamily;
 use seccompiler::{
-    apply_filter, BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition,
-    SeccompFilter, SeccompRule, TargetArch,
+    apply_filter, sock_filter, BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp,
+    SeccompCondition, SeccompFilter, SeccompRule, TargetArch,
 };
 use std::collections::BTreeMap;
 
@@ -84,7 +87,7 @@ fn cond(arg: u8, op: SeccompCmpOp, value: u64) -> Result<SeccompCondition, Strin
     SeccompCondition::new(arg, SeccompCmpArgLen::Qword, op, value).map_err(|e| e.to_string())
 }
 
-fn program(unix_sockets: bool) -> Result<(BpfProgram, BpfProgram), String> {
+fn program(families: &[SocketFamily]) -> Result<(BpfProgram, BpfProgram), String> {
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
         DENIED.iter().map(|&s| (s, Vec::new())).collect();
     // clone(flags, ...): deny when any namespace flag is set (one rule per flag: any matches).
@@ -129,25 +132,7 @@ fn program(unix_sockets: bool) -> Result<(BpfProgram, BpfProgram), String> {
         }
         rules.insert(nr, v);
     }
-    // socket(domain, type, ...): no packet sockets, no raw sockets; no UNIX sockets for the sets
-    // that need none (socketpair, for pipes between processes, stays).
-    let mut socket_rules = vec![
-        SeccompRule::new(vec![cond(0, SeccompCmpOp::Eq, libc::AF_PACKET as u64)?])
-            .map_err(|e| e.to_string())?,
-        SeccompRule::new(vec![cond(
-            1,
-            SeccompCmpOp::MaskedEq(0xf),
-            libc::SOCK_RAW as u64,
-        )?])
-        .map_err(|e| e.to_string())?,
-    ];
-    if !unix_sockets {
-        socket_rules.push(
-            SeccompRule::new(vec![cond(0, SeccompCmpOp::Eq, libc::AF_UNIX as u64)?])
-                .map_err(|e| e.to_string())?,
-        );
-    }
-    rules.insert(libc::SYS_socket, socket_rules);
+    rules.insert(libc::SYS_socket, socket_rules(families)?);
     let deny = SeccompFilter::new(
         rules,
         SeccompAction::Allow,
@@ -179,12 +164,71 @@ fn program(unix_sockets: bool) -> Result<(BpfProgram, BpfProgram), String> {
     ))
 }
 
+/// `socket(domain, type, ...)`: the families of the allowlist only (one rule: the domain is none
+/// of them, compared as the kernel reads it, a 32-bit int), and no raw sockets in any of them;
+/// with an empty allowlist every `socket` is refused. `socketpair`, for pipes between
+/// processes, is another call and stays.
+fn socket_rules(families: &[SocketFamily]) -> Result<Vec<SeccompRule>, String> {
+    if families.is_empty() {
+        return Ok(Vec::new()); // an empty rule list matches every call
+    }
+    let mut not_allowed = Vec::new();
+    for f in families {
+        not_allowed.push(
+            SeccompCondition::new(
+                0,
+                SeccompCmpArgLen::Dword,
+                SeccompCmpOp::Ne,
+                f.domain() as u64,
+            )
+            .map_err(|e| e.to_string())?,
+        );
+    }
+    Ok(vec![
+        SeccompRule::new(not_allowed).map_err(|e| e.to_string())?,
+        SeccompRule::new(vec![cond(
+            1,
+            SeccompCmpOp::MaskedEq(0xf),
+            libc::SOCK_RAW as u64,
+        )?])
+        .map_err(|e| e.to_string())?,
+    ])
+}
+
+/// `__X32_SYSCALL_BIT`: x32 system calls are x86_64's with this bit set, under the same audit
+/// architecture, so a filter that lists x86_64 numbers (seccompiler's) lets every one of them
+/// through. Kernels built with `CONFIG_X86_X32_ABI` (some distributions') run them.
+#[cfg(target_arch = "x86_64")]
+const X32_SYSCALL_BIT: u32 = 0x4000_0000;
+
+/// The x32 guard: kills the process on any system call number with [`X32_SYSCALL_BIT`] — the
+/// sandbox's commands are x86_64 programs, and one making x32 calls is trying the filter's
+/// blind spot. Hand-written because seccompiler cannot compare the call number itself (only
+/// match it exactly); the architecture was already checked by the other filters (any other
+/// audit architecture, i386's `int 0x80` included, is killed there).
+#[cfg(target_arch = "x86_64")]
+pub fn x32_guard() -> BpfProgram {
+    const LD_W_ABS: u16 = 0x20; // BPF_LD (0) | BPF_W (0) | BPF_ABS
+    const JGE_K: u16 = 0x05 | 0x30; // BPF_JMP | BPF_JGE | BPF_K
+    const RET_K: u16 = 0x06; // BPF_RET | BPF_K
+    let ins = |code, jt, jf, k| sock_filter { code, jt, jf, k };
+    vec![
+        ins(LD_W_ABS, 0, 0, 0), // seccomp_data.nr
+        ins(JGE_K, 0, 1, X32_SYSCALL_BIT),
+        ins(RET_K, 0, 0, libc::SECCOMP_RET_KILL_PROCESS),
+        ins(RET_K, 0, 0, libc::SECCOMP_RET_ALLOW),
+    ]
+}
+
 /// Installs the filters on the calling thread (inherited across fork and exec). Requires
-/// `no_new_privs`, which the helper sets first.
-pub fn apply(unix_sockets: bool) -> Result<(), String> {
-    let (deny, clone3) = program(unix_sockets)?;
+/// `no_new_privs`, which the helper sets first. `families`: the socket families the command
+/// may create (`super::socket_families`).
+pub fn apply(families: &[SocketFamily]) -> Result<(), String> {
+    let (deny, clone3) = program(families)?;
     apply_filter(&deny).map_err(|e| e.to_string())?;
     apply_filter(&clone3).map_err(|e| e.to_string())?;
+    #[cfg(target_arch = "x86_64")]
+    apply_filter(&x32_guard()).map_err(|e| e.to_string())?;
     Ok(())
 }
 

@@ -1,7 +1,9 @@
 //! `read_code`'s model digest (issue 25): owns the digest's fixed JSON schema (purpose, main
 //! components, patterns, conventions, entry points), its prompt ([`PROMPT_VERSION`]) and the
-//! content cache in lifecycle `code_digests`, keyed by (SHA-256 of what is summarised, model,
-//! prompt version): an unchanged file or project costs no tokens twice. Calls go through
+//! content cache in lifecycle `code_digests`, keyed by (SHA-256 of every prompt input — the
+//! material, the file's name and language, the instructions —, model, prompt version): an
+//! unchanged file or project costs no tokens twice, and a digest answers only the request that
+//! produced it. Calls go through
 //! `Llm::complete`, so the per-job and daily token budgets apply and usage is recorded like every
 //! LLM action. A model answer that is not a JSON object or violates the schema is never cached
 //! and never fails the job: the result carries the extraction alone and says why.
@@ -85,16 +87,27 @@ impl Subject<'_> {
         }
     }
 
-    /// The cache key's content hash: the kind and the exact material (a file's content).
+    /// The cache key's content hash: every input of the prompt (issue 33) — the kind, the
+    /// system and user text (name, language and material included) and the temperature — so a
+    /// digest is reused only for exactly the request that produced it, never for the same
+    /// content under another name or language (one client could otherwise seed another's).
     fn hash(&self) -> String {
+        let p = self.prompt();
         let tag: &[u8] = match self {
             Subject::File { .. } => b"file",
             Subject::Project { .. } => b"project",
         };
         let mut h = Sha256::new();
-        h.update(tag);
-        h.update([0]);
-        h.update(self.material().as_bytes());
+        for part in [
+            tag,
+            p.action.as_bytes(),
+            p.system.as_bytes(),
+            p.user.as_bytes(),
+            &p.temperature.to_le_bytes(),
+        ] {
+            h.update((part.len() as u64).to_le_bytes());
+            h.update(part);
+        }
         hex::encode(h.finalize())
     }
 
@@ -253,5 +266,30 @@ mod tests {
                            "entry_points": [], "extra": 1});
         let e = validate(&wrong).unwrap_err();
         assert!(e.contains("purpose") || e.contains("extra"), "{e}");
+    }
+
+    #[test]
+    fn the_cache_key_covers_every_prompt_input() {
+        let file = |name, language, text| Subject::File {
+            name,
+            language,
+            text,
+        };
+        let base = file("a.rs", "Rust", "fn main() {}");
+        assert_eq!(base.hash(), file("a.rs", "Rust", "fn main() {}").hash());
+        for other in [
+            file("b.rs", "Rust", "fn main() {}"),
+            file("a.rs", "Python", "fn main() {}"),
+            file("a.rs", "Rust", "fn main() { }"),
+            // The boundary between name and text cannot be moved to collide.
+            file("a.rs` file `x", "Rust", "fn main() {}"),
+        ] {
+            assert_ne!(base.hash(), other.hash());
+        }
+        let project = Subject::Project {
+            name: "a.rs",
+            outline: "fn main() {}",
+        };
+        assert_ne!(base.hash(), project.hash());
     }
 }
