@@ -83,11 +83,14 @@ pub fn validations(config: &Config, a: &ValidationsArgs) -> Result<i32> {
         println!("no {}validations", if a.all { "" } else { "pending " });
     }
     let now = crate::time::now_ms();
+    let sec = db::open_read_only(&config.data_dir, DbKind::Security).ok();
+    let meta = db::open_read_only(&config.data_dir, DbKind::Metadata).ok();
     for v in list {
         println!(
             "{}  job {}  client {}  [{}]",
             v.id, v.job_id, v.client_id, v.status
         );
+        print_marks(sec.as_ref(), meta.as_ref(), &v, "  ");
         println!(
             "  command:  {}",
             v.command
@@ -402,6 +405,9 @@ pub fn show(config: &Config, a: &ShowArgs) -> Result<i32> {
             v.risk_score.unwrap_or(0.0)
         );
         println!("command: {}", v.command.as_deref().unwrap_or(""));
+        let sec = db::open_read_only(&config.data_dir, DbKind::Security).ok();
+        let meta = db::open_read_only(&config.data_dir, DbKind::Metadata).ok();
+        print_marks(sec.as_ref(), meta.as_ref(), v, "");
     }
     if let Ok(sec) = open(config, DbKind::Security) {
         print_egress(&sec, job_id, v.as_ref().map(|v| v.id.as_str()))?;
@@ -446,6 +452,21 @@ pub fn show(config: &Config, a: &ShowArgs) -> Result<i32> {
         }
     }
     Ok(0)
+}
+
+/// Who decided a validation (the reviewer's decisions marked as such) and what the reviewer
+/// answered (`hooks::reviewer_marks`).
+fn print_marks(
+    sec: Option<&rusqlite::Connection>,
+    meta: Option<&rusqlite::Connection>,
+    v: &validations::Validation,
+    indent: &str,
+) {
+    let Some(sec) = sec else { return };
+    match crate::hooks::reviewer_marks(sec, meta, v) {
+        Ok(lines) => lines.iter().for_each(|l| println!("{indent}{l}")),
+        Err(e) => println!("{indent}(cannot read who decided: {e:#})"),
+    }
 }
 
 /// What the job's runs reached or wanted through the egress proxy, and what it asks for.
