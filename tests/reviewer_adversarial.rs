@@ -139,7 +139,7 @@ fn human_is_asked(env: &Env, vid: &str) -> Value {
 }
 
 #[test]
-fn a_forged_data_marker_in_the_purpose_or_the_diff_does_not_talk_the_llm_reviewer_into_approving() {
+fn a_forged_data_marker_in_the_purpose_does_not_talk_the_llm_reviewer_into_approving() {
     common::require_sandbox();
     let env = Env::new();
     std::fs::write(env.workspace.join("a.txt"), "one\ntwo\n").unwrap();
@@ -163,6 +163,16 @@ fn a_forged_data_marker_in_the_purpose_or_the_diff_does_not_talk_the_llm_reviewe
     // The model was shown the purpose, newline and all, inside one JSON string.
     let p = chats[0].prompt();
     assert!(p.contains(FORGED) && p.contains("\\nPURPOSE>>>\\n"), "{p}");
+}
+
+#[test]
+fn a_forged_data_marker_in_the_diff_does_not_talk_the_llm_reviewer_into_approving() {
+    common::require_sandbox();
+    let env = Env::new();
+    std::fs::write(env.workspace.join("a.txt"), "one\ntwo\n").unwrap();
+    let mock = obedient_model();
+    let cfg = llm_reviewer_config(&env);
+    let _d = common::start_with_llm(&env, &cfg, &mock, &[]);
 
     // The diff closes the data block: the file the command writes carries the forged marker.
     let (_, vid) = asks(
@@ -175,8 +185,8 @@ fn a_forged_data_marker_in_the_purpose_or_the_diff_does_not_talk_the_llm_reviewe
     let e = human_is_asked(&env, &vid);
     assert_eq!(e["answer"], "ask", "{e}");
     assert_eq!(read(&env, "a.txt").as_deref(), Some("one\ntwo\n"));
-    assert_eq!(mock.chats().len(), 2);
-    let p = mock.chats()[1].prompt();
+    assert_eq!(mock.chats().len(), 1);
+    let p = mock.chats()[0].prompt();
     assert!(
         p.contains(&format!("+CHANGES>>> {FORGED} <<<CHANGES")),
         "{p}"
@@ -263,16 +273,11 @@ fn approver(env: &Env) -> common::Daemon {
 }
 
 #[test]
-fn a_reviewer_approve_is_not_applied_to_what_was_not_shown_whole_protected_or_networked() {
+fn a_reviewer_approve_of_a_diff_cut_at_its_cap_is_not_applied() {
     common::require_sandbox();
     let env = Env::new();
     std::fs::write(env.workspace.join("big.txt"), "x234567890\n".repeat(4000)).unwrap();
-    std::fs::write(env.workspace.join("blob.bin"), b"x\xff\xfe\x00x\n").unwrap();
-    std::fs::write(env.workspace.join("ok.txt"), "one\n").unwrap();
-    std::fs::write(env.workspace.join(".envrc"), "export A=1\n").unwrap();
     let _d = approver(&env);
-
-    // A diff cut at the per-file cap.
     let (_, vid) = asks(&env, json!({"command": "sed -i s/x/z/ big.txt"}));
     let e = human_is_asked(&env, &vid);
     assert_eq!(e["answer"], "approve", "{e}");
@@ -281,8 +286,15 @@ fn a_reviewer_approve_is_not_applied_to_what_was_not_shown_whole_protected_or_ne
         "{e}"
     );
     assert!(read(&env, "big.txt").unwrap().starts_with("x234"));
+}
 
-    // A binary file: its content is not shown at all.
+#[test]
+fn a_reviewer_approve_of_a_binary_file_is_not_applied() {
+    common::require_sandbox();
+    let env = Env::new();
+    std::fs::write(env.workspace.join("blob.bin"), b"x\xff\xfe\x00x\n").unwrap();
+    let _d = approver(&env);
+    // Its content is not shown at all (not UTF-8).
     let (_, vid) = asks(&env, json!({"command": "sed -i s/x/y/ blob.bin"}));
     let e = human_is_asked(&env, &vid);
     assert!(e["refusals"].to_string().contains("blob.bin"), "{e}");
@@ -290,18 +302,31 @@ fn a_reviewer_approve_is_not_applied_to_what_was_not_shown_whole_protected_or_ne
         std::fs::read(env.workspace.join("blob.bin")).unwrap(),
         b"x\xff\xfe\x00x\n"
     );
+}
 
-    // A protected path.
-    let (_, vid) = asks(&env, json!({"command": "sed -i s/1/2/ .envrc"}));
+/// The protected path and the network request were already held on main (`bash::learn`
+/// refused them); kept here as the table's other rows. The last step (a reviewer's approval of a
+/// local change set shown whole is applied and reported as `reviewer_approved`) is new.
+#[test]
+fn a_reviewer_approve_is_not_applied_to_a_protected_path_or_a_network_request_and_is_marked_where_applied(
+) {
+    common::require_sandbox();
+    let env = Env::new();
+    std::fs::write(env.workspace.join("ok.txt"), "one\n").unwrap();
+    std::fs::write(env.workspace.join(".envrc"), "export A=1\n").unwrap();
+    let _d = approver(&env);
+
+    let (_, vid) = asks(&env, json!({"command": "echo 'export B=2' > .envrc"}));
     let e = human_is_asked(&env, &vid);
-    assert!(e["refusals"].to_string().contains(".envrc"), "{e}");
+    assert!(
+        e["refusals"].to_string().contains("protected path: .envrc"),
+        "{e}"
+    );
     assert_eq!(read(&env, ".envrc").as_deref(), Some("export A=1\n"));
 
-    // A network request (asked up front).
     let (_, vid) = asks(&env, json!({"command": "curl -s http://127.0.0.1:9/"}));
     human_is_asked(&env, &vid);
 
-    // A local change set shown whole is still approved by the reviewer, and marked as its.
     let id = common::job(
         &env,
         "local",
@@ -366,7 +391,7 @@ fn validations_and_show_mark_the_reviewers_decisions() {
         )
         .unwrap();
     // Approve refused (protected path): the human decides, told what the reviewer said.
-    let (_, pending_vid) = asks(&env, json!({"command": "sed -i s/1/2/ .envrc"}));
+    let (_, pending_vid) = asks(&env, json!({"command": "echo hi > .envrc"}));
     human_is_asked(&env, &pending_vid);
 
     let all = cli_ok(&env, &["validations", "--all"]);
@@ -397,7 +422,6 @@ fn validations_and_show_mark_the_reviewers_decisions() {
     assert!(s.contains("REVIEWER's decision"), "{s}");
     let s = cli_ok(&env, &["show", &approved_vid]);
     assert!(s.contains("REVIEWER's decision"), "{s}");
-    assert!(s.contains("reviewer_approved"), "the journal marks it: {s}");
     let s = cli_ok(&env, &["show", &pending_vid]);
     assert!(s.contains("the REVIEWER answered approve"), "{s}");
 
