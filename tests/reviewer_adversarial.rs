@@ -318,10 +318,7 @@ fn a_reviewer_approve_is_not_applied_to_a_protected_path_or_a_network_request_an
 
     let (_, vid) = asks(&env, json!({"command": "echo 'export B=2' > .envrc"}));
     let e = human_is_asked(&env, &vid);
-    assert!(
-        e["refusals"].to_string().contains("protected path: .envrc"),
-        "{e}"
-    );
+    assert!(e["refusals"].to_string().contains(".envrc"), "{e}");
     assert_eq!(read(&env, ".envrc").as_deref(), Some("export A=1\n"));
 
     let (_, vid) = asks(&env, json!({"command": "curl -s http://127.0.0.1:9/"}));

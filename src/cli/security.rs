@@ -76,7 +76,23 @@ pub fn validations(config: &Config, a: &ValidationsArgs) -> Result<i32> {
     let out = db::open_read_only(&config.data_dir, DbKind::Output)?;
     let list = validations::list(&out, !a.all)?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&list)?);
+        // Each with who decided it (`decided_by`; a reviewer's starts with `reviewer:`, and
+        // `decided_by_reviewer` says so).
+        let sec = db::open_read_only(&config.data_dir, DbKind::Security).ok();
+        let mut rows = Vec::new();
+        for v in &list {
+            let mut row = serde_json::to_value(v)?;
+            let d = match &sec {
+                Some(c) => validations::last_decision(c, &v.id)?,
+                None => None,
+            };
+            row["decided_by"] = serde_json::json!(d.as_ref().map(|d| &d.decided_by));
+            row["decided_by_reviewer"] = serde_json::json!(d
+                .as_ref()
+                .is_some_and(|d| crate::ask::By::of(&d.decided_by) == crate::ask::By::Reviewer));
+            rows.push(row);
+        }
+        println!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(0);
     }
     if list.is_empty() {

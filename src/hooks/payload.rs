@@ -20,7 +20,7 @@ use std::path::Path;
 pub const DIFF_MAX: usize = 64 * 1024;
 
 /// The longest purpose a payload carries (bytes).
-pub const PURPOSE_MAX: usize = 2000;
+pub const PURPOSE_MAX: usize = 4000;
 
 /// The payload of `v`; `lifecycle` (read) gives the job's action and stated purpose.
 pub fn build(lifecycle: &Connection, data_dir: &Path, v: &Validation, event: &str) -> Value {
@@ -153,5 +153,29 @@ fn shell_word(s: &str) -> String {
         s.to_string()
     } else {
         format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_payload_counts_as_cut_unless_it_says_it_cut_nothing() {
+        assert!(cut(&json!({"truncated": false, "cut": []})).is_empty());
+        assert_eq!(
+            cut(&json!({"truncated": true, "cut": ["purpose: cut at 4000 bytes"]})),
+            vec!["purpose: cut at 4000 bytes".to_string()]
+        );
+        // What could not be built, or says nothing, or contradicts itself: cut.
+        for p in [
+            json!({"event": "validation", "id": "x", "error": "cannot read"}),
+            json!({"truncated": false}),
+            json!({"truncated": true, "cut": []}),
+            json!({"truncated": "no", "cut": []}),
+            json!({"truncated": false, "cut": ["diff"]}),
+        ] {
+            assert!(!cut(&p).is_empty(), "{p}");
+        }
     }
 }

@@ -437,7 +437,7 @@ mod tests {
             (
                 "the purpose cut",
                 Facts {
-                    cut: s(&["purpose: cut at 2000 bytes"]),
+                    cut: s(&["purpose: cut at 4000 bytes"]),
                     ..ok.clone()
                 },
                 Some("purpose: cut"),
