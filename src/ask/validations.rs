@@ -309,6 +309,29 @@ pub fn unconsumed(security: &Connection) -> Result<Vec<ApprovalRow>> {
     Ok(v)
 }
 
+/// The last decision row written for validation `id` (consumed or not): who decided (a
+/// reviewer's `decided_by` starts with `ask::REVIEWER_PREFIX`) — what `validations` and `show`
+/// mark.
+pub fn last_decision(security: &Connection, id: &str) -> Result<Option<ApprovalRow>> {
+    Ok(security
+        .query_row(
+            "SELECT id, validation_id, decision, reason, decided_by, created_at, learn FROM approvals WHERE validation_id = ?1 ORDER BY id DESC LIMIT 1",
+            [id],
+            |r| {
+                Ok(ApprovalRow {
+                    row_id: r.get(0)?,
+                    validation_id: r.get(1)?,
+                    decision: Decision::parse(&r.get::<_, String>(2)?),
+                    reason: r.get(3)?,
+                    decided_by: r.get(4)?,
+                    created_at: r.get(5)?,
+                    learn: r.get(6)?,
+                })
+            },
+        )
+        .optional()?)
+}
+
 /// Marks an approval row consumed (it is never looked at again, whatever it said).
 pub fn consume(security: &mut Connection, row_id: i64, now: i64) -> Result<()> {
     write_tx(security, |tx| {

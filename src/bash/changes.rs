@@ -326,6 +326,10 @@ fn read_text(root: &Beneath, rel: &str) -> Option<String> {
     String::from_utf8(root.read_up_to(rel, DIFF_MAX_FILE).ok()??).ok()
 }
 
+/// The last line of a file's diff cut at its cap (never a line of a unified diff's body, whose
+/// lines start with ` `, `+`, `-`, `@` or `\\`).
+const CUT_NOTE: &str = "… (diff of this file truncated)";
+
 fn cap(s: String, max: usize) -> (String, bool) {
     if s.len() <= max {
         return (s, false);
@@ -334,10 +338,38 @@ fn cap(s: String, max: usize) -> (String, bool) {
     while !s.is_char_boundary(end) {
         end -= 1;
     }
-    (
-        format!("{}\n… (diff of this file truncated)\n", &s[..end]),
-        true,
+    (format!("{}\n{CUT_NOTE}\n", &s[..end]), true)
+}
+
+/// The diff line of a file whose content is not shown (not UTF-8, or over `DIFF_MAX_FILE`).
+fn binary_note(c: &Change) -> String {
+    format!(
+        "Binary file {} {}",
+        c.path,
+        match c.kind {
+            Kind::Added => "added",
+            Kind::Modified => "differs",
+            Kind::Deleted => "deleted",
+        }
     )
+}
+
+impl Change {
+    /// Whether the diff shows this change whole: a change of a regular file's content is shown
+    /// whole only by a text diff that was not cut (not binary, not over `DIFF_MAX_FILE`, not past
+    /// the per-file or per-change-set cap); a directory, a symlink or a deletion of nothing but a
+    /// state is shown whole by its states. What a reviewer may approve (`hooks::reviewer`).
+    pub fn shown_whole(&self) -> bool {
+        let is_file = |s: &Option<String>| s.as_deref().is_some_and(|s| s.starts_with("file:"));
+        if !is_file(&self.before) && !is_file(&self.after) {
+            return true;
+        }
+        let Some(d) = &self.diff else {
+            return false;
+        };
+        let binary = binary_note(self);
+        !(d.contains(&binary) || d.lines().any(|l| l == CUT_NOTE))
+    }
 }
 
 fn file_diff(c: &Change, upper: &Beneath, lower: &Beneath) -> Option<String> {
@@ -389,15 +421,7 @@ fn file_diff(c: &Change, upper: &Beneath, lower: &Beneath) -> Option<String> {
             }
             Some(d)
         }
-        _ => Some(format!(
-            "Binary file {} {}\n",
-            c.path,
-            match c.kind {
-                Kind::Added => "added",
-                Kind::Modified => "differs",
-                Kind::Deleted => "deleted",
-            }
-        )),
+        _ => Some(format!("{}\n", binary_note(c))),
     }
 }
 
@@ -891,6 +915,41 @@ mod tests {
         undo(&data, &j).unwrap();
         assert_eq!(fs::read_to_string(ws.join("a.txt")).unwrap(), "one\ntwo\n");
         assert!(!ws.join("d").exists());
+    }
+
+    #[test]
+    fn a_change_is_shown_whole_only_by_a_text_diff_that_was_not_cut() {
+        let t = tempfile::tempdir().unwrap();
+        let (ws, data) = (t.path().join("ws"), t.path().join("data"));
+        fs::create_dir_all(&ws).unwrap();
+        fs::write(ws.join("small.txt"), "one\n").unwrap();
+        let (upper, _) = create_layers(&data, 11).unwrap();
+        fs::write(upper.join("small.txt"), "two\n").unwrap();
+        fs::write(upper.join("big.txt"), "x\n".repeat(FILE_DIFF_CAP)).unwrap();
+        fs::write(upper.join("bin"), [0xffu8, 0xfe, 0]).unwrap();
+        fs::write(upper.join("bin\nnamed"), [0xffu8]).unwrap();
+        fs::create_dir(upper.join("d")).unwrap();
+        std::os::unix::fs::symlink("small.txt", upper.join("l")).unwrap();
+        let cs = compute(&upper, &ws).unwrap();
+        let whole = |p: &str| {
+            cs.changes
+                .iter()
+                .find(|c| c.path == p)
+                .unwrap_or_else(|| panic!("{p}: {cs:?}"))
+                .shown_whole()
+        };
+        assert!(whole("small.txt") && whole("d") && whole("l"), "{cs:?}");
+        assert!(!whole("big.txt"), "cut at the per-file cap");
+        assert!(!whole("bin") && !whole("bin\nnamed"), "binary");
+        // Past the change set's cap a file has no diff at all.
+        let mut c = cs
+            .changes
+            .iter()
+            .find(|c| c.path == "small.txt")
+            .unwrap()
+            .clone();
+        c.diff = None;
+        assert!(!c.shown_whole());
     }
 
     #[test]

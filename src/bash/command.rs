@@ -160,7 +160,8 @@ pub async fn run(job: &Job<'_>, c: &Command<'_>) -> Result<Outcome, Outcome> {
         Plan::Overlay { .. } => super::overlay::run(job, &cmd).await,
         Plan::Apply { happened } => match k.pending {
             Some(m) => {
-                let out = super::overlay::apply(job, m, Allowed::Approved.as_str()).await;
+                let used = happened.policy_used(Allowed::Approved);
+                let out = super::overlay::apply(job, m, used).await;
                 let ok = matches!(&out, Ok(o) if o.status == JobStatus::Succeeded);
                 record::applied(job, hash, &cmd.facts, happened, ok).await;
                 out

@@ -43,6 +43,16 @@ impl Happened {
         }
     }
 
+    /// The `policy_used` a run or an applied change set allowed by `allowed` reports: a
+    /// reviewer's approval is marked as such (`reviewer_approved`), in the job's result and the
+    /// journal (`show`, `review`), never shown as a human's `approved`.
+    pub fn policy_used(self, allowed: Allowed) -> &'static str {
+        match self {
+            Happened::ReviewerApproved => "reviewer_approved",
+            _ => allowed.as_str(),
+        }
+    }
+
     /// The evidence it is: only a human's approval and the operator's override teach.
     pub fn evidence(self) -> Option<Source> {
         match self {

@@ -35,6 +35,8 @@ pub struct ReviewArgs {
 struct Item {
     v: Validation,
     payload: Value,
+    /// What the reviewer answered (`hooks::reviewer_marks`), marked as the reviewer's.
+    reviewer: Vec<String>,
 }
 
 /// An applied change set that can be undone.
@@ -64,13 +66,23 @@ struct App {
 fn load_pending(config: &Config) -> Result<Vec<Item>> {
     let out = db::open_read_only(&config.data_dir, DbKind::Output)?;
     let life = db::open_read_only(&config.data_dir, DbKind::Lifecycle)?;
+    let sec = db::open_read_only(&config.data_dir, DbKind::Security).ok();
+    let meta = db::open_read_only(&config.data_dir, DbKind::Metadata).ok();
     let mut list = validations::list(&out, true)?;
     list.sort_by_key(|v| (v.requested_at, v.job_id));
     Ok(list
         .into_iter()
         .map(|v| {
             let payload = crate::hooks::payload::build(&life, &config.data_dir, &v, "validation");
-            Item { v, payload }
+            let reviewer = sec
+                .as_ref()
+                .and_then(|s| crate::hooks::reviewer_marks(s, meta.as_ref(), &v).ok())
+                .unwrap_or_default();
+            Item {
+                v,
+                payload,
+                reviewer,
+            }
         })
         .collect())
 }
@@ -318,6 +330,21 @@ impl App {
                 "- {}",
                 r.as_str().map(clean).unwrap_or_default()
             )));
+        }
+        for r in &i.reviewer {
+            lines.push(Line::styled(
+                clean(r),
+                Style::new().fg(Color::Magenta).add_modifier(Modifier::BOLD),
+            ));
+        }
+        for c in p["cut"].as_array().into_iter().flatten() {
+            lines.push(Line::styled(
+                format!(
+                    "not shown whole: {}",
+                    c.as_str().map(clean).unwrap_or_default()
+                ),
+                Style::new().fg(Color::Yellow),
+            ));
         }
         let cs = &p["change_set"];
         if cs.is_object() {

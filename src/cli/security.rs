@@ -76,18 +76,37 @@ pub fn validations(config: &Config, a: &ValidationsArgs) -> Result<i32> {
     let out = db::open_read_only(&config.data_dir, DbKind::Output)?;
     let list = validations::list(&out, !a.all)?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&list)?);
+        // Each with who decided it (`decided_by`; a reviewer's starts with `reviewer:`, and
+        // `decided_by_reviewer` says so).
+        let sec = db::open_read_only(&config.data_dir, DbKind::Security).ok();
+        let mut rows = Vec::new();
+        for v in &list {
+            let mut row = serde_json::to_value(v)?;
+            let d = match &sec {
+                Some(c) => validations::last_decision(c, &v.id)?,
+                None => None,
+            };
+            row["decided_by"] = serde_json::json!(d.as_ref().map(|d| &d.decided_by));
+            row["decided_by_reviewer"] = serde_json::json!(d
+                .as_ref()
+                .is_some_and(|d| crate::ask::By::of(&d.decided_by) == crate::ask::By::Reviewer));
+            rows.push(row);
+        }
+        println!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(0);
     }
     if list.is_empty() {
         println!("no {}validations", if a.all { "" } else { "pending " });
     }
     let now = crate::time::now_ms();
+    let sec = db::open_read_only(&config.data_dir, DbKind::Security).ok();
+    let meta = db::open_read_only(&config.data_dir, DbKind::Metadata).ok();
     for v in list {
         println!(
             "{}  job {}  client {}  [{}]",
             v.id, v.job_id, v.client_id, v.status
         );
+        print_marks(sec.as_ref(), meta.as_ref(), &v, "  ");
         println!(
             "  command:  {}",
             v.command
@@ -402,6 +421,9 @@ pub fn show(config: &Config, a: &ShowArgs) -> Result<i32> {
             v.risk_score.unwrap_or(0.0)
         );
         println!("command: {}", v.command.as_deref().unwrap_or(""));
+        let sec = db::open_read_only(&config.data_dir, DbKind::Security).ok();
+        let meta = db::open_read_only(&config.data_dir, DbKind::Metadata).ok();
+        print_marks(sec.as_ref(), meta.as_ref(), v, "");
     }
     if let Ok(sec) = open(config, DbKind::Security) {
         print_egress(&sec, job_id, v.as_ref().map(|v| v.id.as_str()))?;
@@ -446,6 +468,21 @@ pub fn show(config: &Config, a: &ShowArgs) -> Result<i32> {
         }
     }
     Ok(0)
+}
+
+/// Who decided a validation (the reviewer's decisions marked as such) and what the reviewer
+/// answered (`hooks::reviewer_marks`).
+fn print_marks(
+    sec: Option<&rusqlite::Connection>,
+    meta: Option<&rusqlite::Connection>,
+    v: &validations::Validation,
+    indent: &str,
+) {
+    let Some(sec) = sec else { return };
+    match crate::hooks::reviewer_marks(sec, meta, v) {
+        Ok(lines) => lines.iter().for_each(|l| println!("{indent}{l}")),
+        Err(e) => println!("{indent}(cannot read who decided: {e:#})"),
+    }
 }
 
 /// What the job's runs reached or wanted through the egress proxy, and what it asks for.

@@ -15,6 +15,19 @@ pub fn insert_event(
     insert_events(conn, std::slice::from_ref(&e))
 }
 
+/// The details of one job's events of `kind`, oldest first (e.g. the reviewer's answers).
+pub fn events_of(conn: &Connection, kind: &str, job_id: i64) -> Result<Vec<serde_json::Value>> {
+    let mut st = conn
+        .prepare_cached("SELECT detail FROM events WHERE kind = ?1 AND job_id = ?2 ORDER BY id")?;
+    let rows = st
+        .query_map(params![kind, job_id], |r| r.get::<_, String>(0))?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(rows
+        .iter()
+        .filter_map(|d| serde_json::from_str(d).ok())
+        .collect())
+}
+
 /// Writes telemetry events in one transaction, each with the time it was recorded.
 pub fn insert_events(conn: &mut Connection, events: &[crate::telemetry::Event]) -> Result<()> {
     super::write_tx(conn, |tx| {

@@ -22,6 +22,8 @@
 pub mod payload;
 mod reviewer;
 
+pub use reviewer::marks as reviewer_marks;
+
 use crate::ask::validations::{self, Validation};
 use crate::bash::executor::{self, ExecResult};
 use crate::db::Stores;

@@ -1,8 +1,14 @@
 //! The JSON a hook reads on its stdin: one validation (id, client, command, the job's stated
-//! `purpose`, risk, policy, reasons, deadline), its change set when it has one (summary, paths,
-//! capped diff, the command's output, signatures), and the `approve` / `approve --learn` /
-//! `deny` command lines for the operator. Everything in it but the command lines may come from
-//! the agent: hooks must treat it as data.
+//! `purpose`, risk, policy, reasons, deadline), its change set when it has one (summary, every
+//! changed path apart from the diff with whether the diff shows it whole, the capped diff, the
+//! command's output, signatures), what the egress proxy saw, and the `approve` /
+//! `approve --learn` / `deny` command lines for the operator. Everything in it but the command
+//! lines may come from the agent: hooks must treat it as data.
+//!
+//! This module owns *what a payload says it cut*: `truncated` is true when anything was (the
+//! purpose, the diff, the command's output, or a file whose content the diff does not show whole:
+//! binary, over the per-file cap, past the change set's cap), and `cut` names each such thing.
+//! A reviewer's `approve` of a payload with anything cut is never applied (`reviewer.rs`).
 
 use crate::ask::validations::Validation;
 use crate::bash::changes;
@@ -13,6 +19,9 @@ use std::path::Path;
 /// The longest diff a payload carries (bytes).
 pub const DIFF_MAX: usize = 64 * 1024;
 
+/// The longest purpose a payload carries (bytes).
+pub const PURPOSE_MAX: usize = 4000;
+
 /// The payload of `v`; `lifecycle` (read) gives the job's action and stated purpose.
 pub fn build(lifecycle: &Connection, data_dir: &Path, v: &Validation, event: &str) -> Value {
     let reasons: Vec<String> = v
@@ -20,22 +29,54 @@ pub fn build(lifecycle: &Connection, data_dir: &Path, v: &Validation, event: &st
         .as_deref()
         .and_then(|r| serde_json::from_str(r).ok())
         .unwrap_or_default();
+    let mut cut = Vec::new();
     let change_set = changes::load_manifest(data_dir, v.job_id)
         .ok()
         .flatten()
         .filter(|m| v.command_hash.as_deref() == Some(m.effect_hash.as_str()))
         .map(|m| {
+            let cs = &m.change_set;
+            let full = cs.diff();
+            let diff_cut = full.len() > DIFF_MAX || cs.diff_truncated;
+            if diff_cut {
+                cut.push(format!(
+                    "change_set.diff: the diff stops at its cap ({} bytes in all)",
+                    full.len()
+                ));
+            }
+            if m.truncated {
+                cut.push("change_set.stdout/stderr: the command's output was cut".into());
+            }
+            let paths: Vec<Value> = cs
+                .changes
+                .iter()
+                .map(|c| {
+                    let whole = c.shown_whole();
+                    if !whole {
+                        cut.push(format!(
+                            "change_set.paths: the diff does not show {:?} whole (binary, too large, or past a cap)",
+                            crate::quote::prefix(&c.path, crate::quote::VALUE_MAX)
+                        ));
+                    }
+                    json!({"path": c.path, "kind": c.kind, "shown_whole": whole})
+                })
+                .collect();
             json!({
-                "summary": m.change_set.summary(),
-                "paths": m.change_set.paths_json(),
-                "diff": crate::quote::prefix(&m.change_set.diff(), DIFF_MAX),
+                "summary": cs.summary(),
+                "paths": paths,
+                "diff": crate::quote::prefix(&full, DIFF_MAX),
+                "diff_truncated": diff_cut,
                 "exit_code": m.exit_code,
                 "stdout": m.stdout,
                 "stderr": m.stderr,
+                "output_truncated": m.truncated,
                 "signatures": m.signatures,
             })
         });
-    let (action, purpose) = job_of(lifecycle, v.job_id);
+    let (action, purpose, purpose_cut) = job_of(lifecycle, v.job_id);
+    if purpose_cut {
+        cut.insert(0, format!("purpose: cut at {PURPOSE_MAX} bytes"));
+    }
     let cli = format!(
         "brainloop --data-dir {}",
         shell_word(&data_dir.display().to_string())
@@ -55,6 +96,8 @@ pub fn build(lifecycle: &Connection, data_dir: &Path, v: &Validation, event: &st
         "requested_at": v.requested_at,
         "expires_at": v.expires_at,
         "change_set": change_set,
+        "truncated": !cut.is_empty(),
+        "cut": cut,
         "approve": format!("{cli} approve {}", v.id),
         "approve_learn": format!("{cli} approve {} --learn", v.id),
         "deny": format!("{cli} deny {}", v.id),
@@ -62,8 +105,22 @@ pub fn build(lifecycle: &Connection, data_dir: &Path, v: &Validation, event: &st
     })
 }
 
-/// The job's action and what it says it is for (`purpose`, or a loop's `goal`).
-fn job_of(lifecycle: &Connection, job_id: i64) -> (Option<String>, Option<String>) {
+/// What the payload `p` says it cut (`build`); a payload that says nothing about it (one that
+/// could not be built) counts as cut.
+pub fn cut(p: &Value) -> Vec<String> {
+    match (p["truncated"].as_bool(), p["cut"].as_array()) {
+        (Some(false), Some(c)) if c.is_empty() => Vec::new(),
+        (Some(_), Some(c)) if !c.is_empty() => c
+            .iter()
+            .map(|x| x.as_str().unwrap_or("?").to_string())
+            .collect(),
+        _ => vec!["the payload does not say what it cut (it could not be built)".into()],
+    }
+}
+
+/// The job's action, what it says it is for (`purpose`, or a loop's `goal`) and whether that
+/// was cut at [`PURPOSE_MAX`].
+fn job_of(lifecycle: &Connection, job_id: i64) -> (Option<String>, Option<String>, bool) {
     let row: Option<(Option<String>, Option<String>)> = lifecycle
         .query_row(
             "SELECT action, params FROM queue WHERE job_id = ?1",
@@ -74,16 +131,18 @@ fn job_of(lifecycle: &Connection, job_id: i64) -> (Option<String>, Option<String
         .ok()
         .flatten();
     let Some((action, params)) = row else {
-        return (None, None);
+        return (None, None, false);
     };
     let p: Value = params
         .and_then(|p| serde_json::from_str(&p).ok())
         .unwrap_or(Value::Null);
-    let purpose = ["purpose", "goal"]
-        .iter()
-        .find_map(|k| p[*k].as_str())
-        .map(|s| crate::quote::prefix(s, 2000));
-    (action, purpose)
+    let purpose = ["purpose", "goal"].iter().find_map(|k| p[*k].as_str());
+    let purpose_cut = purpose.is_some_and(|s| s.len() > PURPOSE_MAX);
+    (
+        action,
+        purpose.map(|s| crate::quote::prefix(s, PURPOSE_MAX)),
+        purpose_cut,
+    )
 }
 
 /// A path as one shell word for the command lines shown to the operator.
@@ -94,5 +153,29 @@ fn shell_word(s: &str) -> String {
         s.to_string()
     } else {
         format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_payload_counts_as_cut_unless_it_says_it_cut_nothing() {
+        assert!(cut(&json!({"truncated": false, "cut": []})).is_empty());
+        assert_eq!(
+            cut(&json!({"truncated": true, "cut": ["purpose: cut at 4000 bytes"]})),
+            vec!["purpose: cut at 4000 bytes".to_string()]
+        );
+        // What could not be built, or says nothing, or contradicts itself: cut.
+        for p in [
+            json!({"event": "validation", "id": "x", "error": "cannot read"}),
+            json!({"truncated": false}),
+            json!({"truncated": true, "cut": []}),
+            json!({"truncated": "no", "cut": []}),
+            json!({"truncated": false, "cut": ["diff"]}),
+        ] {
+            assert!(!cut(&p).is_empty(), "{p}");
+        }
     }
 }

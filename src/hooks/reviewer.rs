@@ -4,13 +4,20 @@
 //!
 //! - `deny` ends the job `denied` (a decision row like an operator's, `decided_by` naming the
 //!   reviewer);
-//! - `approve` is accepted only for a change set a learned signature could apply
-//!   (`bash::learn::refusals`: workspace only, every path named, no protected path, no network,
-//!   nothing dynamic); anything else still asks the human;
+//! - `approve` is accepted only for a **local, fully shown** change set ([`approve_refusals`],
+//!   table-tested): the job's action does not generate content (`run_code`, `generate_file`,
+//!   `generate_sql`), no host was asked for, reached or tried (egress proxy), the payload the
+//!   reviewer read cut nothing (`payload::cut`: purpose, diff, output, a file not shown whole —
+//!   binary, too large, past a cap), no changed path is protected, and a learned signature could
+//!   apply it (`bash::learn::refusals`: workspace only, every path named, nothing dynamic; a
+//!   validation without a change set is refused there). Anything else: the human is asked — for
+//!   network requests and generated content a reviewer may deny or escalate, never approve;
 //! - `ask`, anything unrecognised, a non-zero exit, an error or a timeout: the human is asked.
 //!
-//! Every answer is audited (metadata `events`, kind `reviewer`) with its reason and what was
-//! done with it. A reviewer's decision is never learning evidence (`ask::By::Reviewer`).
+//! Every answer is audited (metadata `events`, kind `reviewer`) with its reason, what was done
+//! with it and `decided_by`; a decision row it writes has `decided_by` starting with
+//! [`REVIEWER_PREFIX`], which is how every surface marks it as the reviewer's. A reviewer's
+//! decision is never learning evidence (`ask::By::Reviewer`).
 
 use super::Hooks;
 use crate::ask::validations::{self, Decision, Validation};
@@ -66,6 +73,66 @@ pub fn parse(stdout: &str) -> (Answer, String) {
     }
 }
 
+/// What the worker knows of a validation when its reviewer answers `approve`.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Facts {
+    /// The waiting job's action (`execute_bash`, `run_code`, `generate_file`, …).
+    pub action: Option<String>,
+    /// What the payload the reviewer read says it cut (`payload::cut`).
+    pub cut: Vec<String>,
+    /// Hosts the validation asks for, or the job's runs reached or tried (egress proxy).
+    pub hosts: Vec<String>,
+    /// Changed paths the protected-path table matches (`PATH (PATTERN)`).
+    pub protected: Vec<String>,
+    /// Why a learned signature could not apply the change set (`bash::learn::refusals`; says so
+    /// when there is no change set).
+    pub learn: Vec<String>,
+}
+
+/// Actions whose validations show generated content (a model's file or SQL, a program's tool
+/// calls) rather than a command's change set: a reviewer never approves them.
+pub const GENERATED: &[&str] = &["run_code", "generate_file", "generate_sql"];
+
+/// Why a reviewer's `approve` may not be applied (empty: it may). The one place that says what a
+/// reviewer may approve: a local, fully shown change set with no protected path and no host.
+pub fn approve_refusals(f: &Facts) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(a) = f.action.as_deref().filter(|a| GENERATED.contains(a)) {
+        out.push(format!(
+            "the job's action {a} generates what it asks about: a reviewer may deny or ask, never approve"
+        ));
+    }
+    if !f.hosts.is_empty() {
+        out.push(format!(
+            "network: the job asks for or reached {} — a reviewer may deny or ask, never approve",
+            f.hosts.join(", ")
+        ));
+    }
+    out.extend(
+        f.cut
+            .iter()
+            .map(|c| format!("the reviewer was not shown everything: {c}")),
+    );
+    out.extend(
+        f.protected
+            .iter()
+            .map(|p| format!("touches a protected path: {p}")),
+    );
+    out.extend(f.learn.iter().cloned());
+    let mut seen = std::collections::HashSet::new();
+    out.retain(|r| seen.insert(r.clone()));
+    out
+}
+
+/// What is done with a reviewer's answer, given [`approve_refusals`]: an `approve` with any
+/// refusal becomes `ask`; `deny` and `ask` stand.
+pub fn applied(answer: Answer, refusals: &[String]) -> Answer {
+    match answer {
+        Answer::Approve if !refusals.is_empty() => Answer::Ask,
+        a => a,
+    }
+}
+
 /// What the run of the reviewer says (`Ask` on any failure).
 fn answer_of(r: &anyhow::Result<ExecResult>) -> (Answer, String) {
     match r {
@@ -83,6 +150,60 @@ fn answer_of(r: &anyhow::Result<ExecResult>) -> (Answer, String) {
     }
 }
 
+/// What `validations` and `show` say of who decided `v` — marked as the reviewer's when its
+/// reviewer did — and, while the human decides, what the reviewer answered and why it was not
+/// applied. `metadata` (the reviewer's audit events) may be missing.
+pub fn marks(
+    security: &rusqlite::Connection,
+    metadata: Option<&rusqlite::Connection>,
+    v: &Validation,
+) -> anyhow::Result<Vec<String>> {
+    let short = |s: &str| crate::quote::prefix(s, crate::quote::VALUE_MAX);
+    let mut out = Vec::new();
+    if let Some(d) = validations::last_decision(security, &v.id)? {
+        let word = d.decision.map(|d| d.as_str()).unwrap_or("?");
+        let reason = d
+            .reason
+            .as_deref()
+            .map(|r| format!(": {}", short(r)))
+            .unwrap_or_default();
+        out.push(match crate::ask::By::of(&d.decided_by) {
+            crate::ask::By::Reviewer => format!(
+                "REVIEWER's decision ({}): {word}{reason} — not a human's",
+                short(&d.decided_by)
+            ),
+            crate::ask::By::Human => format!("decided by {}: {word}{reason}", short(&d.decided_by)),
+        });
+        return Ok(out);
+    }
+    let Some(m) = metadata else {
+        return Ok(out);
+    };
+    let said = crate::db::metadata::events_of(m, "reviewer", v.job_id)?
+        .into_iter()
+        .rfind(|e| e["validation_id"] == v.id.as_str());
+    if let Some(e) = said {
+        let s = |k: &str| e[k].as_str().unwrap_or("?").to_string();
+        let refusals: Vec<String> = e["refusals"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|x| x.as_str()).map(short).collect())
+            .unwrap_or_default();
+        let mut line = format!(
+            "the REVIEWER answered {} ({})",
+            s("answer"),
+            short(&s("reason"))
+        );
+        if s("applied") == "ask" {
+            line.push_str(" — not applied, a human decides");
+            if !refusals.is_empty() {
+                line.push_str(&format!(": {}", refusals.join("; ")));
+            }
+        }
+        out.push(line);
+    }
+    Ok(out)
+}
+
 impl Hooks {
     /// Consults the reviewer about a new validation; true when it settled it (deny, or an
     /// accepted approve), so the human need not be notified.
@@ -93,13 +214,10 @@ impl Hooks {
         let run = self.run_hook(h, p, v.job_id).await;
         let (answer, reason) = answer_of(&run);
         let refusals = match answer {
-            Answer::Approve => self.approve_refusals(v).await,
+            Answer::Approve => approve_refusals(&self.facts(v, p).await),
             _ => Vec::new(),
         };
-        let applied = match answer {
-            Answer::Approve if !refusals.is_empty() => Answer::Ask,
-            a => a,
-        };
+        let applied = applied(answer, &refusals);
         let by = format!(
             "{REVIEWER_PREFIX} {}",
             crate::quote::prefix(&h.command, crate::quote::VALUE_MAX)
@@ -114,6 +232,8 @@ impl Hooks {
             "applied": applied.as_str(),
             "reason": reason,
             "refusals": refusals,
+            "decided_by": by,
+            "cut": super::payload::cut(p),
             "exit_code": run.as_ref().ok().and_then(|r| r.exit_code),
             "timed_out": run.as_ref().is_ok_and(|r| r.timed_out),
             "recorded": recorded.as_ref().map(|_| true).unwrap_or(false),
@@ -137,8 +257,8 @@ impl Hooks {
         applied != Answer::Ask
     }
 
-    /// Why the reviewer may not approve this validation (`bash::learn`; empty: it may).
-    async fn approve_refusals(&self, v: &Validation) -> Vec<String> {
+    /// What [`approve_refusals`] judges, for `v` and the payload `p` its reviewer read.
+    async fn facts(&self, v: &Validation, p: &Value) -> Facts {
         let (dd, pp, v2) = (
             self.config.data_dir.clone(),
             self.config.protected_paths.clone(),
@@ -149,10 +269,45 @@ impl Hooks {
             .security
             .call(move |c| {
                 let p = crate::bash::effects::Protected::shared(&pp)?;
-                crate::bash::learn::refusals(c, &dd, &v2, &p)
+                let learn = crate::bash::learn::refusals(c, &dd, &v2, &p)?;
+                let protected = crate::bash::changes::load_manifest(&dd, v2.job_id)?
+                    .map(|m| {
+                        m.change_set
+                            .changes
+                            .iter()
+                            .filter_map(|ch| {
+                                p.matching(&ch.path)
+                                    .map(|pat| format!("{} ({pat})", ch.path))
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let mut hosts: Vec<String> = crate::egress::store::request(c, &v2.id)?
+                    .map(|r| r.hosts)
+                    .unwrap_or_default();
+                for conn in crate::egress::store::of_job(c, v2.job_id)? {
+                    let h = format!("{}:{} ({})", conn.host, conn.port, conn.outcome);
+                    if !hosts.contains(&h) {
+                        hosts.push(h);
+                    }
+                }
+                Ok((learn, protected, hosts))
             })
             .await;
-        res.unwrap_or_else(|e| vec![format!("cannot check the change set: {e:#}")])
+        let (learn, protected, hosts) = res.unwrap_or_else(|e| {
+            (
+                vec![format!("cannot check the change set: {e:#}")],
+                Vec::new(),
+                Vec::new(),
+            )
+        });
+        Facts {
+            action: p["action"].as_str().map(str::to_string),
+            cut: super::payload::cut(p),
+            hosts,
+            protected,
+            learn,
+        }
     }
 
     async fn record(
@@ -194,5 +349,137 @@ mod tests {
         assert_eq!(parse("").0, Answer::Ask);
         assert_eq!(parse("approved!").0, Answer::Ask);
         assert_eq!(parse(r#"{"decision": 1}"#).0, Answer::Ask);
+    }
+
+    /// What a reviewer's answer becomes, per fact: only a local, fully shown change set with no
+    /// protected path and no host takes an `approve`; `deny` and `ask` always stand.
+    #[test]
+    fn a_reviewer_approves_only_local_fully_shown_unprotected_change_sets() {
+        let ok = Facts {
+            action: Some("execute_bash".into()),
+            ..Facts::default()
+        };
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        let rows: Vec<(&str, Facts, Option<&str>)> = vec![
+            ("local, fully shown", ok.clone(), None),
+            (
+                "an agent loop's command",
+                Facts {
+                    action: Some("loop".into()),
+                    ..ok.clone()
+                },
+                None,
+            ),
+            (
+                "no job row",
+                Facts {
+                    action: None,
+                    ..ok.clone()
+                },
+                None,
+            ),
+            (
+                "run_code",
+                Facts {
+                    action: Some("run_code".into()),
+                    ..ok.clone()
+                },
+                Some("run_code generates"),
+            ),
+            (
+                "generate_file",
+                Facts {
+                    action: Some("generate_file".into()),
+                    ..ok.clone()
+                },
+                Some("generate_file generates"),
+            ),
+            (
+                "generate_sql",
+                Facts {
+                    action: Some("generate_sql".into()),
+                    ..ok.clone()
+                },
+                Some("generate_sql generates"),
+            ),
+            (
+                "a host request",
+                Facts {
+                    hosts: s(&["example.org:443"]),
+                    ..ok.clone()
+                },
+                Some("network: the job asks for or reached example.org:443"),
+            ),
+            (
+                "a host reached",
+                Facts {
+                    hosts: s(&["127.0.0.1:9 (allowed)"]),
+                    ..ok.clone()
+                },
+                Some("network:"),
+            ),
+            (
+                "the diff cut",
+                Facts {
+                    cut: s(&["change_set.diff: the diff stops at its cap"]),
+                    ..ok.clone()
+                },
+                Some("not shown everything: change_set.diff"),
+            ),
+            (
+                "a binary file",
+                Facts {
+                    cut: s(&["change_set.paths: the diff does not show \"x.bin\" whole"]),
+                    ..ok.clone()
+                },
+                Some("x.bin"),
+            ),
+            (
+                "the purpose cut",
+                Facts {
+                    cut: s(&["purpose: cut at 4000 bytes"]),
+                    ..ok.clone()
+                },
+                Some("purpose: cut"),
+            ),
+            (
+                "a protected path",
+                Facts {
+                    protected: s(&[".envrc (.envrc)"]),
+                    ..ok.clone()
+                },
+                Some("protected path: .envrc"),
+            ),
+            (
+                "no change set",
+                Facts {
+                    learn: s(&["there is no change set"]),
+                    ..ok.clone()
+                },
+                Some("there is no change set"),
+            ),
+        ];
+        for (name, f, why) in rows {
+            let r = approve_refusals(&f);
+            match why {
+                None => {
+                    assert!(r.is_empty(), "{name}: {r:?}");
+                    assert_eq!(applied(Answer::Approve, &r), Answer::Approve, "{name}");
+                }
+                Some(w) => {
+                    assert!(r.iter().any(|x| x.contains(w)), "{name}: {r:?}");
+                    assert_eq!(applied(Answer::Approve, &r), Answer::Ask, "{name}");
+                }
+            }
+            assert_eq!(applied(Answer::Deny, &r), Answer::Deny, "{name}");
+            assert_eq!(applied(Answer::Ask, &r), Answer::Ask, "{name}");
+        }
+        // Every refusal is said once, even when two checks find the same thing.
+        let f = Facts {
+            protected: s(&["a"]),
+            learn: s(&["touches a protected path: a"]),
+            ..ok
+        };
+        assert_eq!(approve_refusals(&f).len(), 1);
     }
 }
