@@ -119,9 +119,8 @@ pub fn refusal_reasons(
                 private = true;
                 let names: Vec<&str> = classes.iter().map(|c| c.as_str()).collect();
                 format!(
-                    "{} — NOT PUBLIC ({}): a plain approve lets this name reach public addresses only; to let it reach {} addresses: brainloop approve {validation_id} --allow-private-hosts",
+                    "{} — NOT PUBLIC: a plain approve lets this name reach public addresses only; to let it reach {} addresses: brainloop approve {validation_id} --allow-private-hosts",
                     r.line(),
-                    names.join(", "),
                     names.join("/")
                 )
             }
