@@ -378,10 +378,9 @@ fn class_v6(ip: Ipv6Addr) -> AddrClass {
         Loopback
     } else if s[..5] == [0; 5] && s[5] == 0xffff {
         inside(v4(12), true) // IPv4-mapped ::ffff:a.b.c.d
-    } else if s[..6] == [0; 6] {
-        inside(v4(12), false) // IPv4-compatible ::a.b.c.d (deprecated)
-    } else if s[..4] == [0; 4] && s[4] == 0xffff && s[5] == 0 {
-        inside(v4(12), false) // IPv4-translated ::ffff:0:a.b.c.d (RFC 2765)
+    } else if s[..6] == [0; 6] || (s[..4] == [0; 4] && s[4] == 0xffff && s[5] == 0) {
+        // IPv4-compatible ::a.b.c.d (deprecated), IPv4-translated ::ffff:0:a.b.c.d (RFC 2765)
+        inside(v4(12), false)
     } else if s[0] == 0x64 && s[1] == 0xff9b && s[2..6] == [0; 4] {
         inside(v4(12), true) // NAT64 well-known prefix 64:ff9b::/96 (RFC 6052)
     } else if s[0] == 0x64 && s[1] == 0xff9b && s[2] == 1 {
@@ -392,10 +391,9 @@ fn class_v6(ip: Ipv6Addr) -> AddrClass {
         Documentation
     } else if s[0] == 0x2001 && s[1] == 2 && s[2] == 0 {
         Benchmarking
-    } else if s[0] == 0x2001 && s[1] < 0x200 {
-        Reserved // 2001::/23 IETF protocol assignments, Teredo 2001::/32 among them
-    } else if s[0] == 0x100 && s[1..4] == [0; 3] {
-        Reserved // discard-only 100::/64
+    } else if (s[0] == 0x2001 && s[1] < 0x200) || (s[0] == 0x100 && s[1..4] == [0; 3]) {
+        // 2001::/23 IETF protocol assignments (Teredo 2001::/32 among them), discard 100::/64
+        Reserved
     } else if (s[0] & 0xfe00) == 0xfc00 || (s[0] & 0xffc0) == 0xfec0 {
         Private // unique local fc00::/7, site-local fec0::/10 (deprecated)
     } else if (s[0] & 0xffc0) == 0xfe80 {
