@@ -620,3 +620,64 @@ fn client_learning(c: &signatures::ClientLearning) -> String {
         c.client_id, c.approvals, c.denials
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::host_rules;
+    use crate::egress::resolve::Resolved;
+    use crate::egress::rules::AddrClass;
+    use crate::egress::store::Request;
+
+    fn request(resolved: Vec<Resolved>) -> Request {
+        Request {
+            validation_id: "v".into(),
+            job_id: 1,
+            client_id: "c".into(),
+            command_hash: "h".into(),
+            hosts: resolved.iter().map(|r| r.host.clone()).collect(),
+            resolved,
+        }
+    }
+
+    fn shown(host: &str, addrs: &[(&str, AddrClass)]) -> Resolved {
+        Resolved {
+            host: host.into(),
+            addresses: addrs.iter().map(|(a, c)| (a.to_string(), *c)).collect(),
+            error: None,
+        }
+    }
+
+    #[test]
+    fn allow_private_hosts_adds_the_classes_shown_and_refuses_when_none_was_shown() {
+        let r = request(vec![
+            shown("svc.test:80", &[("127.0.0.1", AddrClass::Loopback)]),
+            shown("pypi.org:443", &[("151.101.0.223", AddrClass::Public)]),
+            shown("[::1]:81", &[("::1", AddrClass::Loopback)]),
+        ]);
+        assert_eq!(
+            host_rules(&[], Some(&r), false).unwrap(),
+            ["svc.test:80", "pypi.org:443", "[::1]:81"]
+        );
+        assert_eq!(
+            host_rules(&[], Some(&r), true).unwrap(),
+            ["svc.test:80+loopback", "pypi.org:443", "[::1]:81"]
+        );
+        // --host names one of them: the class shown for it.
+        assert_eq!(
+            host_rules(&["SVC.test:80".into()], Some(&r), true).unwrap(),
+            ["svc.test:80+loopback"]
+        );
+        // Nothing non-public shown for a name: nothing to widen, refused.
+        let public = request(vec![shown(
+            "pypi.org:443",
+            &[("151.101.0.223", AddrClass::Public)],
+        )]);
+        assert!(host_rules(&[], Some(&public), true).is_err());
+        assert!(host_rules(&["svc.test:80".into()], None, true).is_err());
+        // A class named per host needs no flag.
+        assert_eq!(
+            host_rules(&["svc.test:80+private".into()], None, false).unwrap(),
+            ["svc.test:80+private"]
+        );
+    }
+}

@@ -55,8 +55,10 @@ impl Resolver {
     }
 }
 
-/// Hosts resolved for a prompt at most (the rest is shown unresolved, saying so).
-const MAX_SHOWN: usize = 32;
+/// Hosts resolved for a prompt at most (the rest is shown unresolved, saying so). The names
+/// come from the command: resolving them lets the resolver's upstream see them (as a rule
+/// allowing them would), so few are.
+const MAX_SHOWN: usize = 8;
 
 /// Where a refused host pointed when a human was asked: shown in the prompt (`validations`,
 /// `show`, `review`, the pending result's `egress_resolved`), stored with the host request, and
