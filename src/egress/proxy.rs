@@ -3,8 +3,8 @@
 //! the namespace). It speaks HTTP (absolute-URI requests), HTTPS (`CONNECT host:port`, no TLS
 //! interception) and SOCKS5 (CONNECT, no authentication; the first byte 0x05 tells them apart),
 //! decides every connection by host and port ([`Rules`]), resolves names itself, connects only
-//! to an address the rules allow (its class checked on that very address, `rules::HostRule::reaches`), and records
-//! every attempt — allowed, refused or failed, with the bytes each way.
+//! to an address the rules allow (the class of that very address, `rules::HostRule::reaches`),
+//! and records every attempt — allowed, refused or failed, with the bytes each way.
 //!
 //! HTTP requests are parsed with `httparse` (hyper's parser), sent on with `Connection: close`
 //! and the hop-by-hop headers removed, then the bytes are spliced: one request per connection,
