@@ -395,11 +395,13 @@ fn a_name_resolving_to_a_private_address_is_refused_unless_a_rule_names_it() {
     );
     assert!(srv.requests().is_empty());
     let old = vid(&v);
-    cli_ok(&env, &["approve", &old, "--host", &name]);
+    // Named with the class it may reach (a plain name reaches public addresses only).
+    let rule = format!("{name}+loopback");
+    cli_ok(&env, &["approve", &old, "--host", &rule]);
     let (st, v, e) = past(&env, id, &old);
     assert_eq!(st, "succeeded", "{e} {v}");
     assert_eq!(v["stdout"], "hello-egress\n", "{v}");
-    assert_eq!(v["egress"][0]["rule"], name, "{v}");
+    assert_eq!(v["egress"][0]["rule"], rule, "{v}");
     // Named for that command only: another name under the glob is still refused.
     let (_, st, v, _) = submit_approved(
         &env,
@@ -412,4 +414,161 @@ fn a_name_resolving_to_a_private_address_is_refused_unless_a_rule_names_it() {
         "{v}"
     );
     assert_eq!(srv.requests().len(), 1, "{:?}", srv.requests());
+}
+
+/// A config whose egress resolver reads `hosts` first (the test's own names, no /etc/hosts).
+fn hosts_config(hosts: &Path) -> String {
+    format!("[egress]\nhosts_file = {:?}\n", hosts.to_str().unwrap())
+}
+
+/// The reasons of a pending validation, as the prompt shows them.
+fn reasons(v: &Value) -> Vec<String> {
+    serde_json::from_value(v["reasons"].clone()).unwrap()
+}
+
+/// Issue 33 item 4: a name that resolves to 127.0.0.1 was reached after a plain `approve` of
+/// the host request (the prompt showed only the name). Now the prompt shows the address and
+/// its class, a plain approve lets the name reach public addresses only, and only the
+/// operator's `--allow-private-hosts` lets it reach the loopback listener.
+#[test]
+fn a_name_resolving_to_loopback_is_shown_as_such_and_a_plain_approve_does_not_reach_it() {
+    common::require_sandbox();
+    let hosts = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(hosts.path(), "127.0.0.1 svc.internal.test\n").unwrap();
+    let (env, _d, srv) = setup(Some(&hosts_config(hosts.path())));
+    let p = srv.port;
+    let name = format!("svc.internal.test:{p}");
+    // `local` holds NETWORK '*': the proxy refuses the loopback address behind the name.
+    let cmd = format!("curl -sS -m 50 http://{name}/index.html");
+    let (id, st, v, e) = submit_approved(&env, &cmd);
+    assert_eq!(st, "pending_validation", "{e} {v}");
+    assert_eq!(v["egress_refused"], json!([name]), "{v}");
+    let first = vid(&v);
+    // The prompt shows where the name points and of which class, on every surface.
+    let shown_line = format!("{name} resolves to 127.0.0.1 (loopback)");
+    assert!(
+        reasons(&v).iter().any(|r| r.starts_with(&shown_line)
+            && r.contains("NOT PUBLIC")
+            && r.contains(&format!("brainloop approve {first} --allow-private-hosts"))),
+        "{:?}",
+        reasons(&v)
+    );
+    assert_eq!(
+        v["egress_resolved"][0]["addresses"][0],
+        json!(["127.0.0.1", "loopback"]),
+        "{v}"
+    );
+    let listed = cli_ok(&env, &["validations"]);
+    assert!(listed.contains(&shown_line), "{listed}");
+    let shown = cli_ok(&env, &["show", &first]);
+    assert!(shown.contains(&format!("  {shown_line}")), "{shown}");
+    // A plain approve of the request: the name is allowed, its loopback address is not.
+    cli_ok(&env, &["approve", &first]);
+    let (st, v, e) = past(&env, id, &first);
+    assert_eq!(
+        st, "pending_validation",
+        "a plain approve reached loopback: {e} {v}"
+    );
+    assert!(srv.requests().is_empty(), "{:?}", srv.requests());
+    let refused = v["egress"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["outcome"] == "refused")
+        .unwrap_or_else(|| panic!("no refusal recorded: {v}"));
+    assert_eq!(refused["rule"], name, "{v}");
+    assert!(
+        refused["reason"].as_str().unwrap().contains("(loopback)"),
+        "{refused}"
+    );
+    // The operator's flag: the loopback class the request showed, and the listener answers.
+    let second = vid(&v);
+    let out = cli_ok(&env, &["approve", &second, "--allow-private-hosts"]);
+    assert!(out.contains(&format!("{name}+loopback")), "{out}");
+    let (st, v, e) = past(&env, id, &second);
+    assert_eq!(st, "succeeded", "{e} {v}");
+    assert_eq!(v["stdout"], "hello-egress\n", "{v}");
+    assert_eq!(srv.requests().len(), 1, "{:?}", srv.requests());
+    let allowed = v["egress"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["outcome"] == "allowed")
+        .unwrap_or_else(|| panic!("nothing allowed: {v}"));
+    assert_eq!(allowed["rule"], format!("{name}+loopback"), "{v}");
+}
+
+/// The class is checked on the address connected to, not the one shown: a name shown private
+/// and approved with `--allow-private-hosts` (the private class) that rebinds to 127.0.0.1
+/// before the re-run is refused, recorded, and asked about again, showing loopback.
+#[test]
+fn a_name_approved_for_the_class_it_showed_is_refused_when_it_rebinds_to_another_class() {
+    common::require_sandbox();
+    let hosts = tempfile::NamedTempFile::new().unwrap();
+    // 10.0.0.5 is never connected to: the first run refuses it by class.
+    std::fs::write(hosts.path(), "10.0.0.5 rebind.internal.test\n").unwrap();
+    let (env, _d, srv) = setup(Some(&hosts_config(hosts.path())));
+    let name = format!("rebind.internal.test:{}", srv.port);
+    let cmd = format!("curl -sS -m 50 http://{name}/index.html");
+    let (id, st, v, e) = submit_approved(&env, &cmd);
+    assert_eq!(st, "pending_validation", "{e} {v}");
+    let first = vid(&v);
+    let shown = cli_ok(&env, &["show", &first]);
+    assert!(
+        shown.contains(&format!("{name} resolves to 10.0.0.5 (private)")),
+        "{shown}"
+    );
+    // The name now points at this machine; the human approves what was shown (private).
+    std::fs::write(hosts.path(), "127.0.0.1 rebind.internal.test\n").unwrap();
+    let out = cli_ok(&env, &["approve", &first, "--allow-private-hosts"]);
+    assert!(out.contains(&format!("{name}+private")), "{out}");
+    let (st, v, e) = past(&env, id, &first);
+    assert_eq!(st, "pending_validation", "{e} {v}");
+    assert!(srv.requests().is_empty(), "{:?}", srv.requests());
+    let c = &v["egress"][0];
+    assert_eq!(
+        (c["outcome"].as_str(), c["rule"].as_str()),
+        (Some("refused"), Some(&*format!("{name}+private"))),
+        "{v}"
+    );
+    assert!(
+        c["reason"]
+            .as_str()
+            .unwrap()
+            .contains("resolves to 127.0.0.1"),
+        "{c}"
+    );
+    let listed = cli_ok(&env, &["validations"]);
+    assert!(
+        listed.contains(&format!("{name} resolves to 127.0.0.1 (loopback)")),
+        "{listed}"
+    );
+}
+
+/// `::ffff:0:127.0.0.1` (IPv4-translated) and `::127.0.0.1` (IPv4-compatible) were judged
+/// public: now refused as loopback under `*`, and shown so.
+#[test]
+fn ipv6_spellings_of_loopback_are_refused_as_loopback_and_shown_so() {
+    let (env, _d, srv) = setup(None);
+    let p = srv.port;
+    for host in ["::ffff:0:127.0.0.1", "::127.0.0.1"] {
+        let cmd = format!("curl -sS -m 20 'http://[{host}]:{p}/index.html'");
+        let (_, st, v, e) = submit_approved(&env, &cmd);
+        assert_eq!(st, "pending_validation", "{host}: {e} {v}");
+        let c = &v["egress"][0];
+        assert_eq!(c["outcome"], "refused", "{host}: {v}");
+        assert!(
+            c["reason"].as_str().unwrap().contains("(loopback)"),
+            "{host}: {c}"
+        );
+        let r = reasons(&v);
+        assert!(
+            // (curl writes the address in its canonical form, e.g. `::ffff:0:7f00:1`)
+            r.iter().any(|l| l.starts_with('[')
+                && l.contains(&format!("]:{p} is "))
+                && l.contains("(loopback) — NOT PUBLIC")),
+            "{host}: {r:?}"
+        );
+    }
+    assert!(srv.requests().is_empty(), "{:?}", srv.requests());
 }

@@ -537,11 +537,21 @@ pub(super) async fn ask(
         Asked::Effects(m) => m.effect_hash.clone(),
         Asked::Hosts(_) => crate::egress::approval_hash(&report.command_hash),
     };
+    // Where each refused host points now, and of which class: shown, and stored with the
+    // request (what `approve --allow-private-hosts` may allow).
+    let mut resolved = Vec::new();
     if let Asked::Hosts(h) = asked {
-        save_host_request(job, &id, &report.command_hash, &h.hosts).await?;
+        let e = job.settings.egress;
+        resolved = crate::egress::resolve::shown(
+            e.hosts_file.as_deref(),
+            std::time::Duration::from_millis(e.connect_timeout_ms.max(1)),
+            &h.hosts,
+        )
+        .await;
+        save_host_request(job, &id, &report.command_hash, &h.hosts, &resolved).await?;
         reasons.splice(
             0..0,
-            crate::egress::refusal_reasons(job.client_id, &id, &h.hosts),
+            crate::egress::refusal_reasons(job.client_id, &id, &h.hosts, &resolved),
         );
     }
     if let Asked::Effects(m) = asked {
@@ -586,6 +596,9 @@ pub(super) async fn ask(
     let (_, mut result) = crate::ask::ask(&asker, request).await?;
     result.insert("layers".into(), json!(layers));
     asked_fields(&mut result, asked);
+    if matches!(asked, Asked::Hosts(_)) {
+        result.insert("egress_resolved".into(), json!(resolved));
+    }
     Ok(crate::ask::pending(result))
 }
 
@@ -595,6 +608,7 @@ async fn save_host_request(
     id: &str,
     hash: &str,
     hosts: &[String],
+    resolved: &[crate::egress::resolve::Resolved],
 ) -> Result<(), Outcome> {
     let req = crate::egress::store::Request {
         validation_id: id.to_string(),
@@ -602,6 +616,7 @@ async fn save_host_request(
         client_id: job.client_id.to_string(),
         command_hash: hash.to_string(),
         hosts: hosts.to_vec(),
+        resolved: resolved.to_vec(),
     };
     job.stores
         .security

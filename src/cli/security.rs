@@ -38,8 +38,19 @@ pub struct DecideArgs {
     /// approve only: allow HOST:PORT (globs `*.example.org:443`) through the egress proxy for
     /// this client's command; repeatable. A host request approved without it allows the hosts
     /// it names.
-    #[arg(long = "host", value_name = "HOST:PORT")]
+    ///
+    /// A host named by name reaches PUBLIC addresses only, even when it resolves (or later
+    /// rebinds) to a private or loopback one; name a class to allow one: `--host
+    /// svc.internal:8080+loopback` (classes: private, loopback, link-local, cgnat, ...). A host
+    /// named by IP address reaches that address.
+    #[arg(long = "host", value_name = "HOST:PORT[+CLASS]")]
     pub hosts: Vec<String>,
+    /// approve only: let each name of the host request (or of --host) also reach the non-public
+    /// address classes the request SHOWED it resolving to (private, loopback, link-local, ...;
+    /// see `brainloop show ID`), and no other class. Without it an approved name reaches public
+    /// addresses only.
+    #[arg(long)]
+    pub allow_private_hosts: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -143,17 +154,12 @@ pub fn validations(config: &Config, a: &ValidationsArgs) -> Result<i32> {
 }
 
 pub fn decide(config: &Config, a: &DecideArgs, approve: bool) -> Result<i32> {
-    if !approve && !a.hosts.is_empty() {
-        bail!("--host goes with approve (deny refuses the request as a whole)");
+    if !approve && (!a.hosts.is_empty() || a.allow_private_hosts) {
+        bail!("--host and --allow-private-hosts go with approve (deny refuses the request as a whole)");
     }
-    let hosts = a
-        .hosts
-        .iter()
-        .map(|h| crate::egress::rules::HostRule::parse(h, "approved").map(|r| r.text()))
-        .collect::<Result<Vec<String>, String>>()
-        .map_err(|e| anyhow::anyhow!(e))?;
     // The host request as it stood before the decision.
     let request = crate::egress::store::request(&open(config, DbKind::Security)?, &a.id)?;
+    let hosts = host_rules(&a.hosts, request.as_ref(), a.allow_private_hosts)?;
     let (d, v) = record_decision(
         config,
         &a.id,
@@ -233,18 +239,59 @@ fn refuse_learning(
     Ok(())
 }
 
-/// The hosts a human allows with an approval: `--host` values, or those of the host request.
-/// Recorded for the client's command (its hash: the request's, or an up-front validation's).
+/// The host rules an approval allows: `--host` values, or the hosts of the request; with
+/// `allow_private`, each name also reaches the non-public classes the request showed for it
+/// (checked before anything is decided). Rule texts.
+fn host_rules(
+    given: &[String],
+    request: Option<&crate::egress::store::Request>,
+    allow_private: bool,
+) -> Result<Vec<String>> {
+    use crate::egress::rules::HostRule;
+    let texts: Vec<String> = match (request, given.is_empty()) {
+        (Some(r), true) => r.hosts.clone(),
+        _ => given.to_vec(),
+    };
+    let mut rules = texts
+        .iter()
+        .map(|h| HostRule::parse(h, "approved"))
+        .collect::<Result<Vec<HostRule>, String>>()
+        .map_err(|e| anyhow::anyhow!(e))?;
+    if allow_private {
+        let shown = request.map(|r| r.resolved.as_slice()).unwrap_or_default();
+        let mut widened = 0;
+        for r in rules
+            .iter_mut()
+            .filter(|r| r.explicit() && r.literal().is_none())
+        {
+            let found = shown
+                .iter()
+                .find(|s| HostRule::parse(&s.host, "shown").is_ok_and(|s| s.text() == r.text()));
+            let classes = found.map(|s| s.non_public()).unwrap_or_default();
+            if !classes.is_empty() {
+                r.classes.extend(classes);
+                r.classes.sort();
+                r.classes.dedup();
+                widened += 1;
+            }
+        }
+        if widened == 0 {
+            bail!(
+                "--allow-private-hosts: the request showed no host name resolving to a non-public address (see `brainloop show ID`), nothing decided; a host named by IP address needs no flag, and a class can be named per host: --host NAME:PORT+loopback"
+            );
+        }
+    }
+    Ok(rules.iter().map(HostRule::text).collect())
+}
+
+/// Records the host rules a human allows with an approval ([`host_rules`]) for the client's
+/// command (its hash: the request's, or an up-front validation's).
 fn approve_hosts(
     sec: &mut rusqlite::Connection,
     v: &validations::Validation,
     request: Option<crate::egress::store::Request>,
     hosts: Vec<String>,
 ) -> Result<()> {
-    let hosts = match (&request, hosts.is_empty()) {
-        (Some(r), true) => r.hosts.clone(),
-        _ => hosts,
-    };
     if hosts.is_empty() {
         return Ok(());
     }
@@ -493,6 +540,9 @@ fn print_egress(sec: &rusqlite::Connection, job_id: i64, validation: Option<&str
         .flatten()
     {
         println!("wants hosts: {}", r.hosts.join(", "));
+        for h in &r.resolved {
+            println!("  {}", h.line());
+        }
     }
     let conns = crate::egress::store::of_job(sec, job_id)?;
     if conns.is_empty() {
@@ -606,4 +656,65 @@ fn client_learning(c: &signatures::ClientLearning) -> String {
         "client {}: {state}; {} approved, {} denied",
         c.client_id, c.approvals, c.denials
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::host_rules;
+    use crate::egress::resolve::Resolved;
+    use crate::egress::rules::AddrClass;
+    use crate::egress::store::Request;
+
+    fn request(resolved: Vec<Resolved>) -> Request {
+        Request {
+            validation_id: "v".into(),
+            job_id: 1,
+            client_id: "c".into(),
+            command_hash: "h".into(),
+            hosts: resolved.iter().map(|r| r.host.clone()).collect(),
+            resolved,
+        }
+    }
+
+    fn shown(host: &str, addrs: &[(&str, AddrClass)]) -> Resolved {
+        Resolved {
+            host: host.into(),
+            addresses: addrs.iter().map(|(a, c)| (a.to_string(), *c)).collect(),
+            error: None,
+        }
+    }
+
+    #[test]
+    fn allow_private_hosts_adds_the_classes_shown_and_refuses_when_none_was_shown() {
+        let r = request(vec![
+            shown("svc.test:80", &[("127.0.0.1", AddrClass::Loopback)]),
+            shown("pypi.org:443", &[("151.101.0.223", AddrClass::Public)]),
+            shown("[::1]:81", &[("::1", AddrClass::Loopback)]),
+        ]);
+        assert_eq!(
+            host_rules(&[], Some(&r), false).unwrap(),
+            ["svc.test:80", "pypi.org:443", "[::1]:81"]
+        );
+        assert_eq!(
+            host_rules(&[], Some(&r), true).unwrap(),
+            ["svc.test:80+loopback", "pypi.org:443", "[::1]:81"]
+        );
+        // --host names one of them: the class shown for it.
+        assert_eq!(
+            host_rules(&["SVC.test:80".into()], Some(&r), true).unwrap(),
+            ["svc.test:80+loopback"]
+        );
+        // Nothing non-public shown for a name: nothing to widen, refused.
+        let public = request(vec![shown(
+            "pypi.org:443",
+            &[("151.101.0.223", AddrClass::Public)],
+        )]);
+        assert!(host_rules(&[], Some(&public), true).is_err());
+        assert!(host_rules(&["svc.test:80".into()], None, true).is_err());
+        // A class named per host needs no flag.
+        assert_eq!(
+            host_rules(&["svc.test:80+private".into()], None, false).unwrap(),
+            ["svc.test:80+private"]
+        );
+    }
 }

@@ -9,11 +9,15 @@
 //!   CLIENT NETWORK 'pypi.org:443'`, globs `*.pythonhosted.org:443`) and the hosts a human
 //!   approved for this client's command (`brainloop approve ID --host HOST:PORT`, [`store`]); an
 //!   overlay run, which no human looked at before it ran, gets only the latter;
-//! - names are resolved by the proxy ([`resolve`]); a private, loopback, link-local or reserved
-//!   address is reached only under a rule naming the host explicitly (no `*`);
+//! - names are resolved by the proxy ([`resolve`]); the class of the address it connects to
+//!   ([`rules::class`]: public, private, loopback, link-local, …) decides with the rule: a rule
+//!   reaches public addresses; a non-public one only the IP address it names, or a class it
+//!   lists for the name it names (`svc.internal:8080+loopback`, from `brainloop approve ID
+//!   --allow-private-hosts`) — a name a human approved plainly reaches public addresses only;
 //! - every attempt is recorded with the job (command_security.db `egress_connections`): host,
-//!   port, outcome, bytes. A run that was refused a host asks a human, naming the hosts and the
-//!   commands that allow them ([`refusal_reasons`]); approving re-runs the command with them.
+//!   port, outcome, bytes. A run that was refused a host asks a human, naming the hosts, where
+//!   each resolves and of which class ([`resolve::shown`]), and the commands that allow them
+//!   ([`refusal_reasons`]); approving re-runs the command with them.
 
 pub mod job;
 pub mod proxy;
@@ -77,7 +81,7 @@ pub fn refused(conns: &[proxy::Connection]) -> Vec<String> {
 pub fn shell_word(s: &str) -> String {
     if !s.is_empty()
         && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "._-:@/[]".contains(c))
+            .all(|c| c.is_ascii_alphanumeric() || "._-:@/[]+".contains(c))
     {
         s.to_string()
     } else {
@@ -85,13 +89,44 @@ pub fn shell_word(s: &str) -> String {
     }
 }
 
-/// The reasons of a host request: the hosts and the exact operator commands that allow them.
-pub fn refusal_reasons(client: &str, validation_id: &str, hosts: &[String]) -> Vec<String> {
+/// The reasons of a host request: the hosts, where each resolved when asked and of which
+/// class (`resolved`, from [`resolve::shown`]), and the exact operator commands that allow them.
+pub fn refusal_reasons(
+    client: &str,
+    validation_id: &str,
+    hosts: &[String],
+    resolved: &[resolve::Resolved],
+) -> Vec<String> {
     let c = shell_word(client);
     let mut v = vec![format!(
-        "the egress proxy refused {} (no host rule of client {c} allows it, or it resolves to a private address and no rule names it); only allowed hosts were reached",
+        "the egress proxy refused {} (no host rule of client {c} allows it, or it resolves to a non-public address no rule allows); only allowed hosts were reached",
         hosts.join(", ")
     )];
+    let mut private = false;
+    for r in resolved {
+        let classes = r.non_public();
+        let literal = rules::HostRule::parse(&r.host, "shown")
+            .ok()
+            .and_then(|h| h.literal())
+            .is_some();
+        let line = match (classes.is_empty(), literal) {
+            (true, _) => r.line(),
+            (false, true) => format!(
+                "{} — NOT PUBLIC, named by its address: approving it reaches that address",
+                r.line()
+            ),
+            (false, false) => {
+                private = true;
+                let names: Vec<&str> = classes.iter().map(|c| c.as_str()).collect();
+                format!(
+                    "{} — NOT PUBLIC: a plain approve lets this name reach public addresses only; to let it reach {} addresses: brainloop approve {validation_id} --allow-private-hosts",
+                    r.line(),
+                    names.join("/")
+                )
+            }
+        };
+        v.push(line);
+    }
     let flags: Vec<String> = hosts
         .iter()
         .map(|h| format!("--host {}", shell_word(h)))
@@ -100,6 +135,11 @@ pub fn refusal_reasons(client: &str, validation_id: &str, hosts: &[String]) -> V
         "allow for this command and re-run it: brainloop approve {validation_id} {}",
         flags.join(" ")
     ));
+    if private {
+        v.push(format!(
+            "or, to reach the non-public addresses shown too: brainloop approve {validation_id} --allow-private-hosts"
+        ));
+    }
     for h in hosts {
         v.push(format!(
             "or for every command of the client: brainloop grant {c} NETWORK {} (then brainloop approve {validation_id} re-runs it)",
@@ -118,7 +158,7 @@ mod tests {
         assert_eq!(shell_word("pypi.org:443"), "pypi.org:443");
         assert_eq!(shell_word("a b"), "'a b'");
         assert_eq!(shell_word("x'$(rm)"), "'x'\\''$(rm)'");
-        let r = refusal_reasons("loc al", "v1", &["pypi.org:443".into()]);
+        let r = refusal_reasons("loc al", "v1", &["pypi.org:443".into()], &[]);
         assert!(
             r[1].ends_with("brainloop approve v1 --host pypi.org:443"),
             "{r:?}"

@@ -3,15 +3,15 @@
 //! the namespace). It speaks HTTP (absolute-URI requests), HTTPS (`CONNECT host:port`, no TLS
 //! interception) and SOCKS5 (CONNECT, no authentication; the first byte 0x05 tells them apart),
 //! decides every connection by host and port ([`Rules`]), resolves names itself, connects only
-//! to an address the rules allow (a non-public one only under an explicit rule), and records
-//! every attempt — allowed, refused or failed, with the bytes each way.
+//! to an address the rules allow (the class of that very address, `rules::HostRule::reaches`),
+//! and records every attempt — allowed, refused or failed, with the bytes each way.
 //!
 //! HTTP requests are parsed with `httparse` (hyper's parser), sent on with `Connection: close`
 //! and the hop-by-hop headers removed, then the bytes are spliced: one request per connection,
 //! so a keep-alive client opens a new connection (and gets a new decision) per request.
 
 use super::resolve::Resolver;
-use super::rules::{is_public, Rules, Verdict};
+use super::rules::{Rules, Verdict};
 use serde::Serialize;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -224,11 +224,15 @@ async fn open(
             Verdict::Refused,
         )
     };
-    let rule = match &verdict {
-        Verdict::Allowed { rule, .. } => Some(rule.clone()),
-        Verdict::Refused => None,
-    };
     let res = connect(sh, &host, port, &verdict).await;
+    // The rule that let the connection go to the address it reached (class checked there).
+    let rule = match &res {
+        Ok(s) => s
+            .peer_addr()
+            .ok()
+            .and_then(|a| verdict.rule_for(a.ip()).map(|r| r.text())),
+        Err(_) => verdict.rule(),
+    };
     let (outcome, address, reason) = match &res {
         Ok(s) => ("allowed", s.peer_addr().ok().map(|a| a.to_string()), None),
         Err(Closed::Refused(w)) => ("refused", None, Some(w.clone())),
@@ -260,14 +264,11 @@ async fn open(
 }
 
 async fn connect(sh: &Shared, host: &str, port: u16, v: &Verdict) -> Result<TcpStream, Closed> {
-    let explicit = match v {
-        Verdict::Refused => {
-            return Err(Closed::Refused(format!(
-                "no host rule allows {host}:{port}"
-            )))
-        }
-        Verdict::Allowed { explicit, .. } => *explicit,
-    };
+    if *v == Verdict::Refused {
+        return Err(Closed::Refused(format!(
+            "no host rule allows {host}:{port}"
+        )));
+    }
     let addrs: Vec<SocketAddr> =
         match tokio::time::timeout(sh.connect_timeout, sh.resolver.resolve(host, port)).await {
             Ok(Ok(a)) if !a.is_empty() => a,
@@ -275,19 +276,23 @@ async fn connect(sh: &Shared, host: &str, port: u16, v: &Verdict) -> Result<TcpS
             Ok(Err(e)) => return Err(Closed::Failed(format!("cannot resolve {host}: {e}"))),
             Err(_) => return Err(Closed::Failed(format!("resolving {host} timed out"))),
         };
+    // The class is judged on the very address connected to (a name that rebinds between the
+    // prompt and now is judged by where it points now): `rules::HostRule::reaches`.
     let usable: Vec<SocketAddr> = addrs
         .iter()
         .copied()
-        .filter(|a| explicit || is_public(a.ip()))
+        .filter(|a| v.rule_for(a.ip()).is_some())
         .collect();
     if usable.is_empty() {
+        let ip = addrs[0].ip();
+        let class = super::rules::class(ip);
         let what = if host.parse::<std::net::IpAddr>().is_ok() {
-            format!("{host} is")
+            format!("{host} is a non-public address ({class})")
         } else {
-            format!("{host} resolves to {}, which is", addrs[0].ip())
+            format!("{host} resolves to {ip}, a non-public address ({class})")
         };
         return Err(Closed::Refused(format!(
-            "{what} not a public address (private, loopback, link-local or reserved); only a rule naming {host}:{port} explicitly (no *) allows that"
+            "{what}; a name reaches a non-public address only under a rule naming it with that class ({host}:{port}+{class}: `brainloop approve ID --allow-private-hosts`), an IP address only under a rule naming that address"
         )));
     }
     let mut last = String::new();

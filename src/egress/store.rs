@@ -96,10 +96,24 @@ pub struct Request {
     pub client_id: String,
     pub command_hash: String,
     pub hosts: Vec<String>,
+    /// Where each host resolved when the human was asked (shown in the prompt).
+    pub resolved: Vec<super::resolve::Resolved>,
+}
+
+/// The `hosts` column: `{"hosts": [...], "resolved": [...]}` (a bare array of hosts before
+/// the resolution was stored).
+#[derive(Serialize, serde::Deserialize)]
+struct HostsColumn {
+    hosts: Vec<String>,
+    #[serde(default)]
+    resolved: Vec<super::resolve::Resolved>,
 }
 
 pub fn save_request(db: &mut Db, r: &Request) -> Result<()> {
-    let hosts = serde_json::to_string(&r.hosts)?;
+    let hosts = serde_json::to_string(&HostsColumn {
+        hosts: r.hosts.clone(),
+        resolved: r.resolved.clone(),
+    })?;
     write_tx(db, |tx| {
         tx.execute(
             "INSERT OR REPLACE INTO egress_requests(validation_id, job_id, client_id, command_hash, hosts, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
@@ -117,12 +131,19 @@ pub fn request(db: &Db, validation_id: &str) -> Result<Option<Request>> {
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
         )
         .optional()?;
-    Ok(row.map(|(job_id, client_id, command_hash, hosts)| Request {
-        validation_id: validation_id.to_string(),
-        job_id,
-        client_id,
-        command_hash,
-        hosts: serde_json::from_str(&hosts).unwrap_or_default(),
+    Ok(row.map(|(job_id, client_id, command_hash, hosts)| {
+        let col = serde_json::from_str::<HostsColumn>(&hosts).unwrap_or_else(|_| HostsColumn {
+            hosts: serde_json::from_str(&hosts).unwrap_or_default(),
+            resolved: Vec::new(),
+        });
+        Request {
+            validation_id: validation_id.to_string(),
+            job_id,
+            client_id,
+            command_hash,
+            hosts: col.hosts,
+            resolved: col.resolved,
+        }
     }))
 }
 
