@@ -59,7 +59,7 @@ fn inert(surface: &str, out: &str) {
         LEAKS
             .lock()
             .unwrap()
-            .push(format!("`brainloop {surface}` printed raw: {bad:?}"));
+            .push(format!("`brainloop {}` printed raw: {bad:?}", surface.escape_debug()));
     }
 }
 
@@ -90,7 +90,7 @@ fn shows_escaped(surface: &str, out: &str) {
             LEAKS
                 .lock()
                 .unwrap()
-                .push(format!("`brainloop {surface}` does not show {want}"));
+                .push(format!("`brainloop {}` does not show {want}", surface.escape_debug()));
         }
     }
 }

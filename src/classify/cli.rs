@@ -23,7 +23,8 @@ pub fn run_check(command: &str, json: bool, workdir: Option<&Path>) -> i32 {
             }
         }
     } else {
-        print!("{}", render_text(&report));
+        // The command may be pasted from an agent's: shown escaped (`shown`).
+        print!("{}", crate::shown::block(&render_text(&report)));
     }
     exit_code(&report)
 }

@@ -132,7 +132,10 @@ pub fn main() -> i32 {
     let config = match Config::load(&flags) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("brainloop: configuration error: {e:#}");
+            eprintln!(
+                "brainloop: configuration error: {}",
+                crate::shown::block(&format!("{e:#}"))
+            );
             return 1;
         }
     };
@@ -168,8 +171,9 @@ pub fn main() -> i32 {
     };
     match res {
         Ok(code) => code,
+        // Errors may quote agent or producer text (an id, a path, a refusal's reasons).
         Err(e) => {
-            eprintln!("brainloop: {e:#}");
+            eprintln!("brainloop: {}", crate::shown::block(&format!("{e:#}")));
             1
         }
     }

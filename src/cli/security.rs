@@ -10,6 +10,7 @@ use crate::bash::signatures;
 use crate::bash::{changes, journal};
 use crate::config::Config;
 use crate::db::{self, DbKind};
+use crate::shown;
 use anyhow::{bail, Result};
 
 #[derive(clap::Args, Debug)]
@@ -86,14 +87,14 @@ pub fn validations(config: &Config, a: &ValidationsArgs) -> Result<i32> {
     for v in list {
         println!(
             "{}  job {}  client {}  [{}]",
-            v.id, v.job_id, v.client_id, v.status
+            v.id,
+            v.job_id,
+            shown::line(&v.client_id),
+            v.status
         );
         println!(
             "  command:  {}",
-            v.command
-                .as_deref()
-                .unwrap_or("")
-                .replace('\n', "\n            ")
+            shown::block(v.command.as_deref().unwrap_or("")).replace('\n', "\n            ")
         );
         println!(
             "  policy {}   risk {:.2}   set {}   {}",
@@ -111,7 +112,7 @@ pub fn validations(config: &Config, a: &ValidationsArgs) -> Result<i32> {
             .and_then(|r| serde_json::from_str(r).ok())
             .unwrap_or_default();
         for r in reasons {
-            println!("  - {r}");
+            println!("  - {}", shown::line(&r));
         }
         if v.status == "pending" {
             println!(
@@ -148,13 +149,13 @@ pub fn decide(config: &Config, a: &DecideArgs, approve: bool) -> Result<i32> {
         d.as_str(),
         v.id,
         v.job_id,
-        v.command.as_deref().unwrap_or("")
+        shown::line(v.command.as_deref().unwrap_or(""))
     );
     if a.learn {
         println!(
             "and learn its signatures for client {}: {}",
-            v.client_id,
-            crate::bash::learn::signatures_of(&config.data_dir, v.job_id)?.join(" | ")
+            shown::line(&v.client_id),
+            shown::line(&crate::bash::learn::signatures_of(&config.data_dir, v.job_id)?.join(" | "))
         );
     }
     if approve {
@@ -243,8 +244,8 @@ fn approve_hosts(
     )?;
     println!(
         "allowed for client {}'s command through the egress proxy: {}",
-        v.client_id,
-        hosts.join(", ")
+        shown::line(&v.client_id),
+        shown::line(&hosts.join(", "))
     );
     Ok(())
 }
@@ -262,6 +263,7 @@ pub fn commands(config: &Config, a: &CommandsArgs) -> Result<i32> {
             println!("{}", serde_json::to_string_pretty(&v)?);
         } else {
             for (t, o, n, r) in hist {
+                let r = shown::line(&r);
                 println!("{t}  {} → {n}  {r}", o.unwrap_or_else(|| "-".into()));
             }
         }
@@ -293,7 +295,7 @@ pub fn commands(config: &Config, a: &CommandsArgs) -> Result<i32> {
             e.execution_count,
             rate,
             e.risk_score,
-            e.command_text.replace('\n', " ")
+            shown::line(&e.command_text.replace('\n', " "))
         );
     }
     let promoted = crate::bash::evidence::promotions(&sec)?;
@@ -305,10 +307,10 @@ pub fn commands(config: &Config, a: &CommandsArgs) -> Result<i32> {
             println!(
                 "{:<12} client {:<16} {:<8} set {:<12} {}",
                 &p.command_hash[..12.min(p.command_hash.len())],
-                p.client_id,
+                shown::line(&p.client_id),
                 p.mode.as_str(),
                 p.permission_set,
-                p.reason
+                shown::line(&p.reason)
             );
         }
     }
@@ -339,6 +341,7 @@ pub fn set_override(config: &Config, a: &OverrideArgs) -> Result<i32> {
                 .clone()
                 .unwrap_or_else(|| format!("set by {}", super::operator()));
             let (sig, forgotten) = signatures::set_override(&mut sec, id, ov, &reason)?;
+            let sig = shown::line(&sig);
             println!(
                 "signature {id} `{sig}`: override {}{}",
                 ov.map(|o| o.as_str()).unwrap_or("cleared"),
@@ -401,7 +404,7 @@ pub fn show(config: &Config, a: &ShowArgs) -> Result<i32> {
             v.policy.as_deref().unwrap_or("?"),
             v.risk_score.unwrap_or(0.0)
         );
-        println!("command: {}", v.command.as_deref().unwrap_or(""));
+        println!("command: {}", shown::block(v.command.as_deref().unwrap_or("")));
     }
     if let Ok(sec) = open(config, DbKind::Security) {
         print_egress(&sec, job_id, v.as_ref().map(|v| v.id.as_str()))?;
@@ -415,15 +418,15 @@ pub fn show(config: &Config, a: &ShowArgs) -> Result<i32> {
                     .map(|c| c.to_string())
                     .unwrap_or_else(|| "?".into()),
                 m.duration_ms,
-                m.change_set.summary()
+                shown::line(&m.change_set.summary())
             );
             if !m.signatures.is_empty() {
-                println!("signatures: {}", m.signatures.join(" | "));
+                println!("signatures: {}", shown::line(&m.signatures.join(" | ")));
             }
-            println!("--- stdout\n{}", m.stdout);
-            println!("--- stderr\n{}", m.stderr);
+            println!("--- stdout\n{}", shown::block(&m.stdout));
+            println!("--- stderr\n{}", shown::block(&m.stderr));
             println!("--- changes");
-            print!("{}", m.change_set.diff());
+            print!("{}", shown::block(&m.change_set.diff()));
         }
         None => {
             let sec = open(config, DbKind::Security)?;
@@ -434,7 +437,8 @@ pub fn show(config: &Config, a: &ShowArgs) -> Result<i32> {
             ))?;
             match j {
                 Some((summary, p, at, undone)) => println!(
-                    "change set applied ({p}) at {at}: {summary}{}",
+                    "change set applied ({p}) at {at}: {}{}",
+                    shown::line(&summary),
                     undone
                         .map(|u| format!("; undone at {u}"))
                         .unwrap_or_default()
@@ -455,7 +459,7 @@ fn print_egress(sec: &rusqlite::Connection, job_id: i64, validation: Option<&str
         .transpose()?
         .flatten()
     {
-        println!("wants hosts: {}", r.hosts.join(", "));
+        println!("wants hosts: {}", shown::line(&r.hosts.join(", ")));
     }
     let conns = crate::egress::store::of_job(sec, job_id)?;
     if conns.is_empty() {
@@ -463,7 +467,7 @@ fn print_egress(sec: &rusqlite::Connection, job_id: i64, validation: Option<&str
     }
     println!("--- network (egress proxy)");
     for c in conns {
-        println!("{}", connection_line(&c));
+        println!("{}", shown::line(&connection_line(&c)));
     }
     Ok(())
 }
@@ -490,7 +494,7 @@ pub fn undo(config: &Config, a: &UndoArgs) -> Result<i32> {
     let restored = undo_job(config, a.job)?;
     println!("undid job {}: {} path(s) restored", a.job, restored.len());
     for p in restored {
-        println!("  {p}");
+        println!("  {}", shown::line(&p));
     }
     Ok(0)
 }
@@ -532,10 +536,16 @@ pub fn signatures_list(config: &Config, a: &SignaturesArgs) -> Result<i32> {
     for r in rows {
         println!(
             "{:>4} {:>4} {:>4} {:>5} {:>5}  {:<28} {}",
-            r.id, r.approvals, r.denials, r.upfront_approvals, r.auto_applied, r.state, r.signature
+            r.id,
+            r.approvals,
+            r.denials,
+            r.upfront_approvals,
+            r.auto_applied,
+            shown::line(&r.state),
+            shown::line(&r.signature)
         );
         for c in &r.clients {
-            println!("{:>9}{}", "", client_learning(c));
+            println!("{:>9}{}", "", shown::line(&client_learning(c)));
         }
     }
     Ok(0)

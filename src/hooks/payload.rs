@@ -2,7 +2,9 @@
 //! `purpose`, risk, policy, reasons, deadline), its change set when it has one (summary, paths,
 //! capped diff, the command's output, signatures), and the `approve` / `approve --learn` /
 //! `deny` command lines for the operator. Everything in it but the command lines may come from
-//! the agent: hooks must treat it as data.
+//! the agent: hooks must treat it as data. `text` is the same validation for a human to read (a
+//! desktop notice, an e-mail): the agent's text in it escaped by `shown`, so a hook that renders
+//! text uses `.text`, never a raw field.
 
 use crate::ask::validations::Validation;
 use crate::bash::changes;
@@ -40,6 +42,13 @@ pub fn build(lifecycle: &Connection, data_dir: &Path, v: &Validation, event: &st
         "brainloop --data-dir {}",
         shell_word(&data_dir.display().to_string())
     );
+    let text = text(
+        v,
+        purpose.as_deref(),
+        change_set.as_ref().and_then(|c| c["summary"].as_str()),
+        &reasons,
+        &cli,
+    );
     json!({
         "event": event,
         "id": v.id,
@@ -59,7 +68,42 @@ pub fn build(lifecycle: &Connection, data_dir: &Path, v: &Validation, event: &st
         "approve_learn": format!("{cli} approve {} --learn", v.id),
         "deny": format!("{cli} deny {}", v.id),
         "show": format!("{cli} show {}", v.id),
+        "text": text,
     })
+}
+
+/// The validation as lines a human reads, every agent-derived value one escaped line
+/// (`shown::line`): what asks, what for, what it changes, why, and how to answer.
+fn text(
+    v: &Validation,
+    purpose: Option<&str>,
+    summary: Option<&str>,
+    reasons: &[String],
+    cli: &str,
+) -> String {
+    use crate::shown::line;
+    let mut t = format!(
+        "brainloop: client {} asks (job {}, risk {:.2}): {}\n",
+        line(&v.client_id),
+        v.job_id,
+        v.risk_score.unwrap_or(0.0),
+        line(v.command.as_deref().unwrap_or(""))
+    );
+    if let Some(p) = purpose {
+        t.push_str(&format!("purpose: {}\n", line(p)));
+    }
+    t.push_str(&format!(
+        "changes: {}\n",
+        summary.map(line).unwrap_or_else(|| "asked up front".into())
+    ));
+    for r in reasons {
+        t.push_str(&format!("- {}\n", line(r)));
+    }
+    t.push_str(&format!(
+        "{cli} show {id}\n{cli} approve {id}\n{cli} deny {id}",
+        id = v.id
+    ));
+    t
 }
 
 /// The job's action and what it says it is for (`purpose`, or a loop's `goal`).
