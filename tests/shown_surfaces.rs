@@ -221,6 +221,10 @@ fn every_operator_surface_shows_hostile_text_escaped_and_json_keeps_it_exact() {
     assert!(carries(&status, HOSTILE, false), "{status}");
     assert!(status["running_by_client"].get(CLIENT).is_some());
 
+    // The review screen in a real terminal: its raw output carries none of the hostile sequences
+    // (ratatui's own escapes aside), and the screen shows them escaped.
+    review_in_a_terminal(&env);
+
     // Approve (its echo of the command), then undo (the restored paths name the hostile file).
     let out = surface(&env, &["approve", &vid]);
     shows_escaped("approve", &out);
@@ -234,4 +238,71 @@ fn every_operator_surface_shows_hostile_text_escaped_and_json_keeps_it_exact() {
     let log = d.log_text();
     inert("run (the worker's log)", &log);
     no_leaks();
+}
+
+/// Runs `brainloop review` in tmux, its raw output recorded by `script`; checks what reached the
+/// terminal, then quits. tmux or script missing: fails saying CANNOT RUN HERE.
+fn review_in_a_terminal(env: &Env) {
+    use std::process::{Command, Stdio};
+    for tool in ["tmux", "script"] {
+        let ok = Command::new("sh")
+            .args(["-c", &format!("command -v {tool}")])
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "CANNOT RUN HERE: {tool} is missing; install it to test `brainloop review`");
+    }
+    let socket = format!("brainloop-shown-test-{}", std::process::id());
+    let raw = env.root.path().join("review.raw");
+    let cmd = format!(
+        "script -q -f -c '{} --data-dir {} review' {}",
+        common::BIN,
+        env.data.display(),
+        raw.display()
+    );
+    let tmux = |args: &[&str]| {
+        Command::new("tmux")
+            .args(["-L", &socket])
+            .args(args)
+            .stderr(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let started = tmux(&["new-session", "-d", "-s", "review", "-x", "200", "-y", "50", &cmd]);
+    assert!(started.status.success(), "tmux new-session failed");
+    let t0 = Instant::now();
+    let screen = loop {
+        let s = String::from_utf8_lossy(&tmux(&["capture-pane", "-p", "-t", "review"]).stdout)
+            .into_owned();
+        if s.contains("pending (1)") && s.contains("+A") || t0.elapsed() > Duration::from_secs(20)
+        {
+            break s;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let _ = tmux(&["send-keys", "-t", "review", "q"]);
+    std::thread::sleep(Duration::from_millis(500));
+    let _ = tmux(&["kill-server"]);
+    assert!(
+        screen.contains("pending (1)"),
+        "review never drew its list:\n{screen}"
+    );
+    inert("review (the tmux screen)", &screen);
+    shows_escaped("review (the tmux screen)", &screen);
+    let bytes = std::fs::read(&raw).unwrap_or_default();
+    let out = String::from_utf8_lossy(&bytes);
+    assert!(out.contains("pending (1)"), "script recorded nothing: {out:?}");
+    let hostile = [
+        "\x1b]52;c;", "B\x1b[2K", "\rC", "C\x1b[8m", "\u{202e}", "\u{2066}", "\u{2067}",
+        "\u{2068}", "\u{2069}", "\u{2028}", "\u{2029}", "\u{200e}", "\u{200f}", "\u{61c}",
+        "\u{9b}", "\x7f", "\x07",
+    ];
+    for h in hostile {
+        if out.contains(h) {
+            LEAKS.lock().unwrap().push(format!(
+                "`brainloop review` wrote {:?} raw to the terminal",
+                h
+            ));
+        }
+    }
 }
