@@ -1,9 +1,10 @@
 //! Text others wrote, as the operator is shown it (issue 33). This module owns one invariant:
 //! **nothing an agent, a producer or a command wrote reaches the operator's terminal as something
 //! the terminal would act on.** Every human-readable surface (the CLI listings, `show`, the
-//! `review` screen, errors that quote such text, log lines that quote a command, the `text` of the
-//! hooks' payload) passes that text through [`line`] or [`block`]; `--json` output is the only raw
-//! form (JSON-escaped by serde).
+//! `review` screen, errors that quote such text, log fields that quote a client, the `text` of the
+//! hooks' payload) passes that text through [`line`] or [`block`]. `--json` output is the only
+//! exact form, written by [`json`]: the exact value for a parser, every hidden character in it
+//! `\uXXXX`-escaped, so it is inert on a terminal too.
 //!
 //! Every character of general category Cc (C0 and C1 controls, DEL), Cf (format: bidi overrides
 //! and isolates U+202A–202E, U+2066–2069, marks U+200E/F, U+061C, zero-width joiners, soft
@@ -22,6 +23,8 @@
 //! `printf` argument stays `\n`). The general categories come from the `unicode-general-category`
 //! crate (Unicode 16), not hand-written ranges.
 
+use serde_json::ser::{Formatter, PrettyFormatter};
+use std::io;
 use unicode_general_category::{get_general_category, GeneralCategory};
 
 /// One line of others' text: every Cc, Cf, Zl, Zp character escaped, newline and tab included.
@@ -32,6 +35,75 @@ pub fn line(s: &str) -> String {
 /// Several lines of others' text: like [`line`], but newline and tab kept (never `\r`).
 pub fn block(s: &str) -> String {
     shown(s, true)
+}
+
+/// `value` as pretty JSON, the `--json` form: the exact value for any JSON parser, and inert on a
+/// terminal too. serde_json escapes only U+0000–U+001F, `"` and `\`; here every other Cc, Cf,
+/// Zl, Zp character in a string (DEL, the C1 controls, bidi overrides, U+2028…) is written
+/// `\uXXXX` as well (a surrogate pair above U+FFFF).
+pub fn json<T: serde::Serialize + ?Sized>(value: &T) -> serde_json::Result<String> {
+    let mut out = Vec::new();
+    let mut ser = serde_json::Serializer::with_formatter(&mut out, Inert(PrettyFormatter::new()));
+    value.serialize(&mut ser)?;
+    Ok(String::from_utf8_lossy(&out).into_owned())
+}
+
+/// serde_json's pretty formatter, with hidden characters escaped in strings.
+struct Inert(PrettyFormatter<'static>);
+
+impl Formatter for Inert {
+    fn write_string_fragment<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        fragment: &str,
+    ) -> io::Result<()> {
+        let mut start = 0;
+        for (i, c) in fragment.char_indices() {
+            if hidden(c) {
+                w.write_all(fragment[start..i].as_bytes())?;
+                for unit in c.encode_utf16(&mut [0u16; 2]) {
+                    write!(w, "\\u{unit:04x}")?;
+                }
+                start = i + c.len_utf8();
+            }
+        }
+        w.write_all(fragment[start..].as_bytes())
+    }
+    fn begin_array<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.begin_array(w)
+    }
+    fn end_array<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.end_array(w)
+    }
+    fn begin_array_value<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> io::Result<()> {
+        self.0.begin_array_value(w, first)
+    }
+    fn end_array_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.end_array_value(w)
+    }
+    fn begin_object<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.begin_object(w)
+    }
+    fn end_object<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.end_object(w)
+    }
+    fn begin_object_key<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> io::Result<()> {
+        self.0.begin_object_key(w, first)
+    }
+    fn begin_object_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.begin_object_value(w)
+    }
+    fn end_object_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.end_object_value(w)
+    }
 }
 
 /// Whether `c` is of a category a terminal may act on or not draw: Cc, Cf, Zl, Zp.
@@ -141,7 +213,10 @@ mod tests {
             ("\u{200e}\u{200f}\u{61c}", "\\u{200e}\\u{200f}\\u{61c}"),
             ("nul\0del\x7f", "nul\\x00del\\x7f"),
             ("\u{9b}2J\u{9d}0;t\u{9c}", "\\x9b2J\\x9d0;t\\x9c"),
-            ("zw\u{200b}j\u{200d}\u{feff}", "zw\\u{200b}j\\u{200d}\\u{feff}"),
+            (
+                "zw\u{200b}j\u{200d}\u{feff}",
+                "zw\\u{200b}j\\u{200d}\\u{feff}",
+            ),
             ("soft\u{ad}hy", "soft\\xadhy"),
             ("tag\u{e0041}", "tag\\u{e0041}"),
             ("two\nlines\tand tab", "two\\x0alines\\x09and tab"),
@@ -192,6 +267,32 @@ mod tests {
             assert_eq!(decode(&line(s)), s, "{s:?} -> {:?}", line(s));
             assert_eq!(decode(&block(s)), s, "{s:?} -> {:?}", block(s));
         }
+    }
+
+    #[test]
+    fn json_keeps_the_exact_value_and_writes_no_hidden_character() {
+        let v = serde_json::json!({
+            "a\u{202e}": ["\x1b]52;c;eA==\x07", "\u{9b}2J\x7f", "x\u{2028}y\u{e0041}", "é\\x1b"],
+            "n": 1,
+            "o": {},
+        });
+        let s = json(&v).unwrap();
+        assert!(!s.chars().any(|c| hidden(c) && c != '\n'), "{s}");
+        assert!(
+            s.contains("\\u001b]52") && s.contains("\\u202e") && s.contains("\\udb40\\udc41"),
+            "{s}"
+        );
+        assert_eq!(serde_json::from_str::<serde_json::Value>(&s).unwrap(), v);
+        assert_eq!(
+            s,
+            serde_json::to_string_pretty(&v)
+                .unwrap()
+                .replace('\u{202e}', "\\u202e")
+                .replace('\u{9b}', "\\u009b")
+                .replace('\x7f', "\\u007f")
+                .replace('\u{2028}', "\\u2028")
+                .replace('\u{e0041}', "\\udb40\\udc41")
+        );
     }
 
     #[test]

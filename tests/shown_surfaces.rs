@@ -56,10 +56,10 @@ fn inert(surface: &str, out: &str) {
         .take(5)
         .collect();
     if !bad.is_empty() {
-        LEAKS
-            .lock()
-            .unwrap()
-            .push(format!("`brainloop {}` printed raw: {bad:?}", surface.escape_debug()));
+        LEAKS.lock().unwrap().push(format!(
+            "`brainloop {}` printed raw: {bad:?}",
+            surface.escape_debug()
+        ));
     }
 }
 
@@ -87,16 +87,19 @@ fn surface(env: &Env, args: &[&str]) -> String {
 fn shows_escaped(surface: &str, out: &str) {
     for want in ["\\x1b]52;c;", "\\u{202e}"] {
         if !out.contains(want) {
-            LEAKS
-                .lock()
-                .unwrap()
-                .push(format!("`brainloop {}` does not show {want}", surface.escape_debug()));
+            LEAKS.lock().unwrap().push(format!(
+                "`brainloop {}` does not show {want}",
+                surface.escape_debug()
+            ));
         }
     }
 }
 
+/// A `--json` surface: inert on a terminal too (hidden characters `\uXXXX`-escaped), parsed.
 fn json_of(env: &Env, args: &[&str]) -> Value {
-    serde_json::from_str(&cli_ok(env, args)).unwrap_or_else(|e| panic!("{args:?}: {e}"))
+    let text = cli_ok(env, args);
+    inert(&args.join(" "), &text);
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{args:?}: {e}"))
 }
 
 /// Some string anywhere in `v` equals (or, `whole = false`, contains) `want`.
@@ -154,7 +157,12 @@ fn every_operator_surface_shows_hostile_text_escaped_and_json_keeps_it_exact() {
         &json!({"permission": "NETWORK", "pattern": "example.org:443", "justification": format!("needed {HOSTILE}")}),
     );
     assert_eq!(settled(&env, req).0, "succeeded");
-    let bad = job(&env, CLIENT, &format!("no_such_action{HOSTILE}"), &json!({}));
+    let bad = job(
+        &env,
+        CLIENT,
+        &format!("no_such_action{HOSTILE}"),
+        &json!({}),
+    );
     settled(&env, bad);
     let slow = job(
         &env,
@@ -174,7 +182,10 @@ fn every_operator_surface_shows_hostile_text_escaped_and_json_keeps_it_exact() {
     let out = surface(&env, &["show", &vid]);
     shows_escaped("show VID", &out);
     if !out.contains("\\x00") {
-        LEAKS.lock().unwrap().push("`show VID` does not show stdout's NUL".into());
+        LEAKS
+            .lock()
+            .unwrap()
+            .push("`show VID` does not show stdout's NUL".into());
     }
     surface(&env, &["show", &id.to_string()]);
     let out = surface(&env, &["commands"]);
@@ -250,7 +261,10 @@ fn review_in_a_terminal(env: &Env) {
             .stdout(Stdio::null())
             .status()
             .is_ok_and(|s| s.success());
-        assert!(ok, "CANNOT RUN HERE: {tool} is missing; install it to test `brainloop review`");
+        assert!(
+            ok,
+            "CANNOT RUN HERE: {tool} is missing; install it to test `brainloop review`"
+        );
     }
     let socket = format!("brainloop-shown-test-{}", std::process::id());
     let raw = env.root.path().join("review.raw");
@@ -268,14 +282,23 @@ fn review_in_a_terminal(env: &Env) {
             .output()
             .unwrap()
     };
-    let started = tmux(&["new-session", "-d", "-s", "review", "-x", "200", "-y", "50", &cmd]);
+    let started = tmux(&[
+        "new-session",
+        "-d",
+        "-s",
+        "review",
+        "-x",
+        "200",
+        "-y",
+        "50",
+        &cmd,
+    ]);
     assert!(started.status.success(), "tmux new-session failed");
     let t0 = Instant::now();
     let screen = loop {
         let s = String::from_utf8_lossy(&tmux(&["capture-pane", "-p", "-t", "review"]).stdout)
             .into_owned();
-        if s.contains("pending (1)") && s.contains("+A") || t0.elapsed() > Duration::from_secs(20)
-        {
+        if s.contains("pending (1)") && s.contains("+A") || t0.elapsed() > Duration::from_secs(20) {
             break s;
         }
         std::thread::sleep(Duration::from_millis(100));
@@ -291,11 +314,28 @@ fn review_in_a_terminal(env: &Env) {
     shows_escaped("review (the tmux screen)", &screen);
     let bytes = std::fs::read(&raw).unwrap_or_default();
     let out = String::from_utf8_lossy(&bytes);
-    assert!(out.contains("pending (1)"), "script recorded nothing: {out:?}");
+    assert!(
+        out.contains("pending (1)"),
+        "script recorded nothing: {out:?}"
+    );
     let hostile = [
-        "\x1b]52;c;", "B\x1b[2K", "\rC", "C\x1b[8m", "\u{202e}", "\u{2066}", "\u{2067}",
-        "\u{2068}", "\u{2069}", "\u{2028}", "\u{2029}", "\u{200e}", "\u{200f}", "\u{61c}",
-        "\u{9b}", "\x7f", "\x07",
+        "\x1b]52;c;",
+        "B\x1b[2K",
+        "\rC",
+        "C\x1b[8m",
+        "\u{202e}",
+        "\u{2066}",
+        "\u{2067}",
+        "\u{2068}",
+        "\u{2069}",
+        "\u{2028}",
+        "\u{2029}",
+        "\u{200e}",
+        "\u{200f}",
+        "\u{61c}",
+        "\u{9b}",
+        "\x7f",
+        "\x07",
     ];
     for h in hostile {
         if out.contains(h) {

@@ -15,7 +15,7 @@ pub fn run_check(command: &str, json: bool, workdir: Option<&Path>) -> i32 {
     };
     let report = check(command, &ctx);
     if json {
-        match serde_json::to_string_pretty(&report) {
+        match crate::shown::json(&report) {
             Ok(s) => println!("{s}"),
             Err(e) => {
                 println!("{{\"valid\":false,\"error\":\"report serialisation failed: {e}\"}}");

@@ -141,7 +141,7 @@ pub fn list(config: &Config, a: &GrantsArgs) -> Result<i32> {
         out.push(json!({"client": id, "grants": g.grants}));
     }
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        println!("{}", crate::shown::json(&out)?);
         return Ok(0);
     }
     for entry in &out {
@@ -186,7 +186,7 @@ pub fn requests(config: &Config, a: &RequestsArgs) -> Result<i32> {
     }
     let list = store::requests(&c, !a.all)?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&list)?);
+        println!("{}", crate::shown::json(&list)?);
         return Ok(0);
     }
     if list.is_empty() {

@@ -191,7 +191,7 @@ fn sandbox_report(json: bool, limits: &crate::sandbox::Limits) -> anyhow::Result
     let exe = std::env::current_exe()?;
     let level = crate::sandbox::detect::probe(&exe).with_limits(limits);
     if json {
-        println!("{}", serde_json::to_string_pretty(&level)?);
+        println!("{}", crate::shown::json(&level)?);
     } else {
         print!("{}", sandbox_table(&level));
     }

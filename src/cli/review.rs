@@ -101,7 +101,7 @@ pub fn run(config: &Config, a: &ReviewArgs) -> Result<i32> {
             .into_iter()
             .map(|i| i.payload)
             .collect();
-        println!("{}", serde_json::to_string_pretty(&list)?);
+        println!("{}", crate::shown::json(&list)?);
         return Ok(0);
     }
     let mut app = App {

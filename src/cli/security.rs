@@ -77,7 +77,7 @@ pub fn validations(config: &Config, a: &ValidationsArgs) -> Result<i32> {
     let out = db::open_read_only(&config.data_dir, DbKind::Output)?;
     let list = validations::list(&out, !a.all)?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&list)?);
+        println!("{}", crate::shown::json(&list)?);
         return Ok(0);
     }
     if list.is_empty() {
@@ -155,7 +155,9 @@ pub fn decide(config: &Config, a: &DecideArgs, approve: bool) -> Result<i32> {
         println!(
             "and learn its signatures for client {}: {}",
             shown::line(&v.client_id),
-            shown::line(&crate::bash::learn::signatures_of(&config.data_dir, v.job_id)?.join(" | "))
+            shown::line(
+                &crate::bash::learn::signatures_of(&config.data_dir, v.job_id)?.join(" | ")
+            )
         );
     }
     if approve {
@@ -260,7 +262,7 @@ pub fn commands(config: &Config, a: &CommandsArgs) -> Result<i32> {
                 .iter()
                 .map(|(t, o, n, r)| serde_json::json!({"changed_at": t, "old_policy": o, "new_policy": n, "reason": r}))
                 .collect();
-            println!("{}", serde_json::to_string_pretty(&v)?);
+            println!("{}", crate::shown::json(&v)?);
         } else {
             for (t, o, n, r) in hist {
                 let r = shown::line(&r);
@@ -271,7 +273,7 @@ pub fn commands(config: &Config, a: &CommandsArgs) -> Result<i32> {
     }
     let list = registry::list(&sec)?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&list)?);
+        println!("{}", crate::shown::json(&list)?);
         return Ok(0);
     }
     if list.is_empty() {
@@ -404,7 +406,10 @@ pub fn show(config: &Config, a: &ShowArgs) -> Result<i32> {
             v.policy.as_deref().unwrap_or("?"),
             v.risk_score.unwrap_or(0.0)
         );
-        println!("command: {}", shown::block(v.command.as_deref().unwrap_or("")));
+        println!(
+            "command: {}",
+            shown::block(v.command.as_deref().unwrap_or(""))
+        );
     }
     if let Ok(sec) = open(config, DbKind::Security) {
         print_egress(&sec, job_id, v.as_ref().map(|v| v.id.as_str()))?;
@@ -523,7 +528,7 @@ pub fn signatures_list(config: &Config, a: &SignaturesArgs) -> Result<i32> {
     let sec = open(config, DbKind::Security)?;
     let rows = signatures::list(&sec, config.signature_approvals)?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        println!("{}", crate::shown::json(&rows)?);
         return Ok(0);
     }
     if rows.is_empty() {

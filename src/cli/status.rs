@@ -26,7 +26,7 @@ pub fn run(config: &Config, args: &StatusArgs) -> Result<i32> {
     loop {
         let report = collect(config)?;
         if args.json {
-            println!("{}", serde_json::to_string_pretty(&report)?);
+            println!("{}", crate::shown::json(&report)?);
         } else {
             if args.watch {
                 print!("\x1b[2J\x1b[H");
