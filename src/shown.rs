@@ -60,14 +60,14 @@ impl Formatter for Inert {
         let mut start = 0;
         for (i, c) in fragment.char_indices() {
             if hidden(c) {
-                w.write_all(fragment[start..i].as_bytes())?;
+                w.write_all(&fragment.as_bytes()[start..i])?;
                 for unit in c.encode_utf16(&mut [0u16; 2]) {
                     write!(w, "\\u{unit:04x}")?;
                 }
                 start = i + c.len_utf8();
             }
         }
-        w.write_all(fragment[start..].as_bytes())
+        w.write_all(&fragment.as_bytes()[start..])
     }
     fn begin_array<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
         self.0.begin_array(w)
@@ -103,6 +103,64 @@ impl Formatter for Inert {
     }
     fn end_object_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
         self.0.end_object_value(w)
+    }
+}
+
+/// The log's field formatter (text format), the fields of spans included: each value, and the
+/// message, as tracing-subscriber writes it, through [`line`] when it holds a hidden character —
+/// a `%` field or a message quoting a client id, a command or an error stays one inert line in
+/// `journalctl` and on a terminal. (A string field's `Debug` form is escaped already and passes
+/// unchanged.)
+pub fn log_fields() -> impl for<'w> tracing_subscriber::fmt::FormatFields<'w> + Send + Sync + 'static
+{
+    use tracing_subscriber::field::MakeExt;
+    tracing_subscriber::fmt::format::debug_fn(|w, field, value| {
+        let v = format!("{value:?}");
+        let v = if v.chars().any(hidden) { line(&v) } else { v };
+        match field.name() {
+            "message" => write!(w, "{v}"),
+            name => write!(w, "{}={v}", name.strip_prefix("r#").unwrap_or(name)),
+        }
+    })
+    .delimited(" ")
+}
+
+/// The log's writer for the JSON format: every hidden character but the line's end written
+/// `\uXXXX` (inside a JSON string, where serde_json leaves DEL, C1, bidi characters raw).
+pub struct JsonLog<M>(pub M);
+
+impl<'a, M: tracing_subscriber::fmt::MakeWriter<'a>> tracing_subscriber::fmt::MakeWriter<'a>
+    for JsonLog<M>
+{
+    type Writer = JsonLine<M::Writer>;
+    fn make_writer(&'a self) -> Self::Writer {
+        JsonLine(self.0.make_writer())
+    }
+}
+
+/// One event of the JSON log on its way to the log's writer (see [`JsonLog`]).
+pub struct JsonLine<W>(W);
+
+impl<W: io::Write> io::Write for JsonLine<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let text = String::from_utf8_lossy(buf);
+        let mut out = Vec::with_capacity(buf.len());
+        let mut json = Inert(PrettyFormatter::new());
+        let mut start = 0;
+        for (i, c) in text.char_indices() {
+            if c == '\n' || !hidden(c) {
+                continue;
+            }
+            out.extend_from_slice(&text.as_bytes()[start..i]);
+            json.write_string_fragment(&mut out, &c.to_string())?;
+            start = i + c.len_utf8();
+        }
+        out.extend_from_slice(&text.as_bytes()[start..]);
+        self.0.write_all(&out)?;
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.flush()
     }
 }
 
@@ -293,6 +351,18 @@ mod tests {
                 .replace('\u{2028}', "\\u2028")
                 .replace('\u{e0041}', "\\udb40\\udc41")
         );
+    }
+
+    #[test]
+    fn json_log_lines_stay_json_and_inert() {
+        use std::io::Write;
+        let mut out = Vec::new();
+        let line = "{\"client\":\"a\u{202e}b\u{9b}c\\u001b\"}\n";
+        JsonLine(&mut out).write_all(line.as_bytes()).unwrap();
+        let s = String::from_utf8(out).unwrap();
+        assert_eq!(s, "{\"client\":\"a\\u202eb\\u009bc\\u001b\"}\n");
+        let v: serde_json::Value = serde_json::from_str(&s).unwrap();
+        assert_eq!(v["client"], "a\u{202e}b\u{9b}c\x1b");
     }
 
     #[test]

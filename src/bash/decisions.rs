@@ -146,7 +146,7 @@ fn learn(
         stores.security.with(|c| {
             crate::bash::signatures::mark_learned(c, &v.client_id, &sigs, v.job_id, by, now)
         })?;
-        tracing::info!(validation_id = %v.id, client = %crate::shown::line(&v.client_id), signatures = sigs.join(" | "), "learned with approve --learn");
+        tracing::info!(validation_id = %v.id, client = %v.client_id, signatures = sigs.join(" | "), "learned with approve --learn");
         Ok(())
     })();
     if let Err(e) = res {

@@ -260,10 +260,17 @@ fn init_logging(default_level: &str, config: &Config) -> anyhow::Result<()> {
         .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
         .with_writer(writer)
         .with_target(false);
+    // Log lines quote clients, commands and errors: escaped by `shown` (fields and message in
+    // the text format; every string in the JSON format).
     let _ = if config.log_format == "json" {
-        builder.json().with_current_span(true).try_init()
+        builder
+            .json()
+            .with_current_span(true)
+            .map_writer(crate::shown::JsonLog)
+            .try_init()
     } else {
         builder
+            .fmt_fields(crate::shown::log_fields())
             .with_ansi(
                 config.log_file.is_none() && std::io::IsTerminal::is_terminal(&std::io::stderr()),
             )

@@ -194,7 +194,7 @@ impl ClientGrants {
                 match paths::PathRule::new(g, workspace) {
                     Ok(r) => path_rules.push(r),
                     Err(e) => {
-                        tracing::warn!(client = client_id, pattern = %crate::shown::line(&g.pattern), error = %e, "ignoring an invalid path grant")
+                        tracing::warn!(client = client_id, pattern = %g.pattern, error = %e, "ignoring an invalid path grant")
                     }
                 }
             }

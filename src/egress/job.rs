@@ -44,7 +44,7 @@ pub async fn rules(who: &Who<'_>, command_hash: &str, scope: Scope) -> Result<Ru
             match HostRule::parse(&g.pattern, "grant") {
                 Ok(r) => rules.rules.push(r),
                 Err(e) => {
-                    tracing::warn!(client = %crate::shown::line(who.client_id), error = %e, "ignoring a NETWORK grant that is not a host rule")
+                    tracing::warn!(client = %who.client_id, error = %e, "ignoring a NETWORK grant that is not a host rule")
                 }
             }
         }

@@ -167,8 +167,6 @@ impl Frontend {
         t0: Instant,
     ) -> Reply {
         let error = bounded(error);
-        // The refusal may quote the caller's text: escaped for the log (`shown`).
-        let error = crate::shown::line(&error);
         tracing::info!(client = %self.client, action = action.unwrap_or("-"), status = st, %error, "call refused");
         self.auditor
             .record(self.audit_row(action, params_text, st, t0))

@@ -87,7 +87,6 @@ impl ServerHandler for Server {
             .map(|i| i.client_info.name.clone())
             .unwrap_or_default();
         // The declared name is informative only: jobs always carry the operator's --client.
-        let declared = crate::shown::line(&declared);
         tracing::info!(declared_client = %declared, client = %self.frontend.client, "MCP client initialized");
     }
 }

@@ -232,7 +232,7 @@ impl Loop {
             "job",
             job_id = snap.job_id,
             action = snap.action.as_deref().unwrap_or("?"),
-            client = %crate::shown::line(&snap.client_id),
+            client = %snap.client_id,
             attempt = snap.attempts
         );
         let (action, params, reject) = (

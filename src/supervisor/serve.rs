@@ -144,7 +144,7 @@ async fn refresh_schedules(jobs: &Loop, scheduler: &mut Scheduler) {
     match tokio::task::block_in_place(|| scheduler.refresh(stores, catch_up)) {
         Ok(problems) => {
             for p in problems {
-                tracing::warn!(problem = %crate::shown::line(&p), "invalid schedule (skipped)");
+                tracing::warn!(problem = %p, "invalid schedule (skipped)");
                 event(stores, "schedule_invalid", None, json!({"problem": p})).await;
             }
         }
@@ -163,12 +163,12 @@ async fn fire_schedules(jobs: &mut Loop, scheduler: &mut Scheduler) {
     match tokio::task::block_in_place(|| scheduler.fire_due(&stores, now)) {
         Ok((fired, skipped)) => {
             for f in fired {
-                tracing::info!(schedule = %crate::shown::line(&f.schedule), job_id = f.job_id, "schedule fired");
+                tracing::info!(schedule = %f.schedule, job_id = f.job_id, "schedule fired");
                 jobs.ready
                     .push(Job::new(f.job_id, 0, &f.client_id), None, now);
             }
             for name in skipped {
-                tracing::info!(schedule = %crate::shown::line(&name), "schedule skipped: its previous job is still running");
+                tracing::info!(schedule = %name, "schedule skipped: its previous job is still running");
                 let detail = json!({"schedule": name, "reason": "previous job still running"});
                 event(&stores, "schedule_skipped", None, detail).await;
             }
