@@ -1,8 +1,9 @@
 //! Text others wrote, as the operator is shown it (issue 33). This module owns one invariant:
 //! **nothing an agent, a producer or a command wrote reaches the operator's terminal as something
 //! the terminal would act on.** Every human-readable surface (the CLI listings, `show`, the
-//! `review` screen, errors that quote such text, log fields that quote a client, the `text` of the
-//! hooks' payload) passes that text through [`line`] or [`block`]. `--json` output is the only
+//! `review` screen, errors that quote such text, the `text` of the hooks' payload) passes that text
+//! through [`line`] or [`block`]; the log is formatted through [`log_fields`] (text) and
+//! [`JsonLog`] (JSON), so no log line carries it raw either. `--json` output is the only
 //! exact form, written by [`json`]: the exact value for a parser, every hidden character in it
 //! `\uXXXX`-escaped, so it is inert on a terminal too.
 //!
