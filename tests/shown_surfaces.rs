@@ -248,6 +248,27 @@ fn every_operator_surface_shows_hostile_text_escaped_and_json_keeps_it_exact() {
     // The worker's log quotes the client (every line of its jobs) and never raw.
     let log = d.log_text();
     inert("run (the worker's log)", &log);
+
+    // The JSON log: inert too, and each line still JSON carrying the exact client id.
+    drop(d);
+    let d = env.start(&[("BRAINLOOP_LOG_FORMAT", "json")]);
+    let failing = job(&env, CLIENT, "execute_bash", &json!({"command": "false"}));
+    final_result(&env, failing);
+    let t0 = Instant::now();
+    while !d.log_text().contains("job ended") && t0.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let log = d.log_text();
+    inert("run (the worker's JSON log)", &log);
+    let lines: Vec<Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    assert!(
+        lines.iter().any(|l| carries(l, CLIENT, true)),
+        "no JSON log line carries the client id exactly:\n{}",
+        log.escape_debug()
+    );
     no_leaks();
 }
 
