@@ -30,6 +30,7 @@ pub mod retention;
 pub mod runcode;
 pub mod sandbox;
 pub mod schedules;
+pub mod shown;
 pub mod shutdown;
 pub mod stats;
 pub mod supervisor;

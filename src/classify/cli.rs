@@ -15,7 +15,7 @@ pub fn run_check(command: &str, json: bool, workdir: Option<&Path>) -> i32 {
     };
     let report = check(command, &ctx);
     if json {
-        match serde_json::to_string_pretty(&report) {
+        match crate::shown::json(&report) {
             Ok(s) => println!("{s}"),
             Err(e) => {
                 println!("{{\"valid\":false,\"error\":\"report serialisation failed: {e}\"}}");
@@ -23,7 +23,8 @@ pub fn run_check(command: &str, json: bool, workdir: Option<&Path>) -> i32 {
             }
         }
     } else {
-        print!("{}", render_text(&report));
+        // The command may be pasted from an agent's: shown escaped (`shown`).
+        print!("{}", crate::shown::block(&render_text(&report)));
     }
     exit_code(&report)
 }

@@ -52,7 +52,10 @@ fn print_hosts(config: &crate::config::Config, command: &str, workdir: &std::pat
             for h in v {
                 println!(
                     "  {:<8} {}  {} connection(s), {} bytes",
-                    h.outcome, h.host, h.connections, h.bytes
+                    h.outcome,
+                    crate::shown::line(&h.host),
+                    h.connections,
+                    h.bytes
                 );
             }
         }

@@ -114,7 +114,7 @@ fn wait_for(config: &Config, id: i64, timeout: Duration) -> Result<i32> {
                     .and_then(|r| serde_json::from_str(&r).ok())
                     .unwrap_or(Value::Null);
                 let out = serde_json::json!({"job_id": id, "status": status, "result": result, "error": error});
-                println!("{}", serde_json::to_string_pretty(&out)?);
+                println!("{}", crate::shown::json(&out)?);
                 return Ok(if status == "succeeded" { 0 } else { 1 });
             }
         }

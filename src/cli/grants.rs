@@ -5,6 +5,7 @@
 use crate::clients::{self, store, Permission};
 use crate::config::Config;
 use crate::db::{self, DbKind};
+use crate::shown;
 use anyhow::{bail, Result};
 use serde_json::json;
 
@@ -71,9 +72,9 @@ pub fn grant(config: &Config, a: &GrantArgs) -> Result<i32> {
     store::grant(&mut c, &a.client, p, &a.pattern, a.auto, &super::operator())?;
     println!(
         "granted {} {} {}{} (effective from the client's next job)",
-        a.client,
+        shown::line(&a.client),
         p.as_str(),
-        a.pattern,
+        shown::line(&a.pattern),
         if a.auto { " (auto)" } else { "" }
     );
     Ok(0)
@@ -85,9 +86,9 @@ pub fn revoke(config: &Config, a: &RevokeArgs) -> Result<i32> {
     if store::revoke(&mut c, &a.client, p, &a.pattern)? {
         println!(
             "revoked {} {} {} (effective from the client's next job)",
-            a.client,
+            shown::line(&a.client),
             p.as_str(),
-            a.pattern
+            shown::line(&a.pattern)
         );
         return Ok(0);
     }
@@ -140,16 +141,16 @@ pub fn list(config: &Config, a: &GrantsArgs) -> Result<i32> {
         out.push(json!({"client": id, "grants": g.grants}));
     }
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        println!("{}", crate::shown::json(&out)?);
         return Ok(0);
     }
     for entry in &out {
-        println!("{}", entry["client"].as_str().unwrap_or(""));
+        println!("{}", shown::line(entry["client"].as_str().unwrap_or("")));
         for g in entry["grants"].as_array().into_iter().flatten() {
             println!(
                 "  {:<15} {:<40} {}{}",
                 g["permission"].as_str().unwrap_or(""),
-                g["pattern"].as_str().unwrap_or(""),
+                shown::line(g["pattern"].as_str().unwrap_or("")),
                 g["source"].as_str().unwrap_or(""),
                 if g["auto"] == json!(true) {
                     " auto"
@@ -175,13 +176,17 @@ pub fn requests(config: &Config, a: &RequestsArgs) -> Result<i32> {
         let r = store::decide(&mut c, id, grant_it, &super::operator())?;
         println!(
             "request {} {}: {} {} {}",
-            r.id, r.status, r.client_id, r.permission, r.pattern
+            r.id,
+            r.status,
+            shown::line(&r.client_id),
+            r.permission,
+            shown::line(&r.pattern)
         );
         return Ok(0);
     }
     let list = store::requests(&c, !a.all)?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&list)?);
+        println!("{}", crate::shown::json(&list)?);
         return Ok(0);
     }
     if list.is_empty() {
@@ -195,10 +200,10 @@ pub fn requests(config: &Config, a: &RequestsArgs) -> Result<i32> {
             "#{:<4} {:<8} {:<16} {:<15} {:<30} {}",
             r.id,
             r.status,
-            r.client_id,
+            shown::line(&r.client_id),
             r.permission,
-            r.pattern,
-            r.justification.unwrap_or_default()
+            shown::line(&r.pattern),
+            shown::line(&r.justification.unwrap_or_default())
         );
     }
     Ok(0)

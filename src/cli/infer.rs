@@ -51,6 +51,6 @@ pub fn run(config: &Config, args: &InferArgs) -> Result<i32> {
         .or_else(|| config.mcp_permissions.clone());
     let mapping = McpPermissions::load(path.as_deref())?;
     let report = infer::infer_isolated(code, lang, mapping)?;
-    println!("{}", serde_json::to_string_pretty(&report)?);
+    println!("{}", crate::shown::json(&report)?);
     Ok(0)
 }

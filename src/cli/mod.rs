@@ -132,7 +132,10 @@ pub fn main() -> i32 {
     let config = match Config::load(&flags) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("brainloop: configuration error: {e:#}");
+            eprintln!(
+                "brainloop: configuration error: {}",
+                crate::shown::block(&format!("{e:#}"))
+            );
             return 1;
         }
     };
@@ -168,8 +171,9 @@ pub fn main() -> i32 {
     };
     match res {
         Ok(code) => code,
+        // Errors may quote agent or producer text (an id, a path, a refusal's reasons).
         Err(e) => {
-            eprintln!("brainloop: {e:#}");
+            eprintln!("brainloop: {}", crate::shown::block(&format!("{e:#}")));
             1
         }
     }
@@ -187,7 +191,7 @@ fn sandbox_report(json: bool, limits: &crate::sandbox::Limits) -> anyhow::Result
     let exe = std::env::current_exe()?;
     let level = crate::sandbox::detect::probe(&exe).with_limits(limits);
     if json {
-        println!("{}", serde_json::to_string_pretty(&level)?);
+        println!("{}", crate::shown::json(&level)?);
     } else {
         print!("{}", sandbox_table(&level));
     }
@@ -272,10 +276,17 @@ fn init_logging(default_level: &str, config: &Config) -> anyhow::Result<()> {
         .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
         .with_writer(writer)
         .with_target(false);
+    // Log lines quote clients, commands and errors: escaped by `shown` (fields and message in
+    // the text format; every string in the JSON format).
     let _ = if config.log_format == "json" {
-        builder.json().with_current_span(true).try_init()
+        builder
+            .json()
+            .with_current_span(true)
+            .map_writer(crate::shown::JsonLog)
+            .try_init()
     } else {
         builder
+            .fmt_fields(crate::shown::log_fields())
             .with_ansi(
                 config.log_file.is_none() && std::io::IsTerminal::is_terminal(&std::io::stderr()),
             )

@@ -90,7 +90,7 @@ pub fn run(config: &Config, args: &RepairArgs) -> Result<i32> {
     if !left.is_empty() {
         anyhow::bail!("repair left problems:\n{}", identity::refusal(dir, &left));
     }
-    println!("{}", serde_json::to_string_pretty(&report)?);
+    println!("{}", crate::shown::json(&report)?);
     Ok(0)
 }
 

@@ -7,8 +7,9 @@
 //! so `--learn` is refused here exactly as there. Plain ANSI over any terminal (SSH included);
 //! `--json` prints the pending validations with their change sets for scripts instead.
 //!
-//! What it shows comes from the agent (commands, diffs, output): it is drawn as text, control
-//! characters replaced, never interpreted.
+//! What it shows comes from the agent (commands, diffs, output): it is drawn as text through
+//! `shown` (control, format and separator characters escaped, bidi overrides included), never
+//! interpreted.
 
 use super::security;
 use crate::ask::validations::{self, Validation};
@@ -112,7 +113,7 @@ pub fn run(config: &Config, a: &ReviewArgs) -> Result<i32> {
             .into_iter()
             .map(|i| i.payload)
             .collect();
-        println!("{}", serde_json::to_string_pretty(&list)?);
+        println!("{}", crate::shown::json(&list)?);
         return Ok(0);
     }
     let mut app = App {
@@ -266,7 +267,7 @@ impl App {
             .items
             .iter()
             .map(|i| {
-                ListItem::new(clean(&format!(
+                ListItem::new(crate::shown::line(&format!(
                     "job {} {} r{:.2} {}",
                     i.v.job_id,
                     i.v.client_id,
@@ -287,7 +288,7 @@ impl App {
             .applied
             .iter()
             .map(|a| {
-                ListItem::new(clean(&format!(
+                ListItem::new(crate::shown::line(&format!(
                     "job {} [{}] {}: {}",
                     a.job_id, a.policy, a.summary, a.command
                 )))
@@ -297,7 +298,7 @@ impl App {
         let applied = framed_list(applied, title, self.focus == Focus::Applied);
         f.render_stateful_widget(applied, bottom, &mut self.applied_sel);
         f.render_widget(
-            Paragraph::new(clean(&self.status)).wrap(Wrap { trim: true }),
+            Paragraph::new(crate::shown::line(&self.status)).wrap(Wrap { trim: true }),
             status,
         );
     }
@@ -308,11 +309,13 @@ impl App {
             return Text::from("no validation waiting");
         };
         let p = &i.payload;
-        let s = |k: &str| p[k].as_str().map(clean).unwrap_or_default();
+        let s = |k: &str| p[k].as_str().map(crate::shown::line).unwrap_or_default();
         let mut lines = vec![
             Line::from(format!(
                 "validation {}  job {}  client {}",
-                i.v.id, i.v.job_id, i.v.client_id
+                i.v.id,
+                i.v.job_id,
+                crate::shown::line(&i.v.client_id)
             )),
             Line::from(format!(
                 "policy {}  risk {:.2}  set {}",
@@ -328,7 +331,7 @@ impl App {
         for r in p["reasons"].as_array().into_iter().flatten() {
             lines.push(Line::from(format!(
                 "- {}",
-                r.as_str().map(clean).unwrap_or_default()
+                r.as_str().map(crate::shown::line).unwrap_or_default()
             )));
         }
         for r in &i.reviewer {
@@ -351,10 +354,14 @@ impl App {
             let c = |k: &str| cs[k].as_str().map(clean).unwrap_or_default();
             lines.push(Line::from(""));
             lines.push(Line::styled(
-                format!("changes: {}", c("summary")),
+                format!(
+                    "changes: {}",
+                    crate::shown::line(cs["summary"].as_str().unwrap_or(""))
+                ),
                 Style::new().add_modifier(Modifier::BOLD),
             ));
-            for l in cs["diff"].as_str().unwrap_or("").lines() {
+            // Split on '\n' only: `lines()` would drop a carriage return before it unseen.
+            for l in cs["diff"].as_str().unwrap_or("").split('\n') {
                 lines.push(diff_line(l));
             }
             lines.push(Line::from(""));
@@ -405,15 +412,8 @@ fn diff_line(l: &str) -> Line<'static> {
     Line::from(Span::styled(clean(l), Style::new().fg(color)))
 }
 
-/// Agent text as plain text: control characters (escape sequences included) become `�`, tabs
-/// four spaces.
+/// Several lines of agent text as the screen draws them: `shown::block` (every control, format
+/// and separator character escaped but newline and tab), tabs four spaces.
 fn clean(s: &str) -> String {
-    s.chars()
-        .map(|c| match c {
-            '\t' => "    ".to_string(),
-            '\n' => "\n".to_string(),
-            c if c.is_control() => "\u{fffd}".to_string(),
-            c => c.to_string(),
-        })
-        .collect()
+    crate::shown::block(s).replace('\t', "    ")
 }

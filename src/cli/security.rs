@@ -10,6 +10,7 @@ use crate::bash::signatures;
 use crate::bash::{changes, journal};
 use crate::config::Config;
 use crate::db::{self, DbKind};
+use crate::shown;
 use anyhow::{bail, Result};
 
 #[derive(clap::Args, Debug)]
@@ -103,7 +104,7 @@ pub fn validations(config: &Config, a: &ValidationsArgs) -> Result<i32> {
                 .is_some_and(|d| crate::ask::By::of(&d.decided_by) == crate::ask::By::Reviewer));
             rows.push(row);
         }
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        println!("{}", crate::shown::json(&rows)?);
         return Ok(0);
     }
     if list.is_empty() {
@@ -115,15 +116,15 @@ pub fn validations(config: &Config, a: &ValidationsArgs) -> Result<i32> {
     for v in list {
         println!(
             "{}  job {}  client {}  [{}]",
-            v.id, v.job_id, v.client_id, v.status
+            v.id,
+            v.job_id,
+            shown::line(&v.client_id),
+            v.status
         );
         print_marks(sec.as_ref(), meta.as_ref(), &v, "  ");
         println!(
             "  command:  {}",
-            v.command
-                .as_deref()
-                .unwrap_or("")
-                .replace('\n', "\n            ")
+            shown::block(v.command.as_deref().unwrap_or("")).replace('\n', "\n            ")
         );
         println!(
             "  policy {}   risk {:.2}   set {}   {}",
@@ -141,7 +142,7 @@ pub fn validations(config: &Config, a: &ValidationsArgs) -> Result<i32> {
             .and_then(|r| serde_json::from_str(r).ok())
             .unwrap_or_default();
         for r in reasons {
-            println!("  - {r}");
+            println!("  - {}", shown::line(&r));
         }
         if v.status == "pending" {
             println!(
@@ -173,13 +174,15 @@ pub fn decide(config: &Config, a: &DecideArgs, approve: bool) -> Result<i32> {
         d.as_str(),
         v.id,
         v.job_id,
-        v.command.as_deref().unwrap_or("")
+        shown::line(v.command.as_deref().unwrap_or(""))
     );
     if a.learn {
         println!(
             "and learn its signatures for client {}: {}",
-            v.client_id,
-            crate::bash::learn::signatures_of(&config.data_dir, v.job_id)?.join(" | ")
+            shown::line(&v.client_id),
+            shown::line(
+                &crate::bash::learn::signatures_of(&config.data_dir, v.job_id)?.join(" | ")
+            )
         );
     }
     if approve {
@@ -309,8 +312,8 @@ fn approve_hosts(
     )?;
     println!(
         "allowed for client {}'s command through the egress proxy: {}",
-        v.client_id,
-        hosts.join(", ")
+        shown::line(&v.client_id),
+        shown::line(&hosts.join(", "))
     );
     Ok(())
 }
@@ -325,9 +328,10 @@ pub fn commands(config: &Config, a: &CommandsArgs) -> Result<i32> {
                 .iter()
                 .map(|(t, o, n, r)| serde_json::json!({"changed_at": t, "old_policy": o, "new_policy": n, "reason": r}))
                 .collect();
-            println!("{}", serde_json::to_string_pretty(&v)?);
+            println!("{}", crate::shown::json(&v)?);
         } else {
             for (t, o, n, r) in hist {
+                let r = shown::line(&r);
                 println!("{t}  {} → {n}  {r}", o.unwrap_or_else(|| "-".into()));
             }
         }
@@ -335,7 +339,7 @@ pub fn commands(config: &Config, a: &CommandsArgs) -> Result<i32> {
     }
     let list = registry::list(&sec)?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&list)?);
+        println!("{}", crate::shown::json(&list)?);
         return Ok(0);
     }
     if list.is_empty() {
@@ -359,7 +363,7 @@ pub fn commands(config: &Config, a: &CommandsArgs) -> Result<i32> {
             e.execution_count,
             rate,
             e.risk_score,
-            e.command_text.replace('\n', " ")
+            shown::line(&e.command_text.replace('\n', " "))
         );
     }
     let promoted = crate::bash::evidence::promotions(&sec)?;
@@ -371,10 +375,10 @@ pub fn commands(config: &Config, a: &CommandsArgs) -> Result<i32> {
             println!(
                 "{:<12} client {:<16} {:<8} set {:<12} {}",
                 &p.command_hash[..12.min(p.command_hash.len())],
-                p.client_id,
+                shown::line(&p.client_id),
                 p.mode.as_str(),
                 p.permission_set,
-                p.reason
+                shown::line(&p.reason)
             );
         }
     }
@@ -405,6 +409,7 @@ pub fn set_override(config: &Config, a: &OverrideArgs) -> Result<i32> {
                 .clone()
                 .unwrap_or_else(|| format!("set by {}", super::operator()));
             let (sig, forgotten) = signatures::set_override(&mut sec, id, ov, &reason)?;
+            let sig = shown::line(&sig);
             println!(
                 "signature {id} `{sig}`: override {}{}",
                 ov.map(|o| o.as_str()).unwrap_or("cleared"),
@@ -467,7 +472,10 @@ pub fn show(config: &Config, a: &ShowArgs) -> Result<i32> {
             v.policy.as_deref().unwrap_or("?"),
             v.risk_score.unwrap_or(0.0)
         );
-        println!("command: {}", v.command.as_deref().unwrap_or(""));
+        println!(
+            "command: {}",
+            shown::block(v.command.as_deref().unwrap_or(""))
+        );
         let sec = db::open_read_only(&config.data_dir, DbKind::Security).ok();
         let meta = db::open_read_only(&config.data_dir, DbKind::Metadata).ok();
         print_marks(sec.as_ref(), meta.as_ref(), v, "");
@@ -484,15 +492,15 @@ pub fn show(config: &Config, a: &ShowArgs) -> Result<i32> {
                     .map(|c| c.to_string())
                     .unwrap_or_else(|| "?".into()),
                 m.duration_ms,
-                m.change_set.summary()
+                shown::line(&m.change_set.summary())
             );
             if !m.signatures.is_empty() {
-                println!("signatures: {}", m.signatures.join(" | "));
+                println!("signatures: {}", shown::line(&m.signatures.join(" | ")));
             }
-            println!("--- stdout\n{}", m.stdout);
-            println!("--- stderr\n{}", m.stderr);
+            println!("--- stdout\n{}", shown::block(&m.stdout));
+            println!("--- stderr\n{}", shown::block(&m.stderr));
             println!("--- changes");
-            print!("{}", m.change_set.diff());
+            print!("{}", shown::block(&m.change_set.diff()));
         }
         None => {
             let sec = open(config, DbKind::Security)?;
@@ -503,7 +511,8 @@ pub fn show(config: &Config, a: &ShowArgs) -> Result<i32> {
             ))?;
             match j {
                 Some((summary, p, at, undone)) => println!(
-                    "change set applied ({p}) at {at}: {summary}{}",
+                    "change set applied ({p}) at {at}: {}{}",
+                    shown::line(&summary),
                     undone
                         .map(|u| format!("; undone at {u}"))
                         .unwrap_or_default()
@@ -527,8 +536,13 @@ fn print_marks(
 ) {
     let Some(sec) = sec else { return };
     match crate::hooks::reviewer_marks(sec, meta, v) {
-        Ok(lines) => lines.iter().for_each(|l| println!("{indent}{l}")),
-        Err(e) => println!("{indent}(cannot read who decided: {e:#})"),
+        Ok(lines) => lines
+            .iter()
+            .for_each(|l| println!("{indent}{}", shown::line(l))),
+        Err(e) => println!(
+            "{indent}(cannot read who decided: {})",
+            shown::line(&format!("{e:#}"))
+        ),
     }
 }
 
@@ -539,9 +553,9 @@ fn print_egress(sec: &rusqlite::Connection, job_id: i64, validation: Option<&str
         .transpose()?
         .flatten()
     {
-        println!("wants hosts: {}", r.hosts.join(", "));
+        println!("wants hosts: {}", shown::line(&r.hosts.join(", ")));
         for h in &r.resolved {
-            println!("  {}", h.line());
+            println!("  {}", shown::line(&h.line()));
         }
     }
     let conns = crate::egress::store::of_job(sec, job_id)?;
@@ -550,7 +564,7 @@ fn print_egress(sec: &rusqlite::Connection, job_id: i64, validation: Option<&str
     }
     println!("--- network (egress proxy)");
     for c in conns {
-        println!("{}", connection_line(&c));
+        println!("{}", shown::line(&connection_line(&c)));
     }
     Ok(())
 }
@@ -577,7 +591,7 @@ pub fn undo(config: &Config, a: &UndoArgs) -> Result<i32> {
     let restored = undo_job(config, a.job)?;
     println!("undid job {}: {} path(s) restored", a.job, restored.len());
     for p in restored {
-        println!("  {p}");
+        println!("  {}", shown::line(&p));
     }
     Ok(0)
 }
@@ -606,7 +620,7 @@ pub fn signatures_list(config: &Config, a: &SignaturesArgs) -> Result<i32> {
     let sec = open(config, DbKind::Security)?;
     let rows = signatures::list(&sec, config.signature_approvals)?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        println!("{}", crate::shown::json(&rows)?);
         return Ok(0);
     }
     if rows.is_empty() {
@@ -619,10 +633,16 @@ pub fn signatures_list(config: &Config, a: &SignaturesArgs) -> Result<i32> {
     for r in rows {
         println!(
             "{:>4} {:>4} {:>4} {:>5} {:>5}  {:<28} {}",
-            r.id, r.approvals, r.denials, r.upfront_approvals, r.auto_applied, r.state, r.signature
+            r.id,
+            r.approvals,
+            r.denials,
+            r.upfront_approvals,
+            r.auto_applied,
+            shown::line(&r.state),
+            shown::line(&r.signature)
         );
         for c in &r.clients {
-            println!("{:>9}{}", "", client_learning(c));
+            println!("{:>9}{}", "", shown::line(&client_learning(c)));
         }
     }
     Ok(0)

@@ -26,7 +26,7 @@ pub fn run(config: &Config, args: &StatusArgs) -> Result<i32> {
     loop {
         let report = collect(config)?;
         if args.json {
-            println!("{}", serde_json::to_string_pretty(&report)?);
+            println!("{}", crate::shown::json(&report)?);
         } else {
             if args.watch {
                 print!("\x1b[2J\x1b[H");
@@ -315,7 +315,15 @@ fn human_bytes(n: u64) -> String {
 /// Long because it prints the status sections in their order, a few lines each.
 pub fn render(r: &Value) -> String {
     let mut s = String::new();
-    let line = |s: &mut String, k: &str, v: String| s.push_str(&format!("{k:<22} {v}\n"));
+    // Every value may quote a producer or an agent (client ids, actions, errors, a lock
+    // holder's command line): one line each, escaped.
+    let line = |s: &mut String, k: &str, v: String| {
+        s.push_str(&format!(
+            "{:<22} {}\n",
+            crate::shown::line(k),
+            crate::shown::line(&v)
+        ))
+    };
     line(
         &mut s,
         "data dir",
@@ -502,10 +510,11 @@ pub fn render(r: &Value) -> String {
                 (None, None) => "disabled".into(),
             };
             s.push_str(&format!(
-                "  {:<20} {:<20} {:<16} {next}\n",
-                v["name"].as_str().unwrap_or(""),
-                v["cron"].as_str().unwrap_or(""),
-                v["action"].as_str().unwrap_or("")
+                "  {:<20} {:<20} {:<16} {}\n",
+                crate::shown::line(v["name"].as_str().unwrap_or("")),
+                crate::shown::line(v["cron"].as_str().unwrap_or("")),
+                crate::shown::line(v["action"].as_str().unwrap_or("")),
+                crate::shown::line(&next)
             ));
         }
     }

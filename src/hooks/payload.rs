@@ -3,7 +3,9 @@
 //! changed path apart from the diff with whether the diff shows it whole, the capped diff, the
 //! command's output, signatures), what the egress proxy saw, and the `approve` /
 //! `approve --learn` / `deny` command lines for the operator. Everything in it but the command
-//! lines may come from the agent: hooks must treat it as data.
+//! lines may come from the agent: hooks must treat it as data. `text` is the same validation for a
+//! human to read (a desktop notice, an e-mail): the agent's text in it escaped by `shown`, so a
+//! hook that renders text uses `.text`, never a raw field.
 //!
 //! This module owns *what a payload says it cut*: `truncated` is true when anything was (the
 //! purpose, the diff, the command's output, or a file whose content the diff does not show whole:
@@ -81,6 +83,13 @@ pub fn build(lifecycle: &Connection, data_dir: &Path, v: &Validation, event: &st
         "brainloop --data-dir {}",
         shell_word(&data_dir.display().to_string())
     );
+    let text = text(
+        v,
+        purpose.as_deref(),
+        change_set.as_ref().and_then(|c| c["summary"].as_str()),
+        &reasons,
+        &cli,
+    );
     json!({
         "event": event,
         "id": v.id,
@@ -102,6 +111,7 @@ pub fn build(lifecycle: &Connection, data_dir: &Path, v: &Validation, event: &st
         "approve_learn": format!("{cli} approve {} --learn", v.id),
         "deny": format!("{cli} deny {}", v.id),
         "show": format!("{cli} show {}", v.id),
+        "text": text,
     })
 }
 
@@ -116,6 +126,40 @@ pub fn cut(p: &Value) -> Vec<String> {
             .collect(),
         _ => vec!["the payload does not say what it cut (it could not be built)".into()],
     }
+}
+
+/// The validation as lines a human reads, every agent-derived value one escaped line
+/// (`shown::line`): what asks, what for, what it changes, why, and how to answer.
+fn text(
+    v: &Validation,
+    purpose: Option<&str>,
+    summary: Option<&str>,
+    reasons: &[String],
+    cli: &str,
+) -> String {
+    use crate::shown::line;
+    let mut t = format!(
+        "brainloop: client {} asks (job {}, risk {:.2}): {}\n",
+        line(&v.client_id),
+        v.job_id,
+        v.risk_score.unwrap_or(0.0),
+        line(v.command.as_deref().unwrap_or(""))
+    );
+    if let Some(p) = purpose {
+        t.push_str(&format!("purpose: {}\n", line(p)));
+    }
+    t.push_str(&format!(
+        "changes: {}\n",
+        summary.map(line).unwrap_or_else(|| "asked up front".into())
+    ));
+    for r in reasons {
+        t.push_str(&format!("- {}\n", line(r)));
+    }
+    t.push_str(&format!(
+        "{cli} show {id}\n{cli} approve {id}\n{cli} deny {id}",
+        id = v.id
+    ));
+    t
 }
 
 /// The job's action, what it says it is for (`purpose`, or a loop's `goal`) and whether that
