@@ -248,6 +248,55 @@ fn idle_connections_of_one_run_are_capped_and_time_out_and_another_client_still_
     assert!(warnings <= 10, "{warnings} egress log lines:\n{log}");
 }
 
+/// Accept errors are paused with back-off and logged at most once per 10 s, worker-wide: eight
+/// runs at the default cap (128 each) exhaust a worker of 1,024 descriptors for the head timeout
+/// (the old proxy: 1,600 warnings in 30 s, 20 a second per proxy); then it serves again.
+#[test]
+fn accept_errors_are_logged_with_back_off_and_the_worker_recovers() {
+    let env = Env::new();
+    let srv = site(&env);
+    let host = format!("127.0.0.1:{}", srv.port);
+    let cfg = env.root.path().join("brainloop.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "concurrency = 10\n[clients.other]\nfile_read = [\"{{workspace}}/**\"]\nsystem_command = [\"*\"]\nnetwork = [\"{host}\"]\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(env.workspace.join("idle.py"), IDLE_PY).unwrap();
+    let d = env.start_as(
+        &["prlimit", "--nofile=1024:1024", "--"],
+        &[("BRAINLOOP_CONFIG", cfg.to_str().unwrap())],
+    );
+    let hostile: Vec<i64> = (0..8)
+        .map(|i| {
+            job(
+                &env,
+                "local",
+                "execute_bash",
+                &json!({ "command": format!("python3 idle.py 200 {i}") }),
+            )
+        })
+        .collect();
+    for id in hostile {
+        let (st, v, e) = common::final_result(&env, id);
+        eprintln!("hostile run {id}: {st} {} {e}", v["stdout"]);
+    }
+    let log = d.log_text();
+    let failed = log.lines().filter(|l| l.contains("accept failed")).count();
+    eprintln!("{failed} accept-failure lines");
+    assert!(failed <= 4, "{failed} accept-failure lines:\n{log}");
+    // Everything went with the runs: another client's command runs.
+    let (_, st, v, e) = submit_approved(
+        &env,
+        "other",
+        &format!("curl -sS -m 20 http://{host}/index.html"),
+    );
+    assert_eq!(st, "succeeded", "{e} {v}");
+    assert_eq!(v["stdout"], "hello-egress\n", "{v}");
+}
+
 /// (b) The worker raises its soft descriptor limit to the hard one at start-up.
 #[test]
 fn the_worker_raises_its_soft_descriptor_limit_to_the_hard_limit() {

@@ -63,7 +63,7 @@ fn make(data_dir: &Path) -> Result<PathBuf> {
 
 /// Removes this instance's directories left in the bases (owned by this user): call at
 /// worker start-up, under the instance lock, before any job runs. Returns how many.
-fn sweep(data_dir: &Path) -> usize {
+fn sweep(data_dir: &Path, keep: Option<&Path>) -> usize {
     use std::os::unix::fs::MetadataExt;
     let prefix = prefix(data_dir);
     let uid = nix::unistd::getuid().as_raw();
@@ -80,7 +80,12 @@ fn sweep(data_dir: &Path) -> usize {
             let Ok(md) = e.path().symlink_metadata() else {
                 continue;
             };
-            if ours && md.is_dir() && md.uid() == uid && std::fs::remove_dir_all(e.path()).is_ok()
+            let kept = keep == Some(e.path().as_path());
+            if ours
+                && !kept
+                && md.is_dir()
+                && md.uid() == uid
+                && std::fs::remove_dir_all(e.path()).is_ok()
             {
                 n += 1;
             }
@@ -89,12 +94,18 @@ fn sweep(data_dir: &Path) -> usize {
     n
 }
 
-/// The worker's start-up: sweeps what a previous run left, makes the directory. Returns it and
-/// how many leftovers went.
+/// The worker's start-up: sweeps what a previous run left, makes the directory (keeps the one
+/// this process already uses, if a proxy started before). Returns it and how many leftovers
+/// went.
 pub fn prepare(data_dir: &Path) -> Result<(PathBuf, usize)> {
-    let swept = sweep(data_dir);
-    let dir = make(data_dir)?;
-    *lock() = Some(dir.clone());
+    let mut g = lock();
+    let current = g.clone().filter(|d| d.is_dir());
+    let swept = sweep(data_dir, current.as_deref());
+    let dir = match current {
+        Some(d) => d,
+        None => make(data_dir)?,
+    };
+    *g = Some(dir.clone());
     Ok((dir, swept))
 }
 
@@ -133,7 +144,8 @@ mod tests {
         // A socket under it fits sun_path with room to spare, whatever $TMPDIR is.
         let sock = a.join("e-XXXXXX").join(format!("{}.sock", "0".repeat(32)));
         assert!(sock.as_os_str().len() < 100, "{sock:?}");
-        assert_eq!(sweep(data.path()), 1);
+        assert_eq!(sweep(data.path(), Some(&a)), 0);
+        assert_eq!(sweep(data.path(), None), 1);
         assert!(!a.exists() && b.exists());
         let _ = std::fs::remove_dir_all(b);
     }
