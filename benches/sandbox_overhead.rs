@@ -70,11 +70,7 @@ async fn measure(
                 }
                 spec.warm = warm_id;
                 if set.network() {
-                    use brainloop::egress::{
-                        proxy::JobProxy,
-                        resolve::Resolver,
-                        rules::Rules,
-                    };
+                    use brainloop::egress::{proxy::JobProxy, resolve::Resolver, rules::Rules};
                     let p = JobProxy::start(
                         Rules::default(),
                         std::sync::Arc::new(Resolver::default()),

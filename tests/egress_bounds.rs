@@ -216,7 +216,9 @@ fn idle_connections_of_one_run_are_capped_and_time_out_and_another_client_still_
         let (st, v, e) = common::final_result(&env, id);
         peak = peak.max(open_fds(pid));
         let out = v["stdout"].as_str().unwrap_or_default().to_string();
-        eprintln!("worker descriptors: {base} at rest, {peak} at most; hostile run {id}: {st} {out} {e}");
+        eprintln!(
+            "worker descriptors: {base} at rest, {peak} at most; hostile run {id}: {st} {out} {e}"
+        );
         // Each idle connection was closed by the other side (past the cap at once, the rest
         // after the head timeout), none stayed open until the command gave up.
         let nums: Vec<u64> = out
@@ -365,7 +367,8 @@ fn a_run_past_a_thousand_attempts_still_records_every_refused_host_and_aggregate
         let mut n = 0;
         let mut bytes = 0;
         for c in v["egress"].as_array().unwrap() {
-            if c["outcome"] == outcome && format!("{}:{}", c["host"].as_str().unwrap(), c["port"]) == h
+            if c["outcome"] == outcome
+                && format!("{}:{}", c["host"].as_str().unwrap(), c["port"]) == h
             {
                 n += c["attempts"].as_u64().unwrap_or(1);
                 bytes += c["bytes_down"].as_u64().unwrap();

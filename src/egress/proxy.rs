@@ -144,7 +144,9 @@ impl Record {
             return e;
         }
         let host = if self.index.len() >= MAX_AGGREGATES
-            && !self.index.contains_key(&(c.host.clone(), c.port, c.outcome.clone()))
+            && !self
+                .index
+                .contains_key(&(c.host.clone(), c.port, c.outcome.clone()))
         {
             OTHER_HOSTS.to_string()
         } else {
@@ -194,7 +196,9 @@ impl Shared {
         let now = crate::time::now_ms();
         let first = {
             let mut r = lock(&self.record);
-            let first = !r.index.contains_key(&(CAP_HOST.to_string(), 0, "refused".to_string()));
+            let first = !r
+                .index
+                .contains_key(&(CAP_HOST.to_string(), 0, "refused".to_string()));
             r.add(
                 Connection {
                     host: CAP_HOST.to_string(),
@@ -318,7 +322,11 @@ impl JobProxy {
         let _ = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(dir)).await;
         let entries: Vec<Arc<Entry>> = {
             let r = lock(&self.shared.record);
-            r.entries.iter().chain(r.aggregates.iter()).cloned().collect()
+            r.entries
+                .iter()
+                .chain(r.aggregates.iter())
+                .cloned()
+                .collect()
         };
         entries
             .iter()
@@ -877,7 +885,10 @@ mod tests {
         let p = proxy_with(&["*"], Duration::from_millis(200), 8).await;
         let mut idle = UnixStream::connect(p.socket()).await.unwrap();
         let mut partial = UnixStream::connect(p.socket()).await.unwrap();
-        partial.write_all(b"GET http://a.example/ HTTP/1.1\r\n").await.unwrap();
+        partial
+            .write_all(b"GET http://a.example/ HTTP/1.1\r\n")
+            .await
+            .unwrap();
         let mut greeting = UnixStream::connect(p.socket()).await.unwrap();
         greeting.write_all(&[5, 1, 0]).await.unwrap();
         assert_eq!(until_closed(&mut idle).await, Some(vec![]));
@@ -902,7 +913,9 @@ mod tests {
         // Slots come back as connections end.
         tokio::time::sleep(Duration::from_millis(100)).await;
         let mut s = UnixStream::connect(p.socket()).await.unwrap();
-        s.write_all(b"GET http://10.0.0.1:81/ HTTP/1.1\r\n\r\n").await.unwrap();
+        s.write_all(b"GET http://10.0.0.1:81/ HTTP/1.1\r\n\r\n")
+            .await
+            .unwrap();
         let got = String::from_utf8(until_closed(&mut s).await.unwrap()).unwrap();
         assert!(got.starts_with("HTTP/1.1 403"), "{got}");
         let seen = p.finish().await;
