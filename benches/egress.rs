@@ -8,7 +8,7 @@
 //! Env: BENCH_COMMANDS (default 200 per row).
 
 use brainloop::bash::executor::{execute, filtered_env, ExecRequest};
-use brainloop::egress::proxy::{JobProxy, PORT};
+use brainloop::egress::proxy::JobProxy;
 use brainloop::egress::resolve::Resolver;
 use brainloop::egress::rules::{HostRule, Rules};
 use brainloop::permset::PermissionSet;
@@ -72,11 +72,11 @@ async fn once(cmd: &str, ws: &Path, i: usize, via_proxy: bool, rule: &str) -> f6
         let p = JobProxy::start(
             rules,
             Arc::new(Resolver::default()),
-            Duration::from_secs(5),
-            "bl-test-",
+            brainloop::egress::proxy::Bounds::default(),
+            &std::env::temp_dir(),
         )
         .unwrap();
-        spec.route_through(p.socket(), PORT);
+        p.route(&mut spec);
         Some(p)
     } else {
         spec.best_effort = true;

@@ -70,19 +70,15 @@ async fn measure(
                 }
                 spec.warm = warm_id;
                 if set.network() {
-                    use brainloop::egress::{
-                        proxy::{JobProxy, PORT},
-                        resolve::Resolver,
-                        rules::Rules,
-                    };
+                    use brainloop::egress::{proxy::JobProxy, resolve::Resolver, rules::Rules};
                     let p = JobProxy::start(
                         Rules::default(),
                         std::sync::Arc::new(Resolver::default()),
-                        Duration::from_secs(5),
-                        "bl-test-",
+                        brainloop::egress::proxy::Bounds::default(),
+                        &std::env::temp_dir(),
                     )
                     .unwrap();
-                    spec.route_through(p.socket(), PORT);
+                    p.route(&mut spec);
                     proxy = Some(p);
                 }
                 (Some((PathBuf::from(BIN), spec)), cg, tmp)

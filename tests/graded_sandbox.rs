@@ -226,11 +226,11 @@ async fn at_abi_2_a_network_set_cannot_reach_a_host_abstract_socket() {
         let proxy = brainloop::egress::proxy::JobProxy::start(
             brainloop::egress::rules::Rules { rules: Vec::new() },
             std::sync::Arc::new(brainloop::egress::resolve::Resolver::default()),
-            Duration::from_secs(5),
-            "bl-test-",
+            brainloop::egress::proxy::Bounds::default(),
+            &std::env::temp_dir(),
         )
         .unwrap();
-        spec.route_through(proxy.socket(), brainloop::egress::proxy::PORT);
+        proxy.route(&mut spec);
         let req = ExecRequest {
             command: cmd.clone(),
             workdir: ws.clone(),

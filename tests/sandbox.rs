@@ -97,14 +97,19 @@ async fn confined_with(
                 .map(|h| rules::HostRule::parse(h, "test").unwrap())
                 .collect(),
         };
+        let bounds = proxy::Bounds {
+            connect_timeout: Duration::from_secs(5),
+            head_timeout: Duration::from_secs(10),
+            max_connections: 128,
+        };
         let p = proxy::JobProxy::start(
             rules,
             std::sync::Arc::new(Resolver::default()),
-            Duration::from_secs(5),
-            "bl-test-",
+            bounds,
+            &std::env::temp_dir(),
         )
         .unwrap();
-        spec.route_through(p.socket(), proxy::PORT);
+        p.route(&mut spec);
         p
     });
     let req = ExecRequest {

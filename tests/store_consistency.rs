@@ -278,12 +278,14 @@ fn a_data_dir_from_before_identities_is_upgraded_and_nothing_reruns() {
                 .unwrap();
         }
         if f == "command_security.db" {
-            // Step 5 (issue 22) came later than the version this simulates.
+            // Steps 5 (issue 22) and 7 (issue 33) came later than the version this simulates.
             c.execute_batch(
                 "ALTER TABLE signature_evidence DROP COLUMN learned_at;
                  ALTER TABLE signature_evidence DROP COLUMN learned_by;
                  ALTER TABLE signature_evidence DROP COLUMN learned_job;
-                 ALTER TABLE approvals DROP COLUMN learn;",
+                 ALTER TABLE approvals DROP COLUMN learn;
+                 ALTER TABLE egress_connections DROP COLUMN attempts;
+                 ALTER TABLE egress_connections DROP COLUMN first_ms;",
             )
             .unwrap();
         }

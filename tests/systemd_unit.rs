@@ -251,8 +251,14 @@ fn unit_keeps_the_daemon_contract() {
 #[test]
 fn the_contract_check_catches_a_broken_unit() {
     let text = std::fs::read_to_string(unit_path()).unwrap();
-    let broken: [(&str, &str, &str); 13] = [
+    let broken: [(&str, &str, &str); 15] = [
         ("Delegate=pids memory", "", "no Delegate"),
+        ("LimitNOFILE=65536", "", "no LimitNOFILE"),
+        (
+            "LimitNOFILE=65536",
+            "LimitNOFILE=1024:65536",
+            "a soft LimitNOFILE of 1024",
+        ),
         ("MemoryMax=6G", "", "no MemoryMax"),
         ("TasksMax=2048", "TasksMax=infinity", "TasksMax=infinity"),
         ("Type=notify", "Type=simple", "Type"),
@@ -531,6 +537,16 @@ fn check_contract(unit: &Unit) -> Result<(), String> {
             "{key}= must set a ceiling for the service, got {v:?}"
         );
     }
+    // Issue 33: descriptors for every run's egress connections (two each, at most
+    // max_connections per run, `concurrency` runs) plus the worker's own, soft and hard.
+    let nofile = unit.service("LimitNOFILE").unwrap_or_default();
+    let need = 2 * defaults.concurrency as u64 * defaults.egress.max_connections as u64 + 1024;
+    let fits = |v: &str| v == "infinity" || v.parse::<u64>().is_ok_and(|n| n >= need);
+    let (soft, hard) = nofile.split_once(':').unwrap_or((&nofile, &nofile));
+    ensure!(
+        fits(soft) && fits(hard),
+        "LimitNOFILE= must allow at least {need} descriptors (soft and hard) for the egress proxies, got {nofile:?}"
+    );
     Ok(())
 }
 

@@ -506,6 +506,8 @@ mod tests {
                 bytes_up: 0,
                 bytes_down: 0,
                 at_ms: 0,
+                attempts: 1,
+                first_ms: 0,
             })
             .collect();
         Report {

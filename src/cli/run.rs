@@ -81,8 +81,10 @@ pub fn run(mut config: Config, args: &RunArgs) -> Result<i32> {
             .listen_for_signals()
             .context("cannot install signal handlers")?;
         let r = crate::supervisor::run(config, stores, registry, sandbox, shutdown).await;
-        // Idle warm sandbox helpers and their cgroups go with the worker.
+        // Idle warm sandbox helpers and their cgroups go with the worker, and the egress
+        // proxies' socket directory.
         crate::sandbox::warm::drain().await;
+        crate::egress::sockdir::remove();
         r
     });
     // Jobs abandoned after cancellation may still hold blocking threads; do not wait for them.

@@ -570,7 +570,24 @@ fn print_egress(sec: &rusqlite::Connection, job_id: i64, validation: Option<&str
 }
 
 fn connection_line(c: &crate::egress::proxy::Connection) -> String {
+    if c.protocol == crate::egress::proxy::CAP {
+        return format!(
+            "{:<8} {} ×{}: {}",
+            c.outcome,
+            c.host,
+            c.attempts,
+            c.reason.as_deref().unwrap_or_default()
+        );
+    }
     let mut line = format!("{:<8} {}:{} ({})", c.outcome, c.host, c.port, c.protocol);
+    if c.attempts > 1 {
+        // A per-host aggregate (past the run's one-by-one records).
+        line.push_str(&format!(
+            " ×{} over {:.1} s",
+            c.attempts,
+            (c.at_ms - c.first_ms).max(0) as f64 / 1000.0
+        ));
+    }
     if let Some(a) = &c.address {
         line.push_str(&format!(" → {a}"));
     }

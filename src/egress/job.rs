@@ -79,11 +79,15 @@ pub async fn start_with(
         .await
         .map_err(|e| format!("egress: {e}"))?
         .map_err(|e| format!("egress: {e:#}"))?;
-    let timeout = Duration::from_millis(cfg.connect_timeout_ms.max(1));
-    let prefix = crate::sandbox::tmp_prefix(data_dir);
-    let proxy = JobProxy::start(rules, Arc::new(resolver), timeout, &prefix)
-        .map_err(|e| format!("{e:#}"))?;
-    spec.route_through(proxy.socket(), proxy::PORT);
+    let bounds = proxy::Bounds {
+        connect_timeout: Duration::from_millis(cfg.connect_timeout_ms.max(1)),
+        head_timeout: Duration::from_millis(cfg.head_timeout_ms.max(1)),
+        max_connections: cfg.max_connections.max(1),
+    };
+    let dir = super::sockdir::get(data_dir).map_err(|e| format!("{e:#}"))?;
+    let proxy =
+        JobProxy::start(rules, Arc::new(resolver), bounds, &dir).map_err(|e| format!("{e:#}"))?;
+    proxy.route(spec);
     Ok(proxy)
 }
 

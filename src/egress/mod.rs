@@ -17,12 +17,18 @@
 //! - every attempt is recorded with the job (command_security.db `egress_connections`): host,
 //!   port, outcome, bytes. A run that was refused a host asks a human, naming the hosts, where
 //!   each resolves and of which class ([`resolve::shown`]), and the commands that allow them
-//!   ([`refusal_reasons`]); approving re-runs the command with them.
+//!   ([`refusal_reasons`]); approving re-runs the command with them;
+//! - what one run may make the worker hold is bounded ([`proxy`]): connections open at once
+//!   (`max_connections`, past it closed unread and recorded once per run), the time a connection
+//!   gets to send its request head or SOCKS greeting (`head_timeout_ms`), the record (the first
+//!   attempts one by one, then per-host aggregates, every refused host kept); the sockets live
+//!   in a short per-worker directory ([`sockdir`]) whatever `$TMPDIR` is.
 
 pub mod job;
 pub mod proxy;
 pub mod resolve;
 pub mod rules;
+pub mod sockdir;
 pub mod store;
 
 use serde::{Deserialize, Serialize};
@@ -36,6 +42,13 @@ pub struct EgressConfig {
     pub hosts_file: Option<PathBuf>,
     /// Resolution and connection timeout of the proxy (ms).
     pub connect_timeout_ms: u64,
+    /// Connections one run may have open through its proxy at once; past it a connection is
+    /// closed unread (recorded once per run). The forwarder inside the run's namespace holds
+    /// at most twice as many.
+    pub max_connections: usize,
+    /// Time a connection gets to send its whole request head (HTTP) or SOCKS greeting and
+    /// request before the proxy closes it unanswered (ms).
+    pub head_timeout_ms: u64,
 }
 
 impl Default for EgressConfig {
@@ -43,6 +56,8 @@ impl Default for EgressConfig {
         EgressConfig {
             hosts_file: None,
             connect_timeout_ms: 10_000,
+            max_connections: 128,
+            head_timeout_ms: 10_000,
         }
     }
 }
@@ -60,7 +75,7 @@ pub fn approval_hash(command_hash: &str) -> String {
 pub fn refused(conns: &[proxy::Connection]) -> Vec<String> {
     let mut v: Vec<String> = conns
         .iter()
-        .filter(|c| c.outcome == "refused")
+        .filter(|c| c.outcome == "refused" && c.is_host())
         .filter_map(|c| {
             let h = if c.host.contains(':') {
                 format!("[{}]", c.host)

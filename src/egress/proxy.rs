@@ -9,17 +9,27 @@
 //! HTTP requests are parsed with `httparse` (hyper's parser), sent on with `Connection: close`
 //! and the hop-by-hop headers removed, then the bytes are spliced: one request per connection,
 //! so a keep-alive client opens a new connection (and gets a new decision) per request.
+//!
+//! Bounded (issue 33): what one run can make the worker hold is [`Bounds`] — connections open at
+//! once (past the cap a connection is closed unread, counted in one record per run and one log
+//! line), the time to send a request head or SOCKS greeting, accept errors (`EMFILE`…) paused
+//! with back-off and logged at most once per [`ACCEPT_LOG_EVERY`] worker-wide. The record keeps
+//! the first [`MAX_RECORDS`] attempts one by one, then one aggregate per host, port and outcome
+//! (attempts, bytes, first and last), so every refused host is kept whatever came before.
 
 use super::resolve::Resolver;
 use super::rules::{Rules, Verdict};
 use serde::Serialize;
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpStream, UnixListener, UnixStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// The port the forwarder listens on inside the command's network namespace (its own
@@ -27,9 +37,23 @@ use tokio_util::sync::CancellationToken;
 pub const PORT: u16 = 3128;
 /// Largest request head accepted.
 const MAX_HEAD: usize = 64 * 1024;
-/// Connection attempts recorded per run at most (a command opening more is still decided, one
-/// by one; the rest is not recorded).
-const MAX_RECORDS: usize = 1000;
+/// Connection attempts recorded one by one per run; past them each attempt is added to the
+/// aggregate of its host, port and outcome ([`Connection::attempts`]).
+pub const MAX_RECORDS: usize = 1000;
+/// Distinct (host, port, outcome) aggregates kept per run past [`MAX_RECORDS`]; past them the
+/// attempts of further hosts are counted in one aggregate per outcome, host [`OTHER_HOSTS`]
+/// (a bound on the worker's memory: a run naming 10,000 distinct hosts is asked about those).
+pub const MAX_AGGREGATES: usize = 10_000;
+/// The host of the aggregate past [`MAX_AGGREGATES`] (never a host name: not asked about).
+pub const OTHER_HOSTS: &str = "(other hosts)";
+/// The protocol of the record of connections closed unread past [`Bounds::max_connections`].
+pub const CAP: &str = "cap";
+/// The host of that record.
+pub const CAP_HOST: &str = "(connection cap)";
+/// Accept errors (`EMFILE`…) are logged at most once per this period, worker-wide.
+pub const ACCEPT_LOG_EVERY: Duration = Duration::from_secs(10);
+/// The longest pause of the accept loop after an accept error (it doubles from 10 ms).
+const ACCEPT_PAUSE_MAX: Duration = Duration::from_secs(1);
 /// Time an open connection gets to end once the command has exited.
 const GRACE: Duration = Duration::from_millis(500);
 
@@ -48,7 +72,43 @@ pub struct Connection {
     pub reason: Option<String>,
     pub bytes_up: u64,
     pub bytes_down: u64,
+    /// The (last) attempt.
     pub at_ms: i64,
+    /// Attempts this record stands for: 1, or an aggregate's count (past [`MAX_RECORDS`], or the
+    /// connections closed past the cap).
+    pub attempts: u64,
+    /// The first attempt of an aggregate (= `at_ms` for one attempt).
+    pub first_ms: i64,
+}
+
+impl Connection {
+    /// A host the run tried (not the record of the cap or of hosts past [`MAX_AGGREGATES`]).
+    pub fn is_host(&self) -> bool {
+        self.protocol != CAP && self.host != OTHER_HOSTS
+    }
+}
+
+/// What one run may make the worker hold (`[egress]` in the configuration).
+#[derive(Debug, Clone, Copy)]
+pub struct Bounds {
+    /// Resolution and each connection attempt.
+    pub connect_timeout: Duration,
+    /// From accept to a complete request head (HTTP) or SOCKS request.
+    pub head_timeout: Duration,
+    /// Connections open at once.
+    pub max_connections: usize,
+}
+
+impl Default for Bounds {
+    /// The configuration's defaults (`EgressConfig`).
+    fn default() -> Self {
+        let c = super::EgressConfig::default();
+        Bounds {
+            connect_timeout: Duration::from_millis(c.connect_timeout_ms),
+            head_timeout: Duration::from_millis(c.head_timeout_ms),
+            max_connections: c.max_connections,
+        }
+    }
 }
 
 struct Entry {
@@ -57,17 +117,124 @@ struct Entry {
     down: AtomicU64,
 }
 
+impl Entry {
+    fn new(c: Connection) -> Arc<Entry> {
+        Arc::new(Entry {
+            conn: Mutex::new(c),
+            up: AtomicU64::new(0),
+            down: AtomicU64::new(0),
+        })
+    }
+}
+
+/// What a run's proxy saw: attempts one by one, then aggregates (in order of first attempt).
+#[derive(Default)]
+struct Record {
+    entries: Vec<Arc<Entry>>,
+    aggregates: Vec<Arc<Entry>>,
+    index: HashMap<(String, u16, String), usize>,
+}
+
+impl Record {
+    /// Records one attempt; returns the entry its bytes are counted in.
+    fn add(&mut self, c: Connection, one_by_one: bool) -> Arc<Entry> {
+        if one_by_one && self.entries.len() < MAX_RECORDS {
+            let e = Entry::new(c);
+            self.entries.push(e.clone());
+            return e;
+        }
+        let host = if self.index.len() >= MAX_AGGREGATES
+            && !self
+                .index
+                .contains_key(&(c.host.clone(), c.port, c.outcome.clone()))
+        {
+            OTHER_HOSTS.to_string()
+        } else {
+            c.host.clone()
+        };
+        let port = if host == OTHER_HOSTS { 0 } else { c.port };
+        let key = (host, port, c.outcome.clone());
+        if let Some(&i) = self.index.get(&key) {
+            let e = self.aggregates[i].clone();
+            {
+                let mut a = lock(&e.conn);
+                a.attempts += 1;
+                a.at_ms = c.at_ms;
+            }
+            return e;
+        }
+        let mut c = c;
+        if key.0 == OTHER_HOSTS {
+            c.host = OTHER_HOSTS.to_string();
+            c.port = 0;
+            c.address = None;
+            c.rule = None;
+            c.reason = Some(format!(
+                "hosts past the {MAX_AGGREGATES} distinct ones recorded for this run"
+            ));
+        }
+        let e = Entry::new(c);
+        self.index.insert(key, self.aggregates.len());
+        self.aggregates.push(e.clone());
+        e
+    }
+}
+
 struct Shared {
     rules: Rules,
     resolver: Arc<Resolver>,
     connect_timeout: Duration,
-    entries: Mutex<Vec<Arc<Entry>>>,
+    head_timeout: Duration,
+    max_connections: usize,
+    record: Mutex<Record>,
+}
+
+impl Shared {
+    /// A connection closed unread past the cap: counted in the run's one record of it (and one
+    /// log line per run).
+    fn over_cap(&self) {
+        let now = crate::time::now_ms();
+        let first = {
+            let mut r = lock(&self.record);
+            let first = !r
+                .index
+                .contains_key(&(CAP_HOST.to_string(), 0, "refused".to_string()));
+            r.add(
+                Connection {
+                    host: CAP_HOST.to_string(),
+                    port: 0,
+                    protocol: CAP.to_string(),
+                    outcome: "refused".to_string(),
+                    rule: None,
+                    address: None,
+                    reason: Some(format!(
+                        "closed unread: the run had {} connections open through the egress proxy ([egress] max_connections)",
+                        self.max_connections
+                    )),
+                    bytes_up: 0,
+                    bytes_down: 0,
+                    at_ms: now,
+                    attempts: 1,
+                    first_ms: now,
+                },
+                false,
+            );
+            first
+        };
+        if first {
+            tracing::warn!(
+                max_connections = self.max_connections,
+                "egress proxy: a run reached its connection cap; further connections are closed unread (recorded once with the job)"
+            );
+        }
+    }
 }
 
 /// A running proxy for one command.
 pub struct JobProxy {
     dir: PathBuf,
     socket: PathBuf,
+    bounds: Bounds,
     shared: Arc<Shared>,
     stop: CancellationToken,
     task: Option<tokio::task::JoinHandle<()>>,
@@ -85,17 +252,16 @@ impl Drop for JobProxy {
 }
 
 impl JobProxy {
-    /// Listens on a fresh socket in a new 0700 directory `<dir_prefix>egress-XXXXXX` under the
-    /// worker's temp dir (hidden from commands by the helper's tmpfs covers; the socket named
-    /// with 128 random bits). The worker passes its private-tmp prefix, so the start-up sweep
-    /// (`sandbox::sweep_private_tmp`) removes what a crash left.
+    /// Listens on a fresh socket in a new 0700 directory `e-XXXXXX` under `sock_dir`, the
+    /// worker's short socket directory ([`super::sockdir`]: hidden from commands by the
+    /// helper's tmpfs covers, swept at start-up; the socket named with 128 random bits).
     pub fn start(
         rules: Rules,
         resolver: Arc<Resolver>,
-        connect_timeout: Duration,
-        dir_prefix: &str,
+        bounds: Bounds,
+        sock_dir: &Path,
     ) -> anyhow::Result<JobProxy> {
-        let template = std::env::temp_dir().join(format!("{dir_prefix}egress-XXXXXX"));
+        let template = sock_dir.join("e-XXXXXX");
         let dir = nix::unistd::mkdtemp(&template).map_err(|e| {
             anyhow::anyhow!("egress proxy: cannot create {}: {e}", template.display())
         })?;
@@ -113,14 +279,17 @@ impl JobProxy {
         let shared = Arc::new(Shared {
             rules,
             resolver,
-            connect_timeout,
-            entries: Mutex::new(Vec::new()),
+            connect_timeout: bounds.connect_timeout,
+            head_timeout: bounds.head_timeout,
+            max_connections: bounds.max_connections.max(1),
+            record: Mutex::new(Record::default()),
         });
         let stop = CancellationToken::new();
         let task = tokio::spawn(accept_loop(listener, shared.clone(), stop.clone()));
         Ok(JobProxy {
             dir,
             socket,
+            bounds,
             shared,
             stop,
             task: Some(task),
@@ -131,6 +300,18 @@ impl JobProxy {
         &self.socket
     }
 
+    /// Routes `spec`'s network through this proxy. The forwarder holds at most twice the
+    /// proxy's cap (the proxy closes what is past its own at once, so the forwarder's stays a
+    /// backstop) and gives a connection the head timeout to end once the proxy ended its side.
+    pub fn route(&self, spec: &mut crate::sandbox::Spec) {
+        spec.route_through(
+            &self.socket,
+            PORT,
+            self.bounds.max_connections.saturating_mul(2),
+            self.bounds.head_timeout,
+        );
+    }
+
     /// Stops the proxy (open connections get [`GRACE`], then are cut) and returns what it saw.
     pub async fn finish(mut self) -> Vec<Connection> {
         self.stop.cancel();
@@ -139,7 +320,14 @@ impl JobProxy {
         }
         let dir = self.dir.clone();
         let _ = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(dir)).await;
-        let entries = lock(&self.shared.entries).clone();
+        let entries: Vec<Arc<Entry>> = {
+            let r = lock(&self.shared.record);
+            r.entries
+                .iter()
+                .chain(r.aggregates.iter())
+                .cloned()
+                .collect()
+        };
         entries
             .iter()
             .map(|e| {
@@ -156,16 +344,38 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// Accept errors of every proxy of the worker, for [`ACCEPT_LOG_EVERY`].
+static ACCEPT_LOG: LazyLock<Mutex<crate::stats::Every>> = LazyLock::new(Default::default);
+
 async fn accept_loop(listener: UnixListener, shared: Arc<Shared>, stop: CancellationToken) {
     let mut conns = tokio::task::JoinSet::new();
+    let slots = Arc::new(Semaphore::new(shared.max_connections));
+    let mut pause = Duration::ZERO;
     loop {
         tokio::select! {
             _ = stop.cancelled() => break,
             a = listener.accept() => match a {
-                Ok((s, _)) => { conns.spawn(handle(s, shared.clone())); }
+                Ok((s, _)) => {
+                    pause = Duration::ZERO;
+                    match slots.clone().try_acquire_owned() {
+                        Ok(permit) => { conns.spawn(handle(s, shared.clone(), permit)); }
+                        Err(_) => {
+                            drop(s);
+                            shared.over_cap();
+                        }
+                    }
+                }
                 Err(e) => {
-                    tracing::warn!(error = %e, "egress proxy: accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    // Out of descriptors (or another transient error): pause, longer each
+                    // time, rather than spin; say so once per period however many fail.
+                    pause = (pause * 2).clamp(Duration::from_millis(10), ACCEPT_PAUSE_MAX);
+                    if let Some(suppressed) = lock(&ACCEPT_LOG).due(ACCEPT_LOG_EVERY) {
+                        tracing::warn!(error = %e, suppressed, pause_ms = pause.as_millis() as u64, "egress proxy: accept failed; pausing the accept loop");
+                    }
+                    tokio::select! {
+                        _ = stop.cancelled() => break,
+                        _ = tokio::time::sleep(pause) => {}
+                    }
                 }
             },
             Some(_) = conns.join_next(), if !conns.is_empty() => {}
@@ -175,21 +385,38 @@ async fn accept_loop(listener: UnixListener, shared: Arc<Shared>, stop: Cancella
     conns.abort_all();
 }
 
-async fn handle(mut s: UnixStream, sh: Arc<Shared>) {
+/// One connection, holding its slot (`_permit`) until it ends.
+async fn handle(mut s: UnixStream, sh: Arc<Shared>, _permit: OwnedSemaphorePermit) {
+    // The head (request head, or SOCKS greeting and request) by this deadline, or the
+    // connection is closed unanswered.
+    let by = Instant::now() + sh.head_timeout;
     let mut buf = Vec::with_capacity(4096);
-    if read_more(&mut s, &mut buf).await.unwrap_or(0) == 0 {
+    if read_more(&mut s, &mut buf, by).await.unwrap_or(0) == 0 {
         return;
     }
     if buf[0] == 0x05 {
-        socks5(s, buf, &sh).await
+        socks5(s, buf, &sh, by).await
     } else {
-        http(s, buf, &sh).await
+        http(s, buf, &sh, by).await
     }
 }
 
-async fn read_more<R: AsyncRead + Unpin>(r: &mut R, buf: &mut Vec<u8>) -> std::io::Result<usize> {
+/// Reads what is there into `buf`; an error past `by` (the head deadline).
+async fn read_more<R: AsyncRead + Unpin>(
+    r: &mut R,
+    buf: &mut Vec<u8>,
+    by: Instant,
+) -> std::io::Result<usize> {
     let mut chunk = [0u8; 4096];
-    let n = r.read(&mut chunk).await?;
+    let n = match tokio::time::timeout_at(by, r.read(&mut chunk)).await {
+        Ok(n) => n?,
+        Err(_) => {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "no complete request head in time",
+            ))
+        }
+    };
     buf.extend_from_slice(&chunk[..n]);
     Ok(n)
 }
@@ -238,8 +465,9 @@ async fn open(
         Err(Closed::Refused(w)) => ("refused", None, Some(w.clone())),
         Err(Closed::Failed(w)) => ("failed", None, Some(w.clone())),
     };
-    let entry = Arc::new(Entry {
-        conn: Mutex::new(Connection {
+    let now = crate::time::now_ms();
+    let entry = lock(&sh.record).add(
+        Connection {
             host,
             port,
             protocol: protocol.to_string(),
@@ -249,17 +477,12 @@ async fn open(
             reason,
             bytes_up: 0,
             bytes_down: 0,
-            at_ms: crate::time::now_ms(),
-        }),
-        up: AtomicU64::new(0),
-        down: AtomicU64::new(0),
-    });
-    {
-        let mut entries = lock(&sh.entries);
-        if entries.len() < MAX_RECORDS {
-            entries.push(entry.clone());
-        }
-    }
+            at_ms: now,
+            attempts: 1,
+            first_ms: now,
+        },
+        true,
+    );
     (entry, res)
 }
 
@@ -404,7 +627,7 @@ const HOP_BY_HOP: &[&str] = &[
     "host",
 ];
 
-async fn http(mut s: UnixStream, mut buf: Vec<u8>, sh: &Shared) {
+async fn http(mut s: UnixStream, mut buf: Vec<u8>, sh: &Shared, by: Instant) {
     let head_len = loop {
         if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
             break i + 4;
@@ -418,7 +641,7 @@ async fn http(mut s: UnixStream, mut buf: Vec<u8>, sh: &Shared) {
                 .await;
             return;
         }
-        match read_more(&mut s, &mut buf).await {
+        match read_more(&mut s, &mut buf, by).await {
             Ok(n) if n > 0 => {}
             _ => return,
         }
@@ -515,12 +738,12 @@ fn closed_response(host: &str, port: u16, c: &Closed) -> Vec<u8> {
 
 // ---- SOCKS5 (RFC 1928: no authentication, CONNECT) ----
 
-async fn need(s: &mut UnixStream, buf: &mut Vec<u8>, n: usize) -> bool {
+async fn need(s: &mut UnixStream, buf: &mut Vec<u8>, n: usize, by: Instant) -> bool {
     while buf.len() < n {
         if buf.len() > 600 {
             return false;
         }
-        match read_more(s, buf).await {
+        match read_more(s, buf, by).await {
             Ok(k) if k > 0 => {}
             _ => return false,
         }
@@ -528,12 +751,12 @@ async fn need(s: &mut UnixStream, buf: &mut Vec<u8>, n: usize) -> bool {
     true
 }
 
-async fn socks5(mut s: UnixStream, mut buf: Vec<u8>, sh: &Shared) {
-    if !need(&mut s, &mut buf, 2).await {
+async fn socks5(mut s: UnixStream, mut buf: Vec<u8>, sh: &Shared, by: Instant) {
+    if !need(&mut s, &mut buf, 2, by).await {
         return;
     }
     let nm = buf[1] as usize;
-    if !need(&mut s, &mut buf, 2 + nm).await {
+    if !need(&mut s, &mut buf, 2 + nm, by).await {
         return;
     }
     if !buf[2..2 + nm].contains(&0) {
@@ -544,12 +767,12 @@ async fn socks5(mut s: UnixStream, mut buf: Vec<u8>, sh: &Shared) {
         return;
     }
     let mut req = buf.split_off(2 + nm);
-    if !need(&mut s, &mut req, 5).await {
+    if !need(&mut s, &mut req, 5, by).await {
         return;
     }
     let (host, at) = match req[3] {
         1 => {
-            if !need(&mut s, &mut req, 10).await {
+            if !need(&mut s, &mut req, 10, by).await {
                 return;
             }
             (
@@ -558,7 +781,7 @@ async fn socks5(mut s: UnixStream, mut buf: Vec<u8>, sh: &Shared) {
             )
         }
         4 => {
-            if !need(&mut s, &mut req, 22).await {
+            if !need(&mut s, &mut req, 22, by).await {
                 return;
             }
             let mut o = [0u8; 16];
@@ -567,7 +790,7 @@ async fn socks5(mut s: UnixStream, mut buf: Vec<u8>, sh: &Shared) {
         }
         3 => {
             let l = req[4] as usize;
-            if !need(&mut s, &mut req, 5 + l + 2).await {
+            if !need(&mut s, &mut req, 5 + l + 2, by).await {
                 return;
             }
             (String::from_utf8_lossy(&req[5..5 + l]).to_string(), 5 + l)
@@ -629,19 +852,138 @@ mod tests {
     }
 
     async fn proxy(rules: &[&str]) -> JobProxy {
+        proxy_with(rules, Duration::from_secs(5), 64).await
+    }
+
+    async fn proxy_with(rules: &[&str], head_timeout: Duration, max: usize) -> JobProxy {
         let rules = Rules {
             rules: rules
                 .iter()
                 .map(|r| HostRule::parse(r, "test").unwrap())
                 .collect(),
         };
+        let bounds = Bounds {
+            connect_timeout: Duration::from_secs(5),
+            head_timeout,
+            max_connections: max,
+        };
         JobProxy::start(
             rules,
             Arc::new(Resolver::default()),
-            Duration::from_secs(5),
-            "bl-test-",
+            bounds,
+            &std::env::temp_dir(),
         )
         .unwrap()
+    }
+
+    /// Bytes the proxy sends before it closes `s` (None: still open after 5 s).
+    async fn until_closed(s: &mut UnixStream) -> Option<Vec<u8>> {
+        let mut v = Vec::new();
+        tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut v))
+            .await
+            .ok()
+            .map(|_| v)
+    }
+
+    #[tokio::test]
+    async fn a_connection_without_its_head_in_time_is_closed_unanswered() {
+        let p = proxy_with(&["*"], Duration::from_millis(200), 8).await;
+        let mut idle = UnixStream::connect(p.socket()).await.unwrap();
+        let mut partial = UnixStream::connect(p.socket()).await.unwrap();
+        partial
+            .write_all(b"GET http://a.example/ HTTP/1.1\r\n")
+            .await
+            .unwrap();
+        let mut greeting = UnixStream::connect(p.socket()).await.unwrap();
+        greeting.write_all(&[5, 1, 0]).await.unwrap();
+        assert_eq!(until_closed(&mut idle).await, Some(vec![]));
+        assert_eq!(until_closed(&mut partial).await, Some(vec![]));
+        // The greeting was answered; the request never came.
+        assert_eq!(until_closed(&mut greeting).await, Some(vec![5, 0]));
+        assert!(p.finish().await.is_empty(), "no host, no record");
+    }
+
+    #[tokio::test]
+    async fn past_the_cap_connections_are_closed_unread_and_recorded_once() {
+        let p = proxy_with(&["*"], Duration::from_secs(30), 2).await;
+        let held = [
+            UnixStream::connect(p.socket()).await.unwrap(),
+            UnixStream::connect(p.socket()).await.unwrap(),
+        ];
+        for _ in 0..5 {
+            let mut s = UnixStream::connect(p.socket()).await.unwrap();
+            assert_eq!(until_closed(&mut s).await, Some(vec![]));
+        }
+        drop(held);
+        // Slots come back as connections end.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let mut s = UnixStream::connect(p.socket()).await.unwrap();
+        s.write_all(b"GET http://10.0.0.1:81/ HTTP/1.1\r\n\r\n")
+            .await
+            .unwrap();
+        let got = String::from_utf8(until_closed(&mut s).await.unwrap()).unwrap();
+        assert!(got.starts_with("HTTP/1.1 403"), "{got}");
+        let seen = p.finish().await;
+        let caps: Vec<&Connection> = seen.iter().filter(|c| c.protocol == CAP).collect();
+        assert_eq!(caps.len(), 1, "{seen:?}");
+        assert_eq!((caps[0].attempts, caps[0].outcome.as_str()), (5, "refused"));
+        assert!(caps[0].reason.as_deref().unwrap().contains("2 connections"));
+        assert_eq!(crate::egress::refused(&seen), ["10.0.0.1:81"]);
+    }
+
+    fn attempt(host: &str, port: u16, outcome: &str, at_ms: i64) -> Connection {
+        Connection {
+            host: host.into(),
+            port,
+            protocol: "connect".into(),
+            outcome: outcome.into(),
+            rule: None,
+            address: None,
+            reason: None,
+            bytes_up: 0,
+            bytes_down: 0,
+            at_ms,
+            attempts: 1,
+            first_ms: at_ms,
+        }
+    }
+
+    #[test]
+    fn past_the_records_attempts_aggregate_per_host_and_every_refused_host_is_kept() {
+        let mut r = Record::default();
+        for i in 0..MAX_RECORDS as i64 {
+            r.add(attempt("a.example", 443, "allowed", i), true);
+        }
+        for i in 0..50 {
+            let e = r.add(attempt("a.example", 443, "allowed", 5000 + i), true);
+            e.down.fetch_add(10, Ordering::Relaxed);
+        }
+        for h in ["x.example", "y.example", "x.example"] {
+            r.add(attempt(h, 443, "refused", 9000), true);
+        }
+        assert_eq!((r.entries.len(), r.aggregates.len()), (MAX_RECORDS, 3));
+        let a = &r.aggregates[0];
+        let c = lock(&a.conn).clone();
+        assert_eq!((c.attempts, c.first_ms, c.at_ms), (50, 5000, 5049));
+        assert_eq!(a.down.load(Ordering::Relaxed), 500);
+        let all: Vec<Connection> = r
+            .entries
+            .iter()
+            .chain(r.aggregates.iter())
+            .map(|e| lock(&e.conn).clone())
+            .collect();
+        assert_eq!(
+            crate::egress::refused(&all),
+            ["x.example:443", "y.example:443"]
+        );
+        // Past MAX_AGGREGATES distinct hosts, one aggregate per outcome stands for the rest.
+        for i in 0..MAX_AGGREGATES + 10 {
+            r.add(attempt(&format!("h{i}.example"), 443, "refused", 1), true);
+        }
+        assert_eq!(r.aggregates.len(), MAX_AGGREGATES + 1);
+        let other = lock(&r.aggregates.last().unwrap().conn).clone();
+        assert_eq!((other.host.as_str(), other.attempts), (OTHER_HOSTS, 13));
+        assert!(!other.is_host());
     }
 
     async fn read_all(s: &mut UnixStream) -> Vec<u8> {

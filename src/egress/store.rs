@@ -1,6 +1,8 @@
 //! The egress tables of command_security.db: connections recorded per job (the worker), hosts a
 //! human approved per (client, command) (the operator CLI only), and open host requests (the
-//! worker, read by `approve`).
+//! worker, read by `approve`). A connection row may stand for several attempts (`attempts`,
+//! from `first_ms` to `at_ms`: the proxy's per-host aggregates past its one-by-one records, and
+//! its one row per run of connections closed past the cap); every reader here counts attempts.
 
 use super::proxy::Connection;
 use crate::db::write_tx;
@@ -31,7 +33,7 @@ pub fn record(
     }
     write_tx(db, |tx| {
         let mut st = tx.prepare_cached(
-            "INSERT INTO egress_connections(job_id, client_id, command_hash, host, port, protocol, outcome, rule, address, reason, bytes_up, bytes_down, at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+            "INSERT INTO egress_connections(job_id, client_id, command_hash, host, port, protocol, outcome, rule, address, reason, bytes_up, bytes_down, at_ms, attempts, first_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
         )?;
         for c in conns {
             st.execute(params![
@@ -47,7 +49,9 @@ pub fn record(
                 c.reason,
                 c.bytes_up as i64,
                 c.bytes_down as i64,
-                c.at_ms
+                c.at_ms,
+                c.attempts.max(1) as i64,
+                c.first_ms
             ])?;
         }
         Ok(())
@@ -150,7 +154,7 @@ pub fn request(db: &Db, validation_id: &str) -> Result<Option<Request>> {
 /// Every connection one job's runs made or tried, oldest first.
 pub fn of_job(db: &Db, job_id: i64) -> Result<Vec<Connection>> {
     let mut st = db.prepare_cached(
-        "SELECT host, port, protocol, outcome, rule, address, reason, bytes_up, bytes_down, at_ms FROM egress_connections WHERE job_id = ?1 ORDER BY id",
+        "SELECT host, port, protocol, outcome, rule, address, reason, bytes_up, bytes_down, at_ms, attempts, coalesce(first_ms, at_ms) FROM egress_connections WHERE job_id = ?1 ORDER BY id",
     )?;
     let v = st
         .query_map([job_id], |r| {
@@ -165,13 +169,16 @@ pub fn of_job(db: &Db, job_id: i64) -> Result<Vec<Connection>> {
                 bytes_up: r.get::<_, i64>(7)? as u64,
                 bytes_down: r.get::<_, i64>(8)? as u64,
                 at_ms: r.get(9)?,
+                attempts: r.get::<_, i64>(10)?.max(1) as u64,
+                first_ms: r.get(11)?,
             })
         })?
         .collect::<rusqlite::Result<Vec<_>>>()?;
     Ok(v)
 }
 
-/// What one command reached or wanted, per `host:port` and outcome, over its recorded runs.
+/// What one command reached or wanted, per `host:port` and outcome, over its recorded runs
+/// (`connections` counts attempts; the cap's row is shown by its host alone).
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct HostSummary {
     pub host: String,
@@ -183,7 +190,7 @@ pub struct HostSummary {
 
 pub fn of_command(db: &Db, command_hash: &str) -> Result<Vec<HostSummary>> {
     let mut st = db.prepare_cached(
-        "SELECT host || ':' || port, outcome, count(*), sum(bytes_up + bytes_down), max(at_ms) FROM egress_connections WHERE command_hash = ?1 GROUP BY host, port, outcome ORDER BY host, port, outcome",
+        "SELECT CASE WHEN protocol = 'cap' THEN host ELSE host || ':' || port END, outcome, sum(attempts), sum(bytes_up + bytes_down), max(at_ms) FROM egress_connections WHERE command_hash = ?1 GROUP BY host, port, outcome, protocol = 'cap' ORDER BY host, port, outcome",
     )?;
     let v = st
         .query_map([command_hash], |r| {
@@ -211,7 +218,7 @@ pub struct Counters {
 
 pub fn counters(db: &Db, since_ms: i64) -> Result<Counters> {
     Ok(db.query_row(
-        "SELECT coalesce(sum(outcome = 'allowed'), 0), coalesce(sum(outcome = 'refused'), 0), coalesce(sum(outcome = 'failed'), 0), coalesce(sum(bytes_up), 0), coalesce(sum(bytes_down), 0) FROM egress_connections WHERE at_ms >= ?1",
+        "SELECT coalesce(sum((outcome = 'allowed') * attempts), 0), coalesce(sum((outcome = 'refused') * attempts), 0), coalesce(sum((outcome = 'failed') * attempts), 0), coalesce(sum(bytes_up), 0), coalesce(sum(bytes_down), 0) FROM egress_connections WHERE at_ms >= ?1",
         [since_ms],
         |r| {
             Ok(Counters {

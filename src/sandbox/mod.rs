@@ -169,6 +169,13 @@ pub struct EgressSpec {
     pub socket: PathBuf,
     /// The forwarder's port on 127.0.0.1 inside the namespace.
     pub port: u16,
+    /// Connections the forwarder holds at once; past it one is closed at once (0: 256).
+    #[serde(default)]
+    pub max_connections: usize,
+    /// Once the proxy has ended its side of a connection, the time the command's side gets
+    /// to end too (ms; 0: 10 s). A connection the proxy closed without a byte is closed at once.
+    #[serde(default)]
+    pub linger_ms: u64,
 }
 
 /// The proxy variables a command sees (both cases: curl reads only the lowercase `http_proxy`).
@@ -183,11 +190,20 @@ pub const PROXY_VARS: &[&str] = &[
 
 impl Spec {
     /// Routes the command's network through the egress proxy at `socket`: its own network
-    /// namespace, the forwarder on 127.0.0.1:`port`, and the proxy variables.
-    pub fn route_through(&mut self, socket: &Path, port: u16) {
+    /// namespace, the forwarder on 127.0.0.1:`port` (holding `max_connections` at most, see
+    /// [`EgressSpec`]), and the proxy variables.
+    pub fn route_through(
+        &mut self,
+        socket: &Path,
+        port: u16,
+        max_connections: usize,
+        linger: std::time::Duration,
+    ) {
         self.egress = Some(EgressSpec {
             socket: socket.to_path_buf(),
             port,
+            max_connections,
+            linger_ms: linger.as_millis() as u64,
         });
         let drop = |k: &str| PROXY_VARS.contains(&k) || k.eq_ignore_ascii_case("no_proxy");
         self.env.retain(|(k, _)| !drop(k));

@@ -1,6 +1,7 @@
-//! Start-up, before the loop: the background tasks (heartbeat, recorder, watchdog, retention,
-//! result writer, LLM model check, hooks), the recovery of the previous run (its leftover
-//! processes, private tmp dirs and cgroups, its claims, its finished change sets), the ready
+//! Start-up, before the loop: the open-file limit raised ([`raise_nofile`]), the background
+//! tasks (heartbeat, recorder, watchdog, retention, result writer, LLM model check, hooks), the
+//! recovery of the previous run (its leftover processes, private tmp dirs, egress socket dirs
+//! and cgroups, its claims, its finished change sets), the ready
 //! queue that recovery refills, then `READY`. The order is the one the drain undoes
 //! (`drain.rs`): the recorder and the heartbeat start first so start-up's own events and state
 //! are recorded, and stop last.
@@ -53,6 +54,7 @@ pub(super) async fn start(
     registry: Arc<Registry>,
     sandbox: Arc<crate::sandbox::detect::Level>,
 ) -> Result<Started> {
+    raise_nofile();
     let stats = Arc::new(Stats::default());
     stats.tick();
     let (state, state_rx) = watch::channel(WorkerState::Starting);
@@ -202,17 +204,51 @@ async fn recover(
     Ok(ready)
 }
 
-/// Kills the commands the previous run left running, removes its private tmp dirs and the job
-/// cgroups of workers no longer running.
+/// The soft RLIMIT_NOFILE raised to the hard limit (systemd's default soft limit is 1,024; every
+/// egress connection holds two descriptors of the worker), the figure logged. Commands get
+/// their own limit from the sandbox helper (`[sandbox.limits] max_open_files`).
+pub(super) fn raise_nofile() {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let (soft, hard) = match getrlimit(Resource::RLIMIT_NOFILE) {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the open-file limit");
+            return;
+        }
+    };
+    if soft >= hard {
+        tracing::info!(open_files = soft, "open-file limit (soft = hard)");
+        return;
+    }
+    match setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
+        Ok(()) => tracing::info!(
+            open_files = hard,
+            was = soft,
+            "raised the open-file limit to the hard limit"
+        ),
+        Err(e) => tracing::warn!(
+            error = %e,
+            open_files = soft,
+            hard,
+            "cannot raise the open-file limit; set LimitNOFILE= in the unit"
+        ),
+    }
+}
+
+/// Kills the commands the previous run left running, removes its private tmp dirs, its egress
+/// socket dirs (and makes this run's) and the job cgroups of workers no longer running.
 async fn remove_leftovers(config: &Config) -> Result<()> {
     let dd = config.data_dir.clone();
-    let (killed, swept, cgroups) = tokio::task::spawn_blocking(move || {
+    let (killed, swept, cgroups, sockdir) = tokio::task::spawn_blocking(move || {
         let killed = crate::bash::leftovers::reap_previous(&dd);
         let swept = crate::sandbox::sweep_private_tmp(&dd);
-        (killed, swept, crate::sandbox::cgroup::sweep_dead())
+        let sockdir = crate::egress::sockdir::prepare(&dd);
+        (killed, swept, crate::sandbox::cgroup::sweep_dead(), sockdir)
     })
     .await
     .context("recovery task panicked")?;
+    let (dir, swept_sockets) = sockdir?;
+    tracing::info!(dir = %dir.display(), removed_leftovers = swept_sockets, "egress proxy socket directory");
     if cgroups > 0 {
         tracing::info!(
             cgroups,
