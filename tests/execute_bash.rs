@@ -493,10 +493,11 @@ fn sandbox_enforcing() -> bool {
 
 #[test]
 fn readonly_commands_run_unasked_in_the_sandbox_and_cannot_do_more() {
-    if !sandbox_enforcing() {
-        eprintln!("SKIP: the sandbox is not available on this machine");
-        return;
-    }
+    // Never a silent skip: where the sandbox cannot enforce, this fails saying so.
+    assert!(
+        sandbox_enforcing(),
+        "CANNOT RUN HERE: the sandbox is not enforcing on this machine; run `brainloop sandbox`"
+    );
     let env = Env::new();
     let cfg = ops_config(&env);
     std::fs::write(env.workspace.join("a.txt"), "data\n").unwrap();
