@@ -141,14 +141,14 @@ impl Hooks {
     async fn approve_refusals(&self, v: &Validation) -> Vec<String> {
         let (dd, pp, v2) = (
             self.config.data_dir.clone(),
-            self.config.protected_paths.clone(),
+            self.config.paths.clone(),
             v.clone(),
         );
         let res = self
             .stores
             .security
             .call(move |c| {
-                let p = crate::bash::effects::Protected::shared(&pp)?;
+                let p = crate::bash::protected::Table::shared(&pp)?;
                 crate::bash::learn::refusals(c, &dd, &v2, &p)
             })
             .await;

@@ -183,7 +183,7 @@ async fn collect_approvals(jobs: &mut Loop) {
     let st = Arc::clone(&jobs.stores);
     let (dd, pp) = (
         jobs.config.data_dir.clone(),
-        jobs.config.protected_paths.clone(),
+        jobs.config.path_lists(),
     );
     let reg = Arc::clone(&jobs.registry);
     let collected = tokio::task::spawn_blocking(move || {
