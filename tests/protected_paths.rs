@@ -104,7 +104,7 @@ fn a_git_commondir_to_an_agent_made_config_is_held() {
     learn_two(&env);
     let mark = canary(&env, "fsmonitor-ran");
     let cmd = format!(
-        "mkdir -p evil/objects evil/refs && printf '[core]\\n\\tfsmonitor = \"touch {mark}; false\"\\n' > evil/config && echo ../evil > .git/commondir"
+        "mkdir -p evil/objects && mkdir -p evil/refs && printf '[core]\\n\\tfsmonitor = \"touch {mark}; false\"\\n' > evil/config && echo ../evil > .git/commondir"
     );
     let (id, vid) = held(
         &env,
@@ -132,7 +132,7 @@ fn a_nested_gitdir_file_and_a_git_dir_shape_are_held() {
     let mark = canary(&env, "nested-ran");
     let make_gitdir = |d: &str| {
         format!(
-            "mkdir -p {d}/objects {d}/refs && echo 'ref: refs/heads/main' > {d}/HEAD && printf '[core]\\n\\tfsmonitor = \"touch {mark}; false\"\\n' > {d}/config"
+            "mkdir -p {d}/objects && mkdir -p {d}/refs && echo 'ref: refs/heads/main' > {d}/HEAD && printf '[core]\\n\\tfsmonitor = \"touch {mark}; false\"\\n' > {d}/config"
         )
     };
     // The git dir alone: `cd gd && git …` would find it as a bare repository.
