@@ -51,7 +51,10 @@ fn git(dir: &Path, args: &[&str]) -> std::process::Output {
 fn learn(env: &Env, cmd: &str, sig: &str) {
     let (id, st, v, err) = submit(env, cmd);
     assert_eq!(st, "pending_validation", "{cmd}: {err} {v}");
-    let out = cli_ok(env, &["approve", v["validation_id"].as_str().unwrap(), "--learn"]);
+    let out = cli_ok(
+        env,
+        &["approve", v["validation_id"].as_str().unwrap(), "--learn"],
+    );
     assert!(out.contains(sig), "{cmd}: {out}");
     assert_eq!(final_result(env, id).0, "succeeded", "{cmd}");
 }
@@ -78,11 +81,17 @@ fn held(env: &Env, cmd: &str, why: &[&str]) -> (i64, String) {
     );
     let reasons = v["reasons"].to_string();
     for w in why {
-        assert!(reasons.contains(w), "{cmd}: the prompt should say {w:?}: {reasons}");
+        assert!(
+            reasons.contains(w),
+            "{cmd}: the prompt should say {w:?}: {reasons}"
+        );
     }
     // `validations` shows the same reasons to the operator.
     let list = cli_ok(env, &["validations"]);
-    assert!(list.contains("never applied without a human (rule "), "{list}");
+    assert!(
+        list.contains("never applied without a human (rule "),
+        "{list}"
+    );
     (id, v["validation_id"].as_str().unwrap().to_string())
 }
 
@@ -120,7 +129,10 @@ fn a_git_commondir_to_an_agent_made_config_is_held() {
     human_applies(&env, id, &vid);
     assert!(env.workspace.join(".git/commondir").exists());
     git(&env.workspace, &["status"]);
-    assert!(Path::new(&mark).exists(), "the operator's git status ran the agent's fsmonitor");
+    assert!(
+        Path::new(&mark).exists(),
+        "the operator's git status ran the agent's fsmonitor"
+    );
 }
 
 /// (b) A nested `.git` *file* (`gitdir: …`) naming an agent-made git dir; and such a git dir
@@ -143,7 +155,10 @@ fn a_nested_gitdir_file_and_a_git_dir_shape_are_held() {
     );
     assert!(!env.workspace.join("gd").exists());
     // With the `.git` file that points at it.
-    let cmd = format!("{} && mkdir -p sub && echo 'gitdir: ../gd2' > sub/.git", make_gitdir("gd2"));
+    let cmd = format!(
+        "{} && mkdir -p sub && echo 'gitdir: ../gd2' > sub/.git",
+        make_gitdir("gd2")
+    );
     let (id, vid) = held(
         &env,
         &cmd,
@@ -156,7 +171,10 @@ fn a_nested_gitdir_file_and_a_git_dir_shape_are_held() {
 
     human_applies(&env, id, &vid);
     git(&env.workspace.join("sub"), &["status"]);
-    assert!(Path::new(&mark).exists(), "the operator's git status in sub/ ran the agent's fsmonitor");
+    assert!(
+        Path::new(&mark).exists(),
+        "the operator's git status in sub/ ran the agent's fsmonitor"
+    );
 }
 
 /// (c) What a repository's config points at: `core.hooksPath` (`.husky`, and a directory no
@@ -166,7 +184,10 @@ fn what_the_repository_config_points_at_is_held() {
     let (env, _d) = setup(None);
     let ws = env.workspace.clone();
     let mark = canary(&env, "hook-ran");
-    for (dir, hook) in [(".husky", ".husky/pre-commit"), ("tools/githooks", "tools/githooks/pre-commit")] {
+    for (dir, hook) in [
+        (".husky", ".husky/pre-commit"),
+        ("tools/githooks", "tools/githooks/pre-commit"),
+    ] {
         std::fs::create_dir_all(ws.join(dir)).unwrap();
         std::fs::write(ws.join(hook), "#!/bin/sh\nexit 0\n").unwrap();
         let mut p = std::fs::metadata(ws.join(hook)).unwrap().permissions();
@@ -203,7 +224,10 @@ fn what_the_repository_config_points_at_is_held() {
     git(&ws, &["config", "core.hooksPath", "tools/githooks"]);
     human_applies(&env, id, &vid);
     git(&ws, &["commit", "-q", "--allow-empty", "-m", "operator"]);
-    assert!(Path::new(&mark).exists(), "the operator's commit ran the agent's hook");
+    assert!(
+        Path::new(&mark).exists(),
+        "the operator's commit ran the agent's hook"
+    );
 }
 
 /// (d) Package-manager, toolchain, editor and shell configuration, and by default any other
@@ -247,7 +271,10 @@ fn tool_configuration_is_held() {
                 "touches a protected path {path}: never applied without a human (rule {rule}:"
             )],
         );
-        assert!(!env.workspace.join(path).exists() || *path == ".git/HEAD", "{path}");
+        assert!(
+            !env.workspace.join(path).exists() || *path == ".git/HEAD",
+            "{path}"
+        );
     }
     assert_eq!(
         std::fs::read_to_string(env.workspace.join(".git/HEAD")).unwrap(),
@@ -352,10 +379,19 @@ fn build_and_test_output_still_applies_without_a_human() {
     let (env, _d) = setup(Some("data_paths = [\"**/.build-cache/**\"]\n"));
     let ws = env.workspace.clone();
     learn_two(&env);
-    applied(&env, "mkdir -p target/debug/.fingerprint && echo h > target/debug/.fingerprint/hash");
+    applied(
+        &env,
+        "mkdir -p target/debug/.fingerprint && echo h > target/debug/.fingerprint/hash",
+    );
     applied(&env, "echo '{}' > target/.rustc_info.json");
-    applied(&env, "mkdir -p .pytest_cache/v/cache && echo '{}' > .pytest_cache/v/cache/lastfailed");
-    applied(&env, "mkdir -p node_modules/.bin && echo x > node_modules/.package-lock.json");
+    applied(
+        &env,
+        "mkdir -p .pytest_cache/v/cache && echo '{}' > .pytest_cache/v/cache/lastfailed",
+    );
+    applied(
+        &env,
+        "mkdir -p node_modules/.bin && echo x > node_modules/.package-lock.json",
+    );
     applied(&env, "mkdir -p .build-cache && echo x > .build-cache/x");
     applied(&env, "echo 'target/' > .gitignore");
     assert!(ws.join("target/debug/.fingerprint/hash").exists());

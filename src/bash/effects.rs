@@ -26,10 +26,10 @@
 //! `signatures::construct_why_not`.
 
 use crate::bash::changes::{ChangeSet, Kind};
+use crate::bash::protected::Judgement;
 use crate::bash::signatures;
 use crate::classify::types::OpKind;
 use crate::classify::{CheckReport, Operation};
-use crate::bash::protected::Judgement;
 use std::collections::BTreeSet;
 use std::path::{Component, Path, PathBuf};
 
@@ -474,7 +474,10 @@ mod tests {
         };
         let got = refusals_in("echo x > deploy/run.sh", "", &[("deploy/run.sh", A, F)], &p);
         assert!(got[0].contains("protected path deploy/run.sh"), "{got:?}");
-        assert!(got[0].contains("rule deploy/**: the operator's protected_paths"), "{got:?}");
+        assert!(
+            got[0].contains("rule deploy/**: the operator's protected_paths"),
+            "{got:?}"
+        );
         assert!(refusals("echo x > deploy/run.sh", &[("deploy/run.sh", A, F)]).is_empty());
     }
 }

@@ -299,7 +299,9 @@ fn is_bool(v: Option<&str>) -> bool {
 pub fn command_paths(v: &str) -> Vec<String> {
     v.trim_start()
         .trim_start_matches('!')
-        .split(|c: char| c.is_whitespace() || matches!(c, ';' | '&' | '|' | '(' | ')' | '<' | '>' | '`'))
+        .split(|c: char| {
+            c.is_whitespace() || matches!(c, ';' | '&' | '|' | '(' | ')' | '<' | '>' | '`')
+        })
         .map(|w| w.trim_matches(|c| c == '"' || c == '\'').to_string())
         .map(|w| match w.split_once('=') {
             // `VAR=/path cmd`, `--opt=/path`
@@ -344,7 +346,12 @@ mod tests {
             ),
             (
                 "[includeIf \"gitdir:~/x/\"]\npath = ../shared.cfg\n",
-                &[e("includeif", Some("gitdir:~/x/"), "path", Some("../shared.cfg"))],
+                &[e(
+                    "includeif",
+                    Some("gitdir:~/x/"),
+                    "path",
+                    Some("../shared.cfg"),
+                )],
             ),
             (
                 "[filter.Lfs]\nsmudge = tools/smudge %f\n",
@@ -406,10 +413,19 @@ mod tests {
         let p = |s, sub, k, v| pointer(&e(s, sub, k, Some(v)));
         assert_eq!(p("core", None, "hookspath", ".husky"), Some(Pointer::Hooks));
         assert_eq!(p("include", None, "path", "x"), Some(Pointer::Include));
-        assert_eq!(p("includeif", Some("gitdir:x"), "path", "x"), Some(Pointer::Include));
+        assert_eq!(
+            p("includeif", Some("gitdir:x"), "path", "x"),
+            Some(Pointer::Include)
+        );
         assert_eq!(p("core", None, "fsmonitor", "true"), None);
-        assert_eq!(p("core", None, "fsmonitor", "x/y.sh"), Some(Pointer::Command));
-        assert_eq!(p("filter", Some("a"), "smudge", "x"), Some(Pointer::Command));
+        assert_eq!(
+            p("core", None, "fsmonitor", "x/y.sh"),
+            Some(Pointer::Command)
+        );
+        assert_eq!(
+            p("filter", Some("a"), "smudge", "x"),
+            Some(Pointer::Command)
+        );
         assert_eq!(p("alias", None, "st", "!x"), Some(Pointer::Command));
         assert_eq!(p("core", None, "attributesfile", "a"), Some(Pointer::File));
         assert_eq!(p("user", None, "name", "a"), None);

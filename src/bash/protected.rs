@@ -142,12 +142,21 @@ impl Table {
                 )
             })
             .collect();
-        rules.extend(PROTECTED.iter().map(|(p, w)| (p.to_string(), w.to_string())));
+        rules.extend(
+            PROTECTED
+                .iter()
+                .map(|(p, w)| (p.to_string(), w.to_string())),
+        );
         let (set, idx) = globs(rules.iter().map(|(p, _)| p.as_str()))?;
         let data_patterns: Vec<String> = DATA
             .iter()
             .map(|d| d.to_string())
-            .chain(lists.data.iter().map(|d| d.trim_start_matches('/').to_string()))
+            .chain(
+                lists
+                    .data
+                    .iter()
+                    .map(|d| d.trim_start_matches('/').to_string()),
+            )
             .collect();
         let (data, _) = globs(data_patterns.iter().map(String::as_str))?;
         Ok(Table {
@@ -508,7 +517,8 @@ pub fn gather(workspace: &Path, cs: &ChangeSet, workdir: Option<&Path>) -> Facts
     let ws = match Beneath::open(workspace) {
         Ok(b) => Some(b),
         Err(e) if workspace.exists() => {
-            f.unreadable.push(format!("cannot open the workspace: {e:#}"));
+            f.unreadable
+                .push(format!("cannot open the workspace: {e:#}"));
             None
         }
         Err(_) => None,
@@ -577,7 +587,8 @@ pub fn gather(workspace: &Path, cs: &ChangeSet, workdir: Option<&Path>) -> Facts
                         h.trim()
                             .strip_prefix("ref: refs/heads/")
                             .filter(|b| {
-                                !b.is_empty() && b.split('/').all(|c| !c.is_empty() && c != ".." && c != ".")
+                                !b.is_empty()
+                                    && b.split('/').all(|c| !c.is_empty() && c != ".." && c != ".")
                             })
                             .map(str::to_string)
                     });
@@ -633,7 +644,10 @@ fn repository(
         Some(c) => r.loc(gitdir, c.trim()),
         None => gitdir.clone(),
     };
-    let mut files = vec![Reader::join(&common, "config"), Reader::join(gitdir, "config.worktree")];
+    let mut files = vec![
+        Reader::join(&common, "config"),
+        Reader::join(gitdir, "config.worktree"),
+    ];
     let mut entries: Vec<(Loc, gitconfig::Entry)> = Vec::new();
     let mut seen = BTreeSet::new();
     while let Some(file) = files.pop() {
@@ -648,7 +662,9 @@ fn repository(
                 if let Some(v) = e.value.as_deref().filter(|v| !v.starts_with('~')) {
                     let dir = match &file {
                         Loc::In(p) => Loc::In(parent_of(p).to_string()),
-                        Loc::Out(p) => Loc::Out(p.parent().map(Path::to_path_buf).unwrap_or_default()),
+                        Loc::Out(p) => {
+                            Loc::Out(p.parent().map(Path::to_path_buf).unwrap_or_default())
+                        }
                     };
                     files.push(r.loc(&dir, v));
                 }
@@ -723,7 +739,10 @@ fn repository(
             for name in r.list(&m) {
                 n += 1;
                 if n > 64 {
-                    anyhow::bail!("more than 64 submodule directories under {}", Reader::show(gitdir));
+                    anyhow::bail!(
+                        "more than 64 submodule directories under {}",
+                        Reader::show(gitdir)
+                    );
                 }
                 let sub = Reader::join(&m, &name);
                 if matches!(r.lookup(&Reader::join(&sub, "config"))?, Lookup::Found(_)) {
@@ -919,40 +938,145 @@ mod tests {
             unreadable: vec![".git/config is not a plain file".into()],
             ..Facts::default()
         };
-        type Case<'a> = (&'a str, Kind, &'a str, &'a Facts, &'a [&'a str], Option<&'a str>);
+        type Case<'a> = (
+            &'a str,
+            Kind,
+            &'a str,
+            &'a Facts,
+            &'a [&'a str],
+            Option<&'a str>,
+        );
         let cases: &[Case] = &[
             (".git/index", M, F, &repo, &["add"], Some("git")),
             (".git/objects/ab", A, "dir", &repo, &["add"], Some("git")),
             (".git/objects/ab/cd", A, F, &repo, &["add"], Some("git")),
-            (".git/objects/info/alternates", A, F, &repo, &["add"], Some("**/.git/**")),
-            (".git/objects/info", A, "dir", &repo, &["commit"], Some("**/.git/**")),
-            (".git/refs/heads/main", M, F, &repo, &["commit"], Some("git")),
-            (".git/refs/heads/x", A, F, &repo, &["commit"], Some("**/.git/**")),
-            (".git/refs/heads/main", M, F, &repo, &["add"], Some("**/.git/**")),
+            (
+                ".git/objects/info/alternates",
+                A,
+                F,
+                &repo,
+                &["add"],
+                Some("**/.git/**"),
+            ),
+            (
+                ".git/objects/info",
+                A,
+                "dir",
+                &repo,
+                &["commit"],
+                Some("**/.git/**"),
+            ),
+            (
+                ".git/refs/heads/main",
+                M,
+                F,
+                &repo,
+                &["commit"],
+                Some("git"),
+            ),
+            (
+                ".git/refs/heads/x",
+                A,
+                F,
+                &repo,
+                &["commit"],
+                Some("**/.git/**"),
+            ),
+            (
+                ".git/refs/heads/main",
+                M,
+                F,
+                &repo,
+                &["add"],
+                Some("**/.git/**"),
+            ),
             (".git/logs", A, "dir", &repo, &["commit"], Some("git")),
-            (".git/logs/refs/heads/main", A, F, &repo, &["commit"], Some("git")),
-            (".git/logs/refs/heads/x", A, F, &repo, &["commit"], Some("**/.git/**")),
+            (
+                ".git/logs/refs/heads/main",
+                A,
+                F,
+                &repo,
+                &["commit"],
+                Some("git"),
+            ),
+            (
+                ".git/logs/refs/heads/x",
+                A,
+                F,
+                &repo,
+                &["commit"],
+                Some("**/.git/**"),
+            ),
             (".git/HEAD", M, F, &repo, &["commit"], Some("**/.git/**")),
             (".git/COMMIT_EDITMSG", A, F, &repo, &["commit"], Some("git")),
             (".git/config", M, F, &repo, &["commit"], Some("**/.git/**")),
             (".git/commondir", A, F, &repo, &["add"], Some("**/.git/**")),
-            (".git/hooks/pre-commit", A, F, &repo, &["commit"], Some("**/.git/**")),
+            (
+                ".git/hooks/pre-commit",
+                A,
+                F,
+                &repo,
+                &["commit"],
+                Some("**/.git/**"),
+            ),
             (".git/index", M, F, &repo, &[], Some("**/.git/**")),
             // another repository's git dir: never a companion
             ("sub/.git/index", M, F, &repo, &["add"], Some("**/.git/**")),
-            ("sub/.git/refs/heads/main", M, F, &repo, &["commit"], Some("**/.git/**")),
+            (
+                "sub/.git/refs/heads/main",
+                M,
+                F,
+                &repo,
+                &["commit"],
+                Some("**/.git/**"),
+            ),
             ("sub/.git/index", M, F, &nested, &["add"], Some("git")),
             (".git/index", M, F, &nested, &["add"], Some("**/.git/**")),
             ("sub/.GIT/config", M, F, &repo, &[], Some("**/.git/**")),
             // a directory shaped like a git dir
-            ("evil/config", A, F, &shaped, &["add"], Some("a directory shaped like a git dir (evil)")),
-            ("evil/objects/x", A, F, &shaped, &[], Some("a directory shaped like a git dir (evil)")),
+            (
+                "evil/config",
+                A,
+                F,
+                &shaped,
+                &["add"],
+                Some("a directory shaped like a git dir (evil)"),
+            ),
+            (
+                "evil/objects/x",
+                A,
+                F,
+                &shaped,
+                &[],
+                Some("a directory shaped like a git dir (evil)"),
+            ),
             ("evil2/config", A, F, &shaped, &[], None),
             // pointed at by the repository's config
-            ("tools/hooks/pre-commit", M, F, &hooks, &["commit"], Some("pointed at by a repository's config")),
-            ("tools/hooks", A, "dir", &hooks, &[], Some("pointed at by a repository's config")),
+            (
+                "tools/hooks/pre-commit",
+                M,
+                F,
+                &hooks,
+                &["commit"],
+                Some("pointed at by a repository's config"),
+            ),
+            (
+                "tools/hooks",
+                A,
+                "dir",
+                &hooks,
+                &[],
+                Some("pointed at by a repository's config"),
+            ),
             ("tools/hooksx", A, F, &hooks, &[], None),
-            ("src/a.rs", M, F, &unreadable, &[], Some("repository configuration")),
+            (
+                "src/a.rs",
+                M,
+                F,
+                &unreadable,
+                &[],
+                Some("repository configuration"),
+            ),
         ];
         for (path, kind, after, facts, writes, want) in cases {
             let j = decide(&t, &cs(&[(path, *kind, after)]), facts, writes);
@@ -990,13 +1114,25 @@ mod tests {
             ".git/config",
             "[core]\n\thooksPath = tools/hooks\n\tfsmonitor = \"sh scripts/fsmon.sh\"\n[include]\n\tpath = ../team.gitconfig\n[filter \"x\"]\n\tsmudge = bin/smudge\n[alias]\n\tst = status\n",
         );
-        write(&ws, "team.gitconfig", "[core]\n\tattributesFile = conf/attrs\n");
+        write(
+            &ws,
+            "team.gitconfig",
+            "[core]\n\tattributesFile = conf/attrs\n",
+        );
         // a nested repository by `gitdir:` file, its git dir outside the workspace
-        write(&ws, "vendor/lib/.git", &format!("gitdir: {}\n", outside.join("lib.git").display()));
+        write(
+            &ws,
+            "vendor/lib/.git",
+            &format!("gitdir: {}\n", outside.join("lib.git").display()),
+        );
         write(&outside, "lib.git/HEAD", "ref: refs/heads/main\n");
         write(&outside, "lib.git/config", "[core]\n\thooksPath = .hooks\n");
         // a submodule's config under modules/
-        write(&ws, ".git/modules/m/config", "[core]\n\tworktree = ../../../m\n\thooksPath = githooks\n");
+        write(
+            &ws,
+            ".git/modules/m/config",
+            "[core]\n\tworktree = ../../../m\n\thooksPath = githooks\n",
+        );
         // an agent-made git dir in the change set
         let set = cs(&[
             ("evil", Kind::Added, "dir"),
@@ -1016,7 +1152,8 @@ mod tests {
         );
         assert!(f.git_dirs.contains("evil"), "{:?}", f.git_dirs);
         assert!(!f.git_dirs.contains("src"));
-        let pointed: Vec<(&str, bool)> = f.pointed.iter().map(|p| (p.path.as_str(), p.dir)).collect();
+        let pointed: Vec<(&str, bool)> =
+            f.pointed.iter().map(|p| (p.path.as_str(), p.dir)).collect();
         for want in [
             ("tools/hooks", true),
             ("scripts/fsmon.sh", false),
@@ -1028,14 +1165,21 @@ mod tests {
         ] {
             assert!(pointed.contains(&want), "{want:?} in {pointed:?}");
         }
-        assert!(f.pointed.iter().any(|p| p.why.contains("core.fsmonitor = scripts/fsmon.sh")));
+        assert!(f
+            .pointed
+            .iter()
+            .any(|p| p.why.contains("core.fsmonitor = scripts/fsmon.sh")));
 
         // commondir: the config that counts is the common dir's
         let ws2 = d.path().join("ws2");
         write(&ws2, ".git/HEAD", "ref: refs/heads/main\n");
         write(&ws2, ".git/commondir", "../common\n");
         write(&ws2, "common/config", "[core]\n\thooksPath = h\n");
-        let f = gather(&ws2, &cs(&[("h/pre-commit", Kind::Modified, F)]), Some(&ws2));
+        let f = gather(
+            &ws2,
+            &cs(&[("h/pre-commit", Kind::Modified, F)]),
+            Some(&ws2),
+        );
         assert!(f.pointed.iter().any(|p| p.path == "h"), "{:?}", f.pointed);
 
         // a config that is a symlink cannot be judged: everything is protected
