@@ -220,6 +220,31 @@ fn what_the_repository_config_points_at_is_held() {
         "#!/bin/sh\nexit 0\n"
     );
 
+    // `brainloop protected` says the same, by the same decision.
+    let out = Command::new(common::BIN)
+        .args([
+            "protected",
+            "tools/githooks/pre-commit",
+            ".husky/x",
+            "src/main.rs",
+        ])
+        .env("BRAINLOOP_DATA_DIR", &env.data)
+        .env("BRAINLOOP_WORKSPACE", &ws)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(".husky/x: protected (rule pointed at by a repository's config: .git/config sets core.hookspath = .husky"),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // what the config no longer points at is ordinary source again
+    assert!(
+        text.contains("tools/githooks/pre-commit: not protected"),
+        "{text}"
+    );
+    assert!(text.contains("src/main.rs: not protected"), "{text}");
+
     // The attack is real: the held hook, applied, runs on the operator's commit.
     git(&ws, &["config", "core.hooksPath", "tools/githooks"]);
     human_applies(&env, id, &vid);

@@ -13,16 +13,18 @@
 //! 2. **Every path the change set touches is named by the command**: an argument of one of its
 //!    write operations (the ones the signature abstracts as `WS_PATH`, or a plain name, or a
 //!    `--flag=FILE` value), a redirect target, or what git writes through a declared *companion*
-//!    of one of its operations in the repository it runs in (`protected::COMPANIONS`). A directory argument
-//!    covers the paths beneath it only for programs whose semantics are recursive on it
+//!    of one of its operations in the repository it runs in (`protected::COMPANIONS`). A
+//!    directory argument covers the paths beneath it only for programs whose semantics are
+//!    recursive on it
 //!    (`RECURSIVE`: `rm -r`, `cp -r`/`-a`, `mv`, `chmod -R`, ...), never for the workspace root
 //!    itself; `mkdir -p` also covers the directories it creates above its argument, `sed -i.bak`
 //!    its backups. Conservative on purpose: globs, computed
 //!    arguments (`$x`, `$(...)`) and one-letter flags with the value attached name nothing, so a
 //!    change set they produce asks.
 //!
-//! Pure functions and data; `actions/bash.rs` calls `auto_apply_refusals` before an automatic
-//! apply. What signatures are never learned at all (scripts that write or run elsewhere) is in
+//! Pure functions and data over `protected::judge`'s judgement (which reads the workspace);
+//! `bash::overlay` calls `auto_apply_refusals` before an automatic apply, `bash::learn` before
+//! `approve --learn` or a reviewer's approve. What signatures are never learned at all (scripts that write or run elsewhere) is in
 //! `signatures::construct_why_not`.
 
 use crate::bash::changes::{ChangeSet, Kind};

@@ -94,7 +94,9 @@ const HOOKS: &[&str] = &[
 /// Bytes read of one config file; a larger one cannot be judged, so it protects everything.
 const MAX_CONFIG: u64 = 1024 * 1024;
 /// Config files read per judgement (includes and submodules).
-const MAX_FILES: usize = 256;
+const MAX_FILES: usize = 1024;
+/// Entries under one repository's `modules/` looked at (beyond: everything is protected).
+const MAX_MODULES: usize = 512;
 
 fn glob(p: &str) -> Result<Glob> {
     GlobBuilder::new(p)
@@ -738,9 +740,9 @@ fn repository(
         while let Some(m) = stack.pop() {
             for name in r.list(&m) {
                 n += 1;
-                if n > 64 {
+                if n > MAX_MODULES {
                     anyhow::bail!(
-                        "more than 64 submodule directories under {}",
+                        "more than {MAX_MODULES} submodule directories under {}",
                         Reader::show(gitdir)
                     );
                 }
