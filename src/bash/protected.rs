@@ -905,6 +905,7 @@ mod tests {
     }
 
     /// (change, facts, companion subcommands, Some(rule) protected / None not / "git" by git).
+    /// Long because the cases read as one table.
     #[test]
     fn git_rules_companions_and_facts() {
         use Kind::{Added as A, Modified as M};
