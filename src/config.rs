@@ -102,9 +102,13 @@ pub struct Config {
     /// lowered to what is left (`BRAINLOOP_PENDING_MAX_BYTES_PER_CLIENT`). Default 1 GiB.
     pub pending_max_bytes_per_client: u64,
     /// Extra protected paths (globs relative to the workspace; `**/` matches at any depth), added
-    /// to the built-in table of `bash::effects::DEFAULT_PROTECTED`: a change set touching one is
-    /// never applied without a human, whatever was learned.
+    /// to the built-in table (`permset::PROTECTED`) and the rules of `bash::protected`: a change
+    /// set touching one is never applied without a human, whatever was learned.
     pub protected_paths: Vec<String>,
+    /// Extra data paths (globs like `protected_paths`), added to the built-in table of caches and
+    /// build output (`permset::DATA`): they lift only the default rule that protects every
+    /// dot-file, never a listed rule or git's files (`bash::protected`).
+    pub data_paths: Vec<String>,
     /// `[notify]`: a command told of each new validation and once more before it expires
     /// (`crate::hooks`: confined, the validation as JSON on stdin).
     pub notify: Option<crate::hooks::HookConfig>,
@@ -180,6 +184,7 @@ impl Default for Config {
             overlay_max_inodes: 20_000,
             pending_max_bytes_per_client: 1024 * 1024 * 1024,
             protected_paths: Vec::new(),
+            data_paths: Vec::new(),
             notify: None,
             reviewer: None,
         }
@@ -205,7 +210,15 @@ impl Config {
             sandbox: self.sandbox.clone(),
             egress: self.egress.clone(),
             llm: self.llm.clone(),
-            protected_paths: self.protected_paths.clone(),
+            paths: self.path_lists(),
+        }
+    }
+
+    /// The operator's path lists (`protected_paths`, `data_paths`) for `bash::protected`.
+    pub fn path_lists(&self) -> crate::permset::PathLists {
+        crate::permset::PathLists {
+            protected: self.protected_paths.clone(),
+            data: self.data_paths.clone(),
         }
     }
 
@@ -387,7 +400,7 @@ impl Config {
             bail!("overlay_max_bytes, overlay_max_inodes and pending_max_bytes_per_client must be at least 1");
         }
         self.llm.validate()?;
-        crate::bash::effects::Protected::new(&self.protected_paths)?;
+        crate::bash::protected::Table::new(&self.path_lists())?;
         Ok(())
     }
 
@@ -419,6 +432,11 @@ mod tests {
     fn an_invalid_protected_path_is_refused() {
         let bad = Config {
             protected_paths: vec!["a/[".into()],
+            ..Default::default()
+        };
+        assert!(bad.validate().is_err());
+        let bad = Config {
+            data_paths: vec!["a/[".into()],
             ..Default::default()
         };
         assert!(bad.validate().is_err());

@@ -216,6 +216,7 @@ fn job<'a>(ctx: &'a JobCtx, grants: &'a ClientGrants) -> bash::command::Job<'a> 
             overlay_max_inodes: c.overlay_max_inodes,
             pending_max_bytes_per_client: c.pending_max_bytes_per_client,
             protected_paths: &c.protected_paths,
+            data_paths: &c.data_paths,
             validation_ttl_ms: c.validation_ttl_ms,
             test_actions: c.test_actions,
         },

@@ -102,9 +102,9 @@ pub struct Answer<'a> {
     /// What the validation is bound to (the job's snapshot hash).
     pub bound_hash: &'a str,
     pub what: Answered<'a>,
-    /// The worker's data dir and the operator's `protected_paths` (for `approve --learn`).
+    /// The worker's data dir and the operator's path lists (for `approve --learn`).
     pub data_dir: &'a std::path::Path,
-    pub protected: &'a [String],
+    pub protected: &'a crate::permset::PathLists,
     pub now: i64,
 }
 
@@ -133,11 +133,12 @@ fn resubmit_hint(w: &Waiting) -> String {
 }
 
 /// Expiries and new approvals, as actions for the supervisor. `protected`: the operator's
-/// `protected_paths` (for `approve --learn`); `on_decision`: the waiting action's consequences.
+/// `protected_paths` and `data_paths` (for `approve --learn`); `on_decision`: the waiting
+/// action's consequences.
 pub fn collect(
     stores: &Stores,
     data_dir: &std::path::Path,
-    protected: &[String],
+    protected: &crate::permset::PathLists,
     on_decision: &dyn Fn(&Answer) -> Result<()>,
 ) -> Result<Vec<Resume>> {
     let now = crate::time::now_ms();

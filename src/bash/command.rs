@@ -49,7 +49,9 @@ pub struct Settings<'a> {
     pub overlay_max_bytes: u64,
     pub overlay_max_inodes: u64,
     pub pending_max_bytes_per_client: u64,
+    /// The operator's `protected_paths` and `data_paths` (`bash::protected`).
     pub protected_paths: &'a [String],
+    pub data_paths: &'a [String],
     pub validation_ttl_ms: u64,
     /// The test hooks (`BRAINLOOP_TEST_PAUSE_*`) are live.
     pub test_actions: bool,

@@ -128,13 +128,13 @@ fn record_denial(stores: &Stores, a: &Answer, decided_by: &str) {
 fn learn(
     stores: &Stores,
     data_dir: &Path,
-    protected: &[String],
+    protected: &crate::permset::PathLists,
     v: &Validation,
     by: &str,
     now: i64,
 ) {
     let res = (|| -> Result<()> {
-        let p = crate::bash::effects::Protected::shared(protected)?;
+        let p = crate::bash::protected::Table::shared(protected)?;
         let why = stores
             .security
             .with(|c| crate::bash::learn::refusals(c, data_dir, v, &p))?;

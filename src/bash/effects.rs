@@ -6,144 +6,34 @@
 //!
 //! The rule:
 //!
-//! 1. **Protected paths** (`Protected`: the `DEFAULT_PROTECTED` table plus the operator's
-//!    `protected_paths`) are never applied without a human, whatever was learned or promoted:
-//!    files that make a later read-only command, a shell, an editor or CI run code (`.git/config`,
-//!    `.git/hooks/**`, `.envrc`, shell rc files, CI configs, ...).
+//! 1. **Protected paths** (`bash::protected`, the one decision of what may make a tool run code:
+//!    git's own files, what a repository's config points at, the `permset::PROTECTED` table, the
+//!    operator's `protected_paths`, dot-files that are not data) are never applied without a
+//!    human, whatever was learned or promoted; each reason names the rule and why.
 //! 2. **Every path the change set touches is named by the command**: an argument of one of its
 //!    write operations (the ones the signature abstracts as `WS_PATH`, or a plain name, or a
-//!    `--flag=FILE` value), a redirect target, or a declared *companion* of one of its operations
-//!    (`COMPANIONS`: what `git add` / `git commit` write under `.git/`). A directory argument
-//!    covers the paths beneath it only for programs whose semantics are recursive on it
+//!    `--flag=FILE` value), a redirect target, or what git writes through a declared *companion*
+//!    of one of its operations in the repository it runs in (`protected::COMPANIONS`). A
+//!    directory argument covers the paths beneath it only for programs whose semantics are
+//!    recursive on it
 //!    (`RECURSIVE`: `rm -r`, `cp -r`/`-a`, `mv`, `chmod -R`, ...), never for the workspace root
 //!    itself; `mkdir -p` also covers the directories it creates above its argument, `sed -i.bak`
 //!    its backups. Conservative on purpose: globs, computed
 //!    arguments (`$x`, `$(...)`) and one-letter flags with the value attached name nothing, so a
 //!    change set they produce asks.
 //!
-//! Pure functions and data; `actions/bash.rs` calls `auto_apply_refusals` before an automatic
-//! apply. What signatures are never learned at all (scripts that write or run elsewhere) is in
+//! Pure functions and data over `protected::judge`'s judgement (which reads the workspace);
+//! `bash::overlay` calls `auto_apply_refusals` before an automatic apply, `bash::learn` before
+//! `approve --learn` or a reviewer's approve. What signatures are never learned at all (scripts that write or run elsewhere) is in
 //! `signatures::construct_why_not`.
 
 use crate::bash::changes::{ChangeSet, Kind};
+use crate::bash::protected::Judgement;
 use crate::bash::signatures;
 use crate::classify::types::OpKind;
 use crate::classify::{CheckReport, Operation};
-use anyhow::{Context, Result};
-use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
+use std::collections::BTreeSet;
 use std::path::{Component, Path, PathBuf};
-use std::sync::{Arc, Mutex};
-
-/// Paths never applied without a human (globs relative to the workspace, `/`-separated; `**/`
-/// matches at any depth, so nested repositories are covered; `X/**` also matches `X` itself).
-/// docs/security.md shows this table; keep them in sync.
-pub const DEFAULT_PROTECTED: &[&str] = &[
-    // git: config (core.fsmonitor, core.pager, aliases, filters run programs), hooks, info/attributes
-    "**/.git/config",
-    "**/.git/hooks/**",
-    "**/.git/info/**",
-    "**/.git/modules/**/config",
-    "**/.git/modules/**/hooks/**",
-    "**/.gitmodules",
-    "**/.gitattributes",
-    "**/.gitconfig",
-    "**/.hg/hgrc",
-    // environment loaders (direnv, dotenv)
-    "**/.envrc",
-    "**/.env",
-    "**/.env.*",
-    // shell and readline start-up files
-    "**/.bashrc",
-    "**/.bash_profile",
-    "**/.bash_login",
-    "**/.bash_logout",
-    "**/.profile",
-    "**/.zshrc",
-    "**/.zshenv",
-    "**/.zprofile",
-    "**/.zlogin",
-    "**/.inputrc",
-    "**/.lesskey",
-    // CI definitions
-    "**/.github/workflows/**",
-    "**/.gitlab-ci.yml",
-    "**/.circleci/**",
-    "**/.travis.yml",
-    "**/Jenkinsfile",
-    "**/.pre-commit-config.yaml",
-    // editor / IDE run configurations
-    "**/.vscode/**",
-    "**/.idea/**",
-    "**/.devcontainer/**",
-];
-
-/// The protected-path table, built once from the configuration (`Protected::shared`).
-#[derive(Debug, Clone)]
-pub struct Protected {
-    patterns: Vec<String>,
-    set: GlobSet,
-}
-
-fn glob(p: &str) -> Result<Glob> {
-    GlobBuilder::new(p)
-        .literal_separator(true)
-        .build()
-        .with_context(|| format!("protected path pattern {p:?}"))
-}
-
-impl Protected {
-    /// The defaults plus the operator's patterns (`protected_paths`, relative to the workspace;
-    /// start one with `**/` to match at any depth).
-    pub fn new(extra: &[String]) -> Result<Protected> {
-        let mut patterns: Vec<String> = DEFAULT_PROTECTED.iter().map(|s| s.to_string()).collect();
-        patterns.extend(extra.iter().map(|p| p.trim_start_matches('/').to_string()));
-        let mut b = GlobSetBuilder::new();
-        for p in &patterns {
-            b.add(glob(p)?);
-            if let Some(dir) = p.strip_suffix("/**") {
-                b.add(glob(dir)?);
-            }
-        }
-        Ok(Protected {
-            set: b.build().context("protected paths")?,
-            patterns,
-        })
-    }
-
-    /// The table for these operator patterns, built once per distinct list and then shared.
-    pub fn shared(extra: &[String]) -> Result<Arc<Protected>> {
-        static CACHE: Mutex<Option<(Vec<String>, Arc<Protected>)>> = Mutex::new(None);
-        let mut g = CACHE.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((k, p)) = g.as_ref() {
-            if k.as_slice() == extra {
-                return Ok(p.clone());
-            }
-        }
-        let p = Arc::new(Protected::new(extra)?);
-        *g = Some((extra.to_vec(), p.clone()));
-        Ok(p)
-    }
-
-    /// The pattern a workspace-relative path matches, if it is protected.
-    pub fn matching(&self, rel: &str) -> Option<&str> {
-        let hits = self.set.matches(rel);
-        let i = *hits.first()?;
-        // Index i counts the `X` companions of `X/**` patterns too: map back to the pattern.
-        let mut n = 0;
-        for p in &self.patterns {
-            let width = if p.ends_with("/**") { 2 } else { 1 };
-            if i < n + width {
-                return Some(p);
-            }
-            n += width;
-        }
-        Some("")
-    }
-
-    pub fn patterns(&self) -> &[String] {
-        &self.patterns
-    }
-}
 
 /// Programs whose directory arguments cover what lies beneath them, and the flags that make
 /// them recursive (`None`: always, as `mv` moving a directory). One-letter flags also count
@@ -156,26 +46,6 @@ const RECURSIVE: &[(&str, Option<&[&str]>)] = &[
     ("chown", Some(&["-R", "--recursive"])),
     ("chgrp", Some(&["-R", "--recursive"])),
     ("rsync", Some(&["-r", "-a", "--recursive", "--archive"])),
-];
-
-/// What an operation writes besides its arguments (globs relative to the workspace, matched at
-/// any depth so a repository below the workspace root is covered): observed with git 2.x on a
-/// fresh and an existing repository (`tests` in this module pin the table).
-const COMPANIONS: &[(&str, &str, &[&str])] = &[
-    ("git", "add", &["**/.git/index", "**/.git/objects/**"]),
-    ("git", "rm", &["**/.git/index"]),
-    ("git", "mv", &["**/.git/index"]),
-    (
-        "git",
-        "commit",
-        &[
-            "**/.git/index",
-            "**/.git/objects/**",
-            "**/.git/refs/heads/**",
-            "**/.git/logs/**",
-            "**/.git/COMMIT_EDITMSG",
-        ],
-    ),
 ];
 
 fn has_flag(op: &Operation, flags: &[&str]) -> bool {
@@ -221,7 +91,6 @@ struct Named {
     exact: Vec<String>,
     beneath: Vec<String>,
     parents_of: Vec<String>,
-    companions: Vec<&'static str>,
 }
 
 /// A workspace-relative, `/`-separated, lexically normalised path; None outside the workspace
@@ -292,25 +161,8 @@ fn named(report: &CheckReport, workdir: &Path, workspace: &Path) -> Named {
             n.exact.extend(paths.iter().map(|p| format!("{p}{suffix}")));
         }
         n.exact.extend(paths);
-        let sub = signatures::walk_args(op, workdir, workspace).sub;
-        for (p, s, globs) in COMPANIONS {
-            if *p == op.program && sub.as_deref() == Some(*s) {
-                n.companions.extend(globs.iter().copied());
-            }
-        }
     }
     n
-}
-
-fn companion_set(globs: &[&str]) -> Option<GlobSet> {
-    let mut b = GlobSetBuilder::new();
-    for g in globs {
-        b.add(glob(g).ok()?);
-        if let Some(dir) = g.strip_suffix("/**") {
-            b.add(glob(dir).ok()?);
-        }
-    }
-    b.build().ok()
 }
 
 /// `path` is `dir` or lies beneath it. The workspace root (`""`) covers nothing beneath it: a
@@ -320,47 +172,31 @@ fn is_under(path: &str, dir: &str) -> bool {
     !dir.is_empty() && (path == dir || path.strip_prefix(dir).is_some_and(|r| r.starts_with('/')))
 }
 
-fn covered(n: &Named, companions: Option<&GlobSet>, path: &str, added_dir: bool) -> bool {
+fn covered(n: &Named, by_git: &BTreeSet<String>, path: &str, added_dir: bool) -> bool {
     n.exact.iter().any(|e| e == path)
         || n.beneath.iter().any(|d| is_under(path, d))
         || (added_dir && n.parents_of.iter().any(|p| is_under(p, path)))
-        || companions.is_some_and(|c| c.is_match(path))
-}
-
-/// The protected paths a change set touches, one reason each (shown in every prompt about it,
-/// learned or not).
-pub fn protected_refusals(change_set: &ChangeSet, protected: &Protected) -> Vec<String> {
-    change_set
-        .changes
-        .iter()
-        .filter(|c| protected.matching(&c.path).is_some())
-        .map(|c| {
-            format!(
-                "touches a protected path {}: never applied without a human",
-                c.path
-            )
-        })
-        .collect()
+        || by_git.contains(path)
 }
 
 /// Why this change set may not be applied automatically under the command's learned
-/// signatures; empty: it may. Each reason names the path and why, for the human's prompt.
+/// signatures; empty: it may. `judged`: `protected::judge` of the same change set and command.
+/// Each reason names the path and why, for the human's prompt.
 pub fn auto_apply_refusals(
     report: &CheckReport,
     workdir: &Path,
     workspace: &Path,
     change_set: &ChangeSet,
-    protected: &Protected,
+    judged: &Judgement,
 ) -> Vec<String> {
     let n = named(report, workdir, workspace);
-    let companions = companion_set(&n.companions);
-    let mut out = protected_refusals(change_set, protected);
+    let mut out = judged.reasons();
     for c in &change_set.changes {
-        if protected.matching(&c.path).is_some() {
+        if judged.is_protected(&c.path) {
             continue;
         }
         let added_dir = c.kind == Kind::Added && c.after.as_deref() == Some("dir");
-        if !covered(&n, companions.as_ref(), &c.path, added_dir) {
+        if !covered(&n, &judged.by_git, &c.path, added_dir) {
             let verb = match c.kind {
                 Kind::Added => "adds",
                 Kind::Modified => "modifies",
@@ -379,7 +215,9 @@ pub fn auto_apply_refusals(
 mod tests {
     use super::*;
     use crate::bash::changes::Change;
+    use crate::bash::protected::{judge, Table};
     use crate::classify::{check, Context};
+    use crate::permset::PathLists;
 
     const F: &str = "file:00:644";
 
@@ -405,9 +243,13 @@ mod tests {
         cmd: &str,
         sub: &str,
         changes: &[(&str, Kind, &str)],
-        p: &Protected,
+        p: &PathLists,
     ) -> Vec<String> {
-        let ws = PathBuf::from("/nonexistent-brainloop-ws");
+        // A workspace with a repository on branch master (what `git commit` companions read).
+        let d = tempfile::tempdir().unwrap();
+        let ws = d.path().join("ws");
+        std::fs::create_dir_all(ws.join(".git/objects")).unwrap();
+        std::fs::write(ws.join(".git/HEAD"), "ref: refs/heads/master\n").unwrap();
         let wd = ws.join(sub);
         let r = check(
             cmd,
@@ -415,11 +257,14 @@ mod tests {
                 workdir: Some(wd.clone()),
             },
         );
-        auto_apply_refusals(&r, &wd, &ws, &cs(changes), p)
+        let set = cs(changes);
+        let t = Table::new(p).unwrap();
+        let j = judge(&t, &set, &ws, Some((&r, &wd)));
+        auto_apply_refusals(&r, &wd, &ws, &set, &j)
     }
 
     fn refusals(cmd: &str, changes: &[(&str, Kind, &str)]) -> Vec<String> {
-        refusals_in(cmd, "", changes, &Protected::new(&[]).unwrap())
+        refusals_in(cmd, "", changes, &PathLists::default())
     }
 
     use Kind::{Added as A, Deleted as D, Modified as M};
@@ -533,7 +378,7 @@ mod tests {
             (
                 "git add a.txt",
                 &[(".git/index", M, F), (".git/refs/heads/main", M, F)],
-                Some("modifies .git/refs/heads/main"),
+                Some("protected path .git/refs/heads/main"),
             ),
             (
                 "git commit -m 'x y'",
@@ -576,7 +421,7 @@ mod tests {
 
     #[test]
     fn paths_resolve_from_the_workdir() {
-        let p = Protected::new(&[]).unwrap();
+        let p = PathLists::default();
         let sub = |cmd: &str, path: &str| refusals_in(cmd, "sub", &[(path, A, F)], &p);
         assert!(sub("echo hi > n.txt", "sub/n.txt").is_empty());
         assert!(sub("echo hi > ../n.txt", "n.txt").is_empty());
@@ -603,12 +448,12 @@ mod tests {
             ("git add .gitattributes", ".gitattributes"),
         ] {
             let got = refusals(cmd, &[(path, M, F)]);
-            assert_eq!(
-                got,
-                vec![format!(
-                    "touches a protected path {path}: never applied without a human"
-                )],
-                "{cmd}"
+            assert_eq!(got.len(), 1, "{cmd}: {got:?}");
+            assert!(
+                got[0].starts_with(&format!(
+                    "touches a protected path {path}: never applied without a human (rule "
+                )),
+                "{cmd}: {got:?}"
             );
         }
         // a companion never covers a protected path
@@ -624,86 +469,17 @@ mod tests {
     }
 
     #[test]
-    fn the_protected_table() {
-        let p = Protected::new(&[]).unwrap();
-        for yes in [
-            ".git/config",
-            ".git/hooks",
-            ".git/hooks/post-checkout",
-            ".git/info/attributes",
-            "sub/repo/.git/config",
-            ".git/modules/m/config",
-            ".git/modules/m/hooks/x",
-            ".gitmodules",
-            "a/.gitattributes",
-            ".envrc",
-            ".env",
-            ".env.local",
-            ".bashrc",
-            ".bash_profile",
-            ".bash_login",
-            ".bash_logout",
-            ".profile",
-            ".zshrc",
-            ".zshenv",
-            ".zprofile",
-            ".inputrc",
-            ".lesskey",
-            ".github/workflows/ci.yml",
-            ".github/workflows",
-            ".gitlab-ci.yml",
-            ".circleci/config.yml",
-            ".travis.yml",
-            "Jenkinsfile",
-            ".vscode/tasks.json",
-            ".idea/workspace.xml",
-            ".devcontainer/devcontainer.json",
-            ".pre-commit-config.yaml",
-            ".gitconfig",
-            ".hg/hgrc",
-        ] {
-            assert!(p.matching(yes).is_some(), "{yes} should be protected");
-        }
-        for no in [
-            "src/main.rs",
-            ".git/index",
-            ".git/HEAD",
-            ".git/objects/ab/cd",
-            ".git/refs/heads/main",
-            ".gitignore",
-            "docs/bashrc.md",
-            ".github/CODEOWNERS",
-            "environment.txt",
-            "a.env",
-            "config",
-            "hooks/x",
-        ] {
-            assert!(p.matching(no).is_none(), "{no} should not be protected");
-        }
-        assert_eq!(
-            p.matching("x/.git/hooks/pre-push"),
-            Some("**/.git/hooks/**")
-        );
-        assert_eq!(p.matching(".envrc"), Some("**/.envrc"));
-    }
-
-    #[test]
     fn operators_extend_the_table() {
-        let p = Protected::new(&["deploy/**".to_string(), "**/Makefile".to_string()]).unwrap();
-        assert_eq!(p.matching("deploy/run.sh"), Some("deploy/**"));
-        assert_eq!(p.matching("deploy"), Some("deploy/**"));
-        assert!(
-            p.matching("sub/deploy/run.sh").is_none(),
-            "operator patterns are anchored"
-        );
-        assert!(p.matching("a/b/Makefile").is_some());
-        assert!(p.matching(".git/config").is_some(), "defaults stay");
+        let p = PathLists {
+            protected: vec!["deploy/**".to_string()],
+            data: vec![],
+        };
         let got = refusals_in("echo x > deploy/run.sh", "", &[("deploy/run.sh", A, F)], &p);
         assert!(got[0].contains("protected path deploy/run.sh"), "{got:?}");
+        assert!(
+            got[0].contains("rule deploy/**: the operator's protected_paths"),
+            "{got:?}"
+        );
         assert!(refusals("echo x > deploy/run.sh", &[("deploy/run.sh", A, F)]).is_empty());
-        assert!(Protected::new(&["a/[".to_string()]).is_err());
-        let a = Protected::shared(&["x/**".to_string()]).unwrap();
-        let b = Protected::shared(&["x/**".to_string()]).unwrap();
-        assert!(Arc::ptr_eq(&a, &b), "built once per list");
     }
 }

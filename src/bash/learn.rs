@@ -13,13 +13,14 @@
 //!   `always_ask` override, and no denial by this client (a denial is never overridden here;
 //!   `override SIGNATURE clear` forgets);
 //! - `effects::auto_apply_refusals` accepts the change set: every path it touches is named by the
-//!   command, and none is protected.
+//!   command, and none is protected (`protected::judge`).
 //!
 //! `signatures::mark_learned` then marks the signatures learned for the job's client: who,
 //! when, which job.
 
 use crate::ask::validations::Validation;
-use crate::bash::effects::{self, Protected};
+use crate::bash::effects;
+use crate::bash::protected::{self, Table};
 use crate::bash::{changes, signatures};
 use crate::classify::{check, Context};
 use anyhow::Result;
@@ -31,7 +32,7 @@ pub fn refusals(
     security: &Connection,
     data_dir: &Path,
     v: &Validation,
-    protected: &Protected,
+    table: &Table,
 ) -> Result<Vec<String>> {
     let Some(m) = changes::load_manifest(data_dir, v.job_id)? else {
         return Ok(vec![
@@ -65,12 +66,18 @@ pub fn refusals(
         }
         out.extend(stored_refusals(security, &v.client_id, &s.text)?);
     }
+    let judged = protected::judge(
+        table,
+        &m.change_set,
+        &m.workspace,
+        Some((&report, &m.workdir)),
+    );
     out.extend(effects::auto_apply_refusals(
         &report,
         &m.workdir,
         &m.workspace,
         &m.change_set,
-        protected,
+        &judged,
     ));
     Ok(out)
 }

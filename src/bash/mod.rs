@@ -4,8 +4,9 @@
 //! (a capturable command's run, its change set captured and applied) → `record` (the run's
 //! statistics and evidence, typed) → `result` (the one finished-command result). Beneath them:
 //! `policy` (pure decision rules), `registry` (the evolving per-command registry), `evidence`
-//! (what learning may count: human decisions only), `effects` (what a learned signature may apply
-//! without a human), `learn` (which change sets `approve --learn` and a reviewer's `approve` may
+//! (what learning may count: human decisions only), `protected` (what may make the operator's tools run
+//! code: never applied without a human; `gitconfig` reads git's config for it), `effects` (what a
+//! learned signature may apply without a human), `learn` (which change sets `approve --learn` and a reviewer's `approve` may
 //! cover), `changes` (change sets, read and written beneath the workspace through
 //! `crate::fs::beneath`), `journal` (the record of each applied change set), `decisions` (what a human's answer means for commands: the actions'
 //! `on_decision`), `executor` (running one command as a bounded process tree), `leftovers` (no
@@ -23,12 +24,14 @@ pub mod decisions;
 pub mod effects;
 pub mod evidence;
 pub mod executor;
+pub mod gitconfig;
 pub mod journal;
 pub mod learn;
 pub mod leftovers;
 mod overlay;
 pub mod plan;
 pub mod policy;
+pub mod protected;
 pub mod record;
 pub mod registry;
 pub mod result;

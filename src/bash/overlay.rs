@@ -183,7 +183,7 @@ async fn captured(
             return Err(Outcome::failed(e));
         }
     };
-    let effects = effects_of(job, cmd, &m);
+    let effects = effects_of(job, cmd, &m).await;
     match plan::after_run(&cmd.plan, report, Some(&effects)) {
         Next::NoChanges(policy_used) => {
             discard();
@@ -271,28 +271,44 @@ async fn capture(
 
 /// What `after_run` reads of a change set: whether it is empty, why learned signatures do not
 /// cover it (only looked at when the plan would apply it unasked), the protected paths it
-/// touches.
-fn effects_of(job: &Job<'_>, cmd: &Cmd<'_>, m: &Manifest) -> Effects {
-    use super::effects;
+/// touches (`protected::judge`, which reads the workspace's repositories: off the async
+/// threads).
+async fn effects_of(job: &Job<'_>, cmd: &Cmd<'_>, m: &Manifest) -> Effects {
+    use super::{effects, protected};
     let auto = matches!(cmd.plan, Plan::Overlay { auto: Some(_), .. });
-    let (c, cs) = (cmd.c, &m.change_set);
-    let (auto_refusals, protected) = match effects::Protected::shared(job.settings.protected_paths)
-    {
-        Ok(p) => (
-            if auto {
-                effects::auto_apply_refusals(c.report, c.workdir, &cmd.workspace, cs, &p)
-            } else {
-                Vec::new()
-            },
-            effects::protected_refusals(cs, &p),
-        ),
+    let lists = crate::permset::PathLists {
+        protected: job.settings.protected_paths.to_vec(),
+        data: job.settings.data_paths.to_vec(),
+    };
+    let (report, workdir, workspace, cs) = (
+        cmd.c.report.clone(),
+        cmd.c.workdir.to_path_buf(),
+        cmd.workspace.clone(),
+        m.change_set.clone(),
+    );
+    let empty = cs.is_empty();
+    let judged = tokio::task::spawn_blocking(move || {
+        let t = protected::Table::shared(&lists)?;
+        let j = protected::judge(&t, &cs, &workspace, Some((&report, &workdir)));
+        let auto_refusals = if auto {
+            effects::auto_apply_refusals(&report, &workdir, &workspace, &cs, &j)
+        } else {
+            Vec::new()
+        };
+        anyhow::Ok((auto_refusals, j.reasons()))
+    })
+    .await
+    .map_err(|e| anyhow::anyhow!("{e}"))
+    .and_then(|r| r);
+    let (auto_refusals, protected) = match judged {
+        Ok(r) => r,
         Err(e) => {
             let why = vec![format!("the protected-path table is unusable: {e:#}")];
             (why.clone(), why)
         }
     };
     Effects {
-        empty: cs.is_empty(),
+        empty,
         auto_refusals,
         protected,
     }

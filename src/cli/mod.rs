@@ -9,6 +9,7 @@ mod grants;
 mod infer;
 mod init;
 mod mcp;
+mod protected;
 mod prune;
 mod repair;
 mod review;
@@ -72,6 +73,8 @@ pub enum Command {
     Undo(security::UndoArgs),
     /// Operation signatures: approvals, denials, learned or not (and why), per client.
     Signatures(security::SignaturesArgs),
+    /// What a change set may never apply without a human, and why; with paths, the rule each matches.
+    Protected(protected::ProtectedArgs),
     /// Review pending validations in one terminal screen: diff, output, approve / --learn / deny, undo.
     Review(review::ReviewArgs),
     /// Show what the command sandbox can enforce on this machine (Landlock, seccomp, namespaces, cgroup).
@@ -160,6 +163,7 @@ pub fn main() -> i32 {
         Command::Show(args) => security::show(&config, &args),
         Command::Undo(args) => security::undo(&config, &args),
         Command::Signatures(args) => security::signatures_list(&config, &args),
+        Command::Protected(args) => protected::run(&config, &args),
         Command::Review(args) => review::run(&config, &args),
         Command::Grant(args) => grants::grant(&config, &args),
         Command::Revoke(args) => grants::revoke(&config, &args),

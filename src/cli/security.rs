@@ -230,7 +230,7 @@ fn refuse_learning(
     let Some(v) = validations::get(out, id)? else {
         bail!("no validation {id} (see `brainloop validations`)");
     };
-    let protected = crate::bash::effects::Protected::shared(&config.protected_paths)?;
+    let protected = crate::bash::protected::Table::shared(&config.path_lists())?;
     let why = crate::bash::learn::refusals(sec, &config.data_dir, &v, &protected)?;
     if !why.is_empty() {
         bail!(

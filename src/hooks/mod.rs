@@ -98,7 +98,8 @@ pub struct Settings {
     pub sandbox: crate::sandbox::SandboxConfig,
     pub egress: crate::egress::EgressConfig,
     pub llm: crate::llm::LlmConfig,
-    pub protected_paths: Vec<String>,
+    /// The operator's `protected_paths` and `data_paths` (`bash::protected`).
+    pub paths: crate::permset::PathLists,
 }
 
 /// What the hooks task needs, shared by its steps.

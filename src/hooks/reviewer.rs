@@ -261,24 +261,33 @@ impl Hooks {
     async fn facts(&self, v: &Validation, p: &Value) -> Facts {
         let (dd, pp, v2) = (
             self.config.data_dir.clone(),
-            self.config.protected_paths.clone(),
+            self.config.paths.clone(),
             v.clone(),
         );
         let res = self
             .stores
             .security
             .call(move |c| {
-                let p = crate::bash::effects::Protected::shared(&pp)?;
+                let p = crate::bash::protected::Table::shared(&pp)?;
                 let learn = crate::bash::learn::refusals(c, &dd, &v2, &p)?;
                 let protected = crate::bash::changes::load_manifest(&dd, v2.job_id)?
                     .map(|m| {
-                        m.change_set
-                            .changes
+                        let report = crate::classify::check(
+                            &m.command,
+                            &crate::classify::Context {
+                                workdir: Some(m.workdir.clone()),
+                            },
+                        );
+                        let judged = crate::bash::protected::judge(
+                            &p,
+                            &m.change_set,
+                            &m.workspace,
+                            Some((&report, &m.workdir)),
+                        );
+                        judged
+                            .hits
                             .iter()
-                            .filter_map(|ch| {
-                                p.matching(&ch.path)
-                                    .map(|pat| format!("{} ({pat})", ch.path))
-                            })
+                            .map(|h| format!("{} (rule {})", h.path, h.rule))
                             .collect()
                     })
                     .unwrap_or_default();

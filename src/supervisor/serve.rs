@@ -181,10 +181,7 @@ async fn fire_schedules(jobs: &mut Loop, scheduler: &mut Scheduler) {
 /// approval, a denied or expired one ends.
 async fn collect_approvals(jobs: &mut Loop) {
     let st = Arc::clone(&jobs.stores);
-    let (dd, pp) = (
-        jobs.config.data_dir.clone(),
-        jobs.config.protected_paths.clone(),
-    );
+    let (dd, pp) = (jobs.config.data_dir.clone(), jobs.config.path_lists());
     let reg = Arc::clone(&jobs.registry);
     let collected = tokio::task::spawn_blocking(move || {
         approvals::collect(&st, &dd, &pp, &|a| reg.on_decision(&st, a))

@@ -1,0 +1,1202 @@
+//! What may make the operator's tools run code (issue 33): this module owns *which paths of a
+//! change set are never applied without a human*, whatever was learned, promoted or a reviewer
+//! said, and says for each which rule matched and why (the reason is in every prompt about the
+//! change set). [`judge`] is the one decision; `effects` (automatic apply), `learn` (`approve
+//! --learn`, a reviewer's approve), the overlay's prompt and the CLI all go through it.
+//!
+//! A path is protected, in this order (the first rule that matches is the one named):
+//!
+//! 1. a path a **workspace repository's config points at** (`core.hooksPath`, `include.path`,
+//!    `includeIf.*.path`, `core.attributesFile`, `core.excludesFile`, `init.templateDir`, and the
+//!    paths in values git runs as commands: `core.fsmonitor`, filters, aliases, ...;
+//!    `bash::gitconfig`). The repositories read are those whose `.git` is at the workspace root,
+//!    above the command's working directory or above a changed path; their config (`commondir`,
+//!    `config.worktree`, includes, submodules' configs under `modules/`) is read beneath the
+//!    workspace without following a symlink (`crate::fs::beneath`); a config that cannot be read
+//!    protects the whole change set;
+//! 2. **git's own files**: anything under a `.git` component (directory, `gitdir:` file or
+//!    symlink, at any depth, any case) and anything in a **directory shaped like a git dir**
+//!    (`HEAD` beside `objects`, `refs`, `commondir` or `config`, after the change set), except
+//!    what git itself writes through a declared companion of one of the command's operations,
+//!    in the repository the command runs in only ([`COMPANIONS`]; never `objects/info/**`, refs
+//!    only of the branch `HEAD` names);
+//! 3. the operator's `protected_paths` and the built-in table (`permset::PROTECTED`);
+//! 4. by default any other dot-file or dot-directory — unless it is data (`permset::DATA` and
+//!    the operator's `data_paths`: caches and build output, so ordinary builds and test runs
+//!    need no human).
+
+use crate::bash::changes::ChangeSet;
+use crate::bash::gitconfig::{self, Pointer};
+use crate::bash::signatures;
+use crate::classify::CheckReport;
+use crate::fs::beneath::{Beneath, Kind as FileKind, Lookup};
+use crate::permset::{PathLists, DATA, PROTECTED};
+use anyhow::{Context, Result};
+use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// The rule for dot-files not otherwise listed.
+pub const DOTFILE_RULE: &str = "**/.*";
+const DOTFILE_WHY: &str = "a dot-file or dot-directory: tools read these as configuration (protected by default; caches and build output go in `data_paths`)";
+
+/// What git writes besides its arguments, per subcommand, relative to the git dir of the
+/// repository the command runs in (observed with git 2.x on fresh and existing repositories;
+/// the tests pin them). `{branch}`: the branch `HEAD` names. Never `objects/info/**`
+/// ([`NEVER_COMPANION`]): alternates, commit-graph chains, packs lists.
+pub const COMPANIONS: &[(&str, &[&str])] = &[
+    ("add", &["index", "objects/**"]),
+    ("rm", &["index"]),
+    ("mv", &["index"]),
+    (
+        "commit",
+        &[
+            "index",
+            "objects/**",
+            "COMMIT_EDITMSG",
+            "logs/HEAD",
+            "refs/heads/{branch}",
+            "logs/refs/heads/{branch}",
+        ],
+    ),
+];
+const NEVER_COMPANION: &str = "objects/info";
+
+/// Hook names git runs from a hooks directory (used when `core.hooksPath` is the workspace root).
+const HOOKS: &[&str] = &[
+    "applypatch-msg",
+    "pre-applypatch",
+    "post-applypatch",
+    "pre-commit",
+    "pre-merge-commit",
+    "prepare-commit-msg",
+    "commit-msg",
+    "post-commit",
+    "pre-rebase",
+    "post-checkout",
+    "post-merge",
+    "pre-push",
+    "pre-receive",
+    "update",
+    "proc-receive",
+    "post-receive",
+    "post-update",
+    "reference-transaction",
+    "push-to-checkout",
+    "pre-auto-gc",
+    "post-rewrite",
+    "sendemail-validate",
+    "fsmonitor-watchman",
+    "post-index-change",
+];
+
+/// Bytes read of one config file; a larger one cannot be judged, so it protects everything.
+const MAX_CONFIG: u64 = 1024 * 1024;
+/// Config files read per judgement (includes and submodules).
+const MAX_FILES: usize = 1024;
+/// Entries under one repository's `modules/` looked at (beyond: everything is protected).
+const MAX_MODULES: usize = 512;
+
+fn glob(p: &str) -> Result<Glob> {
+    GlobBuilder::new(p)
+        .literal_separator(true)
+        .build()
+        .with_context(|| format!("path pattern {p:?}"))
+}
+
+/// A glob set of patterns where `X/**` also matches `X`; `idx[i]`: the pattern of glob `i`.
+fn globs<'a>(patterns: impl Iterator<Item = &'a str>) -> Result<(GlobSet, Vec<usize>)> {
+    let mut b = GlobSetBuilder::new();
+    let mut idx = Vec::new();
+    for (i, p) in patterns.enumerate() {
+        b.add(glob(p)?);
+        idx.push(i);
+        if let Some(dir) = p.strip_suffix("/**") {
+            b.add(glob(dir)?);
+            idx.push(i);
+        }
+    }
+    Ok((b.build().context("path patterns")?, idx))
+}
+
+/// The path tables, built once from the configuration ([`Table::shared`]).
+#[derive(Debug, Clone)]
+pub struct Table {
+    /// The operator's `protected_paths`, then `permset::PROTECTED`: (pattern, why).
+    rules: Vec<(String, String)>,
+    set: GlobSet,
+    idx: Vec<usize>,
+    data: GlobSet,
+}
+
+impl Table {
+    /// The built-in tables plus the operator's lists (globs relative to the workspace; start one
+    /// with `**/` to match at any depth). Err: a pattern is not a glob.
+    pub fn new(lists: &PathLists) -> Result<Table> {
+        let mut rules: Vec<(String, String)> = lists
+            .protected
+            .iter()
+            .map(|p| {
+                (
+                    p.trim_start_matches('/').to_string(),
+                    "the operator's protected_paths".to_string(),
+                )
+            })
+            .collect();
+        rules.extend(
+            PROTECTED
+                .iter()
+                .map(|(p, w)| (p.to_string(), w.to_string())),
+        );
+        let (set, idx) = globs(rules.iter().map(|(p, _)| p.as_str()))?;
+        let data_patterns: Vec<String> = DATA
+            .iter()
+            .map(|d| d.to_string())
+            .chain(
+                lists
+                    .data
+                    .iter()
+                    .map(|d| d.trim_start_matches('/').to_string()),
+            )
+            .collect();
+        let (data, _) = globs(data_patterns.iter().map(String::as_str))?;
+        Ok(Table {
+            rules,
+            set,
+            idx,
+            data,
+        })
+    }
+
+    /// The table for these lists, built once per distinct lists and then shared.
+    pub fn shared(lists: &PathLists) -> Result<Arc<Table>> {
+        static CACHE: Mutex<Option<(PathLists, Arc<Table>)>> = Mutex::new(None);
+        let mut g = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((k, t)) = g.as_ref() {
+            if k == lists {
+                return Ok(t.clone());
+            }
+        }
+        let t = Arc::new(Table::new(lists)?);
+        *g = Some((lists.clone(), t.clone()));
+        Ok(t)
+    }
+
+    /// (pattern, why) of every listed rule, the operator's first.
+    pub fn rules(&self) -> &[(String, String)] {
+        &self.rules
+    }
+
+    /// The listed or default rule a workspace-relative path matches, without the workspace's
+    /// repositories (rule 3 and 4 of the module doc; `.git` components included).
+    pub fn matching(&self, rel: &str) -> Option<(&str, &str)> {
+        if let Some(i) = self.set.matches(rel).first() {
+            let (p, w) = &self.rules[self.idx[*i]];
+            return Some((p, w));
+        }
+        if self.data.is_match(rel) {
+            return None;
+        }
+        rel.split('/')
+            .any(|c| c.starts_with('.') && c != "." && c != "..")
+            .then_some((DOTFILE_RULE, DOTFILE_WHY))
+    }
+}
+
+/// One protected path of a change set: the rule that matched and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hit {
+    pub path: String,
+    pub rule: String,
+    pub why: String,
+}
+
+impl Hit {
+    /// The reason shown in every prompt about the change set.
+    pub fn reason(&self) -> String {
+        format!(
+            "touches a protected path {}: never applied without a human (rule {}: {})",
+            self.path, self.rule, self.why
+        )
+    }
+}
+
+/// What [`judge`] decided about a change set.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Judgement {
+    /// The protected paths, one each, in change-set order.
+    pub hits: Vec<Hit>,
+    /// Paths under the command's repository's git dir that git writes through a companion of
+    /// the command's operations: neither protected nor unnamed.
+    pub by_git: BTreeSet<String>,
+}
+
+impl Judgement {
+    pub fn reasons(&self) -> Vec<String> {
+        self.hits.iter().map(Hit::reason).collect()
+    }
+    pub fn is_protected(&self, path: &str) -> bool {
+        self.hits.iter().any(|h| h.path == path)
+    }
+}
+
+/// The repository a command runs in: its git dir (workspace-relative) and the branch its
+/// `HEAD` names.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunRepo {
+    pub gitdir: String,
+    pub branch: Option<String>,
+}
+
+/// A path a repository's config points at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pointed {
+    /// Workspace-relative.
+    pub path: String,
+    /// Everything beneath it too.
+    pub dir: bool,
+    pub why: String,
+}
+
+/// What the workspace says, read beneath it ([`gather`]); [`decide`] is pure over it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Facts {
+    pub repo: Option<RunRepo>,
+    /// Directories shaped like a git dir once the change set is applied (workspace-relative).
+    pub git_dirs: BTreeSet<String>,
+    pub pointed: Vec<Pointed>,
+    /// What could not be read: each protects the whole change set.
+    pub unreadable: Vec<String>,
+}
+
+/// The one decision: the protected paths of `cs` (a change set of `workspace`), each with its
+/// rule and why, and the paths git writes through a companion of `command`'s operations (its
+/// report and working directory; None: no companion).
+pub fn judge(
+    table: &Table,
+    cs: &ChangeSet,
+    workspace: &Path,
+    command: Option<(&CheckReport, &Path)>,
+) -> Judgement {
+    let facts = gather(workspace, cs, command.map(|c| c.1));
+    let writes = command
+        .map(|(r, wd)| git_writes(r, wd, workspace))
+        .unwrap_or_default();
+    decide(table, cs, &facts, &writes)
+}
+
+/// The companion subcommands (`COMPANIONS` keys) of the command's git operations that write.
+/// `git -C DIR`, `--git-dir`, `--work-tree` write another repository: no companion.
+pub fn git_writes(report: &CheckReport, workdir: &Path, workspace: &Path) -> Vec<&'static str> {
+    let mut out = Vec::new();
+    for op in &report.operations {
+        if op.program != "git" || signatures::of_operation(op, workdir, workspace).is_none() {
+            continue;
+        }
+        if op.args.iter().any(|a| {
+            a == "-C" || a.starts_with("--git-dir") || a.starts_with("--work-tree") || a == "-c"
+        }) {
+            continue;
+        }
+        let sub = signatures::walk_args(op, workdir, workspace).sub;
+        if let Some((s, _)) = COMPANIONS.iter().find(|(s, _)| sub.as_deref() == Some(*s)) {
+            out.push(*s);
+        }
+    }
+    out
+}
+
+fn under(path: &str, dir: &str) -> bool {
+    dir.is_empty() || path == dir || path.strip_prefix(dir).is_some_and(|r| r.starts_with('/'))
+}
+
+fn has_git_component(path: &str) -> bool {
+    path.split('/').any(|c| c.eq_ignore_ascii_case(".git"))
+}
+
+/// Whether git writes `path` (an added directory: `dir`) through one of `writes`' companions.
+fn companion(repo: &RunRepo, writes: &[&str], path: &str, dir: bool) -> bool {
+    let Some(q) = path
+        .strip_prefix(repo.gitdir.as_str())
+        .and_then(|r| r.strip_prefix('/'))
+    else {
+        return false;
+    };
+    if under(q, NEVER_COMPANION) {
+        return false;
+    }
+    let branch = repo.branch.as_deref();
+    COMPANIONS
+        .iter()
+        .filter(|(s, _)| writes.contains(s))
+        .flat_map(|(_, g)| g.iter())
+        .filter_map(|g| match (g.contains("{branch}"), branch) {
+            (false, _) => Some(g.to_string()),
+            (true, Some(b)) => Some(g.replace("{branch}", b)),
+            (true, None) => None,
+        })
+        .any(|g| match g.strip_suffix("/**") {
+            Some(base) => under(q, base) || (dir && under(base, q)),
+            None => q == g || (dir && under(&g, q)),
+        })
+}
+
+/// The judgement over gathered facts (pure; the table tests drive it directly).
+pub fn decide(table: &Table, cs: &ChangeSet, facts: &Facts, writes: &[&str]) -> Judgement {
+    let mut j = Judgement::default();
+    for c in &cs.changes {
+        let p = c.path.as_str();
+        let hit = |rule: &str, why: &str| Hit {
+            path: p.to_string(),
+            rule: rule.to_string(),
+            why: why.to_string(),
+        };
+        if let Some(u) = facts.unreadable.first() {
+            j.hits.push(hit("repository configuration", u));
+            continue;
+        }
+        if let Some(pt) = facts
+            .pointed
+            .iter()
+            .find(|pt| p == pt.path || (pt.dir && under(p, &pt.path)))
+        {
+            j.hits
+                .push(hit("pointed at by a repository's config", &pt.why));
+            continue;
+        }
+        let git_dir = facts.git_dirs.iter().find(|d| under(p, d));
+        if has_git_component(p) || git_dir.is_some() {
+            let dir = c.after.as_deref() == Some("dir");
+            if facts
+                .repo
+                .as_ref()
+                .is_some_and(|r| companion(r, writes, p, dir))
+            {
+                j.by_git.insert(p.to_string());
+                continue;
+            }
+            j.hits.push(match git_dir {
+                Some(d) if !has_git_component(p) => hit(
+                    &format!("a directory shaped like a git dir ({})", if d.is_empty() { "." } else { d }),
+                    "git reads its config, hooks and objects when a command runs in or is pointed at it",
+                ),
+                _ => hit(PROTECTED[0].0, PROTECTED[0].1),
+            });
+            continue;
+        }
+        if let Some((rule, why)) = table.matching(p) {
+            j.hits.push(hit(rule, why));
+        }
+    }
+    j
+}
+
+/// Where a path git names lies: beneath the workspace (relative) or outside it (absolute).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Loc {
+    In(String),
+    Out(PathBuf),
+}
+
+fn normalise(p: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            c => out.push(c.as_os_str()),
+        }
+    }
+    out
+}
+
+/// Reads the workspace beneath it (never following a symlink) and, for git dirs and includes
+/// outside it, the operator's own files by path.
+struct Reader<'a> {
+    ws: Option<Beneath>,
+    root: &'a Path,
+    files: usize,
+}
+
+impl Reader<'_> {
+    fn loc(&self, base: &Loc, p: &str) -> Loc {
+        let abs = match base {
+            _ if Path::new(p).is_absolute() => normalise(Path::new(p)),
+            Loc::In(b) => normalise(&self.root.join(b).join(p)),
+            Loc::Out(b) => normalise(&b.join(p)),
+        };
+        match abs.strip_prefix(self.root) {
+            Ok(r) => Loc::In(r.to_string_lossy().into_owned()),
+            Err(_) => Loc::Out(abs),
+        }
+    }
+
+    fn join(l: &Loc, name: &str) -> Loc {
+        match l {
+            Loc::In(r) if r.is_empty() => Loc::In(name.to_string()),
+            Loc::In(r) => Loc::In(format!("{r}/{name}")),
+            Loc::Out(p) => Loc::Out(p.join(name)),
+        }
+    }
+
+    fn show(l: &Loc) -> String {
+        match l {
+            Loc::In(r) => r.clone(),
+            Loc::Out(p) => p.display().to_string(),
+        }
+    }
+
+    fn lookup(&self, l: &Loc) -> Result<Lookup> {
+        match l {
+            Loc::In(r) => match &self.ws {
+                Some(b) => b.lookup(r),
+                None => Ok(Lookup::Absent),
+            },
+            Loc::Out(p) => {
+                let (Some(dir), Some(name)) = (p.parent(), p.file_name()) else {
+                    return Ok(Lookup::Absent);
+                };
+                match Beneath::open(dir) {
+                    Ok(b) => b.lookup(&name.to_string_lossy()),
+                    Err(_) => Ok(Lookup::Absent),
+                }
+            }
+        }
+    }
+
+    /// The text of a regular file; None: absent. Err: there but not readable as a file (a
+    /// symlink, too large, an I/O error) — what git would read there is unknown.
+    fn read(&mut self, l: &Loc) -> Result<Option<String>> {
+        match self.lookup(l)? {
+            Lookup::Absent => return Ok(None),
+            Lookup::Found(m) if m.kind == FileKind::File && m.size <= MAX_CONFIG => {}
+            Lookup::Found(m) if m.kind == FileKind::Dir => return Ok(None),
+            _ => anyhow::bail!(
+                "{} is not a plain file of at most {MAX_CONFIG} bytes (a symlink is not followed)",
+                Self::show(l)
+            ),
+        }
+        self.files += 1;
+        if self.files > MAX_FILES {
+            anyhow::bail!("more than {MAX_FILES} repository config files");
+        }
+        let bytes = match l {
+            Loc::In(r) => match &self.ws {
+                Some(b) => b.read_up_to(r, MAX_CONFIG)?,
+                None => None,
+            },
+            Loc::Out(p) => {
+                let (Some(dir), Some(name)) = (p.parent(), p.file_name()) else {
+                    return Ok(None);
+                };
+                Beneath::open(dir)?.read_up_to(&name.to_string_lossy(), MAX_CONFIG)?
+            }
+        };
+        Ok(bytes.map(|b| String::from_utf8_lossy(&b).into_owned()))
+    }
+
+    fn list(&self, l: &Loc) -> Vec<String> {
+        match l {
+            Loc::In(r) => self.ws.as_ref().and_then(|b| b.list(r).ok()),
+            Loc::Out(p) => Beneath::open(p).ok().and_then(|b| b.list("").ok()),
+        }
+        .unwrap_or_default()
+    }
+}
+
+fn parent_of(p: &str) -> &str {
+    p.rsplit_once('/').map(|(d, _)| d).unwrap_or("")
+}
+
+/// Reads what [`decide`] needs of the workspace: the repository the command runs in (from
+/// `workdir`), the directories shaped like a git dir, the paths the repositories' configs point
+/// at. Long because it walks three kinds of fact over the same candidate directories.
+pub fn gather(workspace: &Path, cs: &ChangeSet, workdir: Option<&Path>) -> Facts {
+    let mut f = Facts::default();
+    let ws = match Beneath::open(workspace) {
+        Ok(b) => Some(b),
+        Err(e) if workspace.exists() => {
+            f.unreadable
+                .push(format!("cannot open the workspace: {e:#}"));
+            None
+        }
+        Err(_) => None,
+    };
+    let mut r = Reader {
+        ws,
+        root: workspace,
+        files: 0,
+    };
+    let changes: HashMap<&str, bool> = cs
+        .changes
+        .iter()
+        .map(|c| (c.path.as_str(), c.after.is_some()))
+        .collect();
+    // Candidate directories: the root, every directory above a changed path (and an added
+    // directory itself), every directory above the working directory.
+    let mut dirs: BTreeSet<String> = BTreeSet::new();
+    dirs.insert(String::new());
+    let add_above = |p: &str, incl: bool, dirs: &mut BTreeSet<String>| {
+        let mut cur = if incl { p } else { parent_of(p) };
+        while !cur.is_empty() && dirs.insert(cur.to_string()) {
+            cur = parent_of(cur);
+        }
+    };
+    for c in &cs.changes {
+        add_above(&c.path, c.after.as_deref() == Some("dir"), &mut dirs);
+    }
+    let wd_rel = workdir.and_then(|w| {
+        normalise(w)
+            .strip_prefix(workspace)
+            .ok()
+            .map(|r| r.to_string_lossy().into_owned())
+    });
+    if let Some(w) = &wd_rel {
+        add_above(w, true, &mut dirs);
+    }
+    let present = |r: &Reader, rel: &str| match changes.get(rel) {
+        Some(after) => *after,
+        None => matches!(r.lookup(&Loc::In(rel.to_string())), Ok(Lookup::Found(_))),
+    };
+    let child = |d: &str, n: &str| {
+        if d.is_empty() {
+            n.to_string()
+        } else {
+            format!("{d}/{n}")
+        }
+    };
+    for d in &dirs {
+        if present(&r, &child(d, "HEAD"))
+            && ["objects", "refs", "commondir", "config"]
+                .iter()
+                .any(|n| present(&r, &child(d, n)))
+        {
+            f.git_dirs.insert(d.clone());
+        }
+    }
+    // The repository the command runs in: the nearest `.git` directory above the workdir.
+    if let Some(w) = &wd_rel {
+        let mut cur = w.as_str();
+        loop {
+            let g = child(cur, ".git");
+            match r.lookup(&Loc::In(g.clone())) {
+                Ok(Lookup::Found(m)) if m.kind == FileKind::Dir => {
+                    let head = r.read(&Loc::In(format!("{g}/HEAD"))).ok().flatten();
+                    let branch = head.and_then(|h| {
+                        h.trim()
+                            .strip_prefix("ref: refs/heads/")
+                            .filter(|b| {
+                                !b.is_empty()
+                                    && b.split('/').all(|c| !c.is_empty() && c != ".." && c != ".")
+                            })
+                            .map(str::to_string)
+                    });
+                    f.repo = Some(RunRepo { gitdir: g, branch });
+                    break;
+                }
+                Ok(Lookup::Absent) if !cur.is_empty() => cur = parent_of(cur),
+                _ => break,
+            }
+        }
+    }
+    // Every repository whose `.git` is in a candidate directory: what its config points at.
+    for d in &dirs {
+        let dot = Loc::In(child(d, ".git"));
+        let gitdir = match r.lookup(&dot) {
+            Ok(Lookup::Found(m)) if m.kind == FileKind::Dir => dot,
+            Ok(Lookup::Found(m)) if m.kind == FileKind::File => match r.read(&dot) {
+                Ok(Some(t)) => match t.lines().next().and_then(|l| l.strip_prefix("gitdir:")) {
+                    Some(g) => r.loc(&Loc::In(d.clone()), g.trim()),
+                    None => continue,
+                },
+                Ok(None) => continue,
+                Err(e) => {
+                    f.unreadable.push(format!("{e:#}"));
+                    continue;
+                }
+            },
+            Ok(Lookup::Found(m)) if m.kind == FileKind::Link => {
+                match r.ws.as_ref().map(|b| b.entry(&child(d, ".git"))) {
+                    Some(Ok(crate::fs::beneath::Entry::Link(t))) => r.loc(&Loc::In(d.clone()), &t),
+                    _ => continue,
+                }
+            }
+            _ => continue,
+        };
+        if let Err(e) = repository(&mut r, &mut f, &gitdir, Some(&Loc::In(d.clone())), 0) {
+            f.unreadable.push(format!("{e:#}"));
+        }
+    }
+    f
+}
+
+/// What one repository's config (and its submodules') points at. `worktree`: the top of its
+/// working tree when known (relative paths resolve there).
+fn repository(
+    r: &mut Reader,
+    f: &mut Facts,
+    gitdir: &Loc,
+    worktree: Option<&Loc>,
+    depth: usize,
+) -> Result<()> {
+    let common = match r.read(&Reader::join(gitdir, "commondir"))? {
+        Some(c) => r.loc(gitdir, c.trim()),
+        None => gitdir.clone(),
+    };
+    let mut files = vec![
+        Reader::join(&common, "config"),
+        Reader::join(gitdir, "config.worktree"),
+    ];
+    let mut entries: Vec<(Loc, gitconfig::Entry)> = Vec::new();
+    let mut seen = BTreeSet::new();
+    while let Some(file) = files.pop() {
+        if !seen.insert(Reader::show(&file)) {
+            continue;
+        }
+        let Some(text) = r.read(&file)? else {
+            continue;
+        };
+        for e in gitconfig::parse(&text) {
+            if gitconfig::pointer(&e) == Some(Pointer::Include) {
+                if let Some(v) = e.value.as_deref().filter(|v| !v.starts_with('~')) {
+                    let dir = match &file {
+                        Loc::In(p) => Loc::In(parent_of(p).to_string()),
+                        Loc::Out(p) => {
+                            Loc::Out(p.parent().map(Path::to_path_buf).unwrap_or_default())
+                        }
+                    };
+                    files.push(r.loc(&dir, v));
+                }
+            }
+            entries.push((file.clone(), e));
+        }
+    }
+    let worktree = entries
+        .iter()
+        .find(|(_, e)| e.section == "core" && e.key == "worktree" && e.subsection.is_none())
+        .and_then(|(_, e)| e.value.as_deref())
+        .map(|w| r.loc(gitdir, w))
+        .or_else(|| worktree.cloned());
+    for (file, e) in &entries {
+        let (Some(kind), Some(v)) = (gitconfig::pointer(e), e.value.as_deref()) else {
+            continue;
+        };
+        let why = |v: &str| {
+            format!(
+                "{} sets {} = {v}: {}",
+                Reader::show(file),
+                e.name(),
+                kind.what()
+            )
+        };
+        let base = match kind {
+            Pointer::Include => match file {
+                Loc::In(p) => Some(Loc::In(parent_of(p).to_string())),
+                Loc::Out(p) => p.parent().map(|d| Loc::Out(d.to_path_buf())),
+            },
+            _ => worktree.clone(),
+        };
+        let values: Vec<String> = match kind {
+            Pointer::Command => gitconfig::command_paths(v),
+            _ if v.starts_with('~') || v.is_empty() => Vec::new(),
+            _ => vec![v.to_string()],
+        };
+        for v in values {
+            let target = match (&base, Path::new(&v).is_absolute()) {
+                (_, true) => r.loc(&Loc::In(String::new()), &v),
+                (Some(b), false) => r.loc(b, &v),
+                // Relative to a working tree we do not know: the safe reading is unknown.
+                (None, false) => continue,
+            };
+            let Loc::In(path) = target else { continue };
+            let dir = matches!(kind, Pointer::Hooks | Pointer::Templates);
+            if dir && path.is_empty() {
+                // Hooks at the workspace root: only the hook names run.
+                for h in HOOKS {
+                    f.pointed.push(Pointed {
+                        path: h.to_string(),
+                        dir: false,
+                        why: why(&v),
+                    });
+                }
+            } else if !path.is_empty() {
+                f.pointed.push(Pointed {
+                    path,
+                    dir,
+                    why: why(&v),
+                });
+            }
+        }
+    }
+    // Submodules: `modules/<name>` (nested: `modules/<a>/modules/<b>`), each a git dir whose
+    // `core.worktree` says where its working tree is.
+    if depth < 4 {
+        let modules = Reader::join(&common, "modules");
+        let mut stack = vec![modules];
+        let mut n = 0;
+        while let Some(m) = stack.pop() {
+            for name in r.list(&m) {
+                n += 1;
+                if n > MAX_MODULES {
+                    anyhow::bail!(
+                        "more than {MAX_MODULES} submodule directories under {}",
+                        Reader::show(gitdir)
+                    );
+                }
+                let sub = Reader::join(&m, &name);
+                if matches!(r.lookup(&Reader::join(&sub, "config"))?, Lookup::Found(_)) {
+                    repository(r, f, &sub, None, depth + 1)?;
+                } else if matches!(r.lookup(&sub)?, Lookup::Found(x) if x.kind == FileKind::Dir) {
+                    stack.push(sub);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bash::changes::{Change, Kind};
+
+    const F: &str = "file:00:644";
+
+    fn cs(paths: &[(&str, Kind, &str)]) -> ChangeSet {
+        ChangeSet {
+            changes: paths
+                .iter()
+                .map(|(p, k, after)| Change {
+                    path: p.to_string(),
+                    kind: *k,
+                    before: (*k != Kind::Added).then(|| F.to_string()),
+                    after: (*k != Kind::Deleted).then(|| after.to_string()),
+                    diff: None,
+                    privilege_bits_removed: false,
+                })
+                .collect(),
+            hash: String::new(),
+            diff_truncated: false,
+        }
+    }
+
+    fn table() -> Table {
+        Table::new(&PathLists::default()).unwrap()
+    }
+
+    /// (path, the rule that protects it, or None) with no repository facts.
+    #[test]
+    fn the_table() {
+        let t = table();
+        let cases: &[(&str, Option<&str>)] = &[
+            (".git/config", Some("**/.git/**")),
+            (".git/HEAD", Some("**/.git/**")),
+            (".git/commondir", Some("**/.git/**")),
+            (".git/refs/heads/x", Some("**/.git/**")),
+            (".git/objects/info/alternates", Some("**/.git/**")),
+            ("sub/.git", Some("**/.git/**")),
+            ("a/b/.git/hooks/pre-commit", Some("**/.git/**")),
+            (".gitmodules", Some("**/.gitmodules")),
+            (".husky/pre-commit", Some("**/.husky/**")),
+            (".npmrc", Some("**/.npmrc")),
+            ("pkg/.npmrc", Some("**/.npmrc")),
+            (".yarnrc.yml", Some("**/.yarnrc.yml")),
+            (".yarnrc", Some("**/.yarnrc")),
+            ("rust-toolchain.toml", Some("**/rust-toolchain.toml")),
+            ("rust-toolchain", Some("**/rust-toolchain")),
+            (".cargo/config.toml", Some("**/.cargo/config.toml")),
+            (".cargo/config", Some("**/.cargo/config")),
+            (".mvn/jvm.config", Some("**/.mvn/jvm.config")),
+            (".mvn/maven.config", Some("**/.mvn/maven.config")),
+            (".sqliterc", Some("**/.sqliterc")),
+            (".vimrc", Some("**/.vimrc")),
+            (".exrc", Some("**/.exrc")),
+            (".nvim.lua", Some("**/.nvim.lua")),
+            (".nvimrc", Some("**/.nvimrc")),
+            (".ssh/config", Some("**/.ssh/**")),
+            (".config/git/config", Some("**/.config/**")),
+            (".python-version", Some("**/.python-version")),
+            ("pip.conf", Some("**/pip.conf")),
+            (".pypirc", Some("**/.pypirc")),
+            (".envrc", Some("**/.envrc")),
+            (".github/workflows/ci.yml", Some("**/.github/workflows/**")),
+            // the default rule for dot-files
+            (".eslintrc.js", Some(DOTFILE_RULE)),
+            (".github/CODEOWNERS", Some(DOTFILE_RULE)),
+            ("src/.prettierrc.cjs", Some(DOTFILE_RULE)),
+            (".editorconfig", Some(DOTFILE_RULE)),
+            // data: caches and build output
+            ("target/debug/.fingerprint/x/y", None),
+            ("target/.rustc_info.json", None),
+            (".pytest_cache/v/cache/lastfailed", None),
+            ("node_modules/.bin/x", None),
+            ("node_modules/.package-lock.json", None),
+            (".venv/bin/python", None),
+            ("pkg/__pycache__/m.cpython-312.pyc", None),
+            (".mypy_cache/3.12/x.json", None),
+            (".ruff_cache/CACHEDIR.TAG", None),
+            (".tox/py/log", None),
+            (".gitignore", None),
+            // data never lifts a listed rule
+            ("node_modules/x/.npmrc", Some("**/.npmrc")),
+            (".venv/pip.conf", Some("**/pip.conf")),
+            ("target/.git/config", Some("**/.git/**")),
+            // ordinary source
+            ("Makefile", None),
+            ("setup.cfg", None),
+            ("src/main.rs", None),
+            ("docs/bashrc.md", None),
+            ("a.env", None),
+            ("config", None),
+        ];
+        for (path, want) in cases {
+            let j = decide(
+                &t,
+                &cs(&[(path, Kind::Modified, F)]),
+                &Facts::default(),
+                &[],
+            );
+            let got = j.hits.first().map(|h| h.rule.as_str());
+            assert_eq!(got, *want, "{path}");
+        }
+    }
+
+    #[test]
+    fn operators_extend_both_lists() {
+        let t = Table::new(&PathLists {
+            protected: vec!["deploy/**".into(), "/**/Makefile".into()],
+            data: vec!["**/.build-out/**".into()],
+        })
+        .unwrap();
+        assert_eq!(t.matching("deploy/run.sh").map(|r| r.0), Some("deploy/**"));
+        assert_eq!(t.matching("deploy").map(|r| r.0), Some("deploy/**"));
+        assert!(t.matching("sub/deploy/run.sh").is_none(), "anchored");
+        assert_eq!(t.matching("a/Makefile").map(|r| r.0), Some("**/Makefile"));
+        assert!(t.matching(".build-out/x").is_none());
+        assert!(t.matching(".git/config").is_some(), "defaults stay");
+        // the operator's protected list wins over data
+        let t = Table::new(&PathLists {
+            protected: vec!["**/.venv/**".into()],
+            data: vec![],
+        })
+        .unwrap();
+        assert!(t.matching(".venv/bin/activate").is_some());
+        assert!(Table::new(&PathLists {
+            protected: vec!["a/[".into()],
+            data: vec![]
+        })
+        .is_err());
+        assert!(Table::new(&PathLists {
+            protected: vec![],
+            data: vec!["a/[".into()]
+        })
+        .is_err());
+        let l = PathLists {
+            protected: vec!["x/**".into()],
+            data: vec![],
+        };
+        assert!(Arc::ptr_eq(
+            &Table::shared(&l).unwrap(),
+            &Table::shared(&l).unwrap()
+        ));
+    }
+
+    /// (change, facts, companion subcommands, Some(rule) protected / None not / "git" by git).
+    /// Long because the cases read as one table.
+    #[test]
+    fn git_rules_companions_and_facts() {
+        use Kind::{Added as A, Modified as M};
+        let t = table();
+        let repo = Facts {
+            repo: Some(RunRepo {
+                gitdir: ".git".into(),
+                branch: Some("main".into()),
+            }),
+            ..Facts::default()
+        };
+        let nested = Facts {
+            repo: Some(RunRepo {
+                gitdir: "sub/.git".into(),
+                branch: Some("main".into()),
+            }),
+            ..Facts::default()
+        };
+        let shaped = Facts {
+            git_dirs: ["evil".to_string()].into(),
+            ..repo.clone()
+        };
+        let hooks = Facts {
+            pointed: vec![Pointed {
+                path: "tools/hooks".into(),
+                dir: true,
+                why: ".git/config sets core.hookspath = tools/hooks: git runs the hooks there"
+                    .into(),
+            }],
+            ..repo.clone()
+        };
+        let unreadable = Facts {
+            unreadable: vec![".git/config is not a plain file".into()],
+            ..Facts::default()
+        };
+        type Case<'a> = (
+            &'a str,
+            Kind,
+            &'a str,
+            &'a Facts,
+            &'a [&'a str],
+            Option<&'a str>,
+        );
+        let cases: &[Case] = &[
+            (".git/index", M, F, &repo, &["add"], Some("git")),
+            (".git/objects/ab", A, "dir", &repo, &["add"], Some("git")),
+            (".git/objects/ab/cd", A, F, &repo, &["add"], Some("git")),
+            (
+                ".git/objects/info/alternates",
+                A,
+                F,
+                &repo,
+                &["add"],
+                Some("**/.git/**"),
+            ),
+            (
+                ".git/objects/info",
+                A,
+                "dir",
+                &repo,
+                &["commit"],
+                Some("**/.git/**"),
+            ),
+            (
+                ".git/refs/heads/main",
+                M,
+                F,
+                &repo,
+                &["commit"],
+                Some("git"),
+            ),
+            (
+                ".git/refs/heads/x",
+                A,
+                F,
+                &repo,
+                &["commit"],
+                Some("**/.git/**"),
+            ),
+            (
+                ".git/refs/heads/main",
+                M,
+                F,
+                &repo,
+                &["add"],
+                Some("**/.git/**"),
+            ),
+            (".git/logs", A, "dir", &repo, &["commit"], Some("git")),
+            (
+                ".git/logs/refs/heads/main",
+                A,
+                F,
+                &repo,
+                &["commit"],
+                Some("git"),
+            ),
+            (
+                ".git/logs/refs/heads/x",
+                A,
+                F,
+                &repo,
+                &["commit"],
+                Some("**/.git/**"),
+            ),
+            (".git/HEAD", M, F, &repo, &["commit"], Some("**/.git/**")),
+            (".git/COMMIT_EDITMSG", A, F, &repo, &["commit"], Some("git")),
+            (".git/config", M, F, &repo, &["commit"], Some("**/.git/**")),
+            (".git/commondir", A, F, &repo, &["add"], Some("**/.git/**")),
+            (
+                ".git/hooks/pre-commit",
+                A,
+                F,
+                &repo,
+                &["commit"],
+                Some("**/.git/**"),
+            ),
+            (".git/index", M, F, &repo, &[], Some("**/.git/**")),
+            // another repository's git dir: never a companion
+            ("sub/.git/index", M, F, &repo, &["add"], Some("**/.git/**")),
+            (
+                "sub/.git/refs/heads/main",
+                M,
+                F,
+                &repo,
+                &["commit"],
+                Some("**/.git/**"),
+            ),
+            ("sub/.git/index", M, F, &nested, &["add"], Some("git")),
+            (".git/index", M, F, &nested, &["add"], Some("**/.git/**")),
+            ("sub/.GIT/config", M, F, &repo, &[], Some("**/.git/**")),
+            // a directory shaped like a git dir
+            (
+                "evil/config",
+                A,
+                F,
+                &shaped,
+                &["add"],
+                Some("a directory shaped like a git dir (evil)"),
+            ),
+            (
+                "evil/objects/x",
+                A,
+                F,
+                &shaped,
+                &[],
+                Some("a directory shaped like a git dir (evil)"),
+            ),
+            ("evil2/config", A, F, &shaped, &[], None),
+            // pointed at by the repository's config
+            (
+                "tools/hooks/pre-commit",
+                M,
+                F,
+                &hooks,
+                &["commit"],
+                Some("pointed at by a repository's config"),
+            ),
+            (
+                "tools/hooks",
+                A,
+                "dir",
+                &hooks,
+                &[],
+                Some("pointed at by a repository's config"),
+            ),
+            ("tools/hooksx", A, F, &hooks, &[], None),
+            (
+                "src/a.rs",
+                M,
+                F,
+                &unreadable,
+                &[],
+                Some("repository configuration"),
+            ),
+        ];
+        for (path, kind, after, facts, writes, want) in cases {
+            let j = decide(&t, &cs(&[(path, *kind, after)]), facts, writes);
+            let got = if j.by_git.contains(*path) {
+                Some("git")
+            } else {
+                j.hits.first().map(|h| h.rule.as_str())
+            };
+            assert_eq!(got, *want, "{path} with {writes:?}");
+        }
+        let j = decide(&t, &cs(&[("tools/hooks/x", M, F)]), &hooks, &[]);
+        assert_eq!(
+            j.reasons(),
+            vec!["touches a protected path tools/hooks/x: never applied without a human (rule pointed at by a repository's config: .git/config sets core.hookspath = tools/hooks: git runs the hooks there)"]
+        );
+    }
+
+    fn write(root: &Path, rel: &str, text: &str) {
+        let p = root.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+
+    /// `gather` on real files: configs, includes, commondir, `gitdir:` files, submodules, git
+    /// dir shapes, the command's repository.
+    #[test]
+    fn gathers_what_the_workspace_says() {
+        let d = tempfile::tempdir().unwrap();
+        let ws = d.path().join("ws");
+        let outside = d.path().join("outside");
+        write(&ws, ".git/HEAD", "ref: refs/heads/feat/x\n");
+        std::fs::create_dir_all(ws.join(".git/objects")).unwrap();
+        write(
+            &ws,
+            ".git/config",
+            "[core]\n\thooksPath = tools/hooks\n\tfsmonitor = \"sh scripts/fsmon.sh\"\n[include]\n\tpath = ../team.gitconfig\n[filter \"x\"]\n\tsmudge = bin/smudge\n[alias]\n\tst = status\n",
+        );
+        write(
+            &ws,
+            "team.gitconfig",
+            "[core]\n\tattributesFile = conf/attrs\n",
+        );
+        // a nested repository by `gitdir:` file, its git dir outside the workspace
+        write(
+            &ws,
+            "vendor/lib/.git",
+            &format!("gitdir: {}\n", outside.join("lib.git").display()),
+        );
+        write(&outside, "lib.git/HEAD", "ref: refs/heads/main\n");
+        write(&outside, "lib.git/config", "[core]\n\thooksPath = .hooks\n");
+        // a submodule's config under modules/
+        write(
+            &ws,
+            ".git/modules/m/config",
+            "[core]\n\tworktree = ../../../m\n\thooksPath = githooks\n",
+        );
+        // an agent-made git dir in the change set
+        let set = cs(&[
+            ("evil", Kind::Added, "dir"),
+            ("evil/HEAD", Kind::Added, F),
+            ("evil/config", Kind::Added, F),
+            ("src/a.rs", Kind::Modified, F),
+            ("vendor/lib/x.c", Kind::Modified, F),
+        ]);
+        let f = gather(&ws, &set, Some(&ws.join("src")));
+        assert!(f.unreadable.is_empty(), "{:?}", f.unreadable);
+        assert_eq!(
+            f.repo,
+            Some(RunRepo {
+                gitdir: ".git".into(),
+                branch: Some("feat/x".into())
+            })
+        );
+        assert!(f.git_dirs.contains("evil"), "{:?}", f.git_dirs);
+        assert!(!f.git_dirs.contains("src"));
+        let pointed: Vec<(&str, bool)> =
+            f.pointed.iter().map(|p| (p.path.as_str(), p.dir)).collect();
+        for want in [
+            ("tools/hooks", true),
+            ("scripts/fsmon.sh", false),
+            ("bin/smudge", false),
+            ("team.gitconfig", false),
+            ("conf/attrs", false),
+            ("vendor/lib/.hooks", true),
+            ("m/githooks", true),
+        ] {
+            assert!(pointed.contains(&want), "{want:?} in {pointed:?}");
+        }
+        assert!(f
+            .pointed
+            .iter()
+            .any(|p| p.why.contains("core.fsmonitor = scripts/fsmon.sh")));
+
+        // commondir: the config that counts is the common dir's
+        let ws2 = d.path().join("ws2");
+        write(&ws2, ".git/HEAD", "ref: refs/heads/main\n");
+        write(&ws2, ".git/commondir", "../common\n");
+        write(&ws2, "common/config", "[core]\n\thooksPath = h\n");
+        let f = gather(
+            &ws2,
+            &cs(&[("h/pre-commit", Kind::Modified, F)]),
+            Some(&ws2),
+        );
+        assert!(f.pointed.iter().any(|p| p.path == "h"), "{:?}", f.pointed);
+
+        // a config that is a symlink cannot be judged: everything is protected
+        let ws3 = d.path().join("ws3");
+        write(&ws3, "real.cfg", "[core]\n");
+        std::fs::create_dir_all(ws3.join(".git")).unwrap();
+        std::os::unix::fs::symlink("../real.cfg", ws3.join(".git/config")).unwrap();
+        let f = gather(&ws3, &cs(&[("a", Kind::Added, F)]), Some(&ws3));
+        assert!(!f.unreadable.is_empty());
+        // hooks at the root: only hook names
+        let ws4 = d.path().join("ws4");
+        write(&ws4, ".git/config", "[core]\n\thooksPath = .\n");
+        let f = gather(&ws4, &cs(&[("a", Kind::Added, F)]), Some(&ws4));
+        assert!(f.pointed.iter().any(|p| p.path == "pre-commit" && !p.dir));
+        assert!(!f.pointed.iter().any(|p| p.path.is_empty()));
+    }
+}
