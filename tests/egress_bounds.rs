@@ -5,65 +5,17 @@
 
 mod common;
 
+use common::http_server::Server;
 use common::{cli_ok, job, settled, Env};
 use serde_json::{json, Value};
-use std::net::TcpListener;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// `python3 -m http.server` on 127.0.0.1 serving `dir`.
-struct Server {
-    child: Child,
-    port: u16,
-}
-
-impl Server {
-    fn start(dir: &Path) -> Server {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = Command::new("python3")
-            .args([
-                "-m",
-                "http.server",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "-d",
-            ])
-            .arg(dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("CANNOT RUN HERE: python3 is needed for the local http server");
-        let t0 = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                t0.elapsed() < Duration::from_secs(20),
-                "the local server did not start"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Server { child, port }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn site(env: &Env) -> Server {
     common::require_sandbox();
     let site = env.root.path().join("site");
     std::fs::create_dir_all(&site).unwrap();
     std::fs::write(site.join("index.html"), "hello-egress\n").unwrap();
-    Server::start(&site)
+    Server::start(&site, env.root.path().join("server.log"))
 }
 
 fn vid(v: &Value) -> String {

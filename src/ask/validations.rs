@@ -289,22 +289,26 @@ pub struct ApprovalRow {
     pub learn: bool,
 }
 
+/// One `approvals` row, selected as `id, validation_id, decision, reason, decided_by,
+/// created_at, learn`.
+fn approval_row(r: &rusqlite::Row) -> rusqlite::Result<ApprovalRow> {
+    Ok(ApprovalRow {
+        row_id: r.get(0)?,
+        validation_id: r.get(1)?,
+        decision: Decision::parse(&r.get::<_, String>(2)?),
+        reason: r.get(3)?,
+        decided_by: r.get(4)?,
+        created_at: r.get(5)?,
+        learn: r.get(6)?,
+    })
+}
+
 pub fn unconsumed(security: &Connection) -> Result<Vec<ApprovalRow>> {
     let mut s = security.prepare_cached(
         "SELECT id, validation_id, decision, reason, decided_by, created_at, learn FROM approvals WHERE consumed_at IS NULL ORDER BY id",
     )?;
     let v = s
-        .query_map([], |r| {
-            Ok(ApprovalRow {
-                row_id: r.get(0)?,
-                validation_id: r.get(1)?,
-                decision: Decision::parse(&r.get::<_, String>(2)?),
-                reason: r.get(3)?,
-                decided_by: r.get(4)?,
-                created_at: r.get(5)?,
-                learn: r.get(6)?,
-            })
-        })?
+        .query_map([], approval_row)?
         .collect::<rusqlite::Result<Vec<_>>>()?;
     Ok(v)
 }
@@ -317,17 +321,7 @@ pub fn last_decision(security: &Connection, id: &str) -> Result<Option<ApprovalR
         .query_row(
             "SELECT id, validation_id, decision, reason, decided_by, created_at, learn FROM approvals WHERE validation_id = ?1 ORDER BY id DESC LIMIT 1",
             [id],
-            |r| {
-                Ok(ApprovalRow {
-                    row_id: r.get(0)?,
-                    validation_id: r.get(1)?,
-                    decision: Decision::parse(&r.get::<_, String>(2)?),
-                    reason: r.get(3)?,
-                    decided_by: r.get(4)?,
-                    created_at: r.get(5)?,
-                    learn: r.get(6)?,
-                })
-            },
+            approval_row,
         )
         .optional()?)
 }

@@ -34,7 +34,7 @@ use crate::permset::{PathLists, DATA, PROTECTED};
 use anyhow::{Context, Result};
 use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
 use std::collections::{BTreeSet, HashMap};
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 /// The rule for dot-files not otherwise listed.
@@ -399,20 +399,6 @@ enum Loc {
     Out(PathBuf),
 }
 
-fn normalise(p: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for c in p.components() {
-        match c {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::CurDir => {}
-            c => out.push(c.as_os_str()),
-        }
-    }
-    out
-}
-
 /// Reads the workspace beneath it (never following a symlink) and, for git dirs and includes
 /// outside it, the operator's own files by path.
 struct Reader<'a> {
@@ -424,9 +410,9 @@ struct Reader<'a> {
 impl Reader<'_> {
     fn loc(&self, base: &Loc, p: &str) -> Loc {
         let abs = match base {
-            _ if Path::new(p).is_absolute() => normalise(Path::new(p)),
-            Loc::In(b) => normalise(&self.root.join(b).join(p)),
-            Loc::Out(b) => normalise(&b.join(p)),
+            _ if Path::new(p).is_absolute() => signatures::normalise(Path::new(p)),
+            Loc::In(b) => signatures::normalise(&self.root.join(b).join(p)),
+            Loc::Out(b) => signatures::normalise(&b.join(p)),
         };
         match abs.strip_prefix(self.root) {
             Ok(r) => Loc::In(r.to_string_lossy().into_owned()),
@@ -549,7 +535,7 @@ pub fn gather(workspace: &Path, cs: &ChangeSet, workdir: Option<&Path>) -> Facts
         add_above(&c.path, c.after.as_deref() == Some("dir"), &mut dirs);
     }
     let wd_rel = workdir.and_then(|w| {
-        normalise(w)
+        signatures::normalise(w)
             .strip_prefix(workspace)
             .ok()
             .map(|r| r.to_string_lossy().into_owned())

@@ -64,7 +64,7 @@ pub struct Signature {
 }
 
 /// Lexical normalisation (no file system access): `a/../b` → `b`.
-fn normalise(p: &Path) -> PathBuf {
+pub fn normalise(p: &Path) -> PathBuf {
     let mut out = PathBuf::new();
     for c in p.components() {
         match c {
