@@ -72,6 +72,27 @@ pub struct ChangeSet {
     pub diff_truncated: bool,
 }
 
+/// A change set of `(path, kind, after)` entries whose `before` is `before` (unit tests of the
+/// modules that judge change sets).
+#[cfg(test)]
+pub(crate) fn for_tests(paths: &[(&str, Kind, &str)], before: &str) -> ChangeSet {
+    ChangeSet {
+        changes: paths
+            .iter()
+            .map(|(p, k, after)| Change {
+                path: p.to_string(),
+                kind: *k,
+                before: (*k != Kind::Added).then(|| before.to_string()),
+                after: (*k != Kind::Deleted).then(|| after.to_string()),
+                diff: None,
+                privilege_bits_removed: false,
+            })
+            .collect(),
+        hash: String::new(),
+        diff_truncated: false,
+    }
+}
+
 impl ChangeSet {
     pub fn is_empty(&self) -> bool {
         self.changes.is_empty()

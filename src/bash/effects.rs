@@ -214,7 +214,6 @@ pub fn auto_apply_refusals(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bash::changes::Change;
     use crate::bash::protected::{judge, Table};
     use crate::classify::{check, Context};
     use crate::permset::PathLists;
@@ -222,21 +221,7 @@ mod tests {
     const F: &str = "file:00:644";
 
     fn cs(changes: &[(&str, Kind, &str)]) -> ChangeSet {
-        ChangeSet {
-            changes: changes
-                .iter()
-                .map(|(p, k, after)| Change {
-                    path: p.to_string(),
-                    kind: *k,
-                    before: (*k != Kind::Added).then(|| F.to_string()),
-                    after: (*k != Kind::Deleted).then(|| after.to_string()),
-                    diff: None,
-                    privilege_bits_removed: false,
-                })
-                .collect(),
-            hash: String::new(),
-            diff_truncated: false,
-        }
+        crate::bash::changes::for_tests(changes, F)
     }
 
     fn refusals_in(

@@ -747,26 +747,12 @@ fn repository(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bash::changes::{Change, Kind};
+    use crate::bash::changes::Kind;
 
     const F: &str = "file:00:644";
 
     fn cs(paths: &[(&str, Kind, &str)]) -> ChangeSet {
-        ChangeSet {
-            changes: paths
-                .iter()
-                .map(|(p, k, after)| Change {
-                    path: p.to_string(),
-                    kind: *k,
-                    before: (*k != Kind::Added).then(|| F.to_string()),
-                    after: (*k != Kind::Deleted).then(|| after.to_string()),
-                    diff: None,
-                    privilege_bits_removed: false,
-                })
-                .collect(),
-            hash: String::new(),
-            diff_truncated: false,
-        }
+        crate::bash::changes::for_tests(paths, F)
     }
 
     fn table() -> Table {
