@@ -6,11 +6,10 @@
 mod common;
 
 use common::http_server::Server;
-use common::{cli_ok, job, settled, Env};
+use common::{cli_ok, job, past, settled, vid, Env};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
 
 fn setup(config: Option<&str>) -> (Env, common::Daemon, Server) {
     common::require_sandbox();
@@ -61,29 +60,6 @@ fn make_bare_repo(bare: &Path, scratch: &Path) {
         &["push", "-q", bare.to_str().unwrap(), "HEAD:refs/heads/main"],
     );
     git(bare, &["update-server-info"]);
-}
-
-fn vid(v: &Value) -> String {
-    v["validation_id"]
-        .as_str()
-        .expect("a validation id")
-        .to_string()
-}
-
-/// Waits until job `id` is past validation `old` (another validation, or a final status).
-fn past(env: &Env, id: i64, old: &str) -> (String, Value, String) {
-    let t0 = Instant::now();
-    loop {
-        let (st, v, e) = settled(env, id);
-        if st != "pending_validation" || v["validation_id"].as_str() != Some(old) {
-            return (st, v, e);
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(60),
-            "job {id} still waits on {old}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// Submits `cmd` for `local`, approves the up-front request if there is one; returns the job

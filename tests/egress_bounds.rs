@@ -6,7 +6,7 @@
 mod common;
 
 use common::http_server::Server;
-use common::{cli_ok, job, settled, Env};
+use common::{cli_ok, job, past, settled, vid, Env};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
@@ -16,29 +16,6 @@ fn site(env: &Env) -> Server {
     std::fs::create_dir_all(&site).unwrap();
     std::fs::write(site.join("index.html"), "hello-egress\n").unwrap();
     Server::start(&site, env.root.path().join("server.log"))
-}
-
-fn vid(v: &Value) -> String {
-    v["validation_id"]
-        .as_str()
-        .expect("a validation id")
-        .to_string()
-}
-
-/// Waits until job `id` is past validation `old`.
-fn past(env: &Env, id: i64, old: &str) -> (String, Value, String) {
-    let t0 = Instant::now();
-    loop {
-        let (st, v, e) = settled(env, id);
-        if st != "pending_validation" || v["validation_id"].as_str() != Some(old) {
-            return (st, v, e);
-        }
-        assert!(
-            t0.elapsed() < common::scaled(Duration::from_secs(90)),
-            "job {id} still waits on {old}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// Approves the up-front request of job `id` if it has one; its state after that.

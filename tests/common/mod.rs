@@ -422,3 +422,27 @@ pub fn require_sandbox() {
         String::from_utf8_lossy(&out.stdout)
     );
 }
+
+/// The validation id of a pending result.
+pub fn vid(v: &serde_json::Value) -> String {
+    v["validation_id"]
+        .as_str()
+        .expect("a validation id")
+        .to_string()
+}
+
+/// Waits until job `id` is past validation `old` (another validation, or a final status).
+pub fn past(env: &Env, id: i64, old: &str) -> (String, serde_json::Value, String) {
+    let t0 = Instant::now();
+    loop {
+        let (st, v, e) = settled(env, id);
+        if st != "pending_validation" || v["validation_id"].as_str() != Some(old) {
+            return (st, v, e);
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "job {id} still waits on {old}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
