@@ -109,8 +109,11 @@ for k in $kernels; do
             skip+=" --skip _65534_"
         fi
         # The guest's /tmp is an overlayfs (virtme-ng), which cannot hold an overlay's upper
-        # layer: give the tests a fresh tmpfs as TMPDIR.
-        script="mkdir -p /run/lock && chmod 1777 /run/lock; mkdir -p /run/bl-tmp && mount -t tmpfs -o mode=1777 tmpfs /run/bl-tmp; export TMPDIR=/run/bl-tmp BRAINLOOP_TEST_TIME_SCALE=8; cd /run/bl-tmp; echo KERNEL \$(uname -r) LANDLOCK \$(cat /sys/kernel/security/lsm 2>/dev/null);"
+        # layer: give the tests a fresh ext4 (a loop image in guest memory) as TMPDIR, as on a
+        # server's disk (Debian builds loop and ext4 as modules: loaded from the extracted
+        # package with the kmod wrapper below, visible in the guest); tmpfs has no user xattrs before 6.6, which an overlay's opaque
+        # directories need (`rm d && mkdir d` fails with EIO there). tmpfs when no loop works.
+        script="mkdir -p /run/lock && chmod 1777 /run/lock; mkdir -p /run/bl-tmp; $cache/bin/modprobe -d $cache/root -a loop ext4 2>/dev/null; if truncate -s 900M /run/bl-img && mkfs.ext4 -q -F /run/bl-img && mount -o loop /run/bl-img /run/bl-tmp; then echo TMPDIR ext4; else echo TMPDIR tmpfs; mount -t tmpfs tmpfs /run/bl-tmp; fi; chmod 1777 /run/bl-tmp; export TMPDIR=/run/bl-tmp BRAINLOOP_TEST_TIME_SCALE=8; cd /run/bl-tmp; echo KERNEL \$(uname -r) LANDLOCK \$(cat /sys/kernel/security/lsm 2>/dev/null);"
         for tb in "${bins[@]}"; do
             script+=" $prefix ${tb#*=} --test-threads=1 $skip > /tmp/out 2>&1; echo \"RESULT ${tb%%=*} rc=\$? \$(grep -h 'test result' /tmp/out | tail -1)\"; grep -E -A3 '^test .* FAILED|panicked' /tmp/out | head -30;"
         done
