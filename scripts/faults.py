@@ -843,7 +843,7 @@ def sc_producers(a):
     try:
         s.start()
         stop = threading.Event()
-        status_calls, false_problems, examples = [0], [0], []
+        status_calls, false_problems, examples = [0], [0], {}
 
         def status_loop():
             while not stop.is_set():
@@ -851,8 +851,10 @@ def sc_producers(a):
                 status_calls[0] += 1
                 if code != 0 or j.get("problems"):
                     false_problems[0] += 1
-                    if len(examples) < 3:
-                        examples.append(f"exit {code}: {(problems_text(j) or err)[:110]}")
+                    causes = [x.get("cause", "?") if isinstance(x, dict) else str(x)[:40]
+                              for x in j.get("problems") or []] or [f"exit {code}: {err[:60]}"]
+                    for c in causes:
+                        examples[c] = examples.get(c, 0) + 1
                 time.sleep(0.2)
 
         st = threading.Thread(target=status_loop, daemon=True)
@@ -879,7 +881,7 @@ def sc_producers(a):
         figures = (f"4×{per:,} inserts in {insert_s:.1f} s, SQLITE_BUSY seen {busy}; all final "
                    f"after {total_s:.1f} s, missing {missing}, succeeded {n_res:,}; "
                    f"`status --json` ×{status_calls[0]}: false problems {false_problems[0]}"
-                   f"{' (' + ' | '.join(examples) + ')' if examples else ''}")
+                   f"{' (' + ', '.join(f'{c} ×{n}' for c, n in examples.items()) + ')' if examples else ''}")
         broke = []
         if missing or drained is None:
             broke.append(f"{missing} jobs without a final result")
