@@ -776,6 +776,11 @@ def sc_sigterm(a):
             s.proc.kill()
             rc = ("not exited in 90 s", s.proc.wait())
         exit_s = time.monotonic() - t_sig
+        logged = "?"
+        with open(s.log_path, errors="replace") as f:
+            for line in f:
+                if "worker stopped" in line and "elapsed_ms=" in line:
+                    logged = line.rsplit("elapsed_ms=", 1)[1].split()[0]
         for lk in lockers:
             lk.release()
         s.start()
@@ -802,7 +807,7 @@ def sc_sigterm(a):
         s.stop(signal.SIGKILL)  # the long commands re-run after the restart: not waited for
         figures = (f"drain_window_ms {drain}, 5 dbs locked, 2×`sleep 100` + 2 writes "
                    f"`sleep 3; echo >>` + 2 pure `sleep 3; echo` (finish in the drain): exit {rc} "
-                   f"after {exit_s:.1f} s; after restart the writes: {statuses}, asked "
+                   f"after {exit_s:.1f} s (logged elapsed_ms {logged}); after restart the writes: {statuses}, asked "
                    f"{[asks.get(j, 0) for j in shorts]} times, run "
                    f"{[runs.get(j, 0) for j in shorts]} times, effect lines {lines}; the pure: "
                    f"{[res[j][0] if res[j] else 'none' for j in pures]}, run "
