@@ -755,19 +755,20 @@ def sc_sigterm(a):
         s.start()
         longs = [s.insert("execute_bash", {"command": f"sleep 100; echo long-{k}",
                                            "timeout_ms": 120000}) for k in range(2)]
-        watch = PidWatcher([f"sleep 3.0{k}" for k in range(4)])
+        watch = PidWatcher([f"sleep 6.0{k}" for k in range(4)])
         watch.start()
-        shorts = [s.insert("execute_bash", {"command": f"sleep 3.0{k}; echo run >> side/c{k}",
+        shorts = [s.insert("execute_bash", {"command": f"sleep 6.0{k}; echo run >> side/c{k}",
                                             "timeout_ms": 120000}) for k in range(2)]
-        pures = [s.insert("execute_bash", {"command": f"sleep 3.0{k + 2}; echo pure-{k}",
+        pures = [s.insert("execute_bash", {"command": f"sleep 6.0{k + 2}; echo pure-{k}",
                                            "timeout_ms": 120000}) for k in range(2)]
         t0 = time.monotonic()
-        while (len(proc_alive_with("sleep 100")) < 2 or len(proc_alive_with("sleep 3.0")) < 4) \
+        while (len(proc_alive_with("sleep 100")) < 2 or len(proc_alive_with("sleep 6.0")) < 4) \
                 and time.monotonic() - t0 < 20:
             time.sleep(0.1)
         time.sleep(0.5)
         lockers = [Locker(os.path.join(s.data, db))
                    for db in WORKER_DBS + ("brainloop.input.db",)]
+        time.sleep(3)  # the worker is now blocked on a lock (heartbeat, claims) when SIGTERM lands
         t_sig = time.monotonic()
         s.proc.send_signal(signal.SIGTERM)
         try:
@@ -806,7 +807,7 @@ def sc_sigterm(a):
         twice = [j for j in shorts + pures if asks.get(j, 0) > 1 or runs.get(j, 0) > 1]
         s.stop(signal.SIGKILL)  # the long commands re-run after the restart: not waited for
         figures = (f"drain_window_ms {drain}, 5 dbs locked, 2×`sleep 100` + 2 writes "
-                   f"`sleep 3; echo >>` + 2 pure `sleep 3; echo` (finish in the drain): exit {rc} "
+                   f"`sleep 6; echo >>` + 2 pure `sleep 6; echo` (finish in the drain), locked 3 s before SIGTERM: exit {rc} "
                    f"after {exit_s:.1f} s (logged elapsed_ms {logged}); after restart the writes: {statuses}, asked "
                    f"{[asks.get(j, 0) for j in shorts]} times, run "
                    f"{[runs.get(j, 0) for j in shorts]} times, effect lines {lines}; the pure: "
