@@ -524,6 +524,7 @@ def sc_sigstop(a):
         t0 = time.monotonic()
         while not proc_alive_with(f"sleep {marker}") and time.monotonic() - t0 < 20:
             time.sleep(0.05)
+        seen_running = bool(proc_alive_with(f"sleep {marker}"))
         started = time.monotonic()
         time.sleep(0.5)
         os.kill(s.proc.pid, signal.SIGSTOP)
@@ -550,12 +551,16 @@ def sc_sigstop(a):
                    f"{a_alive_past_deadline}, gone after {a_killed_at:.1f} s, {a_text}; "
                    f"`sleep 2; echo ok` (timeout 5 s) -> {b_text}")
         broke = []
+        if not seen_running:
+            broke.append("the 5 s command was never seen running (cannot judge)")
         if a_alive_past_deadline:
             broke.append("the 5 s command ran on while the worker was stopped")
         if not rb or rb[0] != "succeeded" or "ok" not in (rb[1] or ""):
             broke.append("a command that exited 0 first was not reported succeeded")
         return done(s, figures, broke)
     finally:
+        if s.proc is not None and s.proc.poll() is None:
+            os.kill(s.proc.pid, signal.SIGCONT)  # never leave it stopped
         s.close()
 
 
