@@ -981,12 +981,15 @@ def main():
                    help="kill_apply: extra environment for the worker (a BRAINLOOP_TEST_* knob "
                         "that crashes inside the apply window)")
     p.add_argument("--commit", default="?")
+    p.add_argument("--parse-only", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args()
     a.bin = os.path.realpath(a.bin)
     names = [n for n in a.only.split(",") if n]
     unknown = set(names) - {n for n, _ in SCENARIOS}
     if unknown:
         p.error(f"unknown scenario(s): {', '.join(sorted(unknown))}")
+    if a.parse_only:
+        return 0
     chosen = [(n, f) for n, f in SCENARIOS if not names or n in names]
     load0 = os.getloadavg()
     t_start = time.monotonic()

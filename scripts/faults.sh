@@ -12,6 +12,11 @@
 # Exit 0: every scenario passed or was skipped; 1: at least one FAIL (its temp dir is kept).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [[ " $* " == *" --help "* || " $* " == *" -h "* ]]; then
+  sed -n '2,/^set /p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
+  exec python3 scripts/faults.py --help
+fi
+python3 scripts/faults.py --parse-only "$@"   # an unknown flag or scenario: exit 2 before building
 if [[ -z "${BRAINLOOP_BIN:-}" ]]; then
   cargo build --release --locked --bin brainloop >&2
   BRAINLOOP_BIN="${CARGO_TARGET_DIR:-target}/release/brainloop"
