@@ -56,20 +56,47 @@ fn wait_until(what: &str, within: Duration, mut ok: impl FnMut() -> bool) -> boo
     true
 }
 
-/// A 2 s timeout, the worker stopped right after the command starts, for 6 s: the command's
-/// process is gone while the worker is still stopped, and after SIGCONT the job says timed out.
-#[test]
-fn a_command_dies_at_its_deadline_while_the_worker_is_stopped() {
+/// Starts the worker; `warm`: a first command fills the pool of warm helpers, so the next
+/// one runs on a warm helper (its spec, and deadline, arrive after its namespaces exist);
+/// otherwise every helper starts cold.
+fn start(env: &Env, warm: bool) -> common::Daemon {
+    let cfg = ops_config(env);
+    let d = env.start(&[
+        ("BRAINLOOP_CONFIG", cfg.as_str()),
+        ("BRAINLOOP_SANDBOX_WARM", if warm { "1" } else { "0" }),
+        ("BRAINLOOP_LOG", "info,brainloop::sandbox=debug"),
+    ]);
+    if warm {
+        let (st, v, err) = common::run(
+            env,
+            "ops",
+            "execute_bash",
+            json!({"command": "echo pool", "force_execute": true}),
+        );
+        assert_eq!(st, "succeeded", "{v} {err}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    d
+}
+
+/// How many commands ran on a warm helper (the worker's debug log).
+fn on_warm(d: &common::Daemon) -> usize {
+    d.log_text().matches("warm=true").count()
+}
+
+/// A 2 s timeout, the worker stopped right after the command starts, for up to 6 s: the
+/// command's process is gone while the worker is still stopped, and after SIGCONT the job says
+/// timed out.
+fn killed_at_the_deadline_while_the_worker_is_stopped(warm: bool, argv: [&str; 2]) {
     require_sandbox();
     let env = Env::new();
-    let cfg = ops_config(&env);
-    let d = env.start(&[("BRAINLOOP_CONFIG", cfg.as_str())]);
-    let argv = ["sleep", "29.61"];
+    let d = start(&env, warm);
+    let warm_before = on_warm(&d);
     let id = job(
         &env,
         "ops",
         "execute_bash",
-        &json!({"command": "echo started; sleep 29.61", "timeout_ms": 2000, "force_execute": true}),
+        &json!({"command": format!("echo started; {} {}", argv[0], argv[1]), "timeout_ms": 2000, "force_execute": true}),
     );
     assert!(
         wait_until("the command runs", scaled(Duration::from_secs(30)), || {
@@ -96,7 +123,25 @@ fn a_command_dies_at_its_deadline_while_the_worker_is_stopped() {
     assert_eq!(st, "failed", "{v} {err}");
     assert!(err.contains("timed out"), "{err}");
     assert_eq!(v["timed_out"], true, "{v}");
+    assert_eq!(v["signal"], 9, "{v}");
     assert_eq!(v["stdout"], "started\n", "{v}");
+    let ran_warm = on_warm(&d) > warm_before;
+    assert_eq!(
+        ran_warm,
+        warm,
+        "warm helper expected: {warm}; log:\n{}",
+        d.log_text()
+    );
+}
+
+#[test]
+fn a_command_dies_at_its_deadline_while_the_worker_is_stopped_cold_helper() {
+    killed_at_the_deadline_while_the_worker_is_stopped(false, ["sleep", "29.61"]);
+}
+
+#[test]
+fn a_command_dies_at_its_deadline_while_the_worker_is_stopped_warm_helper() {
+    killed_at_the_deadline_while_the_worker_is_stopped(true, ["sleep", "29.62"]);
 }
 
 /// `sleep 1; echo ok` with a 5 s timeout, the worker stopped for 8 s from the start: the command
@@ -106,8 +151,7 @@ fn a_command_dies_at_its_deadline_while_the_worker_is_stopped() {
 fn a_command_that_exited_before_its_deadline_reports_its_real_exit_after_a_long_stop() {
     require_sandbox();
     let env = Env::new();
-    let cfg = ops_config(&env);
-    let d = env.start(&[("BRAINLOOP_CONFIG", cfg.as_str())]);
+    let d = start(&env, true);
     let argv = ["sleep", "1.01"];
     let id = job(
         &env,

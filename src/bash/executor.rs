@@ -146,6 +146,77 @@ fn signal_group(pgid: i32, sig: Signal) {
     }
 }
 
+/// How the command's process (bash, or the helper) ended.
+struct Ended {
+    status: std::process::ExitStatus,
+    /// The command's signal (SIGKILL for a kill at the deadline, not the helper's report).
+    signal: Option<i32>,
+    timed_out: bool,
+    cancelled: bool,
+}
+
+/// Waits for the command's end: its exit, the backstop (`backstop`, after the deadline the
+/// helper or watchdog enforces) or a cancellation. A worker that was stopped sees the backstop
+/// (or a cancellation) and the exit at once on resume: whatever the order, a command that has
+/// exited is reported by its real exit (`try_wait` before choosing to kill).
+async fn wait_end(
+    child: &mut tokio::process::Child,
+    pgid: i32,
+    sandboxed: bool,
+    deadline_ns: u64,
+    backstop: tokio::time::Instant,
+    cancel: &CancellationToken,
+) -> std::io::Result<Ended> {
+    use std::os::unix::process::ExitStatusExt;
+    let (mut timed_out, mut cancelled) = (false, false);
+    let waited = tokio::select! {
+        s = child.wait() => Some(s?),
+        _ = tokio::time::sleep_until(backstop) => None,
+        _ = cancel.cancelled() => None,
+    };
+    let status = match waited {
+        Some(s) => s,
+        None => match child.try_wait()? {
+            Some(s) => s,
+            None => {
+                if cancel.is_cancelled() {
+                    cancelled = true;
+                } else {
+                    timed_out = true;
+                }
+                signal_group(pgid, Signal::SIGTERM);
+                match tokio::time::timeout(TERM_GRACE, child.wait()).await {
+                    Ok(s) => s?,
+                    Err(_) => {
+                        signal_group(pgid, Signal::SIGKILL);
+                        child.wait().await?
+                    }
+                }
+            }
+        },
+    };
+    // Killed at its deadline by the helper or the watchdog (their report, read after the fact).
+    // The command itself died of SIGKILL then (the helper's SIGALRM is only its report).
+    let mut signal = status.signal();
+    if !cancelled
+        && crate::sandbox::deadline::killed_at_deadline(
+            signal,
+            sandboxed,
+            deadline_ns,
+            crate::sandbox::deadline::monotonic_ns(),
+        )
+    {
+        timed_out = true;
+        signal = Some(Signal::SIGKILL as i32);
+    }
+    Ok(Ended {
+        status,
+        signal,
+        timed_out,
+        cancelled,
+    })
+}
+
 /// Runs `req` with no input and nothing recorded (tests, benchmarks); the worker's commands
 /// go through [`execute_with`] from `bash::confined`.
 pub async fn execute(req: &ExecRequest, cancel: &CancellationToken) -> std::io::Result<ExecResult> {
@@ -251,48 +322,20 @@ async fn run(
     let out_task = tokio::spawn(pump(out, shared.clone(), 0));
     let err_task = tokio::spawn(pump(err, shared.clone(), 1));
 
-    let mut timed_out = false;
-    let mut cancelled = false;
-    let waited = tokio::select! {
-        s = child.wait() => Some(s?),
-        _ = tokio::time::sleep_until(backstop) => None,
-        _ = cancel.cancelled() => None,
-    };
-    // A worker that was stopped sees the backstop (or a cancellation) and the exit at once on
-    // resume: whatever the order, a command that has exited is reported by its real exit.
-    let status = match waited {
-        Some(s) => s,
-        None => match child.try_wait()? {
-            Some(s) => s,
-            None => {
-                if cancel.is_cancelled() {
-                    cancelled = true;
-                } else {
-                    timed_out = true;
-                }
-                signal_group(pgid, Signal::SIGTERM);
-                match tokio::time::timeout(TERM_GRACE, child.wait()).await {
-                    Ok(s) => s?,
-                    Err(_) => {
-                        signal_group(pgid, Signal::SIGKILL);
-                        child.wait().await?
-                    }
-                }
-            }
-        },
-    };
-    use std::os::unix::process::ExitStatusExt;
-    // Killed at its deadline by the helper or the watchdog (their report, read after the fact).
-    if !cancelled
-        && crate::sandbox::deadline::killed_at_deadline(
-            status.signal(),
-            req.sandbox.is_some(),
-            deadline_ns,
-            crate::sandbox::deadline::monotonic_ns(),
-        )
-    {
-        timed_out = true;
-    }
+    let Ended {
+        status,
+        signal,
+        timed_out,
+        cancelled,
+    } = wait_end(
+        &mut child,
+        pgid,
+        req.sandbox.is_some(),
+        deadline_ns,
+        backstop,
+        cancel,
+    )
+    .await?;
     // bash is gone: nothing it started may outlive the job or hold the pipes open.
     signal_group(pgid, Signal::SIGKILL);
     let aborts = (out_task.abort_handle(), err_task.abort_handle());
@@ -322,7 +365,7 @@ async fn run(
     Ok(ExecResult {
         sandbox_failed,
         exit_code: status.code(),
-        signal: status.signal(),
+        signal,
         stdout,
         stderr,
         truncated,
