@@ -153,10 +153,27 @@ pub fn watchdog(deadline_ns: u64) -> std::io::Result<()> {
                     libc::_exit(0);
                 }
                 libc::setpgid(0, 0);
-                if tfd > 0 {
-                    libc::syscall(libc::SYS_close_range, 0u32, (tfd - 1) as u32, 0u32);
+                // Every descriptor but the timer: above all the spawner's exec-status pipe (its
+                // parent would wait for our end to close) and the command's output pipes.
+                let below = tfd == 0
+                    || libc::syscall(libc::SYS_close_range, 0u32, (tfd - 1) as u32, 0u32) == 0;
+                let above =
+                    libc::syscall(libc::SYS_close_range, (tfd + 1) as u32, u32::MAX, 0u32) == 0;
+                if !(below && above) {
+                    // Kernels before 5.9: one by one, up to the descriptor limit.
+                    let mut lim = libc::rlimit {
+                        rlim_cur: 0,
+                        rlim_max: 0,
+                    };
+                    let n = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 {
+                        lim.rlim_cur.min(1 << 20) as libc::c_int
+                    } else {
+                        1024
+                    };
+                    for fd in (0..n).filter(|&fd| fd != tfd) {
+                        libc::close(fd);
+                    }
                 }
-                libc::syscall(libc::SYS_close_range, (tfd + 1) as u32, u32::MAX, 0u32);
                 let mut buf = [0u8; 8];
                 loop {
                     let n = libc::read(tfd, buf.as_mut_ptr().cast(), buf.len());
