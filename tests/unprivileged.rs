@@ -34,6 +34,7 @@ fn the_security_tests_pass_as_uid_65534_when_run_as_root_else_this_suite_is_the_
         "execute_bash",
         "overlay_adversarial",
         "graded_sandbox",
+        "deadlines",
     ] {
         assert!(
             text.lines()

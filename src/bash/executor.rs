@@ -4,8 +4,12 @@
 //!   `PR_SET_PDEATHSIG` so it dies with the worker, stdin from /dev/null;
 //! - environment: only an allowlist (DESIGN §5.10) — a fixed `PATH`, `HOME`, `USER`, `LANG`,
 //!   `LC_ALL`, `TERM`; nothing else of the worker's environment (API keys, AWS_*, tokens) passes;
-//! - timeout (120 s default and maximum): SIGTERM to the group, then SIGKILL after a grace;
-//!   cancellation (shutdown) does the same; output read so far is kept;
+//! - timeout (120 s default and maximum): a deadline on the monotonic clock, enforced outside
+//!   the worker (`sandbox::deadline`: the helper's timerfd, or a watchdog process for a run
+//!   without a helper), so a stopped worker cannot stretch it; the executor's own timer is a
+//!   backstop [`BACKSTOP`] later (SIGTERM to the group, then SIGKILL after a grace), and never
+//!   overrides an exit that already happened (checked with `try_wait` first). Cancellation
+//!   (shutdown) stops the group the same way; output read so far is kept;
 //! - when bash exits, whatever it left in its group is killed, so a background grandchild holding
 //!   the pipes cannot keep the job alive;
 //! - stdout + stderr capped at 10 KB *total*, cut on a UTF-8 boundary, with a `truncated` flag;
@@ -23,6 +27,9 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(120);
 pub const OUTPUT_CAP: usize = 10 * 1024;
 pub const TERM_GRACE: Duration = Duration::from_secs(2);
+/// How long after a command's deadline the executor's own timer kills it, should the helper's
+/// (or the watchdog's) kill not have been seen by then: a backstop, never the deadline itself.
+pub const BACKSTOP: Duration = Duration::from_secs(1);
 pub use crate::sandbox::process::SAFE_PATH;
 /// Variables copied from the worker's environment (besides PATH, which is fixed).
 pub const ENV_ALLOWLIST: &[&str] = &["HOME", "USER", "LANG", "LC_ALL", "TERM"];
@@ -139,6 +146,77 @@ fn signal_group(pgid: i32, sig: Signal) {
     }
 }
 
+/// How the command's process (bash, or the helper) ended.
+struct Ended {
+    status: std::process::ExitStatus,
+    /// The command's signal (SIGKILL for a kill at the deadline, not the helper's report).
+    signal: Option<i32>,
+    timed_out: bool,
+    cancelled: bool,
+}
+
+/// Waits for the command's end: its exit, the backstop (`backstop`, after the deadline the
+/// helper or watchdog enforces) or a cancellation. A worker that was stopped sees the backstop
+/// (or a cancellation) and the exit at once on resume: whatever the order, a command that has
+/// exited is reported by its real exit (`try_wait` before choosing to kill).
+async fn wait_end(
+    child: &mut tokio::process::Child,
+    pgid: i32,
+    sandboxed: bool,
+    deadline_ns: u64,
+    backstop: tokio::time::Instant,
+    cancel: &CancellationToken,
+) -> std::io::Result<Ended> {
+    use std::os::unix::process::ExitStatusExt;
+    let (mut timed_out, mut cancelled) = (false, false);
+    let waited = tokio::select! {
+        s = child.wait() => Some(s?),
+        _ = tokio::time::sleep_until(backstop) => None,
+        _ = cancel.cancelled() => None,
+    };
+    let status = match waited {
+        Some(s) => s,
+        None => match child.try_wait()? {
+            Some(s) => s,
+            None => {
+                if cancel.is_cancelled() {
+                    cancelled = true;
+                } else {
+                    timed_out = true;
+                }
+                signal_group(pgid, Signal::SIGTERM);
+                match tokio::time::timeout(TERM_GRACE, child.wait()).await {
+                    Ok(s) => s?,
+                    Err(_) => {
+                        signal_group(pgid, Signal::SIGKILL);
+                        child.wait().await?
+                    }
+                }
+            }
+        },
+    };
+    // Killed at its deadline by the helper or the watchdog (their report, read after the fact).
+    // The command itself died of SIGKILL then (the helper's SIGALRM is only its report).
+    let mut signal = status.signal();
+    if !cancelled
+        && crate::sandbox::deadline::killed_at_deadline(
+            signal,
+            sandboxed,
+            deadline_ns,
+            crate::sandbox::deadline::monotonic_ns(),
+        )
+    {
+        timed_out = true;
+        signal = Some(Signal::SIGKILL as i32);
+    }
+    Ok(Ended {
+        status,
+        signal,
+        timed_out,
+        cancelled,
+    })
+}
+
 /// Runs `req` with no input and nothing recorded (tests, benchmarks); the worker's commands
 /// go through [`execute_with`] from `bash::confined`.
 pub async fn execute(req: &ExecRequest, cancel: &CancellationToken) -> std::io::Result<ExecResult> {
@@ -167,6 +245,12 @@ async fn run(
     on_spawn: impl FnOnce(i32) -> std::io::Result<()>,
 ) -> std::io::Result<ExecResult> {
     let timeout = req.timeout.min(MAX_TIMEOUT);
+    // The deadline, on the monotonic clock, enforced outside this process (`sandbox::deadline`):
+    // by the helper, or by a watchdog forked just before bash's exec. This task's own timer is
+    // only a backstop, a little later.
+    let t0 = Instant::now();
+    let deadline_ns = crate::sandbox::deadline::after(timeout);
+    let backstop = tokio::time::Instant::from_std(t0 + timeout + BACKSTOP);
     let mut cmd = match &req.sandbox {
         None => {
             let mut c = tokio::process::Command::new("/bin/bash");
@@ -176,19 +260,28 @@ async fn run(
                 .env_clear()
                 .envs(filtered_env(|k| std::env::var(k).ok()));
             crate::sandbox::process::configure(&mut c);
+            // SAFETY: the watchdog only makes syscalls (fork, timerfd, prctl, close_range, read,
+            // kill): async-signal-safe between fork and exec.
+            unsafe {
+                c.pre_exec(move || crate::sandbox::deadline::watchdog(deadline_ns));
+            }
             c
         }
         Some((helper, _)) => crate::sandbox::process::helper_command(helper),
     };
-    // Sandboxed: the framed spec, then the command's input; direct: the input alone.
+    // Sandboxed: the framed spec (with the deadline), then the command's input; direct: the
+    // input alone.
     let stdin_bytes = match &req.sandbox {
-        Some((_, spec)) => Some(crate::sandbox::exec::frame_spec(spec, input)?),
+        Some((_, spec)) => {
+            let mut spec = spec.clone();
+            spec.deadline_ns = Some(deadline_ns);
+            Some(crate::sandbox::exec::frame_spec(&spec, input)?)
+        }
         None => input,
     };
     if stdin_bytes.is_none() {
         cmd.stdin(Stdio::null());
     }
-    let t0 = Instant::now();
     // A warm helper reserved for this spec (`sandbox::warm`) has done the set-up that does not
     // depend on the command and waits for its spec on stdin; otherwise a cold one starts now.
     let warm = match &req.sandbox {
@@ -229,26 +322,20 @@ async fn run(
     let out_task = tokio::spawn(pump(out, shared.clone(), 0));
     let err_task = tokio::spawn(pump(err, shared.clone(), 1));
 
-    let mut timed_out = false;
-    let mut cancelled = false;
-    let status = tokio::select! {
-        s = child.wait() => Some(s?),
-        _ = tokio::time::sleep(timeout) => { timed_out = true; None }
-        _ = cancel.cancelled() => { cancelled = true; None }
-    };
-    let status = match status {
-        Some(s) => s,
-        None => {
-            signal_group(pgid, Signal::SIGTERM);
-            match tokio::time::timeout(TERM_GRACE, child.wait()).await {
-                Ok(s) => s?,
-                Err(_) => {
-                    signal_group(pgid, Signal::SIGKILL);
-                    child.wait().await?
-                }
-            }
-        }
-    };
+    let Ended {
+        status,
+        signal,
+        timed_out,
+        cancelled,
+    } = wait_end(
+        &mut child,
+        pgid,
+        req.sandbox.is_some(),
+        deadline_ns,
+        backstop,
+        cancel,
+    )
+    .await?;
     // bash is gone: nothing it started may outlive the job or hold the pipes open.
     signal_group(pgid, Signal::SIGKILL);
     let aborts = (out_task.abort_handle(), err_task.abort_handle());
@@ -272,14 +359,13 @@ async fn run(
     };
     let (stdout, l1) = to_text(out, truncated);
     let (stderr, l2) = to_text(err, truncated);
-    use std::os::unix::process::ExitStatusExt;
     let sandbox_failed = req.sandbox.is_some()
         && status.code() == Some(crate::sandbox::SETUP_FAILED)
         && stderr.starts_with(crate::sandbox::ERROR_PREFIX);
     Ok(ExecResult {
         sandbox_failed,
         exit_code: status.code(),
-        signal: status.signal(),
+        signal,
         stdout,
         stderr,
         truncated,
@@ -349,6 +435,62 @@ mod tests {
             "process group {} still alive",
             r.pgid
         );
+    }
+
+    /// A runtime that cannot run (its only thread blocked) stands in for a stopped worker: the
+    /// watchdog (no helper here) kills the tree at the deadline all the same, and the result
+    /// says timed out.
+    #[tokio::test(flavor = "current_thread")]
+    async fn the_deadline_holds_while_the_executor_cannot_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut r = req("echo $$ > pgid; echo started; sleep 29.71", 400);
+        r.workdir = dir.path().to_path_buf();
+        let cancel = CancellationToken::new();
+        let task = tokio::spawn(async move { execute(&r, &cancel).await });
+        let pgid_file = dir.path().join("pgid");
+        let t0 = Instant::now();
+        while !pgid_file.exists() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(20),
+                "the command never started"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let pgid: i32 = loop {
+            if let Ok(p) = std::fs::read_to_string(&pgid_file).unwrap().trim().parse() {
+                break p;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        // Blocked: the executor's task cannot run, its timer cannot fire.
+        let t1 = Instant::now();
+        while crate::bash::leftovers::group_alive(pgid) && t1.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(
+            !crate::bash::leftovers::group_alive(pgid),
+            "the command outlived its deadline while the executor could not run"
+        );
+        let res = task.await.unwrap().unwrap();
+        assert!(res.timed_out, "{res:?}");
+        assert_eq!(res.stdout, "started\n");
+    }
+
+    /// A command that exits before its deadline while the executor cannot run is reported by its
+    /// real exit, not as timed out, however late the executor looks.
+    #[tokio::test(flavor = "current_thread")]
+    async fn an_exit_before_the_deadline_wins_over_a_late_look() {
+        let cancel = CancellationToken::new();
+        let r = req("sleep 0.2; echo ok", 600);
+        let task = tokio::spawn(async move { execute(&r, &cancel).await });
+        // Let the task spawn the command, then block past the deadline and the backstop.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        std::thread::sleep(Duration::from_millis(600) + BACKSTOP + Duration::from_millis(500));
+        let res = task.await.unwrap().unwrap();
+        assert!(!res.timed_out, "{res:?}");
+        assert_eq!(res.exit_code, Some(0), "{res:?}");
+        assert_eq!(res.stdout, "ok\n");
+        assert!(res.success());
     }
 
     #[tokio::test]

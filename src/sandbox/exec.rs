@@ -5,6 +5,7 @@
 //! helper (in the worker's process group, PDEATHSIG from the worker)
 //!   join the job's cgroup, set rlimits
 //!   unshare(user | mount | pid | net); map our uid/gid; make mounts private
+//!   arm a timerfd at the spec's deadline (CLOCK_MONOTONIC, `deadline.rs`)
 //!   fork ─▶ init (PID 1 of the new PID namespace, PDEATHSIG from the helper)
 //!            egress (network sets): lo up, 127.0.0.1:PORT, fork the forwarder (`forward.rs`)
 //!            unshare(mount); cover /tmp, /var/tmp, /run, /dev/shm, the runtime dir with an
@@ -14,6 +15,10 @@
 //!            reap everything; when the command exits, exit with its status — the kernel then
 //!            kills whatever is left in the namespace (a `setsid` double-fork included)
 //! ```
+//! The helper waits for PID 1 and for its deadline timer together: when the timer fires first,
+//! it SIGKILLs PID 1 (the whole namespace dies) and dies of SIGALRM, the worker's sign that the
+//! command was killed at its deadline — all of it without the worker, which may be stopped.
+//!
 //! A warm helper (`warm.rs`, [`warm_main`]) is started with a [`Prelude`] instead of a spec and
 //! does the first three steps (cgroup, rlimits, namespaces + id maps + private mounts) before its
 //! spec arrives; then the same path as above from the bind mounts on.
@@ -44,6 +49,7 @@ use nix::sys::signal::Signal;
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::{fork, ForkResult, Pid};
 use std::ffi::CString;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 
 /// `linux/capability.h` (not exported by the libc crate).
@@ -135,6 +141,12 @@ pub fn main(spec: &Spec) -> i32 {
             // on the host's network.
             let mut bare = spec.clone();
             bare.egress = None;
+            // No PID 1 of its own to outlive the command: the deadline is a watchdog's.
+            if let Some(d) = spec.deadline_ns {
+                if let Err(e) = super::deadline::watchdog(d) {
+                    fail(format!("cannot start the command's deadline watchdog: {e}"));
+                }
+            }
             command(&bare);
         }
         fail(format!("unshare: {e} (user namespaces unavailable?)"));
@@ -175,15 +187,25 @@ fn confine(spec: &Spec) -> i32 {
             fail(e);
         }
     }
+    // The deadline is armed before anything of the command exists (absolute: a warm helper
+    // that got its spec late has the same deadline as a cold one); no timer, no command.
+    let deadline = match spec.deadline_ns.map(super::deadline::timer).transpose() {
+        Ok(t) => t,
+        Err(e) => fail(format!("cannot arm the command's deadline (timerfd): {e}")),
+    };
     // SAFETY: the helper is single-threaded (it never starts a runtime), so fork is sound.
     match unsafe { fork() } {
         Err(e) => fail(format!("fork: {e}")),
-        Ok(ForkResult::Child) => init(spec),
+        Ok(ForkResult::Child) => {
+            drop(deadline);
+            init(spec)
+        }
         Ok(ForkResult::Parent { child }) => wait_init(
             child,
             spec.overlay
                 .as_ref()
                 .filter(|o| o.max_bytes.is_some() || o.max_entries.is_some()),
+            deadline,
         ),
     }
 }
@@ -210,16 +232,31 @@ fn record_over_cap(o: &OverlaySpec, what: &str) {
     eprintln!("{ERROR_PREFIX} the overlay run went over its cap ({what}); stopped");
 }
 
-/// Waits for PID 1 of the sandbox; with overlay caps, measures the upper layer meanwhile.
-fn wait_init(child: Pid, caps: Option<&OverlaySpec>) -> i32 {
-    // A pidfd turns "sleep 100 ms" into "until the child exits or 100 ms pass".
+/// Waits for PID 1 of the sandbox; with overlay caps, measures the upper layer meanwhile; with
+/// a deadline (`deadline.rs`), kills PID 1 when its timer fires first and dies of the deadline's
+/// signal, which is how the worker learns it, however late it looks.
+fn wait_init(child: Pid, caps: Option<&OverlaySpec>, deadline: Option<OwnedFd>) -> i32 {
+    // A pidfd turns "sleep 100 ms" into "until the child exits or 100 ms pass", and lets the
+    // exit and the deadline be waited for together.
+    let polled = caps.is_some() || deadline.is_some();
     // SAFETY: plain syscall with a pid we own; the result is a new descriptor or -1.
-    let pidfd =
-        caps.map(|_| unsafe { libc::syscall(libc::SYS_pidfd_open, child.as_raw(), 0) } as i32);
+    let pidfd = if polled {
+        unsafe { libc::syscall(libc::SYS_pidfd_open, child.as_raw(), 0) as i32 }
+    } else {
+        -1
+    };
     loop {
-        let flag = caps.map(|_| WaitPidFlag::WNOHANG);
+        let flag = polled.then_some(WaitPidFlag::WNOHANG);
         match waitpid(child, flag) {
             Ok(WaitStatus::StillAlive) => {
+                if let Some(t) = &deadline {
+                    if super::deadline::fired(t) {
+                        // PID 1 dies, and with it every process of the namespace.
+                        let _ = nix::sys::signal::kill(child, Signal::SIGKILL);
+                        let _ = waitpid(child, None);
+                        super::deadline::report();
+                    }
+                }
                 if let Some(o) = caps {
                     if let Some(what) = over_cap(o) {
                         let _ = nix::sys::signal::kill(child, Signal::SIGKILL);
@@ -228,18 +265,27 @@ fn wait_init(child: Pid, caps: Option<&OverlaySpec>) -> i32 {
                         return OVER_CAP;
                     }
                 }
-                match pidfd {
-                    Some(fd) if fd >= 0 => {
-                        let mut p = libc::pollfd {
-                            fd,
-                            events: libc::POLLIN,
-                            revents: 0,
-                        };
-                        // SAFETY: one valid pollfd.
-                        unsafe { libc::poll(&mut p, 1, OVERLAY_POLL_MS as i32) };
-                    }
-                    _ => std::thread::sleep(std::time::Duration::from_millis(OVERLAY_POLL_MS)),
-                }
+                // Until PID 1 exits or the deadline comes; every 100 ms with caps (to
+                // measure), or without a pidfd (kernels before 5.3).
+                let interval = if caps.is_some() || pidfd < 0 {
+                    OVERLAY_POLL_MS as i32
+                } else {
+                    -1
+                };
+                let mut fds = [
+                    libc::pollfd {
+                        fd: pidfd,
+                        events: libc::POLLIN,
+                        revents: 0,
+                    },
+                    libc::pollfd {
+                        fd: deadline.as_ref().map_or(-1, |t| t.as_raw_fd()),
+                        events: libc::POLLIN,
+                        revents: 0,
+                    },
+                ];
+                // SAFETY: two valid pollfds (a negative fd is ignored by poll).
+                unsafe { libc::poll(fds.as_mut_ptr(), 2, interval) };
             }
             Ok(ws) => {
                 if let Some(c) = status_code(ws) {
@@ -356,7 +402,6 @@ pub fn hide_plan(spec: &Spec) -> Vec<(std::path::PathBuf, Vec<std::path::PathBuf
 fn hide_shared_dirs(spec: &Spec) -> Result<(), String> {
     use nix::fcntl::{open, OFlag};
     use nix::sys::stat::Mode;
-    use std::os::fd::AsRawFd;
     for (dir, keep) in hide_plan(spec) {
         let fds = keep
             .iter()

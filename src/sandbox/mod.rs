@@ -20,6 +20,7 @@
 //! works (`Spec::best_effort`), and unconfined only when none does.
 
 pub mod cgroup;
+pub mod deadline;
 pub mod detect;
 pub mod exec;
 pub mod forward;
@@ -143,6 +144,11 @@ pub struct Spec {
     /// network sets; an overlay run gets one too (it reaches only human-approved hosts).
     #[serde(default)]
     pub egress: Option<EgressSpec>,
+    /// The command's deadline, absolute on `CLOCK_MONOTONIC` in nanoseconds (`deadline.rs`):
+    /// the helper kills the command then, whether or not the worker runs. Set by the executor
+    /// when it hands the spec over; `None` (a spec built by hand): no deadline of the helper.
+    #[serde(default)]
+    pub deadline_ns: Option<u64>,
     /// The warm helper reserved for this spec (`warm.rs`), if any; worker-side only.
     #[serde(skip)]
     pub warm: Option<u64>,
@@ -373,6 +379,7 @@ pub fn spec_for(
         landlock_abi: None,
         best_effort: false,
         egress: None,
+        deadline_ns: None,
         warm: None,
     }
 }
