@@ -39,7 +39,7 @@ fn journaled(env: &Env, id: i64) -> Option<Option<i64>> {
 fn validations_of(env: &Env, id: i64) -> Vec<(String, String)> {
     let c = env.output();
     let mut s = c
-        .prepare("SELECT id, status FROM validations WHERE job_id = ?1 ORDER BY created_at")
+        .prepare("SELECT id, status FROM validations WHERE job_id = ?1 ORDER BY requested_at, rowid")
         .unwrap();
     let rows = s
         .query_map([id], |r| Ok((r.get(0)?, r.get(1)?)))
@@ -124,7 +124,7 @@ fn assert_applied_and_said(env: &Env, id: i64, st: &str, v: &serde_json::Value, 
     assert_eq!(v["policy_used"], "approved", "{v}");
     let said = v["recovered"].as_str().unwrap_or_default();
     assert!(
-        said.contains("applied") && said.contains("restart"),
+        said.contains("appl") && said.contains("stopped") && said.contains("restart"),
         "the result says the apply was cut off by the stop: {v}"
     );
     assert_eq!(journaled(env, id), Some(None), "journaled, not undone");

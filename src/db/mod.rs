@@ -13,6 +13,7 @@
 //! gets SQLITE_BUSY whatever the timeout. Inside the worker each database has exactly one writer
 //! connection ([`Db`]).
 
+pub mod applies;
 pub mod audit_outbox;
 pub mod identity;
 pub mod input;
