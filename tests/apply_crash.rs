@@ -57,12 +57,32 @@ fn crash_then_deny(
     knob: &str,
     at: impl Fn(&Env, &common::Daemon, i64) -> bool,
 ) -> (Env, common::Daemon, i64, String, serde_json::Value, String, usize) {
+    let (env, d, id, st, v, err, denied, _) = crash_then_deny_in(knob, false, at);
+    (env, d, id, st, v, err, denied)
+}
+
+/// [`crash_then_deny`] for an `execute_bash` job, or (`in_code`) a `run_code` job that runs
+/// [`CMD`] through `mcp.brainloop.execute_bash`; also returns the reasons of every request asked
+/// after the restart.
+#[allow(clippy::type_complexity)]
+fn crash_then_deny_in(
+    knob: &str,
+    in_code: bool,
+    at: impl Fn(&Env, &common::Daemon, i64) -> bool,
+) -> (Env, common::Daemon, i64, String, serde_json::Value, String, usize, Vec<String>) {
     common::require_sandbox();
     let env = Env::new();
     std::fs::write(env.workspace.join("a.txt"), A0).unwrap();
     std::fs::write(env.workspace.join("b.txt"), B0).unwrap();
     let d = env.start(&[(knob, "60000")]);
-    let (id, st, v, err) = submit(&env, CMD);
+    let (id, st, v, err) = if in_code {
+        let code = format!("await mcp.brainloop.execute_bash({{command: '{CMD}'}});\nreturn 'done';");
+        let id = common::job(&env, "local", "run_code", &serde_json::json!({ "code": code }));
+        let (st, v, err) = settled(&env, id);
+        (id, st, v, err)
+    } else {
+        submit(&env, CMD)
+    };
     assert_eq!(st, "pending_validation", "{err} {v}");
     let first = common::vid(&v);
     assert!(cli_ok(&env, &["show", &first]).contains("+A"));
@@ -85,6 +105,7 @@ fn crash_then_deny(
     d.kill9();
     let d = env.start(&[]);
     let mut denied = std::collections::HashSet::new();
+    let mut reasons = Vec::new();
     let t0 = Instant::now();
     let (st, v, err) = loop {
         let (st, v, e) = settled(&env, id);
@@ -93,12 +114,13 @@ fn crash_then_deny(
         }
         let vid = common::vid(&v);
         if denied.insert(vid.clone()) {
+            reasons.push(v["reasons"].to_string());
             cli_ok(&env, &["deny", &vid]);
         }
         assert!(t0.elapsed() < LONG, "job {id} still pending: {v}");
         std::thread::sleep(Duration::from_millis(20));
     };
-    (env, d, id, st, v, err, denied.len())
+    (env, d, id, st, v, err, denied.len(), reasons)
 }
 
 /// The job's result, the workspace, the journal and `show` all say "applied, once".
@@ -194,4 +216,29 @@ fn killed_before_the_first_byte_asks_again_and_a_deny_leaves_the_workspace_untou
     assert!(!shown.contains("change set applied"), "{shown}");
     let statuses: Vec<String> = validations_of(&env, id).into_iter().map(|(_, s)| s).collect();
     assert_eq!(statuses, vec!["approved", "denied"]);
+}
+
+/// A `run_code` job whose `execute_bash` call's change set was applied when the worker was
+/// killed: the job is asked again (its script must go on), but the request says the change set
+/// is ALREADY applied, and a denial ends the job `failed` saying the answer undid nothing —
+/// never `denied` with the change set in the workspace. On main before issue 34 it was asked
+/// again with the same diff, silently, and ended `denied`.
+#[test]
+fn a_code_job_killed_after_its_apply_is_asked_again_saying_so_and_a_deny_never_ends_denied() {
+    let (env, _d, id, st, v, err, denied, reasons) =
+        crash_then_deny_in("BRAINLOOP_TEST_PAUSE_AFTER_APPLY_MS", true, |env, _, id| {
+            workspace(env) == (A1.into(), B1.into()) && journaled(env, id).is_some()
+        });
+    assert_ne!(st, "denied", "denied with the change set applied: {err} {v}");
+    assert_eq!(denied, 1, "asked again once: {v}");
+    assert!(reasons[0].contains("ALREADY applied"), "{reasons:?}");
+    assert_eq!(st, "failed", "{err} {v}");
+    assert!(
+        err.contains("undid nothing") && err.contains(&format!("brainloop undo {id}")),
+        "{err}"
+    );
+    assert_eq!(workspace(&env), (A1.into(), B1.into()));
+    assert_eq!(journaled(&env, id), Some(None));
+    let shown = cli_ok(&env, &["show", &id.to_string()]);
+    assert!(shown.contains("change set applied"), "{shown}");
 }

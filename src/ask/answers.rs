@@ -253,6 +253,19 @@ pub fn collect(
             .with(|c| validations::consume(c, a.row_id, now))?;
     }
     // Expiry after the decisions: what nobody answered in time fails closed.
+    out.extend(expire(stores, data_dir, protected, on_decision, now)?);
+    Ok(out)
+}
+
+/// The jobs whose validations expired unanswered, ended (see [`collect`]).
+fn expire(
+    stores: &Stores,
+    data_dir: &std::path::Path,
+    protected: &crate::permset::PathLists,
+    on_decision: &dyn Fn(&Answer) -> Result<()>,
+    now: i64,
+) -> Result<Vec<Resume>> {
+    let mut out = Vec::new();
     for v in stores.output.with(|c| validations::expire(c, now))? {
         if let Some(w) = waiting(stores, v.job_id)? {
             if w.status == status::PENDING_VALIDATION {
