@@ -39,7 +39,9 @@ fn journaled(env: &Env, id: i64) -> Option<Option<i64>> {
 fn validations_of(env: &Env, id: i64) -> Vec<(String, String)> {
     let c = env.output();
     let mut s = c
-        .prepare("SELECT id, status FROM validations WHERE job_id = ?1 ORDER BY requested_at, rowid")
+        .prepare(
+            "SELECT id, status FROM validations WHERE job_id = ?1 ORDER BY requested_at, rowid",
+        )
         .unwrap();
     let rows = s
         .query_map([id], |r| Ok((r.get(0)?, r.get(1)?)))
@@ -56,7 +58,15 @@ fn validations_of(env: &Env, id: i64) -> Vec<(String, String)> {
 fn crash_then_deny(
     knob: &str,
     at: impl Fn(&Env, &common::Daemon, i64) -> bool,
-) -> (Env, common::Daemon, i64, String, serde_json::Value, String, usize) {
+) -> (
+    Env,
+    common::Daemon,
+    i64,
+    String,
+    serde_json::Value,
+    String,
+    usize,
+) {
     let (env, d, id, st, v, err, denied, _) = crash_then_deny_in(knob, false, at);
     (env, d, id, st, v, err, denied)
 }
@@ -69,15 +79,30 @@ fn crash_then_deny_in(
     knob: &str,
     in_code: bool,
     at: impl Fn(&Env, &common::Daemon, i64) -> bool,
-) -> (Env, common::Daemon, i64, String, serde_json::Value, String, usize, Vec<String>) {
+) -> (
+    Env,
+    common::Daemon,
+    i64,
+    String,
+    serde_json::Value,
+    String,
+    usize,
+    Vec<String>,
+) {
     common::require_sandbox();
     let env = Env::new();
     std::fs::write(env.workspace.join("a.txt"), A0).unwrap();
     std::fs::write(env.workspace.join("b.txt"), B0).unwrap();
     let d = env.start(&[(knob, "60000")]);
     let (id, st, v, err) = if in_code {
-        let code = format!("await mcp.brainloop.execute_bash({{command: '{CMD}'}});\nreturn 'done';");
-        let id = common::job(&env, "local", "run_code", &serde_json::json!({ "code": code }));
+        let code =
+            format!("await mcp.brainloop.execute_bash({{command: '{CMD}'}});\nreturn 'done';");
+        let id = common::job(
+            &env,
+            "local",
+            "run_code",
+            &serde_json::json!({ "code": code }),
+        );
         let (st, v, err) = settled(&env, id);
         (id, st, v, err)
     } else {
@@ -124,15 +149,27 @@ fn crash_then_deny_in(
 }
 
 /// The job's result, the workspace, the journal and `show` all say "applied, once".
-fn assert_applied_and_said(env: &Env, id: i64, st: &str, v: &serde_json::Value, err: &str, denied: usize) {
+fn assert_applied_and_said(
+    env: &Env,
+    id: i64,
+    st: &str,
+    v: &serde_json::Value,
+    err: &str,
+    denied: usize,
+) {
     assert_ne!(
-        st, "denied",
+        st,
+        "denied",
         "a denied job while its change set is in the workspace ({:?}): {err} {v}",
         workspace(env)
     );
     assert_eq!(denied, 0, "an applied change set was asked about again");
     assert_eq!(st, "succeeded", "{err} {v}");
-    assert_eq!(workspace(env), (A1.into(), B1.into()), "applied exactly once");
+    assert_eq!(
+        workspace(env),
+        (A1.into(), B1.into()),
+        "applied exactly once"
+    );
     let applied: Vec<&str> = v["applied"]
         .as_array()
         .unwrap_or_else(|| panic!("the result lists what was applied: {v}"))
@@ -184,8 +221,7 @@ fn killed_in_the_middle_of_the_apply_completes_it_at_restart() {
     let (env, _d, id, st, v, err, denied) =
         crash_then_deny("BRAINLOOP_TEST_PAUSE_MID_APPLY_MS", |env, d, _| {
             let (a, b) = workspace(env);
-            d.log_text().contains("BRAINLOOP_TEST_PAUSE_MID_APPLY_MS")
-                && ((a == A1) ^ (b == B1))
+            d.log_text().contains("BRAINLOOP_TEST_PAUSE_MID_APPLY_MS") && ((a == A1) ^ (b == B1))
         });
     assert_applied_and_said(&env, id, &st, &v, &err, denied);
     let runs: i64 = env
@@ -206,7 +242,8 @@ fn killed_in_the_middle_of_the_apply_completes_it_at_restart() {
 fn killed_before_the_first_byte_asks_again_and_a_deny_leaves_the_workspace_untouched() {
     let (env, _d, id, st, v, err, denied) =
         crash_then_deny("BRAINLOOP_TEST_PAUSE_BEFORE_APPLY_MS", |_, d, _| {
-            d.log_text().contains("BRAINLOOP_TEST_PAUSE_BEFORE_APPLY_MS")
+            d.log_text()
+                .contains("BRAINLOOP_TEST_PAUSE_BEFORE_APPLY_MS")
         });
     assert_eq!(denied, 1, "asked again once: {v}");
     assert_eq!(st, "denied", "{err} {v}");
@@ -214,7 +251,10 @@ fn killed_before_the_first_byte_asks_again_and_a_deny_leaves_the_workspace_untou
     assert_eq!(journaled(&env, id), None);
     let shown = cli_ok(&env, &["show", &id.to_string()]);
     assert!(!shown.contains("change set applied"), "{shown}");
-    let statuses: Vec<String> = validations_of(&env, id).into_iter().map(|(_, s)| s).collect();
+    let statuses: Vec<String> = validations_of(&env, id)
+        .into_iter()
+        .map(|(_, s)| s)
+        .collect();
     assert_eq!(statuses, vec!["approved", "denied"]);
 }
 
@@ -229,7 +269,10 @@ fn a_code_job_killed_after_its_apply_is_asked_again_saying_so_and_a_deny_never_e
         crash_then_deny_in("BRAINLOOP_TEST_PAUSE_AFTER_APPLY_MS", true, |env, _, id| {
             workspace(env) == (A1.into(), B1.into()) && journaled(env, id).is_some()
         });
-    assert_ne!(st, "denied", "denied with the change set applied: {err} {v}");
+    assert_ne!(
+        st, "denied",
+        "denied with the change set applied: {err} {v}"
+    );
     assert_eq!(denied, 1, "asked again once: {v}");
     assert!(reasons[0].contains("ALREADY applied"), "{reasons:?}");
     assert_eq!(st, "failed", "{err} {v}");

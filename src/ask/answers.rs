@@ -6,6 +6,10 @@
 //!   `denied`, `--always` also sets the registry override. Anything else is consumed and ignored;
 //! - then expires pending validations past their deadline (their jobs end `expired`: fail closed).
 //!
+//! A denial or expiry never says "nothing happened" about a job whose change set is already in
+//! the workspace (`db::applies`, issue 34): [`late`] ends it with the apply's outcome or `failed`,
+//! naming the late answer and `brainloop undo`; a re-ask of such a job says it is ALREADY applied.
+//!
 //! What an answer means beyond resuming or ending the job (overrides, learning, evidence,
 //! discarding a change set) is the waiting action's business: `collect` hands every answer and
 //! every expiry to the `on_decision` callback (the registry routes it to the action's spec).
@@ -201,7 +205,13 @@ pub fn collect(
         let late_end = if runs {
             None
         } else {
-            late(stores, v.job_id, &w, &v, &format!("denied by {}", a.decided_by))?
+            late(
+                stores,
+                v.job_id,
+                &w,
+                &v,
+                &format!("denied by {}", a.decided_by),
+            )?
         };
         stores.output.with(|c| {
             validations::set_status(c, &v.id, if runs { "approved" } else { "denied" }, now)

@@ -775,7 +775,11 @@ pub fn apply(data_dir: &Path, m: &Manifest) -> Result<Journal> {
 
 /// [`apply`], calling `written(n)` after the `n`-th path it wrote (1-based; a path already in
 /// its post-run state is not written again): the test hook that holds an apply half-way.
-pub fn apply_with(data_dir: &Path, m: &Manifest, written: &mut dyn FnMut(usize)) -> Result<Journal> {
+pub fn apply_with(
+    data_dir: &Path,
+    m: &Manifest,
+    written: &mut dyn FnMut(usize),
+) -> Result<Journal> {
     let ws = &m.workspace;
     let root = Beneath::open(ws)?;
     let upper = Beneath::open(&job_dir(data_dir, m.job_id).join("upper"))?;

@@ -2,8 +2,10 @@
 //! (its byte cap within the client's budget for waiting change sets, its layers under the data
 //! dir), the change set captured and shown to `plan::after_run`, then the result at once (no
 //! change), the change set applied (learned signatures or an overlay promotion, within
-//! `bash::effects`' bounds), or kept for a human; and [`apply`], the one way a change set reaches
-//! the workspace (journaled first, nothing re-run).
+//! `bash::effects`' bounds), or kept for a human; and [`apply_recorded`], the one way a change set
+//! reaches the workspace (recorded `applying` in `db::applies` before the first byte, journaled,
+//! `applied` with the job's outcome after; nothing re-run), whose record [`recover_apply`]
+//! finishes a job from after a crash — never asking again about what is in the workspace.
 
 use super::changes::{self, Manifest};
 use super::command::{self, Asked, Cmd, HostAsk, Job};
@@ -165,7 +167,12 @@ async fn on_overlay(job: &Job<'_>, cmd: &Cmd<'_>, overlay: crate::sandbox::Overl
 /// result. Each pause is logged with the knob's name.
 async fn test_pause(job: &Job<'_>, var: &'static str) {
     if let Some(ms) = test_ms(job, var) {
-        tracing::info!(hook = var, ms, job_id = job.job_id, "test hook: holding the job");
+        tracing::info!(
+            hook = var,
+            ms,
+            job_id = job.job_id,
+            "test hook: holding the job"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
     }
 }
@@ -343,7 +350,12 @@ pub(super) async fn apply(
         let mut hold = |n: usize| {
             if let (1, Some(ms)) = (n, mid) {
                 let hook = "BRAINLOOP_TEST_PAUSE_MID_APPLY_MS";
-                tracing::info!(hook, ms, job_id, "test hook: holding the apply after its first path");
+                tracing::info!(
+                    hook,
+                    ms,
+                    job_id,
+                    "test hook: holding the apply after its first path"
+                );
                 std::thread::sleep(std::time::Duration::from_millis(ms));
             }
         };
@@ -376,7 +388,14 @@ pub(crate) fn apply_recorded(
 ) -> Result<Outcome, Outcome> {
     let (data_dir, job_id, effect) = (&stores.data_dir, m.job_id, m.effect_hash.as_str());
     let began = stores.lifecycle.with(|c| {
-        applies::begin(c, job_id, effect, validation_id, policy_used, crate::time::now_ms())
+        applies::begin(
+            c,
+            job_id,
+            effect,
+            validation_id,
+            policy_used,
+            crate::time::now_ms(),
+        )
     });
     if let Err(e) = began {
         changes::discard(data_dir, job_id);
@@ -394,7 +413,11 @@ pub(crate) fn apply_recorded(
                 .lifecycle
                 .with(|c| applies::failed(c, job_id, effect, &msg, now))
             {
-                tracing::warn!(error = format!("{e:#}"), job_id, "cannot record the refused apply");
+                tracing::warn!(
+                    error = format!("{e:#}"),
+                    job_id,
+                    "cannot record the refused apply"
+                );
             }
             return Err(Outcome {
                 status: JobStatus::Failed,
@@ -424,7 +447,11 @@ pub(crate) fn apply_recorded(
         .with(|c| applies::applied(c, job_id, effect, &stored, now))
     {
         // Still `applying`: a crash before the result completes the apply again (a no-op).
-        tracing::error!(error = format!("{e:#}"), job_id, "applied, but cannot record it as applied");
+        tracing::error!(
+            error = format!("{e:#}"),
+            job_id,
+            "applied, but cannot record it as applied"
+        );
     }
     Ok(out)
 }
@@ -478,11 +505,20 @@ pub fn recover_apply(stores: &Stores, job_id: i64) -> anyhow::Result<Option<Outc
         let mut out = result::on_overlay(&m, &a.policy_used, m.change_set.paths_json(), None);
         say(
             &mut out,
-            format!("the change set{by} was applied before the worker stopped{}", undone_note(t)),
+            format!(
+                "the change set{by} was applied before the worker stopped{}",
+                undone_note(t)
+            ),
         );
         return Ok(Some(out));
     }
-    let out = apply_recorded(stores, &m, &a.policy_used, a.validation_id.as_deref(), &mut |_| {});
+    let out = apply_recorded(
+        stores,
+        &m,
+        &a.policy_used,
+        a.validation_id.as_deref(),
+        &mut |_| {},
+    );
     Ok(Some(match out {
         Ok(mut out) => {
             say(&mut out, format!("the worker stopped while applying the change set{by}; the apply was completed at restart and nothing ran again"));

@@ -486,11 +486,12 @@ pub fn show(config: &Config, a: &ShowArgs) -> Result<i32> {
     // Whether the change set is in the workspace: the journal row says so, whether or not its
     // manifest is still kept (it stays until the job's result is committed, issue 34).
     let sec = open(config, DbKind::Security)?;
-    let applied: Option<(String, String, i64, Option<i64>)> = rusqlite::OptionalExtension::optional(sec.query_row(
-        "SELECT summary, policy_used, applied_at, undone_at FROM journal WHERE job_id = ?1",
-        [job_id],
-        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-    ))?;
+    let applied: Option<(String, String, i64, Option<i64>)> =
+        rusqlite::OptionalExtension::optional(sec.query_row(
+            "SELECT summary, policy_used, applied_at, undone_at FROM journal WHERE job_id = ?1",
+            [job_id],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        ))?;
     if let Some((summary, p, at, undone)) = &applied {
         println!(
             "change set applied ({p}) at {at}: {}{}",

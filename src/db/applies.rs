@@ -55,7 +55,8 @@ impl Apply {
 
 /// The outcome an applied change set ends its job with, as [`applied`] stores it.
 pub fn encode_outcome(o: &Outcome) -> String {
-    serde_json::json!({"status": o.status.as_str(), "result": o.result, "error": o.error}).to_string()
+    serde_json::json!({"status": o.status.as_str(), "result": o.result, "error": o.error})
+        .to_string()
 }
 
 /// Records that job `job_id` starts applying the change set `effect_hash` (again, for an apply

@@ -213,13 +213,19 @@ mod tests {
             c.execute_batch(DbKind::Lifecycle.schema()).unwrap();
             c.pragma_update(None, "user_version", 1).unwrap();
         }
-        assert_eq!(migrate(&data, DbKind::Lifecycle).unwrap(), 5);
+        assert_eq!(migrate(&data, DbKind::Lifecycle).unwrap(), 6);
         let c = open(&data, DbKind::Lifecycle).unwrap();
         let v: i64 = c
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .unwrap();
-        assert_eq!(v, 6);
-        for t in ["llm_usage", "llm_pending", "audit_outbox", "code_digests"] {
+        assert_eq!(v, 7);
+        for t in [
+            "llm_usage",
+            "llm_pending",
+            "audit_outbox",
+            "code_digests",
+            "applies",
+        ] {
             let n: i64 = c
                 .query_row(&format!("SELECT count(*) FROM {t}"), [], |r| r.get(0))
                 .unwrap();
