@@ -197,6 +197,23 @@ fn assert_applied_and_said(
     );
     let shown = cli_ok(env, &["show", &id.to_string()]);
     assert!(shown.contains("change set applied"), "{shown}");
+    // Audited once as finished (besides the row of its wait for the human), like a job that
+    // reached the finisher.
+    let finals = || -> i64 {
+        env.metadata()
+            .query_row(
+                "SELECT count(*) FROM audit WHERE job_id = ?1 AND status <> 'pending_validation'",
+                [id],
+                |r| r.get(0),
+            )
+            .unwrap()
+    };
+    let t0 = Instant::now();
+    while finals() == 0 {
+        assert!(t0.elapsed() < LONG, "job {id} never audited as finished");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(finals(), 1, "one final audit row");
     // And it can be undone like any applied change set.
     cli_ok(env, &["undo", &id.to_string()]);
     assert_eq!(workspace(env), (A0.into(), B0.into()));

@@ -62,6 +62,7 @@ pub fn recover(
     let mut results = Vec::new();
     let mut back_to_claimed = Vec::new();
     let mut reask = Vec::new();
+    let mut finished_by_apply = Vec::new();
     for j in open {
         if finals.contains(&j.job_id) {
             done.push(j.job_id);
@@ -80,6 +81,7 @@ pub fn recover(
                 finished_at: Some(now),
             });
             done.push(j.job_id);
+            finished_by_apply.push(j.job_id);
             rec.finished_applies += 1;
         } else if let Some(v) = stores
             .output
@@ -208,13 +210,17 @@ pub fn recover(
             rec.asked_again -= 1;
         }
     }
-    // A final result whose claim is still open was cut off between the result writer's two
-    // commits: its audit row went with the lifecycle transaction, so it is staged again here.
-    let lost_audit = audit_of_cut_off(stores, registry, &done, &finals)?;
     // Results first (FULL): an `interrupted` row is the proof; marking done second is idempotent.
     stores
         .output
         .with(|c| Ok(write_tx(c, |tx| output::upsert_results(tx, &results))?))?;
+    // A final result whose claim is still open was cut off between the result writer's two
+    // commits: its audit row went with the lifecycle transaction, so it is staged again here —
+    // as is the audit row of a job finished just now from its apply journal (it ran, like any
+    // job that reached the finisher).
+    let mut audited = finals;
+    audited.extend(finished_by_apply);
+    let lost_audit = audit_of_cut_off(stores, registry, &done, &audited)?;
     stores.lifecycle.with(|c| {
         Ok(write_tx(c, |tx| {
             audit_outbox::stage(tx, &lost_audit)?;
