@@ -6,12 +6,17 @@
 //!   `denied`, `--always` also sets the registry override. Anything else is consumed and ignored;
 //! - then expires pending validations past their deadline (their jobs end `expired`: fail closed).
 //!
+//! A denial or expiry never says "nothing happened" about a job whose change set is already in
+//! the workspace (`db::applies`, issue 34): [`late`] ends it with the apply's outcome or `failed`,
+//! naming the late answer and `brainloop undo`; a re-ask of such a job says it is ALREADY applied.
+//!
 //! What an answer means beyond resuming or ending the job (overrides, learning, evidence,
 //! discarding a change set) is the waiting action's business: `collect` hands every answer and
 //! every expiry to the `on_decision` callback (the registry routes it to the action's spec).
 
 use super::validations::{self, Decision, Validation};
 use super::{ApprovedRun, By};
+use crate::db::applies;
 use crate::db::lifecycle::{self, status};
 use crate::db::output::{self, JobStatus, ResultRow};
 use crate::db::Stores;
@@ -196,6 +201,18 @@ pub fn collect(
         }
         let hash = v.command_hash.clone().unwrap_or_default();
         let runs = decision.runs();
+        // A denial cannot take back a change set already in the workspace (issue 34).
+        let late_end = if runs {
+            None
+        } else {
+            late(
+                stores,
+                v.job_id,
+                &w,
+                &v,
+                &format!("denied by {}", a.decided_by),
+            )?
+        };
         stores.output.with(|c| {
             validations::set_status(c, &v.id, if runs { "approved" } else { "denied" }, now)
         })?;
@@ -228,6 +245,8 @@ pub fn collect(
                     by,
                 },
             });
+        } else if let Some(end) = late_end {
+            out.push(Resume::End(end));
         } else {
             out.push(Resume::End(end_row(
                 v.job_id,
@@ -244,9 +263,23 @@ pub fn collect(
             .with(|c| validations::consume(c, a.row_id, now))?;
     }
     // Expiry after the decisions: what nobody answered in time fails closed.
+    out.extend(expire(stores, data_dir, protected, on_decision, now)?);
+    Ok(out)
+}
+
+/// The jobs whose validations expired unanswered, ended (see [`collect`]).
+fn expire(
+    stores: &Stores,
+    data_dir: &std::path::Path,
+    protected: &crate::permset::PathLists,
+    on_decision: &dyn Fn(&Answer) -> Result<()>,
+    now: i64,
+) -> Result<Vec<Resume>> {
+    let mut out = Vec::new();
     for v in stores.output.with(|c| validations::expire(c, now))? {
         if let Some(w) = waiting(stores, v.job_id)? {
             if w.status == status::PENDING_VALIDATION {
+                let late_end = late(stores, v.job_id, &w, &v, "expired unanswered")?;
                 on_decision(&Answer {
                     validation: &v,
                     action: w.action.as_deref(),
@@ -256,6 +289,10 @@ pub fn collect(
                     protected,
                     now,
                 })?;
+                if let Some(end) = late_end {
+                    out.push(Resume::End(end));
+                    continue;
+                }
                 out.push(Resume::End(end_row(
                     v.job_id,
                     &w,
@@ -278,6 +315,54 @@ pub fn collect(
     Ok(out)
 }
 
+/// The end of a waiting job whose change set is already in the workspace (`db::applies`: applied,
+/// or being applied when the worker stopped) when its request is denied or expires (`what`):
+/// never `denied` / `expired` "nothing ran". An `execute_bash` job whose apply completed ends
+/// with the apply's outcome (its status, `applied`, `undo`); any other ends `failed`, saying the
+/// change set stays in the workspace. Either way the result names the late answer
+/// (`late_answer`) and how to take the change set back (`brainloop undo`). None: nothing of the
+/// job's was applied; the answer means what it says.
+fn late(
+    stores: &Stores,
+    job_id: i64,
+    w: &Waiting,
+    v: &Validation,
+    what: &str,
+) -> Result<Option<ResultRow>> {
+    let Some(ap) = stores.lifecycle.with(|c| applies::open_of(c, job_id))? else {
+        return Ok(None);
+    };
+    let said = format!(
+        "{what} (validation {}) after the change set{} had been {} — the answer undid nothing; `brainloop undo {job_id}` takes it back",
+        v.id,
+        ap.validation_id
+            .as_deref()
+            .map(|x| format!(" approved in validation {x}"))
+            .unwrap_or_default(),
+        if ap.applied() { "applied" } else { "partly applied (the worker stopped while applying it)" },
+    );
+    tracing::warn!(job_id, validation_id = %v.id, "{said}");
+    let stored = ap
+        .outcome()
+        .filter(|_| ap.applied() && w.action.as_deref() == Some("execute_bash"));
+    let (status, mut result, error) = match stored {
+        Some(o) => (o.status, o.result.unwrap_or_else(|| json!({})), o.error),
+        None => (
+            JobStatus::Failed,
+            json!({"status": "applied_before_answer", "validation_id": v.id, "command": v.command}),
+            Some(said.clone()),
+        ),
+    };
+    if let Some(r) = result.as_object_mut() {
+        r.insert("late_answer".into(), json!(said));
+    }
+    let mut row = end_row(job_id, w, status, error.unwrap_or_default(), result);
+    if row.error.as_deref() == Some("") {
+        row.error = None;
+    }
+    Ok(Some(row))
+}
+
 /// Asks again for a job that had been approved but did not finish (crash or shutdown while it
 /// ran, or between approval and start): a fresh validation through the one asking path
 /// (`crate::ask`), the job back to waiting. Err: it cannot wait (the client is at its cap of
@@ -295,6 +380,16 @@ pub fn reask(stores: &Stores, job_id: i64, previous: &Validation, ttl_ms: u64) -
             previous.id
         ),
     );
+    // Never the same diff as if nothing had happened (issue 34): say what is already there.
+    if let Some(ap) = stores.lifecycle.with(|c| applies::open_of(c, job_id))? {
+        reasons.insert(
+            1,
+            format!(
+                "the change set shown is ALREADY {} in the workspace: approving lets the job go on; denying undoes nothing (`brainloop undo {job_id}` does)",
+                if ap.applied() { "applied" } else { "partly applied" }
+            ),
+        );
+    }
     let request = super::Request {
         id: validations::new_id()?,
         command: previous.command.clone().unwrap_or_default(),

@@ -767,8 +767,19 @@ fn put(root: &Beneath, rel: &str, to: &str, src: Option<(&Beneath, &str)>) -> Re
 
 /// Applies a pending change set to the workspace: refuses (nothing written) if any touched path
 /// changed since the run, journals previous contents first, then writes each path atomically.
-/// Returns the journal.
+/// Returns the journal. `bash::overlay::apply_recorded` is the worker's one caller (it records
+/// the apply in `db::applies` around this).
 pub fn apply(data_dir: &Path, m: &Manifest) -> Result<Journal> {
+    apply_with(data_dir, m, &mut |_| {})
+}
+
+/// [`apply`], calling `written(n)` after the `n`-th path it wrote (1-based; a path already in
+/// its post-run state is not written again): the test hook that holds an apply half-way.
+pub fn apply_with(
+    data_dir: &Path,
+    m: &Manifest,
+    written: &mut dyn FnMut(usize),
+) -> Result<Journal> {
     let ws = &m.workspace;
     let root = Beneath::open(ws)?;
     let upper = Beneath::open(&job_dir(data_dir, m.job_id).join("upper"))?;
@@ -837,6 +848,7 @@ pub fn apply(data_dir: &Path, m: &Manifest) -> Result<Journal> {
             j
         }
     };
+    let mut n = 0;
     for c in &m.change_set.changes {
         if root.entry(&c.path)?.state() == c.after {
             continue;
@@ -845,6 +857,8 @@ pub fn apply(data_dir: &Path, m: &Manifest) -> Result<Journal> {
             None => root.remove(&c.path)?,
             Some(to) => put(&root, &c.path, to, Some((&upper, &c.path)))?,
         }
+        n += 1;
+        written(n);
     }
     Ok(journal)
 }

@@ -36,3 +36,5 @@ pub mod record;
 pub mod registry;
 pub mod result;
 pub mod signatures;
+
+pub use overlay::recover_apply;

@@ -2,8 +2,10 @@
 //! (its byte cap within the client's budget for waiting change sets, its layers under the data
 //! dir), the change set captured and shown to `plan::after_run`, then the result at once (no
 //! change), the change set applied (learned signatures or an overlay promotion, within
-//! `bash::effects`' bounds), or kept for a human; and [`apply`], the one way a change set reaches
-//! the workspace (journaled first, nothing re-run).
+//! `bash::effects`' bounds), or kept for a human; and [`apply_recorded`], the one way a change set
+//! reaches the workspace (recorded `applying` in `db::applies` before the first byte, journaled,
+//! `applied` with the job's outcome after; nothing re-run), whose record [`recover_apply`]
+//! finishes a job from after a crash — never asking again about what is in the workspace.
 
 use super::changes::{self, Manifest};
 use super::command::{self, Asked, Cmd, HostAsk, Job};
@@ -14,11 +16,14 @@ use super::plan::{self, Effects, Next, Plan};
 use super::record::{self, Happened, Ran};
 use super::result;
 use super::Outcome;
+use crate::db::applies;
 use crate::db::output::JobStatus;
+use crate::db::Stores;
 use crate::egress::job::Scope;
 use crate::permset::PermissionSet;
 use serde_json::json;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// This run's byte cap and the key that names it: at most what is left of the client's budget
 /// for change sets waiting for a human (issue 18). Err: the client is at or over that budget.
@@ -152,16 +157,31 @@ async fn on_overlay(job: &Job<'_>, cmd: &Cmd<'_>, overlay: crate::sandbox::Overl
     confined::run(&job.confinement(), run).await
 }
 
-/// Test hooks (only with `test_actions`): `BRAINLOOP_TEST_PAUSE_AFTER_APPLY_MS` holds a job between
-/// its apply and its result, `BRAINLOOP_TEST_PAUSE_AFTER_RUN_MS` between its overlay run (recorded
-/// in the registry) and its validation, so process-level tests can kill the worker there.
-async fn test_pause(job: &Job<'_>, var: &str) {
-    if !job.settings.test_actions {
-        return;
-    }
-    if let Some(ms) = std::env::var(var).ok().and_then(|v| v.parse::<u64>().ok()) {
+/// Test hooks (only with `test_actions`, like every `BRAINLOOP_TEST_*` knob): a pause of that
+/// many milliseconds so process-level tests can kill the worker there —
+/// `BRAINLOOP_TEST_PAUSE_AFTER_RUN_MS` between a job's overlay run (recorded in the registry) and
+/// its validation; `BRAINLOOP_TEST_PAUSE_BEFORE_APPLY_MS` between an approval (or an automatic
+/// apply's decision) and the apply's `applying` record (nothing applied yet);
+/// `BRAINLOOP_TEST_PAUSE_MID_APPLY_MS` after the first path of the change set was written, before
+/// the rest; `BRAINLOOP_TEST_PAUSE_AFTER_APPLY_MS` between the applied change set and the job's
+/// result. Each pause is logged with the knob's name.
+async fn test_pause(job: &Job<'_>, var: &'static str) {
+    if let Some(ms) = test_ms(job, var) {
+        tracing::info!(
+            hook = var,
+            ms,
+            job_id = job.job_id,
+            "test hook: holding the job"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
     }
+}
+
+fn test_ms(job: &Job<'_>, var: &str) -> Option<u64> {
+    if !job.settings.test_actions {
+        return None;
+    }
+    std::env::var(var).ok().and_then(|v| v.parse::<u64>().ok())
 }
 
 /// The overlay run's change set captured, then applied, returned as is (no change) or kept for
@@ -314,33 +334,98 @@ async fn effects_of(job: &Job<'_>, cmd: &Cmd<'_>, m: &Manifest) -> Effects {
     }
 }
 
-/// Applies a change set to the real workspace (refused on conflict), journals it, and removes
-/// its overlay layers. Nothing is re-run.
+/// Applies a change set to the real workspace (refused on conflict), journals it, and keeps its
+/// overlay layers until the job's result is committed. Nothing is re-run. The work is
+/// [`apply_recorded`], on the blocking pool.
 pub(super) async fn apply(
     job: &Job<'_>,
     m: Manifest,
     policy_used: &str,
 ) -> Result<Outcome, Outcome> {
-    let data_dir = job.settings.data_dir.to_path_buf();
-    let job_id = job.job_id;
-    let applied = {
-        let (dd, m2) = (data_dir.clone(), m.clone());
-        tokio::task::spawn_blocking(move || changes::apply(&dd, &m2))
-            .await
-            .map_err(|e| Outcome::failed(format!("apply: {e}")))?
-    };
-    let journal = match applied {
+    test_pause(job, "BRAINLOOP_TEST_PAUSE_BEFORE_APPLY_MS").await;
+    let mid = test_ms(job, "BRAINLOOP_TEST_PAUSE_MID_APPLY_MS");
+    let (stores, policy, job_id) = (Arc::clone(job.stores), policy_used.to_string(), job.job_id);
+    let validation = job.approval.as_ref().map(|a| a.validation_id.clone());
+    let out = tokio::task::spawn_blocking(move || {
+        let mut hold = |n: usize| {
+            if let (1, Some(ms)) = (n, mid) {
+                let hook = "BRAINLOOP_TEST_PAUSE_MID_APPLY_MS";
+                tracing::info!(
+                    hook,
+                    ms,
+                    job_id,
+                    "test hook: holding the apply after its first path"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(ms));
+            }
+        };
+        apply_recorded(&stores, &m, &policy, validation.as_deref(), &mut hold)
+    })
+    .await
+    .map_err(|e| Outcome::failed(format!("apply: {e}")))?;
+    // The change set stays until the job's final result is committed (swept at start-up and by
+    // the retention pass): a crash before that commit finds it, with the apply's record in
+    // `db::applies`, and [`recover_apply`] finishes the job from them — without the manifest
+    // the command would run again on the already-changed workspace and its effect be applied
+    // twice (found by scripts/soak.sh).
+    if out.is_ok() {
+        test_pause(job, "BRAINLOOP_TEST_PAUSE_AFTER_APPLY_MS").await;
+    }
+    out
+}
+
+/// The one way a change set reaches the workspace (blocking): `applying` committed durably in
+/// `db::applies` before the first byte, the resumable apply (`changes::apply_with`; `written`
+/// after each path), the `journal` row, then `applied` with the outcome the job ends with — or
+/// `failed` and the conflict outcome (nothing written, the change set discarded). A crash
+/// anywhere in between leaves a record [`recover_apply`] finishes from.
+pub(crate) fn apply_recorded(
+    stores: &Stores,
+    m: &Manifest,
+    policy_used: &str,
+    validation_id: Option<&str>,
+    written: &mut dyn FnMut(usize),
+) -> Result<Outcome, Outcome> {
+    let (data_dir, job_id, effect) = (&stores.data_dir, m.job_id, m.effect_hash.as_str());
+    let began = stores.lifecycle.with(|c| {
+        applies::begin(
+            c,
+            job_id,
+            effect,
+            validation_id,
+            policy_used,
+            crate::time::now_ms(),
+        )
+    });
+    if let Err(e) = began {
+        changes::discard(data_dir, job_id);
+        return Err(Outcome::failed(format!(
+            "cannot record the apply in the lifecycle database, so nothing was applied: {e:#} — make the data dir writable, then submit the job again"
+        )));
+    }
+    let journal = match changes::apply_with(data_dir, m, written) {
         Ok(j) => j,
         Err(e) => {
-            changes::discard(&data_dir, job_id);
+            changes::discard(data_dir, job_id);
             let msg = format!("{e:#}");
+            let now = crate::time::now_ms();
+            if let Err(e) = stores
+                .lifecycle
+                .with(|c| applies::failed(c, job_id, effect, &msg, now))
+            {
+                tracing::warn!(
+                    error = format!("{e:#}"),
+                    job_id,
+                    "cannot record the refused apply"
+                );
+            }
             return Err(Outcome {
                 status: JobStatus::Failed,
                 result: Some(json!({
                     "status": "conflict",
                     "command": m.command,
                     "policy_used": policy_used,
-                    "effects": result::effects_json(&m),
+                    "effects": result::effects_json(m),
                     "applied": [],
                     "error": msg,
                 })),
@@ -348,25 +433,124 @@ pub(super) async fn apply(
             });
         }
     };
-    journal_row(job, &m, policy_used, &journal).await;
-    // The change set stays until the job's final result is committed (swept at start-up and by
-    // the retention pass): a crash before that commit asks again, and the approved re-ask must
-    // find this manifest to resume the apply — without it the command would run again on the
-    // already-changed workspace and its effect be applied twice (found by scripts/soak.sh).
-    test_pause(job, "BRAINLOOP_TEST_PAUSE_AFTER_APPLY_MS").await;
-    let paths = m.change_set.paths_json();
-    Ok(result::on_overlay(
-        &m,
+    journal_row(stores, m, policy_used, &journal);
+    let out = result::on_overlay(
+        m,
         policy_used,
-        paths,
+        m.change_set.paths_json(),
         Some(format!("brainloop undo {job_id}")),
-    ))
+    );
+    let stored = applies::encode_outcome(&out);
+    let now = crate::time::now_ms();
+    if let Err(e) = stores
+        .lifecycle
+        .with(|c| applies::applied(c, job_id, effect, &stored, now))
+    {
+        // Still `applying`: a crash before the result completes the apply again (a no-op).
+        tracing::error!(
+            error = format!("{e:#}"),
+            job_id,
+            "applied, but cannot record it as applied"
+        );
+    }
+    Ok(out)
+}
+
+/// Start-up recovery's answer for an `execute_bash` job the worker stopped in (no final result):
+/// the outcome of its journaled apply, saying what happened in `recovered` — an `applied` change
+/// set ends the job with the outcome stored with it; an `applying` one is completed now (the
+/// resumed apply: paths already written are kept, the rest written; nothing re-run) or, refused,
+/// reported; one the operator undid meanwhile (`brainloop undo`) is not applied again. Never a
+/// new request to a human: a denial cannot take back what is in the workspace. None: the job
+/// has no apply that may have reached the workspace. Err: a database could not be read.
+pub fn recover_apply(stores: &Stores, job_id: i64) -> anyhow::Result<Option<Outcome>> {
+    let Some(a) = stores.lifecycle.with(|c| applies::open_of(c, job_id))? else {
+        return Ok(None);
+    };
+    let undone = stores
+        .security
+        .with(|c| crate::bash::journal::for_undo(c, job_id))?
+        .and_then(|(_, _, undone)| undone);
+    let by = a
+        .validation_id
+        .as_deref()
+        .map(|v| format!(" (approved in validation {v})"))
+        .unwrap_or_default();
+    let undone_note = |t: i64| {
+        format!("; it was undone at {t} (`brainloop undo`) while the worker was stopped, and not applied again")
+    };
+    if a.applied() {
+        if let Some(mut out) = a.outcome() {
+            let mut said = format!("the change set{by} was applied before the worker stopped; this result was completed at restart and nothing ran again");
+            if let Some(t) = undone {
+                said.push_str(&undone_note(t));
+            }
+            say(&mut out, said);
+            return Ok(Some(out));
+        }
+    }
+    let m = changes::load_manifest(&stores.data_dir, job_id)
+        .ok()
+        .flatten()
+        .filter(|m| m.effect_hash == a.effect_hash);
+    let Some(m) = m else {
+        let msg = format!(
+            "the worker stopped while applying the change set{by}, and its record is gone, so the apply cannot be completed at restart: part of it may be in the workspace (`brainloop show {job_id}`; previous contents in the data dir's journal/{job_id}/)"
+        );
+        let mut out = Outcome::failed(msg.clone());
+        say(&mut out, msg);
+        return Ok(Some(out));
+    };
+    if let Some(t) = undone {
+        let mut out = result::on_overlay(&m, &a.policy_used, m.change_set.paths_json(), None);
+        say(
+            &mut out,
+            format!(
+                "the change set{by} was applied before the worker stopped{}",
+                undone_note(t)
+            ),
+        );
+        return Ok(Some(out));
+    }
+    let out = apply_recorded(
+        stores,
+        &m,
+        &a.policy_used,
+        a.validation_id.as_deref(),
+        &mut |_| {},
+    );
+    Ok(Some(match out {
+        Ok(mut out) => {
+            say(&mut out, format!("the worker stopped while applying the change set{by}; the apply was completed at restart and nothing ran again"));
+            out
+        }
+        Err(mut out) => {
+            let why = out.error.clone().unwrap_or_default();
+            let msg = format!("the worker stopped while applying the change set{by}; completing the apply at restart was refused ({why}): paths it had already written stay in the workspace, their previous contents in the data dir's journal/{job_id}/");
+            if let Some(r) = out.result.as_mut().and_then(|r| r.as_object_mut()) {
+                r.insert("applied".into(), serde_json::Value::Null);
+            }
+            out.error = Some(msg.clone());
+            say(&mut out, msg);
+            out
+        }
+    }))
+}
+
+/// Adds what recovery did to an outcome's result (`recovered`).
+fn say(out: &mut Outcome, said: String) {
+    match out.result.as_mut().and_then(|r| r.as_object_mut()) {
+        Some(r) => {
+            r.insert("recovered".into(), json!(said));
+        }
+        None => out.result = Some(json!({ "recovered": said })),
+    }
 }
 
 /// The `journal` row of an applied change set (`brainloop undo` reads it; the entries are also
 /// in `journal/<job>/entries.json`).
-async fn journal_row(job: &Job<'_>, m: &Manifest, policy_used: &str, journal: &changes::Journal) {
-    let job_id = job.job_id;
+fn journal_row(stores: &Stores, m: &Manifest, policy_used: &str, journal: &changes::Journal) {
+    let job_id = m.job_id;
     let entries = serde_json::to_string(&journal.entries).unwrap_or_else(|_| "[]".into());
     let applied = crate::bash::journal::Applied {
         job_id,
@@ -377,11 +561,9 @@ async fn journal_row(job: &Job<'_>, m: &Manifest, policy_used: &str, journal: &c
         entries,
     };
     let now = crate::time::now_ms();
-    let stored = job
-        .stores
+    let stored = stores
         .security
-        .call(move |c| crate::bash::journal::record(c, &applied, now))
-        .await;
+        .with(|c| crate::bash::journal::record(c, &applied, now));
     if let Err(e) = stored {
         tracing::error!(
             error = format!("{e:#}"),

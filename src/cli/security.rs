@@ -483,6 +483,24 @@ pub fn show(config: &Config, a: &ShowArgs) -> Result<i32> {
     if let Ok(sec) = open(config, DbKind::Security) {
         print_egress(&sec, job_id, v.as_ref().map(|v| v.id.as_str()))?;
     }
+    // Whether the change set is in the workspace: the journal row says so, whether or not its
+    // manifest is still kept (it stays until the job's result is committed, issue 34).
+    let sec = open(config, DbKind::Security)?;
+    let applied: Option<(String, String, i64, Option<i64>)> =
+        rusqlite::OptionalExtension::optional(sec.query_row(
+            "SELECT summary, policy_used, applied_at, undone_at FROM journal WHERE job_id = ?1",
+            [job_id],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        ))?;
+    if let Some((summary, p, at, undone)) = &applied {
+        println!(
+            "change set applied ({p}) at {at}: {}{}",
+            shown::line(summary),
+            undone
+                .map(|u| format!("; undone at {u}"))
+                .unwrap_or_default()
+        );
+    }
     match changes::load_manifest(&config.data_dir, job_id)? {
         Some(m) => {
             println!(
@@ -502,26 +520,10 @@ pub fn show(config: &Config, a: &ShowArgs) -> Result<i32> {
             println!("--- changes");
             print!("{}", shown::block(&m.change_set.diff()));
         }
-        None => {
-            let sec = open(config, DbKind::Security)?;
-            let j: Option<(String, String, i64, Option<i64>)> = rusqlite::OptionalExtension::optional(sec.query_row(
-                "SELECT summary, policy_used, applied_at, undone_at FROM journal WHERE job_id = ?1",
-                [job_id],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-            ))?;
-            match j {
-                Some((summary, p, at, undone)) => println!(
-                    "change set applied ({p}) at {at}: {}{}",
-                    shown::line(&summary),
-                    undone
-                        .map(|u| format!("; undone at {u}"))
-                        .unwrap_or_default()
-                ),
-                None => println!(
-                    "no pending change set (the command is asked up front, or was decided)"
-                ),
-            }
+        None if applied.is_none() => {
+            println!("no pending change set (the command is asked up front, or was decided)")
         }
+        None => {}
     }
     Ok(0)
 }

@@ -409,7 +409,9 @@ pub fn prune(conn: &mut Connection, before: i64, batch: usize) -> Result<usize> 
             "DELETE FROM llm_usage WHERE updated_at < ?1 - 365 * 86400000",
             [crate::time::now_ms()],
         )?;
-        Ok(ids.len() + stale + old)
+        // The apply journal of jobs that are done (`db::applies`).
+        let applies = super::applies::prune(tx, before, batch)?;
+        Ok(ids.len() + stale + old + applies)
     })?)
 }
 

@@ -18,6 +18,7 @@ fn steps(kind: DbKind) -> Vec<&'static str> {
         // 4: store (data-dir identity, issue 21)
         // 5: audit_outbox (audit rows staged with their job's transition, issue 19)
         // 6: code_digests (read_code's model digests by content, issue 25)
+        // 7: applies (the apply journal of change sets, issue 34)
         DbKind::Lifecycle => vec![
             kind.schema(),
             include_str!("../../schema/lifecycle.2.sql"),
@@ -25,6 +26,7 @@ fn steps(kind: DbKind) -> Vec<&'static str> {
             STORE,
             include_str!("../../schema/lifecycle.5.sql"),
             include_str!("../../schema/lifecycle.6.sql"),
+            include_str!("../../schema/lifecycle.7.sql"),
         ],
         // 2: signatures, job_signatures, journal (effects over commands, issue 14)
         // 3: evidence, promotions, signature_evidence (the evidence ledger, issue 18)
@@ -193,7 +195,7 @@ mod tests {
         for k in DbKind::ALL {
             assert_eq!(migrate(&data, k).unwrap(), 0, "second run applies nothing");
         }
-        assert_eq!(target_version(DbKind::Lifecycle), 6);
+        assert_eq!(target_version(DbKind::Lifecycle), 7);
         let c = open(&data, DbKind::Output).unwrap();
         let mode: String = c
             .query_row("PRAGMA journal_mode", [], |r| r.get(0))
@@ -211,13 +213,19 @@ mod tests {
             c.execute_batch(DbKind::Lifecycle.schema()).unwrap();
             c.pragma_update(None, "user_version", 1).unwrap();
         }
-        assert_eq!(migrate(&data, DbKind::Lifecycle).unwrap(), 5);
+        assert_eq!(migrate(&data, DbKind::Lifecycle).unwrap(), 6);
         let c = open(&data, DbKind::Lifecycle).unwrap();
         let v: i64 = c
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .unwrap();
-        assert_eq!(v, 6);
-        for t in ["llm_usage", "llm_pending", "audit_outbox", "code_digests"] {
+        assert_eq!(v, 7);
+        for t in [
+            "llm_usage",
+            "llm_pending",
+            "audit_outbox",
+            "code_digests",
+            "applies",
+        ] {
             let n: i64 = c
                 .query_row(&format!("SELECT count(*) FROM {t}"), [], |r| r.get(0))
                 .unwrap();

@@ -3,7 +3,7 @@
 //! | database | synchronous | why |
 //! |---|---|---|
 //! | input | (producer's choice; `enqueue` uses FULL) | the worker only reads it |
-//! | lifecycle | NORMAL | a claim lost to power failure is re-claimed; the claim path skips any job whose final result exists, so nothing runs twice (see `supervisor::claim`) |
+//! | lifecycle | NORMAL (FULL for the `applying` row of `db::applies`) | a claim lost to power failure is re-claimed; the claim path skips any job whose final result exists, so nothing runs twice (see `supervisor::claim`); an apply is on disk before its first byte reaches the workspace |
 //! | output | FULL | a committed final result must survive power loss: it is the "done" proof |
 //! | metadata | NORMAL | telemetry and audit rows; losing the last few on power loss breaks no guarantee |
 //! | command_security | FULL | approvals and overrides must never be lost or replayed |
@@ -13,6 +13,7 @@
 //! gets SQLITE_BUSY whatever the timeout. Inside the worker each database has exactly one writer
 //! connection ([`Db`]).
 
+pub mod applies;
 pub mod audit_outbox;
 pub mod identity;
 pub mod input;

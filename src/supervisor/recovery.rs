@@ -7,7 +7,11 @@
 //!   started `max_attempts` times, then ends `interrupted`;
 //! - a job that was only claimed (or cut off by a graceful shutdown) runs again;
 //! - a job waiting for a human validation keeps waiting (it is never re-run without approval);
-//! - a job whose approved run did not finish is asked again, never re-run unapproved.
+//! - a job whose approved run did not finish is asked again, never re-run unapproved — unless
+//!   it is an `execute_bash` job whose change set reached the workspace (`db::applies`): that one
+//!   is finished by `bash::recover_apply` (applied: its outcome; cut off half-way: the apply
+//!   completed or reported), saying so, and never asked again (issue 34: a denial cannot take
+//!   back what is in the workspace).
 
 use super::claim::Claimed;
 use crate::actions::{permission_set_of, Registry};
@@ -31,6 +35,9 @@ pub struct Recovered {
     pub pending_validation: usize,
     /// Approved jobs that did not finish: asked again, never re-run unapproved.
     pub asked_again: usize,
+    /// Jobs whose change set was applied (or being applied) when the worker stopped: finished
+    /// with the apply's outcome, never asked again.
+    pub finished_applies: usize,
 }
 
 /// Long because recovery is one pass over the previous run's open claims whose outcomes (done,
@@ -55,10 +62,27 @@ pub fn recover(
     let mut results = Vec::new();
     let mut back_to_claimed = Vec::new();
     let mut reask = Vec::new();
+    let mut finished_by_apply = Vec::new();
     for j in open {
         if finals.contains(&j.job_id) {
             done.push(j.job_id);
             rec.already_done += 1;
+        } else if let Some(o) = applied_outcome(stores, &j)? {
+            results.push(ResultRow {
+                job_id: j.job_id,
+                action: j.action.clone(),
+                client_id: j.client_id.clone(),
+                status: o.status,
+                result: o.result.map(|r| r.to_string()),
+                error: o.error,
+                attempts: j.attempts,
+                duration_ms: None,
+                started_at: None,
+                finished_at: Some(now),
+            });
+            done.push(j.job_id);
+            finished_by_apply.push(j.job_id);
+            rec.finished_applies += 1;
         } else if let Some(v) = stores
             .output
             .with(|c| validations::latest_of_job(c, j.job_id))?
@@ -72,18 +96,31 @@ pub fn recover(
             // an approval is asked again rather than re-run.
             match v.status.as_str() {
                 "denied" | "expired" => {
-                    let status = if v.status == "denied" {
+                    let mut status = if v.status == "denied" {
                         JobStatus::Denied
                     } else {
                         JobStatus::Expired
                     };
+                    let mut error = format!("validation {} was {}", v.id, v.status);
+                    // Never `denied` with a change set in the workspace (issue 34).
+                    if stores
+                        .lifecycle
+                        .with(|c| crate::db::applies::open_of(c, j.job_id))?
+                        .is_some()
+                    {
+                        status = JobStatus::Failed;
+                        error.push_str(&format!(
+                            " after the job's change set had been applied (or partly, if the worker stopped while applying it): the answer undid nothing — `brainloop undo {}` takes it back",
+                            j.job_id
+                        ));
+                    }
                     results.push(ResultRow {
                         job_id: j.job_id,
                         action: j.action.clone(),
                         client_id: j.client_id.clone(),
                         status,
                         result: None,
-                        error: Some(format!("validation {} was {}", v.id, v.status)),
+                        error: Some(error),
                         attempts: j.attempts,
                         duration_ms: None,
                         started_at: None,
@@ -173,13 +210,17 @@ pub fn recover(
             rec.asked_again -= 1;
         }
     }
-    // A final result whose claim is still open was cut off between the result writer's two
-    // commits: its audit row went with the lifecycle transaction, so it is staged again here.
-    let lost_audit = audit_of_cut_off(stores, registry, &done, &finals)?;
     // Results first (FULL): an `interrupted` row is the proof; marking done second is idempotent.
     stores
         .output
         .with(|c| Ok(write_tx(c, |tx| output::upsert_results(tx, &results))?))?;
+    // A final result whose claim is still open was cut off between the result writer's two
+    // commits: its audit row went with the lifecycle transaction, so it is staged again here —
+    // as is the audit row of a job finished just now from its apply journal (it ran, like any
+    // job that reached the finisher).
+    let mut audited = finals;
+    audited.extend(finished_by_apply);
+    let lost_audit = audit_of_cut_off(stores, registry, &done, &audited)?;
     stores.lifecycle.with(|c| {
         Ok(write_tx(c, |tx| {
             audit_outbox::stage(tx, &lost_audit)?;
@@ -188,6 +229,26 @@ pub fn recover(
         })?)
     })?;
     Ok(rec)
+}
+
+/// The outcome of an `execute_bash` job's change set that reached the workspace before the
+/// worker stopped (`bash::recover_apply`: the apply's outcome, or the apply completed now).
+fn applied_outcome(
+    stores: &Stores,
+    j: &lifecycle::OpenJob,
+) -> Result<Option<crate::db::output::Outcome>> {
+    if j.action.as_deref() != Some("execute_bash") {
+        return Ok(None);
+    }
+    let out = crate::bash::recover_apply(stores, j.job_id)?;
+    if let Some(o) = &out {
+        tracing::warn!(
+            job_id = j.job_id,
+            status = o.status.as_str(),
+            "the worker stopped in the apply window; the job is finished from its apply journal"
+        );
+    }
+    Ok(out)
 }
 
 /// The audit rows of jobs in `done` that already had a final result (see `db::audit_outbox`).

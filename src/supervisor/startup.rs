@@ -190,13 +190,16 @@ async fn recover(
     }
     // A re-ask is a request to a human like any other (`ask::answers::reask`).
     stats.incr("hil_requests", rec.asked_again as f64);
-    if rec.requeued + rec.interrupted + rec.already_done + rec.asked_again > 0 {
+    if rec.requeued + rec.interrupted + rec.already_done + rec.asked_again + rec.finished_applies
+        > 0
+    {
         tracing::info!(
             requeued = rec.requeued,
             retried_after_crash = rec.retried_after_crash,
             interrupted = rec.interrupted,
             already_done = rec.already_done,
             asked_again = rec.asked_again,
+            finished_applies = rec.finished_applies,
             "recovered the previous run's jobs"
         );
         event(stores, "recovery", None, json!(rec)).await;
