@@ -137,11 +137,19 @@ fn sigterm_with_the_largest_drain_window_and_every_database_locked_exits_within_
     let (status, _) = d.wait_exit(Duration::from_secs(120));
     let took = t0.elapsed();
     let log_text = std::fs::read_to_string(&log).unwrap_or_default();
-    assert!(
-        took < CONTRACT,
-        "SIGTERM to exit took {took:?}: systemd would SIGKILL the worker at 60 s; log:\n{log_text}"
+    eprintln!(
+        "FIGURES: drain_window_ms {window_ms} + cancel_grace_ms {grace_ms}, every database locked: SIGTERM -> exit {took:?}"
     );
-    assert!(status.success(), "exit status {status:?}; log:\n{log_text}");
+    // The checks below go on after a failure, so that one run shows every broken promise.
+    let mut broken = Vec::new();
+    if took >= CONTRACT {
+        broken.push(format!(
+            "SIGTERM to exit took {took:?}: systemd would SIGKILL the worker at 60 s"
+        ));
+    }
+    if !status.success() {
+        broken.push(format!("exit status {status:?}"));
+    }
     for &id in &finishing {
         assert_eq!(canary_runs(&canary, id), 1, "job {id} finished during the drain");
     }
@@ -162,17 +170,29 @@ fn sigterm_with_the_largest_drain_window_and_every_database_locked_exits_within_
         !env.data.join("brainloop.results.spool").exists(),
         "the spool is replayed and removed before the worker is ready"
     );
-    env.wait_status(late, "succeeded", LONG);
     for &id in finishing.iter().chain([&bash]) {
-        let (st, _, err, attempts) = env.result(id).unwrap();
-        assert_eq!(st, "succeeded", "job {id}: {err:?}; log:\n{}", d2.log_text());
-        assert_eq!(attempts, 1, "job {id}");
+        match env.result(id) {
+            Some((st, _, _, 1)) if st == "succeeded" => {}
+            other => broken.push(format!(
+                "job {id}, finished during the drain, has no final result at the restart: {other:?}"
+            )),
+        }
     }
+    env.wait_status(late, "succeeded", LONG);
     // Longer than any of them would take to run again.
     std::thread::sleep(scaled(Duration::from_secs(6)));
     for &id in finishing.iter().chain([&late]) {
-        assert_eq!(canary_runs(&canary, id), 1, "job {id} ran more than once");
+        let runs = canary_runs(&canary, id);
+        if runs != 1 {
+            broken.push(format!("job {id} ran {runs} times"));
+        }
     }
+    assert!(
+        broken.is_empty(),
+        "{}\nfirst worker's log:\n{log_text}\nsecond worker's log:\n{}",
+        broken.join("\n"),
+        d2.log_text()
+    );
     let bash_again: i64 = env
         .db("command_security.db")
         .query_row(
