@@ -510,14 +510,21 @@ mod tests {
             drain_window_ms: 59_000,
             ..Config::default()
         };
-        assert!(c.validate().unwrap_err().to_string().contains("drain_window_ms"));
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("drain_window_ms"));
         // The budget counts the cancel grace: 41 s + the default 5 s is over the 45 s share.
         let over = Config {
             drain_window_ms: 41_000,
             ..Config::default()
         };
         let err = over.validate().unwrap_err().to_string();
-        assert!(err.contains("at most 45000") && err.contains("55000"), "{err}");
+        assert!(
+            err.contains("at most 45000") && err.contains("55000"),
+            "{err}"
+        );
         let at_max = Config {
             drain_window_ms: MAX_DRAIN_WINDOW_MS - 5_000,
             cancel_grace_ms: 5_000,

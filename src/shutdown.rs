@@ -77,7 +77,10 @@ impl Shutdown {
     /// When a phase ends: after `share` from now, or earlier if the phases after it would not
     /// keep `later` of the budget.
     pub fn phase_end(&self, share: Duration, later: Duration) -> Instant {
-        let by_budget = self.deadline().checked_sub(later).unwrap_or_else(Instant::now);
+        let by_budget = self
+            .deadline()
+            .checked_sub(later)
+            .unwrap_or_else(Instant::now);
         (Instant::now() + share).min(by_budget)
     }
 
@@ -156,7 +159,8 @@ mod tests {
         assert!(left > Duration::from_millis(1500), "{left:?}");
         // Past the budget: the phase ends now.
         let late = Shutdown::new();
-        late.at.get_or_init(|| Instant::now() - Duration::from_secs(70));
+        late.at
+            .get_or_init(|| Instant::now() - Duration::from_secs(70));
         assert!(late.phase_end(FLUSH_SHARE, LATER_PHASES) <= Instant::now());
     }
 }

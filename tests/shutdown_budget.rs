@@ -32,7 +32,10 @@ fn sandbox_enforcing() -> bool {
 
 /// Holds the locks on a thread of its own (connections of their own): returns the sender that
 /// releases them and a receiver told once they are all held.
-fn hold_locks(env: &Env, files: &[&'static str]) -> (mpsc::Sender<()>, std::thread::JoinHandle<()>) {
+fn hold_locks(
+    env: &Env,
+    files: &[&'static str],
+) -> (mpsc::Sender<()>, std::thread::JoinHandle<()>) {
     let (release, released) = mpsc::channel::<()>();
     let (held_tx, held_rx) = mpsc::channel::<()>();
     let data = env.data.clone();
@@ -78,7 +81,9 @@ fn canary_runs(path: &std::path::Path, id: i64) -> usize {
 fn sigterm_with_the_largest_drain_window_and_every_database_locked_exits_within_60_s_and_runs_nothing_twice(
 ) {
     if !sandbox_enforcing() {
-        panic!("CANNOT RUN HERE: the sandbox is not enforcing on this machine (`brainloop sandbox`)");
+        panic!(
+            "CANNOT RUN HERE: the sandbox is not enforcing on this machine (`brainloop sandbox`)"
+        );
     }
     let env = Env::new();
     let canary = env.root.path().join("canary.txt");
@@ -102,7 +107,12 @@ fn sigterm_with_the_largest_drain_window_and_every_database_locked_exits_within_
         .collect();
     // A real command that also finishes during the drain (its run is an `executions` row).
     let bash_cmd = format!("sleep 4.{:06}", std::process::id());
-    let bash = common::job(&env, "local", "execute_bash", &json!({ "command": bash_cmd }));
+    let bash = common::job(
+        &env,
+        "local",
+        "execute_bash",
+        &json!({ "command": bash_cmd }),
+    );
     // Longer than the drain: cancelled; and one that ignores the cancellation: abandoned.
     let cancelled = env.insert("sleep", "{\"ms\": 600000, \"canary\": true}");
     let stubborn = env.insert(
@@ -129,7 +139,11 @@ fn sigterm_with_the_largest_drain_window_and_every_database_locked_exits_within_
     let (release_input, input_holder) = hold_locks(&env, &["brainloop.input.db"]);
     std::thread::sleep(Duration::from_millis(1500));
     for &id in &finishing {
-        assert_eq!(canary_runs(&canary, id), 0, "job {id} must still run at the signal");
+        assert_eq!(
+            canary_runs(&canary, id),
+            0,
+            "job {id} must still run at the signal"
+        );
     }
     let t0 = Instant::now();
     d.sigterm();
@@ -151,7 +165,11 @@ fn sigterm_with_the_largest_drain_window_and_every_database_locked_exits_within_
         broken.push(format!("exit status {status:?}"));
     }
     for &id in &finishing {
-        assert_eq!(canary_runs(&canary, id), 1, "job {id} finished during the drain");
+        assert_eq!(
+            canary_runs(&canary, id),
+            1,
+            "job {id} finished during the drain"
+        );
     }
     release.send(()).unwrap();
     release_input.send(()).unwrap();
@@ -201,12 +219,18 @@ fn sigterm_with_the_largest_drain_window_and_every_database_locked_exits_within_
             |r| r.get(0),
         )
         .unwrap();
-    assert_eq!(bash_again, 0, "the command that finished during the drain ran again");
+    assert_eq!(
+        bash_again, 0,
+        "the command that finished during the drain ran again"
+    );
     // The cut-off ones never finished: they run again (their canary is empty), not final.
     for id in [cancelled, stubborn] {
         assert_eq!(canary_runs(&canary, id), 0);
         let (st, _, _, _) = env.result(id).unwrap();
-        assert!(["queued", "running"].contains(&st.as_str()), "job {id}: {st}");
+        assert!(
+            ["queued", "running"].contains(&st.as_str()),
+            "job {id}: {st}"
+        );
     }
     // One final result, one audit row with a final status, per job that finished.
     let t0 = Instant::now();

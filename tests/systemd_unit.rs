@@ -348,7 +348,8 @@ fn check_contract(unit: &Unit) -> Result<(), String> {
     // window and the cancel grace are held inside by `Config::validate`.
     let needed = brainloop::shutdown::BUDGET.as_millis() as u64;
     ensure!(
-        defaults.drain_window_ms + defaults.cancel_grace_ms <= brainloop::config::MAX_DRAIN_WINDOW_MS,
+        defaults.drain_window_ms + defaults.cancel_grace_ms
+            <= brainloop::config::MAX_DRAIN_WINDOW_MS,
         "the default drain window and cancel grace must fit in the shutdown budget"
     );
     ensure!(

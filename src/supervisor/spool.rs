@@ -80,12 +80,13 @@ pub fn replay(data_dir: &Path, write: impl Fn(&[Finished]) -> Result<()>) -> Res
             // A torn last line: the worker died inside its append, before the group counted
             // as written (its jobs are recovered as interrupted claims).
             Err(e) if i + 1 == lines.len() && !text.ends_with('\n') => {
-                tracing::warn!(error = format!("{e:#}"), "ignoring a torn last line of the results spool");
+                tracing::warn!(
+                    error = format!("{e:#}"),
+                    "ignoring a torn last line of the results spool"
+                );
                 break;
             }
-            Err(e) => {
-                return Err(e).with_context(|| format!("line {} of {}", i + 1, p.display()))
-            }
+            Err(e) => return Err(e).with_context(|| format!("line {} of {}", i + 1, p.display())),
         };
         write(&group).with_context(|| {
             format!(
@@ -247,8 +248,11 @@ mod tests {
         assert!(format!("{err:#}").contains("nothing is claimed"), "{err:#}");
         assert_eq!(pending(d).unwrap(), 2);
         let n = replay(d, |g| {
-            seen.borrow_mut()
-                .push(g.iter().map(|f| (f.row.job_id, f.disposition, f.row.status)).collect::<Vec<_>>());
+            seen.borrow_mut().push(
+                g.iter()
+                    .map(|f| (f.row.job_id, f.disposition, f.row.status))
+                    .collect::<Vec<_>>(),
+            );
             Ok(())
         })
         .unwrap();
@@ -272,7 +276,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
         append(d, &[finished(1, Disposition::Final, JobStatus::Failed)]).unwrap();
-        let mut f = std::fs::OpenOptions::new().append(true).open(path(d)).unwrap();
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(path(d))
+            .unwrap();
         f.write_all(b"{\"rows\":[{\"disp").unwrap();
         let n = replay(d, |g| {
             assert_eq!(g[0].row.job_id, 1);
