@@ -151,8 +151,12 @@ fn sigterm_with_the_largest_drain_window_and_every_database_locked_exits_within_
     let (status, _) = d.wait_exit(Duration::from_secs(120));
     let took = t0.elapsed();
     let log_text = std::fs::read_to_string(&log).unwrap_or_default();
+    let draining = log_text
+        .lines()
+        .find(|l| l.contains("INFO draining"))
+        .unwrap_or("(no `draining` line)");
     eprintln!(
-        "FIGURES: drain_window_ms {window_ms} + cancel_grace_ms {grace_ms}, every database locked: SIGTERM -> exit {took:?}"
+        "FIGURES: drain_window_ms {window_ms} + cancel_grace_ms {grace_ms}, every database locked: SIGTERM -> exit {took:?}; {draining}"
     );
     // The checks below go on after a failure, so that one run shows every broken promise.
     let mut broken = Vec::new();
