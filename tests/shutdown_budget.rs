@@ -175,6 +175,9 @@ fn sigterm_with_the_largest_drain_window_and_every_database_locked_exits_within_
             "job {id} finished during the drain"
         );
     }
+    if !env.data.join("brainloop.results.spool").exists() {
+        broken.push("no results spool after a drain that could not write output.db".into());
+    }
     release.send(()).unwrap();
     release_input.send(()).unwrap();
     holder.join().unwrap();
@@ -266,4 +269,70 @@ fn sigterm_with_the_largest_drain_window_and_every_database_locked_exits_within_
         std::thread::sleep(Duration::from_millis(100));
     }
     drop(d2);
+}
+
+/// The spool is replayed before anything is claimed: while output.db stays locked the worker
+/// refuses to start (and claims nothing), saying why; once it is free the start replays the
+/// spool, and the job that finished during the drain does not run again.
+#[test]
+fn a_spool_that_cannot_be_replayed_stops_the_start_before_any_claim() {
+    let env = Env::new();
+    let canary = env.root.path().join("canary.txt");
+    let canary_s = canary.to_str().unwrap().to_string();
+    let cfg = [
+        ("BRAINLOOP_DRAIN_WINDOW_MS", "4000"),
+        ("BRAINLOOP_CANCEL_GRACE_MS", "500"),
+        ("BRAINLOOP_TEST_CANARY", canary_s.as_str()),
+    ];
+    let d = env.start(&cfg);
+    let done = env.insert("sleep", "{\"ms\": 1500, \"canary\": true}");
+    env.wait_status(done, "running", LONG);
+    let (release, holder) = hold_locks(&env, &["brainloop.output.db"]);
+    d.sigterm();
+    let (status, _) = d.wait_exit(scaled(Duration::from_secs(60)));
+    assert!(status.success(), "exit status {status:?}");
+    assert_eq!(canary_runs(&canary, done), 1);
+    assert!(env.data.join("brainloop.results.spool").exists(), "spooled");
+    // Still locked: a new job must not be claimed, and the start fails saying why.
+    let waiting = env.insert("sleep", "{\"ms\": 10, \"canary\": true}");
+    let out = std::process::Command::new(BIN)
+        .args(["run", "--data-dir"])
+        .arg(&env.data)
+        .arg("--workspace")
+        .arg(&env.workspace)
+        .env("BRAINLOOP_TEST_ACTIONS", "1")
+        .env("BRAINLOOP_TEST_CANARY", &canary_s)
+        .env_remove("CEREBRAS_API_KEY")
+        .env_remove("CREDENTIALS_DIRECTORY")
+        .env_remove("BRAINLOOP_LLM_BASE_URL")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "started with an unreplayable spool: {err}"
+    );
+    assert!(err.contains("cannot replay the results spooled"), "{err}");
+    let claimed: i64 = env
+        .lifecycle()
+        .query_row(
+            "SELECT count(*) FROM queue WHERE job_id = ?1",
+            [waiting],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(
+        claimed, 0,
+        "a job was claimed before the spool was replayed"
+    );
+    release.send(()).unwrap();
+    holder.join().unwrap();
+    let _d = env.start(&cfg);
+    assert!(!env.data.join("brainloop.results.spool").exists());
+    let (_, _, _, attempts) = env.wait_status(done, "succeeded", LONG);
+    assert_eq!(attempts, 1);
+    env.wait_status(waiting, "succeeded", LONG);
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(canary_runs(&canary, done), 1, "the spooled job ran again");
 }
