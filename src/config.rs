@@ -12,8 +12,10 @@ use std::path::{Path, PathBuf};
 pub const DEFAULT_DATA_DIR: &str = "./brainloop-data";
 /// Default workspace (where commands run); see DESIGN §5.10.
 pub const DEFAULT_WORKSPACE: &str = "./workspace";
-/// Upper bound of the drain window so that drain + cancellation + final writes fit in 60 s.
-pub const MAX_DRAIN_WINDOW_MS: u64 = 45_000;
+/// Upper bound of the drain window (with `cancel_grace_ms = 0`): the share of the 55 s shutdown
+/// budget the later phases leave (`shutdown::DRAIN_AND_GRACE`). The check is on the sum:
+/// `drain_window_ms + cancel_grace_ms <= MAX_DRAIN_WINDOW_MS`.
+pub const MAX_DRAIN_WINDOW_MS: u64 = crate::shutdown::DRAIN_AND_GRACE.as_millis() as u64;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -47,9 +49,13 @@ pub struct Config {
     /// A job whose run was cut off by a crash is retried until it has started this many times,
     /// then ends `interrupted`.
     pub max_attempts: u32,
-    /// On SIGTERM, how long running jobs may take to finish before they are cancelled (ms).
+    /// On SIGTERM, how long running jobs may take to finish before they are cancelled (ms),
+    /// counted from the signal: the first share of the 55 s shutdown budget (`shutdown`), so
+    /// time the worker spent finishing a call when the signal came is part of it.
     pub drain_window_ms: u64,
     /// After cancellation, how long a job may take to wind down before it is abandoned (ms).
+    /// `drain_window_ms + cancel_grace_ms` is at most [`MAX_DRAIN_WINDOW_MS`] (45 s): the
+    /// result flush, the recorder, the heartbeat and the exit keep the last 10 s of the budget.
     pub cancel_grace_ms: u64,
     /// Params larger than this fail the job without being loaded (bytes).
     pub params_max_bytes: u64,
@@ -384,14 +390,20 @@ impl Config {
         if self.max_attempts == 0 {
             bail!("max_attempts must be at least 1");
         }
-        if self.drain_window_ms > MAX_DRAIN_WINDOW_MS {
+        // One shutdown budget (`shutdown::BUDGET`, 55 s from the signal): the drain window and
+        // the cancel grace take what the later phases (flush 4 s, recorder 3 s, heartbeat 2 s,
+        // exit 1 s) leave.
+        if self.drain_window_ms.saturating_add(self.cancel_grace_ms) > MAX_DRAIN_WINDOW_MS {
             bail!(
-                "drain_window_ms is {} but must be at most {MAX_DRAIN_WINDOW_MS} so that shutdown fits in 60 s",
-                self.drain_window_ms
+                "drain_window_ms ({}) + cancel_grace_ms ({}) is {} but must be at most {MAX_DRAIN_WINDOW_MS}: \
+                 the whole shutdown has a budget of {} ms from SIGTERM, and the result flush, the \
+                 recorder, the heartbeat and the exit keep the last {} ms of it. Lower one of them",
+                self.drain_window_ms,
+                self.cancel_grace_ms,
+                self.drain_window_ms.saturating_add(self.cancel_grace_ms),
+                crate::shutdown::BUDGET.as_millis(),
+                crate::shutdown::LATER_PHASES.as_millis()
             );
-        }
-        if self.drain_window_ms + self.cancel_grace_ms > 55_000 {
-            bail!("drain_window_ms + cancel_grace_ms must stay under 55000 so that shutdown fits in 60 s");
         }
         if self.overlay_max_bytes == 0
             || self.overlay_max_inodes == 0
@@ -498,7 +510,27 @@ mod tests {
             drain_window_ms: 59_000,
             ..Config::default()
         };
-        assert!(c.validate().unwrap_err().to_string().contains("60 s"));
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("drain_window_ms"));
+        // The budget counts the cancel grace: 41 s + the default 5 s is over the 45 s share.
+        let over = Config {
+            drain_window_ms: 41_000,
+            ..Config::default()
+        };
+        let err = over.validate().unwrap_err().to_string();
+        assert!(
+            err.contains("at most 45000") && err.contains("55000"),
+            "{err}"
+        );
+        let at_max = Config {
+            drain_window_ms: MAX_DRAIN_WINDOW_MS - 5_000,
+            cancel_grace_ms: 5_000,
+            ..Config::default()
+        };
+        at_max.validate().unwrap();
         assert!(toml::from_str::<Config>("concurency = 2").is_err());
     }
 }

@@ -344,10 +344,17 @@ fn check_contract(unit: &Unit) -> Result<(), String> {
         stop_ms <= 60_000,
         "TimeoutStopSec must be <= 60 s (DESIGN §3), is {stop_ms} ms"
     );
-    let needed = defaults.drain_window_ms + defaults.cancel_grace_ms + 5_000;
+    // The whole stop fits in one budget from the signal (`shutdown::BUDGET`), which the drain
+    // window and the cancel grace are held inside by `Config::validate`.
+    let needed = brainloop::shutdown::BUDGET.as_millis() as u64;
+    ensure!(
+        defaults.drain_window_ms + defaults.cancel_grace_ms
+            <= brainloop::config::MAX_DRAIN_WINDOW_MS,
+        "the default drain window and cancel grace must fit in the shutdown budget"
+    );
     ensure!(
         stop_ms >= needed,
-        "TimeoutStopSec ({stop_ms} ms) must leave room for drain_window_ms + cancel_grace_ms + 5 s = {needed} ms"
+        "TimeoutStopSec ({stop_ms} ms) must leave room for the shutdown budget ({needed} ms)"
     );
 
     // Watchdog: pinged every WatchdogSec/2, only while the supervisor loop ticks (at least every

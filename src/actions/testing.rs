@@ -1,5 +1,8 @@
 //! Hidden actions for the test-suite and benchmarks, registered only when `test_actions` is on:
-//! `sleep {ms, fail?}` waits (honouring cancellation), then succeeds or fails.
+//! `sleep {ms, fail?}` waits (honouring cancellation), then succeeds or fails. With
+//! `canary: true` a run that reaches its end appends `<job_id> <attempt>` to the file named by
+//! `BRAINLOOP_TEST_CANARY` (the shutdown tests count runs with it: a finished job must never
+//! run twice).
 
 use super::{ActionSpec, HandlerFuture, JobCtx, Outcome};
 use crate::permset::PermissionSet;
@@ -18,7 +21,8 @@ pub fn specs() -> Vec<ActionSpec> {
                 "properties": {
                     "ms": {"type": "integer", "minimum": 0, "maximum": 600000},
                     "fail": {"type": "boolean"},
-                    "ignore_cancel": {"type": "boolean"}
+                    "ignore_cancel": {"type": "boolean"},
+                    "canary": {"type": "boolean"}
                 },
                 "required": ["ms"],
                 "additionalProperties": false
@@ -47,6 +51,11 @@ fn sleep(ctx: JobCtx, params: Value) -> HandlerFuture {
                 _ = ctx.cancel.cancelled() => return Outcome::cancelled(),
             }
         }
+        if params.get("canary").and_then(Value::as_bool) == Some(true) {
+            if let Err(e) = canary(ctx.job_id, ctx.attempt).await {
+                return Outcome::failed(format!("cannot append to the canary: {e}"));
+            }
+        }
         if fail {
             Outcome::failed(format!("sleep failed on purpose after {ms} ms"))
         } else {
@@ -55,4 +64,22 @@ fn sleep(ctx: JobCtx, params: Value) -> HandlerFuture {
             )
         }
     })
+}
+
+/// Appends one line for this run to `BRAINLOOP_TEST_CANARY`.
+async fn canary(job_id: i64, attempt: u32) -> std::io::Result<()> {
+    let Some(path) = std::env::var_os("BRAINLOOP_TEST_CANARY") else {
+        return Err(std::io::Error::other("BRAINLOOP_TEST_CANARY is not set"));
+    };
+    tokio::task::spawn_blocking(move || {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)?;
+        f.write_all(format!("{job_id} {attempt}\n").as_bytes())?;
+        f.sync_all()
+    })
+    .await
+    .map_err(std::io::Error::other)?
 }

@@ -80,15 +80,22 @@ pub fn run(mut config: Config, args: &RunArgs) -> Result<i32> {
         shutdown
             .listen_for_signals()
             .context("cannot install signal handlers")?;
-        let r = crate::supervisor::run(config, stores, registry, sandbox, shutdown).await;
+        let r = crate::supervisor::run(config, stores, registry, sandbox, shutdown.clone()).await;
         // Idle warm sandbox helpers and their cgroups go with the worker, and the egress
-        // proxies' socket directory.
-        crate::sandbox::warm::drain().await;
+        // proxies' socket directory: within what is left of the shutdown budget.
+        let end = shutdown.phase_end(crate::shutdown::EXIT_SHARE, std::time::Duration::ZERO);
+        if tokio::time::timeout_at(end.into(), crate::sandbox::warm::drain())
+            .await
+            .is_err()
+        {
+            tracing::warn!("idle sandbox helpers not reaped within the shutdown budget");
+        }
         crate::egress::sockdir::remove();
         r
     });
-    // Jobs abandoned after cancellation may still hold blocking threads; do not wait for them.
-    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    // Jobs abandoned after cancellation, and calls still waiting on a locked database, may
+    // still hold blocking threads; do not wait for them beyond the budget.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(500));
     lock_watch.store(true, std::sync::atomic::Ordering::Relaxed);
     drop(lock);
     result.map(|_| 0)

@@ -137,13 +137,41 @@ pub fn open_read_only(data_dir: &Path, kind: DbKind) -> Result<Connection> {
 }
 
 fn configure(conn: &Connection, kind: DbKind) -> rusqlite::Result<()> {
-    conn.busy_timeout(BUSY_TIMEOUT)?;
+    conn.busy_handler(Some(wait_for_lock))?;
     conn.pragma_update(None, "synchronous", kind.synchronous())?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
     conn.pragma_update(None, "trusted_schema", "OFF")?;
     // Bounds the WAL file after each checkpoint (DESIGN §2 size bounds).
     conn.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024)?;
     Ok(())
+}
+
+/// The busy handler of the worker's connections: waits for a lock held by another process up
+/// to [`BUSY_TIMEOUT`] — or, once shutdown was requested, no longer than the shutdown budget
+/// allows (`shutdown::lock_wait_limit`), so a locked database cannot hold the shutdown past it.
+/// `n`: how many times SQLite already called it for this lock (0: the wait begins).
+fn wait_for_lock(n: i32) -> bool {
+    use std::cell::Cell;
+    use std::time::Instant;
+    thread_local! {
+        static SINCE: Cell<Option<Instant>> = const { Cell::new(None) };
+    }
+    // SQLite's own back-off (sqliteDefaultBusyCallback), then 100 ms steps.
+    const STEPS_MS: [u64; 12] = [1, 2, 5, 10, 15, 20, 25, 25, 25, 50, 50, 100];
+    let now = Instant::now();
+    let since = if n == 0 {
+        SINCE.set(Some(now));
+        now
+    } else {
+        SINCE.get().unwrap_or(now)
+    };
+    let limit = crate::shutdown::lock_wait_limit(since, BUSY_TIMEOUT);
+    if now >= limit {
+        return false;
+    }
+    let step = Duration::from_millis(STEPS_MS.get(n as usize).copied().unwrap_or(100));
+    std::thread::sleep(step.min(limit - now));
+    true
 }
 
 /// Runs `f` inside a `BEGIN IMMEDIATE` transaction and commits it.

@@ -42,6 +42,26 @@ impl JobStatus {
         }
     }
 
+    /// The status named `s` ([`JobStatus::as_str`] backwards).
+    pub fn parse(s: &str) -> Option<JobStatus> {
+        use JobStatus::*;
+        [
+            Queued,
+            Running,
+            PendingValidation,
+            Succeeded,
+            Failed,
+            Denied,
+            Blocked,
+            DuplicateWarning,
+            Expired,
+            Cancelled,
+            Interrupted,
+        ]
+        .into_iter()
+        .find(|j| j.as_str() == s)
+    }
+
     pub fn is_final(self) -> bool {
         !matches!(
             self,

@@ -7,12 +7,18 @@
 //! Order is the crash-safety argument: a result is committed before its job is marked done, and
 //! recovery treats a committed final result as done, so a kill -9 between the two loses nothing
 //! and runs nothing twice. A failed write (disk full, lock held too long) is retried, never dropped.
+//!
+//! Once shutdown is requested a failed write is not retried: the group goes to the results
+//! spool beside the databases (`spool`, fsynced), and so does every later group, so the jobs
+//! that finished during the drain keep their results within the shutdown budget; the next
+//! start-up replays the spool through [`write_group`] before it claims anything.
 
 use crate::actions::{self, Outcome, Registry};
 use crate::db::lifecycle::Snapshot;
 use crate::db::metadata::AuditRow;
 use crate::db::output::{self, JobStatus, ResultRow};
 use crate::db::{audit_outbox, lifecycle, write_tx, Stores};
+use crate::shutdown::Shutdown;
 use crate::stats::Stats;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -163,10 +169,14 @@ impl Sender {
     }
 }
 
-pub fn spawn(stores: Arc<Stores>, stats: Arc<Stats>) -> (Sender, JoinHandle<()>) {
+pub fn spawn(
+    stores: Arc<Stores>,
+    stats: Arc<Stats>,
+    shutdown: Shutdown,
+) -> (Sender, JoinHandle<()>) {
     let (tx, rx) = mpsc::unbounded_channel();
     let backlog = Arc::new(Backlog::default());
-    let handle = tokio::spawn(run(rx, stores, stats, Arc::clone(&backlog)));
+    let handle = tokio::spawn(run(rx, stores, stats, Arc::clone(&backlog), shutdown));
     (Sender { tx, backlog }, handle)
 }
 
@@ -178,9 +188,13 @@ async fn run(
     stores: Arc<Stores>,
     stats: Arc<Stats>,
     backlog: Arc<Backlog>,
+    shutdown: Shutdown,
 ) {
     let mut log_every = crate::stats::Every::default();
     let mut paced_until: Option<tokio::time::Instant> = None;
+    // Set at the first group that could not be written after shutdown was requested: from then
+    // on every group goes to the spool, in order.
+    let mut spooling = false;
     while let Some(first) = rx.recv().await {
         if let Some(t) = paced_until.take() {
             tokio::time::sleep_until(t).await;
@@ -196,6 +210,10 @@ async fn run(
         let group = Arc::new(group);
         let mut delay = Duration::from_millis(50);
         loop {
+            if spooling {
+                to_spool(&stores, &group, &stats).await;
+                break;
+            }
             let g = Arc::clone(&group);
             let st = Arc::clone(&stores);
             let failed = match tokio::task::spawn_blocking(move || write_group(&st, &g)).await {
@@ -218,7 +236,18 @@ async fn run(
                 );
             }
             stats.set_problem("results", format!("cannot record results: {error}"));
-            tokio::time::sleep(delay).await;
+            if shutdown.requested.is_cancelled() {
+                tracing::warn!(
+                    error,
+                    "cannot record results during the shutdown: writing them to the results spool; the next start replays it before claiming"
+                );
+                spooling = true;
+                continue;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(delay) => {}
+                _ = shutdown.requested.cancelled() => {}
+            }
             delay = (delay * 2).min(Duration::from_secs(2));
         }
         // Results arrived while this group was written: a stream, so the next commit waits
@@ -242,6 +271,30 @@ async fn run(
     }
 }
 
+/// Writes `group` to the results spool (`spool`), on the blocking pool. If even that fails, the
+/// group is lost and its jobs run again at the next start (logged).
+async fn to_spool(stores: &Arc<Stores>, group: &Arc<Vec<Finished>>, stats: &Stats) {
+    let (dir, g) = (stores.data_dir.clone(), Arc::clone(group));
+    let res = tokio::task::spawn_blocking(move || super::spool::append(&dir, &g)).await;
+    let error = match res {
+        Ok(Ok(())) => {
+            stats.set_problem(
+                "results",
+                "results spooled: output.db could not be written during the shutdown; the next start replays them".to_string(),
+            );
+            return;
+        }
+        Ok(Err(e)) => format!("{e:#}"),
+        Err(e) => format!("the spool task failed: {e}"),
+    };
+    let ids: Vec<i64> = group.iter().map(|f| f.row.job_id).collect();
+    tracing::error!(
+        error,
+        ?ids,
+        "cannot write results to output.db nor to the results spool: these jobs run again at the next start"
+    );
+}
+
 fn counter_name(s: JobStatus) -> &'static str {
     match s {
         JobStatus::Succeeded => "jobs_succeeded",
@@ -255,7 +308,9 @@ fn counter_name(s: JobStatus) -> &'static str {
     }
 }
 
-fn write_group(stores: &Stores, group: &[Finished]) -> anyhow::Result<()> {
+/// Commits `group`: its results rows in one output.db transaction, then its lifecycle
+/// transitions and audit rows in one lifecycle.db transaction. Also the spool's replay.
+pub(super) fn write_group(stores: &Stores, group: &[Finished]) -> anyhow::Result<()> {
     stores.output.with(|c| {
         Ok(write_tx(c, |tx| {
             output::upsert_results(tx, group.iter().map(|f| &f.row))

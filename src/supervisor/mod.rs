@@ -28,6 +28,7 @@ pub mod ready;
 pub mod recorder;
 pub mod recovery;
 mod serve;
+pub mod spool;
 mod startup;
 mod wake;
 pub mod wakeup;
@@ -73,7 +74,7 @@ pub async fn run(
         mut jobs,
         hwm,
         background,
-    } = startup::start(config, stores, registry, sandbox).await?;
+    } = startup::start(config, stores, registry, sandbox, &shutdown).await?;
     serve::serve(&mut jobs, &background.watcher, hwm, &shutdown).await;
     drain::drain(jobs, background, &shutdown).await;
     Ok(())

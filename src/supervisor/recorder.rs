@@ -1,7 +1,7 @@
 //! The recorder (issue 19): **the worker's writes of telemetry events and audit rows into
 //! metadata.db happen here, never on the dispatch loop or in the result writer**, so a
-//! metadata.db lock held by another process (each attempt waits up to `busy_timeout`, 5 s)
-//! delays only this task.
+//! metadata.db lock held by another process (each attempt waits up to `busy_timeout`, 5 s; after
+//! a shutdown signal at most 1 s, `shutdown::lock_wait_limit`) delays only this task.
 //!
 //! It wakes when an event is recorded or audit rows are staged (`telemetry::Queue::wake`) —
 //! while jobs stream in, at most once per [`PACE`] — and writes what is waiting — audit rows first (moved from lifecycle's outbox exactly once,

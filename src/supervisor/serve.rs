@@ -31,7 +31,7 @@ pub(super) async fn serve(jobs: &mut Loop, watcher: &InputWatcher, hwm: i64, shu
             break;
         }
         if let Some(ask) = wake.claim_now(Instant::now()) {
-            claim(jobs, &mut wake, ask).await;
+            claim(jobs, &mut wake, ask, shutdown).await;
             watcher.looked();
         }
         if wake.take_schedules_check() {
@@ -74,16 +74,25 @@ pub(super) async fn serve(jobs: &mut Loop, watcher: &InputWatcher, hwm: i64, shu
 type Claimed = (i64, Claim, bool, i64);
 
 /// Claims new jobs (or only reads data_version, if it has not moved and the claim is not forced);
-/// a failure is logged, shown in the heartbeat, and retried at the next poll.
-async fn claim(jobs: &mut Loop, wake: &mut Wake, ask: ClaimAsk) {
+/// a failure is logged, shown in the heartbeat, and retried at the next poll. A shutdown
+/// requested meanwhile does not wait for the claim (a locked database would make it wait): the
+/// drain starts, and whatever the claim took is recovered at the next start like any claim.
+async fn claim(jobs: &mut Loop, wake: &mut Wake, ask: ClaimAsk, shutdown: &Shutdown) {
     let (st, reg) = (Arc::clone(&jobs.stores), Arc::clone(&jobs.registry));
     let c = &jobs.config;
     let limits = (c.claim_batch, c.params_max_bytes, c.claim_max_bytes);
     // Fail closed (issue 21) holds for instant jobs too: none is answered while results
     // cannot be recorded.
     let answer = !jobs.stats.has_problem("results");
-    let res =
-        tokio::task::spawn_blocking(move || claim_blocking(&st, &reg, ask, limits, answer)).await;
+    let task = tokio::task::spawn_blocking(move || claim_blocking(&st, &reg, ask, limits, answer));
+    let res = tokio::select! {
+        biased;
+        res = task => res,
+        _ = shutdown.requested.cancelled() => {
+            tracing::info!("shutdown requested during a claim: draining without waiting for it");
+            return;
+        }
+    };
     match res {
         Ok(Ok((dv, claim, full, mark))) => {
             let rows = claim.ready.len() + claim.answered.len();

@@ -53,6 +53,7 @@ pub(super) async fn start(
     stores: Arc<Stores>,
     registry: Arc<Registry>,
     sandbox: Arc<crate::sandbox::detect::Level>,
+    shutdown: &crate::shutdown::Shutdown,
 ) -> Result<Started> {
     raise_nofile();
     let stats = Arc::new(Stats::default());
@@ -75,6 +76,7 @@ pub(super) async fn start(
     );
     startup_event(&config, &stores).await;
 
+    replay_spool(&stores).await?;
     let ready = recover(&config, &stores, &registry, &stats).await?;
     let hwm = stores.lifecycle.with(|c| lifecycle::high_water_mark(c))?;
 
@@ -84,7 +86,8 @@ pub(super) async fn start(
         Arc::clone(&config),
         background.clone(),
     ));
-    let (fin_tx, finisher) = finisher::spawn(Arc::clone(&stores), Arc::clone(&stats));
+    let (fin_tx, finisher) =
+        finisher::spawn(Arc::clone(&stores), Arc::clone(&stats), shutdown.clone());
 
     announce_ready(&config, &state, &watcher, hwm);
 
@@ -168,6 +171,26 @@ fn announce_ready(
 
 /// The recovery of the previous run: what it left running or on disk, then its claims (their
 /// jobs fill the ready queue returned), then its finished change sets.
+/// Replays the results the last shutdown spooled (`spool`) into output.db and lifecycle.db,
+/// before recovery reads them and before anything is claimed; an error stops the start-up.
+async fn replay_spool(stores: &Arc<Stores>) -> Result<()> {
+    let st = Arc::clone(stores);
+    let rows = tokio::task::spawn_blocking(move || {
+        super::spool::replay(&st.data_dir, |g| finisher::write_group(&st, g))
+    })
+    .await
+    .context("the spool replay task panicked")??;
+    if rows > 0 {
+        tracing::info!(
+            rows,
+            "replayed the results spooled at the last shutdown into output.db"
+        );
+        let detail = json!({"rows": rows});
+        event(stores, "results_spool_replayed", None, detail).await;
+    }
+    Ok(())
+}
+
 async fn recover(
     config: &Arc<Config>,
     stores: &Arc<Stores>,
