@@ -121,6 +121,12 @@ impl Shutdown {
     }
 }
 
+/// Whether a first signal came (the process-wide instant [`lock_wait_limit`] reads): work that
+/// would otherwise wait longer for a lock gives up.
+pub fn signalled() -> bool {
+    SIGNALLED_AT.get().is_some()
+}
+
 /// Until when a wait for a lock that began at `since` may go on, given `normal` (the wait
 /// without a shutdown): after the first signal, at most [`LOCK_WAIT_AFTER_SIGNAL`] past the
 /// later of `since` and the signal, and never past the budget's [`EXIT_SHARE`].

@@ -309,14 +309,18 @@ async fn known(
     );
     let data_dir = job.settings.data_dir.to_path_buf();
     let read = move || -> Result<Known, String> {
-        let (entry, promotion, last_executed) = stores
-            .security
-            .with(|c| {
-                let version = classify::CLASSIFIER_VERSION;
-                let entry = registry::get_or_create(c, &h, &text, &wd, &f, version, false, now)?;
-                let promotion = evidence::promotion(c, &client, &h, f.permission_set.as_str())?;
-                let last = validations::last_executed(c, &h, job_id).unwrap_or(entry.last_executed);
-                Ok((entry, promotion, last))
+        // Nothing has run yet: a registry another process keeps locked delays the job.
+        let (entry, promotion, last_executed) =
+            crate::db::retry_while_locked("command_security.db", || {
+                stores.security.with(|c| {
+                    let version = classify::CLASSIFIER_VERSION;
+                    let entry =
+                        registry::get_or_create(c, &h, &text, &wd, &f, version, false, now)?;
+                    let promotion = evidence::promotion(c, &client, &h, f.permission_set.as_str())?;
+                    let last =
+                        validations::last_executed(c, &h, job_id).unwrap_or(entry.last_executed);
+                    Ok((entry, promotion, last))
+                })
             })
             .map_err(|e| format!("command registry: {e:#}"))?;
         let last_requested = stores
@@ -332,10 +336,12 @@ async fn known(
         let sig_state = if sigs.is_empty() {
             SigState::default()
         } else {
-            stores
-                .security
-                .with(|c| signatures::observe(c, &client, &sigs, threshold, now))
-                .map_err(|e| format!("signatures: {e:#}"))?
+            crate::db::retry_while_locked("command_security.db", || {
+                stores
+                    .security
+                    .with(|c| signatures::observe(c, &client, &sigs, threshold, now))
+            })
+            .map_err(|e| format!("signatures: {e:#}"))?
         };
         Ok(Known {
             entry,

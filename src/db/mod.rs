@@ -174,6 +174,52 @@ fn wait_for_lock(n: i32) -> bool {
     true
 }
 
+/// Whether `e` (anywhere in its chain) is SQLite's "database is locked" / "busy": another
+/// process held a lock past our wait, nothing of ours was written.
+pub fn is_busy(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<rusqlite::Error>()
+            .and_then(|e| e.sqlite_error_code())
+            .is_some_and(|c| {
+                matches!(
+                    c,
+                    rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+                )
+            })
+    })
+}
+
+/// How long work that has changed nothing yet (a job's first reads and writes of the command
+/// registry) keeps retrying a database another process keeps locked, [`BUSY_TIMEOUT`] at a
+/// time, before it fails naming the lock: an operator's open `sqlite3` transaction delays jobs,
+/// it does not fail them.
+pub const LOCKED_RETRY_FOR: Duration = Duration::from_secs(30);
+
+/// Runs `f` (which must change nothing when it fails: one transaction, or reads) again while it
+/// fails with [`is_busy`], for up to [`LOCKED_RETRY_FOR`], not once shutdown was signalled. The
+/// error past that says how long the file was locked and what to do.
+pub fn retry_while_locked<T>(what: &str, mut f: impl FnMut() -> Result<T>) -> Result<T> {
+    let start = std::time::Instant::now();
+    loop {
+        match f() {
+            Err(e)
+                if is_busy(&e)
+                    && start.elapsed() < LOCKED_RETRY_FOR
+                    && !crate::shutdown::signalled() =>
+            {
+                tracing::warn!(what, waited_ms = start.elapsed().as_millis() as u64, "{what} is locked by another process; retrying");
+            }
+            Err(e) if is_busy(&e) => {
+                return Err(e.context(format!(
+                    "{what} stayed locked by another process for {} s: end that process's transaction (an open `sqlite3` shell, a backup tool) and re-submit the job",
+                    start.elapsed().as_secs()
+                )))
+            }
+            other => return other,
+        }
+    }
+}
+
 /// Runs `f` inside a `BEGIN IMMEDIATE` transaction and commits it.
 pub fn write_tx<T>(
     conn: &mut Connection,
