@@ -225,8 +225,10 @@ async fn status_file_loop(
 /// The status file's fields from the counters and the clocks, now.
 fn refresh(live: &mut StatusFile, stats: &Stats, state: WorkerState, started_mono: i64) {
     let (wall, mono) = (crate::time::now_ms(), crate::time::mono_ms());
-    let step =
-        crate::time::significant_step(crate::time::wall_step_ms((live.wall_ms, live.mono_ms), (wall, mono)));
+    let step = crate::time::significant_step(crate::time::wall_step_ms(
+        (live.wall_ms, live.mono_ms),
+        (wall, mono),
+    ));
     if step != 0 {
         live.clock_step_ms += step;
         live.last_clock_step = Some((wall, step));

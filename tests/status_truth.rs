@@ -244,7 +244,10 @@ fn an_unwritable_output_db_makes_status_exit_4_naming_it() {
         |c, v| c == 4 && names_output(v),
     );
     assert_eq!(v["alive"], true, "{v:#}");
-    println!("FIGURES: output.db {how}: status exit {code}:\n{}", problem_text(&v));
+    println!(
+        "FIGURES: output.db {how}: status exit {code}:\n{}",
+        problem_text(&v)
+    );
     drop(guard);
     let (_, _, _, attempts) = env.wait_status(id, "succeeded", LONG);
     assert_eq!(attempts, 1);
@@ -281,7 +284,10 @@ fn step_to(offset_file: &Path, offset: &str) {
 /// and per the worker's own clock (`SystemTime::now`, through `date`'s `clock_gettime`): ms.
 fn faked_now(env: &[(String, String)]) -> (i64, i64) {
     let sqlite = Command::new("sqlite3")
-        .args([":memory:", "SELECT CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)"])
+        .args([
+            ":memory:",
+            "SELECT CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)",
+        ])
         .envs(env.iter().map(|(k, v)| (k, v)))
         .output()
         .expect("sqlite3 (apt-get install sqlite3)");
@@ -355,7 +361,10 @@ fn wall_clock_steps_under_libfaketime_keep_status_expiry_and_not_before_right() 
     let age = v["heartbeat_age_ms"].as_i64().unwrap_or(i64::MIN);
     check(
         code == 0 && v["state"] == "running" && (0..5_000).contains(&age),
-        format!("after a -2h step: exit {code}, state {}, heartbeat age {age} ms", v["state"]),
+        format!(
+            "after a -2h step: exit {code}, state {}, heartbeat age {age} ms",
+            v["state"]
+        ),
     );
     let step = v["clock"]["step_ms"].as_i64();
     check(
@@ -364,7 +373,9 @@ fn wall_clock_steps_under_libfaketime_keep_status_expiry_and_not_before_right() 
     );
     // The job due in 4 s runs in about 4 s, not 2 h.
     let t0 = Instant::now();
-    while env.result(nb).is_none_or(|r| r.0 != "succeeded") && t0.elapsed() < Duration::from_secs(20) {
+    while env.result(nb).is_none_or(|r| r.0 != "succeeded")
+        && t0.elapsed() < Duration::from_secs(20)
+    {
         std::thread::sleep(Duration::from_millis(50));
     }
     check(
@@ -406,7 +417,9 @@ fn wall_clock_steps_under_libfaketime_keep_status_expiry_and_not_before_right() 
         format!("after a +4h step: exit {code}, state {}", v["state"]),
     );
     check(
-        v["clock"]["step_ms"].as_i64().is_some_and(|s| s > 3_600_000),
+        v["clock"]["step_ms"]
+            .as_i64()
+            .is_some_and(|s| s > 3_600_000),
         format!("the +4h step is not named: clock {}", v["clock"]),
     );
     if st == "pending_validation" {
@@ -446,5 +459,9 @@ fn wall_clock_steps_under_libfaketime_keep_status_expiry_and_not_before_right() 
         code == 3 && v["state"] == "stopped",
         format!("stopped: exit {code}, state {}", v["state"]),
     );
-    assert!(wrong.is_empty(), "under wall-clock steps:\n{}", wrong.join("\n"));
+    assert!(
+        wrong.is_empty(),
+        "under wall-clock steps:\n{}",
+        wrong.join("\n")
+    );
 }

@@ -76,7 +76,10 @@ fn a_held_output_db_lock_is_named_with_its_pid_and_by_the_worker_which_is_blocke
         has_cause(v, "worker: output")
     });
     assert_eq!(code, 4, "{v:#}");
-    assert_eq!(v["state"], "running", "alive and beating, only blocked: {v:#}");
+    assert_eq!(
+        v["state"], "running",
+        "alive and beating, only blocked: {v:#}"
+    );
     assert_eq!(v["heartbeat"]["pid"], d.pid(), "{v:#}");
     tx.rollback().unwrap();
     drop(c);

@@ -240,7 +240,9 @@ pub fn expire(output: &mut Connection, now: i64) -> Result<Vec<Validation>> {
             let mut s = tx.prepare(&format!(
                 "SELECT {COLS} FROM validations WHERE status = 'pending' AND expires_at IS NOT NULL"
             ))?;
-            let v = s.query_map([], row)?.collect::<rusqlite::Result<Vec<_>>>()?;
+            let v = s
+                .query_map([], row)?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
             v
         };
         let mut expired = Vec::new();

@@ -36,9 +36,7 @@ pub fn problems(
 ) -> Vec<Value> {
     let mut out = Vec::new();
     out.extend(reported_by_worker(reported));
-    let free = nix::sys::statvfs::statvfs(&config.data_dir)
-        .ok()
-        .map(|st| st.blocks_available() as u64 * st.fragment_size() as u64);
+    let free = free_bytes(&config.data_dir);
     let errors: Vec<&str> = reported
         .values()
         .filter_map(|d| d["error"].as_str())
@@ -49,8 +47,47 @@ pub fn problems(
             config.data_dir.display())}));
     }
     out.extend(locked_databases(&config.data_dir, worker_pid));
+    out.extend(spooled(&config.data_dir));
     out.extend(inconsistent(config));
     out
+}
+
+/// The results spool (`brainloop.results.spool`, written by the shutdown's result writer when
+/// output.db cannot take results, replayed at the next start — the shutdown part of issue 34).
+/// Read here by name so status works with or without it; after the merge of that part,
+/// `supervisor::spool::pending` is its reader.
+const RESULTS_SPOOL: &str = "brainloop.results.spool";
+
+/// Results waiting in the spool: (results, groups); torn or foreign lines count as groups only.
+fn spool_counts(text: &str) -> (usize, usize) {
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .fold((0, 0), |(rows, groups), l| {
+            let n = serde_json::from_str::<Value>(l)
+                .ok()
+                .and_then(|v| v["rows"].as_array().map(|r| r.len()))
+                .unwrap_or(0);
+            (rows + n, groups + 1)
+        })
+}
+
+fn spooled(dir: &Path) -> Option<Value> {
+    let text = std::fs::read_to_string(dir.join(RESULTS_SPOOL)).ok()?;
+    let (rows, groups) = spool_counts(&text);
+    (groups > 0).then(|| {
+        json!({"cause": "results spooled", "detail": format!(
+            "{rows} results spooled ({groups} groups) in {}: output.db could not take them at the last shutdown; \
+             the next start writes them into output.db before claiming anything (make output.db writable, then start the worker)",
+            dir.join(RESULTS_SPOOL).display())})
+    })
+}
+
+/// Bytes an unprivileged writer may still use on the file system of `dir` (statvfs).
+// The casts are no-ops on 64-bit targets only (the field types are 32-bit on some).
+#[allow(clippy::unnecessary_cast)]
+fn free_bytes(dir: &Path) -> Option<u64> {
+    let st = nix::sys::statvfs::statvfs(dir).ok()?;
+    Some(st.blocks_available() as u64 * st.fragment_size() as u64)
 }
 
 /// The worker's problems as read from the heartbeat column (workers older than the status file).
@@ -178,10 +215,35 @@ mod tests {
         ];
         for (free, errors, full) in table {
             let got = disk_full(*free, NEED, errors);
-            assert_eq!(got.is_some(), *full, "free {free:?}, errors {errors:?}: {got:?}");
+            assert_eq!(
+                got.is_some(),
+                *full,
+                "free {free:?}, errors {errors:?}: {got:?}"
+            );
         }
         assert!(disk_full(Some(0), NEED, &[])
             .unwrap()
             .contains("0 bytes free"));
+    }
+
+    #[test]
+    fn spooled_results_are_counted_by_rows() {
+        assert_eq!(spool_counts(""), (0, 0));
+        assert_eq!(
+            spool_counts("{\"rows\":[{},{}]}\n{\"rows\":[{}]}\n{\"ro"),
+            (3, 3),
+            "a torn last line is a group without rows"
+        );
+        let d = tempfile::tempdir().unwrap();
+        assert!(spooled(d.path()).is_none());
+        std::fs::write(d.path().join(RESULTS_SPOOL), "{\"rows\":[{},{}]}\n").unwrap();
+        let p = spooled(d.path()).unwrap();
+        assert!(
+            p["detail"]
+                .as_str()
+                .unwrap()
+                .starts_with("2 results spooled"),
+            "{p}"
+        );
     }
 }

@@ -141,9 +141,7 @@ fn liveness(
     };
     match (acc, lock) {
         (_, Some(true)) if stale => {
-            let pid = holder
-                .map(|p| p.to_string())
-                .unwrap_or_else(|| "?".into());
+            let pid = holder.map(|p| p.to_string()).unwrap_or_else(|| "?".into());
             let since = age
                 .map(|a| format!("{} s", a / 1000))
                 .unwrap_or_else(|| "ever".into());

@@ -62,10 +62,13 @@ pub fn write(data_dir: &Path, s: &StatusFile) -> Result<()> {
     let tmp = data_dir.join(format!(".{FILE}.{}.tmp", std::process::id()));
     let body = serde_json::to_vec(s).context("cannot encode the status file")?;
     let res = (|| -> std::io::Result<()> {
+        use std::os::unix::fs::OpenOptionsExt;
+        // Readable like output.db (0640): the operator's group runs `status`.
         let mut f = std::fs::OpenOptions::new()
             .write(true)
             .create(true)
             .truncate(true)
+            .mode(0o640)
             .open(&tmp)?;
         f.write_all(&body)?;
         std::fs::rename(&tmp, &dest)
@@ -135,8 +138,15 @@ mod tests {
         assert_eq!(read(d.path()).unwrap(), Some(s.clone()));
         // Same boot: the wall clock stepped back 2 h changes nothing.
         assert_eq!(s.age_ms(10_000 - 7_200_000 + 300, 800, "b"), 300);
-        assert_eq!(s.step_ms(10_000 - 7_200_000 + 300, 800, "b"), 5_000 - 7_200_000);
-        assert_eq!(s.step_ms(10_300, 800, "b"), 5_000, "no step since the write");
+        assert_eq!(
+            s.step_ms(10_000 - 7_200_000 + 300, 800, "b"),
+            5_000 - 7_200_000
+        );
+        assert_eq!(
+            s.step_ms(10_300, 800, "b"),
+            5_000,
+            "no step since the write"
+        );
         // Another boot: the wall clock, never negative.
         assert_eq!(s.age_ms(9_000, 800, "c"), 0);
         let leftovers: Vec<_> = std::fs::read_dir(d.path()).unwrap().collect();
