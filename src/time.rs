@@ -1,4 +1,7 @@
-//! Wall-clock helpers. Every timestamp brainloop stores is INTEGER unix milliseconds.
+//! Clock helpers. Every timestamp brainloop stores is INTEGER unix milliseconds (the wall clock,
+//! which NTP or an operator may step). Waits and ages the worker measures itself use the
+//! monotonic clock ([`mono_ms`]): `CLOCK_MONOTONIC`, shared by every process of one boot
+//! ([`boot_id`] tells boots apart), never stepped.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -8,4 +11,52 @@ pub fn now_ms() -> i64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
+}
+
+/// `CLOCK_MONOTONIC` in milliseconds: the same clock in every process of this boot, not moved
+/// by wall-clock steps (it does not count time suspended).
+pub fn mono_ms() -> i64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always exists on Linux.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    if rc != 0 {
+        return 0;
+    }
+    ts.tv_sec * 1000 + ts.tv_nsec / 1_000_000
+}
+
+/// This boot's id (`/proc/sys/kernel/random/boot_id`): two [`mono_ms`] readings compare only
+/// when taken in the same boot. Empty when unreadable.
+pub fn boot_id() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+/// How far the wall clock moved against the monotonic clock between two readings
+/// (`(wall, mono)` pairs, ms): 0 when nobody stepped it; > 0 a forward step, < 0 backward.
+pub fn wall_step_ms(then: (i64, i64), now: (i64, i64)) -> i64 {
+    (now.0 - then.0) - (now.1 - then.1)
+}
+
+/// A wall-clock instant (`at`, unix ms) as a [`mono_ms`] deadline, measured from now: a wait
+/// armed this way lasts `at - now_ms()` whatever the wall clock does afterwards.
+pub fn mono_deadline(at: i64) -> i64 {
+    mono_ms().saturating_add(at.saturating_sub(now_ms()))
+}
+
+/// Below this, a difference between elapsed wall and monotonic time is the clocks' own drift
+/// (NTP slews at most 0.5 ms/s), not a step.
+pub const STEP_MIN_MS: i64 = 1000;
+
+/// `step` when it is a step (at least [`STEP_MIN_MS`] either way), else 0.
+pub fn significant_step(step: i64) -> i64 {
+    if step.abs() >= STEP_MIN_MS {
+        step
+    } else {
+        0
+    }
 }

@@ -178,7 +178,7 @@ pub fn collect(
             continue;
         }
         // A decision made before the deadline counts even if the worker sees it after.
-        if v.expires_at.is_some_and(|t| t <= a.created_at) {
+        if validations::too_late(&v, a.created_at) {
             ignore(stores, a.row_id, &v.id, "validation expired", now)?;
             continue;
         }

@@ -7,11 +7,56 @@
 //! pending, unexpired, and names the same command hash as the job's claimed snapshot — so a
 //! replayed approval, an approval of an expired request, or a producer editing `jobs.params`
 //! after approval changes nothing. Unanswered validations expire closed.
+//!
+//! Expiry runs on the monotonic clock (issue 34): `expires_at` is stored (wall clock) for people
+//! and for a later worker, but this worker counts each validation's TTL from when it saw it — the
+//! creation, or the first expiry pass after a start for one created by an earlier worker (the
+//! time left then, `expires_at - now`, capped to the TTL) — as a deadline on `time::mono_ms`
+//! ([`deadline`]). A wall-clock step forward never expires a validation at once, nor does a step
+//! back keep one past its TTL. A decision counts when made before the deadline by either clock
+//! ([`too_late`]).
 
 use crate::db::write_tx;
 use anyhow::{bail, Result};
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+/// This process's monotonic deadline (`time::mono_ms`) of every pending validation it has seen.
+static DEADLINES: Mutex<BTreeMap<String, i64>> = Mutex::new(BTreeMap::new());
+
+fn deadlines() -> std::sync::MutexGuard<'static, BTreeMap<String, i64>> {
+    match DEADLINES.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    }
+}
+
+/// When `v` expires on the monotonic clock (`None`: never), armed the first time this process
+/// sees it: the wall-clock time left then, capped to its TTL (`expires_at - requested_at`).
+pub fn deadline(v: &Validation) -> Option<i64> {
+    let expires = v.expires_at?;
+    let ttl = (expires - v.requested_at).max(0);
+    let left = (expires - crate::time::now_ms()).clamp(0, ttl);
+    Some(
+        *deadlines()
+            .entry(v.id.clone())
+            .or_insert_with(|| crate::time::mono_ms() + left),
+    )
+}
+
+/// Whether a decision made at `decided_at` (the deciding process's wall clock) comes too late
+/// for `v`: past its deadline on this worker's monotonic clock AND, by the wall clock, after
+/// `expires_at`. Either clock saying "in time" is enough: a decision seen late (the worker
+/// stopped meanwhile) counts, and so does one whose clock was stepped forward.
+pub fn too_late(v: &Validation, decided_at: i64) -> bool {
+    let Some(expires) = v.expires_at else {
+        return false;
+    };
+    let mono_passed = deadline(v).is_some_and(|d| d <= crate::time::mono_ms());
+    mono_passed && expires <= decided_at
+}
 
 /// Pending validations one client may have at once; beyond, new requests fail.
 pub const MAX_PENDING_PER_CLIENT: i64 = 50;
@@ -79,6 +124,10 @@ pub fn create(output: &mut Connection, v: &Validation) -> Result<()> {
         )?;
         Ok(false)
     })?;
+    if !capped {
+        // Its TTL runs from now on the monotonic clock.
+        deadline(v);
+    }
     if capped {
         bail!(
             "client {:?} already has {MAX_PENDING_PER_CLIENT} validations waiting for a human; wait for them to be decided",
@@ -182,17 +231,42 @@ pub fn clear(tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<()> {
     tx.execute_batch("DELETE FROM validations;")
 }
 
-/// Marks pending validations past their deadline `expired`; returns them.
+/// Marks pending validations past their monotonic [`deadline`] `expired`; returns them. `now`
+/// (wall clock) is what `decided_at` records.
 pub fn expire(output: &mut Connection, now: i64) -> Result<Vec<Validation>> {
+    let mono = crate::time::mono_ms();
     Ok(write_tx(output, |tx| {
-        let mut s = tx.prepare(&format!(
-            "UPDATE validations SET status = 'expired', decided_at = ?1
-             WHERE status = 'pending' AND expires_at IS NOT NULL AND expires_at <= ?1 RETURNING {COLS}"
-        ))?;
-        let v = s
-            .query_map([now], row)?
-            .collect::<rusqlite::Result<Vec<_>>>()?;
-        Ok(v)
+        let pending = {
+            let mut s = tx.prepare(&format!(
+                "SELECT {COLS} FROM validations WHERE status = 'pending' AND expires_at IS NOT NULL"
+            ))?;
+            let v = s
+                .query_map([], row)?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            v
+        };
+        let mut expired = Vec::new();
+        for mut v in pending.iter().cloned() {
+            if deadline(&v).is_some_and(|d| d <= mono) {
+                tx.execute(
+                    "UPDATE validations SET status = 'expired', decided_at = ?2
+                     WHERE id = ?1 AND status = 'pending'",
+                    params![v.id, now],
+                )?;
+                v.status = "expired".to_string();
+                v.decided_at = Some(now);
+                expired.push(v);
+            }
+        }
+        // Only pending validations keep a deadline (the map stays as small as they are few).
+        let keep: std::collections::HashSet<&str> = pending
+            .iter()
+            .filter(|v| v.status == "pending")
+            .map(|v| v.id.as_str())
+            .collect();
+        let gone: Vec<&str> = expired.iter().map(|v| v.id.as_str()).collect();
+        deadlines().retain(|id, _| keep.contains(id.as_str()) && !gone.contains(&id.as_str()));
+        Ok(expired)
     })?)
 }
 

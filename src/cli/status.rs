@@ -1,11 +1,18 @@
-//! `brainloop status`: is the worker alive (instance lock + heartbeat age), what is it doing
-//! (state, jobs running, queue depth, jobs waiting in input.db), file sizes, and the last hour's
-//! headline figures, and why it does not progress (`diagnose`: disk full, a database locked by
-//! whom, a failed consistency check, what the worker reports). `--json` for scripts, `--watch` to
-//! refresh. Exit code 0 when the worker is alive and nothing is wrong, 4 when it is alive but
-//! something blocks it, 3 when it is stopped, dead or never started.
+//! `brainloop status`: is the worker alive (instance lock + the age of its status file), what is
+//! it doing (state, jobs running, queue depth, jobs waiting in input.db), file sizes, and the
+//! last hour's headline figures, and why it does not progress (`diagnose`: disk full, a database
+//! locked by whom, a failed consistency check, what the worker reports). `--json` for scripts,
+//! `--watch` to refresh. Exit code 0 when the worker is alive and nothing is wrong, 4 when it is
+//! alive but something blocks it (a STUCK worker is blocked), 3 when it is stopped, dead or
+//! never started.
+//!
+//! The live view comes from the status file (`db::status_file`), which the worker rewrites every
+//! second on a channel independent of output.db: its age is measured on the monotonic clock
+//! (same boot), so a wall-clock step neither kills nor revives a worker; a step is named under
+//! `clock`. A worker older than the file is read from its last heartbeat row (insertion order).
 
 use crate::config::Config;
+use crate::db::status_file::{self, StatusFile};
 use crate::db::{self, input, lifecycle, migrate, output, DbKind};
 use crate::lockfile::LOCK_FILE;
 use anyhow::Result;
@@ -70,45 +77,143 @@ fn lock_pid(config: &Config) -> Option<i64> {
         .ok()
 }
 
-/// (state, heartbeat age, alive). The instance lock decides whether the worker lives: a worker
-/// holding it is never reported DEAD, however old its heartbeat (disk full, a database locked):
-/// it is STUCK, and `problems` says why.
+/// The clocks `status` reads once: wall, monotonic, boot.
+struct Clocks {
+    wall: i64,
+    mono: i64,
+    boot: String,
+}
+
+/// What status concludes about the worker's life.
+#[derive(Debug, PartialEq)]
+struct Life {
+    state: String,
+    /// Age of the freshest account of the worker (status file, else heartbeat row), never < 0.
+    age_ms: Option<i64>,
+    alive: bool,
+    /// The worker holds the lock but its account stopped moving: why, as a problem.
+    stuck: Option<String>,
+}
+
+/// The worker's freshest account: (state, age, pid). The status file when there is one (every
+/// worker since issue 34 writes it), else the heartbeat row.
+fn account(
+    hb: Option<&output::Heartbeat>,
+    file: Option<&StatusFile>,
+    c: &Clocks,
+) -> Option<(String, i64, i64)> {
+    match (file, hb) {
+        (Some(f), _) => Some((f.state.clone(), f.age_ms(c.wall, c.mono, &c.boot), f.pid)),
+        (None, Some(h)) => Some((h.status.clone(), (c.wall - h.timestamp).max(0), h.pid)),
+        (None, None) => None,
+    }
+}
+
+/// The kernel's state letter of `pid` (`T`: stopped by a signal), when readable.
+fn proc_state(pid: i64) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
+}
+
+/// The instance lock decides whether the worker lives: a worker holding it is never reported
+/// DEAD, however old its account (disk full, a database locked, SIGSTOP): it is STUCK, a problem.
 fn liveness(
     config: &Config,
     hb: Option<&output::Heartbeat>,
+    file: Option<&StatusFile>,
     lock: Option<bool>,
-    now: i64,
-) -> (String, Option<i64>, bool) {
-    let dead_after = config.dead_after_ms.max(2 * config.heartbeat_interval_ms) as i64;
-    let age = hb.map(|h| now - h.timestamp);
+    holder: Option<i64>,
+    c: &Clocks,
+) -> Life {
+    let every = match file {
+        Some(_) => config.heartbeat_interval_ms.min(status_file::EVERY_MS),
+        None => config.heartbeat_interval_ms,
+    };
+    let dead_after = config.dead_after_ms.max(2 * every) as i64;
+    let acc = account(hb, file, c);
+    let age = acc.as_ref().map(|a| a.1);
     let stale = age.is_none_or(|a| a > dead_after);
-    match (hb, lock) {
-        (_, Some(true)) if stale => (
-            format!(
-                "STUCK (alive: pid {} holds the data-dir lock; no heartbeat for {})",
-                lock_pid(config)
-                    .map(|p| p.to_string())
-                    .unwrap_or_else(|| "?".into()),
-                age.map(|a| format!("{} s", a / 1000))
-                    .unwrap_or_else(|| "ever".into())
-            ),
-            age,
-            true,
-        ),
-        (Some(h), Some(true)) if h.status == "stopped" => ("starting".to_string(), age, true),
-        (None, _) => ("never started".to_string(), None, false),
-        (Some(h), _) if h.status == "stopped" => ("stopped".to_string(), age, false),
-        (Some(h), lock) if stale || lock == Some(false) => (
-            format!(
-                "DEAD (last state {}; no heartbeat for {} s)",
-                h.status,
-                age.unwrap_or(0) / 1000
-            ),
-            age,
+    let life = |state: String, alive: bool| Life {
+        state,
+        age_ms: age,
+        alive,
+        stuck: None,
+    };
+    match (acc, lock) {
+        (_, Some(true)) if stale => {
+            let pid = holder.map(|p| p.to_string()).unwrap_or_else(|| "?".into());
+            let since = age
+                .map(|a| format!("{} s", a / 1000))
+                .unwrap_or_else(|| "ever".into());
+            let why = match holder.and_then(proc_state) {
+                Some('T') | Some('t') => format!(
+                    "it is stopped by a signal (SIGSTOP or a debugger): `kill -CONT {pid}` resumes it"
+                ),
+                Some('D') => "it is blocked in the kernel on I/O (state D)".to_string(),
+                _ => "it is hung, or cannot write the data dir".to_string(),
+            };
+            Life {
+                state: format!(
+                    "STUCK (alive: pid {pid} holds the data-dir lock; no sign of life for {since})"
+                ),
+                age_ms: age,
+                alive: true,
+                stuck: Some(format!(
+                    "pid {pid} holds the data-dir lock but has not updated {} for {since}: {why}",
+                    status_file::FILE
+                )),
+            }
+        }
+        (Some((st, _, pid)), Some(true)) if st == "stopped" => {
+            // The account is a previous worker's (a new one is starting) or this one's last.
+            if holder == Some(pid) {
+                life("stopping".to_string(), true)
+            } else {
+                life("starting".to_string(), true)
+            }
+        }
+        (None, _) => life("never started".to_string(), false),
+        (Some((st, _, _)), _) if st == "stopped" => life("stopped".to_string(), false),
+        (Some((st, a, _)), lock) if stale || lock == Some(false) => life(
+            format!("DEAD (last state {st}; no sign of life for {} s)", a / 1000),
             false,
         ),
-        (Some(h), _) => (h.status.clone(), age, true),
+        (Some((st, _, _)), _) => life(st, true),
     }
+}
+
+/// The live counters, with the heartbeat row's field names: from the status file when there is
+/// one (at most a second old), else the heartbeat row.
+fn live_counters(hb: Option<&output::Heartbeat>, file: Option<&StatusFile>) -> Value {
+    match file {
+        Some(f) => json!({
+            "worker_id": f.worker_id, "timestamp": f.wall_ms, "status": f.state, "pid": f.pid,
+            "version": f.version, "sessions_active": f.sessions_active,
+            "sessions_completed": f.sessions_completed, "jobs_running": f.jobs_running,
+            "queue_depth": f.queue_depth, "jobs_done_total": f.jobs_done_total,
+            "cache_hit_rate": f.cache_hit_rate, "sandbox_level": f.sandbox_level,
+            "uptime_ms": f.uptime_ms, "source": status_file::FILE,
+        }),
+        None => json!(hb),
+    }
+}
+
+/// The wall-clock steps seen since the worker started (`step_ms`, > 0 forward), with a sentence.
+fn clock(file: Option<&StatusFile>, c: &Clocks) -> Value {
+    let Some(f) = file else {
+        return json!({"step_ms": Value::Null});
+    };
+    let step = f.step_ms(c.wall, c.mono, &c.boot);
+    let detail = (step != 0).then(|| {
+        format!(
+            "the wall clock was stepped {}{} s since the worker started (NTP or an operator); ages, \
+             approval expiry and not_before waits use the monotonic clock, stored times are wall clock",
+            if step > 0 { "+" } else { "" },
+            step / 1000
+        )
+    });
+    json!({"step_ms": step, "last_step": f.last_clock_step.map(|(at, s)| json!({"at_ms": at, "step_ms": s})),
+           "detail": detail})
 }
 
 /// The egress proxies' counters since `since` (issue 23), from command_security.db; `null`
@@ -123,14 +228,35 @@ fn egress_counters(dir: &std::path::Path, since: i64) -> Value {
 /// Long because `status --json` is one object assembled from every database, a read per field.
 pub fn collect(config: &Config) -> Result<Value> {
     let now = crate::time::now_ms();
+    let clocks = Clocks {
+        wall: now,
+        mono: crate::time::mono_ms(),
+        boot: crate::time::boot_id(),
+    };
     let dir = &config.data_dir;
     let out = db::open_read_only(dir, DbKind::Output)?;
     let hb = output::latest_heartbeat(&out)?;
+    let (file, file_error) = match status_file::read(dir) {
+        Ok(f) => (f, None),
+        Err(e) => (None, Some(format!("{e:#}"))),
+    };
     let lock = lock_held(config);
-    let (state, age_ms, alive) = liveness(config, hb.as_ref(), lock, now);
-    let worker_pid = lock_pid(config).or(hb.as_ref().map(|h| h.pid));
-    let problems =
-        super::diagnose::problems(config, output::latest_problem(&out).as_deref(), worker_pid);
+    let holder = lock_pid(config);
+    let life = liveness(config, hb.as_ref(), file.as_ref(), lock, holder, &clocks);
+    let (state, age_ms, alive) = (life.state, life.age_ms, life.alive);
+    let worker_pid = holder
+        .or(file.as_ref().map(|f| f.pid))
+        .or(hb.as_ref().map(|h| h.pid));
+    let reported = match &file {
+        Some(f) => f.problems.clone(),
+        None => super::diagnose::parse_reported(output::latest_problem(&out).as_deref()),
+    };
+    let mut problems = Vec::new();
+    if let Some(why) = life.stuck {
+        problems.push(json!({"cause": "stuck", "detail": why}));
+    }
+    problems.extend(super::diagnose::problems(config, &reported, worker_pid));
+    let clock = clock(file.as_ref(), &clocks);
     let hour_ago = now - 3_600_000;
     let by_status: serde_json::Map<String, Value> = output::status_counts(&out, hour_ago)?
         .into_iter()
@@ -286,8 +412,10 @@ pub fn collect(config: &Config) -> Result<Value> {
         "problems": problems,
         "heartbeat_age_ms": age_ms,
         "instance_lock_held": lock,
-        "lock_pid": lock_pid(config),
-        "heartbeat": hb,
+        "lock_pid": holder,
+        "heartbeat": live_counters(hb.as_ref(), file.as_ref()),
+        "status_file_error": file_error,
+        "clock": clock,
         "jobs_unclaimed": unclaimed,
         "results_last_hour": by_status,
         "metrics_last_hour": metrics,
@@ -344,6 +472,9 @@ pub fn render(r: &Value) -> String {
                 p["detail"].as_str().unwrap_or("")
             ),
         );
+    }
+    if let Some(d) = r["clock"]["detail"].as_str() {
+        line(&mut s, "WARNING clock", d.to_string());
     }
     let hb = &r["heartbeat"];
     if let Some(age) = r["heartbeat_age_ms"].as_i64() {

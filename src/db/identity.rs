@@ -248,9 +248,13 @@ pub fn input_max_id(conn: &Connection) -> Result<i64> {
     Ok(seq.unwrap_or(0).max(max.unwrap_or(0)))
 }
 
+/// The high-water mark is read FIRST, input.db's highest id after: a job is claimed only after
+/// it is in input.db, so whatever the worker claims between the two reads has an id already
+/// counted in the second — a claim in between can never look like a rollback (read the other
+/// way round, it did: `status` cried "inconsistent" under ordinary load, issue 34).
 fn input_rolled_back(data_dir: &Path) -> Result<Option<Problem>> {
-    let max = input_max_id(&open(data_dir, DbKind::Input)?)?;
     let hwm = super::lifecycle::high_water_mark(&open(data_dir, DbKind::Lifecycle)?)?;
+    let max = input_max_id(&open(data_dir, DbKind::Input)?)?;
     Ok((max < hwm).then(|| Problem {
         file: DbKind::Input.file_name(),
         what: format!(

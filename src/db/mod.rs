@@ -22,6 +22,7 @@ pub mod metadata;
 pub mod migrate;
 pub mod output;
 pub mod sessions;
+pub mod status_file;
 
 use anyhow::{Context, Result};
 use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};

@@ -233,7 +233,7 @@ pub fn set_heartbeat_problem(conn: &mut Connection, problem: Option<&str>) -> Re
 /// The latest heartbeat's `problem` (`None` also on a database from before the column).
 pub fn latest_problem(conn: &Connection) -> Option<String> {
     conn.query_row(
-        "SELECT problem FROM heartbeat ORDER BY timestamp DESC, rowid DESC LIMIT 1",
+        "SELECT problem FROM heartbeat ORDER BY rowid DESC LIMIT 1",
         [],
         |r| r.get(0),
     )
@@ -241,13 +241,15 @@ pub fn latest_problem(conn: &Connection) -> Option<String> {
     .flatten()
 }
 
+/// The heartbeat written last — in insertion order, not by timestamp: a beat written before a
+/// backward clock step carries a later time than the ones after it.
 pub fn latest_heartbeat(conn: &Connection) -> Result<Option<Heartbeat>> {
     Ok(conn
         .query_row(
             "SELECT worker_id, timestamp, status, coalesce(pid, 0), coalesce(version, ''),
                     sessions_active, sessions_completed, jobs_running, queue_depth,
                     jobs_done_total, cache_hit_rate, sandbox_level, uptime_ms
-             FROM heartbeat ORDER BY timestamp DESC, rowid DESC LIMIT 1",
+             FROM heartbeat ORDER BY rowid DESC LIMIT 1",
             [],
             |r| {
                 Ok(Heartbeat {

@@ -119,10 +119,12 @@ impl Loop {
                 break;
             }
         }
-        let now = crate::time::now_ms();
+        // `not_before` becomes a monotonic deadline once, here (see `ready`).
+        let now = crate::time::mono_ms();
         for c in claim.ready {
             let job = Job::new(c.id, c.priority, &c.client_id);
-            self.ready.push(job, c.not_before, now);
+            self.ready
+                .push(job, c.not_before.map(crate::time::mono_deadline), now);
         }
     }
 

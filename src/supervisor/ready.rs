@@ -7,6 +7,10 @@
 //! and counts its slot; [`ReadyQueue::release`] gives the slot back. Jobs of a client at its
 //! share stay queued in their order and become eligible as soon as one of its slots frees.
 //!
+//! Times here are `time::mono_ms` (issue 34): a job's wall-clock `not_before` is converted once,
+//! when it enters the queue, to a monotonic deadline (`time::mono_deadline`), so a wall-clock
+//! step neither delays it by the step nor releases it early.
+//!
 //! Pure data: the claimed snapshots themselves stay in lifecycle.db. Client names are untrusted:
 //! memory per client exists only while it has ready or running jobs, and every operation is
 //! O(log n) (one ordered set holds the head job of each client below its share).

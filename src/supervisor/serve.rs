@@ -54,8 +54,12 @@ pub(super) async fn serve(jobs: &mut Loop, watcher: &InputWatcher, hwm: i64, shu
             }
             continue;
         }
-        let dues = [jobs.ready.next_due(), scheduler.next_due()];
-        let deadline = wake.deadline(Instant::now(), crate::time::now_ms(), dues);
+        // Both on the monotonic clock: the ready queue's own, a schedule's wall time converted.
+        let dues = [
+            jobs.ready.next_due(),
+            scheduler.next_due().map(crate::time::mono_deadline),
+        ];
+        let deadline = wake.deadline(Instant::now(), crate::time::mono_ms(), dues);
         tokio::select! {
             biased;
             _ = shutdown.requested.cancelled() => break,
@@ -210,7 +214,7 @@ async fn collect_approvals(jobs: &mut Loop) {
             return;
         }
     };
-    let now = crate::time::now_ms();
+    let now = crate::time::mono_ms();
     for r in resumes {
         match r {
             approvals::Resume::Run {
@@ -231,7 +235,7 @@ async fn collect_approvals(jobs: &mut Loop) {
 
 /// Starts the due jobs slots allow, and updates the gauges the heartbeat reports.
 async fn start(jobs: &mut Loop) {
-    jobs.ready.promote(crate::time::now_ms());
+    jobs.ready.promote(crate::time::mono_ms());
     jobs.start_ready().await;
     let stats = &jobs.stats;
     stats

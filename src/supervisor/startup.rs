@@ -206,10 +206,11 @@ async fn recover(
         .context("recovery task panicked")?
         .context("start-up recovery failed")?;
     sweep_change_sets(config, stores).await;
-    let now = crate::time::now_ms();
+    let now = crate::time::mono_ms();
     let mut ready = ReadyQueue::new(config.slots_per_client());
     for c in &rec.requeue {
-        ready.push(Job::new(c.id, c.priority, &c.client_id), c.not_before, now);
+        let not_before = c.not_before.map(crate::time::mono_deadline);
+        ready.push(Job::new(c.id, c.priority, &c.client_id), not_before, now);
     }
     // A re-ask is a request to a human like any other (`ask::answers::reask`).
     stats.incr("hil_requests", rec.asked_again as f64);

@@ -220,7 +220,8 @@ impl Wake {
     }
 
     /// When the wait ends at the latest: the next poll, re-check, deferred claim, or `due_ms`
-    /// (wall-clock ms: a waiting job's `not_before`, a schedule's next time). Starts the re-check
+    /// (ms on the clock of `now_ms`, the monotonic one in the loop: a waiting job's
+    /// `not_before`, a schedule's next time). Starts the re-check
     /// series a notification asked for.
     pub(super) fn deadline(
         &mut self,
