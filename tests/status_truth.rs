@@ -294,7 +294,9 @@ fn faked_now(env: &[(String, String)]) -> (i64, i64) {
         ])
         .envs(env.iter().map(|(k, v)| (k, v)))
         .output()
-        .expect("CANNOT RUN HERE: apt-get install sqlite3 (the test checks SQLite's clock with it)");
+        .expect(
+            "CANNOT RUN HERE: apt-get install sqlite3 (the test checks SQLite's clock with it)",
+        );
     let date = Command::new("date")
         .arg("+%s%3N")
         .envs(env.iter().map(|(k, v)| (k, v)))

@@ -52,33 +52,14 @@ pub fn problems(
     out
 }
 
-/// The results spool (`brainloop.results.spool`, written by the shutdown's result writer when
-/// output.db cannot take results, replayed at the next start — the shutdown part of issue 34).
-/// Read here by name so status works with or without it; after the merge of that part,
-/// `supervisor::spool::pending` is its reader.
-const RESULTS_SPOOL: &str = "brainloop.results.spool";
-
-/// Results waiting in the spool: (results, groups); torn or foreign lines count as groups only.
-fn spool_counts(text: &str) -> (usize, usize) {
-    text.lines()
-        .filter(|l| !l.trim().is_empty())
-        .fold((0, 0), |(rows, groups), l| {
-            let n = serde_json::from_str::<Value>(l)
-                .ok()
-                .and_then(|v| v["rows"].as_array().map(|r| r.len()))
-                .unwrap_or(0);
-            (rows + n, groups + 1)
-        })
-}
-
+/// Results the last shutdown left in the results spool (`supervisor::spool`, its owner).
 fn spooled(dir: &Path) -> Option<Value> {
-    let text = std::fs::read_to_string(dir.join(RESULTS_SPOOL)).ok()?;
-    let (rows, groups) = spool_counts(&text);
+    let (rows, groups) = crate::supervisor::spool::pending(dir).ok()?;
     (groups > 0).then(|| {
         json!({"cause": "results spooled", "detail": format!(
             "{rows} results spooled ({groups} groups) in {}: output.db could not take them at the last shutdown; \
              the next start writes them into output.db before claiming anything (make output.db writable, then start the worker)",
-            dir.join(RESULTS_SPOOL).display())})
+            crate::supervisor::spool::path(dir).display())})
     })
 }
 
@@ -228,15 +209,13 @@ mod tests {
 
     #[test]
     fn spooled_results_are_counted_by_rows() {
-        assert_eq!(spool_counts(""), (0, 0));
-        assert_eq!(
-            spool_counts("{\"rows\":[{},{}]}\n{\"rows\":[{}]}\n{\"ro"),
-            (3, 3),
-            "a torn last line is a group without rows"
-        );
         let d = tempfile::tempdir().unwrap();
         assert!(spooled(d.path()).is_none());
-        std::fs::write(d.path().join(RESULTS_SPOOL), "{\"rows\":[{},{}]}\n").unwrap();
+        std::fs::write(
+            crate::supervisor::spool::path(d.path()),
+            "{\"rows\":[{},{}]}\n",
+        )
+        .unwrap();
         let p = spooled(d.path()).unwrap();
         assert!(
             p["detail"]

@@ -11,7 +11,7 @@
 //! claimed before the spool is empty). The replay is idempotent (a final result is never
 //! overwritten), so a crash in the middle of it only replays again.
 //!
-//! `status` may read [`pending`]: spooled groups mean results that are not in output.db yet.
+//! `status` reads [`pending`] (`cli::diagnose`): spooled results are not in output.db yet.
 
 use super::finisher::{Disposition, Finished};
 use crate::db::metadata::AuditRow;
@@ -54,13 +54,26 @@ pub fn append(data_dir: &Path, group: &[Finished]) -> Result<()> {
     Ok(())
 }
 
-/// How many groups wait in the spool (0: none, or no spool).
-pub fn pending(data_dir: &Path) -> Result<usize> {
+/// What waits in the spool: (results, groups); a torn or foreign line counts as a group
+/// without results. (0, 0): none, or no spool. `status` reports it (`cli::diagnose`).
+pub fn pending(data_dir: &Path) -> Result<(usize, usize)> {
     match std::fs::read_to_string(path(data_dir)) {
-        Ok(s) => Ok(s.lines().filter(|l| !l.trim().is_empty()).count()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
+        Ok(s) => Ok(counts(&s)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok((0, 0)),
         Err(e) => Err(e).context("cannot read the results spool"),
     }
+}
+
+fn counts(text: &str) -> (usize, usize) {
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .fold((0, 0), |(rows, groups), l| {
+            let n = serde_json::from_str::<Value>(l)
+                .ok()
+                .and_then(|v| v["rows"].as_array().map(|r| r.len()))
+                .unwrap_or(0);
+            (rows + n, groups + 1)
+        })
 }
 
 /// Writes every spooled group with `write` (in order), then removes the spool. Returns how many
@@ -200,6 +213,14 @@ mod tests {
     use super::*;
     use std::cell::RefCell;
 
+    #[test]
+    fn pending_counts_results_and_groups_a_torn_line_a_group_without_results() {
+        assert_eq!(counts(""), (0, 0));
+        assert_eq!(counts("{\"rows\":[{},{}]}\n{\"rows\":[{}]}\n{\"ro"), (3, 3));
+        let d = tempfile::tempdir().unwrap();
+        assert_eq!(pending(d.path()).unwrap(), (0, 0));
+    }
+
     fn finished(id: i64, d: Disposition, status: JobStatus) -> Finished {
         Finished {
             row: ResultRow {
@@ -241,12 +262,12 @@ mod tests {
             ],
         )
         .unwrap();
-        assert_eq!(pending(d).unwrap(), 2);
+        assert_eq!(pending(d).unwrap(), (3, 2));
         let seen = RefCell::new(Vec::new());
         // A failing write keeps the spool.
         let err = replay(d, |_| anyhow::bail!("database is locked")).unwrap_err();
         assert!(format!("{err:#}").contains("nothing is claimed"), "{err:#}");
-        assert_eq!(pending(d).unwrap(), 2);
+        assert_eq!(pending(d).unwrap(), (3, 2));
         let n = replay(d, |g| {
             seen.borrow_mut().push(
                 g.iter()
@@ -267,7 +288,7 @@ mod tests {
                 ]
             ]
         );
-        assert_eq!(pending(d).unwrap(), 0);
+        assert_eq!(pending(d).unwrap(), (0, 0));
         assert_eq!(replay(d, |_| unreachable!()).unwrap(), 0);
     }
 
