@@ -336,3 +336,59 @@ fn a_spool_that_cannot_be_replayed_stops_the_start_before_any_claim() {
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(canary_runs(&canary, done), 1, "the spooled job ran again");
 }
+
+/// A write whose overlay run finishes during the drain while lifecycle.db and output.db are
+/// locked cannot record its request: it is requeued (not ended `failed` "cannot ask a human"),
+/// asks once at the next start and, approved, is applied once.
+#[test]
+fn a_write_that_cannot_ask_during_the_drain_asks_after_the_restart_and_applies_once() {
+    common::require_sandbox();
+    let env = Env::new();
+    let cfg = [("BRAINLOOP_DRAIN_WINDOW_MS", "15000")];
+    let d = env.start(&cfg);
+    let out = env.workspace.join("drained.txt");
+    let id = common::job(
+        &env,
+        "local",
+        "execute_bash",
+        &json!({ "command": "sleep 3; echo once >> drained.txt" }),
+    );
+    env.wait_status(id, "running", LONG);
+    let (release, holder) = hold_locks(&env, &["brainloop.output.db", "brainloop.lifecycle.db"]);
+    let t0 = Instant::now();
+    d.sigterm();
+    let log = d.log.clone();
+    let (status, _) = d.wait_exit(Duration::from_secs(90));
+    let log_text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(status.success(), "exit {status:?}\n{log_text}");
+    assert!(t0.elapsed() < CONTRACT, "took {:?}", t0.elapsed());
+    release.send(()).unwrap();
+    holder.join().unwrap();
+    assert!(!out.exists(), "nothing applied before a human answered");
+    let d2 = env.start(&[]);
+    let (st, v, e) = common::settled(&env, id);
+    assert_eq!(
+        st,
+        "pending_validation",
+        "{v} {e}\nfirst worker's log:\n{log_text}\nsecond worker's log:\n{}",
+        d2.log_text()
+    );
+    common::cli_ok(&env, &["approve", &common::vid(&v)]);
+    let (st, v, e) = common::past(&env, id, &common::vid(&v));
+    assert_eq!(st, "succeeded", "{v} {e}");
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "once\n");
+    let asked: i64 = env
+        .output()
+        .query_row(
+            "SELECT count(*) FROM validations WHERE job_id = ?1",
+            [id],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(asked, 1, "asked once");
+    assert!(
+        log_text.contains("cannot record the request during the shutdown"),
+        "the write finished its run inside the drain while the locks were held:\n{log_text}"
+    );
+    drop(d2);
+}

@@ -150,9 +150,21 @@ pub async fn ask(asker: &Asker<'_>, r: Request) -> Result<(String, Map<String, V
     let id = tokio::task::spawn_blocking(move || create_blocking(&stores, job, &client, &r2, ttl))
         .await
         .map_err(|e| Outcome::failed(format!("asking a human: {e}")))?
-        .map_err(|e| Outcome::failed(format!("cannot ask a human, so nothing ran: {e:#}")))?;
+        .map_err(|e| cannot_ask(asker.job_id, e))?;
     asker.stats.incr("hil_requests", 1.0);
     Ok((id.clone(), pending_fields(&id, &r)))
+}
+
+/// The outcome of a request that could not be recorded: `failed` (nothing ran, cause named) —
+/// or, when another process holds a database locked during the shutdown, `cancelled`: the job is
+/// requeued and asks at the next start (its overlay, never applied, is discarded and run again)
+/// rather than ending failed for a lock that outlived the worker.
+fn cannot_ask(job_id: i64, e: anyhow::Error) -> Outcome {
+    if crate::shutdown::signalled() && crate::db::is_busy(&e) {
+        tracing::warn!(job_id, error = format!("{e:#}"), "cannot record the request during the shutdown (a database is locked): the job runs again at the next start");
+        return Outcome::cancelled();
+    }
+    Outcome::failed(format!("cannot ask a human, so nothing ran: {e:#}"))
 }
 
 /// The fields every pending result has (`status`, `validation_id`, `command`, `policy`,

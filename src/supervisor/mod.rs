@@ -327,7 +327,9 @@ impl Loop {
             job.params_hash,
             outcome,
             elapsed,
-            self.job_cancel.is_cancelled(),
+            // Cut by the shutdown: cancelled by the drain, or it gave up (`Outcome::cancelled`)
+            // on something the shutdown stopped (a request it could not record).
+            self.job_cancel.is_cancelled() || crate::shutdown::signalled(),
         );
         if !self.fin_tx.send(finished) {
             tracing::error!(
