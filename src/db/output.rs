@@ -9,7 +9,7 @@ use std::collections::HashSet;
 
 /// `results.status`. DESIGN §2 fixes the final ones; `queued`, `running` and
 /// `pending_validation` are not final.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum JobStatus {
     Queued,
@@ -42,24 +42,9 @@ impl JobStatus {
         }
     }
 
-    /// The status named `s` ([`JobStatus::as_str`] backwards).
+    /// The status named `s` ([`JobStatus::as_str`] backwards: serde's names are the same).
     pub fn parse(s: &str) -> Option<JobStatus> {
-        use JobStatus::*;
-        [
-            Queued,
-            Running,
-            PendingValidation,
-            Succeeded,
-            Failed,
-            Denied,
-            Blocked,
-            DuplicateWarning,
-            Expired,
-            Cancelled,
-            Interrupted,
-        ]
-        .into_iter()
-        .find(|j| j.as_str() == s)
+        serde_json::from_value(serde_json::Value::String(s.to_string())).ok()
     }
 
     pub fn is_final(self) -> bool {
@@ -409,5 +394,18 @@ impl Outcome {
             result: None,
             error: Some("cancelled".into()),
         }
+    }
+}
+
+#[cfg(test)]
+mod status_names {
+    use super::JobStatus::{self, *};
+
+    #[test]
+    fn a_status_parses_back_from_its_name() {
+        for s in [Queued, PendingValidation, DuplicateWarning, Interrupted] {
+            assert_eq!(JobStatus::parse(s.as_str()), Some(s));
+        }
+        assert_eq!(JobStatus::parse("nonsense"), None);
     }
 }
