@@ -11,17 +11,6 @@ use nix::sys::signal::Signal;
 use serde_json::json;
 use std::time::{Duration, Instant};
 
-/// A config with an `ops` client allowed to force_execute.
-fn ops_config(env: &Env) -> String {
-    let p = env.root.path().join("brainloop.toml");
-    std::fs::write(
-        &p,
-        "[clients.ops]\nfile_read = [\"{workspace}/**\"]\nsystem_command = [\"*\"]\nforce_execute = true\n",
-    )
-    .unwrap();
-    p.display().to_string()
-}
-
 /// The pids whose command line is exactly `argv` (as this user sees /proc).
 fn procs(argv: &[&str]) -> Vec<i32> {
     let want: Vec<u8> = argv
@@ -60,7 +49,7 @@ fn wait_until(what: &str, within: Duration, mut ok: impl FnMut() -> bool) -> boo
 /// one runs on a warm helper (its spec, and deadline, arrive after its namespaces exist);
 /// otherwise every helper starts cold.
 fn start(env: &Env, warm: bool) -> common::Daemon {
-    let cfg = ops_config(env);
+    let cfg = common::ops_config(env);
     let d = env.start(&[
         ("BRAINLOOP_CONFIG", cfg.as_str()),
         ("BRAINLOOP_SANDBOX_WARM", if warm { "1" } else { "0" }),

@@ -14,17 +14,6 @@ fn bash(env: &Env, client: &str, cmd: &str) -> (String, Value, String) {
     run(env, client, "execute_bash", json!({"command": cmd}))
 }
 
-/// A config with an `ops` client allowed to force_execute.
-fn ops_config(env: &Env) -> String {
-    let p = env.root.path().join("brainloop.toml");
-    std::fs::write(
-        &p,
-        "[clients.ops]\nfile_read = [\"{workspace}/**\"]\nsystem_command = [\"*\"]\nforce_execute = true\n",
-    )
-    .unwrap();
-    p.display().to_string()
-}
-
 fn approve(env: &Env, id: &str, extra: &[&str]) {
     let mut args = vec!["approve", id];
     args.extend_from_slice(extra);
@@ -337,7 +326,7 @@ fn promotion_after_20_approved_runs_then_demotion_when_it_starts_failing() {
 #[test]
 fn duplicates_blocks_force_and_grants() {
     let env = Env::new();
-    let cfg = ops_config(&env);
+    let cfg = common::ops_config(&env);
     let _d = env.start(&[("BRAINLOOP_CONFIG", cfg.as_str())]);
     let (st, _, _) = bash(&env, "local", "touch dup.txt");
     assert_eq!(st, "pending_validation");
@@ -410,7 +399,7 @@ fn duplicates_blocks_force_and_grants() {
 #[test]
 fn the_executor_kills_the_tree_caps_floods_and_filters_the_environment() {
     let env = Env::new();
-    let cfg = ops_config(&env);
+    let cfg = common::ops_config(&env);
     let d = env.start(&[
         ("BRAINLOOP_CONFIG", cfg.as_str()),
         ("AWS_SECRET_ACCESS_KEY", "leak-aws"),
@@ -499,7 +488,7 @@ fn readonly_commands_run_unasked_in_the_sandbox_and_cannot_do_more() {
         "CANNOT RUN HERE: the sandbox is not enforcing on this machine; run `brainloop sandbox`"
     );
     let env = Env::new();
-    let cfg = ops_config(&env);
+    let cfg = common::ops_config(&env);
     std::fs::write(env.workspace.join("a.txt"), "data\n").unwrap();
     let d = env.start(&[
         ("BRAINLOOP_CONFIG", cfg.as_str()),

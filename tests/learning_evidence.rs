@@ -251,14 +251,7 @@ fn past_the_pending_cap_a_request_fails_naming_it_and_leaves_no_validation() {
     let (id, st, v, e) = bash(&env, "local", "touch cap50.txt");
     assert_eq!(st, "failed", "{v}");
     assert!(e.contains("50 validations waiting"), "{e}");
-    let n: i64 = env
-        .output()
-        .query_row(
-            "SELECT count(*) FROM validations WHERE job_id = ?1",
-            [id],
-            |r| r.get(0),
-        )
-        .unwrap();
+    let n = common::validations_count(&env, id);
     assert_eq!(n, 0, "no validation exists for the failed job");
     assert!(!env.workspace.join("cap50.txt").exists());
 }

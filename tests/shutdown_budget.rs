@@ -377,14 +377,7 @@ fn a_write_that_cannot_ask_during_the_drain_asks_after_the_restart_and_applies_o
     let (st, v, e) = common::past(&env, id, &common::vid(&v));
     assert_eq!(st, "succeeded", "{v} {e}");
     assert_eq!(std::fs::read_to_string(&out).unwrap(), "once\n");
-    let asked: i64 = env
-        .output()
-        .query_row(
-            "SELECT count(*) FROM validations WHERE job_id = ?1",
-            [id],
-            |r| r.get(0),
-        )
-        .unwrap();
+    let asked = common::validations_count(&env, id);
     assert_eq!(asked, 1, "asked once");
     assert!(
         log_text.contains("cannot record the request during the shutdown"),

@@ -446,3 +446,25 @@ pub fn past(env: &Env, id: i64, old: &str) -> (String, serde_json::Value, String
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// A config with an `ops` client allowed to force_execute.
+pub fn ops_config(env: &Env) -> String {
+    let p = env.root.path().join("brainloop.toml");
+    std::fs::write(
+        &p,
+        "[clients.ops]\nfile_read = [\"{workspace}/**\"]\nsystem_command = [\"*\"]\nforce_execute = true\n",
+    )
+    .unwrap();
+    p.display().to_string()
+}
+
+/// How many validations job `id` has (asked, whatever their status).
+pub fn validations_count(env: &Env, id: i64) -> i64 {
+    env.output()
+        .query_row(
+            "SELECT count(*) FROM validations WHERE job_id = ?1",
+            [id],
+            |r| r.get(0),
+        )
+        .unwrap()
+}
