@@ -395,9 +395,28 @@ pub fn walk_args(op: &Operation, workdir: &Path, workspace: &Path) -> Walked {
             w.kinds.push(("EXPR".into(), a.clone()));
             continue;
         }
-        w.kinds.push((arg_kind(a, workdir, workspace), a.clone()));
+        let kind = if operands_are_paths(prog, w.sub.as_deref(), expr_seen) {
+            path_kind(a, workdir, workspace)
+        } else {
+            arg_kind(a, workdir, workspace)
+        };
+        w.kinds.push((kind, a.clone()));
     }
     w
+}
+
+/// Programs whose every positional argument is a path (so `mkdir -p build` signs as
+/// `mkdir -p WS_PATH`, as `mkdir -p build/x` does, not `LITERAL`).
+const PATH_OPERANDS: &[&str] = &["mkdir", "rmdir", "touch", "rm", "cp", "mv", "tee", "ln"];
+/// git subcommands whose positional arguments are paths.
+const GIT_PATH_OPERANDS: &[&str] = &["add", "rm", "mv", "restore"];
+
+/// Whether a positional argument of `prog` (after its subcommand, after its script for sed and
+/// awk) is a path whatever it looks like.
+fn operands_are_paths(prog: &str, sub: Option<&str>, expr_seen: bool) -> bool {
+    PATH_OPERANDS.contains(&prog)
+        || (prog == "git" && sub.is_some_and(|s| GIT_PATH_OPERANDS.contains(&s)))
+        || (expr_seen && matches!(prog, "sed" | "gsed" | "awk" | "gawk" | "mawk"))
 }
 
 /// A git global option with its value, as the signature keeps it: `-c KEY=…` (the key literal,
@@ -544,6 +563,20 @@ pub struct SigState {
     pub all_learned: bool,
 }
 
+/// The signatures learned for `client` (taught, enough approvals without a denial, or the
+/// operator's `always_allow`): what `bash::coverage` may let stand for another signature.
+fn learned_for(conn: &Connection, client: &str, threshold: u32) -> rusqlite::Result<Vec<String>> {
+    let mut st = conn.prepare_cached(
+        "SELECT s.signature FROM signatures s LEFT JOIN signature_evidence e
+           ON e.signature = s.signature AND e.client_id = ?1
+         WHERE s.user_override = 'always_allow'
+            OR (s.learnable AND s.user_override IS NULL AND coalesce(e.denials, 0) = 0
+                AND (e.learned_at IS NOT NULL OR coalesce(e.approvals, 0) >= ?2))",
+    )?;
+    let rows = st.query_map(params![client, threshold], |r| r.get(0))?;
+    rows.collect()
+}
+
 /// Records the signatures (creating rows) and reads their state for `client`: learned means the
 /// operator's `always_allow`, or this client's human approvals reached the threshold with no
 /// denial (evidence is per client — issue 18).
@@ -587,7 +620,13 @@ pub fn observe(
                 || (learnable
                     && s.learnable
                     && denials == 0
-                    && (taught || approvals >= threshold as i64));
+                    && (taught
+                        || approvals >= threshold as i64
+                        // a learned signature that does as much (`bash::coverage`)
+                        || (ov.is_none()
+                            && learned_for(tx, client, threshold)?
+                                .iter()
+                                .any(|l| crate::bash::coverage::covers(l, &s.text)))));
             if !learned || ov == Some(Override::AlwaysAsk) {
                 st.all_learned = false;
             }
