@@ -213,7 +213,9 @@ fn reviewer_eval_of_a_scripted_reviewer_over_human_decisions_gives_exact_counts_
         assert_eq!(v["verdict"], *verdict, "step {i}: {v:#}");
     }
     assert!(
-        of(6)["refusals"].to_string().contains("a human denied `sed -i EXPR WS_PATH`")
+        of(6)["refusals"]
+            .to_string()
+            .contains("a human denied `sed -i EXPR WS_PATH`")
             && of(6)["refusals"].to_string().contains(&ids[5].1),
         "{:#}",
         of(6)
@@ -253,14 +255,18 @@ fn reviewer_eval_of_a_scripted_reviewer_over_human_decisions_gives_exact_counts_
     assert!(text.contains("not rebuilt"), "{text}");
     let last2: Value = serde_json::from_str(&cli_ok(
         &env,
-        &["--config", &cfg, "reviewer", "eval", "--json", "--limit", "2"],
+        &[
+            "--config", &cfg, "reviewer", "eval", "--json", "--limit", "2",
+        ],
     ))
     .unwrap();
     assert_eq!(last2["selected"], 2);
     assert_eq!(last2["total"]["escalated_denials"], 1, "{last2:#}");
     let none: Value = serde_json::from_str(&cli_ok(
         &env,
-        &["--config", &cfg, "reviewer", "eval", "--json", "--client", "other"],
+        &[
+            "--config", &cfg, "reviewer", "eval", "--json", "--client", "other",
+        ],
     ))
     .unwrap();
     assert_eq!(none["selected"], 0);
@@ -268,7 +274,10 @@ fn reviewer_eval_of_a_scripted_reviewer_over_human_decisions_gives_exact_counts_
 
     // Without a [reviewer] there is nothing to measure: said, exit 1.
     let (st, _, err) = env.cli(&["reviewer", "eval"]);
-    assert!(!st.success() && err.contains("no [reviewer] is configured"), "{err}");
+    assert!(
+        !st.success() && err.contains("no [reviewer] is configured"),
+        "{err}"
+    );
 }
 
 fn signature_id(env: &Env, sig: &str) -> i64 {
@@ -306,8 +315,8 @@ fn reviewer_event(env: &Env, vid: &str) -> Value {
 }
 
 #[test]
-fn a_reviewer_cannot_approve_a_signature_a_human_denied_for_that_client_even_after_override_clear(
-) {
+fn a_reviewer_cannot_approve_a_signature_a_human_denied_for_that_client_even_after_override_clear()
+{
     common::require_sandbox();
     let env = Env::new();
     std::fs::write(env.workspace.join("a.txt"), "one\ntwo\n").unwrap();
@@ -336,9 +345,11 @@ fn a_reviewer_cannot_approve_a_signature_a_human_denied_for_that_client_even_aft
     std::thread::sleep(Duration::from_millis(2500));
     let st: String = env
         .output()
-        .query_row("SELECT status FROM validations WHERE id = ?1", [&vid], |r| {
-            r.get(0)
-        })
+        .query_row(
+            "SELECT status FROM validations WHERE id = ?1",
+            [&vid],
+            |r| r.get(0),
+        )
         .unwrap();
     assert_eq!(st, "pending", "{e}");
     assert_eq!(read(&env, "a.txt").as_deref(), Some("one\ntwo\n"));
@@ -477,7 +488,10 @@ fn n_reviewer_denials_in_a_row_notify_the_human_once_across_a_restart_and_a_huma
         .map(|v| v["id"].as_str().unwrap())
         .collect();
     assert_eq!(vids, [v3.as_str(), v2.as_str(), v1.as_str()], "{b}");
-    assert_eq!(b["validations"][2]["command"], "sed -i s/one/REVDENY1/ a.txt");
+    assert_eq!(
+        b["validations"][2]["command"],
+        "sed -i s/one/REVDENY1/ a.txt"
+    );
     let text = b["text"].as_str().unwrap();
     assert!(
         text.contains("the reviewer denied the last 3 validations of client local in a row")
@@ -492,6 +506,10 @@ fn n_reviewer_denials_in_a_row_notify_the_human_once_across_a_restart_and_a_huma
         "{out}"
     );
 
+    let st: Value =
+        serde_json::from_str(&cli_ok(&env, &["--config", &cfg, "status", "--json"])).unwrap();
+    assert_eq!(st["reviewer_denials_in_a_row"], json!({"local": 3}), "{st}");
+
     // A fourth denial: no second notice (the next at six).
     reviewer_denies(&env, "echo REVDENY4 > d.txt");
     std::thread::sleep(Duration::from_millis(2500));
@@ -503,7 +521,11 @@ fn n_reviewer_denials_in_a_row_notify_the_human_once_across_a_restart_and_a_huma
     reviewer_denies(&env, "echo REVDENY5 > f.txt");
     reviewer_denies(&env, "echo REVDENY6 > g.txt");
     std::thread::sleep(Duration::from_millis(1500));
-    assert_eq!(hook.streaks().len(), 1, "two after the reset: no notice yet");
+    assert_eq!(
+        hook.streaks().len(),
+        1,
+        "two after the reset: no notice yet"
+    );
     let v7 = reviewer_denies(&env, "echo REVDENY7 > h.txt");
     let got = hook.wait_streaks(2);
     assert_eq!(got[1]["denials"], 3, "{:?}", got[1]);

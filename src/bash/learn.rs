@@ -79,7 +79,12 @@ pub fn refusals_with(
         if let Some(why) = s.why_not.as_ref().filter(|_| !s.learnable) {
             out.push(format!("`{}` is never learned: {why}", s.text));
         }
-        out.extend(stored_refusals(security, &v.client_id, &s.text, count_denials)?);
+        out.extend(stored_refusals(
+            security,
+            &v.client_id,
+            &s.text,
+            count_denials,
+        )?);
     }
     let judged = protected::judge(
         table,

@@ -164,23 +164,17 @@ fn print_denial_streaks(
     out: &rusqlite::Connection,
     every: u32,
 ) -> Result<()> {
-    if every == 0 {
-        return Ok(());
-    }
-    for client in validations::clients(out)? {
-        let s = crate::hooks::denial_streak(sec, out, &client)?;
-        if s.denials() >= every as usize {
-            println!(
-                "REVIEWER denied the last {} validations of client {} in a row (escalate_after_denials = {every}): {}",
-                s.denials(),
-                shown::line(&client),
-                s.denied
-                    .iter()
-                    .map(|(v, _)| v.id.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
-        }
+    for s in crate::hooks::escalated(sec, out, every)? {
+        println!(
+            "REVIEWER denied the last {} validations of client {} in a row (escalate_after_denials = {every}): {}",
+            s.denials(),
+            shown::line(&s.client),
+            s.denied
+                .iter()
+                .map(|(v, _)| v.id.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
     }
     Ok(())
 }

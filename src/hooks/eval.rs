@@ -199,7 +199,7 @@ fn rebuild(
     use crate::bash::changes;
     let overlay = crate::bash::signatures::of_job(db.security, v.job_id)
         .map_err(|e| format!("cannot read its signatures: {e:#}"))?
-        .is_some_and(|(_, overlay, _)| overlay);
+        .is_some_and(|j| j.overlay);
     let m = match changes::load_manifest(data_dir, v.job_id) {
         Ok(Some(m)) => Some(m),
         Ok(None) => changes::load_decided(data_dir, v.job_id)
@@ -222,8 +222,7 @@ fn rebuild(
     let p = super::payload::build_with(db.lifecycle, data_dir, v, "validation", m.clone());
     if p["action"].is_null() {
         return Err(
-            "its job's row is gone (pruned or repaired): its action and purpose are unknown"
-                .into(),
+            "its job's row is gone (pruned or repaired): its action and purpose are unknown".into(),
         );
     }
     Ok((p, m))

@@ -17,14 +17,19 @@
 //! `bash::learn::refusals` allows it), then, unless the reviewer settled it, `notify` with
 //! `"event": "validation"`. Once more, `before_expiry_ms` before it expires: `notify` with
 //! `"event": "expiring"`. The task remembers what it told in memory: after a restart, validations
-//! still pending are notified (and reviewed) again.
+//! still pending are notified (and reviewed) again. A reviewer that denies
+//! `escalate_after_denials` of one client's validations in a row: `notify` with
+//! `"event": "reviewer_denials"` (`reviewer.rs`).
+//!
+//! `eval.rs`: `brainloop reviewer eval`, the reviewer replayed on the validations a human
+//! decided, run by the same [`Runner`] the task uses.
 
 pub mod eval;
 pub mod payload;
 mod reviewer;
 
 pub use reviewer::marks as reviewer_marks;
-pub use reviewer::{denial_streak, Streak};
+pub use reviewer::{denial_streak, escalated, Streak};
 
 /// The largest `escalate_after_denials` (a streak is looked for among a client's latest
 /// [`reviewer::STREAK_WINDOW`] validations).

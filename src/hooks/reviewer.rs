@@ -10,9 +10,17 @@
 //!   reviewer read cut nothing (`payload::cut`: purpose, diff, output, a file not shown whole —
 //!   binary, too large, past a cap), no changed path is protected, and a learned signature could
 //!   apply it (`bash::learn::refusals`: workspace only, every path named, nothing dynamic; a
-//!   validation without a change set is refused there). Anything else: the human is asked — for
-//!   network requests and generated content a reviewer may deny or escalate, never approve;
+//!   validation without a change set is refused there), and no signature of it a human denied
+//!   for that client ([`human_denied`]: a human's `deny` / `never` decision row, or
+//!   `signature_evidence.denials` — `override clear` forgets the latter, never the former).
+//!   Anything else: the human is asked — for network requests and generated content a reviewer
+//!   may deny or escalate, never approve;
 //! - `ask`, anything unrecognised, a non-zero exit, an error or a timeout: the human is asked.
+//!
+//! After `escalate_after_denials` reviewer denials in a row for one client ([`denial_streak`],
+//! read from the decision rows: it survives a restart; a human decision or a reviewer approve for
+//! the client ends it), `[notify]` runs with `"event": "reviewer_denials"` ([`Streak::payload`]),
+//! and again at every further multiple.
 //!
 //! Every answer is audited (metadata `events`, kind `reviewer`) with its reason, what was done
 //! with it and `decided_by`; a decision row it writes has `decided_by` starting with
@@ -277,7 +285,10 @@ pub fn facts_of(
                 "`{sig}` for client {} ({n} denial(s) in its evidence)",
                 v.client_id
             );
-            if !human_denied.iter().any(|x| x.starts_with(&format!("`{sig}` "))) {
+            if !human_denied
+                .iter()
+                .any(|x| x.starts_with(&format!("`{sig}` ")))
+            {
                 human_denied.push(d);
             }
         }
@@ -300,7 +311,7 @@ pub fn signatures_of(
     m: Option<&crate::bash::changes::Manifest>,
 ) -> anyhow::Result<Vec<String>> {
     Ok(match crate::bash::signatures::of_job(security, v.job_id)? {
-        Some((_, _, sigs)) => sigs,
+        Some(j) => j.signatures,
         None => m.map(|m| m.signatures.clone()).unwrap_or_default(),
     })
 }
@@ -329,9 +340,10 @@ pub fn human_denied(
         if denied.client_id != client {
             continue;
         }
-        let Some((_, _, theirs)) = crate::bash::signatures::of_job(security, denied.job_id)? else {
+        let Some(theirs) = crate::bash::signatures::of_job(security, denied.job_id)? else {
             continue;
         };
+        let theirs = theirs.signatures;
         for s in sigs.iter().filter(|s| theirs.contains(s)) {
             if !out.iter().any(|x| x.starts_with(&format!("`{s}` "))) {
                 out.push(format!(
@@ -395,6 +407,26 @@ impl Streak {
             "text": text,
         })
     }
+}
+
+/// The clients whose reviewer denied `every` or more of their validations in a row (what
+/// `validations` and `status` show while it lasts); none when `every` is 0.
+pub fn escalated(
+    security: &rusqlite::Connection,
+    output: &rusqlite::Connection,
+    every: u32,
+) -> anyhow::Result<Vec<Streak>> {
+    if every == 0 {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::new();
+    for client in validations::clients(output)? {
+        let s = denial_streak(security, output, &client)?;
+        if s.denials() >= every as usize {
+            out.push(s);
+        }
+    }
+    Ok(out)
 }
 
 /// The reviewer's denials of `client`'s validations since the latest human decision or reviewer
