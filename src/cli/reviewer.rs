@@ -33,12 +33,12 @@ The reviewer's answer counts as what the worker would have done with it: an `app
 content, a network request, anything cut from the payload, a protected path, a change set no learned signature could \
 apply, a signature a human had denied for that client before the validation was asked) counts as `ask`.\n\n\
 Counted in all and per operation signature:\n\
-  agreement             the worker would have approved what the human approved, or denied what the human denied\n\
-  false approval        the worker would have approved what the human denied\n\
-  needless escalation   the human approved, but the reviewer answered `ask` (or anything unrecognised, a failure, a \
+- agreement: the worker would have approved what the human approved, or denied what the human denied;\n\
+- false approval: the worker would have approved what the human denied;\n\
+- needless escalation: the human approved, but the reviewer answered `ask` (or anything unrecognised, a failure, a \
 timeout, a refused approve: the human would have been asked) or `deny` (the job would have been denied); counted \
-together and apart\n\
-  escalated denial      the reviewer asked the human, who denied\n\n\
+together and apart;\n\
+- escalated denial: the reviewer asked the human, who denied.\n\n\
 A validation whose change set or job row is gone is not replayed: it is listed with why.";
 
 #[derive(clap::Args, Debug)]
