@@ -455,6 +455,23 @@ mod tests {
     }
 
     #[test]
+    fn the_reviewers_escalation_defaults_to_three_and_is_bounded() {
+        let c: Config = toml::from_str("[reviewer]\ncommand = \"true\"").unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.reviewer.as_ref().unwrap().escalate_after_denials, 3);
+        let never: Config =
+            toml::from_str("[reviewer]\ncommand = \"true\"\nescalate_after_denials = 0").unwrap();
+        never.validate().unwrap();
+        let over: Config =
+            toml::from_str("[reviewer]\ncommand = \"true\"\nescalate_after_denials = 101").unwrap();
+        let e = over.validate().unwrap_err().to_string();
+        assert!(
+            e.contains("escalate_after_denials must be between 0 (never) and 100"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn defaults_are_valid_and_match_the_seed() {
         let c = Config::default();
         c.validate().unwrap();

@@ -400,6 +400,53 @@ pub fn last_decision(security: &Connection, id: &str) -> Result<Option<ApprovalR
         .optional()?)
 }
 
+/// Every decision row written for validation `id` (consumed or not), oldest first: the first
+/// one the worker consumed decided it.
+pub fn decisions_of(security: &Connection, id: &str) -> Result<Vec<ApprovalRow>> {
+    let mut s = security.prepare_cached(
+        "SELECT id, validation_id, decision, reason, decided_by, created_at, learn FROM approvals WHERE validation_id = ?1 ORDER BY id",
+    )?;
+    let v = s
+        .query_map([id], approval_row)?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(v)
+}
+
+/// The denial rows (`deny`, `never`) a human wrote (not a reviewer: `decided_by` without
+/// `ask::REVIEWER_PREFIX`), oldest first.
+pub fn human_denials(security: &Connection) -> Result<Vec<ApprovalRow>> {
+    let mut s = security.prepare_cached(
+        "SELECT id, validation_id, decision, reason, decided_by, created_at, learn FROM approvals
+         WHERE decision IN ('deny', 'never') ORDER BY id",
+    )?;
+    let v = s
+        .query_map([], approval_row)?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(v.into_iter()
+        .filter(|r| crate::ask::By::of(&r.decided_by) == crate::ask::By::Human)
+        .collect())
+}
+
+/// The `limit` latest validations of `client`, newest first.
+pub fn of_client(output: &Connection, client: &str, limit: usize) -> Result<Vec<Validation>> {
+    let mut s = output.prepare(&format!(
+        "SELECT {COLS} FROM validations WHERE client_id = ?1 ORDER BY requested_at DESC LIMIT ?2"
+    ))?;
+    let v = s
+        .query_map(params![client, limit as i64], row)?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(v)
+}
+
+/// Every client that has a validation.
+pub fn clients(output: &Connection) -> Result<Vec<String>> {
+    let mut s = output.prepare("SELECT DISTINCT client_id FROM validations ORDER BY client_id")?;
+    let v = s
+        .query_map([], |r| r.get(0))?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(v)
+}
+
 /// Marks an approval row consumed (it is never looked at again, whatever it said).
 pub fn consume(security: &mut Connection, row_id: i64, now: i64) -> Result<()> {
     write_tx(security, |tx| {

@@ -7,6 +7,8 @@
 //!   `changes/<job>/manifest.json`: the run's output and the change set (survives a restart);
 //! - `journal/<job>/entries.json` + `journal/<job>/<n>`: previous contents of every path an
 //!   applied change set touched (what `brainloop undo` restores).
+//! - `decided/<job>.json`: a copy of the manifest of a change set a human decided (the newest
+//!   [`DECIDED_KEEP`]), what `brainloop reviewer eval` shows a reviewer ([`keep_decided`]).
 //!
 //! A path's *state* is what conflict detection compares: absent, `dir`, `link:<target>` or
 //! `file:<sha256>:<mode>`. Apply requires every touched path to be in its pre-run state (or
@@ -574,6 +576,81 @@ pub fn load_manifest(data_dir: &Path, job_id: i64) -> Result<Option<Manifest>> {
     match fs::read(&p) {
         Ok(b) => Ok(Some(serde_json::from_slice(&b).with_context(|| {
             format!("corrupt change-set manifest {}", p.display())
+        })?)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("read {}", p.display())),
+    }
+}
+
+/// How many decided change sets [`keep_decided`] keeps (the newest jobs'), for `brainloop reviewer
+/// eval` to show a reviewer what the human was shown.
+pub const DECIDED_KEEP: usize = 500;
+
+/// Where the manifest of a change set a human decided is kept: `decided/<job>.json`.
+pub fn decided_path(data_dir: &Path, job_id: i64) -> PathBuf {
+    data_dir.join("decided").join(format!("{job_id}.json"))
+}
+
+/// Keeps a copy of job `job_id`'s manifest (the change set a human just decided) before the
+/// overlay is applied or discarded, so `brainloop reviewer eval` can replay the validation as it
+/// was asked; only the newest [`DECIDED_KEEP`] are kept. Best effort: a copy that cannot be made
+/// is logged, and the eval says that validation could not be rebuilt.
+pub fn keep_decided(data_dir: &Path, job_id: i64) {
+    let from = job_dir(data_dir, job_id).join("manifest.json");
+    let to = decided_path(data_dir, job_id);
+    let kept = (|| -> Result<bool> {
+        let bytes = match fs::read(&from) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(e).with_context(|| format!("read {}", from.display())),
+        };
+        if let Some(d) = to.parent() {
+            fs::create_dir_all(d).with_context(|| format!("create {}", d.display()))?;
+            fs::set_permissions(d, fs::Permissions::from_mode(0o700))?;
+        }
+        write_durable(&to, &bytes)?;
+        Ok(true)
+    })();
+    match kept {
+        Ok(true) => prune_decided(data_dir),
+        Ok(false) => {}
+        Err(e) => tracing::warn!(
+            job_id,
+            error = format!("{e:#}"),
+            "cannot keep the decided change set for `brainloop reviewer eval`"
+        ),
+    }
+}
+
+/// Removes all but the newest [`DECIDED_KEEP`] kept manifests (by job id).
+fn prune_decided(data_dir: &Path) {
+    let Ok(rd) = fs::read_dir(data_dir.join("decided")) else {
+        return;
+    };
+    let mut ids: Vec<i64> = rd
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            e.file_name()
+                .to_str()
+                .and_then(|n| n.strip_suffix(".json"))
+                .and_then(|n| n.parse().ok())
+        })
+        .collect();
+    if ids.len() <= DECIDED_KEEP {
+        return;
+    }
+    ids.sort_unstable();
+    for id in &ids[..ids.len() - DECIDED_KEEP] {
+        let _ = fs::remove_file(decided_path(data_dir, *id));
+    }
+}
+
+/// The manifest [`keep_decided`] kept for job `job_id`, if any.
+pub fn load_decided(data_dir: &Path, job_id: i64) -> Result<Option<Manifest>> {
+    let p = decided_path(data_dir, job_id);
+    match fs::read(&p) {
+        Ok(b) => Ok(Some(serde_json::from_slice(&b).with_context(|| {
+            format!("corrupt kept manifest {}", p.display())
         })?)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e).with_context(|| format!("read {}", p.display())),

@@ -33,6 +33,10 @@ pub fn on_decision(stores: &Stores, a: &Answer) -> Result<()> {
     };
     set_override(stores, a, *decision, decided_by)?;
     let human = *by == By::Human;
+    if human {
+        // What the human was shown, for `brainloop reviewer eval` (before apply or discard).
+        crate::bash::changes::keep_decided(a.data_dir, v.job_id);
+    }
     let runs = decision.runs();
     // Approvals and denials accrue to the job's operation signatures (once per job).
     if human {

@@ -34,7 +34,22 @@ pub fn refusals(
     v: &Validation,
     table: &Table,
 ) -> Result<Vec<String>> {
-    let Some(m) = changes::load_manifest(data_dir, v.job_id)? else {
+    let m = changes::load_manifest(data_dir, v.job_id)?;
+    refusals_with(security, m.as_ref(), v, table, true)
+}
+
+/// [`refusals`] of the change set `m` (the one on disk, or the copy `brainloop reviewer eval`
+/// replays: `changes::load_decided`). `count_denials`: whether this client's stored denials of a
+/// signature refuse (false only for the eval, which judges the human denials as they stood
+/// when the validation was asked, not the one being replayed).
+pub fn refusals_with(
+    security: &Connection,
+    m: Option<&changes::Manifest>,
+    v: &Validation,
+    table: &Table,
+    count_denials: bool,
+) -> Result<Vec<String>> {
+    let Some(m) = m else {
         return Ok(vec![
             "there is no change set: the command was asked up front (network, process or system control, or effects the overlay cannot capture) or the request is not a command's; only change sets of learnable signatures are learned".into(),
         ]);
@@ -64,7 +79,12 @@ pub fn refusals(
         if let Some(why) = s.why_not.as_ref().filter(|_| !s.learnable) {
             out.push(format!("`{}` is never learned: {why}", s.text));
         }
-        out.extend(stored_refusals(security, &v.client_id, &s.text)?);
+        out.extend(stored_refusals(
+            security,
+            &v.client_id,
+            &s.text,
+            count_denials,
+        )?);
     }
     let judged = protected::judge(
         table,
@@ -83,7 +103,12 @@ pub fn refusals(
 }
 
 /// What the security database says against learning `sig` for `client`.
-fn stored_refusals(security: &Connection, client: &str, sig: &str) -> Result<Vec<String>> {
+fn stored_refusals(
+    security: &Connection,
+    client: &str,
+    sig: &str,
+    count_denials: bool,
+) -> Result<Vec<String>> {
     struct Stored {
         id: i64,
         learnable: bool,
@@ -131,7 +156,7 @@ fn stored_refusals(security: &Connection, client: &str, sig: &str) -> Result<Vec
     if let Some(o) = ov.filter(|o| o != "always_allow") {
         out.push(format!("the operator set signature {id} `{sig}` to {o}"));
     }
-    if denials > 0 {
+    if count_denials && denials > 0 {
         out.push(format!(
             "client {client} had {denials} change set(s) of `{sig}` denied: --learn never overrides a denial (`brainloop override sig:{id} clear` forgets)"
         ));

@@ -655,6 +655,53 @@ pub fn remember_job(
     Ok(())
 }
 
+/// What `remember_job` recorded of a job.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobSignatures {
+    pub client: Option<String>,
+    /// The human saw a change set (else the command was asked up front).
+    pub overlay: bool,
+    pub signatures: Vec<String>,
+}
+
+/// The signatures a job's validation covers (`remember_job`).
+pub fn of_job(conn: &Connection, job_id: i64) -> Result<Option<JobSignatures>> {
+    let row: Option<(Option<String>, bool, String)> = conn
+        .query_row(
+            "SELECT client_id, overlay, signatures FROM job_signatures WHERE job_id = ?1",
+            [job_id],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .optional()?;
+    Ok(row.map(|(client, overlay, s)| JobSignatures {
+        client,
+        overlay,
+        signatures: serde_json::from_str(&s).unwrap_or_default(),
+    }))
+}
+
+/// Of `sigs`, those a human denied for `client` (`signature_evidence.denials`, which only
+/// `count_decision` of a human's decision writes), with how many times.
+pub fn human_denials(
+    conn: &Connection,
+    client: &str,
+    sigs: &[String],
+) -> Result<Vec<(String, i64)>> {
+    let mut s = conn.prepare_cached(
+        "SELECT denials FROM signature_evidence WHERE client_id = ?1 AND signature = ?2 AND denials > 0",
+    )?;
+    let mut out = Vec::new();
+    for sig in sigs {
+        if let Some(n) = s
+            .query_row(params![client, sig], |r| r.get::<_, i64>(0))
+            .optional()?
+        {
+            out.push((sig.clone(), n));
+        }
+    }
+    Ok(out)
+}
+
 /// Counts a human decision toward the job's signatures (once per job), in the totals and in the
 /// deciding job's client's evidence — the only counts learning reads.
 pub fn count_decision(conn: &mut Connection, job_id: i64, approved: bool) -> Result<()> {

@@ -13,6 +13,7 @@ mod protected;
 mod prune;
 mod repair;
 mod review;
+mod reviewer;
 mod run;
 mod security;
 mod status;
@@ -77,6 +78,8 @@ pub enum Command {
     Protected(protected::ProtectedArgs),
     /// Review pending validations in one terminal screen: diff, output, approve / --learn / deny, undo.
     Review(review::ReviewArgs),
+    /// The configured [reviewer] measured: `reviewer eval` replays the validations a human decided.
+    Reviewer(reviewer::ReviewerArgs),
     /// Show what the command sandbox can enforce on this machine (Landlock, seccomp, namespaces, cgroup).
     Sandbox {
         #[arg(long)]
@@ -165,6 +168,7 @@ pub fn main() -> i32 {
         Command::Signatures(args) => security::signatures_list(&config, &args),
         Command::Protected(args) => protected::run(&config, &args),
         Command::Review(args) => review::run(&config, &args),
+        Command::Reviewer(args) => reviewer::run(&config, &args),
         Command::Grant(args) => grants::grant(&config, &args),
         Command::Revoke(args) => grants::revoke(&config, &args),
         Command::Grants(args) => grants::list(&config, &args),

@@ -113,6 +113,9 @@ pub fn validations(config: &Config, a: &ValidationsArgs) -> Result<i32> {
     let now = crate::time::now_ms();
     let sec = db::open_read_only(&config.data_dir, DbKind::Security).ok();
     let meta = db::open_read_only(&config.data_dir, DbKind::Metadata).ok();
+    if let (Some(sec), Some(r)) = (&sec, &config.reviewer) {
+        print_denial_streaks(sec, &out, r.escalate_after_denials)?;
+    }
     for v in list {
         println!(
             "{}  job {}  client {}  [{}]",
@@ -152,6 +155,28 @@ pub fn validations(config: &Config, a: &ValidationsArgs) -> Result<i32> {
         }
     }
     Ok(0)
+}
+
+/// The clients whose reviewer denied `every` or more of their validations in a row (the human
+/// was told: `[reviewer] escalate_after_denials`, `hooks::denial_streak`).
+fn print_denial_streaks(
+    sec: &rusqlite::Connection,
+    out: &rusqlite::Connection,
+    every: u32,
+) -> Result<()> {
+    for s in crate::hooks::escalated(sec, out, every)? {
+        println!(
+            "REVIEWER denied the last {} validations of client {} in a row (escalate_after_denials = {every}): {}",
+            s.denials(),
+            shown::line(&s.client),
+            s.denied
+                .iter()
+                .map(|(v, _)| v.id.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    Ok(())
 }
 
 pub fn decide(config: &Config, a: &DecideArgs, approve: bool) -> Result<i32> {

@@ -327,6 +327,18 @@ pub fn collect(config: &Config) -> Result<Value> {
             |r| r.get(0),
         )
         .unwrap_or(0);
+    // Clients whose reviewer keeps denying (`[reviewer] escalate_after_denials`).
+    let reviewer_denials: serde_json::Map<String, Value> = match &config.reviewer {
+        Some(r) => db::open_read_only(dir, DbKind::Security)
+            .and_then(|sec| crate::hooks::escalated(&sec, &out, r.escalate_after_denials))
+            .map(|v| {
+                v.into_iter()
+                    .map(|s| (s.client.clone(), json!(s.denials())))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        None => serde_json::Map::new(),
+    };
     let running: Vec<Value> = {
         let mut st = out.prepare(
             "SELECT job_id, action, client_id, started_at FROM results WHERE status = 'running' ORDER BY started_at LIMIT 20",
@@ -400,6 +412,7 @@ pub fn collect(config: &Config) -> Result<Value> {
     Ok(json!({
         "schedules": schedules,
         "pending_validations": pending_validations,
+        "reviewer_denials_in_a_row": reviewer_denials,
         "running_jobs": running,
         "running_by_client": running_by_client,
         "last_errors": last_errors,
@@ -570,6 +583,19 @@ pub fn render(r: &Value) -> String {
         "pending validations",
         r["pending_validations"].to_string(),
     );
+    if let Some(c) = r["reviewer_denials_in_a_row"]
+        .as_object()
+        .filter(|c| !c.is_empty())
+    {
+        line(
+            &mut s,
+            "REVIEWER denials in a row",
+            c.iter()
+                .map(|(k, v)| format!("client {} {v}", crate::shown::line(k)))
+                .collect::<Vec<_>>()
+                .join(", "),
+        );
+    }
     if let Some(e) = r["egress_last_hour"].as_object() {
         line(
             &mut s,

@@ -17,12 +17,23 @@
 //! `bash::learn::refusals` allows it), then, unless the reviewer settled it, `notify` with
 //! `"event": "validation"`. Once more, `before_expiry_ms` before it expires: `notify` with
 //! `"event": "expiring"`. The task remembers what it told in memory: after a restart, validations
-//! still pending are notified (and reviewed) again.
+//! still pending are notified (and reviewed) again. A reviewer that denies
+//! `escalate_after_denials` of one client's validations in a row: `notify` with
+//! `"event": "reviewer_denials"` (`reviewer.rs`).
+//!
+//! `eval.rs`: `brainloop reviewer eval`, the reviewer replayed on the validations a human
+//! decided, run by the same [`Runner`] the task uses.
 
+pub mod eval;
 pub mod payload;
 mod reviewer;
 
 pub use reviewer::marks as reviewer_marks;
+pub use reviewer::{denial_streak, escalated, Streak};
+
+/// The largest `escalate_after_denials` (a streak is looked for among a client's latest
+/// [`reviewer::STREAK_WINDOW`] validations).
+pub const MAX_ESCALATE_AFTER: u32 = 100;
 
 use crate::ask::validations::{self, Validation};
 use crate::bash::executor::{self, ExecResult};
@@ -56,6 +67,10 @@ pub struct HookConfig {
     /// globs; a private or loopback address only when named exactly). Default `*`: any public
     /// host.
     pub hosts: Vec<String>,
+    /// `[reviewer]` only: after this many reviewer denials in a row for one client (no human
+    /// decision and no reviewer approve for that client in between), `[notify]` runs with
+    /// `"event": "reviewer_denials"` (and again at every further multiple). 0 = never.
+    pub escalate_after_denials: u32,
 }
 
 impl Default for HookConfig {
@@ -67,6 +82,7 @@ impl Default for HookConfig {
             llm: false,
             before_expiry_ms: 600_000,
             hosts: vec!["*".into()],
+            escalate_after_denials: 3,
         }
     }
 }
@@ -81,6 +97,12 @@ impl HookConfig {
                 "[{section}] timeout_ms must be between 1 and {} (got {})",
                 executor::MAX_TIMEOUT.as_millis(),
                 self.timeout_ms
+            );
+        }
+        if self.escalate_after_denials > MAX_ESCALATE_AFTER {
+            anyhow::bail!(
+                "[{section}] escalate_after_denials must be between 0 (never) and {MAX_ESCALATE_AFTER} (got {})",
+                self.escalate_after_denials
             );
         }
         Ok(())
@@ -133,7 +155,7 @@ pub fn spawn(
     Some(tokio::spawn(async move { h.run().await }))
 }
 
-fn llm_env(config: &Settings) -> Vec<(String, String)> {
+pub(crate) fn llm_env(config: &Settings) -> Vec<(String, String)> {
     let mut env = vec![
         ("BRAINLOOP_LLM_BASE_URL".into(), config.llm.base_url.clone()),
         ("BRAINLOOP_LLM_MODEL".into(), config.llm.model.clone()),
@@ -229,29 +251,62 @@ impl Hooks {
     }
 
     async fn notify(&self, v: &Validation, p: &serde_json::Value) {
+        self.notify_of(&v.id, v.job_id, p).await
+    }
+
+    /// Runs `[notify]` with `p`, about validation `id` of job `job_id` (for the log and the
+    /// sandbox's name).
+    async fn notify_of(&self, id: &str, job_id: i64, p: &serde_json::Value) {
         let Some(h) = &self.config.notify else {
             return;
         };
-        match self.run_hook(h, p, v.job_id).await {
+        match self.run_hook(h, p, job_id).await {
             Ok(r) if r.success() => {
-                tracing::info!(validation_id = %v.id, event = %p["event"], "notify: sent")
+                tracing::info!(validation_id = %id, event = %p["event"], "notify: sent")
             }
             Ok(r) => tracing::warn!(
-                validation_id = %v.id,
+                validation_id = %id,
                 exit_code = ?r.exit_code,
                 timed_out = r.timed_out,
                 stderr = r.stderr.trim(),
                 "notify command failed"
             ),
             Err(e) => {
-                tracing::warn!(validation_id = %v.id, error = format!("{e:#}"), "notify command could not run")
+                tracing::warn!(validation_id = %id, error = format!("{e:#}"), "notify command could not run")
             }
         }
     }
 
+    async fn run_hook(
+        &self,
+        h: &HookConfig,
+        p: &serde_json::Value,
+        job_id: i64,
+    ) -> Result<ExecResult> {
+        let r = Runner {
+            config: &self.config,
+            level: &self.level,
+            llm_env: &self.llm_env,
+            cancel: &self.cancel,
+        };
+        r.run(h, p, job_id).await
+    }
+}
+
+/// What running a hook needs: the worker's task, or `brainloop reviewer eval` (which runs the
+/// reviewer exactly as the worker would, from the CLI, with no database open for writing).
+pub struct Runner<'a> {
+    pub config: &'a Settings,
+    pub level: &'a Level,
+    /// The LLM variables for hooks with `llm = true` ([`llm_env`]).
+    pub llm_env: &'a [(String, String)],
+    pub cancel: &'a CancellationToken,
+}
+
+impl Runner<'_> {
     /// Runs one hook confined (`bash::confined`, set `network-api`, its `read` dirs), the payload
     /// on its stdin; its network only through a proxy allowing its `hosts` rules.
-    async fn run_hook(
+    pub async fn run(
         &self,
         h: &HookConfig,
         p: &serde_json::Value,
@@ -273,11 +328,11 @@ impl Hooks {
         };
         let tmp = std::env::temp_dir();
         let conf = Confinement {
-            level: &self.level,
+            level: self.level,
             sandbox: &self.config.sandbox,
             egress: &self.config.egress,
             data_dir: &self.config.data_dir,
-            cancel: &self.cancel,
+            cancel: self.cancel,
         };
         let report = confined::run(
             &conf,

@@ -26,15 +26,27 @@ pub const PURPOSE_MAX: usize = 4000;
 
 /// The payload of `v`; `lifecycle` (read) gives the job's action and stated purpose.
 pub fn build(lifecycle: &Connection, data_dir: &Path, v: &Validation, event: &str) -> Value {
+    let m = changes::load_manifest(data_dir, v.job_id).ok().flatten();
+    build_with(lifecycle, data_dir, v, event, m)
+}
+
+/// [`build`] with the change set's manifest given (`brainloop reviewer eval` replays the copy
+/// kept when the human decided, `changes::load_decided`): shown only when it is the one the
+/// validation is bound to (its effect hash).
+pub fn build_with(
+    lifecycle: &Connection,
+    data_dir: &Path,
+    v: &Validation,
+    event: &str,
+    manifest: Option<changes::Manifest>,
+) -> Value {
     let reasons: Vec<String> = v
         .reasons
         .as_deref()
         .and_then(|r| serde_json::from_str(r).ok())
         .unwrap_or_default();
     let mut cut = Vec::new();
-    let change_set = changes::load_manifest(data_dir, v.job_id)
-        .ok()
-        .flatten()
+    let change_set = manifest
         .filter(|m| v.command_hash.as_deref() == Some(m.effect_hash.as_str()))
         .map(|m| {
             let cs = &m.change_set;

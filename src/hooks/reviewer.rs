@@ -10,9 +10,17 @@
 //!   reviewer read cut nothing (`payload::cut`: purpose, diff, output, a file not shown whole —
 //!   binary, too large, past a cap), no changed path is protected, and a learned signature could
 //!   apply it (`bash::learn::refusals`: workspace only, every path named, nothing dynamic; a
-//!   validation without a change set is refused there). Anything else: the human is asked — for
-//!   network requests and generated content a reviewer may deny or escalate, never approve;
+//!   validation without a change set is refused there), and no signature of it a human denied
+//!   for that client ([`human_denied`]: a human's `deny` / `never` decision row, or
+//!   `signature_evidence.denials` — `override clear` forgets the latter, never the former).
+//!   Anything else: the human is asked — for network requests and generated content a reviewer
+//!   may deny or escalate, never approve;
 //! - `ask`, anything unrecognised, a non-zero exit, an error or a timeout: the human is asked.
+//!
+//! After `escalate_after_denials` reviewer denials in a row for one client ([`denial_streak`],
+//! read from the decision rows: it survives a restart; a human decision or a reviewer approve for
+//! the client ends it), `[notify]` runs with `"event": "reviewer_denials"` ([`Streak::payload`]),
+//! and again at every further multiple.
 //!
 //! Every answer is audited (metadata `events`, kind `reviewer`) with its reason, what was done
 //! with it and `decided_by`; a decision row it writes has `decided_by` starting with
@@ -34,7 +42,7 @@ pub enum Answer {
 }
 
 impl Answer {
-    fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             Answer::Deny => "deny",
             Answer::Ask => "ask",
@@ -87,6 +95,9 @@ pub struct Facts {
     /// Why a learned signature could not apply the change set (`bash::learn::refusals`; says so
     /// when there is no change set).
     pub learn: Vec<String>,
+    /// The change set's signatures a human denied for this client ([`human_denied`]), each
+    /// with where the denial is recorded.
+    pub human_denied: Vec<String>,
 }
 
 /// Actions whose validations show generated content (a model's file or SQL, a program's tool
@@ -119,6 +130,9 @@ pub fn approve_refusals(f: &Facts) -> Vec<String> {
             .map(|p| format!("touches a protected path: {p}")),
     );
     out.extend(f.learn.iter().cloned());
+    out.extend(f.human_denied.iter().map(|d| {
+        format!("a human denied {d}: a reviewer never approves a signature a human denied for that client")
+    }));
     let mut seen = std::collections::HashSet::new();
     out.retain(|r| seen.insert(r.clone()));
     out
@@ -134,7 +148,7 @@ pub fn applied(answer: Answer, refusals: &[String]) -> Answer {
 }
 
 /// What the run of the reviewer says (`Ask` on any failure).
-fn answer_of(r: &anyhow::Result<ExecResult>) -> (Answer, String) {
+pub fn answer_of(r: &anyhow::Result<ExecResult>) -> (Answer, String) {
     match r {
         Err(e) => (Answer::Ask, format!("the reviewer could not run: {e:#}")),
         Ok(r) if r.timed_out => (Answer::Ask, "the reviewer timed out".into()),
@@ -204,6 +218,250 @@ pub fn marks(
     Ok(out)
 }
 
+/// Which human denials [`facts_of`] counts against a reviewer's approve.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum When {
+    /// The worker, now: every human denial recorded (`signature_evidence.denials` and the
+    /// decision rows), and `bash::learn`'s stored denials.
+    Now,
+    /// `brainloop reviewer eval`: the human denials of decision rows written before the
+    /// validation was asked (never the replayed decision itself, nor a later one).
+    AsAsked,
+}
+
+/// What [`approve_refusals`] judges for `v`, the payload `p` its reviewer read and its change set
+/// `m` (the one on disk, or the copy the eval replays): the one computation the worker and the
+/// eval share.
+pub fn facts_of(
+    security: &rusqlite::Connection,
+    output: &rusqlite::Connection,
+    paths: &crate::permset::PathLists,
+    v: &Validation,
+    p: &Value,
+    m: Option<&crate::bash::changes::Manifest>,
+    when: When,
+) -> anyhow::Result<Facts> {
+    let table = crate::bash::protected::Table::shared(paths)?;
+    let learn = crate::bash::learn::refusals_with(security, m, v, &table, when == When::Now)?;
+    let protected = m
+        .map(|m| {
+            let report = crate::classify::check(
+                &m.command,
+                &crate::classify::Context {
+                    workdir: Some(m.workdir.clone()),
+                },
+            );
+            let judged = crate::bash::protected::judge(
+                &table,
+                &m.change_set,
+                &m.workspace,
+                Some((&report, &m.workdir)),
+            );
+            judged
+                .hits
+                .iter()
+                .map(|h| format!("{} (rule {})", h.path, h.rule))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut hosts: Vec<String> = crate::egress::store::request(security, &v.id)?
+        .map(|r| r.hosts)
+        .unwrap_or_default();
+    for conn in crate::egress::store::of_job(security, v.job_id)? {
+        let h = format!("{}:{} ({})", conn.host, conn.port, conn.outcome);
+        if !hosts.contains(&h) {
+            hosts.push(h);
+        }
+    }
+    let sigs = signatures_of(security, v, m)?;
+    let before = match when {
+        When::Now => None,
+        When::AsAsked => Some(v.requested_at),
+    };
+    let mut human_denied = human_denied(security, output, &v.client_id, &sigs, before)?;
+    if when == When::Now {
+        for (sig, n) in crate::bash::signatures::human_denials(security, &v.client_id, &sigs)? {
+            let d = format!(
+                "`{sig}` for client {} ({n} denial(s) in its evidence)",
+                v.client_id
+            );
+            if !human_denied
+                .iter()
+                .any(|x| x.starts_with(&format!("`{sig}` ")))
+            {
+                human_denied.push(d);
+            }
+        }
+    }
+    Ok(Facts {
+        action: p["action"].as_str().map(str::to_string),
+        cut: super::payload::cut(p),
+        hosts,
+        protected,
+        learn,
+        human_denied,
+    })
+}
+
+/// The operation signatures validation `v` is about: what the worker recorded for its job
+/// (`job_signatures`), else its change set's.
+pub fn signatures_of(
+    security: &rusqlite::Connection,
+    v: &Validation,
+    m: Option<&crate::bash::changes::Manifest>,
+) -> anyhow::Result<Vec<String>> {
+    Ok(match crate::bash::signatures::of_job(security, v.job_id)? {
+        Some(j) => j.signatures,
+        None => m.map(|m| m.signatures.clone()).unwrap_or_default(),
+    })
+}
+
+/// Of `sigs`, those a human denied for `client` by a decision row (`deny` or `never` written by
+/// a human, about a validation of that client whose job covered the signature); `before`: only
+/// rows written before then. Each as "`SIG` for client C (validation ID)".
+pub fn human_denied(
+    security: &rusqlite::Connection,
+    output: &rusqlite::Connection,
+    client: &str,
+    sigs: &[String],
+    before: Option<i64>,
+) -> anyhow::Result<Vec<String>> {
+    let mut out: Vec<String> = Vec::new();
+    if sigs.is_empty() {
+        return Ok(out);
+    }
+    for row in validations::human_denials(security)? {
+        if before.is_some_and(|b| row.created_at >= b) {
+            continue;
+        }
+        let Some(denied) = validations::get(output, &row.validation_id)? else {
+            continue;
+        };
+        if denied.client_id != client {
+            continue;
+        }
+        let Some(theirs) = crate::bash::signatures::of_job(security, denied.job_id)? else {
+            continue;
+        };
+        let theirs = theirs.signatures;
+        for s in sigs.iter().filter(|s| theirs.contains(s)) {
+            if !out.iter().any(|x| x.starts_with(&format!("`{s}` "))) {
+                out.push(format!(
+                    "`{s}` for client {client} (validation {})",
+                    denied.id
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// How many of a client's latest validations a streak of reviewer denials is looked for in.
+pub const STREAK_WINDOW: usize = 200;
+
+/// A client's reviewer denials in a row, newest first: (validation, the reviewer's reason).
+#[derive(Debug, Clone, Default)]
+pub struct Streak {
+    pub client: String,
+    pub denied: Vec<(Validation, Option<String>)>,
+}
+
+impl Streak {
+    pub fn denials(&self) -> usize {
+        self.denied.len()
+    }
+
+    /// The `[notify]` payload: `"event": "reviewer_denials"`, the client, how many, each
+    /// validation (id, job, command, the reviewer's reason) and `text`, the same for a human to
+    /// read with every agent-derived value escaped (`shown::line`).
+    pub fn payload(&self, data_dir: &std::path::Path, every: u32) -> Value {
+        use crate::shown::line;
+        let n = self.denials();
+        let mut text = format!(
+            "brainloop: the reviewer denied the last {n} validations of client {} in a row (escalate_after_denials = {every}); no human has decided for this client since:\n",
+            line(&self.client)
+        );
+        for (v, why) in &self.denied {
+            text.push_str(&format!(
+                "- {} (job {}): {} — {}\n",
+                v.id,
+                v.job_id,
+                line(v.command.as_deref().unwrap_or("")),
+                line(why.as_deref().unwrap_or(""))
+            ));
+        }
+        let cli = format!("brainloop --data-dir {}", data_dir.display());
+        text.push_str(&format!("{cli} validations --all"));
+        json!({
+            "event": "reviewer_denials",
+            "client": self.client,
+            "denials": n,
+            "escalate_after_denials": every,
+            "validations": self.denied.iter().map(|(v, why)| json!({
+                "id": v.id,
+                "job_id": v.job_id,
+                "command": v.command,
+                "reason": why,
+                "show": format!("{cli} show {}", v.id),
+            })).collect::<Vec<_>>(),
+            "text": text,
+        })
+    }
+}
+
+/// The clients whose reviewer denied `every` or more of their validations in a row (what
+/// `validations` and `status` show while it lasts); none when `every` is 0.
+pub fn escalated(
+    security: &rusqlite::Connection,
+    output: &rusqlite::Connection,
+    every: u32,
+) -> anyhow::Result<Vec<Streak>> {
+    if every == 0 {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::new();
+    for client in validations::clients(output)? {
+        let s = denial_streak(security, output, &client)?;
+        if s.denials() >= every as usize {
+            out.push(s);
+        }
+    }
+    Ok(out)
+}
+
+/// The reviewer's denials of `client`'s validations since the latest human decision or reviewer
+/// approve for that client (newest first; a reviewer's `ask` neither counts nor resets): derived
+/// from the decision rows (`approvals`, by the order they were written) of the client's latest
+/// [`STREAK_WINDOW`] validations, so it survives a restart.
+pub fn denial_streak(
+    security: &rusqlite::Connection,
+    output: &rusqlite::Connection,
+    client: &str,
+) -> anyhow::Result<Streak> {
+    let mut rows = Vec::new();
+    for v in validations::of_client(output, client, STREAK_WINDOW)? {
+        for d in validations::decisions_of(security, &v.id)? {
+            rows.push((d, v.clone()));
+        }
+    }
+    rows.sort_by_key(|(d, _)| std::cmp::Reverse(d.row_id));
+    let mut denied = Vec::new();
+    for (d, v) in rows {
+        let reviewer = crate::ask::By::of(&d.decided_by) == crate::ask::By::Reviewer;
+        let denies = d.decision.is_some_and(|x| !x.runs());
+        if !(reviewer && denies) {
+            break;
+        }
+        if !denied.iter().any(|(x, _): &(Validation, _)| x.id == v.id) {
+            denied.push((v, d.reason));
+        }
+    }
+    Ok(Streak {
+        client: client.to_string(),
+        denied,
+    })
+}
+
 impl Hooks {
     /// Consults the reviewer about a new validation; true when it settled it (deny, or an
     /// accepted approve), so the human need not be notified.
@@ -254,69 +512,77 @@ impl Hooks {
             tracing::warn!(error = format!("{e:#}"), validation_id = %v.id, "cannot record the reviewer's decision; asking the human");
             return false;
         }
+        if applied == Answer::Deny {
+            self.escalate(v, h.escalate_after_denials).await;
+        }
         applied != Answer::Ask
     }
 
     /// What [`approve_refusals`] judges, for `v` and the payload `p` its reviewer read.
     async fn facts(&self, v: &Validation, p: &Value) -> Facts {
-        let (dd, pp, v2) = (
+        let (dd, pp, v2, p2, stores) = (
             self.config.data_dir.clone(),
             self.config.paths.clone(),
             v.clone(),
+            p.clone(),
+            Arc::clone(&self.stores),
         );
         let res = self
             .stores
             .security
             .call(move |c| {
-                let p = crate::bash::protected::Table::shared(&pp)?;
-                let learn = crate::bash::learn::refusals(c, &dd, &v2, &p)?;
-                let protected = crate::bash::changes::load_manifest(&dd, v2.job_id)?
-                    .map(|m| {
-                        let report = crate::classify::check(
-                            &m.command,
-                            &crate::classify::Context {
-                                workdir: Some(m.workdir.clone()),
-                            },
-                        );
-                        let judged = crate::bash::protected::judge(
-                            &p,
-                            &m.change_set,
-                            &m.workspace,
-                            Some((&report, &m.workdir)),
-                        );
-                        judged
-                            .hits
-                            .iter()
-                            .map(|h| format!("{} (rule {})", h.path, h.rule))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                let mut hosts: Vec<String> = crate::egress::store::request(c, &v2.id)?
-                    .map(|r| r.hosts)
-                    .unwrap_or_default();
-                for conn in crate::egress::store::of_job(c, v2.job_id)? {
-                    let h = format!("{}:{} ({})", conn.host, conn.port, conn.outcome);
-                    if !hosts.contains(&h) {
-                        hosts.push(h);
-                    }
-                }
-                Ok((learn, protected, hosts))
+                let out = stores
+                    .output_readers
+                    .get()
+                    .map_err(|e| anyhow::anyhow!("no output.db reader: {e}"))?;
+                let m = crate::bash::changes::load_manifest(&dd, v2.job_id)?;
+                facts_of(c, &out, &pp, &v2, &p2, m.as_ref(), When::Now)
             })
             .await;
-        let (learn, protected, hosts) = res.unwrap_or_else(|e| {
-            (
-                vec![format!("cannot check the change set: {e:#}")],
-                Vec::new(),
-                Vec::new(),
-            )
-        });
-        Facts {
+        res.unwrap_or_else(|e| Facts {
             action: p["action"].as_str().map(str::to_string),
             cut: super::payload::cut(p),
-            hosts,
-            protected,
-            learn,
+            learn: vec![format!("cannot check the change set: {e:#}")],
+            ..Facts::default()
+        })
+    }
+
+    /// After a reviewer denial of `v`: when the client's streak of reviewer denials reaches a
+    /// multiple of `escalate_after_denials`, `[notify]` says so (`"event": "reviewer_denials"`).
+    async fn escalate(&self, v: &Validation, every: u32) {
+        if every == 0 {
+            return;
         }
+        let (stores, client) = (Arc::clone(&self.stores), v.client_id.clone());
+        let streak = self
+            .stores
+            .security
+            .call(move |c| {
+                let out = stores
+                    .output_readers
+                    .get()
+                    .map_err(|e| anyhow::anyhow!("no output.db reader: {e}"))?;
+                denial_streak(c, &out, &client)
+            })
+            .await;
+        let streak = match streak {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(error = format!("{e:#}"), client = %v.client_id, "cannot count the reviewer's denials in a row");
+                return;
+            }
+        };
+        let n = streak.denials();
+        if n == 0 || n % every as usize != 0 {
+            return;
+        }
+        tracing::warn!(client = %v.client_id, denials = n, "the reviewer denied {n} validations of this client in a row: telling the human");
+        if self.config.notify.is_none() {
+            tracing::warn!(client = %v.client_id, "no [notify] command to tell the human that the reviewer keeps denying");
+            return;
+        }
+        let p = streak.payload(&self.config.data_dir, every);
+        self.notify_of(&v.id, v.job_id, &p).await;
     }
 
     async fn record(
@@ -458,6 +724,14 @@ mod tests {
                     ..ok.clone()
                 },
                 Some("protected path: .envrc"),
+            ),
+            (
+                "a signature a human denied for the client",
+                Facts {
+                    human_denied: s(&["`sed -i EXPR WS_PATH` for client local (validation v1)"]),
+                    ..ok.clone()
+                },
+                Some("a human denied `sed -i EXPR WS_PATH` for client local"),
             ),
             (
                 "no change set",
