@@ -72,7 +72,14 @@ impl ExecResult {
 /// Fixed variables every command gets. `PYTHONDONTWRITEBYTECODE`: running a script must not
 /// leave `__pycache__/` in the workspace — an effect nobody asked for that would make every
 /// overlay run of `python3 x.py` a change set to review (and never within what it names).
-pub const FIXED_ENV: &[(&str, &str)] = &[("PYTHONDONTWRITEBYTECODE", "1")];
+/// The update checks of npm and pip (issue 35): each run has a fresh private HOME, so their
+/// once-a-day state never persists and every `npm test` asked for `registry.npmjs.org:443`.
+pub const FIXED_ENV: &[(&str, &str)] = &[
+    ("PYTHONDONTWRITEBYTECODE", "1"),
+    ("NPM_CONFIG_UPDATE_NOTIFIER", "false"),
+    ("NO_UPDATE_NOTIFIER", "1"),
+    ("PIP_DISABLE_PIP_VERSION_CHECK", "1"),
+];
 
 /// The environment a command gets: the fixed PATH and variables, the allowlist from `source`.
 pub fn filtered_env(source: impl Fn(&str) -> Option<String>) -> Vec<(String, String)> {

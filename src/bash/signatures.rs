@@ -124,8 +124,17 @@ fn arg_kind(a: &str, workdir: &Path, workspace: &Path) -> String {
 /// A word known to be a path: `WS_PATH` inside the workspace, else kept literally (a signature
 /// never widens to other places).
 fn path_kind(a: &str, workdir: &Path, workspace: &Path) -> String {
-    if a.contains(DYN) {
+    if a.contains(DYN) || a.contains('$') {
         return "DYN".into();
+    }
+    // Where `write_in_workspace` cannot say the path stays inside, neither does the kind: a
+    // `~/.bashrc` signed `WS_PATH` made the learnable `> WS_PATH` unlearnable for good, and a
+    // human's denial of it counted against every later redirect (issue 35).
+    if a.starts_with('~') {
+        return format!("PATH({a})");
+    }
+    if a.contains('*') || a.contains('?') || a.contains('[') {
+        return "GLOB".into();
     }
     let p = if Path::new(a).is_absolute() {
         PathBuf::from(a)
@@ -1134,6 +1143,17 @@ mod tests {
             t("git -c user.name=agent -c user.email=a@example.com commit -qm 'step 1'"),
         );
         assert_eq!(t("git -C x add a.txt"), vec!["git -C WS_PATH add WS_PATH"]);
+        // a path the signature cannot place in the workspace never shares the learnable text
+        assert_eq!(
+            t("echo x >> ~/.bashrc"),
+            vec!["redirect:write PATH(~/.bashrc)"]
+        );
+        assert_eq!(
+            t("echo x > ~/notes/a.txt"),
+            vec!["redirect:write PATH(~/notes/a.txt)"]
+        );
+        assert_eq!(t("rm -f *.pyc"), vec!["rm -f GLOB"]);
+        assert_eq!(t("mkdir -p build"), vec!["mkdir -p WS_PATH"]);
         // a hidden construct never shares the learnable text
         assert_eq!(
             t("sed -i 's/a/b/w .git/config' a.txt"),
