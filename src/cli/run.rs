@@ -50,6 +50,7 @@ pub fn run(mut config: Config, args: &RunArgs) -> Result<i32> {
         tracing::warn!(error = %e, "cannot mark the worker non-dumpable");
     }
     check_readable_roots(&config.data_dir, &config.sandbox.readable_roots)?;
+    check_readable_roots(&config.data_dir, &config.sandbox.toolchains)?;
     let helper = crate::sandbox::helper_exe()
         .context("cannot find the brainloop binary for the sandbox helper")?;
     let sandbox = crate::sandbox::detect::probe(&helper).with_limits(&config.sandbox.limits);

@@ -293,6 +293,7 @@ impl Hooks {
                 read: h.read.clone(),
                 stdin: Some(serde_json::to_vec(p)?),
                 overlay: None,
+                write: Vec::new(),
                 leftovers: false,
                 egress: Egress::Rules(rules),
             },
