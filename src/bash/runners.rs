@@ -73,6 +73,11 @@ const FIXED: &[(&str, &str)] = &[
     ("GOPROXY", "off"),
     ("GOTOOLCHAIN", "local"),
     ("npm_config_offline", "true"),
+    // npm's update check would ask the egress proxy for registry.npmjs.org on every run
+    ("npm_config_update_notifier", "false"),
+    ("npm_config_audit", "false"),
+    ("npm_config_fund", "false"),
+    ("NO_UPDATE_NOTIFIER", "1"),
     ("PIP_NO_INDEX", "1"),
 ];
 
