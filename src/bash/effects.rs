@@ -108,7 +108,9 @@ pub enum Companion {
 const RS: &[&str] = &["rs"];
 const GO: &[&str] = &["go"];
 const PY: &[&str] = &["py", "pyi"];
-const JS: &[&str] = &["js", "jsx", "ts", "tsx", "mjs", "cjs", "mts", "cts", "vue", "svelte"];
+const JS: &[&str] = &[
+    "js", "jsx", "ts", "tsx", "mjs", "cjs", "mts", "cts", "vue", "svelte",
+];
 const PRETTIER: &[&str] = &[
     "js", "jsx", "ts", "tsx", "mjs", "cjs", "mts", "cts", "vue", "svelte", "json", "css", "scss",
     "less", "md", "mdx", "yaml", "yml", "html", "graphql",
@@ -134,7 +136,12 @@ pub const RUNNER_COMPANIONS: &[(&str, &[&str], &str, Companion)] = &[
     ("isort", &[""], "", Companion::Sources(PY)),
     ("ruff", &["format"], "", Companion::Sources(PY)),
     ("ruff", &["check"], "--fix", Companion::Sources(PY)),
-    ("npx", &["prettier"], "--write", Companion::Sources(PRETTIER)),
+    (
+        "npx",
+        &["prettier"],
+        "--write",
+        Companion::Sources(PRETTIER),
+    ),
     ("npx", &["prettier"], "-w", Companion::Sources(PRETTIER)),
     ("npx", &["eslint"], "--fix", Companion::Sources(JS)),
 ];
@@ -183,7 +190,10 @@ fn up_to_root(workdir: &Path, workspace: &Path) -> Vec<String> {
     let mut d = relative(".", workdir, workspace);
     while let Some(cur) = d {
         out.push(cur.clone());
-        d = (!cur.is_empty()).then(|| cur.rsplit_once('/').map_or(String::new(), |(h, _)| h.to_string()));
+        d = (!cur.is_empty()).then(|| {
+            cur.rsplit_once('/')
+                .map_or(String::new(), |(h, _)| h.to_string())
+        });
     }
     out
 }
@@ -193,7 +203,10 @@ fn runner_companions(n: &mut Named, op: &Operation, workdir: &Path, workspace: &
     let w = signatures::walk_args(op, workdir, workspace);
     let sub = w.sub.as_deref().unwrap_or("");
     for (prog, subs, flag, c) in RUNNER_COMPANIONS {
-        if *prog != op.program || !subs.contains(&sub) || (!flag.is_empty() && !has_flag(op, &[flag])) {
+        if *prog != op.program
+            || !subs.contains(&sub)
+            || (!flag.is_empty() && !has_flag(op, &[flag]))
+        {
             continue;
         }
         match c {
@@ -203,16 +216,26 @@ fn runner_companions(n: &mut Named, op: &Operation, workdir: &Path, workspace: &
             }
             Companion::Sources(exts) => {
                 let mut dirs: Vec<String> = Vec::new();
-                for (k, a) in w.kinds.iter().filter(|(k, _)| k == "WS_PATH" || k == "LITERAL") {
+                for (k, a) in w
+                    .kinds
+                    .iter()
+                    .filter(|(k, _)| k == "WS_PATH" || k == "LITERAL")
+                {
                     let _ = k;
-                    let a = a.strip_suffix("/...").or((a == "...").then_some(".")).unwrap_or(a);
+                    let a = a
+                        .strip_suffix("/...")
+                        .or((a == "...").then_some("."))
+                        .unwrap_or(a);
                     let Some(rel) = relative(a, workdir, workspace) else {
                         continue;
                     };
                     if workspace.join(&rel).is_dir() || rel.is_empty() {
                         dirs.push(rel);
                     } else if op.program == "rustfmt" {
-                        dirs.push(rel.rsplit_once('/').map_or(String::new(), |(h, _)| h.to_string()));
+                        dirs.push(
+                            rel.rsplit_once('/')
+                                .map_or(String::new(), |(h, _)| h.to_string()),
+                        );
                     }
                 }
                 if w.kinds.is_empty() {
@@ -233,7 +256,10 @@ fn companion_covers(n: &Named, path: &str) -> bool {
         .iter()
         .any(|(l, dirs)| *l == name && dirs.iter().any(|d| d == dir))
         || n.sources.iter().any(|(d, exts)| {
-            (d.is_empty() || path.strip_prefix(d.as_str()).is_some_and(|r| r.starts_with('/')))
+            (d.is_empty()
+                || path
+                    .strip_prefix(d.as_str())
+                    .is_some_and(|r| r.starts_with('/')))
                 && name
                     .rsplit_once('.')
                     .is_some_and(|(s, e)| !s.is_empty() && exts.contains(&e))
@@ -540,20 +566,61 @@ mod tests {
                 None,
             ),
             ("git status", &[("x", A, F)], Some("adds x")),
-            // runners and formatters (issue 35): lock files and sources of their language
+        ];
+        for (cmd, changes, want) in cases {
+            let got = refusals(cmd, changes);
+            match want {
+                None => assert!(got.is_empty(), "{cmd}: expected no refusal, got {got:?}"),
+                Some(w) => assert!(
+                    got.iter().any(|g| g.contains(w)),
+                    "{cmd}: expected {w:?}, got {got:?}"
+                ),
+            }
+        }
+    }
+
+    /// Runners and formatters (issue 35): their declared companions (lock files, sources of
+    /// their language beneath their argument), never a protected path nor an implicitly run file.
+    #[test]
+    fn runners_and_formatters_cover_their_companions_only() {
+        let cases: &[(&str, &[Ch], Option<&str>)] = &[
             ("cargo test", &[("Cargo.lock", A, F)], None),
             ("cargo build --release", &[("Cargo.lock", M, F)], None),
-            ("cargo test", &[("src/main.rs", M, F)], Some("modifies src/main.rs")),
-            ("cargo test", &[("target/debug/x", A, F)], Some("adds target/debug/x")),
-            ("cargo test", &[("sub/Cargo.lock", A, F)], Some("adds sub/Cargo.lock")),
+            (
+                "cargo test",
+                &[("src/main.rs", M, F)],
+                Some("modifies src/main.rs"),
+            ),
+            (
+                "cargo test",
+                &[("target/debug/x", A, F)],
+                Some("adds target/debug/x"),
+            ),
+            (
+                "cargo test",
+                &[("sub/Cargo.lock", A, F)],
+                Some("adds sub/Cargo.lock"),
+            ),
             (
                 "cargo fmt",
                 &[("src/main.rs", M, F), ("src/a/b.rs", M, F)],
                 None,
             ),
-            ("cargo fmt", &[("build.rs", M, F)], Some("modifies build.rs")),
-            ("cargo fmt", &[("src/x.py", M, F)], Some("modifies src/x.py")),
-            ("cargo fmt", &[("Cargo.lock", M, F)], Some("modifies Cargo.lock")),
+            (
+                "cargo fmt",
+                &[("build.rs", M, F)],
+                Some("modifies build.rs"),
+            ),
+            (
+                "cargo fmt",
+                &[("src/x.py", M, F)],
+                Some("modifies src/x.py"),
+            ),
+            (
+                "cargo fmt",
+                &[("Cargo.lock", M, F)],
+                Some("modifies Cargo.lock"),
+            ),
             (
                 "cargo fmt",
                 &[(".cargo/config.toml", A, F)],
@@ -564,12 +631,24 @@ mod tests {
                 &[(".git/hooks/pre-commit", A, F)],
                 Some("protected path .git/hooks/pre-commit"),
             ),
-            ("cargo clippy", &[("src/a.rs", M, F)], Some("modifies src/a.rs")),
+            (
+                "cargo clippy",
+                &[("src/a.rs", M, F)],
+                Some("modifies src/a.rs"),
+            ),
             ("cargo clippy --fix", &[("src/a.rs", M, F)], None),
             ("gofmt -w .", &[("main.go", M, F), ("pkg/a.go", M, F)], None),
-            ("gofmt -w main.go", &[("other.go", M, F)], Some("modifies other.go")),
+            (
+                "gofmt -w main.go",
+                &[("other.go", M, F)],
+                Some("modifies other.go"),
+            ),
             ("go fmt ./...", &[("a/b.go", M, F)], None),
-            ("go test ./...", &[("a/b.go", M, F)], Some("modifies a/b.go")),
+            (
+                "go test ./...",
+                &[("a/b.go", M, F)],
+                Some("modifies a/b.go"),
+            ),
             (
                 "npx prettier --write .",
                 &[("src/a.ts", M, F), ("README.md", M, F)],
@@ -585,16 +664,32 @@ mod tests {
                 &[("jest.config.js", M, F)],
                 Some("modifies jest.config.js"),
             ),
-            ("npx prettier --check .", &[("a.ts", M, F)], Some("modifies a.ts")),
+            (
+                "npx prettier --check .",
+                &[("a.ts", M, F)],
+                Some("modifies a.ts"),
+            ),
             ("npx eslint --fix .", &[("a.js", M, F)], None),
             ("npx eslint .", &[("a.js", M, F)], Some("modifies a.js")),
             ("black .", &[("pkg/a.py", M, F)], None),
-            ("black .", &[("conftest.py", M, F)], Some("modifies conftest.py")),
+            (
+                "black .",
+                &[("conftest.py", M, F)],
+                Some("modifies conftest.py"),
+            ),
             ("black .", &[("setup.py", M, F)], Some("modifies setup.py")),
             ("black .", &[("a.rs", M, F)], Some("modifies a.rs")),
             ("ruff format .", &[("a.py", M, F)], None),
-            ("npm test", &[("package-lock.json", M, F)], Some("modifies package-lock.json")),
-            ("python3 -m unittest", &[("a.py", M, F)], Some("modifies a.py")),
+            (
+                "npm test",
+                &[("package-lock.json", M, F)],
+                Some("modifies package-lock.json"),
+            ),
+            (
+                "python3 -m unittest",
+                &[("a.py", M, F)],
+                Some("modifies a.py"),
+            ),
         ];
         for (cmd, changes, want) in cases {
             let got = refusals(cmd, changes);

@@ -179,7 +179,9 @@ mod tests {
             let v = &env.iter().find(|(n, _)| n == k).unwrap().1;
             assert!(Path::new(v).starts_with(dir), "{k}={v}");
         }
-        assert!(env.iter().any(|(k, v)| k == "CARGO_NET_OFFLINE" && v == "true"));
+        assert!(env
+            .iter()
+            .any(|(k, v)| k == "CARGO_NET_OFFLINE" && v == "true"));
         let (env, got) = for_overlay(
             vec![
                 ("PATH".into(), "/usr/bin".into()),
@@ -230,7 +232,11 @@ mod table {
             ("pnpm test", true, Some("pnpm test")),
             ("yarn lint", true, Some("yarn lint")),
             ("npx eslint .", true, Some("npx eslint WS_PATH")),
-            ("npx prettier --write .", true, Some("npx prettier --write WS_PATH")),
+            (
+                "npx prettier --write .",
+                true,
+                Some("npx prettier --write WS_PATH"),
+            ),
             ("npx tsc --noEmit", true, Some("npx tsc --noEmit")),
             ("npx jest", true, Some("npx jest")),
             ("npx vitest run", true, Some("npx vitest LITERAL")),
@@ -240,10 +246,22 @@ mod table {
             ("go fmt ./...", true, Some("go fmt WS_PATH")),
             ("gofmt -w main.go", true, Some("gofmt -w WS_PATH")),
             ("python3 -m unittest", true, Some("python3 -m unittest")),
-            ("python3 -m unittest discover -v", true, Some("python3 -m unittest -v LITERAL")),
+            (
+                "python3 -m unittest discover -v",
+                true,
+                Some("python3 -m unittest -v LITERAL"),
+            ),
             ("python3 -m pytest -q", true, Some("python3 -m pytest -q")),
-            ("python3 -m venv .venv", true, Some("python3 -m venv WS_PATH")),
-            ("python3 -m py_compile a.py", true, Some("python3 -m py_compile WS_PATH")),
+            (
+                "python3 -m venv .venv",
+                true,
+                Some("python3 -m venv WS_PATH"),
+            ),
+            (
+                "python3 -m py_compile a.py",
+                true,
+                Some("python3 -m py_compile WS_PATH"),
+            ),
             ("node --test", true, Some("node --test")),
             ("black .", true, Some("black WS_PATH")),
             ("ruff format .", true, Some("ruff format WS_PATH")),

@@ -150,7 +150,8 @@ pub const WORKSPACE_RUNNERS: &[&str] = &[
 ];
 /// The runners whose flags may carry inline code (interpreters; make and test runners as before
 /// issue 35): `cargo test -p crate` names a package, not code.
-const INLINE_CODE_RUNNERS: &[&str] = &["make", "pytest", "python", "python3", "node", "ruby", "tox"];
+const INLINE_CODE_RUNNERS: &[&str] =
+    &["make", "pytest", "python", "python3", "node", "ruby", "tox"];
 /// Interpreter flags whose value is inline code: such a signature is never learned (the code is
 /// the whole effect and cannot be abstracted away).
 const INLINE_CODE: &[&str] = &["-c", "-e", "--eval", "-E", "-p", "--print"];
@@ -346,7 +347,8 @@ pub fn walk_args(op: &Operation, workdir: &Path, workspace: &Path) -> Walked {
                 Some((n, v)) => (n.to_string(), Some(v)),
                 None => (a.clone(), None),
             };
-            if name == "-m" && value.is_none() && MODULE_PROGRAMS.contains(&prog) && w.sub.is_none() {
+            if name == "-m" && value.is_none() && MODULE_PROGRAMS.contains(&prog) && w.sub.is_none()
+            {
                 module_next = true;
             } else if MSG_FLAGS.contains(&name.as_str()) && MSG_PROGRAMS.contains(&prog) {
                 w.flags.push(name);

@@ -77,13 +77,20 @@ fn module_of<'a>(spec: &ProgramSpec, args: &'a [String]) -> Option<(&'a str, &'a
         if a == "-m" {
             return args.get(i + 1).map(|m| (m.as_str(), &args[i + 2..]));
         }
-        if let Some(m) = a.strip_prefix("-m").filter(|m| !m.is_empty() && !a.starts_with("--")) {
+        if let Some(m) = a
+            .strip_prefix("-m")
+            .filter(|m| !m.is_empty() && !a.starts_with("--"))
+        {
             return Some((m, &args[i + 1..]));
         }
         if spec.code_opts.iter().any(|c| c == a) || a == "--" || !a.starts_with('-') {
             return None;
         }
-        i += if spec.value_opts.iter().any(|v| v == a) { 2 } else { 1 };
+        i += if spec.value_opts.iter().any(|v| v == a) {
+            2
+        } else {
+            1
+        };
     }
     None
 }
@@ -97,15 +104,15 @@ pub(super) fn interpreter(prog: &str, spec: &ProgramSpec, args: &[String], a: &m
             a.reads = g.reads;
             a.writes = g.writes;
             a.notes.extend(g.notes);
-            a.notes
-                .push(format!("{prog} -m {module}: judged as `{target}` (programs.toml)"));
+            a.notes.push(format!(
+                "{prog} -m {module}: judged as `{target}` (programs.toml)"
+            ));
             return;
         }
     }
     let p = parse_opts(args, &spec.value_opts, &[], &[], true);
     let mut code = false;
-    if p
-        .opts
+    if p.opts
         .iter()
         .any(|o| spec.run_opts.iter().any(|r| opt_matches(o, r)))
     {
