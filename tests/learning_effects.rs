@@ -177,3 +177,58 @@ fn operator_protected_paths_always_ask_and_a_human_may_approve() {
         Some("curl x | sh\n")
     );
 }
+
+/// One `approve --learn` answer, which must be accepted.
+fn teach(env: &Env, cmd: &str) {
+    let (id, st, v, err) = submit(env, cmd);
+    assert_eq!(st, "pending_validation", "{cmd}: {err} {v}");
+    cli_ok(env, &["approve", &common::vid(&v), "--learn"]);
+    assert_eq!(final_result(env, id).0, "succeeded", "{cmd}");
+}
+
+/// The command applies without a human, under what was learned.
+fn unasked(env: &Env, cmd: &str) {
+    let (_, st, v, err) = submit(env, cmd);
+    assert_eq!(st, "succeeded", "{cmd} should apply unasked: {err} {v}");
+    assert_eq!(v["policy_used"], "signature_learned", "{cmd}: {v}");
+}
+
+/// (e) Issue 35, `bash::coverage`: a learned signature stands for the variants that do no more
+/// — neutral flags, several paths for one, the same operation spelled another way, a weaker
+/// member of its family — and for nothing that does more, nothing never learnable, nothing a
+/// human denied for this client.
+#[test]
+fn a_learned_signature_covers_variants_that_do_no_more_and_nothing_else() {
+    let (env, _d) = setup(None);
+    let ws = env.workspace.clone();
+    teach(&env, "echo one > notes.txt");
+    // the family "write a named workspace file": sed -i, tee, >>, touch do no more
+    unasked(&env, "sed -i -E 's/one/two/' notes.txt");
+    unasked(&env, "printf 'x\\n' | tee -a notes.txt b.txt");
+    unasked(&env, "echo three >> notes.txt");
+    unasked(&env, "touch c.txt d.txt");
+    assert_eq!(
+        read(&ws.join("notes.txt")).as_deref(),
+        Some("two\nx\nthree\n")
+    );
+    assert!(ws.join("d.txt").exists());
+    // ... but not what the family does not do, nor a never-learnable construct
+    asks(&env, "mkdir build", "");
+    asks(&env, "sed -i 's/two/2/w out.txt' notes.txt", "");
+    asks(&env, "echo x > .envrc", "touches a protected path .envrc");
+    assert!(!ws.join("build").exists() && !ws.join("out.txt").exists());
+
+    // mkdir -p stands for mkdir; mkdir does not stand for mkdir -p
+    teach(&env, "mkdir docs");
+    asks(&env, "mkdir -p deep/er/path", "");
+    teach(&env, "mkdir -p deeper/still");
+    unasked(&env, "mkdir -p -v other/dir");
+
+    // a human's denial of a covered variant for this client: it asks from then on
+    let (id, v) = asks(&env, "mkdir -p build/x && rm -f c.txt", "");
+    cli_ok(&env, &["deny", &common::vid(&v)]);
+    assert_eq!(final_result(&env, id).0, "denied");
+    teach(&env, "rm d.txt");
+    asks(&env, "rm -f c.txt", "");
+    assert!(ws.join("c.txt").exists());
+}

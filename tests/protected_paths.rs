@@ -435,3 +435,69 @@ fn build_and_test_output_still_applies_without_a_human() {
         &["touches a protected path node_modules/x/.npmrc: never applied without a human (rule **/.npmrc"],
     );
 }
+
+/// (g) Issue 35: the commit agents make without an identity, `git -c user.name=… -c
+/// user.email=… commit -qm MSG`, is learned with its keys literal (it was refused: "git -c
+/// writes or runs what its operands do not name"), and later commits apply without a human;
+/// a `-c` key that can run code still refuses `--learn`, naming the key; a commit whose change
+/// set also touches `.git/hooks` still asks, and nothing of it is applied.
+#[test]
+fn an_identity_git_c_commit_is_learned_and_a_hooks_write_still_asks() {
+    let (env, _d) = setup(None);
+    let ws = env.workspace.clone();
+    for f in ["b.txt", "c.txt", "d.txt"] {
+        std::fs::write(ws.join(f), "x\n").unwrap();
+    }
+    let commit = |n: &str| {
+        format!("git -c user.name=agent -c user.email=agent@example.com commit -qm 'step {n}'")
+    };
+    learn(&env, "echo hi > notes.txt", "redirect:write WS_PATH");
+    learn(&env, "git add b.txt", "git add WS_PATH");
+    learn(
+        &env,
+        &commit("1"),
+        "git -c user.email=… -c user.name=… commit -m -q MSG",
+    );
+    applied(&env, "git add c.txt");
+    applied(&env, &commit("2"));
+    // Another identity, the flags spelled apart: the same signature.
+    applied(
+        &env,
+        "echo more >> c.txt && git add c.txt && git -c user.email=b@example.com -c user.name='Agent B' commit -q -m 'step 2b'",
+    );
+    let log = String::from_utf8(git(&ws, &["log", "--format=%an|%s"]).stdout).unwrap();
+    assert!(log.contains("agent|step 2\n"), "{log}");
+    assert!(log.contains("Agent B|step 2b\n"), "{log}");
+
+    // A key that can make git run a program: asked, and `--learn` names the key.
+    let (id, st, v, err) = submit(
+        &env,
+        "git -c user.name=agent -c core.hooksPath=/tmp commit -qm 'step 3'",
+    );
+    assert_eq!(st, "pending_validation", "{err} {v}");
+    let (st, out, err) = env.cli(&["approve", &common::vid(&v), "--learn"]);
+    assert!(!st.success(), "--learn must be refused: {out}");
+    assert!(
+        format!("{out}{err}").contains("git -c core.hooksPath can make git run a program"),
+        "{out}{err}"
+    );
+    cli_ok(&env, &["deny", &common::vid(&v)]);
+    assert_eq!(final_result(&env, id).0, "denied");
+
+    // A commit whose change set also writes a hook: held, the rule named; nothing applied.
+    let mark = canary(&env, "hook-ran");
+    let (id, vid) = held(
+        &env,
+        &format!(
+            "git add d.txt && {} && printf '#!/bin/sh\\ntouch {mark}\\n' > .git/hooks/pre-commit",
+            commit("4")
+        ),
+        &["touches a protected path .git/hooks/pre-commit: never applied without a human (rule **/.git/**"],
+    );
+    cli_ok(&env, &["deny", &vid]);
+    assert_eq!(final_result(&env, id).0, "denied");
+    assert!(!ws.join(".git/hooks/pre-commit").exists());
+    let log = String::from_utf8(git(&ws, &["log", "--format=%s"]).stdout).unwrap();
+    assert!(!log.contains("step 4"), "{log}");
+    assert!(!log.contains("step 3"), "{log}");
+}

@@ -20,6 +20,7 @@ use crate::db::output::Outcome;
 pub mod changes;
 pub mod command;
 pub mod confined;
+pub mod coverage;
 pub mod decisions;
 pub mod effects;
 pub mod evidence;

@@ -287,16 +287,21 @@ pub fn judge(
 }
 
 /// The companion subcommands (`COMPANIONS` keys) of the command's git operations that write.
-/// `git -C DIR`, `--git-dir`, `--work-tree` write another repository: no companion.
+/// `git -C DIR`, `--git-dir`, `--work-tree` write another repository, and a `-c` key off the
+/// safe table may move what git writes: no companion.
 pub fn git_writes(report: &CheckReport, workdir: &Path, workspace: &Path) -> Vec<&'static str> {
     let mut out = Vec::new();
     for op in &report.operations {
         if op.program != "git" || signatures::of_operation(op, workdir, workspace).is_none() {
             continue;
         }
-        if op.args.iter().any(|a| {
-            a == "-C" || a.starts_with("--git-dir") || a.starts_with("--work-tree") || a == "-c"
-        }) {
+        // `-c` with a key that may point git elsewhere (`classify::git::SAFE_CONFIG_KEYS`)
+        if crate::classify::git::unsafe_config_key(&op.args).is_some()
+            || op
+                .args
+                .iter()
+                .any(|a| a == "-C" || a.starts_with("--git-dir") || a.starts_with("--work-tree"))
+        {
             continue;
         }
         let sub = signatures::walk_args(op, workdir, workspace).sub;

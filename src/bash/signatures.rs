@@ -8,7 +8,7 @@
 //! overlay without asking (still journaled, still undoable). Never learned: operations with
 //! network, process control, environment or unknown effects, writes outside the workspace,
 //! computed program names, scripts and flags that write or run what the operands do not name
-//! (`construct_why_not`: sed `w`/`e`, awk `system()`, `find -fprint`, `git -c`, ...); blocked and `ask_warning` commands never reach the overlay at all, and
+//! (`construct_why_not`: sed `w`/`e`, awk `system()`, `find -fprint`, `git -c` with a key that can run code, ...); blocked and `ask_warning` commands never reach the overlay at all, and
 //! approvals of commands asked up front are counted apart (`upfront_approvals`), never toward
 //! learning. Operator overrides per signature: `never` denies any command containing it,
 //! `always_ask` keeps asking, `always_allow` treats it as learned (on the overlay only).
@@ -118,18 +118,26 @@ fn arg_kind(a: &str, workdir: &Path, workspace: &Path) -> String {
         || a.rsplit_once('.')
             .is_some_and(|(s, e)| !s.is_empty() && !e.is_empty() && e.len() <= 5);
     if path_like {
-        let p = if Path::new(a).is_absolute() {
-            PathBuf::from(a)
-        } else {
-            workdir.join(a)
-        };
-        if normalise(&p).starts_with(workspace) {
-            return "WS_PATH".into();
-        }
-        // Outside the workspace: kept literally (a signature never widens to other places).
-        return format!("PATH({a})");
+        return path_kind(a, workdir, workspace);
     }
     "LITERAL".into()
+}
+
+/// A word known to be a path: `WS_PATH` inside the workspace, else kept literally (a signature
+/// never widens to other places).
+fn path_kind(a: &str, workdir: &Path, workspace: &Path) -> String {
+    if a.contains(DYN) {
+        return "DYN".into();
+    }
+    let p = if Path::new(a).is_absolute() {
+        PathBuf::from(a)
+    } else {
+        workdir.join(a)
+    };
+    if normalise(&p).starts_with(workspace) {
+        return "WS_PATH".into();
+    }
+    format!("PATH({a})")
 }
 
 /// Programs whose `process` / `unknown` category comes from running workspace code (git hooks,
@@ -218,7 +226,7 @@ const NEVER_LEARNED_FLAGS: &[(&str, &[&str])] = &[
         ],
     ),
     ("sort", &["--compress-program"]),
-    ("git", &["-c", "--config-env", "--exec-path"]),
+    ("git", &["--config-env", "--exec-path"]),
     ("rsync", &["-e", "--rsh", "--rsync-path"]),
 ];
 
@@ -282,6 +290,14 @@ fn construct(op: &Operation) -> Option<(String, bool)> {
             return Some((format!("script construct: {what}"), true));
         }
     }
+    if prog == "git" {
+        if let Some(k) = crate::classify::git::unsafe_config_key(&op.args) {
+            let why = format!(
+                "git -c {k} can make git run a program or read a file it names; only the keys of the safe table are learned (user.*, author.*, committer.*, color.*, advice.*, core.quotepath, init.defaultBranch, …: `brainloop check` shows it)"
+            );
+            return Some((why, false));
+        }
+    }
     for (p, flags) in NEVER_LEARNED_FLAGS {
         if *p != prog {
             continue;
@@ -311,6 +327,8 @@ fn construct(op: &Operation) -> Option<(String, bool)> {
 pub struct Walked {
     /// Flags (with `=…` for attached values).
     pub flags: Vec<String>,
+    /// git's global options with their values, before the subcommand (`-c user.name=…`).
+    pub global: Vec<String>,
     /// The subcommand kept literally (`git add`).
     pub sub: Option<String>,
     /// Positional arguments (and values of separate-value flags) with their kind.
@@ -328,6 +346,8 @@ pub fn walk_args(op: &Operation, workdir: &Path, workspace: &Path) -> Walked {
     let mut next_kind: Option<&str> = None;
     let mut only_positional = false;
     let mut module_next = false;
+    // git's global option waiting for its value (`-c`, `-C`, `--git-dir`, ...)
+    let mut git_global: Option<&str> = None;
     for a in &op.args {
         if module_next {
             module_next = false;
@@ -338,11 +358,32 @@ pub fn walk_args(op: &Operation, workdir: &Path, workspace: &Path) -> Walked {
             w.kinds.push((k.to_string(), a.clone()));
             continue;
         }
+        if let Some(opt) = git_global.take() {
+            w.global.push(git_global_flag(opt, a, workdir, workspace));
+            continue;
+        }
         if !only_positional && a == "--" {
             only_positional = true;
             continue;
         }
         if !only_positional && a.starts_with('-') && a.len() > 1 {
+            if prog == "git" && w.sub.is_none() {
+                if let Some(opt) = crate::classify::git::GLOBAL_VALUE
+                    .iter()
+                    .find(|o| **o == a.as_str())
+                {
+                    git_global = Some(opt);
+                    continue;
+                }
+            }
+            if let Some((letters, attached)) = msg_bundle(prog, a) {
+                w.flags.extend(letters);
+                match attached {
+                    Some(m) => w.kinds.push(("MSG".into(), m.to_string())),
+                    None => next_kind = Some("MSG"),
+                }
+                continue;
+            }
             let (name, value) = match a.split_once('=') {
                 Some((n, v)) => (n.to_string(), Some(v)),
                 None => (a.clone(), None),
@@ -379,9 +420,66 @@ pub fn walk_args(op: &Operation, workdir: &Path, workspace: &Path) -> Walked {
             w.kinds.push(("EXPR".into(), a.clone()));
             continue;
         }
-        w.kinds.push((arg_kind(a, workdir, workspace), a.clone()));
+        let kind = if operands_are_paths(prog, w.sub.as_deref(), expr_seen) {
+            path_kind(a, workdir, workspace)
+        } else {
+            arg_kind(a, workdir, workspace)
+        };
+        w.kinds.push((kind, a.clone()));
     }
     w
+}
+
+/// Programs whose every positional argument is a path (so `mkdir -p build` signs as
+/// `mkdir -p WS_PATH`, as `mkdir -p build/x` does, not `LITERAL`).
+const PATH_OPERANDS: &[&str] = &["mkdir", "rmdir", "touch", "rm", "cp", "mv", "tee", "ln"];
+/// git subcommands whose positional arguments are paths.
+const GIT_PATH_OPERANDS: &[&str] = &["add", "rm", "mv", "restore"];
+
+/// Whether a positional argument of `prog` (after its subcommand, after its script for sed and
+/// awk) is a path whatever it looks like.
+fn operands_are_paths(prog: &str, sub: Option<&str>, expr_seen: bool) -> bool {
+    PATH_OPERANDS.contains(&prog)
+        || (prog == "git" && sub.is_some_and(|s| GIT_PATH_OPERANDS.contains(&s)))
+        || (expr_seen && matches!(prog, "sed" | "gsed" | "awk" | "gawk" | "mawk"))
+}
+
+/// A git global option with its value, as the signature keeps it: `-c KEY=…` (the key literal,
+/// the value abstracted: whether the key is safe is `construct`'s question), `-C WS_PATH`.
+fn git_global_flag(opt: &str, value: &str, workdir: &Path, workspace: &Path) -> String {
+    if opt == "-c" {
+        return match value.split_once('=') {
+            Some((k, _)) => format!("-c {k}=…"),
+            None => format!("-c {value}"),
+        };
+    }
+    let kind = match opt {
+        "-C" | "--git-dir" | "--work-tree" => path_kind(value, workdir, workspace),
+        _ => arg_kind(value, workdir, workspace),
+    };
+    format!("{opt} {kind}")
+}
+
+/// One-letter flags a commit-like command takes before its message in one word (`-am`, `-qm`).
+const BUNDLE_BEFORE_MSG: &str = "aqvsn";
+
+/// A short-flag word of a version-control program that ends in its message flag (`-qm`, `-am`)
+/// or carries the message attached (`-mfix`, `-qmfix`): the letters as separate flags, and the
+/// attached message if any. None for anything else.
+fn msg_bundle<'a>(prog: &str, a: &'a str) -> Option<(Vec<String>, Option<&'a str>)> {
+    if !MSG_PROGRAMS.contains(&prog) || a.starts_with("--") || a.len() < 3 {
+        return None;
+    }
+    let body = &a[1..];
+    let at = body.find('m')?;
+    let before = &body[..at];
+    if !before.chars().all(|c| BUNDLE_BEFORE_MSG.contains(c)) {
+        return None;
+    }
+    let mut letters: Vec<String> = before.chars().map(|c| format!("-{c}")).collect();
+    letters.push("-m".into());
+    let rest = &body[at + 1..];
+    Some((letters, (!rest.is_empty()).then_some(rest)))
 }
 
 /// The signature of one operation, or None when it needs no human (pure / read-only).
@@ -441,7 +539,11 @@ pub fn of_operation(op: &Operation, workdir: &Path, workspace: &Path) -> Option<
                         _ => collapsed.push(k),
                     }
                 }
+                let mut global = w.global;
+                global.sort();
+                global.dedup();
                 let mut parts = vec![prog.clone()];
+                parts.extend(global);
                 parts.extend(w.sub);
                 parts.extend(flags);
                 parts.extend(collapsed);
@@ -484,6 +586,20 @@ pub struct SigState {
     pub always_ask: bool,
     /// There is at least one signature and every one is learned (or `always_allow`).
     pub all_learned: bool,
+}
+
+/// The signatures learned for `client` (taught, enough approvals without a denial, or the
+/// operator's `always_allow`): what `bash::coverage` may let stand for another signature.
+fn learned_for(conn: &Connection, client: &str, threshold: u32) -> rusqlite::Result<Vec<String>> {
+    let mut st = conn.prepare_cached(
+        "SELECT s.signature FROM signatures s LEFT JOIN signature_evidence e
+           ON e.signature = s.signature AND e.client_id = ?1
+         WHERE s.user_override = 'always_allow'
+            OR (s.learnable AND s.user_override IS NULL AND coalesce(e.denials, 0) = 0
+                AND (e.learned_at IS NOT NULL OR coalesce(e.approvals, 0) >= ?2))",
+    )?;
+    let rows = st.query_map(params![client, threshold], |r| r.get(0))?;
+    rows.collect()
 }
 
 /// Records the signatures (creating rows) and reads their state for `client`: learned means the
@@ -529,7 +645,13 @@ pub fn observe(
                 || (learnable
                     && s.learnable
                     && denials == 0
-                    && (taught || approvals >= threshold as i64));
+                    && (taught
+                        || approvals >= threshold as i64
+                        // a learned signature that does as much (`bash::coverage`)
+                        || (ov.is_none()
+                            && learned_for(tx, client, threshold)?
+                                .iter()
+                                .any(|l| crate::bash::coverage::covers(l, &s.text)))));
             if !learned || ov == Some(Override::AlwaysAsk) {
                 st.all_learned = false;
             }
@@ -888,8 +1010,37 @@ mod tests {
                 "sort --compress-program=sh -o o.txt a.txt",
                 "--compress-program",
             ),
-            ("git -c core.fsmonitor=x status", "git -c"),
-            ("git -c user.name=x commit -m 'a b'", "git -c"),
+            ("git -c core.fsmonitor=x status", "git -c core.fsmonitor"),
+            (
+                "git -c core.hooksPath=/tmp/h commit -m 'a b'",
+                "git -c core.hooksPath",
+            ),
+            ("git -c alias.st='!sh -c id' st", "git -c alias.st"),
+            (
+                "git -c user.name=x -c core.editor=vim commit -m 'a b'",
+                "git -c core.editor",
+            ),
+            (
+                "git -c color.ui=auto -c include.path=/tmp/x commit -m 'a b'",
+                "git -c include.path",
+            ),
+            (
+                "git -cinclude.path=x commit -m 'a b'",
+                "git -c include.path",
+            ),
+            (
+                "git -c commit.gpgSign=true commit -m 'a b'",
+                "git -c commit.gpgSign",
+            ),
+            (
+                "git -c safe.directory=* commit -m 'a b'",
+                "git -c safe.directory",
+            ),
+            ("git -c colorx.ui=1 commit -m 'a b'", "git -c colorx.ui"),
+            (
+                "git --config-env=core.pager=P commit -m 'a b'",
+                "--config-env",
+            ),
             ("python3 -c 'open(\"x\",\"w\")'", "inline code"),
         ];
         for (cmd, why) in cases {
@@ -917,6 +1068,10 @@ mod tests {
             "echo hi >> notes.txt",
             "git add a.txt b.txt",
             "git commit -m 'fix the bug'",
+            "git -c user.name=agent -c user.email=agent@example.com commit -qm 'step 1'",
+            "git -c User.Name=agent -c color.diff.meta=blue commit -am wip",
+            "git -c init.defaultBranch=main init",
+            "git -C sub add a.txt",
             "sort -o out.txt in.txt",
             "sort --output=out.txt in.txt",
             "cp a.txt b.txt",
@@ -943,6 +1098,20 @@ mod tests {
             vec!["sort --output=… WS_PATH"]
         );
         assert_eq!(t("git add a.txt b.txt"), vec!["git add WS_PATH..."]);
+        // issue 35: a commit message bundled with its flags, git's global options in place
+        assert_eq!(t("git commit -qm 'a b'"), vec!["git commit -m -q MSG"]);
+        assert_eq!(t("git commit -qm fix"), vec!["git commit -m -q MSG"]);
+        assert_eq!(t("git commit -am 'a b'"), vec!["git commit -a -m MSG"]);
+        assert_eq!(t("git commit -mfix"), vec!["git commit -m MSG"]);
+        assert_eq!(
+            t("git -c user.name=agent -c user.email=a@example.com commit -qm 'step 1'"),
+            vec!["git -c user.email=… -c user.name=… commit -m -q MSG"]
+        );
+        assert_eq!(
+            t("git -c user.email=b@example.com -c user.name='Other Agent' commit -q -m 'step 2'"),
+            t("git -c user.name=agent -c user.email=a@example.com commit -qm 'step 1'"),
+        );
+        assert_eq!(t("git -C x add a.txt"), vec!["git -C WS_PATH add WS_PATH"]);
         // a hidden construct never shares the learnable text
         assert_eq!(
             t("sed -i 's/a/b/w .git/config' a.txt"),

@@ -10,7 +10,7 @@ use super::knowledge::Effects;
 use super::types::Category;
 
 /// Global options taking a value (separate or attached with `=`).
-const GLOBAL_VALUE: &[&str] = &[
+pub const GLOBAL_VALUE: &[&str] = &[
     "-C",
     "-c",
     "--git-dir",
@@ -22,6 +22,89 @@ const GLOBAL_VALUE: &[&str] = &[
     "--list-cmds",
     "--attr-source",
 ];
+
+/// Configuration keys `git -c KEY=VALUE` may set without making git run a program, read a file
+/// the key names, or write anywhere else (issue 35): identity, colours, messages of the
+/// porcelain, display and the default branch of `init`. Compared case-insensitively (git's
+/// section and key names are); a trailing `.` is a whole section (`color.diff.meta` too). Not
+/// here, on purpose: `core.pager`, `core.editor`, `core.fsmonitor`, `core.sshCommand`,
+/// `core.hooksPath`, `alias.*`, `filter.*`, `diff.*.textconv`, `gpg.*`, `commit.gpgSign`,
+/// `log.showSignature`, `credential.*`, `include.*`, `safe.directory`, `protocol.*`, `http.*`,
+/// `branch.*` (writes the config), `core.autocrlf` (rewrites content) — everything unlisted is
+/// treated as able to run code.
+pub const SAFE_CONFIG_KEYS: &[&str] = &[
+    "user.name",
+    "user.email",
+    "user.useconfigonly",
+    "author.name",
+    "author.email",
+    "committer.name",
+    "committer.email",
+    "color.",
+    "advice.",
+    "core.quotepath",
+    "core.abbrev",
+    "init.defaultbranch",
+    "commit.verbose",
+    "commit.status",
+    "commit.cleanup",
+    "status.short",
+    "status.branch",
+    "status.relativepaths",
+    "status.showuntrackedfiles",
+    "column.ui",
+    "i18n.commitencoding",
+    "i18n.logoutputencoding",
+    "log.date",
+    "log.decorate",
+    "log.abbrevcommit",
+    "gc.auto",
+    "gc.autodetach",
+    "maintenance.auto",
+];
+
+/// Whether `git -c KEY=…` with this key can only change identity, display or messages.
+pub fn safe_config_key(key: &str) -> bool {
+    let k = key.to_ascii_lowercase();
+    SAFE_CONFIG_KEYS.iter().any(|s| match s.strip_suffix('.') {
+        Some(section) => k
+            .strip_prefix(section)
+            .is_some_and(|r| r.len() > 1 && r.starts_with('.')),
+        None => k == *s,
+    })
+}
+
+/// The keys of the global `-c KEY[=VALUE]` options (before the subcommand), in order, as typed.
+pub fn config_keys(args: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        let a = args[i].as_str();
+        if !a.starts_with('-') || a == "--" {
+            break;
+        }
+        // `-c K=V`, and the attached `-cK=V` (git refuses it; judged as if it took it)
+        let value = match a {
+            "-c" => args.get(i + 1).map(String::as_str),
+            _ if a.starts_with("-c") && !a.starts_with("--") => Some(&a[2..]),
+            _ => None,
+        };
+        if let Some(v) = value {
+            out.push(v.split_once('=').map_or(v, |(k, _)| k).to_string());
+        }
+        if GLOBAL_VALUE.contains(&a) {
+            i += 1;
+        }
+        i += 1;
+    }
+    out
+}
+
+/// The first global `-c` key not on [`SAFE_CONFIG_KEYS`] (`--config-env` names no key here: it
+/// is judged as a flag).
+pub fn unsafe_config_key(args: &[String]) -> Option<String> {
+    config_keys(args).into_iter().find(|k| !safe_config_key(k))
+}
 
 /// Whether `arg` is `opt`, `opt=VALUE` or (for a short option) `optVALUE`.
 fn is_opt(arg: &str, opt: &str) -> bool {
@@ -101,6 +184,12 @@ pub fn refine(args: &[String]) -> Refined {
             i += 1;
         }
         i += 1;
+    }
+    if let Some(k) = unsafe_config_key(args) {
+        r.with(
+            Category::Process,
+            &format!("git -c {k}: a configuration key that can make git run a program or read a file it names (core.pager, core.sshCommand, aliases… — GTFOBins); only identity, colour and display keys are safe (`classify::git::SAFE_CONFIG_KEYS`)"),
+        );
     }
     let Some(sub) = args.get(i).map(String::as_str) else {
         return r;
@@ -331,6 +420,12 @@ mod tests {
             ("--paginate status", &[Process], &[]),
             ("--no-pager log", &[], &[]),
             ("-C sub log", &[], &[]),
+            // issue 35: `-c` keys off the safe table run code; identity and colour keys do not
+            ("-c core.pager=cat log", &[Process], &[]),
+            ("-c user.name=a -c core.sshCommand=x log", &[Process], &[]),
+            ("-c User.Email=a@b -c color.ui=always log", &[], &[]),
+            ("-c alias.x=!id x", &[Process], &[]),
+            ("commit -c HEAD", &[], &[]),
             ("branch", &[], &[]),
             ("branch -a -v", &[], &[]),
             ("branch --list feat*", &[], &[]),
