@@ -278,11 +278,19 @@ fn a_learned_npx_prettier_covers_sources_only() {
     common::require_sandbox();
     let env = Env::new();
     let ws = env.workspace.clone();
-    write(&ws, "package.json", "{\"name\":\"c\",\"version\":\"1.0.0\"}\n");
+    write(
+        &ws,
+        "package.json",
+        "{\"name\":\"c\",\"version\":\"1.0.0\"}\n",
+    );
     write(&ws, "src/a.js", "let a=1\n");
     let tool = |body: &str| {
         let p = ws.join("node_modules/.bin/prettier");
-        write(&ws, "node_modules/.bin/prettier", &format!("#!/bin/sh\n{body}\n"));
+        write(
+            &ws,
+            "node_modules/.bin/prettier",
+            &format!("#!/bin/sh\n{body}\n"),
+        );
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
     };
