@@ -422,6 +422,7 @@ async fn direct(
             read: Vec::new(),
             stdin: None,
             overlay: None,
+            write: Vec::new(),
             leftovers: true,
             egress,
         },

@@ -60,6 +60,8 @@ pub struct Run<'a> {
     pub tag: i64,
     /// Directories readable besides the set's (a hook's script).
     pub read: Vec<PathBuf>,
+    /// Directories writable besides the set's (an overlay run's runner cache, `bash::runners`).
+    pub write: Vec<PathBuf>,
     /// Written to the command's stdin (a hook's payload); `None`: /dev/null.
     pub stdin: Option<Vec<u8>>,
     /// Run on this overlay of the workspace (needs an enforcing sandbox).
@@ -143,6 +145,7 @@ pub async fn run(c: &Confinement<'_>, run: Run<'_>) -> Report {
     let proxy = match prepared.sandbox.as_mut() {
         Some((_, spec)) => {
             spec.read.extend(run.read.iter().cloned());
+            spec.write.extend(run.write.iter().cloned());
             if run.overlay.is_some() {
                 spec.overlay = run.overlay.clone();
             }

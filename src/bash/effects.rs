@@ -84,13 +84,190 @@ fn backup_suffix(op: &Operation) -> Option<&str> {
         .filter(|s| !s.contains(['*', '/']))
 }
 
+/// What a runner or formatter writes in the workspace by its nature, besides its arguments
+/// (issue 35): declared here, like git's companions (`protected::COMPANIONS`), so that a learned
+/// signature's change set counts as named. Build output and caches are not here: they go to the
+/// runner cache outside the workspace (`bash::runners`).
+///
+/// - `Lock(names)`: these files in the working directory or a directory above it in the
+///   workspace (a member of a cargo workspace updates the root's `Cargo.lock`);
+/// - `Sources(exts)`: files with these extensions beneath each directory argument (`./...` is
+///   its directory), or beneath the working directory when the operation names none — the
+///   workspace root included, since `prettier --write .` is the point. A file argument covers
+///   its own directory only for `rustfmt`, which formats the modules a file declares.
+///
+/// Never a companion, whatever the table says: a protected path (judged first), and a file the
+/// operator's tools run by themselves when they build, install or test ([`IMPLICITLY_RUN`]):
+/// a formatter that rewrote `build.rs` or `package.json` asks.
+#[derive(Debug, Clone, Copy)]
+pub enum Companion {
+    Lock(&'static [&'static str]),
+    Sources(&'static [&'static str]),
+}
+
+const RS: &[&str] = &["rs"];
+const GO: &[&str] = &["go"];
+const PY: &[&str] = &["py", "pyi"];
+const JS: &[&str] = &[
+    "js", "jsx", "ts", "tsx", "mjs", "cjs", "mts", "cts", "vue", "svelte",
+];
+const PRETTIER: &[&str] = &[
+    "js", "jsx", "ts", "tsx", "mjs", "cjs", "mts", "cts", "vue", "svelte", "json", "css", "scss",
+    "less", "md", "mdx", "yaml", "yml", "html", "graphql",
+];
+const CARGO_BUILDS: &[&str] = &[
+    "build", "b", "check", "c", "test", "t", "bench", "run", "r", "doc", "d", "clippy", "tree",
+    "metadata", "pkgid",
+];
+
+/// (program, subcommand or `""` for none, a flag that must be given or `""`, companion). The
+/// classifier (`programs.toml`) decides which of these are local; the network ones never have a
+/// learnable signature, so their companions are never used.
+pub const RUNNER_COMPANIONS: &[(&str, &[&str], &str, Companion)] = &[
+    ("cargo", CARGO_BUILDS, "", Companion::Lock(&["Cargo.lock"])),
+    ("cargo", &["fmt"], "", Companion::Sources(RS)),
+    ("cargo", &["fix"], "", Companion::Sources(RS)),
+    ("cargo", &["fix"], "", Companion::Lock(&["Cargo.lock"])),
+    ("cargo", &["clippy"], "--fix", Companion::Sources(RS)),
+    ("rustfmt", &[""], "", Companion::Sources(RS)),
+    ("go", &["fmt"], "", Companion::Sources(GO)),
+    ("gofmt", &[""], "-w", Companion::Sources(GO)),
+    ("black", &[""], "", Companion::Sources(PY)),
+    ("isort", &[""], "", Companion::Sources(PY)),
+    ("ruff", &["format"], "", Companion::Sources(PY)),
+    ("ruff", &["check"], "--fix", Companion::Sources(PY)),
+    (
+        "npx",
+        &["prettier"],
+        "--write",
+        Companion::Sources(PRETTIER),
+    ),
+    ("npx", &["prettier"], "-w", Companion::Sources(PRETTIER)),
+    ("npx", &["eslint"], "--fix", Companion::Sources(JS)),
+];
+
+/// Files the operator's tools run by themselves (a build script, a package's scripts, a test
+/// configuration): never a companion, so a runner or formatter that changed one asks, even under
+/// a learned signature. A command that names one (`sed -i ... build.rs`) is another matter: its
+/// learned signature covers what it names (protected paths aside).
+pub const IMPLICITLY_RUN: &[&str] = &[
+    "build.rs",
+    "setup.py",
+    "conftest.py",
+    "noxfile.py",
+    "fabfile.py",
+    "package.json",
+    "tsconfig.json",
+    "jsconfig.json",
+    "sitecustomize.py",
+    "usercustomize.py",
+    "Gruntfile.js",
+    "gulpfile.js",
+    "Jakefile.js",
+];
+
+fn implicitly_run(path: &str) -> bool {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    IMPLICITLY_RUN.contains(&name)
+        || name.starts_with('.')
+        || name
+            .rsplit_once('.')
+            .is_some_and(|(stem, _)| stem.ends_with(".config") || stem.ends_with(".setup"))
+}
+
 /// What a command names: exact paths, paths covering their subtree, paths whose missing
-/// parents it may create, and companion globs.
+/// parents it may create, and runner companions.
 #[derive(Debug, Default)]
 struct Named {
     exact: Vec<String>,
     beneath: Vec<String>,
     parents_of: Vec<String>,
+    /// Lock files: (name, directories it may be in).
+    locks: Vec<(&'static str, Vec<String>)>,
+    /// Sources: (directory, extensions).
+    sources: Vec<(String, &'static [&'static str])>,
+}
+
+/// The workspace-relative directories from the working directory up to the workspace root.
+fn up_to_root(workdir: &Path, workspace: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut d = relative(".", workdir, workspace);
+    while let Some(cur) = d {
+        out.push(cur.clone());
+        d = (!cur.is_empty()).then(|| {
+            cur.rsplit_once('/')
+                .map_or(String::new(), |(h, _)| h.to_string())
+        });
+    }
+    out
+}
+
+/// The runner companions of one operation, added to `n`.
+fn runner_companions(n: &mut Named, op: &Operation, workdir: &Path, workspace: &Path) {
+    let w = signatures::walk_args(op, workdir, workspace);
+    let sub = w.sub.as_deref().unwrap_or("");
+    for (prog, subs, flag, c) in RUNNER_COMPANIONS {
+        if *prog != op.program
+            || !subs.contains(&sub)
+            || (!flag.is_empty() && !has_flag(op, &[flag]))
+        {
+            continue;
+        }
+        match c {
+            Companion::Lock(names) => {
+                let dirs = up_to_root(workdir, workspace);
+                n.locks.extend(names.iter().map(|l| (*l, dirs.clone())));
+            }
+            Companion::Sources(exts) => {
+                let mut dirs: Vec<String> = Vec::new();
+                for (k, a) in w
+                    .kinds
+                    .iter()
+                    .filter(|(k, _)| k == "WS_PATH" || k == "LITERAL")
+                {
+                    let _ = k;
+                    let a = a
+                        .strip_suffix("/...")
+                        .or((a == "...").then_some("."))
+                        .unwrap_or(a);
+                    let Some(rel) = relative(a, workdir, workspace) else {
+                        continue;
+                    };
+                    if workspace.join(&rel).is_dir() || rel.is_empty() {
+                        dirs.push(rel);
+                    } else if op.program == "rustfmt" {
+                        dirs.push(
+                            rel.rsplit_once('/')
+                                .map_or(String::new(), |(h, _)| h.to_string()),
+                        );
+                    }
+                }
+                if w.kinds.is_empty() {
+                    dirs.extend(relative(".", workdir, workspace));
+                }
+                n.sources.extend(dirs.into_iter().map(|d| (d, *exts)));
+            }
+        }
+    }
+}
+
+fn companion_covers(n: &Named, path: &str) -> bool {
+    if implicitly_run(path) {
+        return false;
+    }
+    let (dir, name) = path.rsplit_once('/').unwrap_or(("", path));
+    n.locks
+        .iter()
+        .any(|(l, dirs)| *l == name && dirs.iter().any(|d| d == dir))
+        || n.sources.iter().any(|(d, exts)| {
+            (d.is_empty()
+                || path
+                    .strip_prefix(d.as_str())
+                    .is_some_and(|r| r.starts_with('/')))
+                && name
+                    .rsplit_once('.')
+                    .is_some_and(|(s, e)| !s.is_empty() && exts.contains(&e))
+        })
 }
 
 /// A workspace-relative, `/`-separated, lexically normalised path; None outside the workspace
@@ -157,6 +334,7 @@ fn named(report: &CheckReport, workdir: &Path, workspace: &Path) -> Named {
         if recursive(op) {
             n.beneath.extend(paths.iter().cloned());
         }
+        runner_companions(&mut n, op, workdir, workspace);
         if let Some(suffix) = backup_suffix(op) {
             n.exact.extend(paths.iter().map(|p| format!("{p}{suffix}")));
         }
@@ -177,6 +355,7 @@ fn covered(n: &Named, by_git: &BTreeSet<String>, path: &str, added_dir: bool) ->
         || n.beneath.iter().any(|d| is_under(path, d))
         || (added_dir && n.parents_of.iter().any(|p| is_under(p, path)))
         || by_git.contains(path)
+        || companion_covers(n, path)
 }
 
 /// Why this change set may not be applied automatically under the command's learned
@@ -391,6 +570,130 @@ mod tests {
                 None,
             ),
             ("git status", &[("x", A, F)], Some("adds x")),
+        ];
+        for (cmd, changes, want) in cases {
+            let got = refusals(cmd, changes);
+            match want {
+                None => assert!(got.is_empty(), "{cmd}: expected no refusal, got {got:?}"),
+                Some(w) => assert!(
+                    got.iter().any(|g| g.contains(w)),
+                    "{cmd}: expected {w:?}, got {got:?}"
+                ),
+            }
+        }
+    }
+
+    /// Runners and formatters (issue 35): their declared companions (lock files, sources of
+    /// their language beneath their argument), never a protected path nor an implicitly run file.
+    #[test]
+    fn runners_and_formatters_cover_their_companions_only() {
+        let cases: &[(&str, &[Ch], Option<&str>)] = &[
+            ("cargo test", &[("Cargo.lock", A, F)], None),
+            ("cargo build --release", &[("Cargo.lock", M, F)], None),
+            (
+                "cargo test",
+                &[("src/main.rs", M, F)],
+                Some("modifies src/main.rs"),
+            ),
+            (
+                "cargo test",
+                &[("target/debug/x", A, F)],
+                Some("adds target/debug/x"),
+            ),
+            (
+                "cargo test",
+                &[("sub/Cargo.lock", A, F)],
+                Some("adds sub/Cargo.lock"),
+            ),
+            (
+                "cargo fmt",
+                &[("src/main.rs", M, F), ("src/a/b.rs", M, F)],
+                None,
+            ),
+            (
+                "cargo fmt",
+                &[("build.rs", M, F)],
+                Some("modifies build.rs"),
+            ),
+            (
+                "cargo fmt",
+                &[("src/x.py", M, F)],
+                Some("modifies src/x.py"),
+            ),
+            (
+                "cargo fmt",
+                &[("Cargo.lock", M, F)],
+                Some("modifies Cargo.lock"),
+            ),
+            (
+                "cargo fmt",
+                &[(".cargo/config.toml", A, F)],
+                Some("protected path .cargo/config.toml"),
+            ),
+            (
+                "cargo test",
+                &[(".git/hooks/pre-commit", A, F)],
+                Some("protected path .git/hooks/pre-commit"),
+            ),
+            (
+                "cargo clippy",
+                &[("src/a.rs", M, F)],
+                Some("modifies src/a.rs"),
+            ),
+            ("cargo clippy --fix", &[("src/a.rs", M, F)], None),
+            ("gofmt -w .", &[("main.go", M, F), ("pkg/a.go", M, F)], None),
+            (
+                "gofmt -w main.go",
+                &[("other.go", M, F)],
+                Some("modifies other.go"),
+            ),
+            ("go fmt ./...", &[("a/b.go", M, F)], None),
+            (
+                "go test ./...",
+                &[("a/b.go", M, F)],
+                Some("modifies a/b.go"),
+            ),
+            (
+                "npx prettier --write .",
+                &[("src/a.ts", M, F), ("README.md", M, F)],
+                None,
+            ),
+            (
+                "npx prettier --write .",
+                &[("package.json", M, F)],
+                Some("modifies package.json"),
+            ),
+            (
+                "npx prettier --write .",
+                &[("jest.config.js", M, F)],
+                Some("modifies jest.config.js"),
+            ),
+            (
+                "npx prettier --check .",
+                &[("a.ts", M, F)],
+                Some("modifies a.ts"),
+            ),
+            ("npx eslint --fix .", &[("a.js", M, F)], None),
+            ("npx eslint .", &[("a.js", M, F)], Some("modifies a.js")),
+            ("black .", &[("pkg/a.py", M, F)], None),
+            (
+                "black .",
+                &[("conftest.py", M, F)],
+                Some("modifies conftest.py"),
+            ),
+            ("black .", &[("setup.py", M, F)], Some("modifies setup.py")),
+            ("black .", &[("a.rs", M, F)], Some("modifies a.rs")),
+            ("ruff format .", &[("a.py", M, F)], None),
+            (
+                "npm test",
+                &[("package-lock.json", M, F)],
+                Some("modifies package-lock.json"),
+            ),
+            (
+                "python3 -m unittest",
+                &[("a.py", M, F)],
+                Some("modifies a.py"),
+            ),
         ];
         for (cmd, changes, want) in cases {
             let got = refusals(cmd, changes);

@@ -36,6 +36,7 @@ pub mod protected;
 pub mod record;
 pub mod registry;
 pub mod result;
+pub mod runners;
 pub mod signatures;
 
 pub use overlay::recover_apply;

@@ -135,15 +135,25 @@ pub(super) async fn run(job: &Job<'_>, cmd: &Cmd<'_>) -> Result<Outcome, Outcome
 /// The confined run on `overlay`, in set `filesystem`.
 async fn on_overlay(job: &Job<'_>, cmd: &Cmd<'_>, overlay: crate::sandbox::OverlaySpec) -> Report {
     let c = cmd.c;
+    let s = &job.settings;
+    // Build output and caches go to the client's runner cache, not the workspace (`runners`).
+    let (env, cache) = super::runners::for_overlay(
+        executor::filtered_env(|k| std::env::var(k).ok()),
+        s.data_dir,
+        job.client_id,
+        &cmd.workspace,
+        &s.sandbox.toolchains,
+    );
     let run = confined::Run {
         command: c.text,
         workdir: c.workdir,
         workspace: &cmd.workspace,
         set: crate::permset::PermissionSet::Filesystem,
         timeout: c.timeout,
-        env: executor::filtered_env(|k| std::env::var(k).ok()),
+        env,
         tag: job.job_id,
-        read: Vec::new(),
+        read: s.sandbox.toolchains.clone(),
+        write: cache.into_iter().collect(),
         stdin: None,
         overlay: Some(overlay),
         leftovers: true,

@@ -28,6 +28,8 @@ const SUBCOMMANDS: &[&str] = &[
     "npm",
     "pnpm",
     "yarn",
+    "npx",
+    "ruff",
     "go",
     "pip",
     "pip3",
@@ -152,12 +154,27 @@ fn path_kind(a: &str, workdir: &Path, workspace: &Path) -> String {
 /// run in the same sandbox (no network, writes only to the overlay and a private tmp), so their
 /// effects are captured. Anything else with process, unknown, env or network effects asks up
 /// front.
+///
+/// Package managers and toolchains (issue 35) are runners too: `programs.toml` gives their
+/// subcommands that reach the network (`cargo install`, `npm install`, `go get`, `npx` of a tool
+/// it would download) the `network` effect, which no runner lifts, so only the ones that build,
+/// test, lint, format or run the workspace's own code reach the overlay. Their build output and
+/// caches go to the client's runner cache outside the workspace (`bash::runners`).
 pub const WORKSPACE_RUNNERS: &[&str] = &[
-    "git", "make", "pytest", "python", "python3", "node", "ruby", "tox",
+    "git", "make", "pytest", "python", "python3", "node", "ruby", "tox", "nox", "cargo", "npm",
+    "pnpm", "yarn", "npx", "go", "uv", "poetry", "jest", "vitest", "mocha", "mypy", "pyright",
+    "flake8", "pylint",
 ];
+/// The runners whose flags may carry inline code (interpreters; make and test runners as before
+/// issue 35): `cargo test -p crate` names a package, not code.
+const INLINE_CODE_RUNNERS: &[&str] =
+    &["make", "pytest", "python", "python3", "node", "ruby", "tox"];
 /// Interpreter flags whose value is inline code: such a signature is never learned (the code is
 /// the whole effect and cannot be abstracted away).
 const INLINE_CODE: &[&str] = &["-c", "-e", "--eval", "-E", "-p", "--print"];
+/// Interpreters whose `-m MODULE` is kept literally in the signature (`python3 -m unittest`):
+/// another module is another signature.
+const MODULE_PROGRAMS: &[&str] = &["python", "python3", "python2", "pypy", "pypy3"];
 
 /// Why the overlay cannot capture this operation's effects, if it cannot.
 pub fn not_capturable(op: &Operation) -> Option<String> {
@@ -183,8 +200,7 @@ fn category_learnable(op: &Operation) -> Option<String> {
     if let Some(why) = not_capturable(op) {
         return Some(why);
     }
-    if WORKSPACE_RUNNERS.contains(&op.program.as_str())
-        && op.program != "git"
+    if INLINE_CODE_RUNNERS.contains(&op.program.as_str())
         && op.args.iter().any(|a| INLINE_CODE.contains(&a.as_str()))
     {
         return Some("inline code".into());
@@ -338,9 +354,15 @@ pub fn walk_args(op: &Operation, workdir: &Path, workspace: &Path) -> Walked {
     let mut expr_seen = false;
     let mut next_kind: Option<&str> = None;
     let mut only_positional = false;
+    let mut module_next = false;
     // git's global option waiting for its value (`-c`, `-C`, `--git-dir`, ...)
     let mut git_global: Option<&str> = None;
     for a in &op.args {
+        if module_next {
+            module_next = false;
+            w.sub = Some(format!("-m {a}"));
+            continue;
+        }
         if let Some(k) = next_kind.take() {
             w.kinds.push((k.to_string(), a.clone()));
             continue;
@@ -375,7 +397,10 @@ pub fn walk_args(op: &Operation, workdir: &Path, workspace: &Path) -> Walked {
                 Some((n, v)) => (n.to_string(), Some(v)),
                 None => (a.clone(), None),
             };
-            if MSG_FLAGS.contains(&name.as_str()) && MSG_PROGRAMS.contains(&prog) {
+            if name == "-m" && value.is_none() && MODULE_PROGRAMS.contains(&prog) && w.sub.is_none()
+            {
+                module_next = true;
+            } else if MSG_FLAGS.contains(&name.as_str()) && MSG_PROGRAMS.contains(&prog) {
                 w.flags.push(name);
                 if value.is_none() {
                     next_kind = Some("MSG");

@@ -68,9 +68,60 @@ pub(super) fn shell(prog: &str, args: &[String], a: &mut Analysis) {
     }
 }
 
+/// `python -m MODULE ARGS`: the module and its arguments, when `-m` comes before any code option
+/// or script operand.
+fn module_of<'a>(spec: &ProgramSpec, args: &'a [String]) -> Option<(&'a str, &'a [String])> {
+    let mut i = 0;
+    while i < args.len() {
+        let a = args[i].as_str();
+        if a == "-m" {
+            return args.get(i + 1).map(|m| (m.as_str(), &args[i + 2..]));
+        }
+        if let Some(m) = a
+            .strip_prefix("-m")
+            .filter(|m| !m.is_empty() && !a.starts_with("--"))
+        {
+            return Some((m, &args[i + 1..]));
+        }
+        if spec.code_opts.iter().any(|c| c == a) || a == "--" || !a.starts_with('-') {
+            return None;
+        }
+        i += if spec.value_opts.iter().any(|v| v == a) {
+            2
+        } else {
+            1
+        };
+    }
+    None
+}
+
 pub(super) fn interpreter(prog: &str, spec: &ProgramSpec, args: &[String], a: &mut Analysis) {
+    // A module the table knows is judged as that program (`python3 -m pip install` is pip's).
+    if let Some((module, rest)) = module_of(spec, args) {
+        if let Some(target) = spec.modules.get(module) {
+            let g = super::judge::generic(target, rest);
+            a.effects = g.effects;
+            a.reads = g.reads;
+            a.writes = g.writes;
+            a.notes.extend(g.notes);
+            a.notes.push(format!(
+                "{prog} -m {module}: judged as `{target}` (programs.toml)"
+            ));
+            return;
+        }
+    }
     let p = parse_opts(args, &spec.value_opts, &[], &[], true);
     let mut code = false;
+    if p.opts
+        .iter()
+        .any(|o| spec.run_opts.iter().any(|r| opt_matches(o, r)))
+    {
+        // `node --test`: runs the test files it finds in the working directory.
+        code = true;
+        a.runs_file = true;
+        a.notes
+            .push(format!("{prog} runs the workspace files it finds itself"));
+    }
     for o in &p.opts {
         if spec.code_opts.iter().any(|c| opt_matches(o, c)) {
             if let Some(v) = &o.value {

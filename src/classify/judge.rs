@@ -282,7 +282,11 @@ pub(super) fn generic(prog: &str, args: &[String]) -> Analysis {
             fx = sfx;
             a.notes.push(format!("subcommand `{sub}`"));
         } else {
-            fx = Effects::from_names(&["readonly".to_string()]);
+            fx = Effects::from_names(
+                spec.sub_none
+                    .as_deref()
+                    .unwrap_or(&["readonly".to_string()]),
+            );
         }
     }
     // flag rules: `set` rules first, then `add`

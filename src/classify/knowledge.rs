@@ -125,6 +125,12 @@ pub struct ProgramSpec {
     pub flags: Vec<FlagRule>,
     pub subcommands: HashMap<String, Vec<String>>,
     pub sub_default: Vec<String>,
+    /// Effects with no subcommand (default: readonly).
+    pub sub_none: Option<Vec<String>>,
+    /// Interpreters: `-m MODULE` → the program of the table that judges the module's arguments.
+    pub modules: HashMap<String, String>,
+    /// Interpreters: options with which it runs workspace files it finds itself (`node --test`).
+    pub run_opts: Vec<String>,
     pub shell: bool,
     pub interpreter: bool,
     pub code_opts: Vec<String>,

@@ -54,7 +54,7 @@ use knowledge::Effects;
 use types::display_word;
 
 /// Version of the classifier; a change re-evaluates stored policies (DESIGN §5.8).
-pub const CLASSIFIER_VERSION: &str = "brainloop-classify/1.0.0";
+pub const CLASSIFIER_VERSION: &str = "brainloop-classify/1.1.0";
 
 /// What the classifier needs besides the text.
 #[derive(Debug, Clone, Default)]

@@ -50,6 +50,11 @@ pub fn run(mut config: Config, args: &RunArgs) -> Result<i32> {
         tracing::warn!(error = %e, "cannot mark the worker non-dumpable");
     }
     check_readable_roots(&config.data_dir, &config.sandbox.readable_roots)?;
+    check_toolchains(
+        &config.data_dir,
+        &config.workspace,
+        &config.sandbox.toolchains,
+    )?;
     let helper = crate::sandbox::helper_exe()
         .context("cannot find the brainloop binary for the sandbox helper")?;
     let sandbox = crate::sandbox::detect::probe(&helper).with_limits(&config.sandbox.limits);
@@ -223,9 +228,59 @@ pub fn check_readable_roots(data_dir: &Path, roots: &[PathBuf]) -> Result<()> {
     Ok(())
 }
 
+/// `[sandbox] toolchains` (issue 35): their `bin/` joins the PATH of overlay runs, so none may
+/// hold the data dir (DESIGN §2) nor lie in the workspace, which the agent writes (programs never
+/// resolve from the workspace, DESIGN §5.2).
+pub fn check_toolchains(data_dir: &Path, workspace: &Path, toolchains: &[PathBuf]) -> Result<()> {
+    let ws = workspace
+        .canonicalize()
+        .unwrap_or_else(|_| workspace.to_path_buf());
+    for t in toolchains {
+        let root = t.canonicalize().unwrap_or_else(|_| t.clone());
+        if !root.is_absolute() || root.starts_with(&ws) || ws.starts_with(&root) {
+            bail!(
+                "[sandbox] toolchains contains {}, which is relative or overlaps the workspace {}: the agent could put programs on the PATH. List toolchains outside the workspace by absolute path",
+                root.display(),
+                ws.display()
+            );
+        }
+        let data = data_dir
+            .canonicalize()
+            .unwrap_or_else(|_| data_dir.to_path_buf());
+        if data.starts_with(&root) {
+            bail!(
+                "[sandbox] toolchains contains {} which holds the data dir {}: sandboxed commands could read the worker's databases. Remove it or move the data dir",
+                root.display(),
+                data.display()
+            );
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn toolchains_never_overlap_the_workspace_or_the_data_dir() {
+        let d = tempfile::tempdir().unwrap();
+        let (ws, data, tc) = (
+            d.path().join("ws"),
+            d.path().join("data"),
+            d.path().join("tc"),
+        );
+        for p in [&ws, &data, &tc] {
+            std::fs::create_dir_all(p).unwrap();
+        }
+        assert!(check_toolchains(&data, &ws, std::slice::from_ref(&tc)).is_ok());
+        assert!(check_toolchains(&data, &ws, &[ws.join("bin")]).is_err());
+        assert!(check_toolchains(&data, &ws, &[d.path().to_path_buf()]).is_err());
+        assert!(check_toolchains(&data, &ws, &[PathBuf::from("rel")]).is_err());
+        let far = tempfile::tempdir().unwrap();
+        let far_data = far.path().join("data");
+        assert!(check_toolchains(&far_data, &ws, &[far.path().to_path_buf()]).is_err());
+    }
 
     #[test]
     fn a_data_dir_inside_the_workspace_is_refused() {

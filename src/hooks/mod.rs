@@ -348,6 +348,7 @@ impl Runner<'_> {
                 read: h.read.clone(),
                 stdin: Some(serde_json::to_vec(p)?),
                 overlay: None,
+                write: Vec::new(),
                 leftovers: false,
                 egress: Egress::Rules(rules),
             },

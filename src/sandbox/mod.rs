@@ -78,6 +78,9 @@ pub struct SandboxConfig {
     pub required: bool,
     /// Extra directories mcp-standard commands may read (the workspace always; never the data dir).
     pub readable_roots: Vec<PathBuf>,
+    /// Toolchains outside the fixed PATH (a rustup toolchain, a Go install): readable by overlay
+    /// runs, never writable, their `bin/` appended to PATH (`bash::runners`; never the data dir).
+    pub toolchains: Vec<PathBuf>,
     pub limits: Limits,
 }
 
@@ -86,6 +89,7 @@ impl Default for SandboxConfig {
         SandboxConfig {
             required: true,
             readable_roots: Vec::new(),
+            toolchains: Vec::new(),
             limits: Limits::default(),
         }
     }
