@@ -119,7 +119,12 @@ fn explain_shows_a_learned_redirect_sed_and_git_signature_with_examples_decided_
     );
     assert_eq!(e["state"], "learned for local", "{e:#}");
     example_of(&e, j_redirect, "echo hi > notes.txt");
-    decided(&e, "the approved change set itself", "matches", "writes notes.txt");
+    decided(
+        &e,
+        "the approved change set itself",
+        "matches",
+        "writes notes.txt",
+    );
     decided(
         &e,
         "another file inside the workspace (other.txt)",
@@ -170,7 +175,12 @@ fn explain_shows_a_learned_redirect_sed_and_git_signature_with_examples_decided_
         "matches",
         "a learned signature applies",
     );
-    decided(&e, "another sed script", "matches", "signs as `sed -i EXPR WS_PATH`");
+    decided(
+        &e,
+        "another sed script",
+        "matches",
+        "signs as `sed -i EXPR WS_PATH`",
+    );
     decided(
         &e,
         "a sed script that also writes out.txt",
@@ -196,7 +206,12 @@ fn explain_shows_a_learned_redirect_sed_and_git_signature_with_examples_decided_
         "{e:#}"
     );
     example_of(&e, j_add, "git add b.txt c.txt");
-    decided(&e, "the approved change set itself", "matches", "applies it");
+    decided(
+        &e,
+        "the approved change set itself",
+        "matches",
+        "applies it",
+    );
     decided(
         &e,
         "another path inside the workspace",
@@ -218,10 +233,23 @@ fn explain_shows_a_learned_redirect_sed_and_git_signature_with_examples_decided_
 
     // git commit -m MSG
     let e = explain(&env, "git commit -m MSG");
-    assert!(e["matches"].as_str().unwrap().contains("any message"), "{e:#}");
+    assert!(
+        e["matches"].as_str().unwrap().contains("any message"),
+        "{e:#}"
+    );
     example_of(&e, j_commit, "git commit -m 'second commit'");
-    decided(&e, "the approved change set itself", "matches", "applies it");
-    decided(&e, "another message", "matches", "signs as `git commit -m MSG`");
+    decided(
+        &e,
+        "the approved change set itself",
+        "matches",
+        "applies it",
+    );
+    decided(
+        &e,
+        "another message",
+        "matches",
+        "signs as `git commit -m MSG`",
+    );
     decided(
         &e,
         "an added flag (--amend)",
@@ -237,6 +265,9 @@ fn explain_shows_a_learned_redirect_sed_and_git_signature_with_examples_decided_
 
     // The text form: every learned signature, in words, with its examples and variants.
     let text = cli_ok(&env, &["signatures", "--explain"]);
+    if std::env::var("SHOW_EXPLAIN").is_ok() {
+        eprintln!("{text}");
+    }
     for s in [
         "redirect:write WS_PATH",
         "sed -i EXPR WS_PATH",
@@ -274,7 +305,9 @@ fn a_human_denial_retires_a_learned_signature_at_once_and_says_so() {
     workspace(&env);
     let _d = env.start(&[]);
     learn(&env, "sed -i 's/one/ONE/' a.txt", "sed -i EXPR WS_PATH");
-    let id = signature_row(&env, "sed -i EXPR WS_PATH")["id"].as_i64().unwrap();
+    let id = signature_row(&env, "sed -i EXPR WS_PATH")["id"]
+        .as_i64()
+        .unwrap();
     let (_, st, v, _) = submit(&env, "sed -i s/b/B/ b.txt");
     assert_eq!(st, "succeeded", "learned: {v}");
 
@@ -300,7 +333,10 @@ fn a_human_denial_retires_a_learned_signature_at_once_and_says_so() {
     assert_eq!(c["learned"], false, "{row}");
     assert_eq!(c["denied_job"], job, "{row}");
     assert_eq!(c["denied_validation"], vid.as_str(), "{row}");
-    assert!(c["denied_by"].as_str().unwrap().starts_with("operator:"), "{row}");
+    assert!(
+        c["denied_by"].as_str().unwrap().starts_with("operator:"),
+        "{row}"
+    );
     let text = cli_ok(&env, &["signatures"]);
     assert!(
         text.contains("RETIRED: learned with --learn by operator:")

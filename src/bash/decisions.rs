@@ -37,9 +37,10 @@ pub fn on_decision(stores: &Stores, a: &Answer) -> Result<()> {
     // Approvals and denials accrue to the job's operation signatures (once per job); a human
     // denial retires what the client learned of them.
     if human {
-        if let Err(e) = stores.security.with(|c| {
-            crate::bash::signatures::count_decision(c, v.job_id, runs, decided_by, &v.id)
-        }) {
+        if let Err(e) = stores
+            .security
+            .with(|c| crate::bash::signatures::count_decision(c, v.job_id, runs, decided_by, &v.id))
+        {
             tracing::warn!(
                 error = format!("{e:#}"),
                 "cannot count the decision toward signatures"
@@ -141,9 +142,10 @@ fn record_example(stores: &Stores, a: &Answer, by: &str, learn: bool) {
         Ok(Some(m)) if m.effect_hash == a.bound_hash && !m.signatures.is_empty() => m,
         _ => return,
     };
-    if let Err(e) = stores.security.with(|c| {
-        crate::bash::explain::record(c, &m, &v.client_id, &v.id, by, learn, a.now)
-    }) {
+    if let Err(e) = stores
+        .security
+        .with(|c| crate::bash::explain::record(c, &m, &v.client_id, &v.id, by, learn, a.now))
+    {
         tracing::warn!(error = format!("{e:#}"), validation_id = %v.id, "cannot keep the approved example");
     }
 }

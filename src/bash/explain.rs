@@ -15,9 +15,9 @@
 //! do. Nothing is run and nothing is written by the explanation itself.
 
 use crate::bash::changes::{Change, ChangeSet, Kind};
+use crate::bash::effects;
 use crate::bash::protected::{self, Table};
 use crate::bash::signatures::{self, Row, Signature};
-use crate::bash::effects;
 use crate::classify::types::OpKind;
 use crate::classify::{check as classify, CheckReport, Context, Operation};
 use crate::db::write_tx;
@@ -68,7 +68,6 @@ fn kind_of(s: &str) -> Kind {
 
 /// Keeps a human-approved change set as an example of each of its signatures for the job's
 /// client (only a human's approval of a change set is an example: what the human saw).
-#[allow(clippy::too_many_arguments)]
 pub fn record(
     conn: &mut Connection,
     m: &crate::bash::changes::Manifest,
@@ -322,7 +321,9 @@ pub fn words(sig: &str) -> String {
             .and_then(|k| kind_words(k, ""))
             .unwrap_or_else(|| "a target".into());
         match op {
-            "write" => format!("a redirection that writes (`>` or `>>`) a command's output to {target}"),
+            "write" => {
+                format!("a redirection that writes (`>` or `>>`) a command's output to {target}")
+            }
             "read" => format!("a redirection that reads from {target}"),
             o => format!("a redirection ({o}) to {target}"),
         }
@@ -453,7 +454,11 @@ fn sibling(p: &str) -> String {
 
 /// A path outside the workspace with `p`'s file name.
 fn outside(p: &str, workspace: &Path) -> String {
-    let name = p.rsplit('/').next().filter(|n| !n.is_empty()).unwrap_or("x");
+    let name = p
+        .rsplit('/')
+        .next()
+        .filter(|n| !n.is_empty())
+        .unwrap_or("x");
     for d in ["/tmp", "/var/tmp", "/opt"] {
         let c = Path::new(d).join(name);
         if !c.starts_with(workspace) {
@@ -469,6 +474,9 @@ fn redirect_variant(cmd: &str, from: &str, to: Option<&str>) -> Option<String> {
     for quoted in [from.to_string(), sh(from)] {
         let mut best = None;
         for (i, _) in cmd.match_indices('>') {
+            if cmd[..i].ends_with('>') {
+                continue; // the second half of `>>`
+            }
             let rest = &cmd[i + 1..];
             let (op_end, rest2) = match rest.strip_prefix('>') {
                 Some(r) => (i + 2, r),
@@ -525,17 +533,39 @@ fn command_variants(op: &Operation, e: &Example, ws: &Path) -> Vec<(String, Stri
     let walked = signatures::walk_args(op, &wd, ws);
     let mut out: Vec<(String, String)> = Vec::new();
     let mut cursor = 1;
+    let mut at: Vec<(usize, &str, &str)> = Vec::new();
     for (kind, value) in &walked.kinds {
-        let Some(i) = (cursor..words.len()).find(|&i| words[i] == *value) else {
-            continue;
-        };
-        cursor = i + 1;
-        match kind.as_str() {
+        if let Some(i) = (cursor..words.len()).find(|&i| words[i] == *value) {
+            cursor = i + 1;
+            at.push((i, kind.as_str(), value.as_str()));
+        }
+    }
+    // Each kind changed at its first place (repeated ones are interchangeable: `WS_PATH...`),
+    // and at its last for programs whose last operand is the one written (`cp SRC DST`).
+    let last_too = matches!(prog, "cp" | "mv" | "ln" | "install" | "rsync");
+    let kept: Vec<(usize, &str, &str)> = at
+        .iter()
+        .enumerate()
+        .filter(|(n, (_, k, _))| {
+            !at[..*n].iter().any(|(_, k2, _)| k2 == k)
+                || (last_too && !at[n + 1..].iter().any(|(_, k2, _)| k2 == k))
+        })
+        .map(|(_, x)| *x)
+        .collect();
+    for (i, kind, value) in kept {
+        let value = &value.to_string();
+        match kind {
             "WS_PATH" => {
                 let other = sibling(value);
-                out.push((format!("another path inside the workspace ({other})"), with(i, &other)));
+                out.push((
+                    format!("another path inside the workspace ({other})"),
+                    with(i, &other),
+                ));
                 let far = outside(value, ws);
-                out.push((format!("a path outside the workspace ({far})"), with(i, &far)));
+                out.push((
+                    format!("a path outside the workspace ({far})"),
+                    with(i, &far),
+                ));
                 out.push(("a protected dot-file (.envrc)".into(), with(i, ".envrc")));
             }
             "EXPR" if matches!(prog, "sed" | "gsed") => {
@@ -545,7 +575,10 @@ fn command_variants(op: &Operation, e: &Example, ws: &Path) -> Vec<(String, Stri
                 } else {
                     format!("{value};w out.txt")
                 };
-                out.push(("a sed script that also writes out.txt (`w FILE`)".into(), with(i, &w)));
+                out.push((
+                    "a sed script that also writes out.txt (`w FILE`)".into(),
+                    with(i, &w),
+                ));
                 out.push((
                     "a sed script that runs a command (`e`)".into(),
                     with(i, "1e id"),
@@ -559,7 +592,10 @@ fn command_variants(op: &Operation, e: &Example, ws: &Path) -> Vec<(String, Stri
                 ));
             }
             "EXPR" => out.push(("another expression".into(), with(i, "TODO"))),
-            "MSG" => out.push(("another message".into(), with(i, "another message, other words"))),
+            "MSG" => out.push((
+                "another message".into(),
+                with(i, "another message, other words"),
+            )),
             "NUM" => {
                 let n = value.parse::<u64>().unwrap_or(0).saturating_add(1);
                 out.push(("another number".into(), with(i, &n.to_string())));
@@ -580,7 +616,11 @@ fn command_variants(op: &Operation, e: &Example, ws: &Path) -> Vec<(String, Stri
                     format!("another value of the same -c key ({key})"),
                     with(i, &format!("{key}=someone-else")),
                 ));
-                for k in ["color.ui=never", "core.pager=less", "core.fsmonitor=./watch.sh"] {
+                for k in [
+                    "color.ui=never",
+                    "core.pager=less",
+                    "core.fsmonitor=./watch.sh",
+                ] {
                     if !k.starts_with(&format!("{key}=")) {
                         let name = k.split('=').next().unwrap_or(k);
                         out.push((format!("another -c key ({name})"), with(i, k)));
@@ -608,7 +648,9 @@ fn command_variants(op: &Operation, e: &Example, ws: &Path) -> Vec<(String, Stri
         if only_positional || !a.starts_with('-') || a.len() < 2 || a == "--" {
             continue;
         }
-        if VALUE_FLAGS.contains(&a.as_str()) || (i > 1 && VALUE_FLAGS.contains(&words[i - 1].as_str())) {
+        if VALUE_FLAGS.contains(&a.as_str())
+            || (i > 1 && VALUE_FLAGS.contains(&words[i - 1].as_str()))
+        {
             continue;
         }
         let mut w = words.clone();
@@ -625,15 +667,27 @@ fn redirect_variants(op: &Operation, e: &Example, ws: &Path) -> Vec<(String, Str
     };
     let make = |to: Option<&str>| {
         redirect_variant(&e.command, target, to).or_else(|| {
-            to.map(|t| format!("echo example {} {}", if op.op.contains(">>") { ">>" } else { ">" }, sh(t)))
+            to.map(|t| {
+                format!(
+                    "echo example {} {}",
+                    if op.op.contains(">>") { ">>" } else { ">" },
+                    sh(t)
+                )
+            })
         })
     };
     let other = sibling(target);
     let far = outside(target, ws);
     let mut out = Vec::new();
     for (what, to) in [
-        (format!("another file inside the workspace ({other})"), other.as_str()),
-        (format!("a file outside the workspace ({far})"), far.as_str()),
+        (
+            format!("another file inside the workspace ({other})"),
+            other.as_str(),
+        ),
+        (
+            format!("a file outside the workspace ({far})"),
+            far.as_str(),
+        ),
         ("a protected dot-file (.envrc)".to_string(), ".envrc"),
         (
             "a git hook (.git/hooks/post-checkout)".to_string(),
@@ -682,8 +736,18 @@ fn apply_refusals(
     effects::auto_apply_refusals(r, wd, ws, &cs, &judged)
 }
 
-/// What the rules do with a variant command (the paths it names written, for the ones that
-/// sign as `sig`).
+/// A written path, workspace-relative (None outside it, or computed).
+fn relative(w: &str, wd: &Path, ws: &Path) -> Option<String> {
+    if w.contains(['…', '*', '$']) || w.starts_with('~') {
+        return None;
+    }
+    let p = signatures::normalise(&wd.join(w));
+    let rel = p.strip_prefix(ws).ok()?.to_string_lossy().into_owned();
+    (!rel.is_empty()).then_some(rel)
+}
+
+/// What the rules do with a variant command (for one that signs as `sig`, the paths the
+/// classifier says it writes, judged as a change set).
 fn decide(sig: &str, cmd: &str, e: &Example, table: &Table) -> (Outcome, Vec<String>, String) {
     let (wd, ws) = (PathBuf::from(&e.workdir), PathBuf::from(&e.workspace));
     let r = classify(
@@ -696,7 +760,11 @@ fn decide(sig: &str, cmd: &str, e: &Example, table: &Table) -> (Outcome, Vec<Str
     let texts: Vec<String> = sigs.iter().map(|s| s.text.clone()).collect();
     if !r.valid {
         let why = r.error.clone().unwrap_or_default();
-        return (Outcome::Refused, texts, format!("refused by the classifier: {why}"));
+        return (
+            Outcome::Refused,
+            texts,
+            format!("refused by the classifier: {why}"),
+        );
     }
     if r.blocked {
         return (
@@ -718,7 +786,11 @@ fn decide(sig: &str, cmd: &str, e: &Example, table: &Table) -> (Outcome, Vec<Str
             (Some(w), false) => format!(" — never learned: {w}"),
             _ => String::new(),
         };
-        let also = if texts.iter().any(|t| t == sig) { "also " } else { "" };
+        let also = if texts.iter().any(|t| t == sig) {
+            "also "
+        } else {
+            ""
+        };
         return (
             Outcome::Refused,
             texts.clone(),
@@ -729,14 +801,20 @@ fn decide(sig: &str, cmd: &str, e: &Example, table: &Table) -> (Outcome, Vec<Str
         return (
             Outcome::Refused,
             texts,
-            format!("asked up front with a warning: {}", r.reasons.join("; ")),
+            format!(
+                "asked up front with a warning (risk {:.2}), never on the overlay where a learned signature applies: {}",
+                r.risk_score,
+                r.reasons.join("; ")
+            ),
         );
     }
+    // What the classifier says it writes (a `git add` writes its index, not its operands).
     let named: Vec<(String, Kind)> = r
         .operations
         .iter()
         .filter(|op| signatures::of_operation(op, &wd, &ws).is_some())
-        .flat_map(|op| effects::named_paths(op, &wd, &ws))
+        .flat_map(|op| op.writes.iter())
+        .filter_map(|w| relative(w, &wd, &ws))
         .map(|p| (p, Kind::Modified))
         .collect();
     let why = apply_refusals(&r, &wd, &ws, &named, table);
@@ -750,7 +828,10 @@ fn decide(sig: &str, cmd: &str, e: &Example, table: &Table) -> (Outcome, Vec<Str
         (
             Outcome::Refused,
             texts,
-            format!("signs as `{sig}`, but a learned signature never applies it: {}", why.join("; ")),
+            format!(
+                "signs as `{sig}`, but a learned signature never applies it: {}",
+                why.join("; ")
+            ),
         )
     }
 }
@@ -801,7 +882,10 @@ pub fn variants(e: &Example, table: &Table) -> Vec<Variant> {
             "its change set also adds .git/hooks/pre-commit",
             Some(".git/hooks/pre-commit"),
         ),
-        ("its change set also adds a file the command does not name", Some(unnamed)),
+        (
+            "its change set also adds a file the command does not name",
+            Some(unnamed),
+        ),
     ] {
         let mut paths = approved.clone();
         if let Some(x) = extra {
@@ -812,7 +896,10 @@ pub fn variants(e: &Example, table: &Table) -> Vec<Variant> {
         let (outcome, reason) = if why.is_empty() {
             (
                 Outcome::Matches,
-                format!("a learned signature applies it (writes {})", shown.join(", ")),
+                format!(
+                    "a learned signature applies it (writes {})",
+                    shown.join(", ")
+                ),
             )
         } else {
             (
@@ -836,7 +923,11 @@ pub fn variants(e: &Example, table: &Table) -> Vec<Variant> {
     } else {
         command_variants(op, e, &ws)
     };
+    let mut seen = std::collections::BTreeSet::new();
     for (change, cmd) in cmds {
+        if !seen.insert(cmd.clone()) || cmd == e.command {
+            continue;
+        }
         let (outcome, signs_as, reason) = decide(sig, &cmd, e, table);
         out.push(Variant {
             from_job: e.job_id,
@@ -918,7 +1009,10 @@ mod tests {
         let w = words("sed -i EXPR WS_PATH");
         assert!(w.contains("the program `sed`"), "{w}");
         assert!(w.contains("exactly the flag -i"), "{w}");
-        assert!(w.contains("a sed script that only edits its operands"), "{w}");
+        assert!(
+            w.contains("a sed script that only edits its operands"),
+            "{w}"
+        );
         assert!(w.ends_with("a path inside the workspace"), "{w}");
         let w = words("git add WS_PATH...");
         assert!(w.contains("the subcommand `add`"), "{w}");

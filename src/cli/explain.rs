@@ -62,7 +62,11 @@ pub fn run(config: &Config, a: &SignaturesArgs, key: &str) -> Result<i32> {
         println!(
             "no {}signatures yet{}",
             if a.all { "" } else { "learned " },
-            if a.all { "" } else { " (--all: every signature)" }
+            if a.all {
+                ""
+            } else {
+                " (--all: every signature)"
+            }
         );
     }
     let suspended = checked.iter().filter(|c| c.suspended.is_some()).count();
@@ -86,7 +90,11 @@ pub fn render(e: &Explanation) -> String {
         s.push_str(&format!("  never learned: {}\n", l(w)));
     }
     for c in &e.clients {
-        s.push_str(&format!("    client {}: {}\n", l(&c.client_id), l(&provenance(e.id, c))));
+        s.push_str(&format!(
+            "    client {}: {}\n",
+            l(&c.client_id),
+            l(&provenance(e.id, c))
+        ));
     }
     s.push_str("  whatever it matches, a learned signature never applies a protected path or a path the command does not name (bash::effects)\n");
     if e.examples.is_empty() {
@@ -152,7 +160,9 @@ pub fn provenance(id: i64, c: &signatures::ClientLearning) -> String {
             "a human ({}) denied validation {} (job {}) at {}",
             c.denied_by.as_deref().unwrap_or("?"),
             c.denied_validation.as_deref().unwrap_or("?"),
-            c.denied_job.map(|j| j.to_string()).unwrap_or_else(|| "?".into()),
+            c.denied_job
+                .map(|j| j.to_string())
+                .unwrap_or_else(|| "?".into()),
             c.denied_at.map(when).unwrap_or_else(|| "?".into())
         )
     };

@@ -232,10 +232,7 @@ impl App {
                 if learn { " --learn" } else { "" },
                 v.id,
                 v.job_id,
-                retired
-                    .iter()
-                    .map(|r| format!("; {r}"))
-                    .collect::<String>()
+                retired.iter().map(|r| format!("; {r}")).collect::<String>()
             ),
             Err(e) => format!("{e:#}").replace('\n', " "),
         };

@@ -429,20 +429,21 @@ pub fn collect(config: &Config) -> Result<Value> {
 /// Learned signatures the load-time check suspended (`bash::explain::check`): a warning, not a
 /// problem — the worker is not blocked, those commands ask again.
 fn suspended_signatures(dir: &std::path::Path) -> Value {
-    let rows = (|| -> Result<Vec<Value>> {
-        let sec = db::open_read_only(dir, DbKind::Security)?;
-        let mut st = sec.prepare(
-            "SELECT client_id, signature, suspended FROM signature_evidence
+    let rows =
+        (|| -> Result<Vec<Value>> {
+            let sec = db::open_read_only(dir, DbKind::Security)?;
+            let mut st = sec.prepare(
+                "SELECT client_id, signature, suspended FROM signature_evidence
              WHERE suspended IS NOT NULL AND denials = 0 ORDER BY signature, client_id",
-        )?;
-        let v = st
+            )?;
+            let v = st
             .query_map([], |r| {
                 Ok(json!({"client_id": r.get::<_, String>(0)?, "signature": r.get::<_, String>(1)?,
                           "why": r.get::<_, String>(2)?}))
             })?
             .collect::<rusqlite::Result<Vec<_>>>()?;
-        Ok(v)
-    })();
+            Ok(v)
+        })();
     json!(rows.unwrap_or_default())
 }
 

@@ -326,7 +326,10 @@ async fn check_signature_examples(stores: &Arc<Stores>) {
                 );
             }
         }
-        Ok(Err(e)) => tracing::warn!(error = format!("{e:#}"), "cannot check the learned signatures' examples"),
+        Ok(Err(e)) => tracing::warn!(
+            error = format!("{e:#}"),
+            "cannot check the learned signatures' examples"
+        ),
         Err(e) => tracing::warn!(error = %e, "cannot check the learned signatures' examples"),
     }
 }
