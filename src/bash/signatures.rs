@@ -5,7 +5,10 @@
 //!
 //! A signature is *learned* after `signature_approvals` (default 5) approved change sets that
 //! contained it and no denial; a command all of whose signatures are learned is applied on the
-//! overlay without asking (still journaled, still undoable). Never learned: operations with
+//! overlay without asking (still journaled, still undoable). A human denial of a command carrying
+//! a learned signature retires it for that client (`count_decision` records when, which job and
+//! validation, by whom); a learned signature whose approved example no longer signs as it is
+//! suspended (`bash::explain::check`, `set_suspended`). Never learned: operations with
 //! network, process control, environment or unknown effects, writes outside the workspace,
 //! computed program names, scripts and flags that write or run what the operands do not name
 //! (`construct_why_not`: sed `w`/`e`, awk `system()`, `find -fprint`, `git -c`, ...); blocked and `ask_warning` commands never reach the overlay at all, and
