@@ -466,4 +466,18 @@ fn an_approved_example_that_no_longer_signs_the_same_suspends_its_signature_when
     let (_, st, v, _) = submit(&env, "echo three > three.txt");
     assert_eq!(st, "succeeded", "{v}");
     assert_eq!(v["policy_used"], "signature_learned", "{v}");
+
+    // An example is agent text: shown escaped on the operator's terminal, never raw.
+    env.db("command_security.db")
+        .execute(
+            "UPDATE signature_examples SET command = ?2 WHERE job_id = ?1",
+            rusqlite::params![job, "echo hi > 'n\u{1b}]0;x\u{7}\u{1b}[31m.txt'"],
+        )
+        .unwrap();
+    let text = cli_ok(&env, &["signatures", "--explain"]);
+    assert!(
+        !text.contains('\u{1b}') && !text.contains('\u{7}'),
+        "{text:?}"
+    );
+    assert!(text.contains(r"n\x1b]0;x\x07\x1b[31m.txt"), "{text}");
 }
