@@ -278,9 +278,18 @@ fn a_data_dir_from_before_identities_is_upgraded_and_nothing_reruns() {
                 .unwrap();
         }
         if f == "command_security.db" {
-            // Steps 5 (issue 22) and 7 (issue 33) came later than the version this simulates.
+            // Steps 5 (issue 22), 7 (issue 33) and 8 (issue 35) came later than the version
+            // this simulates.
             c.execute_batch(
-                "ALTER TABLE signature_evidence DROP COLUMN learned_at;
+                "DROP TABLE signature_examples;
+                 ALTER TABLE signature_evidence DROP COLUMN denied_at;
+                 ALTER TABLE signature_evidence DROP COLUMN denied_by;
+                 ALTER TABLE signature_evidence DROP COLUMN denied_job;
+                 ALTER TABLE signature_evidence DROP COLUMN denied_validation;
+                 ALTER TABLE signature_evidence DROP COLUMN approvals_before_denial;
+                 ALTER TABLE signature_evidence DROP COLUMN suspended;
+                 ALTER TABLE signature_evidence DROP COLUMN suspended_at;
+                 ALTER TABLE signature_evidence DROP COLUMN learned_at;
                  ALTER TABLE signature_evidence DROP COLUMN learned_by;
                  ALTER TABLE signature_evidence DROP COLUMN learned_job;
                  ALTER TABLE approvals DROP COLUMN learn;

@@ -38,17 +38,30 @@ pub fn on_decision(stores: &Stores, a: &Answer) -> Result<()> {
         crate::bash::changes::keep_decided(a.data_dir, v.job_id);
     }
     let runs = decision.runs();
-    // Approvals and denials accrue to the job's operation signatures (once per job).
+    // Approvals and denials accrue to the job's operation signatures (once per job); a human
+    // denial retires what the client learned of them.
     if human {
         if let Err(e) = stores
             .security
-            .with(|c| crate::bash::signatures::count_decision(c, v.job_id, runs))
+            .with(|c| crate::bash::signatures::count_decision(c, v.job_id, runs, decided_by, &v.id))
         {
             tracing::warn!(
                 error = format!("{e:#}"),
                 "cannot count the decision toward signatures"
             );
         }
+        if runs {
+            record_example(stores, a, decided_by, *wants_learn);
+        } else if let Ok(Some(m)) = crate::bash::changes::load_manifest(a.data_dir, v.job_id) {
+            if !m.signatures.is_empty() {
+                tracing::info!(validation_id = %v.id, client = %v.client_id, signatures = m.signatures.join(" | "),
+                    "denied by a human: these signatures are retired for the client (its commands ask again) if they were learned");
+            }
+        }
+    } else if !runs {
+        // Only a human's decision is evidence: a reviewer's denial ends this job and retires nothing.
+        tracing::info!(validation_id = %v.id, client = %v.client_id, decided_by = %decided_by,
+            "denied by the reviewer: not a human denial, no signature is retired (a human's `deny` retires a learned one)");
     }
     if runs && human && *wants_learn {
         learn(stores, a.data_dir, a.protected, v, decided_by, a.now);
@@ -126,6 +139,21 @@ fn record_denial(stores: &Stores, a: &Answer, decided_by: &str) {
     }
 }
 
+/// A human-approved change set is an example of each of its signatures (`bash::explain`).
+fn record_example(stores: &Stores, a: &Answer, by: &str, learn: bool) {
+    let v = a.validation;
+    let m = match crate::bash::changes::load_manifest(a.data_dir, v.job_id) {
+        Ok(Some(m)) if m.effect_hash == a.bound_hash && !m.signatures.is_empty() => m,
+        _ => return,
+    };
+    if let Err(e) = stores
+        .security
+        .with(|c| crate::bash::explain::record(c, &m, &v.client_id, &v.id, by, learn, a.now))
+    {
+        tracing::warn!(error = format!("{e:#}"), validation_id = %v.id, "cannot keep the approved example");
+    }
+}
+
 /// `approve --learn`: the worker checks the gate again (`bash::learn`, the same function the CLI
 /// used) and learns the change set's signatures for the job's client. A refusal here leaves the
 /// approval an ordinary one (logged).
@@ -148,6 +176,7 @@ fn learn(
         }
         let sigs = crate::bash::learn::signatures_of(data_dir, v.job_id)?;
         stores.security.with(|c| {
+            crate::bash::explain::relearned(c, &v.client_id, &sigs)?;
             crate::bash::signatures::mark_learned(c, &v.client_id, &sigs, v.job_id, by, now)
         })?;
         tracing::info!(validation_id = %v.id, client = %v.client_id, signatures = sigs.join(" | "), "learned with approve --learn");

@@ -10,8 +10,8 @@
 //! - every operation signature of the command is learnable (`signatures::of_report`: never for
 //!   writes outside the workspace, computed program names, inline code, scripts or flags that
 //!   write or run elsewhere — and the stored verdict, which only ever narrows), has no `never` /
-//!   `always_ask` override, and no denial by this client (a denial is never overridden here;
-//!   `override SIGNATURE clear` forgets);
+//!   `always_ask` override, and no denial by this client (a human denial retires a learned
+//!   signature, and is never overridden here; `override SIGNATURE clear` forgets);
 //! - `effects::auto_apply_refusals` accepts the change set: every path it touches is named by the
 //!   command, and none is protected (`protected::judge`).
 //!

@@ -6,7 +6,8 @@
 //! `policy` (pure decision rules), `registry` (the evolving per-command registry), `evidence`
 //! (what learning may count: human decisions only), `protected` (what may make the operator's tools run
 //! code: never applied without a human; `gitconfig` reads git's config for it), `effects` (what a
-//! learned signature may apply without a human), `learn` (which change sets `approve --learn` and a reviewer's `approve` may
+//! learned signature may apply without a human), `explain` (a learned signature's approved
+//! examples: checked when the rules load, and what `signatures --explain` shows), `learn` (which change sets `approve --learn` and a reviewer's `approve` may
 //! cover), `changes` (change sets, read and written beneath the workspace through
 //! `crate::fs::beneath`), `journal` (the record of each applied change set), `decisions` (what a human's answer means for commands: the actions'
 //! `on_decision`), `executor` (running one command as a bounded process tree), `leftovers` (no
@@ -25,6 +26,7 @@ pub mod decisions;
 pub mod effects;
 pub mod evidence;
 pub mod executor;
+pub mod explain;
 pub mod gitconfig;
 pub mod journal;
 pub mod learn;

@@ -5,7 +5,10 @@
 //!
 //! A signature is *learned* after `signature_approvals` (default 5) approved change sets that
 //! contained it and no denial; a command all of whose signatures are learned is applied on the
-//! overlay without asking (still journaled, still undoable). Never learned: operations with
+//! overlay without asking (still journaled, still undoable). A human denial of a command carrying
+//! a learned signature retires it for that client (`count_decision` records when, which job and
+//! validation, by whom); a learned signature whose approved example no longer signs as it is
+//! suspended (`bash::explain::check`, `set_suspended`). Never learned: operations with
 //! network, process control, environment or unknown effects, writes outside the workspace,
 //! computed program names, scripts and flags that write or run what the operands do not name
 //! (`construct_why_not`: sed `w`/`e`, awk `system()`, `find -fprint`, `git -c` with a key that can run code, ...); blocked and `ask_warning` commands never reach the overlay at all, and
@@ -605,6 +608,7 @@ fn learned_for(conn: &Connection, client: &str, threshold: u32) -> rusqlite::Res
            ON e.signature = s.signature AND e.client_id = ?1
          WHERE s.user_override = 'always_allow'
             OR (s.learnable AND s.user_override IS NULL AND coalesce(e.denials, 0) = 0
+                AND NOT coalesce(e.suspended, 0)
                 AND (e.learned_at IS NOT NULL OR coalesce(e.approvals, 0) >= ?2))",
     )?;
     let rows = st.query_map(params![client, threshold], |r| r.get(0))?;
@@ -612,8 +616,9 @@ fn learned_for(conn: &Connection, client: &str, threshold: u32) -> rusqlite::Res
 }
 
 /// Records the signatures (creating rows) and reads their state for `client`: learned means the
-/// operator's `always_allow`, or this client's human approvals reached the threshold with no
-/// denial (evidence is per client — issue 18).
+/// operator's `always_allow`, or this client's human approvals reached the threshold (or a human
+/// taught it with `--learn`) with no denial (a denial retires it) and no suspension (its approved
+/// examples no longer sign as it) — evidence is per client (issue 18).
 pub fn observe(
     conn: &mut Connection,
     client: &str,
@@ -635,14 +640,14 @@ pub fn observe(
                    why_not = coalesce(why_not, excluded.why_not)",
                 params![s.text, s.program, s.learnable, s.why_not, now],
             )?;
-            let (learnable, approvals, denials, ov, taught): (bool, i64, i64, Option<String>, bool) = tx.query_row(
+            let (learnable, approvals, denials, ov, taught, suspended): (bool, i64, i64, Option<String>, bool, bool) = tx.query_row(
                 "SELECT s.learnable, coalesce(e.approvals, 0), coalesce(e.denials, 0), s.user_override,
-                        e.learned_at IS NOT NULL
+                        e.learned_at IS NOT NULL, e.suspended IS NOT NULL
                  FROM signatures s LEFT JOIN signature_evidence e
                    ON e.signature = s.signature AND e.client_id = ?2
                  WHERE s.signature = ?1",
                 params![&s.text, client],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)),
             )?;
             let ov = ov.as_deref().and_then(Override::parse);
             match ov {
@@ -654,6 +659,7 @@ pub fn observe(
                 || (learnable
                     && s.learnable
                     && denials == 0
+                    && !suspended
                     && (taught
                         || approvals >= threshold as i64
                         // a learned signature that does as much (`bash::coverage`)
@@ -737,8 +743,17 @@ pub fn human_denials(
 }
 
 /// Counts a human decision toward the job's signatures (once per job), in the totals and in the
-/// deciding job's client's evidence — the only counts learning reads.
-pub fn count_decision(conn: &mut Connection, job_id: i64, approved: bool) -> Result<()> {
+/// deciding job's client's evidence — the only counts learning reads. A client's first denial of
+/// a signature is recorded with it (`denied_at/by/job/validation`, and how many approvals it had
+/// then): a denial of a learned signature **retires** it for that client ([`ClientLearning`]'s
+/// `retired`); its commands ask again until `override SIGNATURE clear` forgets the denial.
+pub fn count_decision(
+    conn: &mut Connection,
+    job_id: i64,
+    approved: bool,
+    by: &str,
+    validation_id: &str,
+) -> Result<()> {
     let now = crate::time::now_ms();
     write_tx(conn, |tx| {
         let row: Option<(bool, String, Option<String>)> = tx
@@ -760,6 +775,21 @@ pub fn count_decision(conn: &mut Connection, job_id: i64, approved: bool) -> Res
         };
         if let (Some(col), Some(client)) = (per_client, client.as_deref()) {
             for sig in &sigs_v {
+                if col == "denials" {
+                    // The first denial is the one that retires (SET reads the old row).
+                    tx.execute(
+                        "INSERT INTO signature_evidence(client_id, signature, denials, updated_at, denied_at, denied_by, denied_job, denied_validation, approvals_before_denial)
+                         VALUES (?1, ?2, 1, ?3, ?3, ?4, ?5, ?6, 0)
+                         ON CONFLICT(client_id, signature) DO UPDATE SET denials = denials + 1, updated_at = ?3,
+                           denied_by = CASE WHEN denied_at IS NULL THEN ?4 ELSE denied_by END,
+                           denied_job = CASE WHEN denied_at IS NULL THEN ?5 ELSE denied_job END,
+                           denied_validation = CASE WHEN denied_at IS NULL THEN ?6 ELSE denied_validation END,
+                           approvals_before_denial = CASE WHEN denied_at IS NULL THEN approvals ELSE approvals_before_denial END,
+                           denied_at = coalesce(denied_at, ?3)",
+                        params![client, sig, now, by, job_id, validation_id],
+                    )?;
+                    continue;
+                }
                 tx.execute(
                     &format!(
                         "INSERT INTO signature_evidence(client_id, signature, {col}, updated_at) VALUES (?1, ?2, 1, ?3)
@@ -790,8 +820,59 @@ pub fn count_decision(conn: &mut Connection, job_id: i64, approved: bool) -> Res
     Ok(())
 }
 
+/// The job's signatures that are learned for `client` now (what a human denial of the job
+/// retires), as `(id, text)`.
+pub fn learned_in_job(
+    conn: &Connection,
+    job_id: i64,
+    client: &str,
+    threshold: u32,
+) -> Result<Vec<(i64, String)>> {
+    let sigs: Option<String> = conn
+        .query_row(
+            "SELECT signatures FROM job_signatures WHERE job_id = ?1",
+            [job_id],
+            |r| r.get(0),
+        )
+        .optional()?;
+    let sigs: Vec<String> = sigs
+        .and_then(|s| serde_json::from_str(&s).ok())
+        .unwrap_or_default();
+    let rows = list(conn, threshold)?;
+    Ok(rows
+        .into_iter()
+        .filter(|r| sigs.contains(&r.signature))
+        .filter(|r| r.learnable && r.user_override.is_none())
+        .filter(|r| r.clients.iter().any(|c| c.client_id == client && c.learned))
+        .map(|r| (r.id, r.signature))
+        .collect())
+}
+
+/// Suspends (`Some(why)`) or reinstates (`None`) what `client` learned of `sig`: the load-time
+/// check of its approved examples (`bash::explain::check`). A suspended signature is not
+/// learned (its commands ask) until the check passes again or `approve --learn` re-teaches it.
+pub fn set_suspended(
+    conn: &mut Connection,
+    client: &str,
+    sig: &str,
+    why: Option<&str>,
+    now: i64,
+) -> Result<()> {
+    write_tx(conn, |tx| {
+        tx.execute(
+            "UPDATE signature_evidence SET suspended = ?3,
+               suspended_at = CASE WHEN ?3 IS NULL THEN NULL ELSE coalesce(suspended_at, ?4) END
+             WHERE client_id = ?1 AND signature = ?2 AND suspended IS NOT ?3",
+            params![client, sig, why, now],
+        )
+    })?;
+    Ok(())
+}
+
 /// Marks `sigs` learned for `client` (`signature_evidence` `learned_at/by/job`), in one
-/// transaction. Call only after `bash::learn::refusals` returned nothing for the validation.
+/// transaction; a suspension ends (the human taught it again under the current classifier; the
+/// examples that no longer sign as it were dropped, `bash::explain::relearned`). Call only after
+/// `bash::learn::refusals` returned nothing for the validation.
 pub fn mark_learned(
     security: &mut Connection,
     client: &str,
@@ -805,7 +886,8 @@ pub fn mark_learned(
             tx.execute(
                 "INSERT INTO signature_evidence(client_id, signature, approvals, denials, updated_at, learned_at, learned_by, learned_job)
                  VALUES (?1, ?2, 0, 0, ?3, ?3, ?4, ?5)
-                 ON CONFLICT(client_id, signature) DO UPDATE SET updated_at = ?3, learned_at = ?3, learned_by = ?4, learned_job = ?5",
+                 ON CONFLICT(client_id, signature) DO UPDATE SET updated_at = ?3, learned_at = ?3, learned_by = ?4, learned_job = ?5,
+                   suspended = NULL, suspended_at = NULL",
                 params![client, s, now, by, job_id],
             )?;
         }
@@ -858,6 +940,16 @@ pub struct ClientLearning {
     pub learned_job: Option<i64>,
     /// When its evidence last changed.
     pub updated_at: i64,
+    /// The client's first human denial of it: when, by whom, which job and validation.
+    pub denied_at: Option<i64>,
+    pub denied_by: Option<String>,
+    pub denied_job: Option<i64>,
+    pub denied_validation: Option<String>,
+    /// It was learned when that denial came: the denial retired it.
+    pub retired: bool,
+    /// Why what it learned no longer applies: an approved example now signs differently
+    /// (`bash::explain::check`).
+    pub suspended: Option<String>,
 }
 
 pub fn list(conn: &Connection, threshold: u32) -> Result<Vec<Row>> {
@@ -883,7 +975,8 @@ pub fn list(conn: &Connection, threshold: u32) -> Result<Vec<Row>> {
         })?
         .collect::<rusqlite::Result<Vec<_>>>()?;
     let mut per_client = conn.prepare(
-        "SELECT client_id, approvals, denials, learned_at, learned_by, learned_job, updated_at
+        "SELECT client_id, approvals, denials, learned_at, learned_by, learned_job, updated_at,
+                denied_at, denied_by, denied_job, denied_validation, approvals_before_denial, suspended
          FROM signature_evidence WHERE signature = ?1 ORDER BY client_id",
     )?;
     let mut out = Vec::with_capacity(rows.len());
@@ -892,16 +985,29 @@ pub fn list(conn: &Connection, threshold: u32) -> Result<Vec<Row>> {
             .query_map([&r.signature], |x| {
                 let (approvals, denials, learned_at): (i64, i64, Option<i64>) =
                     (x.get(1)?, x.get(2)?, x.get(3)?);
+                let denied_at: Option<i64> = x.get(7)?;
+                let before: Option<i64> = x.get(11)?;
+                let suspended: Option<String> = x.get(12)?;
                 Ok(ClientLearning {
                     client_id: x.get(0)?,
                     approvals,
                     denials,
                     learned: denials == 0
+                        && suspended.is_none()
                         && (learned_at.is_some() || approvals >= threshold as i64),
                     learned_at,
                     learned_by: x.get(4)?,
                     learned_job: x.get(5)?,
                     updated_at: x.get(6)?,
+                    retired: denied_at.is_some_and(|d| {
+                        learned_at.is_some_and(|l| l <= d)
+                            || before.unwrap_or(0) >= threshold as i64
+                    }),
+                    denied_at,
+                    denied_by: x.get(8)?,
+                    denied_job: x.get(9)?,
+                    denied_validation: x.get(10)?,
+                    suspended,
                 })
             })?
             .collect::<rusqlite::Result<_>>()?;
@@ -917,12 +1023,32 @@ pub fn list(conn: &Connection, threshold: u32) -> Result<Vec<Row>> {
             .map(|e| e.approvals)
             .max()
             .unwrap_or(0);
+        let of = |f: fn(&ClientLearning) -> bool| -> Vec<&str> {
+            ev.iter()
+                .filter(|c| f(c))
+                .map(|c| c.client_id.as_str())
+                .collect()
+        };
+        let (retired, suspended) = (
+            of(|c| c.retired),
+            of(|c| c.suspended.is_some() && c.denials == 0),
+        );
+        let mut parts = Vec::new();
+        if !learned.is_empty() {
+            parts.push(format!("learned for {}", learned.join(", ")));
+        }
+        if !retired.is_empty() {
+            parts.push(format!("retired for {} (denied)", retired.join(", ")));
+        }
+        if !suspended.is_empty() {
+            parts.push(format!("suspended for {}", suspended.join(", ")));
+        }
         r.state = match (&r.user_override, r.learnable) {
             (Some(o), _) => format!("override {o}"),
             (None, false) => {
                 format!("never learned ({})", r.why_not.clone().unwrap_or_default())
             }
-            _ if !learned.is_empty() => format!("learned for {}", learned.join(", ")),
+            _ if !parts.is_empty() => parts.join("; "),
             _ if !ev.is_empty() && ev.iter().all(|e| e.denials > 0) => {
                 "not learned (denied before)".into()
             }

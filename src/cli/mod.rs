@@ -5,6 +5,7 @@
 mod check;
 mod diagnose;
 mod enqueue;
+mod explain;
 mod grants;
 mod infer;
 mod init;
@@ -72,7 +73,7 @@ pub enum Command {
     Show(security::ShowArgs),
     /// Restore what a job's applied change set replaced (refused if later changes conflict).
     Undo(security::UndoArgs),
-    /// Operation signatures: approvals, denials, learned or not (and why), per client.
+    /// Operation signatures: approvals, denials, learned or not (and why), per client; `--explain [SIG]` says what one matches.
     Signatures(security::SignaturesArgs),
     /// What a change set may never apply without a human, and why; with paths, the rule each matches.
     Protected(protected::ProtectedArgs),

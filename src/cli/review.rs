@@ -226,12 +226,13 @@ impl App {
         };
         let reason = Some("brainloop review");
         self.status = match security::record_decision(config, &id, approve, false, learn, reason) {
-            Ok((d, v)) => format!(
-                "{}{} validation {} (job {})",
+            Ok((d, v, retired)) => format!(
+                "{}{} validation {} (job {}){}",
                 d.as_str(),
                 if learn { " --learn" } else { "" },
                 v.id,
-                v.job_id
+                v.job_id,
+                retired.iter().map(|r| format!("; {r}")).collect::<String>()
             ),
             Err(e) => format!("{e:#}").replace('\n', " "),
         };

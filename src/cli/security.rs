@@ -186,7 +186,7 @@ pub fn decide(config: &Config, a: &DecideArgs, approve: bool) -> Result<i32> {
     // The host request as it stood before the decision.
     let request = crate::egress::store::request(&open(config, DbKind::Security)?, &a.id)?;
     let hosts = host_rules(&a.hosts, request.as_ref(), a.allow_private_hosts)?;
-    let (d, v) = record_decision(
+    let (d, v, retired) = record_decision(
         config,
         &a.id,
         approve,
@@ -213,8 +213,28 @@ pub fn decide(config: &Config, a: &DecideArgs, approve: bool) -> Result<i32> {
     if approve {
         approve_hosts(&mut open(config, DbKind::Security)?, &v, request, hosts)?;
     }
+    for line in retired {
+        println!("{}", shown::line(&line));
+    }
     println!("the worker applies it within seconds (`brainloop enqueue get_result` / results table for the outcome)");
     Ok(0)
+}
+
+/// What a human's denial of `v` retires: the job's signatures learned for its client (the worker
+/// records the retirement when it applies the denial, `signatures::count_decision`).
+pub(crate) fn retiring(config: &Config, v: &validations::Validation) -> Result<Vec<String>> {
+    let sec = open(config, DbKind::Security)?;
+    let learned =
+        signatures::learned_in_job(&sec, v.job_id, &v.client_id, config.signature_approvals)?;
+    Ok(learned
+        .into_iter()
+        .map(|(id, sig)| {
+            format!(
+                "retired signature sig:{id} `{sig}` for client {}: a human denied it, its commands ask again (`brainloop override sig:{id} clear` forgets the denial, then `approve --learn` teaches it again)",
+                v.client_id
+            )
+        })
+        .collect())
 }
 
 /// One operator decision (`approve` / `deny` and `review`): `--learn` is checked first and
@@ -226,7 +246,7 @@ pub(crate) fn record_decision(
     always: bool,
     learn: bool,
     reason: Option<&str>,
-) -> Result<(Decision, validations::Validation)> {
+) -> Result<(Decision, validations::Validation, Vec<String>)> {
     let d = match (approve, always) {
         (true, false) => Decision::Approve,
         (true, true) => Decision::AlwaysAllow,
@@ -241,8 +261,13 @@ pub(crate) fn record_decision(
         }
         refuse_learning(config, id, &sec, &out)?;
     }
+    // What the denial retires, read before the worker applies it (then they are no longer learned).
+    let retired = match validations::get(&out, id)? {
+        Some(v) if !approve && v.status == "pending" => retiring(config, &v)?,
+        _ => Vec::new(),
+    };
     let v = validations::decide(&mut sec, &out, id, d, learn, reason, &super::operator())?;
-    Ok((d, v))
+    Ok((d, v, retired))
 }
 
 /// `--learn` is for a change set a learned signature could apply (`bash::learn`).
@@ -434,6 +459,9 @@ pub fn set_override(config: &Config, a: &OverrideArgs) -> Result<i32> {
                 .clone()
                 .unwrap_or_else(|| format!("set by {}", super::operator()));
             let (sig, forgotten) = signatures::set_override(&mut sec, id, ov, &reason)?;
+            if ov.is_none() {
+                crate::bash::explain::forget(&mut sec, &sig)?;
+            }
             let sig = shown::line(&sig);
             println!(
                 "signature {id} `{sig}`: override {}{}",
@@ -476,6 +504,15 @@ pub struct UndoArgs {
 pub struct SignaturesArgs {
     #[arg(long)]
     pub json: bool,
+    /// Explain a signature (`sig:N`, its id, or its exact text; without one: every learned,
+    /// retired or suspended signature): what it matches in words, who taught it and when, the
+    /// approved examples it was learned from (re-signed now: one that no longer signs the same
+    /// suspends it), and variants of an example it matches and refuses, with the rules' reasons.
+    #[arg(long, value_name = "SIG", num_args = 0..=1, default_missing_value = "")]
+    pub explain: Option<String>,
+    /// With --explain and no SIG: every signature, not only the learned ones.
+    #[arg(long)]
+    pub all: bool,
 }
 
 /// `brainloop show ID`: a validation (or job) with its change set's diff and the command's output.
@@ -661,6 +698,12 @@ pub(crate) fn undo_job(config: &Config, job: i64) -> Result<Vec<String>> {
 
 /// `brainloop signatures`: learned and learning operation signatures.
 pub fn signatures_list(config: &Config, a: &SignaturesArgs) -> Result<i32> {
+    if let Some(key) = &a.explain {
+        return super::explain::run(config, a, key);
+    }
+    if a.all {
+        bail!("--all goes with --explain (the listing shows every signature already)");
+    }
     let sec = open(config, DbKind::Security)?;
     let rows = signatures::list(&sec, config.signature_approvals)?;
     if a.json {
@@ -686,39 +729,19 @@ pub fn signatures_list(config: &Config, a: &SignaturesArgs) -> Result<i32> {
             shown::line(&r.signature)
         );
         for c in &r.clients {
-            println!("{:>9}{}", "", shown::line(&client_learning(c)));
+            println!("{:>9}{}", "", shown::line(&client_learning(r.id, c)));
         }
     }
     Ok(0)
 }
 
-/// One line of who learned a signature, when and from which job (or how far it got).
-fn client_learning(c: &signatures::ClientLearning) -> String {
-    let when = |t: i64| {
-        chrono::DateTime::from_timestamp_millis(t)
-            .map(|d| d.format("%Y-%m-%d %H:%M:%S UTC").to_string())
-            .unwrap_or_else(|| t.to_string())
-    };
-    let state = match (c.learned, c.learned_at) {
-        (true, Some(t)) => format!(
-            "learned with --learn by {} at {} from job {}",
-            c.learned_by.as_deref().unwrap_or("?"),
-            when(t),
-            c.learned_job
-                .map(|j| j.to_string())
-                .unwrap_or_else(|| "?".into())
-        ),
-        (true, None) => format!(
-            "learned ({} approvals, last at {})",
-            c.approvals,
-            when(c.updated_at)
-        ),
-        (false, _) if c.denials > 0 => "not learned: denied before".to_string(),
-        (false, _) => "learning".to_string(),
-    };
+/// One line of who learned a signature, when and from which job (or how far it got, or why it
+/// was retired or suspended: `cli::explain::provenance`).
+fn client_learning(id: i64, c: &signatures::ClientLearning) -> String {
     format!(
-        "client {}: {state}; {} approved, {} denied",
-        c.client_id, c.approvals, c.denials
+        "client {}: {}",
+        c.client_id,
+        super::explain::provenance(id, c)
     )
 }
 

@@ -433,9 +433,31 @@ pub fn collect(config: &Config) -> Result<Value> {
         "results_last_hour": by_status,
         "metrics_last_hour": metrics,
         "egress_last_hour": egress_counters(dir, hour_ago),
+        "signatures_suspended": suspended_signatures(dir),
         "files": files,
         "schema_versions": versions,
     }))
+}
+
+/// Learned signatures the load-time check suspended (`bash::explain::check`): a warning, not a
+/// problem — the worker is not blocked, those commands ask again.
+fn suspended_signatures(dir: &std::path::Path) -> Value {
+    let rows =
+        (|| -> Result<Vec<Value>> {
+            let sec = db::open_read_only(dir, DbKind::Security)?;
+            let mut st = sec.prepare(
+                "SELECT client_id, signature, suspended FROM signature_evidence
+             WHERE suspended IS NOT NULL AND denials = 0 ORDER BY signature, client_id",
+            )?;
+            let v = st
+            .query_map([], |r| {
+                Ok(json!({"client_id": r.get::<_, String>(0)?, "signature": r.get::<_, String>(1)?,
+                          "why": r.get::<_, String>(2)?}))
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok(v)
+        })();
+    json!(rows.unwrap_or_default())
 }
 
 fn human_bytes(n: u64) -> String {
@@ -488,6 +510,18 @@ pub fn render(r: &Value) -> String {
     }
     if let Some(d) = r["clock"]["detail"].as_str() {
         line(&mut s, "WARNING clock", d.to_string());
+    }
+    for p in r["signatures_suspended"].as_array().into_iter().flatten() {
+        line(
+            &mut s,
+            "WARNING signature",
+            format!(
+                "`{}` suspended for client {}: {} (brainloop signatures --explain)",
+                p["signature"].as_str().unwrap_or("?"),
+                p["client_id"].as_str().unwrap_or("?"),
+                p["why"].as_str().unwrap_or("")
+            ),
+        );
     }
     let hb = &r["heartbeat"];
     if let Some(age) = r["heartbeat_age_ms"].as_i64() {

@@ -78,6 +78,7 @@ pub(super) async fn start(
 
     replay_spool(&stores).await?;
     let ready = recover(&config, &stores, &registry, &stats).await?;
+    check_signature_examples(&stores).await;
     let hwm = stores.lifecycle.with(|c| lifecycle::high_water_mark(c))?;
 
     let watcher = wakeup::InputWatcher::start(&config.data_dir);
@@ -295,6 +296,42 @@ async fn remove_leftovers(config: &Config) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// The learned rules load: each learned signature's approved examples are re-signed with this
+/// classifier (`bash::explain::check`); one that no longer signs the same is suspended (its
+/// commands ask again) and logged as a warning (`status` and `signatures` show it too).
+async fn check_signature_examples(stores: &Arc<Stores>) {
+    let st = Arc::clone(stores);
+    let checked = tokio::task::spawn_blocking(move || {
+        st.security
+            .with(|c| crate::bash::explain::check(c, crate::time::now_ms()))
+    })
+    .await;
+    match checked {
+        Ok(Ok(list)) => {
+            for c in list.iter().filter(|c| c.suspended.is_some()) {
+                tracing::warn!(
+                    client = %c.client_id,
+                    signature = %c.signature,
+                    why = c.suspended.as_deref().unwrap_or_default(),
+                    "learned signature suspended: its approved example no longer signs as it (the classifier changed); its commands ask again"
+                );
+            }
+            if !list.is_empty() {
+                tracing::info!(
+                    checked = list.len(),
+                    suspended = list.iter().filter(|c| c.suspended.is_some()).count(),
+                    "approved examples of learned signatures re-signed"
+                );
+            }
+        }
+        Ok(Err(e)) => tracing::warn!(
+            error = format!("{e:#}"),
+            "cannot check the learned signatures' examples"
+        ),
+        Err(e) => tracing::warn!(error = %e, "cannot check the learned signatures' examples"),
+    }
 }
 
 /// Change sets of jobs that ended (denied or expired while the worker was down, or applied
