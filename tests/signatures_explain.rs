@@ -49,7 +49,12 @@ fn workspace(env: &Env) {
 
 /// One `approve --learn` answer: `cmd`'s signature `sig` is learned. The job id.
 fn learn(env: &Env, cmd: &str, sig: &str) -> i64 {
-    let (id, st, v, err) = submit(env, cmd);
+    learn_as(env, "local", cmd, sig)
+}
+
+/// `learn` for `client`.
+fn learn_as(env: &Env, client: &str, cmd: &str, sig: &str) -> i64 {
+    let (id, st, v, err) = common::submit_as(env, client, cmd);
     assert_eq!(st, "pending_validation", "{cmd}: {err} {v}");
     let out = cli_ok(
         env,
@@ -102,9 +107,17 @@ fn explain_shows_a_learned_redirect_sed_and_git_signature_with_examples_decided_
     common::require_sandbox();
     let env = Env::new();
     workspace(&env);
-    let _d = env.start(&[]);
+    // A second client learns the sed signature: for `local`, the learned redirect covers it
+    // (`bash::coverage`: any content to a named file), so it would never be asked there.
+    let cfg = env.root.path().join("brainloop.toml");
+    std::fs::write(
+        &cfg,
+        "[clients.agent2]\nsystem_command = [\"*\"]\nfile_read = [\"{workspace}/**\"]\n",
+    )
+    .unwrap();
+    let _d = env.start(&[("BRAINLOOP_CONFIG", cfg.to_str().unwrap())]);
     let j_redirect = learn(&env, "echo hi > notes.txt", "redirect:write WS_PATH");
-    let j_sed = learn(&env, "sed -i 's/one/ONE/' a.txt", "sed -i EXPR WS_PATH");
+    let j_sed = learn_as(&env, "agent2", "sed -i 's/one/ONE/' a.txt", "sed -i EXPR WS_PATH");
     let j_add = learn(&env, "git add b.txt c.txt", "git add WS_PATH...");
     let j_commit = learn(&env, "git commit -m 'second commit'", "git commit -m MSG");
 
@@ -193,7 +206,12 @@ fn explain_shows_a_learned_redirect_sed_and_git_signature_with_examples_decided_
         "refused",
         "PATH(/tmp/a.txt)",
     );
-    decided(&e, "an added flag (-E)", "refused", "another signature");
+    decided(
+        &e,
+        "an added flag (-E)",
+        "matches",
+        "which `sed -i EXPR WS_PATH` covers (it does no more)",
+    );
     decided(&e, "without the flag -i", "not_needed", "needs no approval");
 
     // git add WS_PATH...
@@ -284,8 +302,12 @@ fn explain_shows_a_learned_redirect_sed_and_git_signature_with_examples_decided_
     // What the variants say is what the rules do: the "matched" ones apply without a human.
     let (_, st, v, err) = submit(&env, "sed -i s/TODO/DONE/g other.txt");
     assert_eq!(st, "succeeded", "{err} {v}");
-    let (_, st, v, _) = submit(&env, "sed -E -i s/two/TWO/ a.txt");
-    assert_eq!(st, "pending_validation", "an added flag asks: {v}");
+    let (_, st, v, _) = common::submit_as(&env, "agent2", "sed -E -i s/two/TWO/ a.txt");
+    assert_eq!(st, "succeeded", "a neutral flag is covered: {v}");
+    assert_eq!(v["policy_used"], "signature_learned", "{v}");
+    // ... and what `sed` does not cover still asks for agent2
+    let (_, st, v, _) = common::submit_as(&env, "agent2", "mkdir docs");
+    assert_eq!(st, "pending_validation", "{v}");
 }
 
 fn signature_row(env: &Env, sig: &str) -> Value {

@@ -78,7 +78,8 @@ const NEUTRAL: &[(&str, &[&str])] = &[
 const GIT_NEUTRAL: &[(&str, &[&str])] = &[
     (
         "add",
-        &["-A", "--all", "-u", "--update", "-f", "--force", "--no-all"],
+        // not `-f`: staging what `.gitignore` keeps out (an `.env`) is more
+        &["-A", "--all", "-u", "--update", "--no-all"],
     ),
     (
         "commit",
@@ -240,6 +241,7 @@ mod tests {
             ("git add WS_PATH...", "git add -A", true),
             ("git add -A", "git add WS_PATH", true),
             ("git add WS_PATH", "git rm WS_PATH", false),
+            ("git add WS_PATH", "git add --force WS_PATH", false),
             ("rm WS_PATH", "rm -f WS_PATH...", true),
             ("rm -f WS_PATH", "rm -rf WS_PATH", false),
             ("rm -r WS_PATH", "rm -fr WS_PATH", true),

@@ -780,7 +780,12 @@ fn decide(sig: &str, cmd: &str, e: &Example, table: &Table) -> (Outcome, Vec<Str
             "no signature: it reads only or changes nothing, so it needs no approval".into(),
         );
     }
-    let others: Vec<&Signature> = sigs.iter().filter(|s| s.text != sig).collect();
+    // A variant that does no more than `sig` is covered by it (`bash::coverage`).
+    let covered = |s: &Signature| s.learnable && crate::bash::coverage::covers(sig, &s.text);
+    let others: Vec<&Signature> = sigs
+        .iter()
+        .filter(|s| s.text != sig && !covered(s))
+        .collect();
     if let Some(o) = others.first() {
         let never = match (&o.why_not, o.learnable) {
             (Some(w), false) => format!(" — never learned: {w}"),
@@ -819,10 +824,17 @@ fn decide(sig: &str, cmd: &str, e: &Example, table: &Table) -> (Outcome, Vec<Str
         .collect();
     let why = apply_refusals(&r, &wd, &ws, &named, table);
     if why.is_empty() {
+        let how = match sigs.iter().find(|s| s.text != sig) {
+            Some(c) => format!(
+                "signs as `{}`, which `{sig}` covers (it does no more)",
+                c.text
+            ),
+            None => format!("signs as `{sig}`"),
+        };
         (
             Outcome::Matches,
             texts,
-            format!("signs as `{sig}`; a learned signature applies what it names"),
+            format!("{how}; a learned signature applies what it names"),
         )
     } else {
         (
