@@ -21,6 +21,16 @@
 //!    its backups. Conservative on purpose: globs, computed
 //!    arguments (`$x`, `$(...)`) and one-letter flags with the value attached name nothing, so a
 //!    change set they produce asks.
+//! 3. **git rewriting its working tree** (issue 35): `git switch` / `checkout` / `restore` /
+//!    `stash` / `stash pop` / `merge` in their plain forms (`protected::TREE_FORMS`) rewrite
+//!    tracked files the command does not name, from the repository's objects — content that
+//!    earlier change sets (a human's, or learned ones, each judged path by path) put there. Such
+//!    a change (outside any git dir, inside that repository's working tree) is covered only when
+//!    nothing else in the command could have written it: no other operation that runs
+//!    workspace code (`signatures::WORKSPACE_RUNNERS` other than git: `make`, `python`, …), and
+//!    the repository runs no hook of its own (`protected::RunRepo::hooks`: a hook could write
+//!    anything). Every such path is still judged by `protected::judge` first: a branch that
+//!    brings a `.npmrc`, a hook or a path the config points at asks like any other write.
 //!
 //! Pure functions and data over `protected::judge`'s judgement (which reads the workspace);
 //! `bash::overlay` calls `auto_apply_refusals` before an automatic apply, `bash::learn` before
@@ -179,6 +189,23 @@ fn covered(n: &Named, by_git: &BTreeSet<String>, path: &str, added_dir: bool) ->
         || by_git.contains(path)
 }
 
+/// The working tree git rewrote (rule 3 of the module doc), when nothing else in the command
+/// runs workspace code.
+fn git_tree<'a>(report: &CheckReport, workdir: &Path, workspace: &Path, judged: &'a Judgement) -> Option<&'a str> {
+    let root = judged.git_tree.as_deref()?;
+    let other_runner = report.operations.iter().any(|op| {
+        op.program != "git"
+            && signatures::WORKSPACE_RUNNERS.contains(&op.program.as_str())
+            && signatures::of_operation(op, workdir, workspace).is_some()
+    });
+    (!other_runner).then_some(root)
+}
+
+fn in_tree(path: &str, root: &str) -> bool {
+    let beneath = root.is_empty() || path.strip_prefix(root).is_some_and(|r| r.starts_with('/'));
+    beneath && !path.split('/').any(|c| c.eq_ignore_ascii_case(".git"))
+}
+
 /// Why this change set may not be applied automatically under the command's learned
 /// signatures; empty: it may. `judged`: `protected::judge` of the same change set and command.
 /// Each reason names the path and why, for the human's prompt.
@@ -190,13 +217,16 @@ pub fn auto_apply_refusals(
     judged: &Judgement,
 ) -> Vec<String> {
     let n = named(report, workdir, workspace);
+    let tree = git_tree(report, workdir, workspace, judged);
     let mut out = judged.reasons();
     for c in &change_set.changes {
         if judged.is_protected(&c.path) {
             continue;
         }
         let added_dir = c.kind == Kind::Added && c.after.as_deref() == Some("dir");
-        if !covered(&n, &judged.by_git, &c.path, added_dir) {
+        if !covered(&n, &judged.by_git, &c.path, added_dir)
+            && !tree.is_some_and(|root| in_tree(&c.path, root))
+        {
             let verb = match c.kind {
                 Kind::Added => "adds",
                 Kind::Modified => "modifies",

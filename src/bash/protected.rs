@@ -25,7 +25,7 @@
 //!    the operator's `data_paths`: caches and build output, so ordinary builds and test runs
 //!    need no human).
 
-use crate::bash::changes::ChangeSet;
+use crate::bash::changes::{Change, ChangeSet, Kind as ChangeKind};
 use crate::bash::gitconfig::{self, Pointer};
 use crate::bash::signatures;
 use crate::classify::CheckReport;
@@ -43,8 +43,10 @@ const DOTFILE_WHY: &str = "a dot-file or dot-directory: tools read these as conf
 
 /// What git writes besides its arguments, per subcommand, relative to the git dir of the
 /// repository the command runs in (observed with git 2.x on fresh and existing repositories;
-/// the tests pin them). `{branch}`: the branch `HEAD` names. Never `objects/info/**`
-/// ([`NEVER_COMPANION`]): alternates, commit-graph chains, packs lists.
+/// the tests pin them). `{branch}`: the branch `HEAD` names before the command, and any branch
+/// a `switch` form of the same command names (a commit or merge after `git switch X` writes
+/// `X`). Never `objects/info/**` ([`NEVER_COMPANION`]): alternates, commit-graph chains, packs
+/// lists.
 pub const COMPANIONS: &[(&str, &[&str])] = &[
     ("add", &["index", "objects/**"]),
     ("rm", &["index"]),
@@ -61,6 +63,145 @@ pub const COMPANIONS: &[(&str, &[&str])] = &[
         ],
     ),
 ];
+
+/// git's local bookkeeping (issue 35), keyed by the form `classify::git::local_form` gives (the
+/// plain spellings only: a force, track, sign, strategy, template or editor flag is no form, and
+/// what git writes then stays protected). `{named}`: each branch or tag name the command gives
+/// that form (`git switch -`: the branch `logs/HEAD` says was checked out before). `HEAD ->
+/// {named}`: `HEAD` only when its content after the command is exactly `ref: refs/heads/NAME`
+/// for a name the command gives (a content check on the change set's hash: `HEAD` pointing at
+/// another branch, a detached commit or anything else stays protected). Not companions, on
+/// purpose: `config` (a deleted branch's `branch.NAME.*` section asks), `packed-refs` (one file
+/// holding every ref: rewriting it may move any of them), `MERGE_HEAD` / `MERGE_MSG` /
+/// `MERGE_MODE` (a conflicted merge: the operator's next commit would take the agent's parents
+/// and message — a human looks at the conflict anyway), other refs and their logs, `hooks/**`,
+/// `info/**`, `objects/info/**`. `init` is judged apart ([`INIT_DIRS`], [`INIT_CONFIGS`],
+/// the operator's template files).
+pub const LOCAL_COMPANIONS: &[(&str, &[&str])] = &[
+    ("switch", &["HEAD -> {named}", "index", "logs/HEAD"]),
+    (
+        "switch -c",
+        &[
+            "HEAD -> {named}",
+            "index",
+            "logs/HEAD",
+            "refs/heads/{named}",
+            "logs/refs/heads/{named}",
+        ],
+    ),
+    ("restore", &["index"]),
+    ("branch", &["refs/heads/{named}", "logs/refs/heads/{named}"]),
+    ("branch -d", &["refs/heads/{named}", "logs/refs/heads/{named}"]),
+    ("tag", &["refs/tags/{named}", "objects/**"]),
+    ("tag -d", &["refs/tags/{named}"]),
+    (
+        "stash",
+        &[
+            "refs/stash",
+            "logs/refs/stash",
+            "index",
+            "objects/**",
+            "ORIG_HEAD",
+            "logs/HEAD",
+        ],
+    ),
+    (
+        "stash pop",
+        &[
+            "refs/stash",
+            "logs/refs/stash",
+            "index",
+            "objects/**",
+            "AUTO_MERGE",
+        ],
+    ),
+    ("stash drop", &["refs/stash", "logs/refs/stash"]),
+    (
+        "merge",
+        &[
+            "index",
+            "objects/**",
+            "ORIG_HEAD",
+            "AUTO_MERGE",
+            "logs/HEAD",
+            "refs/heads/{branch}",
+            "logs/refs/heads/{branch}",
+        ],
+    ),
+    ("init", &[]),
+];
+
+/// The forms that rewrite tracked files of the working tree from the repository's objects
+/// (`effects` decides what that covers).
+pub const TREE_FORMS: &[&str] = &["switch", "switch -c", "restore", "stash", "stash pop", "merge"];
+
+/// The directories a fresh `git init` makes in the new git dir (relative to it; `""`: the git
+/// dir itself).
+pub const INIT_DIRS: &[&str] = &[
+    "",
+    "branches",
+    "hooks",
+    "info",
+    "objects",
+    "objects/info",
+    "objects/pack",
+    "refs",
+    "refs/heads",
+    "refs/tags",
+];
+
+/// The only `config` a fresh `git init` may leave (byte for byte: a template's config, an
+/// `--object-format`, a `core.*` key of another system, or anything appended, asks).
+pub const INIT_CONFIGS: &[&str] = &[
+    "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n",
+    "[core]\n\trepositoryformatversion = 0\n\tfilemode = false\n\tbare = false\n\tlogallrefupdates = true\n",
+];
+
+/// Where git's default templates are (the operator's system files; `git init` copies them when
+/// no `--template`, `GIT_TEMPLATE_DIR` or `init.templateDir` says otherwise — the sandbox passes
+/// no `GIT_*` variable, HOME is the job's fresh tmp and `-c init.templateDir` is off the safe
+/// key table). A file of a fresh git dir is a companion of `init` only if it is
+/// `description`, `info/exclude` or `hooks/*.sample` with the same bytes as here.
+const TEMPLATE_DIRS: &[&str] = &[
+    "/usr/share/git-core/templates",
+    "/usr/local/share/git-core/templates",
+];
+
+/// One git operation of the command that writes through declared companions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GitWrite {
+    /// A key of [`COMPANIONS`] or [`LOCAL_COMPANIONS`].
+    pub form: &'static str,
+    /// The names the command gives (`{named}`).
+    pub names: Vec<String>,
+    /// `init`: the new git dir, workspace-relative.
+    pub gitdir: Option<String>,
+}
+
+impl GitWrite {
+    /// A form without names (the table tests).
+    pub fn plain(form: &'static str) -> GitWrite {
+        GitWrite {
+            form,
+            names: Vec::new(),
+            gitdir: None,
+        }
+    }
+}
+
+/// The state `changes` gives a file with this content and mode.
+fn file_hash(text: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(Sha256::digest(text))
+}
+
+/// The content hash of a change's state after (`file:<sha256>:<mode>`), if a file.
+fn after_hash(c: &Change) -> Option<&str> {
+    c.after
+        .as_deref()
+        .and_then(|a| a.strip_prefix("file:"))
+        .and_then(|r| r.split(':').next())
+}
 const NEVER_COMPANION: &str = "objects/info";
 
 /// Hook names git runs from a hooks directory (used when `core.hooksPath` is the workspace root).
@@ -230,6 +371,10 @@ pub struct Judgement {
     /// Paths under the command's repository's git dir that git writes through a companion of
     /// the command's operations: neither protected nor unnamed.
     pub by_git: BTreeSet<String>,
+    /// The top of the working tree (workspace-relative; `""`: the workspace) that a form of
+    /// [`TREE_FORMS`] rewrote from the repository's objects, when the repository runs no hook
+    /// of its own; `effects` decides what that covers.
+    pub git_tree: Option<String>,
 }
 
 impl Judgement {
@@ -247,6 +392,12 @@ impl Judgement {
 pub struct RunRepo {
     pub gitdir: String,
     pub branch: Option<String>,
+    /// The branch `git switch -` goes back to: the last `checkout: moving from X to …` of
+    /// `logs/HEAD`.
+    pub previous: Option<String>,
+    /// The repository runs hooks of its own: a file of `hooks/` not named `*.sample`, or a
+    /// `core.hooksPath` in its config (a hook may write anything: no tree rewrite is covered).
+    pub hooks: bool,
 }
 
 /// A path a repository's config points at.
@@ -268,6 +419,11 @@ pub struct Facts {
     pub pointed: Vec<Pointed>,
     /// What could not be read: each protects the whole change set.
     pub unreadable: Vec<String>,
+    /// SHA-256 of git's default template files (relative to the template dir), read only when
+    /// the command runs `git init`.
+    pub templates: HashMap<String, BTreeSet<String>>,
+    /// A repository read sets `core.hooksPath` (its hooks may write anything).
+    pub hooks_path: bool,
 }
 
 /// The one decision: the protected paths of `cs` (a change set of `workspace`), each with its
@@ -279,17 +435,51 @@ pub fn judge(
     workspace: &Path,
     command: Option<(&CheckReport, &Path)>,
 ) -> Judgement {
-    let facts = gather(workspace, cs, command.map(|c| c.1));
+    let mut facts = gather(workspace, cs, command.map(|c| c.1));
     let writes = command
         .map(|(r, wd)| git_writes(r, wd, workspace))
         .unwrap_or_default();
-    decide(table, cs, &facts, &writes)
+    if writes.iter().any(|w| w.form == "init") {
+        facts.templates = template_hashes();
+    }
+    decide_git(table, cs, &facts, &writes)
 }
 
-/// The companion subcommands (`COMPANIONS` keys) of the command's git operations that write.
+/// SHA-256 of each file of git's default template dirs (the operator's system files).
+fn template_hashes() -> HashMap<String, BTreeSet<String>> {
+    let mut out: HashMap<String, BTreeSet<String>> = HashMap::new();
+    for dir in TEMPLATE_DIRS {
+        for sub in ["", "hooks", "info"] {
+            let d = Path::new(dir).join(sub);
+            let Ok(rd) = std::fs::read_dir(&d) else {
+                continue;
+            };
+            for e in rd.flatten() {
+                let Ok(m) = e.metadata() else { continue };
+                if !m.is_file() || m.len() > MAX_CONFIG {
+                    continue;
+                }
+                let Ok(bytes) = std::fs::read(e.path()) else {
+                    continue;
+                };
+                let name = e.file_name().to_string_lossy().into_owned();
+                let rel = if sub.is_empty() {
+                    name
+                } else {
+                    format!("{sub}/{name}")
+                };
+                out.entry(rel).or_default().insert(file_hash(&bytes));
+            }
+        }
+    }
+    out
+}
+
+/// The git operations of the command that write through declared companions: the
+/// subcommands of [`COMPANIONS`], the forms of [`LOCAL_COMPANIONS`] with the names they give.
 /// `git -C DIR`, `--git-dir`, `--work-tree` write another repository, and a `-c` key off the
 /// safe table may move what git writes: no companion.
-pub fn git_writes(report: &CheckReport, workdir: &Path, workspace: &Path) -> Vec<&'static str> {
+pub fn git_writes(report: &CheckReport, workdir: &Path, workspace: &Path) -> Vec<GitWrite> {
     let mut out = Vec::new();
     for op in &report.operations {
         if op.program != "git" || signatures::of_operation(op, workdir, workspace).is_none() {
@@ -306,8 +496,27 @@ pub fn git_writes(report: &CheckReport, workdir: &Path, workspace: &Path) -> Vec
         }
         let sub = signatures::walk_args(op, workdir, workspace).sub;
         if let Some((s, _)) = COMPANIONS.iter().find(|(s, _)| sub.as_deref() == Some(*s)) {
-            out.push(*s);
+            out.push(GitWrite::plain(s));
+            continue;
         }
+        let Some(l) = crate::classify::git::local_form(&op.args) else {
+            continue;
+        };
+        let gitdir = match &l.dir {
+            Some(d) => {
+                let abs = signatures::normalise(&workdir.join(d).join(".git"));
+                match abs.strip_prefix(workspace) {
+                    Ok(r) => Some(r.to_string_lossy().into_owned()),
+                    Err(_) => continue,
+                }
+            }
+            None => None,
+        };
+        out.push(GitWrite {
+            form: l.form,
+            names: l.names,
+            gitdir,
+        });
     }
     out
 }
@@ -320,8 +529,31 @@ fn has_git_component(path: &str) -> bool {
     path.split('/').any(|c| c.eq_ignore_ascii_case(".git"))
 }
 
-/// Whether git writes `path` (an added directory: `dir`) through one of `writes`' companions.
-fn companion(repo: &RunRepo, writes: &[&str], path: &str, dir: bool) -> bool {
+/// The names `{named}` stands for in one write (`-`: the previous branch).
+fn resolved(repo: &RunRepo, w: &GitWrite) -> Vec<String> {
+    w.names
+        .iter()
+        .filter_map(|n| match n.as_str() {
+            "-" => repo.previous.clone(),
+            _ => Some(n.clone()),
+        })
+        .collect()
+}
+
+/// The branches `{branch}` stands for: `HEAD`'s before the command, and those its `switch`
+/// forms name.
+fn branches(repo: &RunRepo, writes: &[GitWrite]) -> Vec<String> {
+    let mut out: Vec<String> = repo.branch.iter().cloned().collect();
+    for w in writes.iter().filter(|w| w.form.starts_with("switch")) {
+        out.extend(resolved(repo, w));
+    }
+    out
+}
+
+/// Whether git writes the change `c` through one of `writes`' companions in `repo`.
+fn companion(repo: &RunRepo, writes: &[GitWrite], c: &Change) -> bool {
+    let path = c.path.as_str();
+    let dir = c.after.as_deref() == Some("dir");
     let Some(q) = path
         .strip_prefix(repo.gitdir.as_str())
         .and_then(|r| r.strip_prefix('/'))
@@ -331,25 +563,127 @@ fn companion(repo: &RunRepo, writes: &[&str], path: &str, dir: bool) -> bool {
     if under(q, NEVER_COMPANION) {
         return false;
     }
-    let branch = repo.branch.as_deref();
-    COMPANIONS
+    let branches = branches(repo, writes);
+    for w in writes {
+        let Some((_, globs)) = COMPANIONS
+            .iter()
+            .chain(LOCAL_COMPANIONS)
+            .find(|(s, _)| *s == w.form)
+        else {
+            continue;
+        };
+        let named = resolved(repo, w);
+        for g in globs.iter() {
+            if let Some((p, target)) = g.split_once(" -> ") {
+                // `HEAD -> {named}`: the path with exactly that content
+                let want: Vec<String> = match target {
+                    "{named}" => named.clone(),
+                    _ => Vec::new(),
+                };
+                if q == p
+                    && want.iter().any(|n| {
+                        after_hash(c) == Some(file_hash(format!("ref: refs/heads/{n}\n").as_bytes()).as_str())
+                    })
+                {
+                    return true;
+                }
+                continue;
+            }
+            let expanded: Vec<String> = if g.contains("{branch}") {
+                branches.iter().map(|b| g.replace("{branch}", b)).collect()
+            } else if g.contains("{named}") {
+                named.iter().map(|n| g.replace("{named}", n)).collect()
+            } else {
+                vec![g.to_string()]
+            };
+            let hit = expanded.iter().any(|g| match g.strip_suffix("/**") {
+                Some(base) => under(q, base) || (dir && under(base, q)),
+                None => q == g || (dir && under(g, q)),
+            });
+            if hit {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+/// Whether `c` is a file or directory a fresh `git init` of `writes` makes: added, in a git
+/// dir the change set adds, one of [`INIT_DIRS`], `HEAD` naming the initial branch, a `config`
+/// of [`INIT_CONFIGS`], or `description` / `info/exclude` / `hooks/*.sample` with the bytes
+/// of the operator's template.
+fn init_companion(facts: &Facts, cs: &ChangeSet, writes: &[GitWrite], c: &Change) -> bool {
+    if c.kind != ChangeKind::Added {
+        return false;
+    }
+    writes
         .iter()
-        .filter(|(s, _)| writes.contains(s))
-        .flat_map(|(_, g)| g.iter())
-        .filter_map(|g| match (g.contains("{branch}"), branch) {
-            (false, _) => Some(g.to_string()),
-            (true, Some(b)) => Some(g.replace("{branch}", b)),
-            (true, None) => None,
-        })
-        .any(|g| match g.strip_suffix("/**") {
-            Some(base) => under(q, base) || (dir && under(base, q)),
-            None => q == g || (dir && under(&g, q)),
+        .filter(|w| w.form == "init")
+        .filter_map(|w| w.gitdir.as_deref().map(|g| (w, g)))
+        .any(|(w, g)| {
+            let fresh = cs.changes.iter().any(|x| {
+                x.path == g && x.kind == ChangeKind::Added && x.after.as_deref() == Some("dir")
+            });
+            let q = if c.path == g {
+                ""
+            } else {
+                match c.path.strip_prefix(g).and_then(|r| r.strip_prefix('/')) {
+                    Some(q) => q,
+                    None => return false,
+                }
+            };
+            if !fresh {
+                return false;
+            }
+            if c.after.as_deref() == Some("dir") {
+                return INIT_DIRS.contains(&q);
+            }
+            let Some(h) = after_hash(c) else {
+                return false;
+            };
+            match q {
+                "HEAD" => w
+                    .names
+                    .iter()
+                    .any(|n| h == file_hash(format!("ref: refs/heads/{n}\n").as_bytes())),
+                "config" => INIT_CONFIGS.iter().any(|t| h == file_hash(t.as_bytes())),
+                "description" | "info/exclude" => {
+                    facts.templates.get(q).is_some_and(|hs| hs.contains(h))
+                }
+                _ if q.starts_with("hooks/")
+                    && q.ends_with(".sample")
+                    && !q["hooks/".len()..].contains('/') =>
+                {
+                    facts.templates.get(q).is_some_and(|hs| hs.contains(h))
+                }
+                _ => false,
+            }
         })
 }
 
-/// The judgement over gathered facts (pure; the table tests drive it directly).
+/// The judgement over gathered facts with plain companion subcommands (no names).
 pub fn decide(table: &Table, cs: &ChangeSet, facts: &Facts, writes: &[&str]) -> Judgement {
+    let writes: Vec<GitWrite> = writes
+        .iter()
+        .filter_map(|w| {
+            COMPANIONS
+                .iter()
+                .chain(LOCAL_COMPANIONS)
+                .find(|(s, _)| s == w)
+                .map(|(s, _)| GitWrite::plain(s))
+        })
+        .collect();
+    decide_git(table, cs, facts, &writes)
+}
+
+/// The judgement over gathered facts (pure; the table tests drive it directly).
+pub fn decide_git(table: &Table, cs: &ChangeSet, facts: &Facts, writes: &[GitWrite]) -> Judgement {
     let mut j = Judgement::default();
+    if let Some(r) = facts.repo.as_ref().filter(|r| !r.hooks) {
+        if writes.iter().any(|w| TREE_FORMS.contains(&w.form)) {
+            j.git_tree = Some(parent_of(&r.gitdir).to_string());
+        }
+    }
     for c in &cs.changes {
         let p = c.path.as_str();
         let hit = |rule: &str, why: &str| Hit {
@@ -372,11 +706,8 @@ pub fn decide(table: &Table, cs: &ChangeSet, facts: &Facts, writes: &[&str]) -> 
         }
         let git_dir = facts.git_dirs.iter().find(|d| under(p, d));
         if has_git_component(p) || git_dir.is_some() {
-            let dir = c.after.as_deref() == Some("dir");
-            if facts
-                .repo
-                .as_ref()
-                .is_some_and(|r| companion(r, writes, p, dir))
+            if facts.repo.as_ref().is_some_and(|r| companion(r, writes, c))
+                || init_companion(facts, cs, writes, c)
             {
                 j.by_git.insert(p.to_string());
                 continue;
@@ -585,7 +916,30 @@ pub fn gather(workspace: &Path, cs: &ChangeSet, workdir: Option<&Path>) -> Facts
                             })
                             .map(str::to_string)
                     });
-                    f.repo = Some(RunRepo { gitdir: g, branch });
+                    // `git switch -` goes back to the branch of the last checkout's "from"
+                    let previous = r
+                        .read(&Loc::In(format!("{g}/logs/HEAD")))
+                        .ok()
+                        .flatten()
+                        .and_then(|log| {
+                            log.lines().rev().find_map(|l| {
+                                let (_, msg) = l.split_once('\t')?;
+                                let rest = msg.strip_prefix("checkout: moving from ")?;
+                                let (from, _) = rest.split_once(" to ")?;
+                                crate::classify::git::plain_ref_name(from)
+                                    .then(|| from.to_string())
+                            })
+                        });
+                    let hooks = r
+                        .list(&Loc::In(format!("{g}/hooks")))
+                        .iter()
+                        .any(|n| !n.ends_with(".sample"));
+                    f.repo = Some(RunRepo {
+                        gitdir: g,
+                        branch,
+                        previous,
+                        hooks,
+                    });
                     break;
                 }
                 Ok(Lookup::Absent) if !cur.is_empty() => cur = parent_of(cur),
@@ -619,6 +973,11 @@ pub fn gather(workspace: &Path, cs: &ChangeSet, workdir: Option<&Path>) -> Facts
         };
         if let Err(e) = repository(&mut r, &mut f, &gitdir, Some(&Loc::In(d.clone())), 0) {
             f.unreadable.push(format!("{e:#}"));
+        }
+    }
+    if f.hooks_path {
+        if let Some(repo) = f.repo.as_mut() {
+            repo.hooks = true;
         }
     }
     f
@@ -661,6 +1020,9 @@ fn repository(
                     };
                     files.push(r.loc(&dir, v));
                 }
+            }
+            if e.section == "core" && e.key == "hookspath" && e.subsection.is_none() {
+                f.hooks_path = true;
             }
             entries.push((file.clone(), e));
         }
@@ -891,6 +1253,7 @@ mod tests {
             repo: Some(RunRepo {
                 gitdir: ".git".into(),
                 branch: Some("main".into()),
+                ..RunRepo::default()
             }),
             ..Facts::default()
         };
@@ -898,6 +1261,7 @@ mod tests {
             repo: Some(RunRepo {
                 gitdir: "sub/.git".into(),
                 branch: Some("main".into()),
+                ..RunRepo::default()
             }),
             ..Facts::default()
         };
@@ -1127,7 +1491,8 @@ mod tests {
             f.repo,
             Some(RunRepo {
                 gitdir: ".git".into(),
-                branch: Some("feat/x".into())
+                branch: Some("feat/x".into()),
+                ..RunRepo::default()
             })
         );
         assert!(f.git_dirs.contains("evil"), "{:?}", f.git_dirs);

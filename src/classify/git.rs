@@ -379,6 +379,228 @@ pub fn refine(args: &[String]) -> Refined {
     r
 }
 
+/// A form of git's local bookkeeping (issue 35) whose writes in its own dir are declared
+/// (`bash::protected::COMPANIONS`, keyed by `form`): only the plain spellings below, with the
+/// names the command gives. Any other flag (force, track, sign, strategy, template, editor,
+/// interactive, separate git dir…) is no such form: what git writes then stays protected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Local {
+    /// `switch`, `switch -c`, `restore`, `branch`, `branch -d`, `tag`, `tag -d`, `stash`,
+    /// `stash pop`, `stash drop`, `merge`, `init`.
+    pub form: &'static str,
+    /// The branch or tag names the command gives (`-` for `git switch -`); for `init` the
+    /// initial branch (`-b`, else `-c init.defaultBranch`, else `master`).
+    pub names: Vec<String>,
+    /// `init`: the directory given (relative to the working directory; `.` when none).
+    pub dir: Option<String>,
+}
+
+/// A branch or tag name as the forms accept it: what `git check-ref-format --branch` accepts,
+/// narrowed to plain characters (no `..`, `@{`, leading `-` or `.`, `.lock`, empty component).
+pub fn plain_ref_name(n: &str) -> bool {
+    !n.is_empty()
+        && n.len() <= 200
+        && n
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '/' | '+'))
+        && !n.starts_with('-')
+        && !n.contains("..")
+        && !n.ends_with(".lock")
+        && n.split('/')
+            .all(|c| !c.is_empty() && !c.starts_with('.') && !c.ends_with('.'))
+}
+
+/// Splits `rest` (after the subcommand) into flags and operands, accepting only the flags of
+/// `plain` and the value flags of `valued` (value separate, attached with `=`, or attached to a
+/// one-letter flag); None if any other flag is given. Returns (flags with values, operands).
+#[allow(clippy::type_complexity)]
+fn plain_args<'a>(
+    rest: &'a [String],
+    plain: &[&'a str],
+    valued: &[&'a str],
+) -> Option<(Vec<(&'a str, Option<&'a str>)>, Vec<&'a str>)> {
+    let mut flags = Vec::new();
+    let mut ops = Vec::new();
+    let mut i = 0;
+    let mut dd = false;
+    while i < rest.len() {
+        let a = rest[i].as_str();
+        i += 1;
+        if dd || !a.starts_with('-') || a == "-" {
+            ops.push(a);
+            continue;
+        }
+        if a == "--" {
+            dd = true;
+            continue;
+        }
+        if plain.contains(&a) {
+            flags.push((a, None));
+            continue;
+        }
+        if valued.contains(&a) {
+            flags.push((a, Some(rest.get(i)?.as_str())));
+            i += 1;
+            continue;
+        }
+        let attached = valued.iter().find_map(|v| {
+            let r = a.strip_prefix(v)?;
+            if v.starts_with("--") {
+                r.strip_prefix('=').map(|x| (*v, x))
+            } else {
+                (!r.is_empty()).then_some((*v, r))
+            }
+        });
+        match attached {
+            Some((v, x)) => flags.push((v, Some(x))),
+            None => return None,
+        }
+    }
+    Some((flags, ops))
+}
+
+/// The bookkeeping form of a git command (`args`: everything after `git`), if it is one.
+/// Long because it is one table of subcommand spellings, an arm each.
+pub fn local_form(args: &[String]) -> Option<Local> {
+    let mut i = 0;
+    while i < args.len() {
+        let a = args[i].as_str();
+        if !a.starts_with('-') || a == "--" {
+            break;
+        }
+        if GLOBAL_VALUE.contains(&a) {
+            i += 1;
+        }
+        i += 1;
+    }
+    let sub = args.get(i)?.as_str();
+    let rest = &args[i + 1..];
+    let dd = rest.iter().any(|a| a == "--");
+    let names = |ops: &[&str]| -> Option<Vec<String>> {
+        ops.iter()
+            .all(|n| plain_ref_name(n))
+            .then(|| ops.iter().map(|n| n.to_string()).collect())
+    };
+    let local = |form: &'static str, names: Vec<String>| Some(Local { form, names, dir: None });
+    const Q: &[&str] = &["-q", "--quiet", "--progress", "--no-progress"];
+    match sub {
+        "switch" | "checkout" => {
+            let create: &[&str] = if sub == "switch" { &["-c", "--create"] } else { &["-b"] };
+            let (flags, ops) = plain_args(rest, Q, create)?;
+            if let Some((_, Some(n))) = flags.iter().find(|(f, _)| create.contains(f)) {
+                // `switch -c NAME [START]`: START read, not written
+                return (ops.len() <= 1 && !dd && plain_ref_name(n))
+                    .then(|| Local { form: "switch -c", names: vec![n.to_string()], dir: None });
+            }
+            match (sub, dd, ops.as_slice()) {
+                (_, false, [n]) if *n == "-" || plain_ref_name(n) => local("switch", vec![n.to_string()]),
+                // `checkout -- PATHS` / `checkout PATH PATH…`: the named paths from the index
+                ("checkout", _, [_, ..]) => local("restore", Vec::new()),
+                _ => None,
+            }
+        }
+        "restore" => {
+            let (_, ops) = plain_args(
+                rest,
+                &["-q", "--quiet", "-S", "--staged", "-W", "--worktree", "--progress", "--no-progress"],
+                &["-s", "--source"],
+            )?;
+            (!ops.is_empty()).then(|| Local { form: "restore", names: Vec::new(), dir: None })
+        }
+        "branch" => {
+            let (flags, ops) = plain_args(rest, &["-d", "-D", "--delete", "-q", "--quiet"], &[])?;
+            if !flags.iter().any(|(f, _)| matches!(*f, "-d" | "-D" | "--delete")) {
+                // `branch NAME [START]`
+                return match ops.as_slice() {
+                    [n] | [n, _] if plain_ref_name(n) => local("branch", vec![n.to_string()]),
+                    _ => None,
+                };
+            }
+            (!ops.is_empty()).then_some(())?;
+            local("branch -d", names(&ops)?)
+        }
+        "tag" => {
+            let (flags, ops) =
+                plain_args(rest, &["-a", "--annotate", "-d", "--delete"], &["-m", "--message"])?;
+            if flags.iter().any(|(f, _)| matches!(*f, "-d" | "--delete")) {
+                return (!ops.is_empty()).then_some(()).and_then(|_| local("tag -d", names(&ops)?));
+            }
+            match ops.as_slice() {
+                [n] | [n, _] if plain_ref_name(n) => local("tag", vec![n.to_string()]),
+                _ => None,
+            }
+        }
+        "stash" => {
+            let (verb, rest) = match rest.first().map(String::as_str) {
+                Some(v) if !v.starts_with('-') => (v, &rest[1..]),
+                _ => ("push", rest),
+            };
+            match verb {
+                "push" | "save" => {
+                    plain_args(
+                        rest,
+                        &["-q", "--quiet", "-u", "--include-untracked", "-k", "--keep-index", "--no-keep-index", "--staged", "-S"],
+                        &["-m", "--message"],
+                    )?;
+                    local("stash", Vec::new())
+                }
+                "pop" | "apply" => {
+                    let (_, ops) = plain_args(rest, &["-q", "--quiet", "--index"], &[])?;
+                    (ops.len() <= 1).then(|| Local { form: "stash pop", names: Vec::new(), dir: None })
+                }
+                "drop" | "clear" => {
+                    let (_, ops) = plain_args(rest, &["-q", "--quiet"], &[])?;
+                    (ops.len() <= 1).then(|| Local { form: "stash drop", names: Vec::new(), dir: None })
+                }
+                _ => None,
+            }
+        }
+        "merge" => {
+            let (_, ops) = plain_args(
+                rest,
+                &["-q", "--quiet", "--no-edit", "--no-ff", "--ff", "--ff-only", "--no-stat", "-n", "--stat", "--no-verify", "--no-progress", "--progress", "--no-log"],
+                &["-m", "--message"],
+            )?;
+            (!ops.is_empty() && !dd).then_some(())?;
+            local("merge", names(&ops)?)
+        }
+        "init" => {
+            let (flags, ops) = plain_args(rest, &["-q", "--quiet"], &["-b", "--initial-branch"])?;
+            let branch = flags
+                .iter()
+                .find_map(|(_, v)| *v)
+                .map(str::to_string)
+                .or_else(|| {
+                    // `-c init.defaultBranch=NAME` before the subcommand
+                    let mut out = None;
+                    let mut j = 0;
+                    while j < i {
+                        if args[j] == "-c" {
+                            if let Some((k, v)) = args.get(j + 1).and_then(|kv| kv.split_once('=')) {
+                                if k.eq_ignore_ascii_case("init.defaultbranch") {
+                                    out = Some(v.to_string());
+                                }
+                            }
+                            j += 1;
+                        }
+                        j += 1;
+                    }
+                    out
+                })
+                .unwrap_or_else(|| "master".to_string());
+            match ops.as_slice() {
+                [] | [_] if plain_ref_name(&branch) => Some(Local {
+                    form: "init",
+                    names: vec![branch],
+                    dir: Some(ops.first().unwrap_or(&".").to_string()),
+                }),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
 /// Applies [`refine`] to effects computed from the table.
 pub fn apply(args: &[String], fx: &mut Effects, notes: &mut Vec<String>, writes: &mut Vec<String>) {
     let r = refine(args);
