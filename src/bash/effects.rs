@@ -434,6 +434,137 @@ mod tests {
         }
     }
 
+    /// Issue 35: git rewriting its working tree covers the tracked files it rewrites, only for
+    /// the tree forms, only when nothing else in the command runs workspace code; protected
+    /// paths and git's own files beyond the companions still refuse.
+    #[test]
+    fn git_tree_rewrites_are_covered_only_for_the_tree_forms() {
+        use sha2::{Digest, Sha256};
+        let head = |b: &str| {
+            format!(
+                "file:{}:644",
+                hex::encode(Sha256::digest(format!("ref: refs/heads/{b}\n").as_bytes()))
+            )
+        };
+        let feat = head("feat");
+        let other = head("other");
+        let switch: Vec<Ch> = vec![
+            (".git/HEAD", M, feat.as_str()),
+            (".git/index", M, F),
+            (".git/logs/HEAD", M, F),
+            ("a.txt", M, F),
+            ("src/b.txt", A, F),
+            ("old.txt", D, F),
+        ];
+        let cases: Vec<(&str, Vec<Ch>, Option<&str>)> = vec![
+            ("git switch feat", switch.clone(), None),
+            ("git checkout feat", switch.clone(), None),
+            ("git -c user.name=a switch -q feat", switch.clone(), None),
+            (
+                "git switch feat",
+                vec![(".git/HEAD", M, other.as_str()), ("a.txt", M, F)],
+                Some("protected path .git/HEAD"),
+            ),
+            (
+                "git switch feat",
+                vec![(".git/index", M, F), (".git/hooks/post-checkout", A, F)],
+                Some("protected path .git/hooks/post-checkout"),
+            ),
+            (
+                "git switch feat",
+                vec![(".git/index", M, F), (".envrc", A, F)],
+                Some("protected path .envrc"),
+            ),
+            (
+                "git switch feat",
+                vec![(".git/index", M, F), (".git/refs/heads/other", A, F)],
+                Some("protected path .git/refs/heads/other"),
+            ),
+            // a runner beside it could write anything
+            ("git switch feat && make", switch.clone(), Some("adds src/b.txt")),
+            ("git switch --detach feat", vec![("a.txt", M, F)], Some("modifies a.txt")),
+            (
+                "git switch -c feat",
+                vec![
+                    (".git/HEAD", M, feat.as_str()),
+                    (".git/logs/HEAD", M, F),
+                    (".git/refs/heads/feat", A, F),
+                    (".git/logs/refs/heads/feat", A, F),
+                ],
+                None,
+            ),
+            (
+                "git stash -u",
+                vec![
+                    (".git/refs/stash", A, F),
+                    (".git/logs/refs", A, "dir"),
+                    (".git/logs/refs/stash", A, F),
+                    (".git/ORIG_HEAD", A, F),
+                    (".git/index", M, F),
+                    (".git/objects/6e", A, "dir"),
+                    (".git/objects/6e/11", A, F),
+                    ("a.txt", M, F),
+                    ("n.txt", D, F),
+                ],
+                None,
+            ),
+            (
+                "git stash pop",
+                vec![
+                    (".git/refs/stash", D, F),
+                    (".git/logs/refs/stash", D, F),
+                    (".git/AUTO_MERGE", A, F),
+                    (".git/index", M, F),
+                    ("a.txt", M, F),
+                ],
+                None,
+            ),
+            ("git stash drop", vec![(".git/refs/stash", D, F), ("a.txt", M, F)], Some("modifies a.txt")),
+            ("git tag v1", vec![(".git/refs/tags/v1", A, F)], None),
+            ("git tag v1", vec![(".git/refs/tags/v1", A, F), ("a.txt", M, F)], Some("modifies a.txt")),
+            ("git restore src", vec![(".git/index", M, F), ("src/a.rs", M, F)], None),
+            ("git checkout -- a.txt", vec![(".git/index", M, F), ("a.txt", M, F)], None),
+            (
+                "git merge --no-edit feat",
+                vec![
+                    (".git/refs/heads/master", M, F),
+                    (".git/logs/refs/heads/master", M, F),
+                    (".git/logs/HEAD", M, F),
+                    (".git/ORIG_HEAD", A, F),
+                    (".git/index", M, F),
+                    ("a.txt", M, F),
+                    ("b.txt", A, F),
+                ],
+                None,
+            ),
+            (
+                "git merge feat",
+                vec![(".git/MERGE_HEAD", A, F), ("a.txt", M, F)],
+                Some("protected path .git/MERGE_HEAD"),
+            ),
+            (
+                "git branch -d feat",
+                vec![(".git/refs/heads/feat", D, F), (".git/logs/refs/heads/feat", D, F)],
+                None,
+            ),
+            (
+                "git branch -d feat",
+                vec![(".git/refs/heads/master", D, F)],
+                Some("protected path .git/refs/heads/master"),
+            ),
+        ];
+        for (cmd, changes, want) in &cases {
+            let got = refusals(cmd, changes);
+            match want {
+                None => assert!(got.is_empty(), "{cmd}: expected no refusal, got {got:?}"),
+                Some(w) => assert!(
+                    got.iter().any(|g| g.contains(w)),
+                    "{cmd}: expected {w:?}, got {got:?}"
+                ),
+            }
+        }
+    }
+
     #[test]
     fn paths_resolve_from_the_workdir() {
         let p = PathLists::default();

@@ -1438,6 +1438,157 @@ mod tests {
         );
     }
 
+    /// Issue 35: the companions of git's local bookkeeping, each limited to what the command
+    /// names. (path, kind, state after, the writes, Some("git") by git / Some(rule) protected).
+    /// Long because the cases read as one table.
+    #[test]
+    fn local_bookkeeping_companions_cover_only_what_the_command_names() {
+        use Kind::{Added as A, Deleted as D, Modified as M};
+        let t = table();
+        let st = |text: &str| format!("file:{}:644", file_hash(text.as_bytes()));
+        let head = |b: &str| st(&format!("ref: refs/heads/{b}\n"));
+        let repo = Facts {
+            repo: Some(RunRepo {
+                gitdir: ".git".into(),
+                branch: Some("main".into()),
+                previous: Some("dev".into()),
+                hooks: false,
+            }),
+            templates: [
+                ("hooks/pre-commit.sample".to_string(), [file_hash(b"#!/bin/sh\n# sample\n")].into()),
+                ("info/exclude".to_string(), [file_hash(b"# exclude\n")].into()),
+            ]
+            .into(),
+            ..Facts::default()
+        };
+        let w = |form: &'static str, names: &[&str]| GitWrite {
+            form,
+            names: names.iter().map(|n| n.to_string()).collect(),
+            gitdir: None,
+        };
+        let init = |gitdir: &str, b: &str| GitWrite {
+            form: "init",
+            names: vec![b.to_string()],
+            gitdir: Some(gitdir.to_string()),
+        };
+        let p = "**/.git/**";
+        let cases: Vec<(&str, Kind, String, Vec<GitWrite>, &str)> = vec![
+            // git switch NAME: HEAD only as a ref to that name
+            (".git/HEAD", M, head("feat"), vec![w("switch", &["feat"])], "git"),
+            (".git/HEAD", M, head("other"), vec![w("switch", &["feat"])], p),
+            (".git/HEAD", M, st("0123456789abcdef0123456789abcdef01234567\n"), vec![w("switch", &["feat"])], p),
+            (".git/HEAD", M, st("ref: refs/heads/feat"), vec![w("switch", &["feat"])], p),
+            (".git/HEAD", M, head("feat"), vec![w("add", &[])], p),
+            (".git/HEAD", M, head("feat"), vec![w("switch -c", &["feat"]), w("stash", &[])], "git"),
+            (".git/index", M, F.into(), vec![w("switch", &["feat"])], "git"),
+            (".git/logs/HEAD", M, F.into(), vec![w("switch", &["feat"])], "git"),
+            (".git/refs/heads/feat", M, F.into(), vec![w("switch", &["feat"])], p),
+            (".git/config", M, F.into(), vec![w("switch", &["feat"])], p),
+            (".git/hooks/post-checkout", A, F.into(), vec![w("switch", &["feat"])], p),
+            (".git/packed-refs", M, F.into(), vec![w("switch", &["feat"])], p),
+            // git switch -: the branch logs/HEAD says was checked out before
+            (".git/HEAD", M, head("dev"), vec![w("switch", &["-"])], "git"),
+            (".git/HEAD", M, head("main"), vec![w("switch", &["-"])], p),
+            // git switch -c NAME / checkout -b NAME: that branch's ref and log
+            (".git/refs/heads/feat", A, F.into(), vec![w("switch -c", &["feat"])], "git"),
+            (".git/logs/refs/heads/feat", A, F.into(), vec![w("switch -c", &["feat"])], "git"),
+            (".git/refs/heads/feat", A, "dir".into(), vec![w("switch -c", &["feat/x"])], "git"),
+            (".git/refs/heads/feat/x", A, F.into(), vec![w("switch -c", &["feat/x"])], "git"),
+            (".git/refs/heads/other", A, F.into(), vec![w("switch -c", &["feat"])], p),
+            (".git/refs/heads/main", M, F.into(), vec![w("switch -c", &["feat"])], p),
+            (".git/refs/tags/feat", A, F.into(), vec![w("switch -c", &["feat"])], p),
+            // a commit after a switch writes the switched-to branch
+            (".git/refs/heads/feat", M, F.into(), vec![w("switch", &["feat"]), w("commit", &[])], "git"),
+            (".git/refs/heads/feat", M, F.into(), vec![w("commit", &[])], p),
+            // git branch NAME / -d NAME
+            (".git/refs/heads/feat", A, F.into(), vec![w("branch", &["feat"])], "git"),
+            (".git/HEAD", M, head("feat"), vec![w("branch", &["feat"])], p),
+            (".git/refs/heads/feat", D, F.into(), vec![w("branch -d", &["feat"])], "git"),
+            (".git/logs/refs/heads/feat", D, F.into(), vec![w("branch -d", &["feat"])], "git"),
+            (".git/refs/heads/main", D, F.into(), vec![w("branch -d", &["feat"])], p),
+            (".git/config", M, F.into(), vec![w("branch -d", &["feat"])], p),
+            // git tag NAME
+            (".git/refs/tags/v1", A, F.into(), vec![w("tag", &["v1"])], "git"),
+            (".git/objects/9f/ab", A, F.into(), vec![w("tag", &["v1"])], "git"),
+            (".git/refs/tags/v2", A, F.into(), vec![w("tag", &["v1"])], p),
+            (".git/refs/heads/v1", A, F.into(), vec![w("tag", &["v1"])], p),
+            (".git/refs/tags/v1", D, F.into(), vec![w("tag -d", &["v1"])], "git"),
+            // git stash / pop / drop
+            (".git/refs/stash", A, F.into(), vec![w("stash", &[])], "git"),
+            (".git/logs/refs/stash", A, F.into(), vec![w("stash", &[])], "git"),
+            (".git/ORIG_HEAD", A, F.into(), vec![w("stash", &[])], "git"),
+            (".git/objects/6e", A, "dir".into(), vec![w("stash", &[])], "git"),
+            (".git/refs/heads/main", M, F.into(), vec![w("stash", &[])], p),
+            (".git/HEAD", M, head("main"), vec![w("stash", &[])], p),
+            (".git/AUTO_MERGE", A, F.into(), vec![w("stash pop", &[])], "git"),
+            (".git/refs/stash", D, F.into(), vec![w("stash pop", &[])], "git"),
+            (".git/refs/stash", D, F.into(), vec![w("stash drop", &[])], "git"),
+            (".git/index", M, F.into(), vec![w("stash drop", &[])], p),
+            // git restore / checkout -- FILE: the index
+            (".git/index", M, F.into(), vec![w("restore", &[])], "git"),
+            (".git/objects/ab/cd", A, F.into(), vec![w("restore", &[])], p),
+            // git merge NAME: the current branch, ORIG_HEAD; never MERGE_HEAD or NAME's ref
+            (".git/refs/heads/main", M, F.into(), vec![w("merge", &["feat"])], "git"),
+            (".git/ORIG_HEAD", A, F.into(), vec![w("merge", &["feat"])], "git"),
+            (".git/refs/heads/feat", M, F.into(), vec![w("merge", &["feat"])], p),
+            (".git/MERGE_HEAD", A, F.into(), vec![w("merge", &["feat"])], p),
+            (".git/MERGE_MSG", A, F.into(), vec![w("merge", &["feat"])], p),
+            (".git/objects/info/commit-graph", A, F.into(), vec![w("merge", &["feat"])], p),
+            // git init: a fresh git dir as git makes it, nothing else
+            ("new/.git", A, "dir".into(), vec![init("new/.git", "main")], "git"),
+            ("new/.git/objects/info", A, "dir".into(), vec![init("new/.git", "main")], "git"),
+            ("new/.git/refs/heads", A, "dir".into(), vec![init("new/.git", "main")], "git"),
+            ("new/.git/HEAD", A, head("main"), vec![init("new/.git", "main")], "git"),
+            ("new/.git/HEAD", A, head("evil"), vec![init("new/.git", "main")], p),
+            ("new/.git/config", A, st(INIT_CONFIGS[0]), vec![init("new/.git", "main")], "git"),
+            ("new/.git/config", A, st(&format!("{}[core]\n\tfsmonitor = x\n", INIT_CONFIGS[0])), vec![init("new/.git", "main")], p),
+            ("new/.git/hooks/pre-commit.sample", A, st("#!/bin/sh\n# sample\n"), vec![init("new/.git", "main")], "git"),
+            ("new/.git/hooks/pre-commit.sample", A, st("#!/bin/sh\ntouch /tmp/x\n"), vec![init("new/.git", "main")], p),
+            ("new/.git/hooks/pre-commit", A, st("#!/bin/sh\n# sample\n"), vec![init("new/.git", "main")], p),
+            ("new/.git/info/exclude", A, st("# exclude\n"), vec![init("new/.git", "main")], "git"),
+            ("new/.git/info/attributes", A, st("# exclude\n"), vec![init("new/.git", "main")], p),
+            ("new/.git/objects/info/alternates", A, F.into(), vec![init("new/.git", "main")], p),
+            ("new/.git/refs/heads/main", A, F.into(), vec![init("new/.git", "main")], p),
+            ("new/.git/commondir", A, F.into(), vec![init("new/.git", "main")], p),
+            ("other/.git/HEAD", A, head("main"), vec![init("new/.git", "main")], p),
+        ];
+        for (path, kind, after, writes, want) in &cases {
+            let mut set = crate::bash::changes::for_tests(&[(path, *kind, after.as_str())], F);
+            // init: the git dir itself is added by the same change set (a fresh one)
+            if path.starts_with("new/.git/") {
+                set.changes.extend(
+                    crate::bash::changes::for_tests(&[("new/.git", A, "dir")], F).changes,
+                );
+            }
+            let j = decide_git(&t, &set, &repo, writes);
+            let got = if j.by_git.contains(*path) {
+                "git"
+            } else {
+                j.hits.first().map(|h| h.rule.as_str()).unwrap_or("none")
+            };
+            let forms: Vec<&str> = writes.iter().map(|w| w.form).collect();
+            assert_eq!(got, *want, "{path} ({kind:?}, {after}) with {forms:?}");
+        }
+        // an init in a git dir that already existed (no added git dir): nothing is covered
+        let set = cs(&[("new/.git/HEAD", A, &head("main"))]);
+        let j = decide_git(&t, &set, &repo, &[init("new/.git", "main")]);
+        assert!(j.by_git.is_empty(), "{j:?}");
+        // the working tree git rewrote: only for the tree forms, only without hooks
+        let j = decide_git(&t, &cs(&[("a.txt", M, F)]), &repo, &[w("switch", &["feat"])]);
+        assert_eq!(j.git_tree.as_deref(), Some(""));
+        let j = decide_git(&t, &cs(&[("a.txt", M, F)]), &repo, &[w("tag", &["v1"])]);
+        assert_eq!(j.git_tree, None);
+        let hooked = Facts {
+            repo: Some(RunRepo {
+                hooks: true,
+                ..repo.repo.clone().unwrap()
+            }),
+            ..Facts::default()
+        };
+        let j = decide_git(&t, &cs(&[("a.txt", M, F)]), &hooked, &[w("stash pop", &[])]);
+        assert_eq!(j.git_tree, None);
+    }
+
     fn write(root: &Path, rel: &str, text: &str) {
         let p = root.join(rel);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
@@ -1452,6 +1603,12 @@ mod tests {
         let ws = d.path().join("ws");
         let outside = d.path().join("outside");
         write(&ws, ".git/HEAD", "ref: refs/heads/feat/x\n");
+        write(
+            &ws,
+            ".git/logs/HEAD",
+            "0 1 A <a@b> 1 +0000\tcommit: x\n1 2 A <a@b> 2 +0000\tcheckout: moving from dev to main\n2 3 A <a@b> 3 +0000\tcheckout: moving from main to feat/x\n3 4 A <a@b> 3 +0000\tcommit: y\n",
+        );
+        write(&ws, ".git/hooks/pre-commit.sample", "#!/bin/sh\n");
         std::fs::create_dir_all(ws.join(".git/objects")).unwrap();
         write(
             &ws,
@@ -1492,7 +1649,9 @@ mod tests {
             Some(RunRepo {
                 gitdir: ".git".into(),
                 branch: Some("feat/x".into()),
-                ..RunRepo::default()
+                previous: Some("main".into()),
+                // the config sets core.hooksPath
+                hooks: true,
             })
         );
         assert!(f.git_dirs.contains("evil"), "{:?}", f.git_dirs);
@@ -1539,6 +1698,15 @@ mod tests {
         write(&ws4, ".git/config", "[core]\n\thooksPath = .\n");
         let f = gather(&ws4, &cs(&[("a", Kind::Added, F)]), Some(&ws4));
         assert!(f.pointed.iter().any(|p| p.path == "pre-commit" && !p.dir));
+        // hooks of its own: a file of hooks/ not named *.sample
+        let ws5 = d.path().join("ws5");
+        write(&ws5, ".git/HEAD", "ref: refs/heads/main\n");
+        write(&ws5, ".git/hooks/pre-commit.sample", "#!/bin/sh\n");
+        let f = gather(&ws5, &cs(&[("a", Kind::Added, F)]), Some(&ws5));
+        assert!(!f.repo.as_ref().unwrap().hooks, "{:?}", f.repo);
+        write(&ws5, ".git/hooks/post-checkout", "#!/bin/sh\n");
+        let f = gather(&ws5, &cs(&[("a", Kind::Added, F)]), Some(&ws5));
+        assert!(f.repo.as_ref().unwrap().hooks, "{:?}", f.repo);
         assert!(!f.pointed.iter().any(|p| p.path.is_empty()));
     }
 }

@@ -701,4 +701,88 @@ mod tests {
             );
         }
     }
+
+    /// The bookkeeping forms (issue 35): (command after `git`, Some((form, names, dir)) / None).
+    #[test]
+    fn local_bookkeeping_forms_and_their_names() {
+        type Want<'a> = Option<(&'a str, &'a [&'a str], Option<&'a str>)>;
+        let cases: &[(&str, Want)] = &[
+            ("switch main", Some(("switch", &["main"], None))),
+            ("switch -q feat/x", Some(("switch", &["feat/x"], None))),
+            ("switch -", Some(("switch", &["-"], None))),
+            ("checkout main", Some(("switch", &["main"], None))),
+            ("switch -c feat", Some(("switch -c", &["feat"], None))),
+            ("switch --create=feat main", Some(("switch -c", &["feat"], None))),
+            ("checkout -b feat", Some(("switch -c", &["feat"], None))),
+            ("checkout -b feat v1", Some(("switch -c", &["feat"], None))),
+            ("-c user.name=a switch -c feat", Some(("switch -c", &["feat"], None))),
+            ("switch -C feat", None),
+            ("switch --detach HEAD~1", None),
+            ("switch -f main", None),
+            ("switch --orphan x", None),
+            ("switch -c feat --track origin/x", None),
+            ("switch ../x", None),
+            ("switch a..b", None),
+            ("checkout -- a.txt", Some(("restore", &[], None))),
+            ("checkout a.txt b.txt", Some(("restore", &[], None))),
+            ("checkout .", Some(("restore", &[], None))),
+            ("checkout -B x", None),
+            ("restore a.txt", Some(("restore", &[], None))),
+            ("restore --staged --source=HEAD a.txt", Some(("restore", &[], None))),
+            ("restore -p a.txt", None),
+            ("restore", None),
+            ("branch feat", Some(("branch", &["feat"], None))),
+            ("branch feat main", Some(("branch", &["feat"], None))),
+            ("branch -d a b", Some(("branch -d", &["a", "b"], None))),
+            ("branch -D a", Some(("branch -d", &["a"], None))),
+            ("branch -m a b", None),
+            ("branch -f a", None),
+            ("branch -u origin/a", None),
+            ("tag v1", Some(("tag", &["v1"], None))),
+            ("tag v0.1.0 HEAD~1", Some(("tag", &["v0.1.0"], None))),
+            ("tag -a v1 -m msg", Some(("tag", &["v1"], None))),
+            ("tag -d v1", Some(("tag -d", &["v1"], None))),
+            ("tag -s v1", None),
+            ("tag -f v1", None),
+            ("tag -F msg.txt v1", None),
+            ("stash", Some(("stash", &[], None))),
+            ("stash -u", Some(("stash", &[], None))),
+            ("stash push -m wip", Some(("stash", &[], None))),
+            ("stash push -p", None),
+            ("stash pop", Some(("stash pop", &[], None))),
+            ("stash apply stash@{1}", Some(("stash pop", &[], None))),
+            ("stash drop", Some(("stash drop", &[], None))),
+            ("stash clear", Some(("stash drop", &[], None))),
+            ("stash list", None),
+            ("stash show -p", None),
+            ("stash branch x", None),
+            ("merge feat", Some(("merge", &["feat"], None))),
+            ("merge -q --no-ff --no-edit feat", Some(("merge", &["feat"], None))),
+            ("merge --ff-only a b", Some(("merge", &["a", "b"], None))),
+            ("merge -s ours feat", None),
+            ("merge -X theirs feat", None),
+            ("merge --squash feat", None),
+            ("merge -S feat", None),
+            ("merge --abort", None),
+            ("init", Some(("init", &["master"], Some(".")))),
+            ("init -q -b main", Some(("init", &["main"], Some(".")))),
+            ("init --initial-branch=trunk sub", Some(("init", &["trunk"], Some("sub")))),
+            ("-c init.defaultBranch=main init -q", Some(("init", &["main"], Some(".")))),
+            ("init --template=t", None),
+            ("init --separate-git-dir=../g", None),
+            ("init --bare", None),
+            ("init -b ../x", None),
+            ("commit -m x", None),
+            ("rebase main", None),
+        ];
+        for (cmd, want) in cases {
+            let args: Vec<String> = cmd.split_whitespace().map(String::from).collect();
+            let got = local_form(&args);
+            let got = got
+                .as_ref()
+                .map(|l| (l.form, l.names.iter().map(String::as_str).collect::<Vec<_>>(), l.dir.as_deref()));
+            let want = want.map(|(f, n, d)| (f, n.to_vec(), d));
+            assert_eq!(got, want, "git {cmd}");
+        }
+    }
 }
