@@ -19,7 +19,10 @@
 //!    (`HEAD` beside `objects`, `refs`, `commondir` or `config`, after the change set), except
 //!    what git itself writes through a declared companion of one of the command's operations,
 //!    in the repository the command runs in only ([`COMPANIONS`]; never `objects/info/**`, refs
-//!    only of the branch `HEAD` names);
+//!    only of the branch `HEAD` names), and what the plain forms of git's local bookkeeping
+//!    write there ([`LOCAL_COMPANIONS`], issue 35: refs only of the names the command gives,
+//!    `HEAD` only as a ref to a branch it names — checked on the change set's content hash —,
+//!    a fresh `git init` git dir only byte for byte as git makes it);
 //! 3. the operator's `protected_paths` and the built-in table (`permset::PROTECTED`);
 //! 4. by default any other dot-file or dot-directory — unless it is data (`permset::DATA` and
 //!    the operator's `data_paths`: caches and build output, so ordinary builds and test runs
@@ -78,13 +81,14 @@ pub const COMPANIONS: &[(&str, &[&str])] = &[
 /// `info/**`, `objects/info/**`. `init` is judged apart ([`INIT_DIRS`], [`INIT_CONFIGS`],
 /// the operator's template files).
 pub const LOCAL_COMPANIONS: &[(&str, &[&str])] = &[
-    ("switch", &["HEAD -> {named}", "index", "logs/HEAD"]),
+    ("switch", &["HEAD -> {named}", "index", "logs/HEAD", "AUTO_MERGE"]),
     (
         "switch -c",
         &[
             "HEAD -> {named}",
             "index",
             "logs/HEAD",
+            "AUTO_MERGE",
             "refs/heads/{named}",
             "logs/refs/heads/{named}",
         ],
@@ -102,6 +106,7 @@ pub const LOCAL_COMPANIONS: &[(&str, &[&str])] = &[
             "index",
             "objects/**",
             "ORIG_HEAD",
+            "AUTO_MERGE",
             "logs/HEAD",
         ],
     ),
