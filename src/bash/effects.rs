@@ -26,9 +26,10 @@
 //!    tracked files the command does not name, from the repository's objects — content that
 //!    earlier change sets (a human's, or learned ones, each judged path by path) put there. Such
 //!    a change (outside any git dir, inside that repository's working tree) is covered only when
-//!    nothing else in the command could have written it: no other operation that runs
-//!    workspace code (`signatures::WORKSPACE_RUNNERS` other than git: `make`, `python`, …), and
-//!    the repository runs no hook of its own (`protected::RunRepo::hooks`: a hook could write
+//!    nothing else in the command could have written it: every other operation that needs a
+//!    human is a git form with declared companions or a redirect (never a runner such as
+//!    `make` / `python`, nor `tar -x`, `patch`, `git apply`, which write what they do not name),
+//!    and the repository runs no hook of its own (`protected::RunRepo::hooks`: a hook could write
 //!    anything). Every such path is still judged by `protected::judge` first: a branch that
 //!    brings a `.npmrc`, a hook or a path the config points at asks like any other write.
 //!
@@ -190,15 +191,23 @@ fn covered(n: &Named, by_git: &BTreeSet<String>, path: &str, added_dir: bool) ->
 }
 
 /// The working tree git rewrote (rule 3 of the module doc), when nothing else in the command
-/// runs workspace code.
-fn git_tree<'a>(report: &CheckReport, workdir: &Path, workspace: &Path, judged: &'a Judgement) -> Option<&'a str> {
+/// may write a path it does not name: every operation that needs a human is a git operation
+/// with declared companions (`protected::git_write`) or a redirect (which names its target).
+/// Any other program — a runner (`make`, `python`), an archive or patch tool (`tar -x`,
+/// `patch`, `git apply`) — turns the rule off.
+fn git_tree<'a>(
+    report: &CheckReport,
+    workdir: &Path,
+    workspace: &Path,
+    judged: &'a Judgement,
+) -> Option<&'a str> {
     let root = judged.git_tree.as_deref()?;
-    let other_runner = report.operations.iter().any(|op| {
-        op.program != "git"
-            && signatures::WORKSPACE_RUNNERS.contains(&op.program.as_str())
-            && signatures::of_operation(op, workdir, workspace).is_some()
+    let only_git = report.operations.iter().all(|op| {
+        op.kind == OpKind::Redirect
+            || signatures::of_operation(op, workdir, workspace).is_none()
+            || crate::bash::protected::git_write(op, workdir, workspace).is_some()
     });
-    (!other_runner).then_some(root)
+    only_git.then_some(root)
 }
 
 fn in_tree(path: &str, root: &str) -> bool {
@@ -482,6 +491,9 @@ mod tests {
             ),
             // a runner beside it could write anything
             ("git switch feat && make", switch.clone(), Some("adds src/b.txt")),
+            ("git switch feat && tar -xf x.tar", switch.clone(), Some("adds src/b.txt")),
+            ("git switch feat && git apply x.patch", switch.clone(), Some("adds src/b.txt")),
+            ("git switch feat && echo x > notes.txt", switch.clone(), None),
             ("git switch --detach feat", vec![("a.txt", M, F)], Some("modifies a.txt")),
             (
                 "git switch -c feat",

@@ -485,53 +485,48 @@ fn template_hashes() -> HashMap<String, BTreeSet<String>> {
 /// `git -C DIR`, `--git-dir`, `--work-tree` write another repository, and a `-c` key off the
 /// safe table may move what git writes: no companion.
 pub fn git_writes(report: &CheckReport, workdir: &Path, workspace: &Path) -> Vec<GitWrite> {
-    let mut out = Vec::new();
-    for op in &report.operations {
-        if op.program != "git" || signatures::of_operation(op, workdir, workspace).is_none() {
-            continue;
-        }
-        // `-c` with a key that may point git elsewhere (`classify::git::SAFE_CONFIG_KEYS`)
-        if crate::classify::git::unsafe_config_key(&op.args).is_some()
-            || op
-                .args
-                .iter()
-                .any(|a| a == "-C" || a.starts_with("--git-dir") || a.starts_with("--work-tree"))
-        {
-            continue;
-        }
-        let sub = signatures::walk_args(op, workdir, workspace).sub;
-        if let Some((s, _)) = COMPANIONS.iter().find(|(s, _)| sub.as_deref() == Some(*s)) {
-            out.push(GitWrite::plain(s));
-            continue;
-        }
-        let Some(l) = crate::classify::git::local_form(&op.args) else {
-            continue;
-        };
-        let gitdir = match &l.dir {
-            Some(d) => {
-                let abs = signatures::normalise(&workdir.join(d).join(".git"));
-                match abs.strip_prefix(workspace) {
-                    Ok(r) => Some(r.to_string_lossy().into_owned()),
-                    Err(_) => continue,
-                }
-            }
-            None => None,
-        };
-        out.push(GitWrite {
-            form: l.form,
-            names: l.names,
-            gitdir,
-        });
+    report
+        .operations
+        .iter()
+        .filter_map(|op| git_write(op, workdir, workspace))
+        .collect()
+}
+
+/// [`git_writes`] of one operation.
+pub fn git_write(
+    op: &crate::classify::Operation,
+    workdir: &Path,
+    workspace: &Path,
+) -> Option<GitWrite> {
+    if op.program != "git" || signatures::of_operation(op, workdir, workspace).is_none() {
+        return None;
     }
-    out
-}
-
-fn under(path: &str, dir: &str) -> bool {
-    dir.is_empty() || path == dir || path.strip_prefix(dir).is_some_and(|r| r.starts_with('/'))
-}
-
-fn has_git_component(path: &str) -> bool {
-    path.split('/').any(|c| c.eq_ignore_ascii_case(".git"))
+    // `-c` with a key that may point git elsewhere (`classify::git::SAFE_CONFIG_KEYS`)
+    if crate::classify::git::unsafe_config_key(&op.args).is_some()
+        || op
+            .args
+            .iter()
+            .any(|a| a == "-C" || a.starts_with("--git-dir") || a.starts_with("--work-tree"))
+    {
+        return None;
+    }
+    let sub = signatures::walk_args(op, workdir, workspace).sub;
+    if let Some((s, _)) = COMPANIONS.iter().find(|(s, _)| sub.as_deref() == Some(*s)) {
+        return Some(GitWrite::plain(s));
+    }
+    let l = crate::classify::git::local_form(&op.args)?;
+    let gitdir = match &l.dir {
+        Some(d) => {
+            let abs = signatures::normalise(&workdir.join(d).join(".git"));
+            Some(abs.strip_prefix(workspace).ok()?.to_string_lossy().into_owned())
+        }
+        None => None,
+    };
+    Some(GitWrite {
+        form: l.form,
+        names: l.names,
+        gitdir,
+    })
 }
 
 /// The names `{named}` stands for in one write (`-`: the previous branch).
