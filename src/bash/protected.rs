@@ -529,6 +529,14 @@ pub fn git_write(
     })
 }
 
+fn under(path: &str, dir: &str) -> bool {
+    dir.is_empty() || path == dir || path.strip_prefix(dir).is_some_and(|r| r.starts_with('/'))
+}
+
+fn has_git_component(path: &str) -> bool {
+    path.split('/').any(|c| c.eq_ignore_ascii_case(".git"))
+}
+
 /// The names `{named}` stands for in one write (`-`: the previous branch).
 fn resolved(repo: &RunRepo, w: &GitWrite) -> Vec<String> {
     w.names
