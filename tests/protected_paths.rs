@@ -512,7 +512,8 @@ fn read(env: &Env, rel: &str) -> String {
 /// ref to the branch it names, the stash, the tracked files git rewrites from its objects. A
 /// switch whose change set also writes a hook, another ref, or `HEAD` to a branch it does not
 /// name still asks, and nothing of it is applied. Each of these asked every time before (git's
-/// writes under `.git` were protected paths no signature covered).
+/// writes under `.git` were protected paths no signature covered). Long because it is one
+/// session: each step starts from the repository the previous one left.
 #[test]
 fn git_bookkeeping_is_learned_and_a_switch_writing_elsewhere_still_asks() {
     let (env, _d) = setup(None);

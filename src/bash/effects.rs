@@ -445,7 +445,8 @@ mod tests {
 
     /// Issue 35: git rewriting its working tree covers the tracked files it rewrites, only for
     /// the tree forms, only when nothing else in the command runs workspace code; protected
-    /// paths and git's own files beyond the companions still refuse.
+    /// paths and git's own files beyond the companions still refuse. Long because the cases
+    /// read as one table.
     #[test]
     fn git_tree_rewrites_are_covered_only_for_the_tree_forms() {
         use sha2::{Digest, Sha256};
@@ -490,11 +491,31 @@ mod tests {
                 Some("protected path .git/refs/heads/other"),
             ),
             // a runner beside it could write anything
-            ("git switch feat && make", switch.clone(), Some("adds src/b.txt")),
-            ("git switch feat && tar -xf x.tar", switch.clone(), Some("adds src/b.txt")),
-            ("git switch feat && git apply x.patch", switch.clone(), Some("adds src/b.txt")),
-            ("git switch feat && echo x > notes.txt", switch.clone(), None),
-            ("git switch --detach feat", vec![("a.txt", M, F)], Some("modifies a.txt")),
+            (
+                "git switch feat && make",
+                switch.clone(),
+                Some("adds src/b.txt"),
+            ),
+            (
+                "git switch feat && tar -xf x.tar",
+                switch.clone(),
+                Some("adds src/b.txt"),
+            ),
+            (
+                "git switch feat && git apply x.patch",
+                switch.clone(),
+                Some("adds src/b.txt"),
+            ),
+            (
+                "git switch feat && echo x > notes.txt",
+                switch.clone(),
+                None,
+            ),
+            (
+                "git switch --detach feat",
+                vec![("a.txt", M, F)],
+                Some("modifies a.txt"),
+            ),
             (
                 "git switch -c feat",
                 vec![
@@ -531,11 +552,27 @@ mod tests {
                 ],
                 None,
             ),
-            ("git stash drop", vec![(".git/refs/stash", D, F), ("a.txt", M, F)], Some("modifies a.txt")),
+            (
+                "git stash drop",
+                vec![(".git/refs/stash", D, F), ("a.txt", M, F)],
+                Some("modifies a.txt"),
+            ),
             ("git tag v1", vec![(".git/refs/tags/v1", A, F)], None),
-            ("git tag v1", vec![(".git/refs/tags/v1", A, F), ("a.txt", M, F)], Some("modifies a.txt")),
-            ("git restore src", vec![(".git/index", M, F), ("src/a.rs", M, F)], None),
-            ("git checkout -- a.txt", vec![(".git/index", M, F), ("a.txt", M, F)], None),
+            (
+                "git tag v1",
+                vec![(".git/refs/tags/v1", A, F), ("a.txt", M, F)],
+                Some("modifies a.txt"),
+            ),
+            (
+                "git restore src",
+                vec![(".git/index", M, F), ("src/a.rs", M, F)],
+                None,
+            ),
+            (
+                "git checkout -- a.txt",
+                vec![(".git/index", M, F), ("a.txt", M, F)],
+                None,
+            ),
             (
                 "git merge --no-edit feat",
                 vec![
@@ -556,7 +593,10 @@ mod tests {
             ),
             (
                 "git branch -d feat",
-                vec![(".git/refs/heads/feat", D, F), (".git/logs/refs/heads/feat", D, F)],
+                vec![
+                    (".git/refs/heads/feat", D, F),
+                    (".git/logs/refs/heads/feat", D, F),
+                ],
                 None,
             ),
             (

@@ -81,7 +81,10 @@ pub const COMPANIONS: &[(&str, &[&str])] = &[
 /// `info/**`, `objects/info/**`. `init` is judged apart ([`INIT_DIRS`], [`INIT_CONFIGS`],
 /// the operator's template files).
 pub const LOCAL_COMPANIONS: &[(&str, &[&str])] = &[
-    ("switch", &["HEAD -> {named}", "index", "logs/HEAD", "AUTO_MERGE"]),
+    (
+        "switch",
+        &["HEAD -> {named}", "index", "logs/HEAD", "AUTO_MERGE"],
+    ),
     (
         "switch -c",
         &[
@@ -95,7 +98,10 @@ pub const LOCAL_COMPANIONS: &[(&str, &[&str])] = &[
     ),
     ("restore", &["index"]),
     ("branch", &["refs/heads/{named}", "logs/refs/heads/{named}"]),
-    ("branch -d", &["refs/heads/{named}", "logs/refs/heads/{named}"]),
+    (
+        "branch -d",
+        &["refs/heads/{named}", "logs/refs/heads/{named}"],
+    ),
     ("tag", &["refs/tags/{named}", "objects/**"]),
     ("tag -d", &["refs/tags/{named}"]),
     (
@@ -138,7 +144,14 @@ pub const LOCAL_COMPANIONS: &[(&str, &[&str])] = &[
 
 /// The forms that rewrite tracked files of the working tree from the repository's objects
 /// (`effects` decides what that covers).
-pub const TREE_FORMS: &[&str] = &["switch", "switch -c", "restore", "stash", "stash pop", "merge"];
+pub const TREE_FORMS: &[&str] = &[
+    "switch",
+    "switch -c",
+    "restore",
+    "stash",
+    "stash pop",
+    "merge",
+];
 
 /// The directories a fresh `git init` makes in the new git dir (relative to it; `""`: the git
 /// dir itself).
@@ -518,7 +531,12 @@ pub fn git_write(
     let gitdir = match &l.dir {
         Some(d) => {
             let abs = signatures::normalise(&workdir.join(d).join(".git"));
-            Some(abs.strip_prefix(workspace).ok()?.to_string_lossy().into_owned())
+            Some(
+                abs.strip_prefix(workspace)
+                    .ok()?
+                    .to_string_lossy()
+                    .into_owned(),
+            )
         }
         None => None,
     };
@@ -590,7 +608,8 @@ fn companion(repo: &RunRepo, writes: &[GitWrite], c: &Change) -> bool {
                 };
                 if q == p
                     && want.iter().any(|n| {
-                        after_hash(c) == Some(file_hash(format!("ref: refs/heads/{n}\n").as_bytes()).as_str())
+                        after_hash(c)
+                            == Some(file_hash(format!("ref: refs/heads/{n}\n").as_bytes()).as_str())
                     })
                 {
                     return true;
@@ -934,8 +953,7 @@ pub fn gather(workspace: &Path, cs: &ChangeSet, workdir: Option<&Path>) -> Facts
                                 let (_, msg) = l.split_once('\t')?;
                                 let rest = msg.strip_prefix("checkout: moving from ")?;
                                 let (from, _) = rest.split_once(" to ")?;
-                                crate::classify::git::plain_ref_name(from)
-                                    .then(|| from.to_string())
+                                crate::classify::git::plain_ref_name(from).then(|| from.to_string())
                             })
                         });
                     let hooks = r
@@ -1463,8 +1481,14 @@ mod tests {
                 hooks: false,
             }),
             templates: [
-                ("hooks/pre-commit.sample".to_string(), [file_hash(b"#!/bin/sh\n# sample\n")].into()),
-                ("info/exclude".to_string(), [file_hash(b"# exclude\n")].into()),
+                (
+                    "hooks/pre-commit.sample".to_string(),
+                    [file_hash(b"#!/bin/sh\n# sample\n")].into(),
+                ),
+                (
+                    "info/exclude".to_string(),
+                    [file_hash(b"# exclude\n")].into(),
+                ),
             ]
             .into(),
             ..Facts::default()
@@ -1482,91 +1506,444 @@ mod tests {
         let p = "**/.git/**";
         let cases: Vec<(&str, Kind, String, Vec<GitWrite>, &str)> = vec![
             // git switch NAME: HEAD only as a ref to that name
-            (".git/HEAD", M, head("feat"), vec![w("switch", &["feat"])], "git"),
-            (".git/HEAD", M, head("other"), vec![w("switch", &["feat"])], p),
-            (".git/HEAD", M, st("0123456789abcdef0123456789abcdef01234567\n"), vec![w("switch", &["feat"])], p),
-            (".git/HEAD", M, st("ref: refs/heads/feat"), vec![w("switch", &["feat"])], p),
+            (
+                ".git/HEAD",
+                M,
+                head("feat"),
+                vec![w("switch", &["feat"])],
+                "git",
+            ),
+            (
+                ".git/HEAD",
+                M,
+                head("other"),
+                vec![w("switch", &["feat"])],
+                p,
+            ),
+            (
+                ".git/HEAD",
+                M,
+                st("0123456789abcdef0123456789abcdef01234567\n"),
+                vec![w("switch", &["feat"])],
+                p,
+            ),
+            (
+                ".git/HEAD",
+                M,
+                st("ref: refs/heads/feat"),
+                vec![w("switch", &["feat"])],
+                p,
+            ),
             (".git/HEAD", M, head("feat"), vec![w("add", &[])], p),
-            (".git/HEAD", M, head("feat"), vec![w("switch -c", &["feat"]), w("stash", &[])], "git"),
-            (".git/index", M, F.into(), vec![w("switch", &["feat"])], "git"),
-            (".git/logs/HEAD", M, F.into(), vec![w("switch", &["feat"])], "git"),
-            (".git/refs/heads/feat", M, F.into(), vec![w("switch", &["feat"])], p),
+            (
+                ".git/HEAD",
+                M,
+                head("feat"),
+                vec![w("switch -c", &["feat"]), w("stash", &[])],
+                "git",
+            ),
+            (
+                ".git/index",
+                M,
+                F.into(),
+                vec![w("switch", &["feat"])],
+                "git",
+            ),
+            (
+                ".git/logs/HEAD",
+                M,
+                F.into(),
+                vec![w("switch", &["feat"])],
+                "git",
+            ),
+            (
+                ".git/refs/heads/feat",
+                M,
+                F.into(),
+                vec![w("switch", &["feat"])],
+                p,
+            ),
             (".git/config", M, F.into(), vec![w("switch", &["feat"])], p),
-            (".git/hooks/post-checkout", A, F.into(), vec![w("switch", &["feat"])], p),
-            (".git/packed-refs", M, F.into(), vec![w("switch", &["feat"])], p),
+            (
+                ".git/hooks/post-checkout",
+                A,
+                F.into(),
+                vec![w("switch", &["feat"])],
+                p,
+            ),
+            (
+                ".git/packed-refs",
+                M,
+                F.into(),
+                vec![w("switch", &["feat"])],
+                p,
+            ),
             // git switch -: the branch logs/HEAD says was checked out before
-            (".git/HEAD", M, head("dev"), vec![w("switch", &["-"])], "git"),
+            (
+                ".git/HEAD",
+                M,
+                head("dev"),
+                vec![w("switch", &["-"])],
+                "git",
+            ),
             (".git/HEAD", M, head("main"), vec![w("switch", &["-"])], p),
             // git switch -c NAME / checkout -b NAME: that branch's ref and log
-            (".git/refs/heads/feat", A, F.into(), vec![w("switch -c", &["feat"])], "git"),
-            (".git/logs/refs/heads/feat", A, F.into(), vec![w("switch -c", &["feat"])], "git"),
-            (".git/refs/heads/feat", A, "dir".into(), vec![w("switch -c", &["feat/x"])], "git"),
-            (".git/refs/heads/feat/x", A, F.into(), vec![w("switch -c", &["feat/x"])], "git"),
-            (".git/refs/heads/other", A, F.into(), vec![w("switch -c", &["feat"])], p),
-            (".git/refs/heads/main", M, F.into(), vec![w("switch -c", &["feat"])], p),
-            (".git/refs/tags/feat", A, F.into(), vec![w("switch -c", &["feat"])], p),
+            (
+                ".git/refs/heads/feat",
+                A,
+                F.into(),
+                vec![w("switch -c", &["feat"])],
+                "git",
+            ),
+            (
+                ".git/logs/refs/heads/feat",
+                A,
+                F.into(),
+                vec![w("switch -c", &["feat"])],
+                "git",
+            ),
+            (
+                ".git/refs/heads/feat",
+                A,
+                "dir".into(),
+                vec![w("switch -c", &["feat/x"])],
+                "git",
+            ),
+            (
+                ".git/refs/heads/feat/x",
+                A,
+                F.into(),
+                vec![w("switch -c", &["feat/x"])],
+                "git",
+            ),
+            (
+                ".git/refs/heads/other",
+                A,
+                F.into(),
+                vec![w("switch -c", &["feat"])],
+                p,
+            ),
+            (
+                ".git/refs/heads/main",
+                M,
+                F.into(),
+                vec![w("switch -c", &["feat"])],
+                p,
+            ),
+            (
+                ".git/refs/tags/feat",
+                A,
+                F.into(),
+                vec![w("switch -c", &["feat"])],
+                p,
+            ),
             // a commit after a switch writes the switched-to branch
-            (".git/refs/heads/feat", M, F.into(), vec![w("switch", &["feat"]), w("commit", &[])], "git"),
-            (".git/refs/heads/feat", M, F.into(), vec![w("commit", &[])], p),
+            (
+                ".git/refs/heads/feat",
+                M,
+                F.into(),
+                vec![w("switch", &["feat"]), w("commit", &[])],
+                "git",
+            ),
+            (
+                ".git/refs/heads/feat",
+                M,
+                F.into(),
+                vec![w("commit", &[])],
+                p,
+            ),
             // git branch NAME / -d NAME
-            (".git/refs/heads/feat", A, F.into(), vec![w("branch", &["feat"])], "git"),
-            (".git/HEAD", M, head("feat"), vec![w("branch", &["feat"])], p),
-            (".git/refs/heads/feat", D, F.into(), vec![w("branch -d", &["feat"])], "git"),
-            (".git/logs/refs/heads/feat", D, F.into(), vec![w("branch -d", &["feat"])], "git"),
-            (".git/refs/heads/main", D, F.into(), vec![w("branch -d", &["feat"])], p),
-            (".git/config", M, F.into(), vec![w("branch -d", &["feat"])], p),
+            (
+                ".git/refs/heads/feat",
+                A,
+                F.into(),
+                vec![w("branch", &["feat"])],
+                "git",
+            ),
+            (
+                ".git/HEAD",
+                M,
+                head("feat"),
+                vec![w("branch", &["feat"])],
+                p,
+            ),
+            (
+                ".git/refs/heads/feat",
+                D,
+                F.into(),
+                vec![w("branch -d", &["feat"])],
+                "git",
+            ),
+            (
+                ".git/logs/refs/heads/feat",
+                D,
+                F.into(),
+                vec![w("branch -d", &["feat"])],
+                "git",
+            ),
+            (
+                ".git/refs/heads/main",
+                D,
+                F.into(),
+                vec![w("branch -d", &["feat"])],
+                p,
+            ),
+            (
+                ".git/config",
+                M,
+                F.into(),
+                vec![w("branch -d", &["feat"])],
+                p,
+            ),
             // git tag NAME
-            (".git/refs/tags/v1", A, F.into(), vec![w("tag", &["v1"])], "git"),
-            (".git/objects/9f/ab", A, F.into(), vec![w("tag", &["v1"])], "git"),
+            (
+                ".git/refs/tags/v1",
+                A,
+                F.into(),
+                vec![w("tag", &["v1"])],
+                "git",
+            ),
+            (
+                ".git/objects/9f/ab",
+                A,
+                F.into(),
+                vec![w("tag", &["v1"])],
+                "git",
+            ),
             (".git/refs/tags/v2", A, F.into(), vec![w("tag", &["v1"])], p),
-            (".git/refs/heads/v1", A, F.into(), vec![w("tag", &["v1"])], p),
-            (".git/refs/tags/v1", D, F.into(), vec![w("tag -d", &["v1"])], "git"),
+            (
+                ".git/refs/heads/v1",
+                A,
+                F.into(),
+                vec![w("tag", &["v1"])],
+                p,
+            ),
+            (
+                ".git/refs/tags/v1",
+                D,
+                F.into(),
+                vec![w("tag -d", &["v1"])],
+                "git",
+            ),
             // git stash / pop / drop
             (".git/refs/stash", A, F.into(), vec![w("stash", &[])], "git"),
-            (".git/logs/refs/stash", A, F.into(), vec![w("stash", &[])], "git"),
+            (
+                ".git/logs/refs/stash",
+                A,
+                F.into(),
+                vec![w("stash", &[])],
+                "git",
+            ),
             (".git/ORIG_HEAD", A, F.into(), vec![w("stash", &[])], "git"),
-            (".git/objects/6e", A, "dir".into(), vec![w("stash", &[])], "git"),
-            (".git/refs/heads/main", M, F.into(), vec![w("stash", &[])], p),
+            (
+                ".git/objects/6e",
+                A,
+                "dir".into(),
+                vec![w("stash", &[])],
+                "git",
+            ),
+            (
+                ".git/refs/heads/main",
+                M,
+                F.into(),
+                vec![w("stash", &[])],
+                p,
+            ),
             (".git/HEAD", M, head("main"), vec![w("stash", &[])], p),
-            (".git/AUTO_MERGE", A, F.into(), vec![w("stash pop", &[])], "git"),
-            (".git/refs/stash", D, F.into(), vec![w("stash pop", &[])], "git"),
-            (".git/refs/stash", D, F.into(), vec![w("stash drop", &[])], "git"),
+            (
+                ".git/AUTO_MERGE",
+                A,
+                F.into(),
+                vec![w("stash pop", &[])],
+                "git",
+            ),
+            (
+                ".git/refs/stash",
+                D,
+                F.into(),
+                vec![w("stash pop", &[])],
+                "git",
+            ),
+            (
+                ".git/refs/stash",
+                D,
+                F.into(),
+                vec![w("stash drop", &[])],
+                "git",
+            ),
             (".git/index", M, F.into(), vec![w("stash drop", &[])], p),
             // git restore / checkout -- FILE: the index
             (".git/index", M, F.into(), vec![w("restore", &[])], "git"),
-            (".git/objects/ab/cd", A, F.into(), vec![w("restore", &[])], p),
+            (
+                ".git/objects/ab/cd",
+                A,
+                F.into(),
+                vec![w("restore", &[])],
+                p,
+            ),
             // git merge NAME: the current branch, ORIG_HEAD; never MERGE_HEAD or NAME's ref
-            (".git/refs/heads/main", M, F.into(), vec![w("merge", &["feat"])], "git"),
-            (".git/ORIG_HEAD", A, F.into(), vec![w("merge", &["feat"])], "git"),
-            (".git/refs/heads/feat", M, F.into(), vec![w("merge", &["feat"])], p),
-            (".git/MERGE_HEAD", A, F.into(), vec![w("merge", &["feat"])], p),
-            (".git/MERGE_MSG", A, F.into(), vec![w("merge", &["feat"])], p),
-            (".git/objects/info/commit-graph", A, F.into(), vec![w("merge", &["feat"])], p),
+            (
+                ".git/refs/heads/main",
+                M,
+                F.into(),
+                vec![w("merge", &["feat"])],
+                "git",
+            ),
+            (
+                ".git/ORIG_HEAD",
+                A,
+                F.into(),
+                vec![w("merge", &["feat"])],
+                "git",
+            ),
+            (
+                ".git/refs/heads/feat",
+                M,
+                F.into(),
+                vec![w("merge", &["feat"])],
+                p,
+            ),
+            (
+                ".git/MERGE_HEAD",
+                A,
+                F.into(),
+                vec![w("merge", &["feat"])],
+                p,
+            ),
+            (
+                ".git/MERGE_MSG",
+                A,
+                F.into(),
+                vec![w("merge", &["feat"])],
+                p,
+            ),
+            (
+                ".git/objects/info/commit-graph",
+                A,
+                F.into(),
+                vec![w("merge", &["feat"])],
+                p,
+            ),
             // git init: a fresh git dir as git makes it, nothing else
-            ("new/.git", A, "dir".into(), vec![init("new/.git", "main")], "git"),
-            ("new/.git/objects/info", A, "dir".into(), vec![init("new/.git", "main")], "git"),
-            ("new/.git/refs/heads", A, "dir".into(), vec![init("new/.git", "main")], "git"),
-            ("new/.git/HEAD", A, head("main"), vec![init("new/.git", "main")], "git"),
-            ("new/.git/HEAD", A, head("evil"), vec![init("new/.git", "main")], p),
-            ("new/.git/config", A, st(INIT_CONFIGS[0]), vec![init("new/.git", "main")], "git"),
-            ("new/.git/config", A, st(&format!("{}[core]\n\tfsmonitor = x\n", INIT_CONFIGS[0])), vec![init("new/.git", "main")], p),
-            ("new/.git/hooks/pre-commit.sample", A, st("#!/bin/sh\n# sample\n"), vec![init("new/.git", "main")], "git"),
-            ("new/.git/hooks/pre-commit.sample", A, st("#!/bin/sh\ntouch /tmp/x\n"), vec![init("new/.git", "main")], p),
-            ("new/.git/hooks/pre-commit", A, st("#!/bin/sh\n# sample\n"), vec![init("new/.git", "main")], p),
-            ("new/.git/info/exclude", A, st("# exclude\n"), vec![init("new/.git", "main")], "git"),
-            ("new/.git/info/attributes", A, st("# exclude\n"), vec![init("new/.git", "main")], p),
-            ("new/.git/objects/info/alternates", A, F.into(), vec![init("new/.git", "main")], p),
-            ("new/.git/refs/heads/main", A, F.into(), vec![init("new/.git", "main")], p),
-            ("new/.git/commondir", A, F.into(), vec![init("new/.git", "main")], p),
-            ("other/.git/HEAD", A, head("main"), vec![init("new/.git", "main")], p),
+            (
+                "new/.git",
+                A,
+                "dir".into(),
+                vec![init("new/.git", "main")],
+                "git",
+            ),
+            (
+                "new/.git/objects/info",
+                A,
+                "dir".into(),
+                vec![init("new/.git", "main")],
+                "git",
+            ),
+            (
+                "new/.git/refs/heads",
+                A,
+                "dir".into(),
+                vec![init("new/.git", "main")],
+                "git",
+            ),
+            (
+                "new/.git/HEAD",
+                A,
+                head("main"),
+                vec![init("new/.git", "main")],
+                "git",
+            ),
+            (
+                "new/.git/HEAD",
+                A,
+                head("evil"),
+                vec![init("new/.git", "main")],
+                p,
+            ),
+            (
+                "new/.git/config",
+                A,
+                st(INIT_CONFIGS[0]),
+                vec![init("new/.git", "main")],
+                "git",
+            ),
+            (
+                "new/.git/config",
+                A,
+                st(&format!("{}[core]\n\tfsmonitor = x\n", INIT_CONFIGS[0])),
+                vec![init("new/.git", "main")],
+                p,
+            ),
+            (
+                "new/.git/hooks/pre-commit.sample",
+                A,
+                st("#!/bin/sh\n# sample\n"),
+                vec![init("new/.git", "main")],
+                "git",
+            ),
+            (
+                "new/.git/hooks/pre-commit.sample",
+                A,
+                st("#!/bin/sh\ntouch /tmp/x\n"),
+                vec![init("new/.git", "main")],
+                p,
+            ),
+            (
+                "new/.git/hooks/pre-commit",
+                A,
+                st("#!/bin/sh\n# sample\n"),
+                vec![init("new/.git", "main")],
+                p,
+            ),
+            (
+                "new/.git/info/exclude",
+                A,
+                st("# exclude\n"),
+                vec![init("new/.git", "main")],
+                "git",
+            ),
+            (
+                "new/.git/info/attributes",
+                A,
+                st("# exclude\n"),
+                vec![init("new/.git", "main")],
+                p,
+            ),
+            (
+                "new/.git/objects/info/alternates",
+                A,
+                F.into(),
+                vec![init("new/.git", "main")],
+                p,
+            ),
+            (
+                "new/.git/refs/heads/main",
+                A,
+                F.into(),
+                vec![init("new/.git", "main")],
+                p,
+            ),
+            (
+                "new/.git/commondir",
+                A,
+                F.into(),
+                vec![init("new/.git", "main")],
+                p,
+            ),
+            (
+                "other/.git/HEAD",
+                A,
+                head("main"),
+                vec![init("new/.git", "main")],
+                p,
+            ),
         ];
         for (path, kind, after, writes, want) in &cases {
             let mut set = crate::bash::changes::for_tests(&[(path, *kind, after.as_str())], F);
             // init: the git dir itself is added by the same change set (a fresh one)
             if path.starts_with("new/.git/") {
-                set.changes.extend(
-                    crate::bash::changes::for_tests(&[("new/.git", A, "dir")], F).changes,
-                );
+                set.changes
+                    .extend(crate::bash::changes::for_tests(&[("new/.git", A, "dir")], F).changes);
             }
             let j = decide_git(&t, &set, &repo, writes);
             let got = if j.by_git.contains(*path) {
@@ -1582,7 +1959,12 @@ mod tests {
         let j = decide_git(&t, &set, &repo, &[init("new/.git", "main")]);
         assert!(j.by_git.is_empty(), "{j:?}");
         // the working tree git rewrote: only for the tree forms, only without hooks
-        let j = decide_git(&t, &cs(&[("a.txt", M, F)]), &repo, &[w("switch", &["feat"])]);
+        let j = decide_git(
+            &t,
+            &cs(&[("a.txt", M, F)]),
+            &repo,
+            &[w("switch", &["feat"])],
+        );
         assert_eq!(j.git_tree.as_deref(), Some(""));
         let j = decide_git(&t, &cs(&[("a.txt", M, F)]), &repo, &[w("tag", &["v1"])]);
         assert_eq!(j.git_tree, None);

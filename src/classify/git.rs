@@ -400,8 +400,7 @@ pub struct Local {
 pub fn plain_ref_name(n: &str) -> bool {
     !n.is_empty()
         && n.len() <= 200
-        && n
-            .chars()
+        && n.chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '/' | '+'))
         && !n.starts_with('-')
         && !n.contains("..")
@@ -481,19 +480,34 @@ pub fn local_form(args: &[String]) -> Option<Local> {
             .all(|n| plain_ref_name(n))
             .then(|| ops.iter().map(|n| n.to_string()).collect())
     };
-    let local = |form: &'static str, names: Vec<String>| Some(Local { form, names, dir: None });
+    let local = |form: &'static str, names: Vec<String>| {
+        Some(Local {
+            form,
+            names,
+            dir: None,
+        })
+    };
     const Q: &[&str] = &["-q", "--quiet", "--progress", "--no-progress"];
     match sub {
         "switch" | "checkout" => {
-            let create: &[&str] = if sub == "switch" { &["-c", "--create"] } else { &["-b"] };
+            let create: &[&str] = if sub == "switch" {
+                &["-c", "--create"]
+            } else {
+                &["-b"]
+            };
             let (flags, ops) = plain_args(rest, Q, create)?;
             if let Some((_, Some(n))) = flags.iter().find(|(f, _)| create.contains(f)) {
                 // `switch -c NAME [START]`: START read, not written
-                return (ops.len() <= 1 && !dd && plain_ref_name(n))
-                    .then(|| Local { form: "switch -c", names: vec![n.to_string()], dir: None });
+                return (ops.len() <= 1 && !dd && plain_ref_name(n)).then(|| Local {
+                    form: "switch -c",
+                    names: vec![n.to_string()],
+                    dir: None,
+                });
             }
             match (sub, dd, ops.as_slice()) {
-                (_, false, [n]) if *n == "-" || plain_ref_name(n) => local("switch", vec![n.to_string()]),
+                (_, false, [n]) if *n == "-" || plain_ref_name(n) => {
+                    local("switch", vec![n.to_string()])
+                }
                 // `checkout -- PATHS` / `checkout PATH PATH…`: the named paths from the index
                 ("checkout", _, [_, ..]) => local("restore", Vec::new()),
                 _ => None,
@@ -502,14 +516,30 @@ pub fn local_form(args: &[String]) -> Option<Local> {
         "restore" => {
             let (_, ops) = plain_args(
                 rest,
-                &["-q", "--quiet", "-S", "--staged", "-W", "--worktree", "--progress", "--no-progress"],
+                &[
+                    "-q",
+                    "--quiet",
+                    "-S",
+                    "--staged",
+                    "-W",
+                    "--worktree",
+                    "--progress",
+                    "--no-progress",
+                ],
                 &["-s", "--source"],
             )?;
-            (!ops.is_empty()).then(|| Local { form: "restore", names: Vec::new(), dir: None })
+            (!ops.is_empty()).then(|| Local {
+                form: "restore",
+                names: Vec::new(),
+                dir: None,
+            })
         }
         "branch" => {
             let (flags, ops) = plain_args(rest, &["-d", "-D", "--delete", "-q", "--quiet"], &[])?;
-            if !flags.iter().any(|(f, _)| matches!(*f, "-d" | "-D" | "--delete")) {
+            if !flags
+                .iter()
+                .any(|(f, _)| matches!(*f, "-d" | "-D" | "--delete"))
+            {
                 // `branch NAME [START]`
                 return match ops.as_slice() {
                     [n] | [n, _] if plain_ref_name(n) => local("branch", vec![n.to_string()]),
@@ -520,10 +550,15 @@ pub fn local_form(args: &[String]) -> Option<Local> {
             local("branch -d", names(&ops)?)
         }
         "tag" => {
-            let (flags, ops) =
-                plain_args(rest, &["-a", "--annotate", "-d", "--delete"], &["-m", "--message"])?;
+            let (flags, ops) = plain_args(
+                rest,
+                &["-a", "--annotate", "-d", "--delete"],
+                &["-m", "--message"],
+            )?;
             if flags.iter().any(|(f, _)| matches!(*f, "-d" | "--delete")) {
-                return (!ops.is_empty()).then_some(()).and_then(|_| local("tag -d", names(&ops)?));
+                return (!ops.is_empty())
+                    .then_some(())
+                    .and_then(|_| local("tag -d", names(&ops)?));
             }
             match ops.as_slice() {
                 [n] | [n, _] if plain_ref_name(n) => local("tag", vec![n.to_string()]),
@@ -539,18 +574,36 @@ pub fn local_form(args: &[String]) -> Option<Local> {
                 "push" | "save" => {
                     plain_args(
                         rest,
-                        &["-q", "--quiet", "-u", "--include-untracked", "-k", "--keep-index", "--no-keep-index", "--staged", "-S"],
+                        &[
+                            "-q",
+                            "--quiet",
+                            "-u",
+                            "--include-untracked",
+                            "-k",
+                            "--keep-index",
+                            "--no-keep-index",
+                            "--staged",
+                            "-S",
+                        ],
                         &["-m", "--message"],
                     )?;
                     local("stash", Vec::new())
                 }
                 "pop" | "apply" => {
                     let (_, ops) = plain_args(rest, &["-q", "--quiet", "--index"], &[])?;
-                    (ops.len() <= 1).then(|| Local { form: "stash pop", names: Vec::new(), dir: None })
+                    (ops.len() <= 1).then(|| Local {
+                        form: "stash pop",
+                        names: Vec::new(),
+                        dir: None,
+                    })
                 }
                 "drop" | "clear" => {
                     let (_, ops) = plain_args(rest, &["-q", "--quiet"], &[])?;
-                    (ops.len() <= 1).then(|| Local { form: "stash drop", names: Vec::new(), dir: None })
+                    (ops.len() <= 1).then(|| Local {
+                        form: "stash drop",
+                        names: Vec::new(),
+                        dir: None,
+                    })
                 }
                 _ => None,
             }
@@ -558,7 +611,21 @@ pub fn local_form(args: &[String]) -> Option<Local> {
         "merge" => {
             let (_, ops) = plain_args(
                 rest,
-                &["-q", "--quiet", "--no-edit", "--no-ff", "--ff", "--ff-only", "--no-stat", "-n", "--stat", "--no-verify", "--no-progress", "--progress", "--no-log"],
+                &[
+                    "-q",
+                    "--quiet",
+                    "--no-edit",
+                    "--no-ff",
+                    "--ff",
+                    "--ff-only",
+                    "--no-stat",
+                    "-n",
+                    "--stat",
+                    "--no-verify",
+                    "--no-progress",
+                    "--progress",
+                    "--no-log",
+                ],
                 &["-m", "--message"],
             )?;
             (!ops.is_empty() && !dd).then_some(())?;
@@ -576,7 +643,8 @@ pub fn local_form(args: &[String]) -> Option<Local> {
                     let mut j = 0;
                     while j < i {
                         if args[j] == "-c" {
-                            if let Some((k, v)) = args.get(j + 1).and_then(|kv| kv.split_once('=')) {
+                            if let Some((k, v)) = args.get(j + 1).and_then(|kv| kv.split_once('='))
+                            {
                                 if k.eq_ignore_ascii_case("init.defaultbranch") {
                                     out = Some(v.to_string());
                                 }
@@ -712,10 +780,16 @@ mod tests {
             ("switch -", Some(("switch", &["-"], None))),
             ("checkout main", Some(("switch", &["main"], None))),
             ("switch -c feat", Some(("switch -c", &["feat"], None))),
-            ("switch --create=feat main", Some(("switch -c", &["feat"], None))),
+            (
+                "switch --create=feat main",
+                Some(("switch -c", &["feat"], None)),
+            ),
             ("checkout -b feat", Some(("switch -c", &["feat"], None))),
             ("checkout -b feat v1", Some(("switch -c", &["feat"], None))),
-            ("-c user.name=a switch -c feat", Some(("switch -c", &["feat"], None))),
+            (
+                "-c user.name=a switch -c feat",
+                Some(("switch -c", &["feat"], None)),
+            ),
             ("switch -C feat", None),
             ("switch --detach HEAD~1", None),
             ("switch -f main", None),
@@ -728,7 +802,10 @@ mod tests {
             ("checkout .", Some(("restore", &[], None))),
             ("checkout -B x", None),
             ("restore a.txt", Some(("restore", &[], None))),
-            ("restore --staged --source=HEAD a.txt", Some(("restore", &[], None))),
+            (
+                "restore --staged --source=HEAD a.txt",
+                Some(("restore", &[], None)),
+            ),
             ("restore -p a.txt", None),
             ("restore", None),
             ("branch feat", Some(("branch", &["feat"], None))),
@@ -757,7 +834,10 @@ mod tests {
             ("stash show -p", None),
             ("stash branch x", None),
             ("merge feat", Some(("merge", &["feat"], None))),
-            ("merge -q --no-ff --no-edit feat", Some(("merge", &["feat"], None))),
+            (
+                "merge -q --no-ff --no-edit feat",
+                Some(("merge", &["feat"], None)),
+            ),
             ("merge --ff-only a b", Some(("merge", &["a", "b"], None))),
             ("merge -s ours feat", None),
             ("merge -X theirs feat", None),
@@ -766,8 +846,14 @@ mod tests {
             ("merge --abort", None),
             ("init", Some(("init", &["master"], Some(".")))),
             ("init -q -b main", Some(("init", &["main"], Some(".")))),
-            ("init --initial-branch=trunk sub", Some(("init", &["trunk"], Some("sub")))),
-            ("-c init.defaultBranch=main init -q", Some(("init", &["main"], Some(".")))),
+            (
+                "init --initial-branch=trunk sub",
+                Some(("init", &["trunk"], Some("sub"))),
+            ),
+            (
+                "-c init.defaultBranch=main init -q",
+                Some(("init", &["main"], Some("."))),
+            ),
             ("init --template=t", None),
             ("init --separate-git-dir=../g", None),
             ("init --bare", None),
@@ -778,9 +864,13 @@ mod tests {
         for (cmd, want) in cases {
             let args: Vec<String> = cmd.split_whitespace().map(String::from).collect();
             let got = local_form(&args);
-            let got = got
-                .as_ref()
-                .map(|l| (l.form, l.names.iter().map(String::as_str).collect::<Vec<_>>(), l.dir.as_deref()));
+            let got = got.as_ref().map(|l| {
+                (
+                    l.form,
+                    l.names.iter().map(String::as_str).collect::<Vec<_>>(),
+                    l.dir.as_deref(),
+                )
+            });
             let want = want.map(|(f, n, d)| (f, n.to_vec(), d));
             assert_eq!(got, want, "git {cmd}");
         }
