@@ -559,13 +559,12 @@ fn git_bookkeeping_is_learned_and_a_switch_writing_elsewhere_still_asks() {
 
     // A switch that also writes a hook: held, the rule named; nothing applied.
     let head = String::from_utf8(git(&ws, &["rev-parse", "HEAD"]).stdout).unwrap();
-    let (id, vid) = held(
+    // (left pending: a human's denial would retire the learned signatures it contains)
+    held(
         &env,
         "git switch feat && echo 'touch /tmp/x' > .git/hooks/post-checkout",
         &["touches a protected path .git/hooks/post-checkout: never applied without a human (rule **/.git/**"],
     );
-    cli_ok(&env, &["deny", &vid]);
-    assert_eq!(final_result(&env, id).0, "denied");
     // … another ref.
     held(
         &env,
@@ -595,4 +594,25 @@ fn git_bookkeeping_is_learned_and_a_switch_writing_elsewhere_still_asks() {
     assert!(!ws.join(".git/refs/heads/x").exists());
     assert!(!ws.join("b.txt").exists(), "no switch to feat was applied");
     assert_eq!(read(&env, "a.txt"), "dirty 1\n");
+
+    // restore, merge: one answer each, then unasked; `git switch -` back to the last branch.
+    learn(&env, "git restore a.txt", "git restore WS_PATH");
+    assert_eq!(read(&env, "a.txt"), "a\n");
+    learn(&env, "git merge --no-edit feat", "git merge --no-edit LITERAL");
+    assert_eq!(read(&env, "b.txt"), "feat\n");
+    applied(&env, "git switch -c topic2");
+    applied(&env, "echo c > c.txt");
+    applied(&env, "git add c.txt");
+    applied(&env, "git commit -m 'on topic2'");
+    // `-` signs as `git switch LITERAL`, learned above; HEAD goes to the branch logs/HEAD names
+    applied(&env, "git switch -");
+    assert_eq!(read(&env, ".git/HEAD"), "ref: refs/heads/main\n");
+    assert!(!ws.join("c.txt").exists());
+    applied(&env, "git merge --no-edit topic2");
+    assert_eq!(read(&env, "c.txt"), "c\n");
+    applied(&env, "git switch feat");
+    assert!(!ws.join("c.txt").exists());
+    applied(&env, "git switch -");
+    assert_eq!(read(&env, ".git/HEAD"), "ref: refs/heads/main\n");
+    assert_eq!(read(&env, "c.txt"), "c\n");
 }
