@@ -69,6 +69,20 @@ const REGISTRIES: [&str; 10] = [
     "sum.golang.org",
     "github.com",
 ];
+/// The machine's Rust toolchain (rustup's, outside the fixed PATH), given to the worker as
+/// `[sandbox] toolchains` so its overlay runs find `cargo`.
+fn host_toolchains() -> Vec<String> {
+    Command::new("rustc")
+        .args(["--print", "sysroot"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .filter(|s| !s.is_empty() && !s.starts_with("/usr"))
+        .into_iter()
+        .collect()
+}
+
 /// The program whose presence in the worker's sandbox makes a kind's commands runnable.
 fn toolchain(kind: &str) -> &'static str {
     match kind {
@@ -688,7 +702,13 @@ fn replay_kind(
     // through the worker and is counted as not runnable.
     let has_toolchain = Command::new("bash")
         .args(["-c", &format!("command -v {}", toolchain(kind))])
-        .env("PATH", brainloop::bash::executor::SAFE_PATH)
+        .env(
+            "PATH",
+            std::iter::once(brainloop::bash::executor::SAFE_PATH.to_string())
+                .chain(host_toolchains().iter().map(|t| format!("{t}/bin")))
+                .collect::<Vec<_>>()
+                .join(":"),
+        )
         .stdout(Stdio::null())
         .status()
         .is_ok_and(|s| s.success());
@@ -712,9 +732,14 @@ fn replay_kind(
     let hosts = root.path().join("hosts");
     std::fs::write(&hosts, format!("127.0.0.1 {}\n", REGISTRIES.join(" "))).unwrap();
     let config = root.path().join("brainloop.toml");
+    let toolchains = host_toolchains();
     std::fs::write(
         &config,
-        format!("[egress]\nhosts_file = {:?}\n", hosts.display().to_string()),
+        format!(
+            "[egress]\nhosts_file = {:?}\n\n[sandbox]\ntoolchains = {:?}\n",
+            hosts.display().to_string(),
+            toolchains
+        ),
     )
     .unwrap();
     let mut child = Command::new(BIN)

@@ -501,3 +501,122 @@ fn an_identity_git_c_commit_is_learned_and_a_hooks_write_still_asks() {
     assert!(!log.contains("step 4"), "{log}");
     assert!(!log.contains("step 3"), "{log}");
 }
+
+/// The operator reads a file of the workspace.
+fn read(env: &Env, rel: &str) -> String {
+    std::fs::read_to_string(env.workspace.join(rel)).unwrap_or_default()
+}
+
+/// (h) Issue 35: git's local bookkeeping (switch, switch -c, stash, stash pop, tag) is learned in
+/// one `approve --learn` each and then applied without a human — the ref it names, `HEAD` as a
+/// ref to the branch it names, the stash, the tracked files git rewrites from its objects. A
+/// switch whose change set also writes a hook, another ref, or `HEAD` to a branch it does not
+/// name still asks, and nothing of it is applied. Each of these asked every time before (git's
+/// writes under `.git` were protected paths no signature covered). Long because it is one
+/// session: each step starts from the repository the previous one left.
+#[test]
+fn git_bookkeeping_is_learned_and_a_switch_writing_elsewhere_still_asks() {
+    let (env, _d) = setup(None);
+    let ws = env.workspace.clone();
+    std::fs::write(ws.join("b.txt"), "feat\n").unwrap();
+    learn(&env, "echo hi > notes.txt", "redirect:write WS_PATH");
+    learn(&env, "git switch -c feat", "git switch -c LITERAL");
+    assert_eq!(read(&env, ".git/HEAD"), "ref: refs/heads/feat\n");
+    learn(&env, "git add b.txt", "git add WS_PATH");
+    learn(&env, "git commit -m 'on feat'", "git commit -m MSG");
+    // Back to main: git removes b.txt (tracked on feat only), which the command does not name.
+    learn(&env, "git switch main", "git switch LITERAL");
+    assert_eq!(read(&env, ".git/HEAD"), "ref: refs/heads/main\n");
+    assert!(!ws.join("b.txt").exists());
+
+    // Learned: switch to an existing branch (b.txt back from the objects), create and switch.
+    applied(&env, "git switch feat");
+    assert_eq!(read(&env, ".git/HEAD"), "ref: refs/heads/feat\n");
+    assert_eq!(read(&env, "b.txt"), "feat\n");
+    applied(&env, "git switch -c topic");
+    assert_eq!(read(&env, ".git/HEAD"), "ref: refs/heads/topic\n");
+    assert!(ws.join(".git/refs/heads/topic").exists());
+    applied(&env, "git switch main");
+    assert!(!ws.join("b.txt").exists());
+
+    // stash / stash pop: one answer each, then unasked.
+    std::fs::write(ws.join("a.txt"), "dirty 1\n").unwrap();
+    learn(&env, "git stash", "git stash");
+    assert_eq!(read(&env, "a.txt"), "a\n");
+    learn(&env, "git stash pop", "git stash LITERAL");
+    assert_eq!(read(&env, "a.txt"), "dirty 1\n");
+    applied(&env, "git stash");
+    assert_eq!(read(&env, "a.txt"), "a\n");
+    assert!(ws.join(".git/refs/stash").exists());
+    applied(&env, "git stash pop");
+    assert_eq!(read(&env, "a.txt"), "dirty 1\n");
+    assert!(!ws.join(".git/refs/stash").exists());
+
+    // tag: one answer, then unasked.
+    learn(&env, "git tag v1", "git tag LITERAL");
+    applied(&env, "git tag v2");
+    assert!(ws.join(".git/refs/tags/v2").exists());
+
+    // A switch that also writes a hook: held, the rule named; nothing applied.
+    let head = String::from_utf8(git(&ws, &["rev-parse", "HEAD"]).stdout).unwrap();
+    // (left pending: a human's denial would retire the learned signatures it contains)
+    held(
+        &env,
+        "git switch feat && echo 'touch /tmp/x' > .git/hooks/post-checkout",
+        &["touches a protected path .git/hooks/post-checkout: never applied without a human (rule **/.git/**"],
+    );
+    // … another ref.
+    held(
+        &env,
+        &format!("git switch feat && echo {} > .git/refs/heads/x", head.trim()),
+        &["touches a protected path .git/refs/heads/x: never applied without a human (rule **/.git/**"],
+    );
+    // … `HEAD` to a branch the command does not name.
+    held(
+        &env,
+        "git switch feat && echo 'ref: refs/heads/topic' > .git/HEAD",
+        &["touches a protected path .git/HEAD: never applied without a human (rule **/.git/**"],
+    );
+    assert_eq!(read(&env, ".git/HEAD"), "ref: refs/heads/main\n");
+    assert!(!ws.join(".git/hooks/post-checkout").exists());
+
+    // git init: a fresh git dir as git makes it is learned; one with a config the agent added
+    // to asks, and nothing of it is applied.
+    learn(&env, "git init -q -b main lib1", "git init -b -q LITERAL");
+    applied(&env, "git init -q -b main lib2");
+    assert_eq!(read(&env, "lib2/.git/HEAD"), "ref: refs/heads/main\n");
+    held(
+        &env,
+        "git init -q -b main lib3 && echo '[core] fsmonitor = x' >> lib3/.git/config",
+        &["touches a protected path lib3/.git/config: never applied without a human (rule **/.git/**"],
+    );
+    assert!(!ws.join("lib3").exists());
+    assert!(!ws.join(".git/refs/heads/x").exists());
+    assert!(!ws.join("b.txt").exists(), "no switch to feat was applied");
+    assert_eq!(read(&env, "a.txt"), "dirty 1\n");
+
+    // restore, merge: one answer each, then unasked; `git switch -` back to the last branch.
+    learn(&env, "git restore a.txt", "git restore WS_PATH");
+    assert_eq!(read(&env, "a.txt"), "a\n");
+    learn(
+        &env,
+        "git merge --no-edit feat",
+        "git merge --no-edit LITERAL",
+    );
+    assert_eq!(read(&env, "b.txt"), "feat\n");
+    applied(&env, "git switch -c topic2");
+    applied(&env, "echo c > c.txt");
+    applied(&env, "git add c.txt");
+    applied(&env, "git commit -m 'on topic2'");
+    // `-` signs as `git switch LITERAL`, learned above; HEAD goes to the branch logs/HEAD names
+    applied(&env, "git switch -");
+    assert_eq!(read(&env, ".git/HEAD"), "ref: refs/heads/main\n");
+    assert!(!ws.join("c.txt").exists());
+    applied(&env, "git merge --no-edit topic2");
+    assert_eq!(read(&env, "c.txt"), "c\n");
+    applied(&env, "git switch feat");
+    assert!(!ws.join("c.txt").exists());
+    applied(&env, "git switch -");
+    assert_eq!(read(&env, ".git/HEAD"), "ref: refs/heads/main\n");
+    assert_eq!(read(&env, "c.txt"), "c\n");
+}

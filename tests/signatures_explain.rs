@@ -117,7 +117,12 @@ fn explain_shows_a_learned_redirect_sed_and_git_signature_with_examples_decided_
     .unwrap();
     let _d = env.start(&[("BRAINLOOP_CONFIG", cfg.to_str().unwrap())]);
     let j_redirect = learn(&env, "echo hi > notes.txt", "redirect:write WS_PATH");
-    let j_sed = learn_as(&env, "agent2", "sed -i 's/one/ONE/' a.txt", "sed -i EXPR WS_PATH");
+    let j_sed = learn_as(
+        &env,
+        "agent2",
+        "sed -i 's/one/ONE/' a.txt",
+        "sed -i EXPR WS_PATH",
+    );
     let j_add = learn(&env, "git add b.txt c.txt", "git add WS_PATH...");
     let j_commit = learn(&env, "git commit -m 'second commit'", "git commit -m MSG");
 

@@ -85,6 +85,22 @@ const GIT_NEUTRAL: &[(&str, &[&str])] = &[
         "commit",
         &["-a", "--all", "-s", "--signoff", "-n", "--no-verify"],
     ),
+    // a merge of the branch it names, however it records it
+    (
+        "merge",
+        &[
+            "--no-edit",
+            "--ff",
+            "--ff-only",
+            "--no-ff",
+            "--stat",
+            "--no-stat",
+        ],
+    ),
+    (
+        "stash",
+        &["-u", "--include-untracked", "-k", "--keep-index"],
+    ),
 ];
 
 /// Programs whose recursive flag is kept as `-r` out of any bundle (`-rf`, `-Rv`, `-a`).
@@ -109,6 +125,7 @@ const FAMILIES: &[(&str, &str, u8)] = &[
 const SAME_AS: &[(&str, &str)] = &[
     ("git checkout -b LITERAL", "git switch -c LITERAL"),
     ("git checkout LITERAL", "git switch LITERAL"),
+    ("git stash -m LITERAL MSG", "git stash"),
     ("git checkout WS_PATH", "git restore WS_PATH"),
     ("git add", "git add WS_PATH"),
 ];
@@ -260,6 +277,14 @@ mod tests {
             ("git checkout LITERAL", "git switch LITERAL", true),
             ("git switch LITERAL", "git switch -c LITERAL", false),
             ("git restore WS_PATH", "git checkout WS_PATH", true),
+            (
+                "git merge LITERAL",
+                "git merge --no-edit --no-ff -q LITERAL",
+                true,
+            ),
+            ("git stash", "git stash -u", true),
+            ("git stash", "git stash -m LITERAL MSG", true),
+            ("git stash", "git stash LITERAL", false),
             // families, by strength
             ("redirect:write WS_PATH", "sed -i EXPR WS_PATH", true),
             ("sed -i EXPR WS_PATH", "tee WS_PATH", true),

@@ -21,6 +21,17 @@
 //!    its backups. Conservative on purpose: globs, computed
 //!    arguments (`$x`, `$(...)`) and one-letter flags with the value attached name nothing, so a
 //!    change set they produce asks.
+//! 3. **git rewriting its working tree** (issue 35): `git switch` / `checkout` / `restore` /
+//!    `stash` / `stash pop` / `merge` in their plain forms (`protected::TREE_FORMS`) rewrite
+//!    tracked files the command does not name, from the repository's objects — content that
+//!    earlier change sets (a human's, or learned ones, each judged path by path) put there. Such
+//!    a change (outside any git dir, inside that repository's working tree) is covered only when
+//!    nothing else in the command could have written it: every other operation that needs a
+//!    human is a git form with declared companions or a redirect (never a runner such as
+//!    `make` / `python`, nor `tar -x`, `patch`, `git apply`, which write what they do not name),
+//!    and the repository runs no hook of its own (`protected::RunRepo::hooks`: a hook could write
+//!    anything). Every such path is still judged by `protected::judge` first: a branch that
+//!    brings a `.npmrc`, a hook or a path the config points at asks like any other write.
 //!
 //! Pure functions and data over `protected::judge`'s judgement (which reads the workspace);
 //! `bash::overlay` calls `auto_apply_refusals` before an automatic apply, `bash::learn` before
@@ -358,6 +369,31 @@ fn covered(n: &Named, by_git: &BTreeSet<String>, path: &str, added_dir: bool) ->
         || companion_covers(n, path)
 }
 
+/// The working tree git rewrote (rule 3 of the module doc), when nothing else in the command
+/// may write a path it does not name: every operation that needs a human is a git operation
+/// with declared companions (`protected::git_write`) or a redirect (which names its target).
+/// Any other program — a runner (`make`, `python`), an archive or patch tool (`tar -x`,
+/// `patch`, `git apply`) — turns the rule off.
+fn git_tree<'a>(
+    report: &CheckReport,
+    workdir: &Path,
+    workspace: &Path,
+    judged: &'a Judgement,
+) -> Option<&'a str> {
+    let root = judged.git_tree.as_deref()?;
+    let only_git = report.operations.iter().all(|op| {
+        op.kind == OpKind::Redirect
+            || signatures::of_operation(op, workdir, workspace).is_none()
+            || crate::bash::protected::git_write(op, workdir, workspace).is_some()
+    });
+    only_git.then_some(root)
+}
+
+fn in_tree(path: &str, root: &str) -> bool {
+    let beneath = root.is_empty() || path.strip_prefix(root).is_some_and(|r| r.starts_with('/'));
+    beneath && !path.split('/').any(|c| c.eq_ignore_ascii_case(".git"))
+}
+
 /// Why this change set may not be applied automatically under the command's learned
 /// signatures; empty: it may. `judged`: `protected::judge` of the same change set and command.
 /// Each reason names the path and why, for the human's prompt.
@@ -369,13 +405,16 @@ pub fn auto_apply_refusals(
     judged: &Judgement,
 ) -> Vec<String> {
     let n = named(report, workdir, workspace);
+    let tree = git_tree(report, workdir, workspace, judged);
     let mut out = judged.reasons();
     for c in &change_set.changes {
         if judged.is_protected(&c.path) {
             continue;
         }
         let added_dir = c.kind == Kind::Added && c.after.as_deref() == Some("dir");
-        if !covered(&n, &judged.by_git, &c.path, added_dir) {
+        if !covered(&n, &judged.by_git, &c.path, added_dir)
+            && !tree.is_some_and(|root| in_tree(&c.path, root))
+        {
             let verb = match c.kind {
                 Kind::Added => "adds",
                 Kind::Modified => "modifies",
@@ -696,6 +735,180 @@ mod tests {
             ),
         ];
         for (cmd, changes, want) in cases {
+            let got = refusals(cmd, changes);
+            match want {
+                None => assert!(got.is_empty(), "{cmd}: expected no refusal, got {got:?}"),
+                Some(w) => assert!(
+                    got.iter().any(|g| g.contains(w)),
+                    "{cmd}: expected {w:?}, got {got:?}"
+                ),
+            }
+        }
+    }
+
+    /// Issue 35: git rewriting its working tree covers the tracked files it rewrites, only for
+    /// the tree forms, only when nothing else in the command runs workspace code; protected
+    /// paths and git's own files beyond the companions still refuse. Long because the cases
+    /// read as one table.
+    #[test]
+    fn git_tree_rewrites_are_covered_only_for_the_tree_forms() {
+        use sha2::{Digest, Sha256};
+        let head = |b: &str| {
+            format!(
+                "file:{}:644",
+                hex::encode(Sha256::digest(format!("ref: refs/heads/{b}\n").as_bytes()))
+            )
+        };
+        let feat = head("feat");
+        let other = head("other");
+        let switch: Vec<Ch> = vec![
+            (".git/HEAD", M, feat.as_str()),
+            (".git/index", M, F),
+            (".git/logs/HEAD", M, F),
+            ("a.txt", M, F),
+            ("src/b.txt", A, F),
+            ("old.txt", D, F),
+        ];
+        let cases: Vec<(&str, Vec<Ch>, Option<&str>)> = vec![
+            ("git switch feat", switch.clone(), None),
+            ("git checkout feat", switch.clone(), None),
+            ("git -c user.name=a switch -q feat", switch.clone(), None),
+            (
+                "git switch feat",
+                vec![(".git/HEAD", M, other.as_str()), ("a.txt", M, F)],
+                Some("protected path .git/HEAD"),
+            ),
+            (
+                "git switch feat",
+                vec![(".git/index", M, F), (".git/hooks/post-checkout", A, F)],
+                Some("protected path .git/hooks/post-checkout"),
+            ),
+            (
+                "git switch feat",
+                vec![(".git/index", M, F), (".envrc", A, F)],
+                Some("protected path .envrc"),
+            ),
+            (
+                "git switch feat",
+                vec![(".git/index", M, F), (".git/refs/heads/other", A, F)],
+                Some("protected path .git/refs/heads/other"),
+            ),
+            // a runner beside it could write anything
+            (
+                "git switch feat && make",
+                switch.clone(),
+                Some("adds src/b.txt"),
+            ),
+            (
+                "git switch feat && tar -xf x.tar",
+                switch.clone(),
+                Some("adds src/b.txt"),
+            ),
+            (
+                "git switch feat && git apply x.patch",
+                switch.clone(),
+                Some("adds src/b.txt"),
+            ),
+            (
+                "git switch feat && echo x > notes.txt",
+                switch.clone(),
+                None,
+            ),
+            (
+                "git switch --detach feat",
+                vec![("a.txt", M, F)],
+                Some("modifies a.txt"),
+            ),
+            (
+                "git switch -c feat",
+                vec![
+                    (".git/HEAD", M, feat.as_str()),
+                    (".git/logs/HEAD", M, F),
+                    (".git/refs/heads/feat", A, F),
+                    (".git/logs/refs/heads/feat", A, F),
+                ],
+                None,
+            ),
+            (
+                "git stash -u",
+                vec![
+                    (".git/refs/stash", A, F),
+                    (".git/logs/refs", A, "dir"),
+                    (".git/logs/refs/stash", A, F),
+                    (".git/ORIG_HEAD", A, F),
+                    (".git/index", M, F),
+                    (".git/objects/6e", A, "dir"),
+                    (".git/objects/6e/11", A, F),
+                    ("a.txt", M, F),
+                    ("n.txt", D, F),
+                ],
+                None,
+            ),
+            (
+                "git stash pop",
+                vec![
+                    (".git/refs/stash", D, F),
+                    (".git/logs/refs/stash", D, F),
+                    (".git/AUTO_MERGE", A, F),
+                    (".git/index", M, F),
+                    ("a.txt", M, F),
+                ],
+                None,
+            ),
+            (
+                "git stash drop",
+                vec![(".git/refs/stash", D, F), ("a.txt", M, F)],
+                Some("modifies a.txt"),
+            ),
+            ("git tag v1", vec![(".git/refs/tags/v1", A, F)], None),
+            (
+                "git tag v1",
+                vec![(".git/refs/tags/v1", A, F), ("a.txt", M, F)],
+                Some("modifies a.txt"),
+            ),
+            (
+                "git restore src",
+                vec![(".git/index", M, F), ("src/a.rs", M, F)],
+                None,
+            ),
+            (
+                "git checkout -- a.txt",
+                vec![(".git/index", M, F), ("a.txt", M, F)],
+                None,
+            ),
+            (
+                "git merge --no-edit feat",
+                vec![
+                    (".git/refs/heads/master", M, F),
+                    (".git/logs/refs/heads/master", M, F),
+                    (".git/logs/HEAD", M, F),
+                    (".git/ORIG_HEAD", A, F),
+                    (".git/index", M, F),
+                    ("a.txt", M, F),
+                    ("b.txt", A, F),
+                ],
+                None,
+            ),
+            (
+                "git merge feat",
+                vec![(".git/MERGE_HEAD", A, F), ("a.txt", M, F)],
+                Some("protected path .git/MERGE_HEAD"),
+            ),
+            (
+                "git branch -d feat",
+                vec![
+                    (".git/refs/heads/feat", D, F),
+                    (".git/logs/refs/heads/feat", D, F),
+                ],
+                None,
+            ),
+            (
+                "git branch -d feat",
+                vec![(".git/refs/heads/master", D, F)],
+                Some("protected path .git/refs/heads/master"),
+            ),
+        ];
+        for (cmd, changes, want) in &cases {
             let got = refusals(cmd, changes);
             match want {
                 None => assert!(got.is_empty(), "{cmd}: expected no refusal, got {got:?}"),

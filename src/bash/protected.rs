@@ -19,13 +19,16 @@
 //!    (`HEAD` beside `objects`, `refs`, `commondir` or `config`, after the change set), except
 //!    what git itself writes through a declared companion of one of the command's operations,
 //!    in the repository the command runs in only ([`COMPANIONS`]; never `objects/info/**`, refs
-//!    only of the branch `HEAD` names);
+//!    only of the branch `HEAD` names), and what the plain forms of git's local bookkeeping
+//!    write there ([`LOCAL_COMPANIONS`], issue 35: refs only of the names the command gives,
+//!    `HEAD` only as a ref to a branch it names — checked on the change set's content hash —,
+//!    a fresh `git init` git dir only byte for byte as git makes it);
 //! 3. the operator's `protected_paths` and the built-in table (`permset::PROTECTED`);
 //! 4. by default any other dot-file or dot-directory — unless it is data (`permset::DATA` and
 //!    the operator's `data_paths`: caches and build output, so ordinary builds and test runs
 //!    need no human).
 
-use crate::bash::changes::ChangeSet;
+use crate::bash::changes::{Change, ChangeSet, Kind as ChangeKind};
 use crate::bash::gitconfig::{self, Pointer};
 use crate::bash::signatures;
 use crate::classify::CheckReport;
@@ -43,8 +46,10 @@ const DOTFILE_WHY: &str = "a dot-file or dot-directory: tools read these as conf
 
 /// What git writes besides its arguments, per subcommand, relative to the git dir of the
 /// repository the command runs in (observed with git 2.x on fresh and existing repositories;
-/// the tests pin them). `{branch}`: the branch `HEAD` names. Never `objects/info/**`
-/// ([`NEVER_COMPANION`]): alternates, commit-graph chains, packs lists.
+/// the tests pin them). `{branch}`: the branch `HEAD` names before the command, and any branch
+/// a `switch` form of the same command names (a commit or merge after `git switch X` writes
+/// `X`). Never `objects/info/**` ([`NEVER_COMPANION`]): alternates, commit-graph chains, packs
+/// lists.
 pub const COMPANIONS: &[(&str, &[&str])] = &[
     ("add", &["index", "objects/**"]),
     ("rm", &["index"]),
@@ -61,6 +66,160 @@ pub const COMPANIONS: &[(&str, &[&str])] = &[
         ],
     ),
 ];
+
+/// git's local bookkeeping (issue 35), keyed by the form `classify::git::local_form` gives (the
+/// plain spellings only: a force, track, sign, strategy, template or editor flag is no form, and
+/// what git writes then stays protected). `{named}`: each branch or tag name the command gives
+/// that form (`git switch -`: the branch `logs/HEAD` says was checked out before). `HEAD ->
+/// {named}`: `HEAD` only when its content after the command is exactly `ref: refs/heads/NAME`
+/// for a name the command gives (a content check on the change set's hash: `HEAD` pointing at
+/// another branch, a detached commit or anything else stays protected). Not companions, on
+/// purpose: `config` (a deleted branch's `branch.NAME.*` section asks), `packed-refs` (one file
+/// holding every ref: rewriting it may move any of them), `MERGE_HEAD` / `MERGE_MSG` /
+/// `MERGE_MODE` (a conflicted merge: the operator's next commit would take the agent's parents
+/// and message — a human looks at the conflict anyway), other refs and their logs, `hooks/**`,
+/// `info/**`, `objects/info/**`. `init` is judged apart ([`INIT_DIRS`], [`INIT_CONFIGS`],
+/// the operator's template files).
+pub const LOCAL_COMPANIONS: &[(&str, &[&str])] = &[
+    (
+        "switch",
+        &["HEAD -> {named}", "index", "logs/HEAD", "AUTO_MERGE"],
+    ),
+    (
+        "switch -c",
+        &[
+            "HEAD -> {named}",
+            "index",
+            "logs/HEAD",
+            "AUTO_MERGE",
+            "refs/heads/{named}",
+            "logs/refs/heads/{named}",
+        ],
+    ),
+    ("restore", &["index"]),
+    ("branch", &["refs/heads/{named}", "logs/refs/heads/{named}"]),
+    (
+        "branch -d",
+        &["refs/heads/{named}", "logs/refs/heads/{named}"],
+    ),
+    ("tag", &["refs/tags/{named}", "objects/**"]),
+    ("tag -d", &["refs/tags/{named}"]),
+    (
+        "stash",
+        &[
+            "refs/stash",
+            "logs/refs/stash",
+            "index",
+            "objects/**",
+            "ORIG_HEAD",
+            "AUTO_MERGE",
+            "logs/HEAD",
+        ],
+    ),
+    (
+        "stash pop",
+        &[
+            "refs/stash",
+            "logs/refs/stash",
+            "index",
+            "objects/**",
+            "AUTO_MERGE",
+        ],
+    ),
+    ("stash drop", &["refs/stash", "logs/refs/stash"]),
+    (
+        "merge",
+        &[
+            "index",
+            "objects/**",
+            "ORIG_HEAD",
+            "AUTO_MERGE",
+            "logs/HEAD",
+            "refs/heads/{branch}",
+            "logs/refs/heads/{branch}",
+        ],
+    ),
+    ("init", &[]),
+];
+
+/// The forms that rewrite tracked files of the working tree from the repository's objects
+/// (`effects` decides what that covers).
+pub const TREE_FORMS: &[&str] = &[
+    "switch",
+    "switch -c",
+    "restore",
+    "stash",
+    "stash pop",
+    "merge",
+];
+
+/// The directories a fresh `git init` makes in the new git dir (relative to it; `""`: the git
+/// dir itself).
+pub const INIT_DIRS: &[&str] = &[
+    "",
+    "branches",
+    "hooks",
+    "info",
+    "objects",
+    "objects/info",
+    "objects/pack",
+    "refs",
+    "refs/heads",
+    "refs/tags",
+];
+
+/// The only `config` a fresh `git init` may leave (byte for byte: a template's config, an
+/// `--object-format`, a `core.*` key of another system, or anything appended, asks).
+pub const INIT_CONFIGS: &[&str] = &[
+    "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n",
+    "[core]\n\trepositoryformatversion = 0\n\tfilemode = false\n\tbare = false\n\tlogallrefupdates = true\n",
+];
+
+/// Where git's default templates are (the operator's system files; `git init` copies them when
+/// no `--template`, `GIT_TEMPLATE_DIR` or `init.templateDir` says otherwise — the sandbox passes
+/// no `GIT_*` variable, HOME is the job's fresh tmp and `-c init.templateDir` is off the safe
+/// key table). A file of a fresh git dir is a companion of `init` only if it is
+/// `description`, `info/exclude` or `hooks/*.sample` with the same bytes as here.
+const TEMPLATE_DIRS: &[&str] = &[
+    "/usr/share/git-core/templates",
+    "/usr/local/share/git-core/templates",
+];
+
+/// One git operation of the command that writes through declared companions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GitWrite {
+    /// A key of [`COMPANIONS`] or [`LOCAL_COMPANIONS`].
+    pub form: &'static str,
+    /// The names the command gives (`{named}`).
+    pub names: Vec<String>,
+    /// `init`: the new git dir, workspace-relative.
+    pub gitdir: Option<String>,
+}
+
+impl GitWrite {
+    /// A form without names (the table tests).
+    pub fn plain(form: &'static str) -> GitWrite {
+        GitWrite {
+            form,
+            names: Vec::new(),
+            gitdir: None,
+        }
+    }
+}
+
+/// The state `changes` gives a file with this content and mode.
+fn file_hash(text: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(Sha256::digest(text))
+}
+
+/// The content hash of a change's state after (`file:<sha256>:<mode>`), if a file.
+fn after_hash(c: &Change) -> Option<&str> {
+    c.after
+        .as_deref()
+        .and_then(|a| a.strip_prefix("file:"))
+        .and_then(|r| r.split(':').next())
+}
 const NEVER_COMPANION: &str = "objects/info";
 
 /// Hook names git runs from a hooks directory (used when `core.hooksPath` is the workspace root).
@@ -230,6 +389,10 @@ pub struct Judgement {
     /// Paths under the command's repository's git dir that git writes through a companion of
     /// the command's operations: neither protected nor unnamed.
     pub by_git: BTreeSet<String>,
+    /// The top of the working tree (workspace-relative; `""`: the workspace) that a form of
+    /// [`TREE_FORMS`] rewrote from the repository's objects, when the repository runs no hook
+    /// of its own; `effects` decides what that covers.
+    pub git_tree: Option<String>,
 }
 
 impl Judgement {
@@ -247,6 +410,12 @@ impl Judgement {
 pub struct RunRepo {
     pub gitdir: String,
     pub branch: Option<String>,
+    /// The branch `git switch -` goes back to: the last `checkout: moving from X to …` of
+    /// `logs/HEAD`.
+    pub previous: Option<String>,
+    /// The repository runs hooks of its own: a file of `hooks/` not named `*.sample`, or a
+    /// `core.hooksPath` in its config (a hook may write anything: no tree rewrite is covered).
+    pub hooks: bool,
 }
 
 /// A path a repository's config points at.
@@ -268,6 +437,11 @@ pub struct Facts {
     pub pointed: Vec<Pointed>,
     /// What could not be read: each protects the whole change set.
     pub unreadable: Vec<String>,
+    /// SHA-256 of git's default template files (relative to the template dir), read only when
+    /// the command runs `git init`.
+    pub templates: HashMap<String, BTreeSet<String>>,
+    /// A repository read sets `core.hooksPath` (its hooks may write anything).
+    pub hooks_path: bool,
 }
 
 /// The one decision: the protected paths of `cs` (a change set of `workspace`), each with its
@@ -279,37 +453,98 @@ pub fn judge(
     workspace: &Path,
     command: Option<(&CheckReport, &Path)>,
 ) -> Judgement {
-    let facts = gather(workspace, cs, command.map(|c| c.1));
+    let mut facts = gather(workspace, cs, command.map(|c| c.1));
     let writes = command
         .map(|(r, wd)| git_writes(r, wd, workspace))
         .unwrap_or_default();
-    decide(table, cs, &facts, &writes)
+    if writes.iter().any(|w| w.form == "init") {
+        facts.templates = template_hashes();
+    }
+    decide_git(table, cs, &facts, &writes)
 }
 
-/// The companion subcommands (`COMPANIONS` keys) of the command's git operations that write.
-/// `git -C DIR`, `--git-dir`, `--work-tree` write another repository, and a `-c` key off the
-/// safe table may move what git writes: no companion.
-pub fn git_writes(report: &CheckReport, workdir: &Path, workspace: &Path) -> Vec<&'static str> {
-    let mut out = Vec::new();
-    for op in &report.operations {
-        if op.program != "git" || signatures::of_operation(op, workdir, workspace).is_none() {
-            continue;
-        }
-        // `-c` with a key that may point git elsewhere (`classify::git::SAFE_CONFIG_KEYS`)
-        if crate::classify::git::unsafe_config_key(&op.args).is_some()
-            || op
-                .args
-                .iter()
-                .any(|a| a == "-C" || a.starts_with("--git-dir") || a.starts_with("--work-tree"))
-        {
-            continue;
-        }
-        let sub = signatures::walk_args(op, workdir, workspace).sub;
-        if let Some((s, _)) = COMPANIONS.iter().find(|(s, _)| sub.as_deref() == Some(*s)) {
-            out.push(*s);
+/// SHA-256 of each file of git's default template dirs (the operator's system files).
+fn template_hashes() -> HashMap<String, BTreeSet<String>> {
+    let mut out: HashMap<String, BTreeSet<String>> = HashMap::new();
+    for dir in TEMPLATE_DIRS {
+        for sub in ["", "hooks", "info"] {
+            let d = Path::new(dir).join(sub);
+            let Ok(rd) = std::fs::read_dir(&d) else {
+                continue;
+            };
+            for e in rd.flatten() {
+                let Ok(m) = e.metadata() else { continue };
+                if !m.is_file() || m.len() > MAX_CONFIG {
+                    continue;
+                }
+                let Ok(bytes) = std::fs::read(e.path()) else {
+                    continue;
+                };
+                let name = e.file_name().to_string_lossy().into_owned();
+                let rel = if sub.is_empty() {
+                    name
+                } else {
+                    format!("{sub}/{name}")
+                };
+                out.entry(rel).or_default().insert(file_hash(&bytes));
+            }
         }
     }
     out
+}
+
+/// The git operations of the command that write through declared companions: the
+/// subcommands of [`COMPANIONS`], the forms of [`LOCAL_COMPANIONS`] with the names they give.
+/// `git -C DIR`, `--git-dir`, `--work-tree` write another repository, and a `-c` key off the
+/// safe table may move what git writes: no companion.
+pub fn git_writes(report: &CheckReport, workdir: &Path, workspace: &Path) -> Vec<GitWrite> {
+    report
+        .operations
+        .iter()
+        .filter_map(|op| git_write(op, workdir, workspace))
+        .collect()
+}
+
+/// [`git_writes`] of one operation.
+pub fn git_write(
+    op: &crate::classify::Operation,
+    workdir: &Path,
+    workspace: &Path,
+) -> Option<GitWrite> {
+    if op.program != "git" || signatures::of_operation(op, workdir, workspace).is_none() {
+        return None;
+    }
+    // `-c` with a key that may point git elsewhere (`classify::git::SAFE_CONFIG_KEYS`)
+    if crate::classify::git::unsafe_config_key(&op.args).is_some()
+        || op
+            .args
+            .iter()
+            .any(|a| a == "-C" || a.starts_with("--git-dir") || a.starts_with("--work-tree"))
+    {
+        return None;
+    }
+    let sub = signatures::walk_args(op, workdir, workspace).sub;
+    if let Some((s, _)) = COMPANIONS.iter().find(|(s, _)| sub.as_deref() == Some(*s)) {
+        return Some(GitWrite::plain(s));
+    }
+    let l = crate::classify::git::local_form(&op.args)?;
+    let gitdir = match &l.dir {
+        Some(d) => {
+            let abs = signatures::normalise(&workdir.join(d).join(".git"));
+            Some(
+                abs.strip_prefix(workspace)
+                    .ok()?
+                    .to_string_lossy()
+                    .into_owned(),
+            )
+        }
+        None => None,
+    };
+    Some(GitWrite {
+        form: l.form,
+        names: l.names,
+        gitdir,
+    })
 }
 
 fn under(path: &str, dir: &str) -> bool {
@@ -320,8 +555,31 @@ fn has_git_component(path: &str) -> bool {
     path.split('/').any(|c| c.eq_ignore_ascii_case(".git"))
 }
 
-/// Whether git writes `path` (an added directory: `dir`) through one of `writes`' companions.
-fn companion(repo: &RunRepo, writes: &[&str], path: &str, dir: bool) -> bool {
+/// The names `{named}` stands for in one write (`-`: the previous branch).
+fn resolved(repo: &RunRepo, w: &GitWrite) -> Vec<String> {
+    w.names
+        .iter()
+        .filter_map(|n| match n.as_str() {
+            "-" => repo.previous.clone(),
+            _ => Some(n.clone()),
+        })
+        .collect()
+}
+
+/// The branches `{branch}` stands for: `HEAD`'s before the command, and those its `switch`
+/// forms name.
+fn branches(repo: &RunRepo, writes: &[GitWrite]) -> Vec<String> {
+    let mut out: Vec<String> = repo.branch.iter().cloned().collect();
+    for w in writes.iter().filter(|w| w.form.starts_with("switch")) {
+        out.extend(resolved(repo, w));
+    }
+    out
+}
+
+/// Whether git writes the change `c` through one of `writes`' companions in `repo`.
+fn companion(repo: &RunRepo, writes: &[GitWrite], c: &Change) -> bool {
+    let path = c.path.as_str();
+    let dir = c.after.as_deref() == Some("dir");
     let Some(q) = path
         .strip_prefix(repo.gitdir.as_str())
         .and_then(|r| r.strip_prefix('/'))
@@ -331,25 +589,128 @@ fn companion(repo: &RunRepo, writes: &[&str], path: &str, dir: bool) -> bool {
     if under(q, NEVER_COMPANION) {
         return false;
     }
-    let branch = repo.branch.as_deref();
-    COMPANIONS
+    let branches = branches(repo, writes);
+    for w in writes {
+        let Some((_, globs)) = COMPANIONS
+            .iter()
+            .chain(LOCAL_COMPANIONS)
+            .find(|(s, _)| *s == w.form)
+        else {
+            continue;
+        };
+        let named = resolved(repo, w);
+        for g in globs.iter() {
+            if let Some((p, target)) = g.split_once(" -> ") {
+                // `HEAD -> {named}`: the path with exactly that content
+                let want: Vec<String> = match target {
+                    "{named}" => named.clone(),
+                    _ => Vec::new(),
+                };
+                if q == p
+                    && want.iter().any(|n| {
+                        after_hash(c)
+                            == Some(file_hash(format!("ref: refs/heads/{n}\n").as_bytes()).as_str())
+                    })
+                {
+                    return true;
+                }
+                continue;
+            }
+            let expanded: Vec<String> = if g.contains("{branch}") {
+                branches.iter().map(|b| g.replace("{branch}", b)).collect()
+            } else if g.contains("{named}") {
+                named.iter().map(|n| g.replace("{named}", n)).collect()
+            } else {
+                vec![g.to_string()]
+            };
+            let hit = expanded.iter().any(|g| match g.strip_suffix("/**") {
+                Some(base) => under(q, base) || (dir && under(base, q)),
+                None => q == g || (dir && under(g, q)),
+            });
+            if hit {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+/// Whether `c` is a file or directory a fresh `git init` of `writes` makes: added, in a git
+/// dir the change set adds, one of [`INIT_DIRS`], `HEAD` naming the initial branch, a `config`
+/// of [`INIT_CONFIGS`], or `description` / `info/exclude` / `hooks/*.sample` with the bytes
+/// of the operator's template.
+fn init_companion(facts: &Facts, cs: &ChangeSet, writes: &[GitWrite], c: &Change) -> bool {
+    if c.kind != ChangeKind::Added {
+        return false;
+    }
+    writes
         .iter()
-        .filter(|(s, _)| writes.contains(s))
-        .flat_map(|(_, g)| g.iter())
-        .filter_map(|g| match (g.contains("{branch}"), branch) {
-            (false, _) => Some(g.to_string()),
-            (true, Some(b)) => Some(g.replace("{branch}", b)),
-            (true, None) => None,
-        })
-        .any(|g| match g.strip_suffix("/**") {
-            Some(base) => under(q, base) || (dir && under(base, q)),
-            None => q == g || (dir && under(&g, q)),
+        .filter(|w| w.form == "init")
+        .filter_map(|w| w.gitdir.as_deref().map(|g| (w, g)))
+        .any(|(w, g)| {
+            let fresh = cs.changes.iter().any(|x| {
+                x.path == g && x.kind == ChangeKind::Added && x.after.as_deref() == Some("dir")
+            });
+            let q = if c.path == g {
+                ""
+            } else {
+                match c.path.strip_prefix(g).and_then(|r| r.strip_prefix('/')) {
+                    Some(q) => q,
+                    None => return false,
+                }
+            };
+            if !fresh {
+                return false;
+            }
+            if c.after.as_deref() == Some("dir") {
+                return INIT_DIRS.contains(&q);
+            }
+            let Some(h) = after_hash(c) else {
+                return false;
+            };
+            match q {
+                "HEAD" => w
+                    .names
+                    .iter()
+                    .any(|n| h == file_hash(format!("ref: refs/heads/{n}\n").as_bytes())),
+                "config" => INIT_CONFIGS.iter().any(|t| h == file_hash(t.as_bytes())),
+                "description" | "info/exclude" => {
+                    facts.templates.get(q).is_some_and(|hs| hs.contains(h))
+                }
+                _ if q.starts_with("hooks/")
+                    && q.ends_with(".sample")
+                    && !q["hooks/".len()..].contains('/') =>
+                {
+                    facts.templates.get(q).is_some_and(|hs| hs.contains(h))
+                }
+                _ => false,
+            }
         })
 }
 
-/// The judgement over gathered facts (pure; the table tests drive it directly).
+/// The judgement over gathered facts with plain companion subcommands (no names).
 pub fn decide(table: &Table, cs: &ChangeSet, facts: &Facts, writes: &[&str]) -> Judgement {
+    let writes: Vec<GitWrite> = writes
+        .iter()
+        .filter_map(|w| {
+            COMPANIONS
+                .iter()
+                .chain(LOCAL_COMPANIONS)
+                .find(|(s, _)| s == w)
+                .map(|(s, _)| GitWrite::plain(s))
+        })
+        .collect();
+    decide_git(table, cs, facts, &writes)
+}
+
+/// The judgement over gathered facts (pure; the table tests drive it directly).
+pub fn decide_git(table: &Table, cs: &ChangeSet, facts: &Facts, writes: &[GitWrite]) -> Judgement {
     let mut j = Judgement::default();
+    if let Some(r) = facts.repo.as_ref().filter(|r| !r.hooks) {
+        if writes.iter().any(|w| TREE_FORMS.contains(&w.form)) {
+            j.git_tree = Some(parent_of(&r.gitdir).to_string());
+        }
+    }
     for c in &cs.changes {
         let p = c.path.as_str();
         let hit = |rule: &str, why: &str| Hit {
@@ -372,11 +733,8 @@ pub fn decide(table: &Table, cs: &ChangeSet, facts: &Facts, writes: &[&str]) -> 
         }
         let git_dir = facts.git_dirs.iter().find(|d| under(p, d));
         if has_git_component(p) || git_dir.is_some() {
-            let dir = c.after.as_deref() == Some("dir");
-            if facts
-                .repo
-                .as_ref()
-                .is_some_and(|r| companion(r, writes, p, dir))
+            if facts.repo.as_ref().is_some_and(|r| companion(r, writes, c))
+                || init_companion(facts, cs, writes, c)
             {
                 j.by_git.insert(p.to_string());
                 continue;
@@ -585,7 +943,29 @@ pub fn gather(workspace: &Path, cs: &ChangeSet, workdir: Option<&Path>) -> Facts
                             })
                             .map(str::to_string)
                     });
-                    f.repo = Some(RunRepo { gitdir: g, branch });
+                    // `git switch -` goes back to the branch of the last checkout's "from"
+                    let previous = r
+                        .read(&Loc::In(format!("{g}/logs/HEAD")))
+                        .ok()
+                        .flatten()
+                        .and_then(|log| {
+                            log.lines().rev().find_map(|l| {
+                                let (_, msg) = l.split_once('\t')?;
+                                let rest = msg.strip_prefix("checkout: moving from ")?;
+                                let (from, _) = rest.split_once(" to ")?;
+                                crate::classify::git::plain_ref_name(from).then(|| from.to_string())
+                            })
+                        });
+                    let hooks = r
+                        .list(&Loc::In(format!("{g}/hooks")))
+                        .iter()
+                        .any(|n| !n.ends_with(".sample"));
+                    f.repo = Some(RunRepo {
+                        gitdir: g,
+                        branch,
+                        previous,
+                        hooks,
+                    });
                     break;
                 }
                 Ok(Lookup::Absent) if !cur.is_empty() => cur = parent_of(cur),
@@ -619,6 +999,11 @@ pub fn gather(workspace: &Path, cs: &ChangeSet, workdir: Option<&Path>) -> Facts
         };
         if let Err(e) = repository(&mut r, &mut f, &gitdir, Some(&Loc::In(d.clone())), 0) {
             f.unreadable.push(format!("{e:#}"));
+        }
+    }
+    if f.hooks_path {
+        if let Some(repo) = f.repo.as_mut() {
+            repo.hooks = true;
         }
     }
     f
@@ -661,6 +1046,9 @@ fn repository(
                     };
                     files.push(r.loc(&dir, v));
                 }
+            }
+            if e.section == "core" && e.key == "hookspath" && e.subsection.is_none() {
+                f.hooks_path = true;
             }
             entries.push((file.clone(), e));
         }
@@ -891,6 +1279,7 @@ mod tests {
             repo: Some(RunRepo {
                 gitdir: ".git".into(),
                 branch: Some("main".into()),
+                ..RunRepo::default()
             }),
             ..Facts::default()
         };
@@ -898,6 +1287,7 @@ mod tests {
             repo: Some(RunRepo {
                 gitdir: "sub/.git".into(),
                 branch: Some("main".into()),
+                ..RunRepo::default()
             }),
             ..Facts::default()
         };
@@ -1074,6 +1464,521 @@ mod tests {
         );
     }
 
+    /// Issue 35: the companions of git's local bookkeeping, each limited to what the command
+    /// names. (path, kind, state after, the writes, Some("git") by git / Some(rule) protected).
+    /// Long because the cases read as one table.
+    #[test]
+    fn local_bookkeeping_companions_cover_only_what_the_command_names() {
+        use Kind::{Added as A, Deleted as D, Modified as M};
+        let t = table();
+        let st = |text: &str| format!("file:{}:644", file_hash(text.as_bytes()));
+        let head = |b: &str| st(&format!("ref: refs/heads/{b}\n"));
+        let repo = Facts {
+            repo: Some(RunRepo {
+                gitdir: ".git".into(),
+                branch: Some("main".into()),
+                previous: Some("dev".into()),
+                hooks: false,
+            }),
+            templates: [
+                (
+                    "hooks/pre-commit.sample".to_string(),
+                    [file_hash(b"#!/bin/sh\n# sample\n")].into(),
+                ),
+                (
+                    "info/exclude".to_string(),
+                    [file_hash(b"# exclude\n")].into(),
+                ),
+            ]
+            .into(),
+            ..Facts::default()
+        };
+        let w = |form: &'static str, names: &[&str]| GitWrite {
+            form,
+            names: names.iter().map(|n| n.to_string()).collect(),
+            gitdir: None,
+        };
+        let init = |gitdir: &str, b: &str| GitWrite {
+            form: "init",
+            names: vec![b.to_string()],
+            gitdir: Some(gitdir.to_string()),
+        };
+        let p = "**/.git/**";
+        let cases: Vec<(&str, Kind, String, Vec<GitWrite>, &str)> = vec![
+            // git switch NAME: HEAD only as a ref to that name
+            (
+                ".git/HEAD",
+                M,
+                head("feat"),
+                vec![w("switch", &["feat"])],
+                "git",
+            ),
+            (
+                ".git/HEAD",
+                M,
+                head("other"),
+                vec![w("switch", &["feat"])],
+                p,
+            ),
+            (
+                ".git/HEAD",
+                M,
+                st("0123456789abcdef0123456789abcdef01234567\n"),
+                vec![w("switch", &["feat"])],
+                p,
+            ),
+            (
+                ".git/HEAD",
+                M,
+                st("ref: refs/heads/feat"),
+                vec![w("switch", &["feat"])],
+                p,
+            ),
+            (".git/HEAD", M, head("feat"), vec![w("add", &[])], p),
+            (
+                ".git/HEAD",
+                M,
+                head("feat"),
+                vec![w("switch -c", &["feat"]), w("stash", &[])],
+                "git",
+            ),
+            (
+                ".git/index",
+                M,
+                F.into(),
+                vec![w("switch", &["feat"])],
+                "git",
+            ),
+            (
+                ".git/logs/HEAD",
+                M,
+                F.into(),
+                vec![w("switch", &["feat"])],
+                "git",
+            ),
+            (
+                ".git/refs/heads/feat",
+                M,
+                F.into(),
+                vec![w("switch", &["feat"])],
+                p,
+            ),
+            (".git/config", M, F.into(), vec![w("switch", &["feat"])], p),
+            (
+                ".git/hooks/post-checkout",
+                A,
+                F.into(),
+                vec![w("switch", &["feat"])],
+                p,
+            ),
+            (
+                ".git/packed-refs",
+                M,
+                F.into(),
+                vec![w("switch", &["feat"])],
+                p,
+            ),
+            // git switch -: the branch logs/HEAD says was checked out before
+            (
+                ".git/HEAD",
+                M,
+                head("dev"),
+                vec![w("switch", &["-"])],
+                "git",
+            ),
+            (".git/HEAD", M, head("main"), vec![w("switch", &["-"])], p),
+            // git switch -c NAME / checkout -b NAME: that branch's ref and log
+            (
+                ".git/refs/heads/feat",
+                A,
+                F.into(),
+                vec![w("switch -c", &["feat"])],
+                "git",
+            ),
+            (
+                ".git/logs/refs/heads/feat",
+                A,
+                F.into(),
+                vec![w("switch -c", &["feat"])],
+                "git",
+            ),
+            (
+                ".git/refs/heads/feat",
+                A,
+                "dir".into(),
+                vec![w("switch -c", &["feat/x"])],
+                "git",
+            ),
+            (
+                ".git/refs/heads/feat/x",
+                A,
+                F.into(),
+                vec![w("switch -c", &["feat/x"])],
+                "git",
+            ),
+            (
+                ".git/refs/heads/other",
+                A,
+                F.into(),
+                vec![w("switch -c", &["feat"])],
+                p,
+            ),
+            (
+                ".git/refs/heads/main",
+                M,
+                F.into(),
+                vec![w("switch -c", &["feat"])],
+                p,
+            ),
+            (
+                ".git/refs/tags/feat",
+                A,
+                F.into(),
+                vec![w("switch -c", &["feat"])],
+                p,
+            ),
+            // a commit after a switch writes the switched-to branch
+            (
+                ".git/refs/heads/feat",
+                M,
+                F.into(),
+                vec![w("switch", &["feat"]), w("commit", &[])],
+                "git",
+            ),
+            (
+                ".git/refs/heads/feat",
+                M,
+                F.into(),
+                vec![w("commit", &[])],
+                p,
+            ),
+            // git branch NAME / -d NAME
+            (
+                ".git/refs/heads/feat",
+                A,
+                F.into(),
+                vec![w("branch", &["feat"])],
+                "git",
+            ),
+            (
+                ".git/HEAD",
+                M,
+                head("feat"),
+                vec![w("branch", &["feat"])],
+                p,
+            ),
+            (
+                ".git/refs/heads/feat",
+                D,
+                F.into(),
+                vec![w("branch -d", &["feat"])],
+                "git",
+            ),
+            (
+                ".git/logs/refs/heads/feat",
+                D,
+                F.into(),
+                vec![w("branch -d", &["feat"])],
+                "git",
+            ),
+            (
+                ".git/refs/heads/main",
+                D,
+                F.into(),
+                vec![w("branch -d", &["feat"])],
+                p,
+            ),
+            (
+                ".git/config",
+                M,
+                F.into(),
+                vec![w("branch -d", &["feat"])],
+                p,
+            ),
+            // git tag NAME
+            (
+                ".git/refs/tags/v1",
+                A,
+                F.into(),
+                vec![w("tag", &["v1"])],
+                "git",
+            ),
+            (
+                ".git/objects/9f/ab",
+                A,
+                F.into(),
+                vec![w("tag", &["v1"])],
+                "git",
+            ),
+            (".git/refs/tags/v2", A, F.into(), vec![w("tag", &["v1"])], p),
+            (
+                ".git/refs/heads/v1",
+                A,
+                F.into(),
+                vec![w("tag", &["v1"])],
+                p,
+            ),
+            (
+                ".git/refs/tags/v1",
+                D,
+                F.into(),
+                vec![w("tag -d", &["v1"])],
+                "git",
+            ),
+            // git stash / pop / drop
+            (".git/refs/stash", A, F.into(), vec![w("stash", &[])], "git"),
+            (
+                ".git/logs/refs/stash",
+                A,
+                F.into(),
+                vec![w("stash", &[])],
+                "git",
+            ),
+            (".git/ORIG_HEAD", A, F.into(), vec![w("stash", &[])], "git"),
+            (
+                ".git/objects/6e",
+                A,
+                "dir".into(),
+                vec![w("stash", &[])],
+                "git",
+            ),
+            (
+                ".git/refs/heads/main",
+                M,
+                F.into(),
+                vec![w("stash", &[])],
+                p,
+            ),
+            (".git/HEAD", M, head("main"), vec![w("stash", &[])], p),
+            (
+                ".git/AUTO_MERGE",
+                A,
+                F.into(),
+                vec![w("stash pop", &[])],
+                "git",
+            ),
+            (
+                ".git/refs/stash",
+                D,
+                F.into(),
+                vec![w("stash pop", &[])],
+                "git",
+            ),
+            (
+                ".git/refs/stash",
+                D,
+                F.into(),
+                vec![w("stash drop", &[])],
+                "git",
+            ),
+            (".git/index", M, F.into(), vec![w("stash drop", &[])], p),
+            // git restore / checkout -- FILE: the index
+            (".git/index", M, F.into(), vec![w("restore", &[])], "git"),
+            (
+                ".git/objects/ab/cd",
+                A,
+                F.into(),
+                vec![w("restore", &[])],
+                p,
+            ),
+            // git merge NAME: the current branch, ORIG_HEAD; never MERGE_HEAD or NAME's ref
+            (
+                ".git/refs/heads/main",
+                M,
+                F.into(),
+                vec![w("merge", &["feat"])],
+                "git",
+            ),
+            (
+                ".git/ORIG_HEAD",
+                A,
+                F.into(),
+                vec![w("merge", &["feat"])],
+                "git",
+            ),
+            (
+                ".git/refs/heads/feat",
+                M,
+                F.into(),
+                vec![w("merge", &["feat"])],
+                p,
+            ),
+            (
+                ".git/MERGE_HEAD",
+                A,
+                F.into(),
+                vec![w("merge", &["feat"])],
+                p,
+            ),
+            (
+                ".git/MERGE_MSG",
+                A,
+                F.into(),
+                vec![w("merge", &["feat"])],
+                p,
+            ),
+            (
+                ".git/objects/info/commit-graph",
+                A,
+                F.into(),
+                vec![w("merge", &["feat"])],
+                p,
+            ),
+            // git init: a fresh git dir as git makes it, nothing else
+            (
+                "new/.git",
+                A,
+                "dir".into(),
+                vec![init("new/.git", "main")],
+                "git",
+            ),
+            (
+                "new/.git/objects/info",
+                A,
+                "dir".into(),
+                vec![init("new/.git", "main")],
+                "git",
+            ),
+            (
+                "new/.git/refs/heads",
+                A,
+                "dir".into(),
+                vec![init("new/.git", "main")],
+                "git",
+            ),
+            (
+                "new/.git/HEAD",
+                A,
+                head("main"),
+                vec![init("new/.git", "main")],
+                "git",
+            ),
+            (
+                "new/.git/HEAD",
+                A,
+                head("evil"),
+                vec![init("new/.git", "main")],
+                p,
+            ),
+            (
+                "new/.git/config",
+                A,
+                st(INIT_CONFIGS[0]),
+                vec![init("new/.git", "main")],
+                "git",
+            ),
+            (
+                "new/.git/config",
+                A,
+                st(&format!("{}[core]\n\tfsmonitor = x\n", INIT_CONFIGS[0])),
+                vec![init("new/.git", "main")],
+                p,
+            ),
+            (
+                "new/.git/hooks/pre-commit.sample",
+                A,
+                st("#!/bin/sh\n# sample\n"),
+                vec![init("new/.git", "main")],
+                "git",
+            ),
+            (
+                "new/.git/hooks/pre-commit.sample",
+                A,
+                st("#!/bin/sh\ntouch /tmp/x\n"),
+                vec![init("new/.git", "main")],
+                p,
+            ),
+            (
+                "new/.git/hooks/pre-commit",
+                A,
+                st("#!/bin/sh\n# sample\n"),
+                vec![init("new/.git", "main")],
+                p,
+            ),
+            (
+                "new/.git/info/exclude",
+                A,
+                st("# exclude\n"),
+                vec![init("new/.git", "main")],
+                "git",
+            ),
+            (
+                "new/.git/info/attributes",
+                A,
+                st("# exclude\n"),
+                vec![init("new/.git", "main")],
+                p,
+            ),
+            (
+                "new/.git/objects/info/alternates",
+                A,
+                F.into(),
+                vec![init("new/.git", "main")],
+                p,
+            ),
+            (
+                "new/.git/refs/heads/main",
+                A,
+                F.into(),
+                vec![init("new/.git", "main")],
+                p,
+            ),
+            (
+                "new/.git/commondir",
+                A,
+                F.into(),
+                vec![init("new/.git", "main")],
+                p,
+            ),
+            (
+                "other/.git/HEAD",
+                A,
+                head("main"),
+                vec![init("new/.git", "main")],
+                p,
+            ),
+        ];
+        for (path, kind, after, writes, want) in &cases {
+            let mut set = crate::bash::changes::for_tests(&[(path, *kind, after.as_str())], F);
+            // init: the git dir itself is added by the same change set (a fresh one)
+            if path.starts_with("new/.git/") {
+                set.changes
+                    .extend(crate::bash::changes::for_tests(&[("new/.git", A, "dir")], F).changes);
+            }
+            let j = decide_git(&t, &set, &repo, writes);
+            let got = if j.by_git.contains(*path) {
+                "git"
+            } else {
+                j.hits.first().map(|h| h.rule.as_str()).unwrap_or("none")
+            };
+            let forms: Vec<&str> = writes.iter().map(|w| w.form).collect();
+            assert_eq!(got, *want, "{path} ({kind:?}, {after}) with {forms:?}");
+        }
+        // an init in a git dir that already existed (no added git dir): nothing is covered
+        let set = cs(&[("new/.git/HEAD", A, &head("main"))]);
+        let j = decide_git(&t, &set, &repo, &[init("new/.git", "main")]);
+        assert!(j.by_git.is_empty(), "{j:?}");
+        // the working tree git rewrote: only for the tree forms, only without hooks
+        let j = decide_git(
+            &t,
+            &cs(&[("a.txt", M, F)]),
+            &repo,
+            &[w("switch", &["feat"])],
+        );
+        assert_eq!(j.git_tree.as_deref(), Some(""));
+        let j = decide_git(&t, &cs(&[("a.txt", M, F)]), &repo, &[w("tag", &["v1"])]);
+        assert_eq!(j.git_tree, None);
+        let hooked = Facts {
+            repo: Some(RunRepo {
+                hooks: true,
+                ..repo.repo.clone().unwrap()
+            }),
+            ..Facts::default()
+        };
+        let j = decide_git(&t, &cs(&[("a.txt", M, F)]), &hooked, &[w("stash pop", &[])]);
+        assert_eq!(j.git_tree, None);
+    }
+
     fn write(root: &Path, rel: &str, text: &str) {
         let p = root.join(rel);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
@@ -1088,6 +1993,12 @@ mod tests {
         let ws = d.path().join("ws");
         let outside = d.path().join("outside");
         write(&ws, ".git/HEAD", "ref: refs/heads/feat/x\n");
+        write(
+            &ws,
+            ".git/logs/HEAD",
+            "0 1 A <a@b> 1 +0000\tcommit: x\n1 2 A <a@b> 2 +0000\tcheckout: moving from dev to main\n2 3 A <a@b> 3 +0000\tcheckout: moving from main to feat/x\n3 4 A <a@b> 3 +0000\tcommit: y\n",
+        );
+        write(&ws, ".git/hooks/pre-commit.sample", "#!/bin/sh\n");
         std::fs::create_dir_all(ws.join(".git/objects")).unwrap();
         write(
             &ws,
@@ -1127,7 +2038,10 @@ mod tests {
             f.repo,
             Some(RunRepo {
                 gitdir: ".git".into(),
-                branch: Some("feat/x".into())
+                branch: Some("feat/x".into()),
+                previous: Some("main".into()),
+                // the config sets core.hooksPath
+                hooks: true,
             })
         );
         assert!(f.git_dirs.contains("evil"), "{:?}", f.git_dirs);
@@ -1174,6 +2088,15 @@ mod tests {
         write(&ws4, ".git/config", "[core]\n\thooksPath = .\n");
         let f = gather(&ws4, &cs(&[("a", Kind::Added, F)]), Some(&ws4));
         assert!(f.pointed.iter().any(|p| p.path == "pre-commit" && !p.dir));
+        // hooks of its own: a file of hooks/ not named *.sample
+        let ws5 = d.path().join("ws5");
+        write(&ws5, ".git/HEAD", "ref: refs/heads/main\n");
+        write(&ws5, ".git/hooks/pre-commit.sample", "#!/bin/sh\n");
+        let f = gather(&ws5, &cs(&[("a", Kind::Added, F)]), Some(&ws5));
+        assert!(!f.repo.as_ref().unwrap().hooks, "{:?}", f.repo);
+        write(&ws5, ".git/hooks/post-checkout", "#!/bin/sh\n");
+        let f = gather(&ws5, &cs(&[("a", Kind::Added, F)]), Some(&ws5));
+        assert!(f.repo.as_ref().unwrap().hooks, "{:?}", f.repo);
         assert!(!f.pointed.iter().any(|p| p.path.is_empty()));
     }
 }

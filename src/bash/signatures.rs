@@ -186,7 +186,9 @@ pub fn not_capturable(op: &Operation) -> Option<String> {
         match c {
             Network => return Some("network".into()),
             Env => return Some("changes the environment".into()),
-            Process | Unknown if !WORKSPACE_RUNNERS.contains(&op.program.as_str()) => {
+            Process | Unknown
+                if !WORKSPACE_RUNNERS.contains(&op.program.as_str()) && !workspace_program(op) =>
+            {
                 return Some(if *c == Process {
                     "process or system control".into()
                 } else {
@@ -197,6 +199,22 @@ pub fn not_capturable(op: &Operation) -> Option<String> {
         }
     }
     None
+}
+
+/// The operation runs a program the workspace holds, named by a relative path that stays
+/// beneath the working directory (`./target/release/tool`, `.venv/bin/pip`, `./csvq`): workspace
+/// code like a test runner's (issue 35), so on the overlay its effects are captured.
+fn workspace_program(op: &Operation) -> bool {
+    op.program_path.as_deref().is_some_and(|p| {
+        p.contains('/')
+            && !p.starts_with('/')
+            && !p.starts_with('~')
+            && !p.contains(DYN)
+            && !p.contains('$')
+            && !Path::new(p)
+                .components()
+                .any(|c| matches!(c, Component::ParentDir))
+    })
 }
 
 fn category_learnable(op: &Operation) -> Option<String> {

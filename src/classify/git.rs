@@ -379,6 +379,296 @@ pub fn refine(args: &[String]) -> Refined {
     r
 }
 
+/// A form of git's local bookkeeping (issue 35) whose writes in its own dir are declared
+/// (`bash::protected::COMPANIONS`, keyed by `form`): only the plain spellings below, with the
+/// names the command gives. Any other flag (force, track, sign, strategy, template, editor,
+/// interactive, separate git dir…) is no such form: what git writes then stays protected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Local {
+    /// `switch`, `switch -c`, `restore`, `branch`, `branch -d`, `tag`, `tag -d`, `stash`,
+    /// `stash pop`, `stash drop`, `merge`, `init`.
+    pub form: &'static str,
+    /// The branch or tag names the command gives (`-` for `git switch -`); for `init` the
+    /// initial branch (`-b`, else `-c init.defaultBranch`, else `master`).
+    pub names: Vec<String>,
+    /// `init`: the directory given (relative to the working directory; `.` when none).
+    pub dir: Option<String>,
+}
+
+/// A branch or tag name as the forms accept it: what `git check-ref-format --branch` accepts,
+/// narrowed to plain characters (no `..`, `@{`, leading `-` or `.`, `.lock`, empty component).
+pub fn plain_ref_name(n: &str) -> bool {
+    !n.is_empty()
+        && n.len() <= 200
+        && n.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '/' | '+'))
+        && !n.starts_with('-')
+        && !n.contains("..")
+        && !n.ends_with(".lock")
+        && n.split('/')
+            .all(|c| !c.is_empty() && !c.starts_with('.') && !c.ends_with('.'))
+}
+
+/// Splits `rest` (after the subcommand) into flags and operands, accepting only the flags of
+/// `plain` and the value flags of `valued` (value separate, attached with `=`, or attached to a
+/// one-letter flag); None if any other flag is given. Returns (flags with values, operands).
+#[allow(clippy::type_complexity)]
+fn plain_args<'a>(
+    rest: &'a [String],
+    plain: &[&'a str],
+    valued: &[&'a str],
+) -> Option<(Vec<(&'a str, Option<&'a str>)>, Vec<&'a str>)> {
+    let mut flags = Vec::new();
+    let mut ops = Vec::new();
+    let mut i = 0;
+    let mut dd = false;
+    while i < rest.len() {
+        let a = rest[i].as_str();
+        i += 1;
+        if dd || !a.starts_with('-') || a == "-" {
+            ops.push(a);
+            continue;
+        }
+        if a == "--" {
+            dd = true;
+            continue;
+        }
+        if plain.contains(&a) {
+            flags.push((a, None));
+            continue;
+        }
+        if valued.contains(&a) {
+            flags.push((a, Some(rest.get(i)?.as_str())));
+            i += 1;
+            continue;
+        }
+        let attached = valued.iter().find_map(|v| {
+            let r = a.strip_prefix(v)?;
+            if v.starts_with("--") {
+                r.strip_prefix('=').map(|x| (*v, x))
+            } else {
+                (!r.is_empty()).then_some((*v, r))
+            }
+        });
+        match attached {
+            Some((v, x)) => flags.push((v, Some(x))),
+            None => return None,
+        }
+    }
+    Some((flags, ops))
+}
+
+/// The bookkeeping form of a git command (`args`: everything after `git`), if it is one.
+/// Long because it is one table of subcommand spellings, an arm each.
+pub fn local_form(args: &[String]) -> Option<Local> {
+    let mut i = 0;
+    while i < args.len() {
+        let a = args[i].as_str();
+        if !a.starts_with('-') || a == "--" {
+            break;
+        }
+        if GLOBAL_VALUE.contains(&a) {
+            i += 1;
+        }
+        i += 1;
+    }
+    let sub = args.get(i)?.as_str();
+    let rest = &args[i + 1..];
+    let dd = rest.iter().any(|a| a == "--");
+    let names = |ops: &[&str]| -> Option<Vec<String>> {
+        ops.iter()
+            .all(|n| plain_ref_name(n))
+            .then(|| ops.iter().map(|n| n.to_string()).collect())
+    };
+    let local = |form: &'static str, names: Vec<String>| {
+        Some(Local {
+            form,
+            names,
+            dir: None,
+        })
+    };
+    const Q: &[&str] = &["-q", "--quiet", "--progress", "--no-progress"];
+    match sub {
+        "switch" | "checkout" => {
+            let create: &[&str] = if sub == "switch" {
+                &["-c", "--create"]
+            } else {
+                &["-b"]
+            };
+            let (flags, ops) = plain_args(rest, Q, create)?;
+            if let Some((_, Some(n))) = flags.iter().find(|(f, _)| create.contains(f)) {
+                // `switch -c NAME [START]`: START read, not written
+                return (ops.len() <= 1 && !dd && plain_ref_name(n)).then(|| Local {
+                    form: "switch -c",
+                    names: vec![n.to_string()],
+                    dir: None,
+                });
+            }
+            match (sub, dd, ops.as_slice()) {
+                (_, false, [n]) if *n == "-" || plain_ref_name(n) => {
+                    local("switch", vec![n.to_string()])
+                }
+                // `checkout -- PATHS` / `checkout PATH PATH…`: the named paths from the index
+                ("checkout", _, [_, ..]) => local("restore", Vec::new()),
+                _ => None,
+            }
+        }
+        "restore" => {
+            let (_, ops) = plain_args(
+                rest,
+                &[
+                    "-q",
+                    "--quiet",
+                    "-S",
+                    "--staged",
+                    "-W",
+                    "--worktree",
+                    "--progress",
+                    "--no-progress",
+                ],
+                &["-s", "--source"],
+            )?;
+            (!ops.is_empty()).then(|| Local {
+                form: "restore",
+                names: Vec::new(),
+                dir: None,
+            })
+        }
+        "branch" => {
+            let (flags, ops) = plain_args(rest, &["-d", "-D", "--delete", "-q", "--quiet"], &[])?;
+            if !flags
+                .iter()
+                .any(|(f, _)| matches!(*f, "-d" | "-D" | "--delete"))
+            {
+                // `branch NAME [START]`
+                return match ops.as_slice() {
+                    [n] | [n, _] if plain_ref_name(n) => local("branch", vec![n.to_string()]),
+                    _ => None,
+                };
+            }
+            (!ops.is_empty()).then_some(())?;
+            local("branch -d", names(&ops)?)
+        }
+        "tag" => {
+            let (flags, ops) = plain_args(
+                rest,
+                &["-a", "--annotate", "-d", "--delete"],
+                &["-m", "--message"],
+            )?;
+            if flags.iter().any(|(f, _)| matches!(*f, "-d" | "--delete")) {
+                return (!ops.is_empty())
+                    .then_some(())
+                    .and_then(|_| local("tag -d", names(&ops)?));
+            }
+            match ops.as_slice() {
+                [n] | [n, _] if plain_ref_name(n) => local("tag", vec![n.to_string()]),
+                _ => None,
+            }
+        }
+        "stash" => {
+            let (verb, rest) = match rest.first().map(String::as_str) {
+                Some(v) if !v.starts_with('-') => (v, &rest[1..]),
+                _ => ("push", rest),
+            };
+            match verb {
+                "push" | "save" => {
+                    plain_args(
+                        rest,
+                        &[
+                            "-q",
+                            "--quiet",
+                            "-u",
+                            "--include-untracked",
+                            "-k",
+                            "--keep-index",
+                            "--no-keep-index",
+                            "--staged",
+                            "-S",
+                        ],
+                        &["-m", "--message"],
+                    )?;
+                    local("stash", Vec::new())
+                }
+                "pop" | "apply" => {
+                    let (_, ops) = plain_args(rest, &["-q", "--quiet", "--index"], &[])?;
+                    (ops.len() <= 1).then(|| Local {
+                        form: "stash pop",
+                        names: Vec::new(),
+                        dir: None,
+                    })
+                }
+                "drop" | "clear" => {
+                    let (_, ops) = plain_args(rest, &["-q", "--quiet"], &[])?;
+                    (ops.len() <= 1).then(|| Local {
+                        form: "stash drop",
+                        names: Vec::new(),
+                        dir: None,
+                    })
+                }
+                _ => None,
+            }
+        }
+        "merge" => {
+            let (_, ops) = plain_args(
+                rest,
+                &[
+                    "-q",
+                    "--quiet",
+                    "--no-edit",
+                    "--no-ff",
+                    "--ff",
+                    "--ff-only",
+                    "--no-stat",
+                    "-n",
+                    "--stat",
+                    "--no-verify",
+                    "--no-progress",
+                    "--progress",
+                    "--no-log",
+                ],
+                &["-m", "--message"],
+            )?;
+            (!ops.is_empty() && !dd).then_some(())?;
+            local("merge", names(&ops)?)
+        }
+        "init" => {
+            let (flags, ops) = plain_args(rest, &["-q", "--quiet"], &["-b", "--initial-branch"])?;
+            let branch = flags
+                .iter()
+                .find_map(|(_, v)| *v)
+                .map(str::to_string)
+                .or_else(|| {
+                    // `-c init.defaultBranch=NAME` before the subcommand
+                    let mut out = None;
+                    let mut j = 0;
+                    while j < i {
+                        if args[j] == "-c" {
+                            if let Some((k, v)) = args.get(j + 1).and_then(|kv| kv.split_once('='))
+                            {
+                                if k.eq_ignore_ascii_case("init.defaultbranch") {
+                                    out = Some(v.to_string());
+                                }
+                            }
+                            j += 1;
+                        }
+                        j += 1;
+                    }
+                    out
+                })
+                .unwrap_or_else(|| "master".to_string());
+            match ops.as_slice() {
+                [] | [_] if plain_ref_name(&branch) => Some(Local {
+                    form: "init",
+                    names: vec![branch],
+                    dir: Some(ops.first().unwrap_or(&".").to_string()),
+                }),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
 /// Applies [`refine`] to effects computed from the table.
 pub fn apply(args: &[String], fx: &mut Effects, notes: &mut Vec<String>, writes: &mut Vec<String>) {
     let r = refine(args);
@@ -477,6 +767,112 @@ mod tests {
                 add.is_empty(),
                 "git {cmd}: a note says why"
             );
+        }
+    }
+
+    /// The bookkeeping forms (issue 35): (command after `git`, Some((form, names, dir)) / None).
+    #[test]
+    fn local_bookkeeping_forms_and_their_names() {
+        type Want<'a> = Option<(&'a str, &'a [&'a str], Option<&'a str>)>;
+        let cases: &[(&str, Want)] = &[
+            ("switch main", Some(("switch", &["main"], None))),
+            ("switch -q feat/x", Some(("switch", &["feat/x"], None))),
+            ("switch -", Some(("switch", &["-"], None))),
+            ("checkout main", Some(("switch", &["main"], None))),
+            ("switch -c feat", Some(("switch -c", &["feat"], None))),
+            (
+                "switch --create=feat main",
+                Some(("switch -c", &["feat"], None)),
+            ),
+            ("checkout -b feat", Some(("switch -c", &["feat"], None))),
+            ("checkout -b feat v1", Some(("switch -c", &["feat"], None))),
+            (
+                "-c user.name=a switch -c feat",
+                Some(("switch -c", &["feat"], None)),
+            ),
+            ("switch -C feat", None),
+            ("switch --detach HEAD~1", None),
+            ("switch -f main", None),
+            ("switch --orphan x", None),
+            ("switch -c feat --track origin/x", None),
+            ("switch ../x", None),
+            ("switch a..b", None),
+            ("checkout -- a.txt", Some(("restore", &[], None))),
+            ("checkout a.txt b.txt", Some(("restore", &[], None))),
+            ("checkout .", Some(("restore", &[], None))),
+            ("checkout -B x", None),
+            ("restore a.txt", Some(("restore", &[], None))),
+            (
+                "restore --staged --source=HEAD a.txt",
+                Some(("restore", &[], None)),
+            ),
+            ("restore -p a.txt", None),
+            ("restore", None),
+            ("branch feat", Some(("branch", &["feat"], None))),
+            ("branch feat main", Some(("branch", &["feat"], None))),
+            ("branch -d a b", Some(("branch -d", &["a", "b"], None))),
+            ("branch -D a", Some(("branch -d", &["a"], None))),
+            ("branch -m a b", None),
+            ("branch -f a", None),
+            ("branch -u origin/a", None),
+            ("tag v1", Some(("tag", &["v1"], None))),
+            ("tag v0.1.0 HEAD~1", Some(("tag", &["v0.1.0"], None))),
+            ("tag -a v1 -m msg", Some(("tag", &["v1"], None))),
+            ("tag -d v1", Some(("tag -d", &["v1"], None))),
+            ("tag -s v1", None),
+            ("tag -f v1", None),
+            ("tag -F msg.txt v1", None),
+            ("stash", Some(("stash", &[], None))),
+            ("stash -u", Some(("stash", &[], None))),
+            ("stash push -m wip", Some(("stash", &[], None))),
+            ("stash push -p", None),
+            ("stash pop", Some(("stash pop", &[], None))),
+            ("stash apply stash@{1}", Some(("stash pop", &[], None))),
+            ("stash drop", Some(("stash drop", &[], None))),
+            ("stash clear", Some(("stash drop", &[], None))),
+            ("stash list", None),
+            ("stash show -p", None),
+            ("stash branch x", None),
+            ("merge feat", Some(("merge", &["feat"], None))),
+            (
+                "merge -q --no-ff --no-edit feat",
+                Some(("merge", &["feat"], None)),
+            ),
+            ("merge --ff-only a b", Some(("merge", &["a", "b"], None))),
+            ("merge -s ours feat", None),
+            ("merge -X theirs feat", None),
+            ("merge --squash feat", None),
+            ("merge -S feat", None),
+            ("merge --abort", None),
+            ("init", Some(("init", &["master"], Some(".")))),
+            ("init -q -b main", Some(("init", &["main"], Some(".")))),
+            (
+                "init --initial-branch=trunk sub",
+                Some(("init", &["trunk"], Some("sub"))),
+            ),
+            (
+                "-c init.defaultBranch=main init -q",
+                Some(("init", &["main"], Some("."))),
+            ),
+            ("init --template=t", None),
+            ("init --separate-git-dir=../g", None),
+            ("init --bare", None),
+            ("init -b ../x", None),
+            ("commit -m x", None),
+            ("rebase main", None),
+        ];
+        for (cmd, want) in cases {
+            let args: Vec<String> = cmd.split_whitespace().map(String::from).collect();
+            let got = local_form(&args);
+            let got = got.as_ref().map(|l| {
+                (
+                    l.form,
+                    l.names.iter().map(String::as_str).collect::<Vec<_>>(),
+                    l.dir.as_deref(),
+                )
+            });
+            let want = want.map(|(f, n, d)| (f, n.to_vec(), d));
+            assert_eq!(got, want, "git {cmd}");
         }
     }
 }
