@@ -10,12 +10,10 @@
 
 mod common;
 
+use common::collector::Collector;
 use common::mock_llm::{MockLlm, Reply};
 use common::{cli_ok, final_result, submit, Env};
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 fn setup_ws(env: &Env) {
@@ -150,70 +148,6 @@ fn a_denial_is_never_overridden_by_learn() {
     assert_eq!(read(&env, "a.txt").as_deref(), Some("one\ntwo\n"));
 }
 
-/// A webhook on 127.0.0.1 that keeps every body it receives.
-struct Collector {
-    port: u16,
-    bodies: Arc<Mutex<Vec<Value>>>,
-}
-
-impl Collector {
-    fn start() -> Collector {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = l.local_addr().unwrap().port();
-        let bodies = Arc::new(Mutex::new(Vec::new()));
-        let b = Arc::clone(&bodies);
-        std::thread::spawn(move || {
-            for conn in l.incoming() {
-                let Ok(mut conn) = conn else { continue };
-                let mut r = BufReader::new(conn.try_clone().unwrap());
-                let mut len = 0usize;
-                loop {
-                    let mut line = String::new();
-                    if r.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                        break;
-                    }
-                    if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                        len = v.trim().parse().unwrap_or(0);
-                    }
-                }
-                let mut body = vec![0u8; len];
-                if r.read_exact(&mut body).is_ok() {
-                    if let Ok(v) = serde_json::from_slice(&body) {
-                        b.lock().unwrap().push(v);
-                    }
-                }
-                let _ = conn.write_all(
-                    b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok",
-                );
-            }
-        });
-        Collector { port, bodies }
-    }
-
-    fn command(&self) -> String {
-        format!(
-            "curl -sS --fail -H 'Expect:' -H 'Content-Type: application/json' --data-binary @- http://127.0.0.1:{}/",
-            self.port
-        )
-    }
-
-    fn wait_for(&self, n: usize, what: &str) -> Vec<Value> {
-        let t0 = Instant::now();
-        loop {
-            let got = self.bodies.lock().unwrap().clone();
-            if got.len() >= n {
-                return got;
-            }
-            assert!(
-                t0.elapsed() < Duration::from_secs(30),
-                "{what}: {} of {n} notifications: {got:?}",
-                got.len()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
 #[test]
 fn notify_gets_one_json_per_validation_then_one_before_expiry_and_the_result_says_how_to_resubmit()
 {
@@ -228,7 +162,7 @@ fn notify_gets_one_json_per_validation_then_one_before_expiry_and_the_result_say
     let _d = start_with(&env, &cfg, &[]);
     let (j1, v1) = asks(&env, "sed -i s/one/ONE/ a.txt");
     let (j2, v2) = asks(&env, "curl -s http://127.0.0.1:9/");
-    let got = hook.wait_for(2, "new validations");
+    let got = hook.wait_matching(2, "new validations", |_| true);
     let first: Vec<&Value> = got.iter().filter(|b| b["event"] == "validation").collect();
     assert_eq!(first.len(), 2, "{got:?}");
     let by_id = |id: &str| *first.iter().find(|b| b["id"] == id).unwrap();
@@ -254,7 +188,7 @@ fn notify_gets_one_json_per_validation_then_one_before_expiry_and_the_result_say
     assert_eq!(b2["change_set"], Value::Null, "{b2}");
 
     // Nobody answers: one more notice each before the deadline, then `expired` with the hint.
-    let got = hook.wait_for(4, "expiry notices");
+    let got = hook.wait_matching(4, "expiry notices", |_| true);
     let again: Vec<&Value> = got.iter().filter(|b| b["event"] == "expiring").collect();
     assert_eq!(again.len(), 2, "{got:?}");
     for j in [j1, j2] {

@@ -15,11 +15,9 @@
 
 mod common;
 
+use common::collector::Collector;
 use common::{cli_ok, final_result, Env};
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Answers by the command text only (`"command":"…"`, the first in the payload's JSON):
@@ -370,80 +368,9 @@ fn a_reviewer_cannot_approve_a_signature_a_human_denied_for_that_client_even_aft
     assert_eq!(read(&env, "a.txt").as_deref(), Some("REVAPPROVE\ntwo\n"));
 }
 
-/// A webhook on 127.0.0.1 that keeps every body it receives.
-struct Collector {
-    port: u16,
-    bodies: Arc<Mutex<Vec<Value>>>,
-}
-
-impl Collector {
-    fn start() -> Collector {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = l.local_addr().unwrap().port();
-        let bodies = Arc::new(Mutex::new(Vec::new()));
-        let b = Arc::clone(&bodies);
-        std::thread::spawn(move || {
-            for conn in l.incoming() {
-                let Ok(mut conn) = conn else { continue };
-                let mut r = BufReader::new(conn.try_clone().unwrap());
-                let mut len = 0usize;
-                loop {
-                    let mut line = String::new();
-                    if r.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                        break;
-                    }
-                    if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                        len = v.trim().parse().unwrap_or(0);
-                    }
-                }
-                let mut body = vec![0u8; len];
-                if r.read_exact(&mut body).is_ok() {
-                    if let Ok(v) = serde_json::from_slice(&body) {
-                        b.lock().unwrap().push(v);
-                    }
-                }
-                let _ = conn.write_all(
-                    b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok",
-                );
-            }
-        });
-        Collector { port, bodies }
-    }
-
-    fn command(&self) -> String {
-        format!(
-            "curl -sS --fail -H 'Expect:' -H 'Content-Type: application/json' --data-binary @- http://127.0.0.1:{}/",
-            self.port
-        )
-    }
-
-    /// The bodies with `"event": "reviewer_denials"`.
-    fn streaks(&self) -> Vec<Value> {
-        self.bodies
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|b| b["event"] == "reviewer_denials")
-            .cloned()
-            .collect()
-    }
-
-    fn wait_streaks(&self, n: usize) -> Vec<Value> {
-        let t0 = Instant::now();
-        loop {
-            let got = self.streaks();
-            if got.len() >= n {
-                return got;
-            }
-            assert!(
-                t0.elapsed() < common::scaled(Duration::from_secs(30)),
-                "{} of {n} reviewer_denials notifications: {:?}",
-                got.len(),
-                self.bodies.lock().unwrap()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
+/// A `reviewer_denials` notification.
+fn streak(b: &Value) -> bool {
+    b["event"] == "reviewer_denials"
 }
 
 /// The job is denied by the reviewer.
@@ -476,7 +403,7 @@ fn n_reviewer_denials_in_a_row_notify_the_human_once_across_a_restart_and_a_huma
     let d = env.start(&[("BRAINLOOP_CONFIG", &cfg)]);
     // An escape sequence in the command: the `text` shows it escaped.
     let v3 = reviewer_denies(&env, "echo REVDENY3 > c.txt # \u{1b}[2J");
-    let got = hook.wait_streaks(1);
+    let got = hook.wait_matching(1, "reviewer_denials notifications", streak);
     let b = &got[0];
     assert_eq!(b["client"], "local", "{b}");
     assert_eq!(b["denials"], 3, "{b}");
@@ -513,7 +440,12 @@ fn n_reviewer_denials_in_a_row_notify_the_human_once_across_a_restart_and_a_huma
     // A fourth denial: no second notice (the next at six).
     reviewer_denies(&env, "echo REVDENY4 > d.txt");
     std::thread::sleep(Duration::from_millis(2500));
-    assert_eq!(hook.streaks().len(), 1, "{:?}", hook.streaks());
+    assert_eq!(
+        hook.matching(streak).len(),
+        1,
+        "{:?}",
+        hook.matching(streak)
+    );
 
     // A human decision for the client resets the count: three more denials, one more notice.
     let (job, vid) = asks_as(&env, "local", "echo human > e.txt");
@@ -522,12 +454,12 @@ fn n_reviewer_denials_in_a_row_notify_the_human_once_across_a_restart_and_a_huma
     reviewer_denies(&env, "echo REVDENY6 > g.txt");
     std::thread::sleep(Duration::from_millis(1500));
     assert_eq!(
-        hook.streaks().len(),
+        hook.matching(streak).len(),
         1,
         "two after the reset: no notice yet"
     );
     let v7 = reviewer_denies(&env, "echo REVDENY7 > h.txt");
-    let got = hook.wait_streaks(2);
+    let got = hook.wait_matching(2, "reviewer_denials notifications", streak);
     assert_eq!(got[1]["denials"], 3, "{:?}", got[1]);
     assert_eq!(got[1]["validations"][0]["id"], v7.as_str());
     drop(d);

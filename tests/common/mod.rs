@@ -2,6 +2,7 @@
 //! rows with a separate SQLite connection, signals the process, and reads the databases.
 #![allow(dead_code)]
 
+pub mod collector;
 pub mod http_server;
 pub mod mock_llm;
 
