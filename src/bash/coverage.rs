@@ -117,8 +117,9 @@ const FAMILIES: &[(&str, &str, u8)] = &[
     ("write a named workspace file", "redirect:append WS_PATH", 1),
     ("write a named workspace file", "tee -a WS_PATH", 1),
     ("write a named workspace file", "touch WS_PATH", 0),
+    // `-p` also makes the parents of the directories it names: still directories, named
     ("make a workspace directory", "mkdir -p WS_PATH", 1),
-    ("make a workspace directory", "mkdir WS_PATH", 0),
+    ("make a workspace directory", "mkdir WS_PATH", 1),
 ];
 
 /// One spelling for operations git spells several ways.
@@ -126,6 +127,8 @@ const SAME_AS: &[(&str, &str)] = &[
     ("git checkout -b LITERAL", "git switch -c LITERAL"),
     ("git checkout LITERAL", "git switch LITERAL"),
     ("git stash -m LITERAL MSG", "git stash"),
+    ("git init -b LITERAL", "git init"),
+    ("git tag -a -m LITERAL MSG", "git tag LITERAL"),
     ("git checkout WS_PATH", "git restore WS_PATH"),
     ("git add", "git add WS_PATH"),
 ];
@@ -300,7 +303,14 @@ mod tests {
             ),
             ("redirect:write WS_PATH", "mkdir WS_PATH", false),
             ("mkdir -p WS_PATH", "mkdir WS_PATH", true),
-            ("mkdir WS_PATH", "mkdir -p WS_PATH", false),
+            ("mkdir WS_PATH", "mkdir -p WS_PATH", true),
+            ("git init", "git init -b -q LITERAL", true),
+            (
+                "git tag LITERAL",
+                "git -c user.name=… tag -a -m LITERAL MSG",
+                true,
+            ),
+            ("git tag LITERAL", "git tag -d LITERAL", false),
             ("mkdir -p LITERAL", "mkdir -p WS_PATH", false),
         ];
         for (learned, other, want) in cases {

@@ -293,15 +293,23 @@ mod table {
             ("yarn", false, None),
             ("yarn add x", false, None),
             ("pnpm dlx x", false, None),
-            ("npx cowsay hi", false, None),
+            // issue 35: on the overlay nothing is downloaded, so any name runs what
+            // node_modules/.bin has (or fails); the name stays literal in the signature
+            ("npx cowsay hi", true, Some("npx cowsay LITERAL")),
             ("npx", false, None),
             ("npx --yes prettier --write .", false, None),
             ("npx -p typescript tsc", false, None),
             ("npx --no-install -p typescript tsc", false, None),
-            ("npx tinylint src", false, None),
+            ("npx tinylint src", true, Some("npx tinylint LITERAL")),
             ("go get example.com/x", false, None),
             ("go install example.com/x@latest", false, None),
-            ("go mod tidy", false, None),
+            // GOPROXY=off on the overlay: mod and tool fetch nothing
+            ("go mod tidy", true, Some("go mod LITERAL")),
+            (
+                "go mod init example.com/x",
+                true,
+                Some("go mod LITERAL WS_PATH"),
+            ),
             ("pip install requests", false, None),
             ("pip3 install -r requirements.txt", false, None),
             ("python3 -m pip install requests", false, None),

@@ -452,6 +452,13 @@ pub fn walk_args(op: &Operation, workdir: &Path, workspace: &Path) -> Walked {
         }
         let kind = if operands_are_paths(prog, w.sub.as_deref(), expr_seen) {
             path_kind(a, workdir, workspace)
+        } else if prog == "git"
+            && w.sub
+                .as_deref()
+                .is_some_and(|s| GIT_REF_OPERANDS.contains(&s))
+            && !a.contains(DYN)
+        {
+            "LITERAL".into()
         } else {
             arg_kind(a, workdir, workspace)
         };
@@ -465,6 +472,9 @@ pub fn walk_args(op: &Operation, workdir: &Path, workspace: &Path) -> Walked {
 const PATH_OPERANDS: &[&str] = &["mkdir", "rmdir", "touch", "rm", "cp", "mv", "tee", "ln"];
 /// git subcommands whose positional arguments are paths.
 const GIT_PATH_OPERANDS: &[&str] = &["add", "rm", "mv", "restore"];
+/// git subcommands whose positional arguments are names of refs (`git merge docs` names the
+/// branch, not the directory `docs`; `git tag v0.3.0` a tag, not a file).
+const GIT_REF_OPERANDS: &[&str] = &["switch", "merge", "branch", "tag"];
 
 /// Whether a positional argument of `prog` (after its subcommand, after its script for sed and
 /// awk) is a path whatever it looks like.

@@ -116,10 +116,13 @@ pub fn command_risk(ops: &[RawOp], op_risks: &[f64], all: &Effects, blocked: boo
         return 1.0;
     }
     let mut r = op_risks.iter().copied().fold(0.0, f64::max);
+    // Reading beside another effect adds nothing to it (issue 35: `./tool < input` was
+    // `ask_warning` where `./tool input` was not); reading beside the network is the
+    // exfiltration case below.
     let nonpure = all
         .categories()
         .into_iter()
-        .filter(|c| *c != Category::Pure)
+        .filter(|c| *c != Category::Pure && *c != Category::Readonly)
         .count();
     if nonpure > 1 {
         r += 0.05 * (nonpure - 1) as f64;
