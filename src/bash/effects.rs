@@ -114,6 +114,12 @@ fn backup_suffix(op: &Operation) -> Option<&str> {
 pub enum Companion {
     Lock(&'static [&'static str]),
     Sources(&'static [&'static str]),
+    /// Files of the working directory the subcommand exists to edit (`npm pkg set` edits
+    /// `package.json`): named by the command, so an implicitly run file is no exception —
+    /// the command's arguments say the change, as `> package.json` would.
+    Edits(&'static [&'static str]),
+    /// The directories the command names, with everything beneath them (`python3 -m venv DIR`).
+    Beneath,
 }
 
 const RS: &[&str] = &["rs"];
@@ -155,6 +161,15 @@ pub const RUNNER_COMPANIONS: &[(&str, &[&str], &str, Companion)] = &[
     ),
     ("npx", &["prettier"], "-w", Companion::Sources(PRETTIER)),
     ("npx", &["eslint"], "--fix", Companion::Sources(JS)),
+    (
+        "npm",
+        &["pkg", "version"],
+        "",
+        Companion::Edits(&["package.json", "package-lock.json"]),
+    ),
+    ("go", &["mod"], "", Companion::Edits(&["go.mod", "go.sum"])),
+    ("python3", &["-m venv"], "", Companion::Beneath),
+    ("python", &["-m venv"], "", Companion::Beneath),
 ];
 
 /// Files the operator's tools run by themselves (a build script, a package's scripts, a test
@@ -225,6 +240,20 @@ fn runner_companions(n: &mut Named, op: &Operation, workdir: &Path, workspace: &
             continue;
         }
         match c {
+            Companion::Edits(names) => {
+                n.exact.extend(names.iter().filter_map(|f| {
+                    relative(&workdir.join(f).to_string_lossy(), workdir, workspace)
+                }));
+            }
+            Companion::Beneath => {
+                n.beneath.extend(
+                    w.kinds
+                        .iter()
+                        .filter(|(k, _)| k == "WS_PATH" || k == "LITERAL")
+                        .filter_map(|(_, a)| relative(a, workdir, workspace))
+                        .filter(|r| !r.is_empty()),
+                );
+            }
             Companion::Lock(names) => {
                 let dirs = up_to_root(workdir, workspace);
                 n.locks.extend(names.iter().map(|l| (*l, dirs.clone())));
@@ -732,6 +761,34 @@ mod tests {
                 "python3 -m unittest",
                 &[("a.py", M, F)],
                 Some("modifies a.py"),
+            ),
+            // what a subcommand exists to edit, and a venv's own directory
+            (
+                "npm pkg set scripts.test='node --test'",
+                &[("package.json", M, F), ("package-lock.json", M, F)],
+                None,
+            ),
+            (
+                "npm pkg set a=b",
+                &[("other.json", M, F)],
+                Some("modifies other.json"),
+            ),
+            ("npm version patch", &[("package.json", M, F)], None),
+            ("go mod tidy", &[("go.sum", A, F), ("go.mod", M, F)], None),
+            (
+                "go mod tidy",
+                &[("main.go", M, F)],
+                Some("modifies main.go"),
+            ),
+            (
+                "python3 -m venv .venv",
+                &[(".venv/bin/python", A, F), (".venv/pyvenv.cfg", A, F)],
+                None,
+            ),
+            (
+                "python3 -m venv .venv",
+                &[("sitecustomize.py", A, F)],
+                Some("adds sitecustomize.py"),
             ),
         ];
         for (cmd, changes, want) in cases {
