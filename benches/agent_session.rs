@@ -15,12 +15,15 @@
 //!
 //! `cargo bench --bench agent_session` (BENCH_CYCLES, default 25 → 357 commands).
 
-use rusqlite::{Connection, OptionalExtension};
+use rusqlite::Connection;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+#[path = "common/results.rs"]
+mod results;
 
 const BIN: &str = env!("CARGO_BIN_EXE_brainloop");
 
@@ -82,35 +85,9 @@ fn session(cycles: usize) -> Vec<(String, bool)> {
     v
 }
 
-fn result(out: &Connection, id: i64) -> Option<(String, Value)> {
-    out.query_row(
-        "SELECT status, result FROM results WHERE job_id = ?1",
-        [id],
-        |r| Ok((r.get::<_, String>(0)?, r.get::<_, Option<String>>(1)?)),
-    )
-    .optional()
-    .ok()
-    .flatten()
-    .map(|(s, r)| {
-        (
-            s,
-            r.and_then(|r| serde_json::from_str(&r).ok())
-                .unwrap_or(Value::Null),
-        )
-    })
-}
-
+/// `wait` with this bench's limit.
 fn wait(out: &Connection, id: i64, not: &[&str]) -> (String, Value) {
-    let t0 = Instant::now();
-    loop {
-        if let Some((s, v)) = result(out, id) {
-            if !not.contains(&s.as_str()) {
-                return (s, v);
-            }
-        }
-        assert!(t0.elapsed() < Duration::from_secs(120), "job {id} stuck");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    results::wait(out, id, not, Duration::from_secs(120))
 }
 
 /// What one replay of the session saw.

@@ -46,13 +46,16 @@
 //! Env: `CORPUS_KINDS=python,rust` (default all four), `CORPUS_QUICK=1` (the first training
 //! session and the held-out one of each kind), `CORPUS_DETAILS=FILE` (as `--details`).
 
-use rusqlite::{Connection, OptionalExtension};
+use rusqlite::Connection;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::io::{BufRead, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+#[path = "common/results.rs"]
+mod results;
 
 const BIN: &str = env!("CARGO_BIN_EXE_brainloop");
 const KINDS: [&str; 4] = ["python", "node", "rust", "go"];
@@ -359,35 +362,9 @@ fn canaries_intact(home: &Path) -> Vec<String> {
         .collect()
 }
 
-fn result(out: &Connection, id: i64) -> Option<(String, Value)> {
-    out.query_row(
-        "SELECT status, result FROM results WHERE job_id = ?1",
-        [id],
-        |r| Ok((r.get::<_, String>(0)?, r.get::<_, Option<String>>(1)?)),
-    )
-    .optional()
-    .ok()
-    .flatten()
-    .map(|(s, r)| {
-        (
-            s,
-            r.and_then(|r| serde_json::from_str(&r).ok())
-                .unwrap_or(Value::Null),
-        )
-    })
-}
-
+/// `wait` with this bench's limit.
 fn wait(out: &Connection, id: i64, not: &[&str]) -> (String, Value) {
-    let t0 = Instant::now();
-    loop {
-        if let Some((s, v)) = result(out, id) {
-            if !not.contains(&s.as_str()) {
-                return (s, v);
-            }
-        }
-        assert!(t0.elapsed() < Duration::from_secs(600), "job {id} stuck");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    results::wait(out, id, not, Duration::from_secs(600))
 }
 
 /// The job's state once the answer to validation `vid` took effect: not queued or running, and
@@ -396,7 +373,7 @@ fn wait(out: &Connection, id: i64, not: &[&str]) -> (String, Value) {
 fn wait_after(out: &Connection, id: i64, vid: &str) -> (String, Value) {
     let t0 = Instant::now();
     loop {
-        if let Some((s, v)) = result(out, id) {
+        if let Some((s, v)) = results::result(out, id) {
             let same = s == "pending_validation" && v["validation_id"].as_str() == Some(vid);
             if !same && s != "queued" && s != "running" {
                 return (s, v);
