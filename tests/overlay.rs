@@ -324,6 +324,90 @@ fn a_crash_between_run_and_apply_loses_nothing() {
     assert!(env.workspace.join("made.txt").exists());
 }
 
+/// The crash cut the result writer between its two commits: the results row says the job waits
+/// for its validation, the lifecycle row still says it runs. It keeps waiting on the same
+/// validation and change set (CI caught this window: the job ran again and left its first
+/// validation pending with no change set).
+#[test]
+fn a_crash_between_the_result_and_the_lifecycle_commit_keeps_the_job_waiting() {
+    let Some((env, d)) = setup() else { return };
+    let (id, st, v, _) = submit(&env, "sed -i 's/three/3/' a.txt && touch made.txt");
+    assert_eq!(st, "pending_validation", "{v}");
+    let vid = v["validation_id"].as_str().unwrap().to_string();
+    d.kill9();
+    env.lifecycle()
+        .execute(
+            "UPDATE processed_log SET status = 'running' WHERE job_id = ?1",
+            [id],
+        )
+        .unwrap();
+    let _d = env.start(&[]);
+    let shown = cli_ok(&env, &["show", &vid]);
+    assert!(shown.contains("-line three\n+line 3"), "{shown}");
+    let (st, v, _) = settled(&env, id);
+    assert_eq!(st, "pending_validation", "{v}");
+    assert_eq!(v["validation_id"], vid.as_str(), "the same validation: {v}");
+    assert_eq!(common::validations_count(&env, id), 1);
+    let lc: String = env
+        .lifecycle()
+        .query_row(
+            "SELECT status FROM processed_log WHERE job_id = ?1",
+            [id],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(lc, "pending_validation");
+    cli_ok(&env, &["approve", &vid]);
+    let (st, v, err) = final_result(&env, id);
+    assert_eq!(st, "succeeded", "{err} {v}");
+    assert!(env.workspace.join("made.txt").exists());
+}
+
+/// The crash came after the validation was created but before the job's result said so: the
+/// job runs again and asks anew, and the first validation is expired, never left pending.
+#[test]
+fn a_crash_before_the_pending_result_expires_the_validation_and_asks_anew() {
+    let Some((env, d)) = setup() else { return };
+    let (id, st, v, _) = submit(&env, "sed -i 's/three/3/' a.txt && touch made.txt");
+    assert_eq!(st, "pending_validation", "{v}");
+    let first = v["validation_id"].as_str().unwrap().to_string();
+    d.kill9();
+    env.output()
+        .execute(
+            "UPDATE results SET status = 'running', result = NULL WHERE job_id = ?1",
+            [id],
+        )
+        .unwrap();
+    env.lifecycle()
+        .execute(
+            "UPDATE processed_log SET status = 'running' WHERE job_id = ?1",
+            [id],
+        )
+        .unwrap();
+    let _d = env.start(&[]);
+    let (st, v, _) = settled(&env, id);
+    assert_eq!(st, "pending_validation", "{v}");
+    let second = v["validation_id"].as_str().unwrap().to_string();
+    assert_ne!(second, first);
+    let status_of = |vid: &str| -> String {
+        env.output()
+            .query_row("SELECT status FROM validations WHERE id = ?1", [vid], |r| {
+                r.get(0)
+            })
+            .unwrap()
+    };
+    assert_eq!(status_of(&first), "expired");
+    assert_eq!(status_of(&second), "pending");
+    assert!(cli_ok(&env, &["show", &second]).contains("+line 3"));
+    cli_ok(&env, &["approve", &second]);
+    let (st, v, err) = final_result(&env, id);
+    assert_eq!(st, "succeeded", "{err} {v}");
+    assert_eq!(
+        std::fs::read_to_string(env.workspace.join("a.txt")).unwrap(),
+        "line one\nline two\nline 3\n"
+    );
+}
+
 #[test]
 fn an_approval_cut_off_before_the_apply_asks_again_then_applies_without_rerunning() {
     let Some((env, d)) = setup() else { return };

@@ -225,6 +225,23 @@ pub fn expire_all_pending(output: &Connection, now: i64) -> Result<usize> {
     )?)
 }
 
+/// Start-up recovery, inside its transaction: pending validations whose job never reached
+/// waiting for them (a crash between creating one and writing the job's result) are expired —
+/// the job runs again and asks anew.
+pub fn expire_orphans(
+    tx: &rusqlite::Transaction<'_>,
+    ids: &[String],
+    now: i64,
+) -> rusqlite::Result<()> {
+    let mut upd = tx.prepare_cached(
+        "UPDATE validations SET status = 'expired', decided_at = ?2 WHERE id = ?1 AND status = 'pending'",
+    )?;
+    for id in ids {
+        upd.execute(params![id, now])?;
+    }
+    Ok(())
+}
+
 /// Repair of a replaced output.db (`cli::repair`), inside the caller's transaction: its foreign
 /// validations are dropped.
 pub fn clear(tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<()> {

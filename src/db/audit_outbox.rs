@@ -128,7 +128,8 @@ pub fn derive_for_done(
 ) -> Result<Option<AuditRow>> {
     let row = output
         .query_row(
-            "SELECT client_id, action, status, duration_ms, coalesce(finished_at, 0)
+            "SELECT client_id, action, status, duration_ms,
+                    coalesce(finished_at, started_at + coalesce(duration_ms, 0), 0)
              FROM results WHERE job_id = ?1",
             [job_id],
             |r| {

@@ -154,6 +154,43 @@ pub fn mark_pending_validation(conn: &mut Connection, job_id: i64, result: &str)
     Ok(())
 }
 
+/// The validation ids a job's `pending_validation` result waits for (its own `validation_id`,
+/// and those of the nested calls it paused on: a loop's step, a run_code call). Empty when its
+/// results row does not wait. Recovery's evidence that a job reached waiting (`supervisor::recovery`).
+pub fn waiting_for(conn: &Connection, job_id: i64) -> Result<Vec<String>> {
+    let result: Option<Option<String>> = conn
+        .query_row(
+            "SELECT result FROM results WHERE job_id = ?1 AND status = 'pending_validation'",
+            [job_id],
+            |r| r.get(0),
+        )
+        .optional()?;
+    let Some(v) = result
+        .flatten()
+        .and_then(|r| serde_json::from_str::<serde_json::Value>(&r).ok())
+    else {
+        return Ok(Vec::new());
+    };
+    let mut ids = Vec::new();
+    collect_validation_ids(&v, &mut ids);
+    Ok(ids)
+}
+
+fn collect_validation_ids(v: &serde_json::Value, ids: &mut Vec<String>) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, x) in m {
+                match (k.as_str(), x) {
+                    ("validation_id", serde_json::Value::String(id)) => ids.push(id.clone()),
+                    _ => collect_validation_ids(x, ids),
+                }
+            }
+        }
+        serde_json::Value::Array(a) => a.iter().for_each(|x| collect_validation_ids(x, ids)),
+        _ => {}
+    }
+}
+
 /// Repair of a replaced output.db (`cli::repair`), inside the caller's transaction: its
 /// foreign results are dropped.
 pub fn clear_results(tx: &Transaction<'_>) -> rusqlite::Result<()> {

@@ -6,7 +6,12 @@
 //! - a job that was running when the worker died ran one attempt; it runs again until it has
 //!   started `max_attempts` times, then ends `interrupted`;
 //! - a job that was only claimed (or cut off by a graceful shutdown) runs again;
-//! - a job waiting for a human validation keeps waiting (it is never re-run without approval);
+//! - a job waiting for a human validation keeps waiting (it is never re-run without approval) —
+//!   also when the crash cut the result writer between its two commits (the results row says it
+//!   waits for the job's pending validation, the lifecycle row still `running`): the lost
+//!   transition is made here ([`cut_before_waiting`]). A pending validation the job never reached
+//!   waiting on (the crash came before its results row) is expired: the job runs again and asks
+//!   anew, and no validation stays pending for a job that does not wait for it;
 //! - a job whose approved run did not finish is asked again, never re-run unapproved — unless
 //!   it is an `execute_bash` job whose change set reached the workspace (`db::applies`): that one
 //!   is finished by `bash::recover_apply` (applied: its outcome; cut off half-way: the apply
@@ -63,7 +68,24 @@ pub fn recover(
     let mut back_to_claimed = Vec::new();
     let mut reask = Vec::new();
     let mut finished_by_apply = Vec::new();
-    for j in open {
+    let mut waiting = Vec::new();
+    let mut orphans = Vec::new();
+    for mut j in open {
+        let latest = if finals.contains(&j.job_id) {
+            None
+        } else {
+            stores
+                .output
+                .with(|c| validations::latest_of_job(c, j.job_id))?
+        };
+        match cut_before_waiting(stores, &j, latest.as_ref())? {
+            Some(Cut::Waiting) => {
+                j.status = status::PENDING_VALIDATION.to_string();
+                waiting.push(j.job_id);
+            }
+            Some(Cut::Orphan(id)) => orphans.push(id),
+            None => {}
+        }
         if finals.contains(&j.job_id) {
             done.push(j.job_id);
             rec.already_done += 1;
@@ -83,14 +105,10 @@ pub fn recover(
             done.push(j.job_id);
             finished_by_apply.push(j.job_id);
             rec.finished_applies += 1;
-        } else if let Some(v) = stores
-            .output
-            .with(|c| validations::latest_of_job(c, j.job_id))?
-            .filter(|v| {
-                v.status == "approved"
-                    || (j.status == status::PENDING_VALIDATION && v.status != "pending")
-            })
-        {
+        } else if let Some(v) = latest.filter(|v| {
+            v.status == "approved"
+                || (j.status == status::PENDING_VALIDATION && v.status != "pending")
+        }) {
             // A human decided, but the job never finished acting on it (a crash, a shutdown
             // cut-off, or a crash between approval and start): a denial or expiry is final;
             // an approval is asked again rather than re-run.
@@ -211,24 +229,63 @@ pub fn recover(
         }
     }
     // Results first (FULL): an `interrupted` row is the proof; marking done second is idempotent.
-    stores
-        .output
-        .with(|c| Ok(write_tx(c, |tx| output::upsert_results(tx, &results))?))?;
+    stores.output.with(|c| {
+        Ok(write_tx(c, |tx| {
+            output::upsert_results(tx, &results)?;
+            validations::expire_orphans(tx, &orphans, now)
+        })?)
+    })?;
     // A final result whose claim is still open was cut off between the result writer's two
     // commits: its audit row went with the lifecycle transaction, so it is staged again here —
     // as is the audit row of a job finished just now from its apply journal (it ran, like any
     // job that reached the finisher).
     let mut audited = finals;
     audited.extend(finished_by_apply);
-    let lost_audit = audit_of_cut_off(stores, registry, &done, &audited)?;
+    let mut lost_audit = audit_of_cut_off(stores, registry, &done, &audited)?;
+    // The waiting transition's audit row went with the same lost commit.
+    let all: HashSet<i64> = waiting.iter().copied().collect();
+    lost_audit.extend(audit_of_cut_off(stores, registry, &waiting, &all)?);
     stores.lifecycle.with(|c| {
         Ok(write_tx(c, |tx| {
             audit_outbox::stage(tx, &lost_audit)?;
+            lifecycle::pending_validation(tx, &waiting)?;
             lifecycle::finish(tx, &done, now)?;
             lifecycle::reclaim_running(tx, &back_to_claimed)
         })?)
     })?;
     Ok(rec)
+}
+
+/// What a crash left between a job's validation and its waiting for it.
+#[derive(Debug, PartialEq)]
+enum Cut {
+    /// The results row says the job waits for its pending validation: only the lifecycle
+    /// transition (the result writer's second commit) was lost.
+    Waiting,
+    /// The job's latest validation is pending but its results row does not wait for it (the
+    /// crash came between creating the validation and writing the result): the job runs again
+    /// and asks anew, so this one is expired (by its id).
+    Orphan(String),
+}
+
+/// A job still `claimed`/`running` whose latest validation is pending: which [`Cut`] left it so.
+fn cut_before_waiting(
+    stores: &Stores,
+    j: &lifecycle::OpenJob,
+    latest: Option<&validations::Validation>,
+) -> Result<Option<Cut>> {
+    let Some(v) = latest.filter(|v| v.status == "pending") else {
+        return Ok(None);
+    };
+    if j.status == status::PENDING_VALIDATION {
+        return Ok(None);
+    }
+    let waits_for = stores.output.with(|c| output::waiting_for(c, j.job_id))?;
+    Ok(Some(if waits_for.contains(&v.id) {
+        Cut::Waiting
+    } else {
+        Cut::Orphan(v.id.clone())
+    }))
 }
 
 /// The outcome of an `execute_bash` job's change set that reached the workspace before the
