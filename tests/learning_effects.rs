@@ -193,41 +193,99 @@ fn unasked(env: &Env, cmd: &str) {
     assert_eq!(v["policy_used"], "signature_learned", "{cmd}: {v}");
 }
 
-/// (e) Issue 35, `bash::coverage`: a learned signature stands for the variants that do no more
-/// — neutral flags, several paths for one, the same operation spelled another way, a weaker
-/// member of its family — and for nothing that does more, nothing never learnable, nothing a
-/// human denied for this client.
+/// (e) Issue 35, `bash::coverage`: one `--learn` teaches the command's family, and the prompt
+/// says so before the human answers — writing named workspace files (`>`, `>>`, `tee`, `sed -i`,
+/// `touch`, `mkdir`, `cp`) — and nothing of another family, nothing never learnable, nothing
+/// protected, nothing a human denied for this client.
 #[test]
-fn a_learned_signature_covers_variants_that_do_no_more_and_nothing_else() {
+fn one_learn_teaches_the_family_the_prompt_named_and_nothing_else() {
     let (env, _d) = setup(None);
     let ws = env.workspace.clone();
-    teach(&env, "echo one > notes.txt");
-    // the family "write a named workspace file": sed -i, tee, >>, touch do no more
+    let (id, st, v, err) = submit(&env, "echo one > notes.txt");
+    assert_eq!(st, "pending_validation", "{err} {v}");
+    let reasons = v["reasons"].to_string();
+    assert!(
+        reasons.contains(
+            "approve --learn teaches this client the family \\\"write named workspace files\\\""
+        ),
+        "the prompt names the family before the answer: {reasons}"
+    );
+    let said = cli_ok(&env, &["approve", &common::vid(&v), "--learn"]);
+    assert!(
+        said.contains("which teach the family \"write named workspace files\""),
+        "{said}"
+    );
+    assert_eq!(final_result(&env, id).0, "succeeded");
+    // every member of the family, however spelled
     unasked(&env, "sed -i -E 's/one/two/' notes.txt");
     unasked(&env, "printf 'x\\n' | tee -a notes.txt b.txt");
     unasked(&env, "echo three >> notes.txt");
     unasked(&env, "touch c.txt d.txt");
+    unasked(&env, "mkdir -p -v deep/er/path");
+    unasked(&env, "cp notes.txt deep/er/copy.txt");
     assert_eq!(
         read(&ws.join("notes.txt")).as_deref(),
         Some("two\nx\nthree\n")
     );
-    assert!(ws.join("d.txt").exists());
-    // ... but not what the family does not do, nor a never-learnable construct
-    asks(&env, "mkdir build", "");
+    assert_eq!(
+        read(&ws.join("deep/er/copy.txt")).as_deref(),
+        Some("two\nx\nthree\n")
+    );
+    // ... but not another family, a never-learnable construct, a protected path, or outside
+    asks(&env, "rm c.txt", "");
+    asks(&env, "mv d.txt e.txt", "");
     asks(&env, "sed -i 's/two/2/w out.txt' notes.txt", "");
     asks(&env, "echo x > .envrc", "touches a protected path .envrc");
-    assert!(!ws.join("build").exists() && !ws.join("out.txt").exists());
+    let outside = env.root.path().join("outside.txt");
+    let (_, st, _, _) = submit(&env, &format!("echo x > {}", outside.display()));
+    assert_ne!(st, "succeeded");
+    assert!(!outside.exists());
+    assert!(ws.join("c.txt").exists() && ws.join("d.txt").exists());
+    assert!(!ws.join("out.txt").exists() && !ws.join("e.txt").exists());
 
-    // mkdir and mkdir -p make directories the command names, one as the other
-    teach(&env, "mkdir docs");
-    unasked(&env, "mkdir -p -v deep/er/path");
-    assert!(ws.join("deep/er/path").is_dir());
-
-    // a human's denial of a covered variant for this client: it asks from then on
+    // a human's denial of a member for this client: that member asks from then on
     let (id, v) = asks(&env, "mkdir -p build/x && rm -f c.txt", "");
     cli_ok(&env, &["deny", &common::vid(&v)]);
     assert_eq!(final_result(&env, id).0, "denied");
     teach(&env, "rm d.txt");
     asks(&env, "rm -f c.txt", "");
-    assert!(ws.join("c.txt").exists());
+    asks(&env, "mkdir -p build/y", "");
+    assert!(ws.join("c.txt").exists() && !ws.join("build").exists());
+}
+
+/// (f) git's local bookkeeping is one family: `git init` taught once, the agent's add, commit
+/// (with an identity `-c`), branch, switch, stash and merge run unasked; amend, a hard reset, a
+/// forced branch deletion, an unsafe `-c` key or a remote still ask.
+#[test]
+fn one_learn_teaches_git_local_bookkeeping_and_never_force_amend_or_hooks() {
+    let (env, _d) = setup(None);
+    let ws = env.workspace.clone();
+    // a new repository's config and hooks are protected: approved once, not taught
+    let (jid, v) = asks(&env, "git init -q -b main", "");
+    cli_ok(&env, &["approve", &common::vid(&v)]);
+    assert_eq!(final_result(&env, jid).0, "succeeded");
+    let id = "git -c user.name=agent -c user.email=agent@example.com";
+    teach(&env, "git add -A");
+    unasked(&env, &format!("{id} commit -qm first"));
+    unasked(&env, "git switch -c feature");
+    // work in progress the operator wrote: stashed and back
+    std::fs::write(ws.join("wip.txt"), "wip\n").unwrap();
+    unasked(&env, "git stash -u");
+    assert!(!ws.join("wip.txt").exists());
+    unasked(&env, "git stash pop");
+    assert!(ws.join("wip.txt").exists());
+    unasked(&env, "git add wip.txt");
+    unasked(&env, &format!("{id} commit -qm second"));
+    unasked(&env, "git switch main");
+    assert!(!ws.join("wip.txt").exists());
+    unasked(&env, &format!("{id} merge --no-edit feature"));
+    unasked(&env, "git branch -d feature");
+    unasked(&env, &format!("{id} tag -a v1 -m one"));
+    assert_eq!(read(&ws.join("wip.txt")).as_deref(), Some("wip\n"));
+    asks(&env, &format!("{id} commit --amend -qm changed"), "");
+    asks(&env, "git reset --hard HEAD~1", "");
+    asks(&env, "git -c core.hooksPath=/tmp commit -qm x", "");
+    let (_, st, _, _) = submit(&env, "git push origin main");
+    assert_ne!(st, "succeeded");
+    assert!(!ws.join(".git/hooks/pre-commit").exists());
 }

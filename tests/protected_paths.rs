@@ -59,10 +59,10 @@ fn learn(env: &Env, cmd: &str, sig: &str) {
     assert_eq!(final_result(env, id).0, "succeeded", "{cmd}");
 }
 
-/// The two ordinary answers: `> WS_PATH` and `mkdir -p WS_PATH`.
+/// The ordinary answer: `> WS_PATH`, which teaches its family (`mkdir -p WS_PATH` with it).
 fn learn_two(env: &Env) {
     learn(env, "echo hi > notes.txt", "redirect:write WS_PATH");
-    learn(env, "mkdir -p build/out", "mkdir -p WS_PATH");
+    applied(env, "mkdir -p build/out");
 }
 
 /// The command is applied without a human (under what was learned).
@@ -363,7 +363,7 @@ fn git_companions_never_cover_head_other_refs_or_alternates() {
     }
     learn(&env, "echo hi > notes.txt", "redirect:write WS_PATH");
     learn(&env, "git add b.txt", "git add WS_PATH");
-    learn(&env, "git commit -m 'second commit'", "git commit -m MSG");
+    applied(&env, "git commit -m 'second commit'");
 
     applied(&env, "git add c.txt");
     applied(&env, "git commit -m 'third commit'");
@@ -453,11 +453,7 @@ fn an_identity_git_c_commit_is_learned_and_a_hooks_write_still_asks() {
     };
     learn(&env, "echo hi > notes.txt", "redirect:write WS_PATH");
     learn(&env, "git add b.txt", "git add WS_PATH");
-    learn(
-        &env,
-        &commit("1"),
-        "git -c user.email=… -c user.name=… commit -m -q MSG",
-    );
+    applied(&env, &commit("1"));
     applied(&env, "git add c.txt");
     applied(&env, &commit("2"));
     // Another identity, the flags spelled apart: the same signature.
@@ -507,8 +503,9 @@ fn read(env: &Env, rel: &str) -> String {
     std::fs::read_to_string(env.workspace.join(rel)).unwrap_or_default()
 }
 
-/// (h) Issue 35: git's local bookkeeping (switch, switch -c, stash, stash pop, tag) is learned in
-/// one `approve --learn` each and then applied without a human — the ref it names, `HEAD` as a
+/// (h) Issue 35: git's local bookkeeping (switch, switch -c, stash, stash pop, tag, init,
+/// restore, merge) is learned in one `approve --learn` of one of them (its family,
+/// `bash::coverage`) and then applied without a human — the ref it names, `HEAD` as a
 /// ref to the branch it names, the stash, the tracked files git rewrites from its objects. A
 /// switch whose change set also writes a hook, another ref, or `HEAD` to a branch it does not
 /// name still asks, and nothing of it is applied. Each of these asked every time before (git's
@@ -522,10 +519,10 @@ fn git_bookkeeping_is_learned_and_a_switch_writing_elsewhere_still_asks() {
     learn(&env, "echo hi > notes.txt", "redirect:write WS_PATH");
     learn(&env, "git switch -c feat", "git switch -c LITERAL");
     assert_eq!(read(&env, ".git/HEAD"), "ref: refs/heads/feat\n");
-    learn(&env, "git add b.txt", "git add WS_PATH");
-    learn(&env, "git commit -m 'on feat'", "git commit -m MSG");
+    applied(&env, "git add b.txt");
+    applied(&env, "git commit -m 'on feat'");
     // Back to main: git removes b.txt (tracked on feat only), which the command does not name.
-    learn(&env, "git switch main", "git switch LITERAL");
+    applied(&env, "git switch main");
     assert_eq!(read(&env, ".git/HEAD"), "ref: refs/heads/main\n");
     assert!(!ws.join("b.txt").exists());
 
@@ -539,11 +536,11 @@ fn git_bookkeeping_is_learned_and_a_switch_writing_elsewhere_still_asks() {
     applied(&env, "git switch main");
     assert!(!ws.join("b.txt").exists());
 
-    // stash / stash pop: one answer each, then unasked.
+    // stash / stash pop: unasked (the family).
     std::fs::write(ws.join("a.txt"), "dirty 1\n").unwrap();
-    learn(&env, "git stash", "git stash");
+    applied(&env, "git stash");
     assert_eq!(read(&env, "a.txt"), "a\n");
-    learn(&env, "git stash pop", "git stash LITERAL");
+    applied(&env, "git stash pop");
     assert_eq!(read(&env, "a.txt"), "dirty 1\n");
     applied(&env, "git stash");
     assert_eq!(read(&env, "a.txt"), "a\n");
@@ -552,8 +549,8 @@ fn git_bookkeeping_is_learned_and_a_switch_writing_elsewhere_still_asks() {
     assert_eq!(read(&env, "a.txt"), "dirty 1\n");
     assert!(!ws.join(".git/refs/stash").exists());
 
-    // tag: one answer, then unasked.
-    learn(&env, "git tag v1", "git tag LITERAL");
+    // tag: unasked (the family).
+    applied(&env, "git tag v1");
     applied(&env, "git tag v2");
     assert!(ws.join(".git/refs/tags/v2").exists());
 
@@ -580,9 +577,9 @@ fn git_bookkeeping_is_learned_and_a_switch_writing_elsewhere_still_asks() {
     assert_eq!(read(&env, ".git/HEAD"), "ref: refs/heads/main\n");
     assert!(!ws.join(".git/hooks/post-checkout").exists());
 
-    // git init: a fresh git dir as git makes it is learned; one with a config the agent added
+    // git init: a fresh git dir as git makes it is applied; one with a config the agent added
     // to asks, and nothing of it is applied.
-    learn(&env, "git init -q -b main lib1", "git init -b -q LITERAL");
+    applied(&env, "git init -q -b main lib1");
     applied(&env, "git init -q -b main lib2");
     assert_eq!(read(&env, "lib2/.git/HEAD"), "ref: refs/heads/main\n");
     held(
@@ -595,14 +592,10 @@ fn git_bookkeeping_is_learned_and_a_switch_writing_elsewhere_still_asks() {
     assert!(!ws.join("b.txt").exists(), "no switch to feat was applied");
     assert_eq!(read(&env, "a.txt"), "dirty 1\n");
 
-    // restore, merge: one answer each, then unasked; `git switch -` back to the last branch.
-    learn(&env, "git restore a.txt", "git restore WS_PATH");
+    // restore, merge: unasked (the family); `git switch -` back to the last branch.
+    applied(&env, "git restore a.txt");
     assert_eq!(read(&env, "a.txt"), "a\n");
-    learn(
-        &env,
-        "git merge --no-edit feat",
-        "git merge --no-edit LITERAL",
-    );
+    applied(&env, "git merge --no-edit feat");
     assert_eq!(read(&env, "b.txt"), "feat\n");
     applied(&env, "git switch -c topic2");
     applied(&env, "echo c > c.txt");

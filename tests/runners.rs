@@ -168,6 +168,13 @@ fn a_learned_cargo_fmt_applies_and_a_build_script_writing_elsewhere_still_asks()
     write(&ws, "src/lib.rs", "pub fn add(a: i32,b: i32)->i32{a+b}\n");
     let (id, st, v, err) = submit(&env, "cargo fmt");
     assert_eq!(st, "pending_validation", "{err} {v}");
+    assert!(
+        v["reasons"]
+            .to_string()
+            .contains("the family \\\"cargo's local build, test and format\\\""),
+        "the prompt names what --learn teaches: {}",
+        v["reasons"]
+    );
     let vid = v["validation_id"].as_str().unwrap().to_string();
     cli_ok(&env, &["approve", &vid, "--learn"]);
     assert_eq!(final_result(&env, id).0, "succeeded");
@@ -190,14 +197,14 @@ fn a_learned_cargo_fmt_applies_and_a_build_script_writing_elsewhere_still_asks()
         "pub fn two() -> i32 {\n    2\n}\n"
     );
 
-    // 3. learn `cargo build` through its lock file (a human approves the first one).
+    // 3. `cargo build` is of the family the `cargo fmt` answer taught (its prompt said so):
+    // its lock file, a declared companion, applies without a prompt.
     std::fs::remove_file(ws.join("Cargo.lock")).unwrap();
     let (id, st, v, err) = submit(&env, "cargo build");
-    assert_eq!(st, "pending_validation", "{err} {v}");
+    assert_eq!(st, "succeeded", "{err} {v}");
+    assert_eq!(v["policy_used"], "signature_learned", "{v}");
     assert!(v["effects"].to_string().contains("Cargo.lock"), "{v}");
-    let vid = v["validation_id"].as_str().unwrap().to_string();
-    cli_ok(&env, &["approve", &vid, "--learn"]);
-    assert_eq!(final_result(&env, id).0, "succeeded");
+    assert_eq!(validations_count(&env, id), 0);
     assert!(ws.join("Cargo.lock").exists());
 
     // 4. a build script that writes a git hook, cargo's config, a source nobody named, and

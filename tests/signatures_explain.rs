@@ -124,7 +124,13 @@ fn explain_shows_a_learned_redirect_sed_and_git_signature_with_examples_decided_
         "sed -i EXPR WS_PATH",
     );
     let j_add = learn(&env, "git add b.txt c.txt", "git add WS_PATH...");
-    let j_commit = learn(&env, "git commit -m 'second commit'", "git commit -m MSG");
+    // (for `local` the commit is of the family `git add` taught: agent2 teaches it, alone)
+    let j_commit = learn_as(
+        &env,
+        "agent2",
+        "git commit -m 'second commit'",
+        "git commit -m MSG",
+    );
 
     // > WS_PATH
     let e = explain(&env, "redirect:write WS_PATH");
@@ -215,7 +221,7 @@ fn explain_shows_a_learned_redirect_sed_and_git_signature_with_examples_decided_
         &e,
         "an added flag (-E)",
         "matches",
-        "which `sed -i EXPR WS_PATH` covers (it does no more)",
+        "which `sed -i EXPR WS_PATH` covers (both of the family \"write named workspace files\")",
     );
     decided(&e, "without the flag -i", "not_needed", "needs no approval");
 
@@ -310,8 +316,8 @@ fn explain_shows_a_learned_redirect_sed_and_git_signature_with_examples_decided_
     let (_, st, v, _) = common::submit_as(&env, "agent2", "sed -E -i s/two/TWO/ a.txt");
     assert_eq!(st, "succeeded", "a neutral flag is covered: {v}");
     assert_eq!(v["policy_used"], "signature_learned", "{v}");
-    // ... and what `sed` does not cover still asks for agent2
-    let (_, st, v, _) = common::submit_as(&env, "agent2", "mkdir docs");
+    // ... and what `sed`'s family (writing named files) does not cover still asks for agent2
+    let (_, st, v, _) = common::submit_as(&env, "agent2", "rm other.txt");
     assert_eq!(st, "pending_validation", "{v}");
 }
 

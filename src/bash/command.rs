@@ -371,9 +371,12 @@ pub fn overlay_capturable(report: &CheckReport, workdir: &Path, workspace: &Path
             .all(|op| signatures::not_capturable(op).is_none())
         && workdir.starts_with(workspace)
         && report.operations.iter().all(|op| {
-            op.writes
-                .iter()
-                .all(|w| signatures::write_in_workspace(w, workdir, workspace))
+            let here = signatures::op_dir(op, workdir);
+            op.writes.iter().all(|w| {
+                here.as_deref()
+                    .is_some_and(|d| signatures::write_in_workspace(w, d, workspace))
+                    || w.starts_with('/') && signatures::write_in_workspace(w, workdir, workspace)
+            })
         })
 }
 
@@ -572,6 +575,13 @@ pub(super) async fn ask(
                 m.change_set.summary()
             ),
         );
+        // What one `--learn` teaches beyond this command (`bash::coverage` families).
+        for (i, line) in super::coverage::taught_lines(&m.signatures)
+            .into_iter()
+            .enumerate()
+        {
+            reasons.insert(1 + i, line);
+        }
     }
     if shown == "ask_warning" {
         reasons.insert(0, format!("WARNING: high risk ({:.2})", report.risk_score));

@@ -5,7 +5,7 @@
 //! `rm -f x` and `rm x`, `sed -i -E EXPR f` and `sed -i EXPR f`, one path or several — asked
 //! again, and a human who taught "write this file" was asked again for `tee` and `sed -i`.
 //!
-//! [`canon`] reduces a signature text to a *class* and a *strength*:
+//! [`canon`] reduces a signature text to a *class*:
 //!
 //! - flags that change nothing the command writes are dropped, per program ([`NEUTRAL`]: `-q`,
 //!   `-v`, `rm -f`, `sed -E`, `cargo --offline` …), git's safe `-c KEY=…` options (identity,
@@ -13,17 +13,19 @@
 //!   (`WS_PATH...` → `WS_PATH`: each named path is still checked by `bash::effects`);
 //! - spellings of one operation are one (`git checkout -b X` is `git switch -c X`; `git add -A`,
 //!   `-u`, `.` and named paths all stage into the index);
-//! - a [`FAMILIES`] entry ranks operations of equal or lesser power: writing any content to a
-//!   named workspace file (`> f`, `tee f`, `sed -i EXPR f`: strength 2) can do what appending
-//!   (`>> f`, `tee -a f`: 1) and `touch f` (0) can; `mkdir -p` (1) what `mkdir` (0) can.
+//! - a [`FAMILIES`] member's class is its family: operations of one kind a human teaches in one
+//!   answer, the prompt naming the family and its members ([`taught_lines`]) — writing named
+//!   workspace files (`> f`, `sed -i`, `tee`, `touch`, `mkdir`, `cp`), moving or deleting them,
+//!   git's local bookkeeping (no force, amend, hard reset, config, hooks or remotes), a build
+//!   tool's local build/test/format subcommands (cargo, go, npm scripts).
 //!
-//! A learned signature C covers S when both have the same class and C's strength is at least
-//! S's ([`covers`]). Coverage never widens what was learned: S must itself be learnable (scripts
-//! and flags that write or run elsewhere never are), S has no human denial and no `never` /
-//! `always_ask` override for the client (`signatures::observe` checks those), and a change set
-//! applied under it is still bounded by `bash::effects` (only the paths the command names or
-//! declares, never a protected one). A signature text the table does not know is its own class:
-//! nothing is covered by default.
+//! A learned signature C covers S when both have the same class ([`covers`]). Coverage never
+//! widens the confinement the human saw: S must itself be learnable (scripts and flags that write
+//! or run elsewhere never are), S has no human denial and no `never` / `always_ask` override for
+//! the client (`signatures::observe` checks those), and a change set applied under it is still
+//! bounded by `bash::effects` (only the paths the command names or its program declares, never a
+//! protected one) — the same bound for every member of a family, which is what makes a family.
+//! A signature text the table does not know is its own class: nothing is covered by default.
 
 use crate::classify::git::{safe_config_key, GLOBAL_VALUE};
 
@@ -109,18 +111,136 @@ const RECURSIVE_FLAG: &[(&str, &[char], &[&str])] = &[
     ("cp", &['r', 'R', 'a'], &["--recursive", "--archive"]),
 ];
 
-/// Operations ranked by power within a family: (family, signature class, strength).
-const FAMILIES: &[(&str, &str, u8)] = &[
-    ("write a named workspace file", "redirect:write WS_PATH", 2),
-    ("write a named workspace file", "tee WS_PATH", 2),
-    ("write a named workspace file", "sed -i EXPR WS_PATH", 2),
-    ("write a named workspace file", "redirect:append WS_PATH", 1),
-    ("write a named workspace file", "tee -a WS_PATH", 1),
-    ("write a named workspace file", "touch WS_PATH", 0),
-    // `-p` also makes the parents of the directories it names: still directories, named
-    ("make a workspace directory", "mkdir -p WS_PATH", 1),
-    ("make a workspace directory", "mkdir WS_PATH", 1),
+/// A family: operations of one kind taught together. A human's `approve --learn` of one member
+/// (or enough approvals of it) teaches the client the whole family — the prompt says so, naming
+/// the members ([`taught_line`]) — because each member is bounded the same way: it runs on the
+/// overlay, and its change set applies only the paths the command names or its program declares
+/// (`bash::effects`), never a protected one (`bash::protected`).
+pub struct Family {
+    pub name: &'static str,
+    /// The members, as the human reads them.
+    pub shows: &'static str,
+    members: Members,
+}
+
+enum Members {
+    /// Signature classes (after [`normalise`] and [`SAME_AS`]), exactly.
+    Classes(&'static [&'static str]),
+    /// Subcommands of one program, each with the flags it may carry besides its neutral ones;
+    /// operands only of the kinds inside the workspace or plain data (`WS_PATH`, `LITERAL`,
+    /// `NUM`, `MSG`): never `PATH(…)`, a glob or an expansion.
+    Subcommands(&'static str, &'static [(&'static str, Flags)]),
+}
+
+/// The flags a family's subcommand may carry.
+#[derive(Clone, Copy)]
+enum Flags {
+    Only(&'static [&'static str]),
+    /// Any: a build tool's flags change what it builds or runs, all of it inside the sandbox,
+    /// and what it writes is bounded by its declared companions like the rest.
+    Any,
+}
+
+pub const FAMILIES: &[Family] = &[
+    Family {
+        name: "write named workspace files",
+        shows: "`> f`, `>> f`, `tee [-a] f`, `sed -i EXPR f`, `touch f`, `mkdir [-p] d`, `cp [-r] SRC DEST`",
+        members: Members::Classes(&[
+            "redirect:write WS_PATH",
+            "redirect:append WS_PATH",
+            "tee WS_PATH",
+            "tee -a WS_PATH",
+            "sed -i EXPR WS_PATH",
+            "touch WS_PATH",
+            "mkdir WS_PATH",
+            "mkdir -p WS_PATH",
+            "cp WS_PATH",
+            "cp -r WS_PATH",
+        ]),
+    },
+    Family {
+        name: "move or delete named workspace files",
+        shows: "`mv SRC DEST`, `rm [-r] f`, `rmdir d`",
+        members: Members::Classes(&["mv WS_PATH", "rm WS_PATH", "rm -r WS_PATH", "rmdir WS_PATH"]),
+    },
+    Family {
+        name: "git's local bookkeeping",
+        shows: "`git init|add|commit|tag|switch|checkout|branch|stash|merge|restore|mv|rm` without force, amend or hard reset (never config, hooks, remotes)",
+        members: Members::Subcommands(
+            "git",
+            &[
+                ("init", Flags::Only(&["-b", "--initial-branch"])),
+                ("add", Flags::Only(&[])),
+                ("commit", Flags::Only(&["-m", "--message"])),
+                ("tag", Flags::Only(&["-a", "--annotate", "-m", "--message", "-d", "--delete"])),
+                ("switch", Flags::Only(&["-c", "--create", "--detach"])),
+                ("checkout", Flags::Only(&["-b"])),
+                ("branch", Flags::Only(&["-d", "--delete", "-m", "--move"])),
+                ("stash", Flags::Only(&["-m", "--message", "-p", "--patch"])),
+                ("merge", Flags::Only(&["-m"])),
+                ("restore", Flags::Only(&["--staged", "-S", "--worktree", "-W"])),
+                ("mv", Flags::Only(&[])),
+                ("rm", Flags::Only(&["--cached", "-r"])),
+            ],
+        ),
+    },
+    Family {
+        name: "cargo's local build, test and format",
+        shows: "`cargo build|check|test|run|bench|clippy|doc|fmt|clean|tree|metadata` (not add, update, install, new, init, package, publish)",
+        members: Members::Subcommands(
+            "cargo",
+            &[
+                ("build", Flags::Any),
+                ("check", Flags::Any),
+                ("test", Flags::Any),
+                ("run", Flags::Any),
+                ("bench", Flags::Any),
+                ("clippy", Flags::Any),
+                ("doc", Flags::Any),
+                ("fmt", Flags::Any),
+                ("clean", Flags::Any),
+                ("tree", Flags::Any),
+                ("metadata", Flags::Any),
+            ],
+        ),
+    },
+    Family {
+        name: "go's local build, test and format",
+        shows: "`go build|test|vet|run|list|fmt`, `gofmt -w` (not get, install, mod)",
+        members: Members::Subcommands(
+            "go",
+            &[
+                ("build", Flags::Any),
+                ("test", Flags::Any),
+                ("vet", Flags::Any),
+                ("run", Flags::Any),
+                ("list", Flags::Any),
+                ("fmt", Flags::Any),
+            ],
+        ),
+    },
+    Family {
+        name: "go's local build, test and format",
+        shows: "`go build|test|vet|run|list|fmt`, `gofmt -w` (not get, install, mod)",
+        members: Members::Classes(&["gofmt -w WS_PATH", "gofmt -l -w WS_PATH"]),
+    },
+    Family {
+        name: "npm's scripts",
+        shows: "`npm run SCRIPT`, `npm test`, `npm start` (the package's own scripts; not install, init, pkg, publish)",
+        members: Members::Subcommands(
+            "npm",
+            &[
+                ("run", Flags::Any),
+                ("run-script", Flags::Any),
+                ("test", Flags::Any),
+                ("start", Flags::Any),
+            ],
+        ),
+    },
 ];
+
+/// Operand kinds a [`Members::Subcommands`] member may carry.
+const FAMILY_KINDS: &[&str] = &["WS_PATH", "LITERAL", "NUM", "MSG"];
 
 /// One spelling for operations git spells several ways.
 const SAME_AS: &[(&str, &str)] = &[
@@ -133,36 +253,108 @@ const SAME_AS: &[(&str, &str)] = &[
     ("git add", "git add WS_PATH"),
 ];
 
-/// A signature's class and strength.
+/// A signature's class: its family's name, or the normalised signature text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Canon {
-    /// The family's name, or the normalised signature text.
     pub class: String,
-    pub strength: u8,
 }
 
 /// Whether the learned signature `learned` covers `sig` (see the module doc).
 pub fn covers(learned: &str, sig: &str) -> bool {
-    let (l, s) = (canon(learned), canon(sig));
-    l.class == s.class && l.strength >= s.strength
+    canon(learned).class == canon(sig).class
 }
 
-/// The class and strength of a signature text.
+/// The class of a signature text.
 pub fn canon(text: &str) -> Canon {
+    let normal = spelled(text);
+    Canon {
+        class: family_of_normal(&normal).map_or(normal, |f| f.name.to_string()),
+    }
+}
+
+/// The family a signature text belongs to, if any.
+pub fn family(text: &str) -> Option<&'static Family> {
+    family_of_normal(&spelled(text))
+}
+
+/// What the prompt says `approve --learn` teaches, for a command with these signatures: one
+/// line per family among them (empty: each signature is learned alone).
+pub fn taught_lines(sigs: &[String]) -> Vec<String> {
+    families_of(sigs).into_iter().map(taught_line).collect()
+}
+
+/// The families among `sigs`, each once, in order.
+pub fn families_of(sigs: &[String]) -> Vec<&'static Family> {
+    let mut out: Vec<&'static Family> = Vec::new();
+    for f in sigs.iter().filter_map(|s| family(s)) {
+        if !out.iter().any(|n| n.name == f.name) {
+            out.push(f);
+        }
+    }
+    out
+}
+
+/// What `approve --learn` of a member of `f` teaches, as the prompt says it.
+pub fn taught_line(f: &Family) -> String {
+    format!(
+        "approve --learn teaches this client the family \"{}\": {} — each still applies only the paths it names and its program's declared companions, never a protected path",
+        f.name, f.shows
+    )
+}
+
+/// The normalised text, one spelling for git's several ([`SAME_AS`]).
+fn spelled(text: &str) -> String {
     let normal = normalise(text);
-    let normal = SAME_AS
+    SAME_AS
         .iter()
         .find(|(from, _)| *from == normal)
-        .map_or(normal.clone(), |(_, to)| to.to_string());
-    match FAMILIES.iter().find(|(_, class, _)| *class == normal) {
-        Some((family, _, strength)) => Canon {
-            class: (*family).to_string(),
-            strength: *strength,
-        },
-        None => Canon {
-            class: normal,
-            strength: 0,
-        },
+        .map_or(normal, |(_, to)| to.to_string())
+}
+
+fn family_of_normal(normal: &str) -> Option<&'static Family> {
+    FAMILIES.iter().find(|f| member(&f.members, normal))
+}
+
+fn member(m: &Members, normal: &str) -> bool {
+    match m {
+        Members::Classes(cs) => cs.contains(&normal),
+        Members::Subcommands(prog, subs) => {
+            let toks: Vec<&str> = normal.split(' ').collect();
+            if toks.first() != Some(prog) {
+                return false;
+            }
+            // git's subcommand comes right after it ([`normalise`] keeps any global option
+            // before it, and one there is not a member); another program's flags are sorted
+            // before its subcommand.
+            let at = if *prog == "git" {
+                1
+            } else {
+                match toks.iter().skip(1).position(|t| !t.starts_with('-')) {
+                    Some(i) => i + 1,
+                    None => return false,
+                }
+            };
+            let Some((_, flags)) = toks
+                .get(at)
+                .and_then(|sub| subs.iter().find(|(s, _)| s == sub))
+            else {
+                return false;
+            };
+            toks.iter()
+                .enumerate()
+                .filter(|(i, _)| *i != 0 && *i != at)
+                .all(|(_, t)| {
+                    if t.starts_with('-') {
+                        let name = t.split_once('=').map_or(*t, |(n, _)| n);
+                        match flags {
+                            Flags::Any => true,
+                            Flags::Only(ok) => ok.contains(&name),
+                        }
+                    } else {
+                        FAMILY_KINDS.contains(t)
+                    }
+                })
+        }
     }
 }
 
@@ -241,7 +433,7 @@ mod tests {
 
     /// (learned, other, covered): what one learned signature stands for, and what it never does.
     #[test]
-    fn a_learned_signature_covers_only_variants_that_do_no_more() {
+    fn a_learned_signature_covers_its_variants_and_its_family_only() {
         let cases: &[(&str, &str, bool)] = &[
             // neutral flags and repeated kinds
             ("git commit -m MSG", "git commit -m -q MSG", true),
@@ -260,12 +452,10 @@ mod tests {
             ("git add WS_PATH", "git add WS_PATH...", true),
             ("git add WS_PATH...", "git add -A", true),
             ("git add -A", "git add WS_PATH", true),
-            ("git add WS_PATH", "git rm WS_PATH", false),
             ("git add WS_PATH", "git add --force WS_PATH", false),
             ("rm WS_PATH", "rm -f WS_PATH...", true),
-            ("rm -f WS_PATH", "rm -rf WS_PATH", false),
             ("rm -r WS_PATH", "rm -fr WS_PATH", true),
-            ("cp WS_PATH...", "cp -a WS_PATH...", false),
+            ("cp WS_PATH...", "cp -a WS_PATH...", true),
             ("cp -r WS_PATH...", "cp -R -v WS_PATH...", true),
             ("sed -i EXPR WS_PATH", "sed -E -i EXPR WS_PATH...", true),
             (
@@ -274,44 +464,68 @@ mod tests {
                 false,
             ),
             ("cargo test", "cargo test --offline -q", true),
-            ("cargo test", "cargo build", false),
             // spellings of one operation
             ("git switch -c LITERAL", "git checkout -b LITERAL", true),
             ("git checkout LITERAL", "git switch LITERAL", true),
-            ("git switch LITERAL", "git switch -c LITERAL", false),
             ("git restore WS_PATH", "git checkout WS_PATH", true),
+            ("git stash", "git stash -m LITERAL MSG", true),
+            ("git init", "git init -b -q LITERAL", true),
+            // families: one answer teaches every member
+            ("redirect:write WS_PATH", "sed -i EXPR WS_PATH", true),
+            ("touch WS_PATH", "redirect:write WS_PATH", true),
+            ("mkdir -p WS_PATH...", "cp WS_PATH...", true),
+            ("redirect:append WS_PATH", "tee WS_PATH", true),
+            ("git add -A", "git switch -c LITERAL", true),
+            ("git init -q", "git stash LITERAL", true),
+            ("git add -A", "git merge --no-edit LITERAL", true),
+            ("git add -A", "git branch -d LITERAL...", true),
             (
-                "git merge LITERAL",
-                "git merge --no-edit --no-ff -q LITERAL",
+                "git commit -m MSG",
+                "git -c user.name=… tag -a -m LITERAL MSG",
                 true,
             ),
-            ("git stash", "git stash -u", true),
-            ("git stash", "git stash -m LITERAL MSG", true),
-            ("git stash", "git stash LITERAL", false),
-            // families, by strength
-            ("redirect:write WS_PATH", "sed -i EXPR WS_PATH", true),
-            ("sed -i EXPR WS_PATH", "tee WS_PATH", true),
-            ("redirect:write WS_PATH", "redirect:append WS_PATH", true),
-            ("redirect:write WS_PATH", "touch WS_PATH...", true),
-            ("redirect:append WS_PATH", "redirect:write WS_PATH", false),
-            ("touch WS_PATH", "redirect:append WS_PATH", false),
-            ("tee -a WS_PATH", "sed -i EXPR WS_PATH", false),
+            ("git add -A", "git restore WS_PATH", true),
+            ("mv WS_PATH...", "rm -rf WS_PATH", true),
+            ("cargo build", "cargo fmt", true),
+            (
+                "cargo check --offline -q",
+                "cargo test --test LITERAL",
+                true,
+            ),
+            ("go test WS_PATH", "go build -o LITERAL WS_PATH", true),
+            ("go vet WS_PATH", "gofmt -w WS_PATH", true),
+            ("npm test", "npm run --silent LITERAL", true),
+            // never across families, never beyond them
+            ("redirect:write WS_PATH", "rm WS_PATH", false),
+            ("rm WS_PATH", "redirect:write WS_PATH", false),
+            ("redirect:write WS_PATH", "mkdir -p LITERAL", false),
             (
                 "redirect:write WS_PATH",
                 "redirect:write PATH(/etc/x)",
                 false,
             ),
-            ("redirect:write WS_PATH", "mkdir WS_PATH", false),
-            ("mkdir -p WS_PATH", "mkdir WS_PATH", true),
-            ("mkdir WS_PATH", "mkdir -p WS_PATH", true),
-            ("git init", "git init -b -q LITERAL", true),
-            (
-                "git tag LITERAL",
-                "git -c user.name=… tag -a -m LITERAL MSG",
-                true,
-            ),
-            ("git tag LITERAL", "git tag -d LITERAL", false),
-            ("mkdir -p LITERAL", "mkdir -p WS_PATH", false),
+            ("redirect:write WS_PATH", "git add WS_PATH", false),
+            ("git add -A", "git commit --amend -m MSG", false),
+            ("git add -A", "git reset --hard LITERAL", false),
+            ("git add -A", "git branch -D LITERAL", false),
+            ("git add -A", "git switch -C LITERAL", false),
+            ("git add -A", "git clean -f -d", false),
+            ("git add -A", "git -c core.hooksPath=… commit -m MSG", false),
+            ("git add -A", "git -C WS_PATH add -A", false),
+            ("git add -A", "git push LITERAL", false),
+            ("git add -A", "git config LITERAL MSG", false),
+            ("git add -A", "git remote LITERAL LITERAL", false),
+            ("git add -A", "git stash PATH(/tmp/x)", false),
+            ("git add -A", "cargo build", false),
+            ("cargo build", "cargo install --path WS_PATH", false),
+            ("cargo build", "cargo add --path WS_PATH", false),
+            ("cargo build", "cargo update", false),
+            ("cargo build", "cargo test GLOB", false),
+            ("cargo build", "cargo run PATH(/etc/passwd)", false),
+            ("go build WS_PATH", "go get LITERAL", false),
+            ("go build WS_PATH", "go mod LITERAL", false),
+            ("npm test", "npm install WS_PATH", false),
+            ("npm test", "npm pkg LITERAL MSG", false),
         ];
         for (learned, other, want) in cases {
             assert_eq!(
@@ -322,5 +536,22 @@ mod tests {
                 canon(other)
             );
         }
+    }
+
+    #[test]
+    fn the_prompt_names_each_family_once() {
+        let lines = taught_lines(&[
+            "git add -A".into(),
+            "git -c user.name=… commit -m -q MSG".into(),
+            "redirect:write WS_PATH".into(),
+            "python3 WS_PATH".into(),
+        ]);
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(lines[0].contains("git's local bookkeeping"), "{lines:?}");
+        assert!(
+            lines[1].contains("write named workspace files"),
+            "{lines:?}"
+        );
+        assert!(taught_lines(&["python3 WS_PATH".into()]).is_empty());
     }
 }

@@ -230,6 +230,10 @@ fn up_to_root(workdir: &Path, workspace: &Path) -> Vec<String> {
 
 /// The runner companions of one operation, added to `n`.
 fn runner_companions(n: &mut Named, op: &Operation, workdir: &Path, workspace: &Path) {
+    let Some(here) = signatures::op_dir(op, workdir) else {
+        return;
+    };
+    let workdir = here.as_path();
     let w = signatures::walk_args(op, workdir, workspace);
     let sub = w.sub.as_deref().unwrap_or("");
     for (prog, subs, flag, c) in RUNNER_COMPANIONS {
@@ -345,6 +349,10 @@ fn relative(arg: &str, workdir: &Path, workspace: &Path) -> Option<String> {
 /// The paths one write operation names (its arguments as the signature walks them, minus
 /// scripts, messages, URLs and numbers; its redirect target).
 pub fn named_paths(op: &Operation, workdir: &Path, workspace: &Path) -> Vec<String> {
+    let Some(here) = signatures::op_dir(op, workdir) else {
+        return Vec::new();
+    };
+    let workdir = here.as_path();
     let args: Vec<String> = if op.kind == OpKind::Redirect {
         op.writes.clone()
     } else {
@@ -988,6 +996,34 @@ mod tests {
             !sub("echo hi > ../../n.txt", "n.txt").is_empty(),
             "outside names nothing"
         );
+    }
+
+    /// A static `cd` moves where the rest of the command's operands are (issue 35); a subshell,
+    /// a pipeline stage or a substitution keeps its `cd` to itself; a computed `cd` names nothing.
+    #[test]
+    fn paths_resolve_after_a_static_cd_in_the_shells_scope() {
+        let p = PathLists::default();
+        let at = |cmd: &str, path: &str| refusals_in(cmd, "", &[(path, A, F)], &p).is_empty();
+        let table: &[(&str, &str, bool)] = &[
+            ("mkdir -p d && cd d && echo x > f", "d/f", true),
+            ("cd d && echo x > f", "f", false),
+            ("cd d; cd e && touch f", "d/e/f", true),
+            ("cd d && cd .. && touch f", "f", true),
+            ("cd d/ && touch ../g", "g", true),
+            ("(cd d && touch f) && touch g", "g", true),
+            ("(cd d && touch f) && touch g", "d/g", false),
+            ("cd d | true; touch f", "f", true),
+            ("echo $(cd d) > f", "f", true),
+            ("cd \"$D\" && touch f", "f", false),
+            ("cd \"$D\" && touch f", "d/f", false),
+            ("cd - && touch f", "f", false),
+            ("cd && touch f", "f", false),
+            ("cd /tmp && touch f", "f", false),
+            ("env -C d touch f", "d/f", true),
+        ];
+        for (cmd, path, named) in table {
+            assert_eq!(at(cmd, path), *named, "{cmd}: {path}");
+        }
     }
 
     #[test]

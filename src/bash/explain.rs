@@ -780,7 +780,7 @@ fn decide(sig: &str, cmd: &str, e: &Example, table: &Table) -> (Outcome, Vec<Str
             "no signature: it reads only or changes nothing, so it needs no approval".into(),
         );
     }
-    // A variant that does no more than `sig` is covered by it (`bash::coverage`).
+    // A variant of `sig`, or a member of its family, is covered by it (`bash::coverage`).
     let covered = |s: &Signature| s.learnable && crate::bash::coverage::covers(sig, &s.text);
     let others: Vec<&Signature> = sigs
         .iter()
@@ -818,16 +818,21 @@ fn decide(sig: &str, cmd: &str, e: &Example, table: &Table) -> (Outcome, Vec<Str
         .operations
         .iter()
         .filter(|op| signatures::of_operation(op, &wd, &ws).is_some())
-        .flat_map(|op| op.writes.iter())
-        .filter_map(|w| relative(w, &wd, &ws))
+        .filter_map(|op| Some((signatures::op_dir(op, &wd)?, op)))
+        .flat_map(|(here, op)| op.writes.iter().map(move |w| (here.clone(), w)))
+        .filter_map(|(here, w)| relative(w, &here, &ws))
         .map(|p| (p, Kind::Modified))
         .collect();
     let why = apply_refusals(&r, &wd, &ws, &named, table);
     if why.is_empty() {
         let how = match sigs.iter().find(|s| s.text != sig) {
             Some(c) => format!(
-                "signs as `{}`, which `{sig}` covers (it does no more)",
-                c.text
+                "signs as `{}`, which `{sig}` covers ({})",
+                c.text,
+                match crate::bash::coverage::family(sig) {
+                    Some(f) => format!("both of the family \"{}\"", f.name),
+                    None => "it does no more".into(),
+                }
             ),
             None => format!("signs as `{sig}`"),
         };

@@ -523,6 +523,8 @@ pub fn git_write(
     {
         return None;
     }
+    let here = signatures::op_dir(op, workdir)?;
+    let workdir = here.as_path();
     let sub = signatures::walk_args(op, workdir, workspace).sub;
     if let Some((s, _)) = COMPANIONS.iter().find(|(s, _)| sub.as_deref() == Some(*s)) {
         return Some(GitWrite::plain(s));

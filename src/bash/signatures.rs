@@ -522,6 +522,16 @@ fn msg_bundle<'a>(prog: &str, a: &'a str) -> Option<(Vec<String>, Option<&'a str
     Some((letters, (!rest.is_empty()).then_some(rest)))
 }
 
+/// Where `op` runs: the command's working directory moved by the static `cd`s before it
+/// (`Operation::dir`, relative or absolute). None when a `cd` before it is computed at run
+/// time: nothing it names can be placed, so it names nothing and is never learned. Every
+/// reading of an operation's operands as paths (signatures, the paths a change set may touch,
+/// git's companions) starts here.
+pub fn op_dir(op: &Operation, workdir: &Path) -> Option<PathBuf> {
+    let d = op.dir.as_deref()?;
+    Some(normalise(&workdir.join(d)))
+}
+
 /// The signature of one operation, or None when it needs no human (pure / read-only).
 pub fn of_operation(op: &Operation, workdir: &Path, workspace: &Path) -> Option<Signature> {
     use crate::classify::{types::OpKind, Category};
@@ -532,6 +542,9 @@ pub fn of_operation(op: &Operation, workdir: &Path, workspace: &Path) -> Option<
     if !needs && op.kind != OpKind::Redirect {
         return None;
     }
+    let here = op_dir(op, workdir);
+    let placed = here.is_some();
+    let workdir = here.as_deref().unwrap_or(workdir);
     let outside = op
         .writes
         .iter()
@@ -542,7 +555,12 @@ pub fn of_operation(op: &Operation, workdir: &Path, workspace: &Path) -> Option<
     let mut why_not = hidden
         .map(|(why, _)| why)
         .or_else(|| category_learnable(op))
-        .or(outside);
+        .or(outside)
+        .or_else(|| {
+            (!placed).then(|| {
+                "runs after a `cd` computed at run time: where it writes is not known".to_string()
+            })
+        });
     let (text, program) = match op.kind {
         OpKind::Assignment => {
             why_not = Some("assigns a shell variable that matters".into());

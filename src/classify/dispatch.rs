@@ -122,6 +122,7 @@ impl Walker {
             static_script: false,
             redirect_op: None,
             cwd: self.cwd.clone(),
+            dir: self.dir.clone(),
         }
     }
 
@@ -388,6 +389,12 @@ impl Walker {
                     .map(|c| super::danger::normalize(&format!("{c}/{target}")))
             };
         }
+        if a.canonical.as_deref() == Some("cd") {
+            self.dir = moved_dir(
+                self.dir.as_deref(),
+                a.parsed.operands.first().map(String::as_str),
+            );
+        }
         // static output for the next pipeline stage
         match a.canonical.as_deref() {
             Some("echo") | Some("printf") if !args.iter().any(|x| x.contains(DYN)) => {
@@ -447,6 +454,10 @@ impl Walker {
                 } => {
                     self.via.push(via);
                     let saved_cwd = self.cwd.clone();
+                    let saved_dir = self.dir.clone();
+                    if let Some(d) = &cwd {
+                        self.dir = moved_dir(self.dir.as_deref(), Some(d));
+                    }
                     if let Some(d) = cwd {
                         self.cwd = if d.contains(DYN) {
                             None
@@ -483,6 +494,7 @@ impl Walker {
                         }
                     }
                     self.cwd = saved_cwd;
+                    self.dir = saved_dir;
                     self.via.pop();
                 }
                 Nested::Script {
@@ -592,4 +604,27 @@ fn normalize_dir(d: &str) -> String {
         }
     }
     format!("/{}", parts.join("/"))
+}
+
+/// Where `cd TARGET` leaves a shell that was in `dir` (see `Walker::dir`): None when either is
+/// not known statically (a computed operand, `cd -`, `~`, `CDPATH` lookups aside: a relative
+/// operand is taken as a path).
+fn moved_dir(dir: Option<&str>, target: Option<&str>) -> Option<String> {
+    let t = target?;
+    if t.contains(DYN) || t == "-" || t.starts_with('~') || t.starts_with('-') {
+        return None;
+    }
+    if t.starts_with('/') {
+        return Some(super::danger::normalize(t));
+    }
+    let d = dir?;
+    if d.is_empty() {
+        Some(t.trim_end_matches('/').to_string())
+    } else {
+        Some(format!(
+            "{}/{}",
+            d.trim_end_matches('/'),
+            t.trim_end_matches('/')
+        ))
+    }
 }

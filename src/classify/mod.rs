@@ -130,6 +130,7 @@ pub fn check(command: &str, ctx: &Context) -> CheckReport {
             writes: o.writes.iter().map(|a| display_word(a)).collect(),
             dynamic: o.dynamic(),
             risk: (r * 100.0).round() / 100.0,
+            dir: o.dir.as_deref().map(display_word),
         })
         .collect();
     let layers = dag::layers(&mut operations);

@@ -88,6 +88,9 @@ pub struct RawOp {
     pub redirect_op: Option<String>,
     /// Working directory set by an earlier static `cd` in the same command.
     pub cwd: Option<String>,
+    /// Where it runs (`Walker::dir`): relative to the command's working directory (`""`:
+    /// there) or absolute; None when a `cd` before it is computed.
+    pub dir: Option<String>,
 }
 
 impl RawOp {

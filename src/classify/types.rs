@@ -124,6 +124,15 @@ pub struct Operation {
     pub dynamic: bool,
     /// Per-operation risk contribution (0..1).
     pub risk: f64,
+    /// Where it runs after the static `cd`s before it: relative to the command's working
+    /// directory (`""`: there) or absolute; None when a `cd` before it is computed at run time.
+    /// The command path resolves its operands from here (`bash::signatures::op_dir`).
+    #[serde(skip_serializing_if = "at_workdir")]
+    pub dir: Option<String>,
+}
+
+fn at_workdir(d: &Option<String>) -> bool {
+    d.as_deref() == Some("")
 }
 
 /// Render an evaluated word for humans: dynamic parts become `…`.

@@ -45,6 +45,11 @@ pub(super) struct Walker {
     pub(super) stage_out: Option<Feed>,
     /// Working directory after a static `cd` (for `cd / && rm -rf *`).
     pub(super) cwd: Option<String>,
+    /// Where the next command runs, after the static `cd`s before it in the same shell:
+    /// relative to the command's working directory (`""`: there) or absolute; None once a
+    /// `cd` is computed (`cd "$D"`, `cd -`). Scoped like the shell: a subshell, a pipeline's
+    /// stages and a substitution keep theirs.
+    pub(super) dir: Option<String>,
     /// Arithmetic over run-time values (`arith.rs`).
     pub(super) arith: super::arith::ArithState,
 }
@@ -68,6 +73,7 @@ pub fn walk(tree: &Tree, text: &str) -> Walked {
         feed: None,
         stage_out: None,
         cwd: None,
+        dir: Some(String::new()),
         arith: Default::default(),
     };
     let last = w.node(tree.root_node(), text.as_bytes(), 0);
@@ -134,7 +140,13 @@ impl Walker {
                 // arithmetic
                 self.compound_children(n, src, layer)
             }
-            "program" | "compound_statement" | "subshell" | "do_group" | "else_clause" | "list" => {
+            "subshell" => {
+                let saved = self.dir.clone();
+                let l = self.sequence(n, src, layer);
+                self.dir = saved;
+                l
+            }
+            "program" | "compound_statement" | "do_group" | "else_clause" | "list" => {
                 self.sequence(n, src, layer)
             }
             "pipeline" => self.pipeline(n, src, layer, None),
@@ -326,7 +338,13 @@ impl Walker {
         let mut max = layer;
         let offset = usize::from(head.is_some());
         let mut prev = head;
+        // each stage of a pipeline runs in a subshell of its own: a `cd` in one moves none
+        let saved_dir = self.dir.clone();
+        let many = stages.len() > 1;
         for (i, (s, redirects)) in stages.into_iter().enumerate() {
+            if many {
+                self.dir = saved_dir.clone();
+            }
             self.cur_pipe = Some((pid, i + offset));
             self.feed = prev.take();
             self.stage_out = None;
@@ -337,6 +355,9 @@ impl Walker {
             max = max.max(l);
             prev = self.stage_out.take();
             self.feed = None;
+        }
+        if many {
+            self.dir = saved_dir;
         }
         self.cur_pipe = saved_pipe;
         max
@@ -622,6 +643,7 @@ impl Walker {
         let saved_out = self.stage_out.take();
         let saved_pipe = self.cur_pipe.take();
         let saved_subst = self.cur_subst;
+        let saved_dir = self.dir.clone();
         self.cur_subst = parent.or(saved_subst);
         self.via.push(label.to_string());
         let mut c = n.walk();
@@ -640,6 +662,7 @@ impl Walker {
         }
         self.via.pop();
         self.cur_subst = saved_subst;
+        self.dir = saved_dir;
         self.cur_pipe = saved_pipe;
         self.feed = saved_feed;
         self.stage_out = saved_out;

@@ -202,13 +202,19 @@ pub fn decide(config: &Config, a: &DecideArgs, approve: bool) -> Result<i32> {
         shown::line(v.command.as_deref().unwrap_or(""))
     );
     if a.learn {
+        let sigs = crate::bash::learn::signatures_of(&config.data_dir, v.job_id)?;
         println!(
             "and learn its signatures for client {}: {}",
             shown::line(&v.client_id),
-            shown::line(
-                &crate::bash::learn::signatures_of(&config.data_dir, v.job_id)?.join(" | ")
-            )
+            shown::line(&sigs.join(" | "))
         );
+        for f in crate::bash::coverage::families_of(&sigs) {
+            println!(
+                "which teach the family \"{}\": {}",
+                f.name,
+                shown::line(f.shows)
+            );
+        }
     }
     if approve {
         approve_hosts(&mut open(config, DbKind::Security)?, &v, request, hosts)?;
