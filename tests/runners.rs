@@ -333,3 +333,49 @@ fn a_learned_npx_prettier_covers_sources_only() {
     assert_eq!(snapshot(&ws), before, "nothing applied");
     drop(d);
 }
+
+/// Issue 35: `cargo new PATH` is of the cargo family (taught by one `cargo build` answer): the
+/// project directory it names applies unasked with the repository cargo makes — judged byte for
+/// byte as a fresh `git init` — while a `cargo new` whose repository the command then changes
+/// (a config key that runs a program) asks, and nothing of it is applied.
+#[test]
+fn cargo_new_applies_its_project_and_fresh_repository_and_a_tampered_one_asks() {
+    let (env, _d) = setup();
+    let ws = env.workspace.clone();
+    std::fs::remove_file(ws.join("Cargo.lock")).unwrap();
+    let (id, st, v, err) = submit(&env, "cargo build");
+    assert_eq!(st, "pending_validation", "{err} {v}");
+    cli_ok(&env, &["approve", &common::vid(&v), "--learn"]);
+    assert_eq!(final_result(&env, id).0, "succeeded");
+
+    let (id, st, v, err) = submit(&env, "cargo new --vcs git wordfreq");
+    assert_eq!(st, "succeeded", "{err} {v}");
+    assert_eq!(v["policy_used"], "signature_learned", "{v}");
+    assert_eq!(validations_count(&env, id), 0);
+    assert!(ws.join("wordfreq/src/main.rs").exists());
+    assert_eq!(
+        std::fs::read_to_string(ws.join("wordfreq/.git/HEAD")).unwrap(),
+        "ref: refs/heads/master\n"
+    );
+    let (_, st, v, err) = submit(&env, "mkdir -p libs && cd libs && cargo new --lib matrix");
+    assert_eq!(
+        st, "pending_validation",
+        "mkdir's family is not taught here: {err} {v}"
+    );
+
+    let before = snapshot(&ws);
+    let (_, st, v, err) = submit(
+        &env,
+        "cargo new --vcs git evil && printf '[core]\\n\\tfsmonitor = touch /tmp/x\\n' >> evil/.git/config",
+    );
+    assert_eq!(st, "pending_validation", "{err} {v}");
+    assert!(
+        v["reasons"]
+            .to_string()
+            .contains("touches a protected path evil/.git/config"),
+        "{}",
+        v["reasons"]
+    );
+    assert_eq!(snapshot(&ws), before, "nothing applied");
+    assert!(!ws.join("evil").exists());
+}

@@ -186,7 +186,7 @@ pub const FAMILIES: &[Family] = &[
     },
     Family {
         name: "cargo's local build, test and format",
-        shows: "`cargo build|check|test|run|bench|clippy|doc|fmt|clean|tree|metadata` (not add, update, install, new, init, package, publish)",
+        shows: "`cargo build|check|test|run|bench|clippy|doc|fmt|clean|tree|metadata|new` (not add, update, install, init, package, publish)",
         members: Members::Subcommands(
             "cargo",
             &[
@@ -201,6 +201,7 @@ pub const FAMILIES: &[Family] = &[
                 ("clean", Flags::Any),
                 ("tree", Flags::Any),
                 ("metadata", Flags::Any),
+                ("new", Flags::Any),
             ],
         ),
     },
@@ -225,8 +226,8 @@ pub const FAMILIES: &[Family] = &[
         members: Members::Classes(&["gofmt -w WS_PATH", "gofmt -l -w WS_PATH"]),
     },
     Family {
-        name: "npm's scripts",
-        shows: "`npm run SCRIPT`, `npm test`, `npm start` (the package's own scripts; not install, init, pkg, publish)",
+        name: "npm's scripts and local tools",
+        shows: "`npm run SCRIPT`, `npm test`, `npm start`, `npx TOOL` of node_modules/.bin (the package's own scripts and tools; not install, init, exec, publish)",
         members: Members::Subcommands(
             "npm",
             &[
@@ -237,7 +238,29 @@ pub const FAMILIES: &[Family] = &[
             ],
         ),
     },
+    Family {
+        name: "npm's scripts and local tools",
+        shows: "`npm run SCRIPT`, `npm test`, `npm start`, `npx TOOL` of node_modules/.bin (the package's own scripts and tools; not install, init, exec, publish)",
+        // any tool name: on the overlay npx runs only what node_modules/.bin holds
+        // (`classify` asks up front for `-p`, `--yes`, `-c`, which download or run a string)
+        members: Members::Subcommands("npx", &[(ANY_NAME, Flags::Any)]),
+    },
+    Family {
+        name: "npm's package manifest",
+        shows: "`npm pkg set|get|delete …`, `npm version X [--no-git-tag-version]` (package.json and its lock file; a commit or tag it makes is `.git`, which asks)",
+        members: Members::Subcommands(
+            "npm",
+            &[
+                ("pkg", Flags::Any),
+                ("version", Flags::Only(&["--no-git-tag-version"])),
+            ],
+        ),
+    },
 ];
+
+/// A [`Members::Subcommands`] entry standing for any name the program takes as its first
+/// operand (not an argument kind: `WS_PATH`, `LITERAL`…).
+const ANY_NAME: &str = "*";
 
 /// Operand kinds a [`Members::Subcommands`] member may carry.
 const FAMILY_KINDS: &[&str] = &["WS_PATH", "LITERAL", "NUM", "MSG"];
@@ -334,9 +357,15 @@ fn member(m: &Members, normal: &str) -> bool {
                     None => return false,
                 }
             };
+            let named = |sub: &str, s: &str| {
+                s == sub
+                    || (s == ANY_NAME
+                        && !sub.starts_with("PATH(")
+                        && sub.chars().any(|c| c.is_ascii_lowercase()))
+            };
             let Some((_, flags)) = toks
                 .get(at)
-                .and_then(|sub| subs.iter().find(|(s, _)| s == sub))
+                .and_then(|sub| subs.iter().find(|(s, _)| named(sub, s)))
             else {
                 return false;
             };
@@ -495,6 +524,27 @@ mod tests {
             ("go test WS_PATH", "go build -o LITERAL WS_PATH", true),
             ("go vet WS_PATH", "gofmt -w WS_PATH", true),
             ("npm test", "npm run --silent LITERAL", true),
+            ("npm test", "npx tinylint --fix WS_PATH", true),
+            ("npx mdtable --title", "npm run LITERAL", true),
+            (
+                "npm pkg LITERAL MSG...",
+                "npm pkg LITERAL... WS_PATH MSG",
+                true,
+            ),
+            (
+                "npm pkg LITERAL MSG",
+                "npm version --no-git-tag-version LITERAL",
+                true,
+            ),
+            ("npm pkg LITERAL MSG", "npm version LITERAL", true),
+            (
+                "npm pkg LITERAL MSG",
+                "npm version --allow-same-version LITERAL",
+                false,
+            ),
+            ("npm pkg LITERAL MSG", "npm test", false),
+            ("npm test", "npx WS_PATH", false),
+            ("npm test", "npx PATH(/tmp/x)", false),
             // never across families, never beyond them
             ("redirect:write WS_PATH", "rm WS_PATH", false),
             ("rm WS_PATH", "redirect:write WS_PATH", false),
@@ -518,6 +568,8 @@ mod tests {
             ("git add -A", "git stash PATH(/tmp/x)", false),
             ("git add -A", "cargo build", false),
             ("cargo build", "cargo install --path WS_PATH", false),
+            ("cargo build", "cargo new --lib LITERAL", true),
+            ("cargo build", "cargo new PATH(/tmp/x)", false),
             ("cargo build", "cargo add --path WS_PATH", false),
             ("cargo build", "cargo update", false),
             ("cargo build", "cargo test GLOB", false),
@@ -525,7 +577,6 @@ mod tests {
             ("go build WS_PATH", "go get LITERAL", false),
             ("go build WS_PATH", "go mod LITERAL", false),
             ("npm test", "npm install WS_PATH", false),
-            ("npm test", "npm pkg LITERAL MSG", false),
         ];
         for (learned, other, want) in cases {
             assert_eq!(

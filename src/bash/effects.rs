@@ -120,6 +120,9 @@ pub enum Companion {
     Edits(&'static [&'static str]),
     /// The directories the command names, with everything beneath them (`python3 -m venv DIR`).
     Beneath,
+    /// The new project directory `cargo new PATH` makes, with everything beneath it (its git
+    /// dir stays `bash::protected`'s: only as a fresh `git init` makes it).
+    NewProject,
 }
 
 const RS: &[&str] = &["rs"];
@@ -168,6 +171,7 @@ pub const RUNNER_COMPANIONS: &[(&str, &[&str], &str, Companion)] = &[
         Companion::Edits(&["package.json", "package-lock.json"]),
     ),
     ("go", &["mod"], "", Companion::Edits(&["go.mod", "go.sum"])),
+    ("cargo", &["new"], "", Companion::NewProject),
     ("python3", &["-m venv"], "", Companion::Beneath),
     ("python", &["-m venv"], "", Companion::Beneath),
 ];
@@ -255,6 +259,13 @@ fn runner_companions(n: &mut Named, op: &Operation, workdir: &Path, workspace: &
                         .iter()
                         .filter(|(k, _)| k == "WS_PATH" || k == "LITERAL")
                         .filter_map(|(_, a)| relative(a, workdir, workspace))
+                        .filter(|r| !r.is_empty()),
+                );
+            }
+            Companion::NewProject => {
+                n.beneath.extend(
+                    signatures::cargo_new(op)
+                        .and_then(|(p, _)| relative(&p, workdir, workspace))
                         .filter(|r| !r.is_empty()),
                 );
             }
@@ -421,7 +432,8 @@ fn git_tree<'a>(
     let only_git = report.operations.iter().all(|op| {
         op.kind == OpKind::Redirect
             || signatures::of_operation(op, workdir, workspace).is_none()
-            || crate::bash::protected::git_write(op, workdir, workspace).is_some()
+            || (op.program == "git"
+                && crate::bash::protected::git_write(op, workdir, workspace).is_some())
     });
     only_git.then_some(root)
 }

@@ -63,6 +63,8 @@ pub const COMPANIONS: &[(&str, &[&str])] = &[
             "logs/HEAD",
             "refs/heads/{branch}",
             "logs/refs/heads/{branch}",
+            // git 2.42+ removes the `AUTO_MERGE` a stash or merge left (a ref to a tree)
+            "AUTO_MERGE",
         ],
     ),
 ];
@@ -173,6 +175,9 @@ pub const INIT_DIRS: &[&str] = &[
 pub const INIT_CONFIGS: &[&str] = &[
     "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n",
     "[core]\n\trepositoryformatversion = 0\n\tfilemode = false\n\tbare = false\n\tlogallrefupdates = true\n",
+    // libgit2's (`cargo new`)
+    "[core]\n\tbare = false\n\trepositoryformatversion = 0\n\tfilemode = true\n\tlogallrefupdates = true\n",
+    "[core]\n\tbare = false\n\trepositoryformatversion = 0\n\tfilemode = false\n\tlogallrefupdates = true\n",
 ];
 
 /// Where git's default templates are (the operator's system files; `git init` copies them when
@@ -511,6 +516,9 @@ pub fn git_write(
     workdir: &Path,
     workspace: &Path,
 ) -> Option<GitWrite> {
+    if op.program == "cargo" {
+        return cargo_new_git(op, workdir, workspace);
+    }
     if op.program != "git" || signatures::of_operation(op, workdir, workspace).is_none() {
         return None;
     }
@@ -546,6 +554,31 @@ pub fn git_write(
         form: l.form,
         names: l.names,
         gitdir,
+    })
+}
+
+/// `cargo new PATH` makes a repository with libgit2, from git's templates, on branch master
+/// (the sandbox's HOME has no `init.defaultBranch`): judged as a fresh `git init` of PATH.
+fn cargo_new_git(
+    op: &crate::classify::Operation,
+    workdir: &Path,
+    workspace: &Path,
+) -> Option<GitWrite> {
+    signatures::of_operation(op, workdir, workspace)?;
+    let (dir, true) = signatures::cargo_new(op)? else {
+        return None;
+    };
+    let here = signatures::op_dir(op, workdir)?;
+    let abs = signatures::normalise(&here.join(&dir).join(".git"));
+    Some(GitWrite {
+        form: "init",
+        names: vec!["master".into(), "main".into()],
+        gitdir: Some(
+            abs.strip_prefix(workspace)
+                .ok()?
+                .to_string_lossy()
+                .into_owned(),
+        ),
     })
 }
 
@@ -1773,6 +1806,15 @@ mod tests {
                 vec![w("stash drop", &[])],
                 "git",
             ),
+            // a commit removes the AUTO_MERGE a stash or merge left
+            (
+                ".git/AUTO_MERGE",
+                D,
+                F.into(),
+                vec![w("commit", &[])],
+                "git",
+            ),
+            (".git/ORIG_HEAD", D, F.into(), vec![w("commit", &[])], p),
             (".git/index", M, F.into(), vec![w("stash drop", &[])], p),
             // git restore / checkout -- FILE: the index
             (".git/index", M, F.into(), vec![w("restore", &[])], "git"),

@@ -316,6 +316,13 @@ mod table {
             ("uv sync", false, None),
             ("poetry install", false, None),
             ("apt-get install x", false, None),
+            // a program the workspace holds, `./` included (issue 35)
+            (
+                "./csvq data.csv 'age>80'",
+                true,
+                Some("csvq WS_PATH LITERAL"),
+            ),
+            ("../csvq data.csv", false, None),
         ];
         for (cmd, overlay, sig) in cases {
             let r = check(

@@ -205,8 +205,9 @@ pub fn not_capturable(op: &Operation) -> Option<String> {
 /// beneath the working directory (`./target/release/tool`, `.venv/bin/pip`, `./csvq`): workspace
 /// code like a test runner's (issue 35), so on the overlay its effects are captured.
 fn workspace_program(op: &Operation) -> bool {
+    // (`./tool` is named with the directory `.`)
     op.program_path.as_deref().is_some_and(|p| {
-        p.contains('/')
+        (p.contains('/') || p == ".")
             && !p.starts_with('/')
             && !p.starts_with('~')
             && !p.contains(DYN)
@@ -532,6 +533,34 @@ pub fn op_dir(op: &Operation, workdir: &Path) -> Option<PathBuf> {
     Some(normalise(&workdir.join(d)))
 }
 
+/// The directory `cargo new [FLAGS] PATH` creates (its one operand, the values of `--vcs`,
+/// `--name`, `--edition` and `--registry` skipped), and whether it makes a git repository
+/// there (`--vcs git` or no `--vcs`: cargo's default inside no repository). None: not that form.
+pub fn cargo_new(op: &Operation) -> Option<(String, bool)> {
+    if op.program != "cargo" || op.args.first().map(String::as_str) != Some("new") {
+        return None;
+    }
+    let (mut path, mut vcs) = (None, None);
+    let mut it = op.args[1..].iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--vcs" => vcs = it.next().cloned(),
+            "--name" | "--edition" | "--registry" => {
+                it.next();
+            }
+            f if f.starts_with('-') => {
+                if let Some(v) = f.strip_prefix("--vcs=") {
+                    vcs = Some(v.to_string());
+                }
+            }
+            _ if path.is_none() => path = Some(a.clone()),
+            _ => return None,
+        }
+    }
+    let git = vcs.as_deref().is_none_or(|v| v == "git");
+    path.filter(|p| !p.contains(DYN)).map(|p| (p, git))
+}
+
 /// The signature of one operation, or None when it needs no human (pure / read-only).
 pub fn of_operation(op: &Operation, workdir: &Path, workspace: &Path) -> Option<Signature> {
     use crate::classify::{types::OpKind, Category};
@@ -570,10 +599,11 @@ pub fn of_operation(op: &Operation, workdir: &Path, workspace: &Path) -> Option<
             if !needs && op.writes.is_empty() {
                 return None;
             }
+            // a redirect's target is a path, whatever it looks like (`> Makefile`)
             let target = op
                 .writes
                 .first()
-                .map(|w| arg_kind(w, workdir, workspace))
+                .map(|w| path_kind(w, workdir, workspace))
                 .unwrap_or_else(|| "DYN".into());
             (format!("{} {target}", op.op), String::new())
         }
@@ -1321,6 +1351,12 @@ mod tests {
         assert_eq!(t("sed -i 's/a/b/' x/a.txt"), vec!["sed -i EXPR WS_PATH"]);
         assert_eq!(t("git commit -q -m 'a b'"), vec!["git commit -m -q MSG"]);
         assert_eq!(t("echo hi > x/n.txt"), vec!["redirect:write WS_PATH"]);
+        // a redirect's target is a path even when it does not look like one
+        assert_eq!(
+            t("cat > Makefile <<'EOF'\nall:\nEOF"),
+            vec!["redirect:write WS_PATH"]
+        );
+        assert_eq!(t("echo x >> LICENSE"), vec!["redirect:write WS_PATH"]);
         assert_eq!(
             t("sort --output=o.txt a.txt"),
             vec!["sort --output=… WS_PATH"]

@@ -49,11 +49,15 @@ pub fn runs_hidden_code(base: &str, args: &[String]) -> Option<String> {
         }
         _ => {}
     }
-    if VAR_BUILTINS.contains(&base)
-        && args
-            .iter()
-            .any(|a| a.contains('[') && (a.contains("$(") || a.contains('`')))
-    {
+    let code_subscript = |a: &String| a.contains('[') && (a.contains("$(") || a.contains('`'));
+    // printf evaluates only the name `-v` gives (its format and arguments are text: `%d` of
+    // `a[$(cmd)]` is an invalid number, never run)
+    let hidden = if base == "printf" {
+        printf_var(args).is_some_and(code_subscript)
+    } else {
+        VAR_BUILTINS.contains(&base) && args.iter().any(code_subscript)
+    };
+    if hidden {
         return Some(format!(
             "{base} evaluates an array subscript holding shell code"
         ));
@@ -61,11 +65,27 @@ pub fn runs_hidden_code(base: &str, args: &[String]) -> Option<String> {
     None
 }
 
+/// The variable `printf -v NAME` (or `-vNAME`) writes.
+fn printf_var(args: &[String]) -> Option<&String> {
+    for (i, a) in args.iter().enumerate() {
+        if a == "--" || !a.starts_with('-') {
+            return None;
+        }
+        if a == "-v" {
+            return args.get(i + 1);
+        }
+        if a.starts_with("-v") {
+            return Some(a);
+        }
+    }
+    None
+}
+
 /// A variable-writing builtin naming a sensitive variable (`read PATH`, `unset PATH`).
 pub fn sensitive_target(base: &str, args: &[String]) -> Option<String> {
     if base == "printf" {
-        let i = args.iter().position(|a| a == "-v")?;
-        let name = args.get(i + 1)?;
+        let name = printf_var(args)?;
+        let name = name.strip_prefix("-v").unwrap_or(name);
         let id: String = name
             .chars()
             .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
