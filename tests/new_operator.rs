@@ -280,12 +280,13 @@ fn an_mcp_server_that_cannot_start_tells_the_client_why() {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        tokio::time::timeout(Duration::from_secs(60), ().serve(transport))
+        match tokio::time::timeout(Duration::from_secs(60), ().serve(transport))
             .await
             .expect("the server neither answered nor closed")
-            .err()
-            .expect("a server without a data dir initialized")
-            .to_string()
+        {
+            Ok(_) => panic!("a server without a data dir initialized"),
+            Err(e) => e.to_string(),
+        }
     });
     assert!(err.contains("cannot start"), "{err}");
     assert!(err.contains(&env.data.display().to_string()), "{err}");
@@ -300,12 +301,13 @@ fn an_mcp_server_that_cannot_start_tells_the_client_why() {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        tokio::time::timeout(Duration::from_secs(60), ().serve(transport))
+        match tokio::time::timeout(Duration::from_secs(60), ().serve(transport))
             .await
             .expect("the server neither answered nor closed")
-            .err()
-            .expect("a server with a broken configuration initialized")
-            .to_string()
+        {
+            Ok(_) => panic!("a server with a broken configuration initialized"),
+            Err(e) => e.to_string(),
+        }
     });
     assert!(err.contains("configuration error"), "{err}");
     assert!(err.contains("bad.toml"), "{err}");
@@ -530,4 +532,39 @@ fn status_counts_jobs_done_live_not_at_the_next_heartbeat() {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+#[test]
+fn the_validation_wait_prints_shows_agent_text_escaped() {
+    let env = Env::new();
+    let _d = env.start(&[]);
+    // An agent's command that would retitle the terminal and reverse the text around it.
+    let params =
+        serde_json::json!({"command": "echo \u{1b}]0;pwned\u{7}\u{202e} > t.txt"}).to_string();
+    let o = cli(
+        &env,
+        &[
+            "enqueue",
+            "execute_bash",
+            "--params",
+            &params,
+            "--wait",
+            "--timeout",
+            "60",
+        ],
+        None,
+    );
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(5), "{err}");
+    for raw in ['\u{1b}', '\u{7}', '\u{202e}'] {
+        assert!(!err.contains(raw), "raw {raw:?} on the terminal: {err:?}");
+        assert!(!text(&o.stdout).contains(raw), "raw {raw:?} in the JSON");
+    }
+    assert!(err.contains("\\x1b]0;pwned\\x07\\u{202e}"), "{err}");
+    let v = waited_json(&text(&o.stdout));
+    assert_eq!(
+        v["command"].as_str().unwrap(),
+        "echo \u{1b}]0;pwned\u{7}\u{202e} > t.txt",
+        "the JSON keeps the exact text"
+    );
 }
