@@ -91,8 +91,18 @@ fn enqueue_wait_returns_at_once_with_the_validation_when_the_job_waits_for_a_hum
         v["reasons"].as_array().is_some_and(|r| !r.is_empty()),
         "{v}"
     );
-    assert_eq!(v["approve"], format!("brainloop approve {vid}"));
-    assert_eq!(v["show"], format!("brainloop show {vid}"));
+    // Typed as printed (the data dir is not the default one: it is named).
+    let dd = format!(" --data-dir {}", env.data.display());
+    assert_eq!(v["approve"], format!("brainloop approve {vid}{dd}"));
+    assert_eq!(v["show"], format!("brainloop show {vid}{dd}"));
+    let show_line: Vec<&str> = v["show"].as_str().unwrap().split(' ').skip(1).collect();
+    let o = Command::new(common::BIN).args(&show_line).output().unwrap();
+    assert!(
+        o.status.success() && text(&o.stdout).contains("+hi"),
+        "the printed show line does not work: {}{}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
     // The person reads the same on stderr: id, why, the lines to type.
     for want in [
         format!("job {job} waits for a human: validation {vid}"),
@@ -370,6 +380,7 @@ fn run_refuses_a_missing_workspace_unless_create() {
     assert!(err.contains(&missing.display().to_string()), "{err}");
     assert!(err.contains("--create"), "{err}");
     assert!(!missing.exists());
+    assert!(!env.data.exists(), "a refused start left a data dir behind");
     // With --create it starts there and a command works in it.
     let log = env.root.path().join("created.log");
     let logf = std::fs::File::create(&log).unwrap();

@@ -126,9 +126,10 @@ fn params_text(arg: &str) -> Result<String> {
 
 /// Why `--wait` does not wait: no worker holds the data dir.
 fn no_worker(config: &Config) -> String {
-    let dir = config.data_dir.display();
+    let shown = config.data_dir.display();
+    let dir = crate::egress::shell_word(&shown.to_string());
     format!(
-        "no brainloop worker holds the data dir {dir}: start one with `brainloop run --data-dir {dir}` \
+        "no brainloop worker holds the data dir {shown}: start one with `brainloop run --data-dir {dir}` \
          (`brainloop status --data-dir {dir}` says more), or enqueue without --wait to queue the job for later"
     )
 }
@@ -261,10 +262,19 @@ fn pending(config: &Config, id: i64) -> Result<Option<Pending>> {
         .as_ref()
         .and_then(|v| v.command.clone())
         .or_else(|| result["command"].as_str().map(str::to_string));
+    // The lines work as typed from anywhere: the data dir is named unless it is the default.
+    let dd = if config.data_dir == std::path::Path::new(crate::config::DEFAULT_DATA_DIR) {
+        String::new()
+    } else {
+        format!(
+            " --data-dir {}",
+            crate::egress::shell_word(&config.data_dir.display().to_string())
+        )
+    };
     let (show, approve, deny) = (
-        format!("brainloop show {vid}"),
-        format!("brainloop approve {vid}"),
-        format!("brainloop deny {vid}"),
+        format!("brainloop show {vid}{dd}"),
+        format!("brainloop approve {vid}{dd}"),
+        format!("brainloop deny {vid}{dd}"),
     );
     let mut text = format!("job {id} waits for a human: validation {vid}\n");
     if let Some(c) = &command {
@@ -278,7 +288,7 @@ fn pending(config: &Config, id: i64) -> Result<Option<Pending>> {
     }
     text += &format!("  see it:   {show}\n  approve:  {approve}\n  deny:     {deny}\n");
     text += &format!(
-        "  then:     brainloop enqueue get_result --params '{{\"job_id\": {id}}}' --wait\n"
+        "  then:     brainloop enqueue get_result --params '{{\"job_id\": {id}}}' --wait{dd}\n"
     );
     Ok(Some(Pending {
         json: json!({

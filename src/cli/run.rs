@@ -116,14 +116,10 @@ pub fn run(mut config: Config, args: &RunArgs) -> Result<i32> {
 /// missing workspace is refused (a typo would start a worker whose every command fails), or
 /// created with `--create`.
 fn settle_dirs(config: &mut Config, create: bool) -> Result<()> {
-    migrate::ensure_data_dir(&config.data_dir)?;
-    config.data_dir = config
-        .data_dir
-        .canonicalize()
-        .with_context(|| format!("cannot resolve data dir {}", config.data_dir.display()))?;
     let default = config.workspace == Path::new(crate::config::DEFAULT_WORKSPACE);
     let missing = !config.workspace.exists();
     if missing && !default && !create {
+        // Before anything is created: a typo leaves no data dir behind.
         bail!(
             "the workspace {} does not exist: every command would fail in it. Check the path \
              (--workspace / BRAINLOOP_WORKSPACE / workspace in the configuration), create it, \
@@ -131,6 +127,11 @@ fn settle_dirs(config: &mut Config, create: bool) -> Result<()> {
             absolute(&config.workspace)?.display()
         );
     }
+    migrate::ensure_data_dir(&config.data_dir)?;
+    config.data_dir = config
+        .data_dir
+        .canonicalize()
+        .with_context(|| format!("cannot resolve data dir {}", config.data_dir.display()))?;
     if missing {
         std::fs::create_dir_all(&config.workspace).with_context(|| {
             format!("cannot create the workspace {}", config.workspace.display())
