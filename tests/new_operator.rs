@@ -502,6 +502,14 @@ fn params_come_from_a_file_or_stdin_and_json_arrays_stay_arrays() {
     );
     assert_eq!(o.status.code(), Some(1));
     assert!(text(&o.stderr).contains("/no/such/file"));
+    // An endless file is cut at the limit, which the error names.
+    let o = cli(&env, &["enqueue", "ping", "--params", "@/dev/zero"], None);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o.stderr).contains("over 16 MiB"),
+        "{}",
+        text(&o.stderr)
+    );
     // `validations --json`: reasons are an array, not the text of one.
     let o = cli(&env, &["validations", "--json"], None);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();

@@ -63,8 +63,12 @@ pub fn run(config: &Config, args: &EnqueueArgs) -> Result<i32> {
         bail!("{}", registry.unknown(&args.action));
     };
     let text = params_text(&args.params)?;
-    let params: Value = serde_json::from_str(&text)
-        .with_context(|| format!("--params is not valid JSON: {text}"))?;
+    let params: Value = serde_json::from_str(&text).with_context(|| {
+        format!(
+            "--params is not valid JSON: {}",
+            crate::quote::prefix(&text, crate::quote::VALUE_MAX)
+        )
+    })?;
     if !params.is_object() {
         bail!("--params must be a JSON object, e.g. '{{\"key\": \"value\"}}'");
     }
@@ -107,21 +111,36 @@ pub fn run(config: &Config, args: &EnqueueArgs) -> Result<i32> {
     )
 }
 
-/// The text of `--params`: inline JSON, `@FILE`, or `-` (standard input).
+/// The most `--params @FILE` / `--params -` reads (a FIFO or `/dev/zero` must not fill memory).
+const PARAMS_MAX: u64 = 16 << 20;
+
+/// The text of `--params`: inline JSON, `@FILE`, or `-` (standard input), at most [`PARAMS_MAX`].
 fn params_text(arg: &str) -> Result<String> {
-    if arg == "-" {
-        let mut s = String::new();
-        std::io::stdin()
-            .read_to_string(&mut s)
-            .context("cannot read --params from standard input (`--params -`)")?;
-        return Ok(s);
-    }
-    if let Some(file) = arg.strip_prefix('@') {
-        return std::fs::read_to_string(file).with_context(|| {
+    let (what, reader): (String, Box<dyn Read>) = if arg == "-" {
+        (
+            "standard input (`--params -`)".into(),
+            Box::new(std::io::stdin()),
+        )
+    } else if let Some(file) = arg.strip_prefix('@') {
+        let f = std::fs::File::open(file).with_context(|| {
             format!("cannot read --params from file {file:?} (`--params @FILE`)")
-        });
+        })?;
+        (format!("file {file:?} (`--params @FILE`)"), Box::new(f))
+    } else {
+        return Ok(arg.to_string());
+    };
+    let mut s = String::new();
+    reader
+        .take(PARAMS_MAX + 1)
+        .read_to_string(&mut s)
+        .with_context(|| format!("cannot read --params from {what} (a JSON object, UTF-8)"))?;
+    if s.len() as u64 > PARAMS_MAX {
+        bail!(
+            "--params from {what} is over {} MiB, the most `enqueue` reads",
+            PARAMS_MAX >> 20
+        );
     }
-    Ok(arg.to_string())
+    Ok(s)
 }
 
 /// Why `--wait` does not wait: no worker holds the data dir.
