@@ -71,6 +71,18 @@ fn write_pid(lock: &mut Flock<File>) -> Result<()> {
     Ok(())
 }
 
+/// Whether some process holds the worker's instance lock on `data_dir`, without disturbing it
+/// (a shared lock taken and dropped at once): the lock on the data directory itself, which
+/// survives a deleted `brainloop.lock`. `None` when the directory cannot be opened. The one
+/// answer to "does a worker hold this data dir" (`status`, `enqueue --wait`).
+pub fn held(data_dir: &Path) -> Option<bool> {
+    let dir = File::open(data_dir).ok()?;
+    match Flock::lock(dir, FlockArg::LockSharedNonblock) {
+        Ok(_guard) => Some(false),
+        Err(_) => Some(true),
+    }
+}
+
 impl InstanceLock {
     pub fn acquire(data_dir: &Path) -> Result<InstanceLock> {
         let path = data_dir.join(LOCK_FILE);
@@ -144,7 +156,9 @@ mod tests {
         let first = InstanceLock::acquire(dir.path()).unwrap();
         let err = InstanceLock::acquire(dir.path()).err().unwrap().to_string();
         assert!(err.contains(&std::process::id().to_string()), "{err}");
+        assert_eq!(held(dir.path()), Some(true));
         drop(first);
+        assert_eq!(held(dir.path()), Some(false));
         InstanceLock::acquire(dir.path()).unwrap();
     }
 

@@ -176,7 +176,7 @@ impl Registry {
             .map(|e| {
                 // The message quotes the offending value: a prefix of it only (issue 21).
                 let at = crate::quote::prefix(&e.instance_path().to_string(), 100);
-                let e = crate::quote::prefix(&e.to_string(), crate::quote::VALUE_MAX);
+                let e = violation(&e);
                 if at.is_empty() {
                     e
                 } else {
@@ -195,6 +195,29 @@ impl Registry {
             ))
         }
     }
+}
+
+/// One schema violation, bounded: a long value is quoted by a prefix and its size, so the
+/// rule it broke (the limit, e.g. "longer than 4096 characters") is never cut off (issue 36).
+fn violation(e: &jsonschema::ValidationError<'_>) -> String {
+    const QUOTED: usize = 60;
+    let full = e.to_string();
+    if full.len() <= crate::quote::VALUE_MAX {
+        return full;
+    }
+    let value = match e.instance().as_ref() {
+        Value::String(s) => {
+            let n = s.chars().count();
+            let head: String = s.chars().take(QUOTED).collect();
+            let cut = if n > QUOTED { "…" } else { "" };
+            format!("{:?}{cut} ({n} characters)", head)
+        }
+        v => crate::quote::prefix(&v.to_string(), QUOTED),
+    };
+    crate::quote::prefix(
+        &e.masked_with(value).to_string(),
+        crate::quote::VALUE_MAX + 2 * QUOTED,
+    )
 }
 
 /// Runs one claimed job: rejects malformed rows, looks the action up, validates the params

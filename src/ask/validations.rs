@@ -71,12 +71,23 @@ pub struct Validation {
     pub policy: Option<String>,
     pub risk_score: Option<f64>,
     pub permission_set: Option<String>,
-    /// JSON array of strings.
+    /// JSON array of strings (serialized as the array itself, not as its text).
+    #[serde(serialize_with = "json_text")]
     pub reasons: Option<String>,
     pub status: String,
     pub requested_at: i64,
     pub decided_at: Option<i64>,
     pub expires_at: Option<i64>,
+}
+
+/// A column holding JSON text, serialized as the JSON it holds (text that does not parse stays
+/// a string): `validations --json` gives arrays as arrays.
+fn json_text<S: serde::Serializer>(v: &Option<String>, s: S) -> Result<S::Ok, S::Error> {
+    use serde::Serialize;
+    match v.as_deref().map(serde_json::from_str::<serde_json::Value>) {
+        Some(Ok(parsed)) => parsed.serialize(s),
+        _ => v.serialize(s),
+    }
 }
 
 /// 128 random bits, hex.

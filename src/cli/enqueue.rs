@@ -1,21 +1,38 @@
 //! `brainloop enqueue ACTION`: validates the action and its params against the registry (so a
 //! typo fails here, not later in `results`), inserts the job with synchronous=FULL and prints
-//! its id. `--wait` then waits for the final result and prints it as JSON.
+//! its id. `--wait` then waits for the final result and prints it as JSON; it never blocks on
+//! what cannot come: with no worker holding the data dir it fails at once (nothing queued), and
+//! a job that waits for a human returns at once with its validation (id, why, the `show` /
+//! `approve` / `deny` lines) and [`EXIT_WAITS_FOR_HUMAN`], unless `--wait-for-human`.
+//! Owns the exit codes of `enqueue --wait`.
 
 use crate::actions::Registry;
+use crate::ask::validations;
 use crate::config::Config;
 use crate::db::{self, input, output, DbKind};
+use crate::shown;
 use anyhow::{bail, Context, Result};
 use rusqlite::OptionalExtension;
-use serde_json::Value;
+use serde_json::{json, Value};
+use std::io::Read;
 use std::time::{Duration, Instant};
+
+/// `enqueue --wait`: no worker holds the data dir (as `brainloop status`'s "not running").
+pub const EXIT_NO_WORKER: i32 = 3;
+/// `enqueue --wait`: the job waits for a human decision (its validation is printed).
+pub const EXIT_WAITS_FOR_HUMAN: i32 = 5;
 
 #[derive(clap::Args, Debug)]
 pub struct EnqueueArgs {
     /// The action to run (see `list_actions`).
     pub action: String,
-    /// Params as a JSON object.
-    #[arg(long, default_value = "{}", value_name = "JSON")]
+    /// Params as a JSON object; `@FILE` reads them from FILE, `-` from standard input.
+    #[arg(
+        long,
+        default_value = "{}",
+        value_name = "JSON|@FILE|-",
+        allow_hyphen_values = true
+    )]
     pub params: String,
     /// Client the job acts for (its grants apply).
     #[arg(long, default_value = "local", value_name = "C")]
@@ -26,10 +43,16 @@ pub struct EnqueueArgs {
     /// Do not start before this time: unix milliseconds, or a delay like +30s, +5m, +2h, +500ms.
     #[arg(long, value_name = "WHEN")]
     pub not_before: Option<String>,
-    /// Wait for the job's final result and print it (exit 0 only if it succeeded).
+    /// Wait for the job's final result and print it (exit 0 only if it succeeded, 1 for any
+    /// other result). Fails at once (exit 3, nothing queued) when no worker holds the data dir;
+    /// returns at once (exit 5) with the validation when the job waits for a human.
     #[arg(long)]
     pub wait: bool,
-    /// With --wait: give up after this many seconds.
+    /// Like --wait, but keep waiting while the job waits for a human (until it is decided,
+    /// expires, or --timeout).
+    #[arg(long)]
+    pub wait_for_human: bool,
+    /// With --wait: give up after this many seconds (the job stays queued).
     #[arg(long, default_value_t = 300)]
     pub timeout: u64,
 }
@@ -39,8 +62,13 @@ pub fn run(config: &Config, args: &EnqueueArgs) -> Result<i32> {
     let Some(action) = registry.get(&args.action) else {
         bail!("{}", registry.unknown(&args.action));
     };
-    let params: Value = serde_json::from_str(&args.params)
-        .with_context(|| format!("--params is not valid JSON: {}", args.params))?;
+    let text = params_text(&args.params)?;
+    let params: Value = serde_json::from_str(&text).with_context(|| {
+        format!(
+            "--params is not valid JSON: {}",
+            crate::quote::prefix(&text, crate::quote::VALUE_MAX)
+        )
+    })?;
     if !params.is_object() {
         bail!("--params must be a JSON object, e.g. '{{\"key\": \"value\"}}'");
     }
@@ -57,6 +85,11 @@ pub fn run(config: &Config, args: &EnqueueArgs) -> Result<i32> {
         );
     }
     db::identity::check_input_for_producer(&config.data_dir)?;
+    let wait = args.wait || args.wait_for_human;
+    if wait && crate::lockfile::held(&config.data_dir) == Some(false) {
+        eprintln!("brainloop: {} (nothing was queued)", no_worker(config));
+        return Ok(EXIT_NO_WORKER);
+    }
     let mut conn = db::open(&config.data_dir, DbKind::Input)?;
     let id = input::insert_job(
         &mut conn,
@@ -67,10 +100,57 @@ pub fn run(config: &Config, args: &EnqueueArgs) -> Result<i32> {
         not_before,
     )?;
     println!("{id}");
-    if !args.wait {
+    if !wait {
         return Ok(0);
     }
-    wait_for(config, id, Duration::from_secs(args.timeout))
+    wait_for(
+        config,
+        id,
+        Duration::from_secs(args.timeout),
+        args.wait_for_human,
+    )
+}
+
+/// The most `--params @FILE` / `--params -` reads (a FIFO or `/dev/zero` must not fill memory).
+const PARAMS_MAX: u64 = 16 << 20;
+
+/// The text of `--params`: inline JSON, `@FILE`, or `-` (standard input), at most [`PARAMS_MAX`].
+fn params_text(arg: &str) -> Result<String> {
+    let (what, reader): (String, Box<dyn Read>) = if arg == "-" {
+        (
+            "standard input (`--params -`)".into(),
+            Box::new(std::io::stdin()),
+        )
+    } else if let Some(file) = arg.strip_prefix('@') {
+        let f = std::fs::File::open(file).with_context(|| {
+            format!("cannot read --params from file {file:?} (`--params @FILE`)")
+        })?;
+        (format!("file {file:?} (`--params @FILE`)"), Box::new(f))
+    } else {
+        return Ok(arg.to_string());
+    };
+    let mut s = String::new();
+    reader
+        .take(PARAMS_MAX + 1)
+        .read_to_string(&mut s)
+        .with_context(|| format!("cannot read --params from {what} (a JSON object, UTF-8)"))?;
+    if s.len() as u64 > PARAMS_MAX {
+        bail!(
+            "--params from {what} is over {} MiB, the most `enqueue` reads",
+            PARAMS_MAX >> 20
+        );
+    }
+    Ok(s)
+}
+
+/// Why `--wait` does not wait: no worker holds the data dir.
+fn no_worker(config: &Config) -> String {
+    let shown = config.data_dir.display();
+    let dir = crate::egress::shell_word(&shown.to_string());
+    format!(
+        "no brainloop worker holds the data dir {shown}: start one with `brainloop run --data-dir {dir}` \
+         (`brainloop status --data-dir {dir}` says more), or enqueue without --wait to queue the job for later"
+    )
 }
 
 /// `+30s` / `+5m` / `+2h` / `+500ms` relative to now, or absolute unix ms.
@@ -94,58 +174,155 @@ fn parse_when(s: &str) -> Result<i64> {
     })
 }
 
-fn wait_for(config: &Config, id: i64, timeout: Duration) -> Result<i32> {
+/// Waits for job `id`'s final result; see the module doc for when it returns early.
+fn wait_for(config: &Config, id: i64, timeout: Duration, for_human: bool) -> Result<i32> {
     let t0 = Instant::now();
     let mut told = false;
+    let mut lock_checked = Instant::now();
     loop {
-        if let Ok(conn) = db::open_read_only(&config.data_dir, DbKind::Output) {
-            let row: Option<(String, Option<String>, Option<String>)> = conn
-                .query_row(
-                    &format!(
-                        "SELECT status, result, error FROM results WHERE job_id = ?1 AND status IN {}",
-                        output::FINAL_SQL
-                    ),
-                    [id],
-                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-                )
-                .optional()?;
-            if let Some((status, result, error)) = row {
-                let result: Value = result
-                    .and_then(|r| serde_json::from_str(&r).ok())
-                    .unwrap_or(Value::Null);
-                let out = serde_json::json!({"job_id": id, "status": status, "result": result, "error": error});
-                println!("{}", crate::shown::json(&out)?);
-                return Ok(if status == "succeeded" { 0 } else { 1 });
-            }
+        if let Some(code) = final_result(config, id)? {
+            return Ok(code);
         }
         if !told {
-            if let Ok(conn) = db::open_read_only(&config.data_dir, DbKind::Output) {
-                let pending: Option<String> = conn
-                    .query_row(
-                        "SELECT result FROM results WHERE job_id = ?1 AND status = 'pending_validation'",
-                        [id],
-                        |r| r.get(0),
-                    )
-                    .optional()?
-                    .flatten();
-                if let Some(r) = pending {
-                    let v: Value = serde_json::from_str(&r).unwrap_or(Value::Null);
-                    eprintln!(
-                        "job {id} waits for a human: brainloop approve {} (or deny); still waiting",
-                        v["validation_id"].as_str().unwrap_or("?")
-                    );
-                    told = true;
+            if let Some(pending) = pending(config, id)? {
+                eprint!("{}", pending.text);
+                if !for_human {
+                    println!("{}", shown::json(&pending.json)?);
+                    return Ok(EXIT_WAITS_FOR_HUMAN);
                 }
+                eprintln!("still waiting (--wait-for-human): the result comes once it is decided");
+                told = true;
+            }
+        }
+        if lock_checked.elapsed() >= Duration::from_secs(1) {
+            lock_checked = Instant::now();
+            if crate::lockfile::held(&config.data_dir) == Some(false) {
+                // The worker may have stopped right after writing the result.
+                if let Some(code) = final_result(config, id)? {
+                    return Ok(code);
+                }
+                eprintln!(
+                    "brainloop: stopped waiting: {}; job {id} stays queued and runs once a worker starts",
+                    no_worker(config)
+                );
+                return Ok(EXIT_NO_WORKER);
             }
         }
         if t0.elapsed() > timeout {
             bail!(
-                "job {id} has no final result after {} s (is `brainloop run` running?)",
+                "job {id} has no final result after {} s (--timeout); it stays queued: `brainloop status` shows what the worker does, \
+                 `brainloop enqueue get_result --params '{{\"job_id\": {id}}}' --wait` reads its result later",
                 timeout.as_secs()
             );
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// Prints job `id`'s final result when there is one; returns the exit code.
+fn final_result(config: &Config, id: i64) -> Result<Option<i32>> {
+    let Ok(conn) = db::open_read_only(&config.data_dir, DbKind::Output) else {
+        return Ok(None);
+    };
+    let row: Option<(String, Option<String>, Option<String>)> = conn
+        .query_row(
+            &format!(
+                "SELECT status, result, error FROM results WHERE job_id = ?1 AND status IN {}",
+                output::FINAL_SQL
+            ),
+            [id],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .optional()?;
+    let Some((status, result, error)) = row else {
+        return Ok(None);
+    };
+    let result: Value = result
+        .and_then(|r| serde_json::from_str(&r).ok())
+        .unwrap_or(Value::Null);
+    let out = json!({"job_id": id, "status": status, "result": result, "error": error});
+    println!("{}", shown::json(&out)?);
+    Ok(Some(if status == "succeeded" { 0 } else { 1 }))
+}
+
+/// A job waiting for a human, as `--wait` shows it: JSON for stdout, text for a person.
+struct Pending {
+    json: Value,
+    text: String,
+}
+
+/// Job `id`'s pending validation, when it waits for one.
+fn pending(config: &Config, id: i64) -> Result<Option<Pending>> {
+    let Ok(conn) = db::open_read_only(&config.data_dir, DbKind::Output) else {
+        return Ok(None);
+    };
+    let result: Option<Option<String>> = conn
+        .query_row(
+            "SELECT result FROM results WHERE job_id = ?1 AND status = 'pending_validation'",
+            [id],
+            |r| r.get(0),
+        )
+        .optional()?;
+    let Some(result) = result else {
+        return Ok(None);
+    };
+    let result: Value = result
+        .and_then(|r| serde_json::from_str(&r).ok())
+        .unwrap_or(Value::Null);
+    let vid = result["validation_id"].as_str().unwrap_or("?").to_string();
+    let v = validations::get(&conn, &vid)?;
+    let reasons: Vec<String> = v
+        .as_ref()
+        .and_then(|v| v.reasons.as_deref())
+        .and_then(|r| serde_json::from_str(r).ok())
+        .or_else(|| serde_json::from_value(result["reasons"].clone()).ok())
+        .unwrap_or_default();
+    let command = v
+        .as_ref()
+        .and_then(|v| v.command.clone())
+        .or_else(|| result["command"].as_str().map(str::to_string));
+    // The lines work as typed from anywhere: the data dir is named unless it is the default.
+    let dd = if config.data_dir == std::path::Path::new(crate::config::DEFAULT_DATA_DIR) {
+        String::new()
+    } else {
+        format!(
+            " --data-dir {}",
+            crate::egress::shell_word(&config.data_dir.display().to_string())
+        )
+    };
+    let (show, approve, deny) = (
+        format!("brainloop show {vid}{dd}"),
+        format!("brainloop approve {vid}{dd}"),
+        format!("brainloop deny {vid}{dd}"),
+    );
+    let mut text = format!("job {id} waits for a human: validation {vid}\n");
+    if let Some(c) = &command {
+        text += &format!(
+            "  command:  {}\n",
+            shown::block(c).replace('\n', "\n            ")
+        );
+    }
+    for r in &reasons {
+        text += &format!("  - {}\n", shown::line(r));
+    }
+    text += &format!("  see it:   {show}\n  approve:  {approve}\n  deny:     {deny}\n");
+    text += &format!(
+        "  then:     brainloop enqueue get_result --params '{{\"job_id\": {id}}}' --wait{dd}\n"
+    );
+    Ok(Some(Pending {
+        json: json!({
+            "job_id": id,
+            "status": "pending_validation",
+            "validation_id": vid,
+            "command": command,
+            "reasons": reasons,
+            "show": show,
+            "approve": approve,
+            "deny": deny,
+            "result": result,
+        }),
+        text,
+    }))
 }
 
 #[cfg(test)]

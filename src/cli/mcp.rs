@@ -18,7 +18,9 @@ pub struct McpArgs {
 }
 
 pub fn run(config: Config, args: &McpArgs) -> Result<i32> {
-    crate::mcp::check_client_name(&args.client)?;
+    if let Err(e) = crate::mcp::check_client_name(&args.client) {
+        return Err(refused(e));
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -31,5 +33,14 @@ pub fn run(config: Config, args: &McpArgs) -> Result<i32> {
     };
     let res = runtime.block_on(crate::mcp::serve(Arc::new(config), opts));
     runtime.shutdown_timeout(Duration::from_secs(1));
-    res.map(|_| 0)
+    match res {
+        Err(e) if e.is::<crate::mcp::StartError>() => Err(refused(e)),
+        r => r.map(|_| 0),
+    }
+}
+
+/// The front-end cannot start: the client's `initialize` gets the reason (not a closed pipe).
+pub(super) fn refused(e: anyhow::Error) -> anyhow::Error {
+    crate::mcp::refuse_on_stdio(&crate::shown::line(&format!("{e:#}")));
+    e
 }

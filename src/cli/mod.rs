@@ -1,6 +1,7 @@
 //! The command line (DESIGN §7): `init`, `run`, `enqueue`, `status`, `mcp`, ... Each subcommand lives in
 //! its own module; this one parses arguments, sets up logging and maps errors to exit codes
-//! (0 success, 1 error, 2 usage, 3 `status`: worker not running).
+//! (0 success, 1 error, 2 usage, 3 `status` / `enqueue --wait`: no worker running, 4 `status`:
+//! alive but blocked, 5 `enqueue --wait`: the job waits for a human).
 
 mod check;
 mod diagnose;
@@ -64,7 +65,7 @@ pub enum Command {
     /// Approve a pending validation (`--always`: also always_allow this command).
     Approve(security::DecideArgs),
     /// Deny a pending validation (`--always`: also never allow this command).
-    Deny(security::DecideArgs),
+    Deny(security::DenyArgs),
     /// The command registry: policy, override, runs, success rate, risk (`--history HASH`).
     Commands(security::CommandsArgs),
     /// Set a command's (or a signature's) override: always_allow, always_ask, never, or clear.
@@ -136,19 +137,29 @@ pub fn main() -> i32 {
         },
         config: cli.config.clone(),
     };
-    let config = match Config::load(&flags) {
+    let mut config = match Config::load(&flags) {
         Ok(c) => c,
         Err(e) => {
             eprintln!(
                 "brainloop: configuration error: {}",
                 crate::shown::block(&format!("{e:#}"))
             );
+            if matches!(cli.command, Command::Mcp(_)) {
+                mcp::refused(e.context("configuration error"));
+            }
             return 1;
         }
     };
     if let Err(e) = init_logging(default_level, &config) {
         eprintln!("brainloop: {e:#}");
         return 1;
+    }
+    // The workspace as the worker resolves it (`run` does it itself, creating the default):
+    // `{workspace}` in a grant expands to an absolute path, as path grants must be.
+    if !matches!(cli.command, Command::Run(_)) {
+        if let Ok(ws) = run::absolute(&config.workspace) {
+            config.workspace = ws;
+        }
     }
     let res = match cli.command {
         Command::Init => init::run(&config),
@@ -161,7 +172,7 @@ pub fn main() -> i32 {
         Command::Check(args) => check::run(&config, &args),
         Command::Validations(args) => security::validations(&config, &args),
         Command::Approve(args) => security::decide(&config, &args, true),
-        Command::Deny(args) => security::decide(&config, &args, false),
+        Command::Deny(args) => security::decide(&config, &args.into(), false),
         Command::Commands(args) => security::commands(&config, &args),
         Command::Override(args) => security::set_override(&config, &args),
         Command::Show(args) => security::show(&config, &args),

@@ -127,8 +127,15 @@ pub fn run(config: &Config, a: &ReviewArgs) -> Result<i32> {
             "a approve · L approve --learn · d deny · s skip · Tab applied list · u undo · q quit"
                 .into(),
     };
+    // Without a terminal the screen cannot draw: say what works instead (issue 36).
+    let no_terminal = "`brainloop review` is an interactive screen and needs a terminal; without one use \
+         `brainloop review --json` (the pending validations with their change sets) or `brainloop validations`, \
+         then `brainloop approve ID` / `brainloop deny ID`";
+    if !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+        anyhow::bail!("{no_terminal} (standard output is not a terminal)");
+    }
     app.refresh(config);
-    let mut terminal = ratatui::try_init()?;
+    let mut terminal = ratatui::try_init().map_err(|e| anyhow::anyhow!("{no_terminal} ({e})"))?;
     let res = app.main_loop(config, &mut terminal);
     ratatui::try_restore()?;
     res.map(|_| 0)

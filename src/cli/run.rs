@@ -22,6 +22,10 @@ pub struct RunArgs {
     /// Print the effective configuration as TOML and exit.
     #[arg(long)]
     pub print_config: bool,
+    /// Create the workspace when it does not exist (without it, a missing workspace other than
+    /// the default ./workspace is refused at start).
+    #[arg(long)]
+    pub create: bool,
 }
 
 pub fn run(mut config: Config, args: &RunArgs) -> Result<i32> {
@@ -38,7 +42,7 @@ pub fn run(mut config: Config, args: &RunArgs) -> Result<i32> {
         return super::init::run(&config);
     }
     crate::memory::limit_arenas(); // before any thread (r2d2, notify, tokio) starts
-    settle_dirs(&mut config)?;
+    settle_dirs(&mut config, args.create)?;
     check_data_dir_outside_workspace(&config.data_dir, &config.workspace)?;
     let lock = Arc::new(InstanceLock::acquire(&config.data_dir)?);
     let lock_watch = watch_lock_file(Arc::clone(&lock), config.heartbeat_interval_ms);
@@ -108,31 +112,36 @@ pub fn run(mut config: Config, args: &RunArgs) -> Result<i32> {
 
 /// Makes the data dir and the workspace absolute (a relative path would mean something else to
 /// the sandbox helper and the overlay), creates the default workspace on a first run, and refuses
-/// a workspace inside the data dir (every read and write there is refused job by job).
-fn settle_dirs(config: &mut Config) -> Result<()> {
+/// a workspace inside the data dir (every read and write there is refused job by job). Another
+/// missing workspace is refused (a typo would start a worker whose every command fails), or
+/// created with `--create`.
+fn settle_dirs(config: &mut Config, create: bool) -> Result<()> {
+    let default = config.workspace == Path::new(crate::config::DEFAULT_WORKSPACE);
+    let missing = !config.workspace.exists();
+    if missing && !default && !create {
+        // Before anything is created: a typo leaves no data dir behind.
+        bail!(
+            "the workspace {} does not exist: every command would fail in it. Check the path \
+             (--workspace / BRAINLOOP_WORKSPACE / workspace in the configuration), create it, \
+             or pass --create to let `brainloop run` create it",
+            absolute(&config.workspace)?.display()
+        );
+    }
     migrate::ensure_data_dir(&config.data_dir)?;
     config.data_dir = config
         .data_dir
         .canonicalize()
         .with_context(|| format!("cannot resolve data dir {}", config.data_dir.display()))?;
-    let default = config.workspace == Path::new(crate::config::DEFAULT_WORKSPACE);
-    if default && !config.workspace.exists() {
+    if missing {
         std::fs::create_dir_all(&config.workspace).with_context(|| {
-            format!(
-                "cannot create the default workspace {}",
-                config.workspace.display()
-            )
+            format!("cannot create the workspace {}", config.workspace.display())
         })?;
         tracing::info!(
             workspace = %config.workspace.display(),
-            "created the default workspace (commands work there; --workspace / BRAINLOOP_WORKSPACE chooses another)"
+            "created the workspace (commands work there; --workspace / BRAINLOOP_WORKSPACE chooses another)"
         );
     }
-    config.workspace = match config.workspace.canonicalize() {
-        Ok(p) => p,
-        Err(_) => std::path::absolute(&config.workspace)
-            .with_context(|| format!("cannot resolve workspace {}", config.workspace.display()))?,
-    };
+    config.workspace = absolute(&config.workspace)?;
     if config.workspace.starts_with(&config.data_dir) {
         bail!(
             "the workspace {} lies inside the data dir {}: commands could never read or write it. \
@@ -143,6 +152,15 @@ fn settle_dirs(config: &mut Config) -> Result<()> {
     }
     tracing::info!(data_dir = %config.data_dir.display(), workspace = %config.workspace.display(), "directories");
     Ok(())
+}
+
+/// `p` as the worker sees it: canonical when it exists, else absolute. Every command resolves
+/// the workspace so (`{workspace}` in a grant must expand to an absolute path).
+pub(super) fn absolute(p: &Path) -> Result<PathBuf> {
+    match p.canonicalize() {
+        Ok(p) => Ok(p),
+        Err(_) => std::path::absolute(p).with_context(|| format!("cannot resolve {}", p.display())),
+    }
 }
 
 /// Re-verifies `brainloop.lock` every heartbeat period on its own thread and puts it back if it

@@ -22,7 +22,7 @@ pub struct ValidationsArgs {
     pub json: bool,
 }
 
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Debug, Default)]
 pub struct DecideArgs {
     /// The validation id (from `brainloop validations`, or the job's result).
     pub id: String,
@@ -52,6 +52,30 @@ pub struct DecideArgs {
     /// addresses only.
     #[arg(long)]
     pub allow_private_hosts: bool,
+}
+
+/// `deny ID`: only what a denial takes (`--help` lists no approve-only option).
+#[derive(clap::Args, Debug)]
+pub struct DenyArgs {
+    /// The validation id (from `brainloop validations`, or the job's result).
+    pub id: String,
+    /// Also set the command's override to never.
+    #[arg(long)]
+    pub always: bool,
+    /// Why (kept with the decision).
+    #[arg(long)]
+    pub reason: Option<String>,
+}
+
+impl From<DenyArgs> for DecideArgs {
+    fn from(d: DenyArgs) -> DecideArgs {
+        DecideArgs {
+            id: d.id,
+            always: d.always,
+            reason: d.reason,
+            ..DecideArgs::default()
+        }
+    }
 }
 
 #[derive(clap::Args, Debug)]

@@ -57,15 +57,9 @@ fn exit_code(report: &Value) -> i32 {
     }
 }
 
-/// Whether some process holds the worker's instance lock (without disturbing it): the lock on
-/// the data directory itself, which survives a deleted `brainloop.lock` (see `lockfile`).
+/// Whether some process holds the worker's instance lock (`lockfile::held`).
 fn lock_held(config: &Config) -> Option<bool> {
-    use nix::fcntl::{Flock, FlockArg};
-    let dir = std::fs::File::open(&config.data_dir).ok()?;
-    match Flock::lock(dir, FlockArg::LockSharedNonblock) {
-        Ok(_guard) => Some(false),
-        Err(_) => Some(true),
-    }
+    crate::lockfile::held(&config.data_dir)
 }
 
 /// The PID in `brainloop.lock`, when readable.

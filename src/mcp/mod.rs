@@ -13,17 +13,20 @@
 //! | `liveness.rs` | is the worker running (heartbeat age, state) |
 //! | `audit.rs` | the front-end's own audit rows (a second writer of metadata.db) |
 //! | `reply.rs` | JSON text + structured content, `isError` |
+//! | `refuse.rs` | a front-end that cannot start answers `initialize` with why, not a closed pipe |
 
 mod audit;
 mod call;
 mod liveness;
 mod queue;
+mod refuse;
 mod reply;
 mod server;
 mod tool;
 mod watch;
 
 pub use liveness::Liveness;
+pub use refuse::refuse_on_stdio;
 pub use tool::{input_schema, TOOL_NAME};
 
 use crate::actions::Registry;
@@ -53,29 +56,11 @@ pub fn check_client_name(name: &str) -> Result<()> {
     Ok(())
 }
 
-/// Serves MCP on stdin/stdout until the client closes the connection.
+/// Serves MCP on stdin/stdout until the client closes the connection. A failure before the
+/// handshake is [`StartError`]: the caller answers the client with it ([`refuse_on_stdio`]).
 pub async fn serve(config: Arc<Config>, opts: Options) -> Result<()> {
-    check_client_name(&opts.client)?;
-    if opts.client == "local" {
-        tracing::warn!(
-            "--client local gives MCP callers the local producer's broad default grants"
-        );
-    }
-    let registry = Arc::new(Registry::new(&config)?);
-    let queue = queue::Queue::open(&config.data_dir)?;
-    let watch = watch::OutputWatch::start(&config.data_dir)?;
-    let watching = watch.is_watching();
-    let auditor = audit::Auditor::new(&config.data_dir);
-    let frontend = Arc::new(call::Frontend {
-        config: Arc::clone(&config),
-        registry,
-        client: opts.client.clone(),
-        timeout: opts.timeout,
-        queue,
-        watch,
-        auditor,
-    });
-    tracing::info!(client = %opts.client, data_dir = %config.data_dir.display(), watching, "MCP front-end on stdio");
+    let frontend = frontend(&config, &opts).map_err(|e| anyhow::Error::new(StartError(e)))?;
+    tracing::info!(client = %opts.client, data_dir = %config.data_dir.display(), "MCP front-end on stdio");
     let service = server::Server::new(frontend)
         .serve(rmcp::transport::stdio())
         .await
@@ -83,4 +68,40 @@ pub async fn serve(config: Arc<Config>, opts: Options) -> Result<()> {
     let reason = service.waiting().await.context("MCP service failed")?;
     tracing::info!(?reason, "MCP client disconnected");
     Ok(())
+}
+
+/// The front-end could not start (before any byte of the protocol was read).
+#[derive(Debug)]
+pub struct StartError(pub anyhow::Error);
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:#}", self.0)
+    }
+}
+
+impl std::error::Error for StartError {}
+
+/// Everything a call needs, opened once.
+fn frontend(config: &Arc<Config>, opts: &Options) -> Result<Arc<call::Frontend>> {
+    check_client_name(&opts.client)?;
+    if opts.client == "local" {
+        tracing::warn!(
+            "--client local gives MCP callers the local producer's broad default grants"
+        );
+    }
+    let registry = Arc::new(Registry::new(config)?);
+    let queue = queue::Queue::open(&config.data_dir)?;
+    let watch = watch::OutputWatch::start(&config.data_dir)?;
+    tracing::debug!(watching = watch.is_watching(), "output.db watch");
+    let auditor = audit::Auditor::new(&config.data_dir);
+    Ok(Arc::new(call::Frontend {
+        config: Arc::clone(config),
+        registry,
+        client: opts.client.clone(),
+        timeout: opts.timeout,
+        queue,
+        watch,
+        auditor,
+    }))
 }
