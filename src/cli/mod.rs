@@ -2,6 +2,7 @@
 //! its own module; this one parses arguments, sets up logging and maps errors to exit codes
 //! (0 success, 1 error, 2 usage, 3 `status`: worker not running).
 
+mod cancel;
 mod check;
 mod diagnose;
 mod enqueue;
@@ -61,6 +62,9 @@ pub enum Command {
     Check(check::CheckArgs),
     /// List validations waiting for a human (commands that need approval).
     Validations(security::ValidationsArgs),
+    /// Cancel a job (operator only): queued, it never runs; running, it is stopped and its
+    /// overlay discarded; waiting for a human, its validation is closed. Ends `cancelled`.
+    Cancel(cancel::CancelArgs),
     /// Approve a pending validation (`--always`: also always_allow this command).
     Approve(security::DecideArgs),
     /// Deny a pending validation (`--always`: also never allow this command).
@@ -160,6 +164,7 @@ pub fn main() -> i32 {
         Command::Sandbox { json } => sandbox_report(json, &config.sandbox.limits),
         Command::Check(args) => check::run(&config, &args),
         Command::Validations(args) => security::validations(&config, &args),
+        Command::Cancel(args) => cancel::run(&config, &args),
         Command::Approve(args) => security::decide(&config, &args, true),
         Command::Deny(args) => security::decide(&config, &args, false),
         Command::Commands(args) => security::commands(&config, &args),

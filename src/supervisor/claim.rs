@@ -8,7 +8,7 @@ use crate::actions::{self, Registry};
 use crate::db::input::NewJob;
 use crate::db::lifecycle::Snapshot;
 use crate::db::output::{JobStatus, ResultRow};
-use crate::db::{input, lifecycle, output, write_tx, Stores};
+use crate::db::{cancels, input, lifecycle, output, write_tx, Stores};
 use anyhow::Result;
 use std::collections::HashSet;
 
@@ -56,8 +56,10 @@ pub fn claim_batch(
     let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
     // A claim lost to power failure (lifecycle is synchronous=NORMAL) can be re-claimed, but a
     // job whose final result was committed (output is FULL) must never run again.
-    let finals = stores.output.with(|c| output::finals_among(c, &ids))?;
+    let mut finals = stores.output.with(|c| output::finals_among(c, &ids))?;
     let now = crate::time::now_ms();
+    // Cancelled by the operator before the worker saw them: they end here and never run.
+    finals.extend(cancel_unclaimed(stores, &rows, &finals, now)?);
     let instant: HashSet<i64> = rows
         .iter()
         .filter(|r| start_instant && !finals.contains(&r.id))
@@ -100,6 +102,48 @@ pub fn claim_batch(
         }
     }
     Ok(batch)
+}
+
+/// Jobs of `rows` with a `brainloop cancel` request (`db::cancels`) and no final result: their
+/// `cancelled` result is committed (output.db, FULL) before the claim records them done, like
+/// any final result. Returns their ids.
+fn cancel_unclaimed(
+    stores: &Stores,
+    rows: &[NewJob],
+    finals: &HashSet<i64>,
+    now: i64,
+) -> Result<HashSet<i64>> {
+    let ids: Vec<i64> = rows
+        .iter()
+        .map(|r| r.id)
+        .filter(|id| !finals.contains(id))
+        .collect();
+    let cancelled = stores.security.with(|c| cancels::among(c, &ids))?;
+    if cancelled.is_empty() {
+        return Ok(cancelled);
+    }
+    let mut ended = Vec::new();
+    for r in rows.iter().filter(|r| cancelled.contains(&r.id)) {
+        let Some(c) = stores.security.with(|s| cancels::get(s, r.id))? else {
+            continue;
+        };
+        ended.push(ResultRow {
+            job_id: r.id,
+            action: r.action.clone(),
+            client_id: r.client_id.clone(),
+            status: JobStatus::Cancelled,
+            result: Some(cancels::result_json(&c, "queued").to_string()),
+            error: Some(cancels::error_line(&c, "queued (before it was claimed)")),
+            attempts: 0,
+            duration_ms: None,
+            started_at: None,
+            finished_at: Some(now),
+        });
+    }
+    stores
+        .output
+        .with(|c| Ok(write_tx(c, |tx| output::upsert_results(tx, &ended))?))?;
+    Ok(cancelled)
 }
 
 /// Jobs claimed to wait for their `not_before` get their `queued` result row now (docs/actions.md), so a

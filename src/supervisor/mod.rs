@@ -19,6 +19,7 @@
 //! them so they run again, flush results, a `shutdown` event, heartbeat `stopped` — all inside
 //! 60 s). This file owns the running jobs' bookkeeping (`Loop`: start, spawn, reap).
 
+mod cancels;
 pub mod claim;
 mod drain;
 pub mod finisher;
@@ -58,6 +59,8 @@ struct RunningJob {
     params_hash: String,
     /// The client whose slot the job holds (released when the task is reaped).
     slot: Arc<str>,
+    /// This job's own token (a child of `Loop::job_cancel`): `brainloop cancel` stops it alone.
+    cancel: CancellationToken,
 }
 
 type JobResult = (Outcome, Duration);
@@ -106,6 +109,10 @@ struct Loop {
     ready: ReadyQueue,
     /// Rate limit of the "cannot start jobs" line.
     start_log: crate::stats::Every,
+    /// Running jobs `brainloop cancel` stopped (`cancels`), until their request is closed.
+    cancelling: std::collections::HashSet<i64>,
+    /// Jobs whose `cancelled` end was handed to the result writer, until their request is closed.
+    ended: std::collections::HashSet<i64>,
 }
 
 impl Loop {
@@ -216,11 +223,12 @@ impl Loop {
     }
 
     fn spawn_job(&mut self, snap: Snapshot, slot: Arc<str>) {
+        let cancel = self.job_cancel.child_token();
         let ctx = JobCtx {
             job_id: snap.job_id,
             client_id: snap.client_id.clone(),
             attempt: snap.attempts,
-            cancel: self.job_cancel.child_token(),
+            cancel: cancel.clone(),
             stores: Arc::clone(&self.stores),
             config: Arc::clone(&self.config),
             actions: Arc::clone(&self.registry) as Arc<dyn crate::job::Actions>,
@@ -275,6 +283,7 @@ impl Loop {
                 snap,
                 params_hash,
                 slot,
+                cancel,
             },
         );
     }
@@ -321,6 +330,16 @@ impl Loop {
         };
         // A started job gives its slot back here only: every task is reaped exactly once.
         self.ready.release(&job.slot);
+        // Stopped by `brainloop cancel` (`cancels`): final, never requeued — unless it had
+        // finished first, whose real outcome stands.
+        let by_operator = self.cancelling.contains(&job.snap.job_id)
+            && outcome.status == JobStatus::Cancelled;
+        let outcome = if by_operator {
+            self.ended.insert(job.snap.job_id);
+            cancelled_by_operator(&self.stores, job.snap.job_id)
+        } else {
+            outcome
+        };
         let finished = Finished::ended(
             &self.registry,
             &job.snap,
@@ -329,7 +348,7 @@ impl Loop {
             elapsed,
             // Cut by the shutdown: cancelled by the drain, or it gave up (`Outcome::cancelled`)
             // on something the shutdown stopped (a request it could not record).
-            self.job_cancel.is_cancelled() || crate::shutdown::signalled(),
+            !by_operator && (self.job_cancel.is_cancelled() || crate::shutdown::signalled()),
         );
         if !self.fin_tx.send(finished) {
             tracing::error!(
@@ -338,6 +357,24 @@ impl Loop {
             );
         }
     }
+}
+
+/// The outcome of a running job `brainloop cancel` stopped: `cancelled`, naming the request.
+fn cancelled_by_operator(stores: &Stores, job_id: i64) -> Outcome {
+    let req = stores
+        .security
+        .with(|c| crate::db::cancels::get(c, job_id))
+        .ok()
+        .flatten();
+    let mut out = Outcome::cancelled();
+    if let Some(c) = req {
+        out.result = Some(crate::db::cancels::result_json(&c, "running"));
+        out.error = Some(crate::db::cancels::error_line(
+            &c,
+            "running (stopped; its overlay discarded, nothing applied)",
+        ));
+    }
+    out
 }
 
 fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
