@@ -322,3 +322,231 @@ fn a_running_overlay_command_is_stopped_and_nothing_reaches_the_workspace() {
     assert!(!env.workspace.join("made.txt").exists());
     assert_eq!(common::validations_count(&env, id), 0, "nothing asked");
 }
+
+// ---- unique_key -------------------------------------------------------------------------
+
+/// Inserts a job row as a producer would (raw INSERT), with a unique_key and/or a retry policy.
+fn insert_ctl(env: &Env, client: &str, params: &str, key: Option<&str>, retry: Option<&str>) -> i64 {
+    let c = env.input();
+    c.execute(
+        "INSERT INTO jobs(action, params, client_id, unique_key, retry) VALUES ('sleep', ?1, ?2, ?3, ?4)",
+        rusqlite::params![params, client, key, retry],
+    )
+    .unwrap();
+    c.last_insert_rowid()
+}
+
+#[test]
+fn a_second_job_with_the_same_key_is_refused_with_the_first_ones_id() {
+    let env = Env::new();
+    let _d = env.start(&[]);
+    let long = r#"{"ms": 600000}"#;
+    let first: i64 = cli_ok(
+        &env,
+        &["enqueue", "sleep", "--params", long, "--unique-key", "nightly"],
+    )
+    .trim()
+    .parse()
+    .unwrap();
+    wait_running(&env, first);
+    // enqueue refuses at once, naming the first job; nothing is inserted.
+    let (st, out, err) = env.cli(&["enqueue", "sleep", "--params", long, "--unique-key", "nightly"]);
+    assert_eq!(st.code(), Some(6), "{out}{err}");
+    assert!(err.contains(&format!("job {first} (running)")), "{err}");
+    let rows: i64 = env
+        .input()
+        .query_row("SELECT count(*) FROM jobs WHERE unique_key = 'nightly'", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(rows, 1, "nothing enqueued");
+    // A raw INSERT (a producer that skips the check) is refused by the worker's claim.
+    let raw = insert_ctl(&env, "local", r#"{"ms": 1}"#, Some("nightly"), None);
+    let (s, _, e) = settled(&env, raw);
+    assert_eq!(s, "failed");
+    assert!(e.contains(&format!("held by job {first} (running)")), "{e}");
+    // The key is per client: another client's job with the same key runs.
+    let other = insert_ctl(&env, "ops", r#"{"ms": 1}"#, Some("nightly"), None);
+    assert_eq!(settled(&env, other).0, "succeeded");
+    // Once the first has ended, the key is free again.
+    assert_eq!(cancel(&env, first, &[]).0, 0);
+    let again: i64 = cli_ok(
+        &env,
+        &["enqueue", "sleep", "--params", r#"{"ms": 1}"#, "--unique-key", "nightly"],
+    )
+    .trim()
+    .parse()
+    .unwrap();
+    assert_eq!(settled(&env, again).0, "succeeded");
+}
+
+#[test]
+fn a_key_held_by_a_job_cut_by_kill_9_still_refuses_after_restart() {
+    let env = Env::new();
+    let canary = env.root.path().join("canary");
+    let canary_s = canary.display().to_string();
+    let vars = [("BRAINLOOP_TEST_CANARY", canary_s.as_str())];
+    let d = env.start(&vars);
+    let first = insert_ctl(&env, "local", r#"{"ms": 3000, "canary": true}"#, Some("k"), None);
+    wait_running(&env, first);
+    d.kill9();
+    // While the worker is dead two more rows with the key land (one claim batch at restart).
+    let second = insert_ctl(&env, "local", r#"{"ms": 1, "canary": true}"#, Some("k"), None);
+    let third = insert_ctl(&env, "local", r#"{"ms": 1, "canary": true}"#, Some("k"), None);
+    let _d = env.start(&vars);
+    for id in [second, third] {
+        let (s, _, e) = settled(&env, id);
+        assert_eq!(s, "failed", "job {id}");
+        assert!(e.contains(&format!("held by job {first}")), "{e}");
+    }
+    env.wait_status(first, "succeeded", LONG);
+    let ran = std::fs::read_to_string(&canary).unwrap();
+    assert_eq!(ran.trim(), format!("{first} 2"), "only the holder ran (its second attempt)");
+}
+
+// ---- retry policy -----------------------------------------------------------------------
+
+fn audit_count(env: &Env, id: i64, n: usize) -> Vec<String> {
+    let t0 = Instant::now();
+    loop {
+        let v = audit_statuses(env, id);
+        if v.len() >= n || t0.elapsed() > Duration::from_secs(20) {
+            return v;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_failed_job_is_retried_with_back_off_visible_in_its_result_then_ends() {
+    let env = Env::new();
+    let canary = env.root.path().join("canary");
+    let canary_s = canary.display().to_string();
+    let _d = env.start(&[("BRAINLOOP_TEST_CANARY", canary_s.as_str())]);
+    let retry = r#"{"max_attempts": 3, "backoff_ms": 1500, "jitter": 0.5}"#;
+    let id: i64 = cli_ok(
+        &env,
+        &["enqueue", "sleep", "--params", r#"{"ms": 1, "fail": true, "canary": true}"#, "--retry", retry],
+    )
+    .trim()
+    .parse()
+    .unwrap();
+    // Between attempts: `queued`, saying which attempt failed and when the next one starts.
+    let (_, r, e, attempts) = env.wait_status(id, "queued", LONG);
+    let v: Value = serde_json::from_str(&r.unwrap()).unwrap();
+    assert_eq!(attempts, 1);
+    assert_eq!(v["status"], "retrying", "{v}");
+    let delay = v["retry"]["delay_ms"].as_u64().unwrap();
+    assert!((750..=1500).contains(&delay), "back-off with jitter: {v}");
+    assert_eq!(v["retry"]["max_attempts"], 3);
+    assert_eq!(v["retry"]["failure"], "error");
+    assert!(e.unwrap().contains("attempt 1 of 3 failed"));
+    let (st, v, e, attempts) = {
+        env.wait_final(1, LONG);
+        result_json(&env, id)
+    };
+    assert_eq!((st.as_str(), attempts), ("failed", 3), "{v} {e}");
+    assert_eq!(v["retry"]["not_retried"], "no attempt left", "{v}");
+    assert!(e.contains("attempt 3 of 3"), "{e}");
+    let ran = std::fs::read_to_string(&canary).unwrap();
+    assert_eq!(ran.lines().collect::<Vec<_>>(), vec![format!("{id} 1"), format!("{id} 2"), format!("{id} 3")]);
+    assert_eq!(audit_count(&env, id, 3), vec!["failed"; 3], "every attempt audited once");
+}
+
+#[test]
+fn an_action_policy_applies_and_on_filters_which_failures_retry() {
+    let env = Env::new();
+    let cfg = env.root.path().join("brainloop.toml");
+    std::fs::write(&cfg, "[retry.sleep]\nmax_attempts = 2\nbackoff_ms = 10\n").unwrap();
+    let cfg_s = cfg.display().to_string();
+    let _d = env.start(&[("BRAINLOOP_CONFIG", cfg_s.as_str())]);
+    let by_action = insert_ctl(&env, "local", r#"{"ms": 1, "fail": true}"#, None, None);
+    let only_timeouts = insert_ctl(
+        &env,
+        "local",
+        r#"{"ms": 1, "fail": true}"#,
+        None,
+        Some(r#"{"max_attempts": 5, "on": ["timeout"]}"#),
+    );
+    let bad = insert_ctl(&env, "local", r#"{"ms": 1}"#, None, Some(r#"{"max_attempts": 0}"#));
+    env.wait_final(3, LONG);
+    let (st, v, _, attempts) = result_json(&env, by_action);
+    assert_eq!((st.as_str(), attempts), ("failed", 2), "{v}");
+    let (st, v, _, attempts) = result_json(&env, only_timeouts);
+    assert_eq!((st.as_str(), attempts), ("failed", 1), "the job's own policy wins: {v}");
+    assert!(v["retry"]["not_retried"].as_str().unwrap().contains("not among"), "{v}");
+    let (st, _, e, _) = result_json(&env, bad);
+    assert_eq!(st, "failed");
+    assert!(e.contains("between 1 and 100"), "a bad policy is refused, naming the bound: {e}");
+}
+
+#[test]
+fn a_retry_waiting_across_kill_9_keeps_its_attempts_and_back_off() {
+    let env = Env::new();
+    let canary = env.root.path().join("canary");
+    let canary_s = canary.display().to_string();
+    let vars = [("BRAINLOOP_TEST_CANARY", canary_s.as_str())];
+    let d = env.start(&vars);
+    let id = insert_ctl(
+        &env,
+        "local",
+        r#"{"ms": 1, "fail": true, "canary": true}"#,
+        None,
+        Some(r#"{"max_attempts": 3, "backoff_ms": 4000, "jitter": 0}"#),
+    );
+    let (_, r, _, _) = env.wait_status(id, "queued", LONG);
+    let v: Value = serde_json::from_str(&r.unwrap()).unwrap();
+    let next_at = v["retry"]["next_attempt_at"].as_i64().unwrap();
+    d.kill9();
+    let _d = env.start(&vars);
+    if common::now_ms() < next_at - 500 {
+        let ran = std::fs::read_to_string(&canary).unwrap();
+        assert_eq!(ran.lines().count(), 1, "the back-off holds across the restart");
+    }
+    env.wait_final(1, LONG);
+    let (st, _, _, attempts) = result_json(&env, id);
+    assert_eq!((st.as_str(), attempts), ("failed", 3));
+    let ran = std::fs::read_to_string(&canary).unwrap();
+    assert_eq!(
+        ran.lines().collect::<Vec<_>>(),
+        vec![format!("{id} 1"), format!("{id} 2"), format!("{id} 3")],
+        "nothing lost, nothing repeated"
+    );
+    assert_eq!(audit_count(&env, id, 3), vec!["failed"; 3]);
+}
+
+#[test]
+fn a_job_that_asked_a_human_is_never_retried_without_asking_again() {
+    let env = Env::new();
+    let _d = env.start(&[]);
+    let cmd = "ls missing-dir";
+    let first = job(&env, "local", "execute_bash", &json!({"command": cmd}));
+    let (st, v, _) = settled(&env, first);
+    assert_eq!(st, "failed", "{v}");
+    let hash = v["command_hash"].as_str().expect("a command hash").to_string();
+    cli_ok(&env, &["override", &hash, "always_ask", "--reason", "test"]);
+    std::thread::sleep(Duration::from_millis(2100)); // past the duplicate window
+    let c = env.input();
+    c.execute(
+        "INSERT INTO jobs(action, params, retry) VALUES ('execute_bash', ?1, ?2)",
+        rusqlite::params![
+            json!({"command": cmd}).to_string(),
+            r#"{"max_attempts": 3, "backoff_ms": 10, "on": ["exit_code"]}"#
+        ],
+    )
+    .unwrap();
+    let id = c.last_insert_rowid();
+    let (st, v, _) = settled(&env, id);
+    assert_eq!(st, "pending_validation", "{v}");
+    cli_ok(&env, &["approve", &common::vid(&v)]);
+    let (st, v, e) = common::final_result(&env, id);
+    assert_eq!(st, "failed", "{v} {e}");
+    assert!(
+        v["retry"]["not_retried"].as_str().unwrap().contains("asked a human"),
+        "{v}"
+    );
+    assert_eq!(
+        env.result(id).unwrap().3,
+        2,
+        "the attempt that asked and the approved run; no retry"
+    );
+    assert_eq!(common::validations_count(&env, id), 1, "asked once");
+}

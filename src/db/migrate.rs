@@ -19,6 +19,7 @@ fn steps(kind: DbKind) -> Vec<&'static str> {
         // 5: audit_outbox (audit rows staged with their job's transition, issue 19)
         // 6: code_digests (read_code's model digests by content, issue 25)
         // 7: applies (the apply journal of change sets, issue 34)
+        // 8: queue.unique_key, queue.retry (job control, issue 36)
         DbKind::Lifecycle => vec![
             kind.schema(),
             include_str!("../../schema/lifecycle.2.sql"),
@@ -27,6 +28,7 @@ fn steps(kind: DbKind) -> Vec<&'static str> {
             include_str!("../../schema/lifecycle.5.sql"),
             include_str!("../../schema/lifecycle.6.sql"),
             include_str!("../../schema/lifecycle.7.sql"),
+            include_str!("../../schema/lifecycle.8.sql"),
         ],
         // 2: signatures, job_signatures, journal (effects over commands, issue 14)
         // 3: evidence, promotions, signature_evidence (the evidence ledger, issue 18)
@@ -62,7 +64,12 @@ fn steps(kind: DbKind) -> Vec<&'static str> {
             include_str!("../../schema/metadata.3.sql"),
         ],
         // 2: store (data-dir identity, issue 21)
-        _ => vec![kind.schema(), STORE],
+        // 3: jobs.unique_key, jobs.retry (job control, issue 36)
+        DbKind::Input => vec![
+            kind.schema(),
+            STORE,
+            include_str!("../../schema/input.3.sql"),
+        ],
     }
 }
 

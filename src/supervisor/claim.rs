@@ -10,7 +10,7 @@ use crate::db::lifecycle::Snapshot;
 use crate::db::output::{JobStatus, ResultRow};
 use crate::db::{cancels, input, lifecycle, output, write_tx, Stores};
 use anyhow::Result;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 /// A freshly claimed job, for the dispatcher.
 #[derive(Debug, Clone)]
@@ -47,7 +47,7 @@ pub fn claim_batch(
     max_bytes: u64,
     start_instant: bool,
 ) -> Result<Batch> {
-    let (rows, out_of_budget) = stores
+    let (mut rows, out_of_budget) = stores
         .input
         .with(|c| input::scan_budget(c, *hwm, limit, params_cap, max_bytes))?;
     if rows.is_empty() {
@@ -60,6 +60,7 @@ pub fn claim_batch(
     let now = crate::time::now_ms();
     // Cancelled by the operator before the worker saw them: they end here and never run.
     finals.extend(cancel_unclaimed(stores, &rows, &finals, now)?);
+    refuse_held(stores, &mut rows, &finals)?;
     let instant: HashSet<i64> = rows
         .iter()
         .filter(|r| start_instant && !finals.contains(&r.id))
@@ -91,6 +92,7 @@ pub fn claim_batch(
                 reject_reason: r.reject,
                 attempts: 1,
                 started_at: now,
+                retry: r.retry,
             });
         } else {
             batch.claimed.push(Claimed {
@@ -102,6 +104,44 @@ pub fn claim_batch(
         }
     }
     Ok(batch)
+}
+
+/// `unique_key` (issue 36): a row whose key an open job of the same client holds — claimed
+/// before (`lifecycle::unique_holder`: queued, running or waiting for a human), or earlier in
+/// this batch — is refused: it ends `failed` naming the holder's id, and never runs. The check
+/// is here, where every job passes, so a producer's raw INSERT cannot run a key twice.
+fn refuse_held(stores: &Stores, rows: &mut [NewJob], finals: &HashSet<i64>) -> Result<()> {
+    let mut in_batch: HashMap<(String, String), i64> = HashMap::new();
+    for r in rows.iter_mut() {
+        if finals.contains(&r.id) || r.reject.is_some() {
+            continue;
+        }
+        let Some(key) = r.unique_key.clone() else {
+            continue;
+        };
+        let ck = (r.client_id.clone(), key.clone());
+        let holder = match in_batch.get(&ck) {
+            Some(&id) => Some((id, "queued".to_string())),
+            None => stores
+                .lifecycle
+                .with(|c| lifecycle::unique_holder(c, &r.client_id, &key, r.id))?,
+        };
+        match holder {
+            Some((by, status)) => {
+                r.reject = Some(format!(
+                    "refused: unique_key {:?} of client {:?} is held by job {by} ({status}); this job never runs — wait for job {by} to end, or `brainloop cancel {by}`, then submit again",
+                    crate::quote::prefix(&key, crate::quote::VALUE_MAX),
+                    crate::quote::prefix(&r.client_id, crate::quote::VALUE_MAX),
+                ));
+                r.params = None;
+                r.not_before = None;
+            }
+            None => {
+                in_batch.insert(ck, r.id);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Jobs of `rows` with a `brainloop cancel` request (`db::cancels`) and no final result: their

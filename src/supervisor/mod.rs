@@ -26,6 +26,7 @@ pub mod finisher;
 pub mod instant;
 mod pace;
 pub mod ready;
+mod retrying;
 pub mod recorder;
 pub mod recovery;
 mod serve;
@@ -340,15 +341,26 @@ impl Loop {
         } else {
             outcome
         };
+        // Cut by the shutdown: cancelled by the drain, or it gave up (`Outcome::cancelled`) on
+        // something the shutdown stopped (a request it could not record).
+        let shutdown_cut =
+            !by_operator && (self.job_cancel.is_cancelled() || crate::shutdown::signalled());
+        let mut outcome = outcome;
+        if !by_operator && !shutdown_cut {
+            if let Some(again) =
+                retrying::decide(&self.config, &self.stores, &job.snap, &mut outcome)
+            {
+                self.retry_later(&job, outcome, elapsed, again);
+                return;
+            }
+        }
         let finished = Finished::ended(
             &self.registry,
             &job.snap,
             job.params_hash,
             outcome,
             elapsed,
-            // Cut by the shutdown: cancelled by the drain, or it gave up (`Outcome::cancelled`)
-            // on something the shutdown stopped (a request it could not record).
-            !by_operator && (self.job_cancel.is_cancelled() || crate::shutdown::signalled()),
+            shutdown_cut,
         );
         if !self.fin_tx.send(finished) {
             tracing::error!(
@@ -356,6 +368,56 @@ impl Loop {
                 "result writer is gone; the job will run again at next start"
             );
         }
+    }
+}
+
+impl Loop {
+    /// A failed attempt the retry policy retries (`retrying`): the job is `claimed` again, due
+    /// after the back-off, in lifecycle.db first (a crash then requeues it for that time), then
+    /// its `queued` results row (with the failed attempt's audit row) goes to the result writer
+    /// and the job back to the ready queue. If lifecycle.db cannot be written the attempt's
+    /// failure is final instead.
+    fn retry_later(
+        &mut self,
+        job: &RunningJob,
+        outcome: Outcome,
+        elapsed: Option<Duration>,
+        again: retrying::Again,
+    ) {
+        let id = job.snap.job_id;
+        let moved = tokio::task::block_in_place(|| {
+            self.stores
+                .lifecycle
+                .with(|c| lifecycle::retry_later(c, id, again.next_at))
+        });
+        let failed = Finished::ended(
+            &self.registry,
+            &job.snap,
+            job.params_hash.clone(),
+            outcome,
+            elapsed,
+            false,
+        );
+        if !matches!(moved, Ok(true)) {
+            tracing::warn!(job_id = id, error = ?moved.err().map(|e| format!("{e:#}")), "cannot requeue the job for its retry: its failure is final");
+            let _ = self.fin_tx.send(failed);
+            return;
+        }
+        tracing::info!(job_id = id, attempt = job.snap.attempts, delay_ms = again.delay_ms, "attempt failed: retrying after the back-off");
+        let mut row = failed.row;
+        row.status = JobStatus::Queued;
+        row.result = Some(again.result.to_string());
+        row.error = Some(crate::quote::error(again.error));
+        row.finished_at = None;
+        let _ = self.fin_tx.send(Finished {
+            row,
+            disposition: Disposition::Started,
+            audit: failed.audit,
+        });
+        let now = crate::time::mono_ms();
+        let due = crate::time::mono_deadline(again.next_at);
+        self.ready
+            .push(Job::new(id, again.priority, &job.snap.client_id), Some(due), now);
     }
 }
 
