@@ -153,7 +153,7 @@ mod tests {
         let p = Policy::parse(r#"{"max_attempts": 6, "backoff_ms": 100, "max_backoff_ms": 350, "jitter": 0.5}"#).unwrap();
         let exact: Vec<u64> = (2..=6).map(|n| p.delay_ms(n, 0.0)).collect();
         assert_eq!(exact, vec![100, 200, 350, 350, 350]);
-        assert_eq!(p.delay_ms(3, 0.999), 100, "at most half cut");
+        assert_eq!(p.delay_ms(3, 0.999), 101, "less than half cut");
         assert_eq!(p.delay_ms(2, 0.5), 75);
         let q = Policy::parse(r#"{"max_attempts": 100, "backoff_ms": 86400000, "max_backoff_ms": 86400000}"#).unwrap();
         assert_eq!(q.delay_ms(100, 0.0), MAX_BACKOFF_MS, "no overflow");

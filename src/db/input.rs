@@ -103,6 +103,8 @@ fn too_long(
 }
 
 /// Validates one row (columns of [`scan_budget`]'s query).
+/// Long because every column of a producer's row is checked here, in one place, each with the
+/// problem it names; split, the row's problems would be gathered across functions.
 fn parse_row(row: &rusqlite::Row<'_>, params_cap: u64) -> Result<NewJob> {
     {
         let id: i64 = row.get(0)?;
@@ -526,7 +528,7 @@ mod tests {
             ("INSERT INTO jobs(action, params, priority) VALUES ('x', '{}', 'high')", "priority"),
             ("INSERT INTO jobs(action, params, not_before) VALUES ('x', '{}', 1.5)", "not_before"),
             ("INSERT INTO jobs(action, params, retry) VALUES ('x', '{}', '{\"max_attempts\": 0}')", "between 1 and 100"),
-            ("INSERT INTO jobs(action, params, retry) VALUES ('x', '{}', 3)", "retry must be NULL or TEXT"),
+            ("INSERT INTO jobs(action, params, retry) VALUES ('x', '{}', 3)", "JSON object with max_attempts"),
             ("INSERT INTO jobs(action, params, unique_key) VALUES ('x', '{}', x'01')", "unique_key must be NULL or TEXT"),
             ("INSERT INTO jobs(action, params, unique_key) VALUES ('x', '{}', '')", "unique_key must be non-empty"),
             ("INSERT INTO jobs(action, params, client_id) VALUES ('x', '{}', x'01')", "client_id"),
