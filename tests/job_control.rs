@@ -550,3 +550,29 @@ fn a_job_that_asked_a_human_is_never_retried_without_asking_again() {
     );
     assert_eq!(common::validations_count(&env, id), 1, "asked once");
 }
+
+#[test]
+fn a_job_waiting_for_its_retry_is_cancelled_and_never_runs_again() {
+    let env = Env::new();
+    let canary = env.root.path().join("canary");
+    let canary_s = canary.display().to_string();
+    let d = env.start(&[("BRAINLOOP_TEST_CANARY", canary_s.as_str())]);
+    let id = insert_ctl(
+        &env,
+        "local",
+        r#"{"ms": 1, "fail": true, "canary": true}"#,
+        None,
+        Some(r#"{"max_attempts": 5, "backoff_ms": 60000}"#),
+    );
+    env.wait_status(id, "queued", LONG);
+    let (code, out, err) = cancel(&env, id, &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (st, v, _, attempts) = result_json(&env, id);
+    assert_eq!((st.as_str(), attempts), ("cancelled", 1), "{v}");
+    d.kill9();
+    let _d = env.start(&[("BRAINLOOP_TEST_CANARY", canary_s.as_str())]);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(result_json(&env, id).0, "cancelled");
+    let ran = std::fs::read_to_string(&canary).unwrap();
+    assert_eq!(ran.trim(), format!("{id} 1"), "one attempt only");
+}

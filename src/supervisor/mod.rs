@@ -428,13 +428,22 @@ fn cancelled_by_operator(stores: &Stores, job_id: i64) -> Outcome {
         .with(|c| crate::db::cancels::get(c, job_id))
         .ok()
         .flatten();
+    // A change set that reached the workspace is not taken back by a cancel (issue 34): said.
+    let applied = stores
+        .lifecycle
+        .with(|c| crate::db::applies::open_of(c, job_id))
+        .ok()
+        .flatten()
+        .is_some();
+    let was = if applied {
+        format!("running (stopped after its change set reached the workspace: `brainloop undo {job_id}` takes it back)")
+    } else {
+        "running (stopped; its overlay discarded, nothing applied)".to_string()
+    };
     let mut out = Outcome::cancelled();
     if let Some(c) = req {
         out.result = Some(crate::db::cancels::result_json(&c, "running"));
-        out.error = Some(crate::db::cancels::error_line(
-            &c,
-            "running (stopped; its overlay discarded, nothing applied)",
-        ));
+        out.error = Some(crate::db::cancels::error_line(&c, &was));
     }
     out
 }
