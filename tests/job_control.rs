@@ -576,3 +576,48 @@ fn a_job_waiting_for_its_retry_is_cancelled_and_never_runs_again() {
     let ran = std::fs::read_to_string(&canary).unwrap();
     assert_eq!(ran.trim(), format!("{id} 1"), "one attempt only");
 }
+
+#[test]
+fn a_producer_uid_cannot_cancel_any_job_when_run_as_root_else_skipped_not_root() {
+    if !nix::unistd::geteuid().is_root() {
+        println!("SKIPPED: not root, cannot run a producer as another uid");
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let env = Env::new();
+    std::fs::set_permissions(env.root.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    cli_ok(&env, &["init"]);
+    // The data dir's group is the producers' (here nogroup, gid 65534), as `init` documents.
+    let nogroup = Some(nix::unistd::Gid::from_raw(65534));
+    for e in std::fs::read_dir(&env.data).unwrap() {
+        nix::unistd::chown(&e.unwrap().path(), None, nogroup).unwrap();
+    }
+    nix::unistd::chown(&env.data, None, nogroup).unwrap();
+    let _d = env.start(&[]);
+    let id = env.insert_full("sleep", r#"{"ms": 600000}"#, 0, Some(common::now_ms() + 3_600_000));
+    env.wait_status(id, "queued", LONG);
+    let as_producer = |args: &[&str]| {
+        std::process::Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", common::BIN])
+            .args(args)
+            .env("BRAINLOOP_DATA_DIR", &env.data)
+            .env("BRAINLOOP_TEST_ACTIONS", "1")
+            .output()
+            .expect("setpriv")
+    };
+    // It is a producer: it can enqueue.
+    let out = as_producer(&["enqueue", "sleep", "--params", r#"{"ms": 1}"#]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let ids = id.to_string();
+    let out = as_producer(&["cancel", &ids, "--timeout", "0"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("cancel is an operator command"), "{err}");
+    let n: i64 = env
+        .db("command_security.db")
+        .query_row("SELECT count(*) FROM cancellations", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n, 0, "nothing recorded");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(result_json(&env, id).0, "queued", "the job is untouched");
+}

@@ -6,7 +6,7 @@
 
 use crate::config::Config;
 use crate::db::{self, cancels, output, DbKind};
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use rusqlite::OptionalExtension;
 use std::time::{Duration, Instant};
 
@@ -47,14 +47,15 @@ pub fn run(config: &Config, args: &CancelArgs) -> Result<i32> {
     if !known(config, id)? {
         bail!("no job {id} in {} (see `brainloop status`, or the id `enqueue` printed)", config.data_dir.display());
     }
-    let mut sec = db::open(&config.data_dir, DbKind::Security)?;
+    let mut sec = db::open(&config.data_dir, DbKind::Security).with_context(operator_only)?;
     let (c, new) = cancels::request(
         &mut sec,
         id,
         &super::operator(),
         args.reason.as_deref(),
         crate::time::now_ms(),
-    )?;
+    )
+    .with_context(operator_only)?;
     if new {
         println!("cancel requested for job {id} by {}", crate::shown::line(&c.requested_by));
     } else {
@@ -84,6 +85,11 @@ pub fn run(config: &Config, args: &CancelArgs) -> Result<i32> {
     }
 }
 
+/// Why a producer's `cancel` fails: the request lives in a file only the operator writes.
+fn operator_only() -> &'static str {
+    "cancel is an operator command: its request is written to command_security.db, which only the worker's user can write (producers and MCP clients cannot cancel jobs); run it as that user"
+}
+
 fn final_status(out: &rusqlite::Connection, id: i64) -> Result<Option<String>> {
     Ok(out
         .query_row(
@@ -106,7 +112,7 @@ fn known(config: &Config, id: i64) -> Result<bool> {
     if row.is_some() {
         return Ok(true);
     }
-    let lc = db::open_read_only(&config.data_dir, DbKind::Lifecycle)?;
+    let lc = db::open_read_only(&config.data_dir, DbKind::Lifecycle).with_context(operator_only)?;
     Ok(lc
         .query_row("SELECT 1 FROM queue WHERE job_id = ?1", [id], |_| Ok(()))
         .optional()?
