@@ -108,16 +108,21 @@ fn a_job_cancelled_before_the_worker_claims_it_never_runs() {
     cli_ok(&env, &["init"]);
     let canary = env.root.path().join("canary");
     let id = env.insert("sleep", r#"{"ms": 10, "canary": true}"#);
+    // An instant job is answered inside the claim itself: the claim must see the request.
+    let instant = env.insert("ping", "{}");
     // No worker: the request is recorded, the job ends when a worker sees it.
     let (code, out, _) = cancel(&env, id, &["--timeout", "0"]);
     assert_eq!(code, 4, "{out}");
     assert!(out.contains("has not ended yet"), "{out}");
+    assert_eq!(cancel(&env, instant, &["--timeout", "0"]).0, 4);
     let canary_s = canary.display().to_string();
     let _d = env.start(&[("BRAINLOOP_TEST_CANARY", canary_s.as_str())]);
     // A later job runs: the queue is not blocked.
     let next = env.insert("sleep", r#"{"ms": 10, "canary": true}"#);
     env.wait_status(next, "succeeded", LONG);
     let (st, v, _, attempts) = result_json(&env, id);
+    assert_eq!((st.as_str(), attempts), ("cancelled", 0), "{v}");
+    let (st, v, _, attempts) = result_json(&env, instant);
     assert_eq!((st.as_str(), attempts), ("cancelled", 0), "{v}");
     let ran = std::fs::read_to_string(&canary).unwrap_or_default();
     assert_eq!(ran.trim(), format!("{next} 1"), "only the other job ran");
