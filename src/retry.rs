@@ -104,7 +104,9 @@ impl Policy {
             ));
         }
         if self.on.is_empty() {
-            return Err("retry on is empty: name at least one of failed, timeout, exit_code, error".into());
+            return Err(
+                "retry on is empty: name at least one of failed, timeout, exit_code, error".into(),
+            );
         }
         Ok(())
     }
@@ -150,12 +152,18 @@ mod tests {
 
     #[test]
     fn back_off_doubles_up_to_the_cap_and_jitter_only_shortens() {
-        let p = Policy::parse(r#"{"max_attempts": 6, "backoff_ms": 100, "max_backoff_ms": 350, "jitter": 0.5}"#).unwrap();
+        let p = Policy::parse(
+            r#"{"max_attempts": 6, "backoff_ms": 100, "max_backoff_ms": 350, "jitter": 0.5}"#,
+        )
+        .unwrap();
         let exact: Vec<u64> = (2..=6).map(|n| p.delay_ms(n, 0.0)).collect();
         assert_eq!(exact, vec![100, 200, 350, 350, 350]);
         assert_eq!(p.delay_ms(3, 0.999), 101, "less than half cut");
         assert_eq!(p.delay_ms(2, 0.5), 75);
-        let q = Policy::parse(r#"{"max_attempts": 100, "backoff_ms": 86400000, "max_backoff_ms": 86400000}"#).unwrap();
+        let q = Policy::parse(
+            r#"{"max_attempts": 100, "backoff_ms": 86400000, "max_backoff_ms": 86400000}"#,
+        )
+        .unwrap();
         assert_eq!(q.delay_ms(100, 0.0), MAX_BACKOFF_MS, "no overflow");
     }
 
@@ -167,9 +175,15 @@ mod tests {
             (r#"{"max_attempts": 0}"#, "between 1 and 100"),
             (r#"{"max_attempts": 2, "jitter": 2}"#, "jitter"),
             (r#"{"max_attempts": 2, "on": []}"#, "on is empty"),
-            (r#"{"max_attempts": 2, "on": ["sometimes"]}"#, "unknown variant"),
+            (
+                r#"{"max_attempts": 2, "on": ["sometimes"]}"#,
+                "unknown variant",
+            ),
             (r#"{"max_attempts": 2, "tries": 1}"#, "unknown field"),
-            (r#"{"max_attempts": 2, "backoff_ms": 99999999999}"#, "one day"),
+            (
+                r#"{"max_attempts": 2, "backoff_ms": 99999999999}"#,
+                "one day",
+            ),
         ] {
             let e = Policy::parse(text).unwrap_err();
             assert!(e.contains(want), "{text}: {e}");
@@ -179,11 +193,22 @@ mod tests {
     #[test]
     fn failures_are_told_apart() {
         assert_eq!(kind_of(None), Kind::Error);
-        assert_eq!(kind_of(Some(&json!({"timed_out": true, "exit_code": null}))), Kind::Timeout);
-        assert_eq!(kind_of(Some(&json!({"timed_out": false, "exit_code": 2}))), Kind::ExitCode);
-        assert_eq!(kind_of(Some(&json!({"exit_code": null, "signal": 9}))), Kind::ExitCode);
+        assert_eq!(
+            kind_of(Some(&json!({"timed_out": true, "exit_code": null}))),
+            Kind::Timeout
+        );
+        assert_eq!(
+            kind_of(Some(&json!({"timed_out": false, "exit_code": 2}))),
+            Kind::ExitCode
+        );
+        assert_eq!(
+            kind_of(Some(&json!({"exit_code": null, "signal": 9}))),
+            Kind::ExitCode
+        );
         let p = Policy::parse(r#"{"max_attempts": 2, "on": ["timeout"]}"#).unwrap();
         assert!(p.retries(Kind::Timeout) && !p.retries(Kind::ExitCode) && !p.retries(Kind::Error));
-        assert!(Policy::parse(r#"{"max_attempts": 2}"#).unwrap().retries(Kind::Error));
+        assert!(Policy::parse(r#"{"max_attempts": 2}"#)
+            .unwrap()
+            .retries(Kind::Error));
     }
 }

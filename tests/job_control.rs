@@ -73,7 +73,10 @@ fn a_queued_job_is_cancelled_never_runs_and_stays_cancelled_after_kill_9() {
     assert_eq!(st, "cancelled");
     assert_eq!(v["was"], "queued", "{v}");
     assert_eq!(v["reason"], "not needed", "{v}");
-    assert!(v["cancelled_by"].as_str().unwrap().starts_with("operator:"), "{v}");
+    assert!(
+        v["cancelled_by"].as_str().unwrap().starts_with("operator:"),
+        "{v}"
+    );
     assert!(e.contains("never runs again"), "{e}");
     assert_eq!(attempts, 0, "it never started");
     assert_eq!(audit_statuses(&env, id), vec!["cancelled"], "recorded once");
@@ -140,7 +143,10 @@ fn a_running_job_is_stopped_and_never_rerun_after_kill_9() {
     let t0 = Instant::now();
     let (code, out, err) = cancel(&env, id, &[]);
     assert_eq!(code, 0, "{out}{err}");
-    assert!(t0.elapsed() < Duration::from_secs(10), "stopped, not waited for");
+    assert!(
+        t0.elapsed() < Duration::from_secs(10),
+        "stopped, not waited for"
+    );
     let (st, v, e, attempts) = result_json(&env, id);
     assert_eq!((st.as_str(), attempts), ("cancelled", 1), "{v} {e}");
     assert_eq!(v["was"], "running", "{v}");
@@ -152,7 +158,11 @@ fn a_running_job_is_stopped_and_never_rerun_after_kill_9() {
     let again = env.insert("sleep", r#"{"ms": 1}"#);
     env.wait_status(again, "succeeded", LONG);
     assert_eq!(result_json(&env, id).0, "cancelled");
-    assert_eq!(lifecycle_row(&env, id), ("done".into(), 1), "one attempt, never again");
+    assert_eq!(
+        lifecycle_row(&env, id),
+        ("done".into(), 1),
+        "one attempt, never again"
+    );
     assert!(!canary.exists(), "the cancelled job never reached its end");
 }
 
@@ -168,7 +178,10 @@ fn a_cancel_written_while_the_worker_is_dead_stops_the_job_cut_by_kill_9() {
     assert_eq!(code, 4, "{out}");
     let _d = env.start(&[]);
     let (st, v, _, attempts) = result_json(&env, id);
-    assert_eq!(st, "cancelled", "ended by recovery, before anything started");
+    assert_eq!(
+        st, "cancelled",
+        "ended by recovery, before anything started"
+    );
     assert_eq!(attempts, 1, "{v}");
     assert_eq!(lifecycle_row(&env, id), ("done".into(), 1), "not run again");
     assert_eq!(audit_statuses(&env, id), vec!["cancelled"]);
@@ -230,9 +243,11 @@ fn a_waiting_job_is_cancelled_its_change_set_discarded_and_a_late_approve_refuse
     assert_eq!(r["was"], "waiting for a human", "{r}");
     let vst: String = env
         .output()
-        .query_row("SELECT status FROM validations WHERE id = ?1", [&vid], |r| {
-            r.get(0)
-        })
+        .query_row(
+            "SELECT status FROM validations WHERE id = ?1",
+            [&vid],
+            |r| r.get(0),
+        )
         .unwrap();
     assert_eq!(vst, "cancelled");
     let (s, _, err) = env.cli(&["approve", &vid]);
@@ -331,7 +346,13 @@ fn a_running_overlay_command_is_stopped_and_nothing_reaches_the_workspace() {
 // ---- unique_key -------------------------------------------------------------------------
 
 /// Inserts a job row as a producer would (raw INSERT), with a unique_key and/or a retry policy.
-fn insert_ctl(env: &Env, client: &str, params: &str, key: Option<&str>, retry: Option<&str>) -> i64 {
+fn insert_ctl(
+    env: &Env,
+    client: &str,
+    params: &str,
+    key: Option<&str>,
+    retry: Option<&str>,
+) -> i64 {
     let c = env.input();
     c.execute(
         "INSERT INTO jobs(action, params, client_id, unique_key, retry) VALUES ('sleep', ?1, ?2, ?3, ?4)",
@@ -348,19 +369,37 @@ fn a_second_job_with_the_same_key_is_refused_with_the_first_ones_id() {
     let long = r#"{"ms": 600000}"#;
     let first: i64 = cli_ok(
         &env,
-        &["enqueue", "sleep", "--params", long, "--unique-key", "nightly"],
+        &[
+            "enqueue",
+            "sleep",
+            "--params",
+            long,
+            "--unique-key",
+            "nightly",
+        ],
     )
     .trim()
     .parse()
     .unwrap();
     wait_running(&env, first);
     // enqueue refuses at once, naming the first job; nothing is inserted.
-    let (st, out, err) = env.cli(&["enqueue", "sleep", "--params", long, "--unique-key", "nightly"]);
+    let (st, out, err) = env.cli(&[
+        "enqueue",
+        "sleep",
+        "--params",
+        long,
+        "--unique-key",
+        "nightly",
+    ]);
     assert_eq!(st.code(), Some(6), "{out}{err}");
     assert!(err.contains(&format!("job {first} (running)")), "{err}");
     let rows: i64 = env
         .input()
-        .query_row("SELECT count(*) FROM jobs WHERE unique_key = 'nightly'", [], |r| r.get(0))
+        .query_row(
+            "SELECT count(*) FROM jobs WHERE unique_key = 'nightly'",
+            [],
+            |r| r.get(0),
+        )
         .unwrap();
     assert_eq!(rows, 1, "nothing enqueued");
     // A raw INSERT (a producer that skips the check) is refused by the worker's claim.
@@ -375,7 +414,14 @@ fn a_second_job_with_the_same_key_is_refused_with_the_first_ones_id() {
     assert_eq!(cancel(&env, first, &[]).0, 0);
     let again: i64 = cli_ok(
         &env,
-        &["enqueue", "sleep", "--params", r#"{"ms": 1}"#, "--unique-key", "nightly"],
+        &[
+            "enqueue",
+            "sleep",
+            "--params",
+            r#"{"ms": 1}"#,
+            "--unique-key",
+            "nightly",
+        ],
     )
     .trim()
     .parse()
@@ -390,12 +436,30 @@ fn a_key_held_by_a_job_cut_by_kill_9_still_refuses_after_restart() {
     let canary_s = canary.display().to_string();
     let vars = [("BRAINLOOP_TEST_CANARY", canary_s.as_str())];
     let d = env.start(&vars);
-    let first = insert_ctl(&env, "local", r#"{"ms": 3000, "canary": true}"#, Some("k"), None);
+    let first = insert_ctl(
+        &env,
+        "local",
+        r#"{"ms": 3000, "canary": true}"#,
+        Some("k"),
+        None,
+    );
     wait_running(&env, first);
     d.kill9();
     // While the worker is dead two more rows with the key land (one claim batch at restart).
-    let second = insert_ctl(&env, "local", r#"{"ms": 1, "canary": true}"#, Some("k"), None);
-    let third = insert_ctl(&env, "local", r#"{"ms": 1, "canary": true}"#, Some("k"), None);
+    let second = insert_ctl(
+        &env,
+        "local",
+        r#"{"ms": 1, "canary": true}"#,
+        Some("k"),
+        None,
+    );
+    let third = insert_ctl(
+        &env,
+        "local",
+        r#"{"ms": 1, "canary": true}"#,
+        Some("k"),
+        None,
+    );
     let _d = env.start(&vars);
     for id in [second, third] {
         let (s, _, e) = settled(&env, id);
@@ -404,7 +468,11 @@ fn a_key_held_by_a_job_cut_by_kill_9_still_refuses_after_restart() {
     }
     env.wait_status(first, "succeeded", LONG);
     let ran = std::fs::read_to_string(&canary).unwrap();
-    assert_eq!(ran.trim(), format!("{first} 2"), "only the holder ran (its second attempt)");
+    assert_eq!(
+        ran.trim(),
+        format!("{first} 2"),
+        "only the holder ran (its second attempt)"
+    );
 }
 
 // ---- retry policy -----------------------------------------------------------------------
@@ -429,7 +497,14 @@ fn a_failed_job_is_retried_with_back_off_visible_in_its_result_then_ends() {
     let retry = r#"{"max_attempts": 3, "backoff_ms": 1500, "jitter": 0.5}"#;
     let id: i64 = cli_ok(
         &env,
-        &["enqueue", "sleep", "--params", r#"{"ms": 1, "fail": true, "canary": true}"#, "--retry", retry],
+        &[
+            "enqueue",
+            "sleep",
+            "--params",
+            r#"{"ms": 1, "fail": true, "canary": true}"#,
+            "--retry",
+            retry,
+        ],
     )
     .trim()
     .parse()
@@ -452,8 +527,15 @@ fn a_failed_job_is_retried_with_back_off_visible_in_its_result_then_ends() {
     assert_eq!(v["retry"]["not_retried"], "no attempt left", "{v}");
     assert!(e.contains("attempt 3 of 3"), "{e}");
     let ran = std::fs::read_to_string(&canary).unwrap();
-    assert_eq!(ran.lines().collect::<Vec<_>>(), vec![format!("{id} 1"), format!("{id} 2"), format!("{id} 3")]);
-    assert_eq!(audit_count(&env, id, 3), vec!["failed"; 3], "every attempt audited once");
+    assert_eq!(
+        ran.lines().collect::<Vec<_>>(),
+        vec![format!("{id} 1"), format!("{id} 2"), format!("{id} 3")]
+    );
+    assert_eq!(
+        audit_count(&env, id, 3),
+        vec!["failed"; 3],
+        "every attempt audited once"
+    );
 }
 
 #[test]
@@ -471,16 +553,35 @@ fn an_action_policy_applies_and_on_filters_which_failures_retry() {
         None,
         Some(r#"{"max_attempts": 5, "on": ["timeout"]}"#),
     );
-    let bad = insert_ctl(&env, "local", r#"{"ms": 1}"#, None, Some(r#"{"max_attempts": 0}"#));
+    let bad = insert_ctl(
+        &env,
+        "local",
+        r#"{"ms": 1}"#,
+        None,
+        Some(r#"{"max_attempts": 0}"#),
+    );
     env.wait_final(3, LONG);
     let (st, v, _, attempts) = result_json(&env, by_action);
     assert_eq!((st.as_str(), attempts), ("failed", 2), "{v}");
     let (st, v, _, attempts) = result_json(&env, only_timeouts);
-    assert_eq!((st.as_str(), attempts), ("failed", 1), "the job's own policy wins: {v}");
-    assert!(v["retry"]["not_retried"].as_str().unwrap().contains("not among"), "{v}");
+    assert_eq!(
+        (st.as_str(), attempts),
+        ("failed", 1),
+        "the job's own policy wins: {v}"
+    );
+    assert!(
+        v["retry"]["not_retried"]
+            .as_str()
+            .unwrap()
+            .contains("not among"),
+        "{v}"
+    );
     let (st, _, e, _) = result_json(&env, bad);
     assert_eq!(st, "failed");
-    assert!(e.contains("between 1 and 100"), "a bad policy is refused, naming the bound: {e}");
+    assert!(
+        e.contains("between 1 and 100"),
+        "a bad policy is refused, naming the bound: {e}"
+    );
 }
 
 #[test]
@@ -504,7 +605,11 @@ fn a_retry_waiting_across_kill_9_keeps_its_attempts_and_back_off() {
     let _d = env.start(&vars);
     if common::now_ms() < next_at - 500 {
         let ran = std::fs::read_to_string(&canary).unwrap();
-        assert_eq!(ran.lines().count(), 1, "the back-off holds across the restart");
+        assert_eq!(
+            ran.lines().count(),
+            1,
+            "the back-off holds across the restart"
+        );
     }
     env.wait_final(1, LONG);
     let (st, _, _, attempts) = result_json(&env, id);
@@ -526,7 +631,10 @@ fn a_job_that_asked_a_human_is_never_retried_without_asking_again() {
     let first = job(&env, "local", "execute_bash", &json!({"command": cmd}));
     let (st, v, _) = settled(&env, first);
     assert_eq!(st, "failed", "{v}");
-    let hash = v["command_hash"].as_str().expect("a command hash").to_string();
+    let hash = v["command_hash"]
+        .as_str()
+        .expect("a command hash")
+        .to_string();
     cli_ok(&env, &["override", &hash, "always_ask", "--reason", "test"]);
     std::thread::sleep(Duration::from_millis(2100)); // past the duplicate window
     let c = env.input();
@@ -545,7 +653,10 @@ fn a_job_that_asked_a_human_is_never_retried_without_asking_again() {
     let (st, v, e) = common::final_result(&env, id);
     assert_eq!(st, "failed", "{v} {e}");
     assert!(
-        v["retry"]["not_retried"].as_str().unwrap().contains("asked a human"),
+        v["retry"]["not_retried"]
+            .as_str()
+            .unwrap()
+            .contains("asked a human"),
         "{v}"
     );
     assert_eq!(
@@ -599,11 +710,21 @@ fn a_producer_uid_cannot_cancel_any_job_when_run_as_root_else_skipped_not_root()
     }
     nix::unistd::chown(&env.data, None, nogroup).unwrap();
     let _d = env.start(&[]);
-    let id = env.insert_full("sleep", r#"{"ms": 600000}"#, 0, Some(common::now_ms() + 3_600_000));
+    let id = env.insert_full(
+        "sleep",
+        r#"{"ms": 600000}"#,
+        0,
+        Some(common::now_ms() + 3_600_000),
+    );
     env.wait_status(id, "queued", LONG);
     let as_producer = |args: &[&str]| {
         std::process::Command::new("setpriv")
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups", common::BIN])
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                common::BIN,
+            ])
             .args(args)
             .env("BRAINLOOP_DATA_DIR", &env.data)
             .env("BRAINLOOP_TEST_ACTIONS", "1")
@@ -612,7 +733,11 @@ fn a_producer_uid_cannot_cancel_any_job_when_run_as_root_else_skipped_not_root()
     };
     // It is a producer: it can enqueue.
     let out = as_producer(&["enqueue", "sleep", "--params", r#"{"ms": 1}"#]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let ids = id.to_string();
     let out = as_producer(&["cancel", &ids, "--timeout", "0"]);
     let err = String::from_utf8_lossy(&out.stderr);
@@ -625,4 +750,44 @@ fn a_producer_uid_cannot_cancel_any_job_when_run_as_root_else_skipped_not_root()
     assert_eq!(n, 0, "nothing recorded");
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(result_json(&env, id).0, "queued", "the job is untouched");
+}
+
+#[test]
+fn a_job_whose_policy_allows_more_attempts_survives_more_crashes() {
+    let env = Env::new();
+    let id = {
+        let d = env.start(&[]);
+        let id = insert_ctl(
+            &env,
+            "local",
+            r#"{"ms": 600000}"#,
+            None,
+            Some(r#"{"max_attempts": 5}"#),
+        );
+        wait_running(&env, id);
+        d.kill9();
+        id
+    };
+    // The configuration's crash limit is 3 starts; the job's policy allows 5.
+    for attempt in 2..=4 {
+        let d = env.start(&[]);
+        let t0 = Instant::now();
+        while lifecycle_row(&env, id) != ("running".into(), attempt) {
+            assert!(
+                t0.elapsed() < LONG,
+                "attempt {attempt}: {:?}",
+                result_json(&env, id)
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        d.kill9();
+    }
+    let _d = env.start(&[]);
+    wait_running(&env, id);
+    assert_eq!(
+        lifecycle_row(&env, id),
+        ("running".into(), 5),
+        "a fifth start, not `interrupted`"
+    );
+    assert_eq!(cancel(&env, id, &[]).0, 0);
 }

@@ -362,7 +362,13 @@ pub fn cancel_waiting(
             return Ok(late_end);
         }
     }
-    Ok(Some(end_row(job_id, &w, JobStatus::Cancelled, error, result)))
+    Ok(Some(end_row(
+        job_id,
+        &w,
+        JobStatus::Cancelled,
+        error,
+        result,
+    )))
 }
 
 /// The end of a waiting job whose change set is already in the workspace (`db::applies`: applied,

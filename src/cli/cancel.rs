@@ -45,7 +45,10 @@ pub fn run(config: &Config, args: &CancelArgs) -> Result<i32> {
         bail!("job {id} already ended `{st}`: nothing to cancel (`brainloop show {id}` for its result)");
     }
     if !known(config, id)? {
-        bail!("no job {id} in {} (see `brainloop status`, or the id `enqueue` printed)", config.data_dir.display());
+        bail!(
+            "no job {id} in {} (see `brainloop status`, or the id `enqueue` printed)",
+            config.data_dir.display()
+        );
     }
     let mut sec = db::open(&config.data_dir, DbKind::Security).with_context(operator_only)?;
     let (c, new) = cancels::request(
@@ -57,7 +60,10 @@ pub fn run(config: &Config, args: &CancelArgs) -> Result<i32> {
     )
     .with_context(operator_only)?;
     if new {
-        println!("cancel requested for job {id} by {}", crate::shown::line(&c.requested_by));
+        println!(
+            "cancel requested for job {id} by {}",
+            crate::shown::line(&c.requested_by)
+        );
     } else {
         println!(
             "cancel already requested for job {id} by {} at {} ms",

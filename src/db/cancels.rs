@@ -158,6 +158,10 @@ mod tests {
         let got = get(&c, 7).unwrap().unwrap();
         assert_eq!(got.outcome.as_deref(), Some("cancelled"));
         assert_eq!(open(&c).unwrap().len(), 1);
-        assert_eq!(among(&c, &[7, 9]).unwrap().len(), 2, "consumed still counts");
+        assert_eq!(
+            among(&c, &[7, 9]).unwrap().len(),
+            2,
+            "consumed still counts"
+        );
     }
 }

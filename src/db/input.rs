@@ -230,7 +230,10 @@ fn parse_row(row: &rusqlite::Row<'_>, params_cap: u64) -> Result<NewJob> {
                 }
             },
             other => {
-                problems.push(format!("unique_key must be NULL or TEXT (got {})", type_name(other)));
+                problems.push(format!(
+                    "unique_key must be NULL or TEXT (got {})",
+                    type_name(other)
+                ));
                 None
             }
         };
@@ -404,7 +407,10 @@ pub struct JobControl<'a> {
 pub enum Inserted {
     New(i64),
     /// Refused: job `by` of the same client holds the key (`status`: what it is doing).
-    Held { by: i64, status: String },
+    Held {
+        by: i64,
+        status: String,
+    },
 }
 
 /// Inserts a job unless an open job of the same client holds its `unique_key` (checked and

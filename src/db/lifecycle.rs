@@ -413,11 +413,13 @@ pub struct OpenJob {
     pub not_before: Option<i64>,
     pub action: Option<String>,
     pub client_id: String,
+    /// The job's own retry policy (JSON, `retry::Policy`).
+    pub retry: Option<String>,
 }
 
 pub fn open_jobs(conn: &Connection) -> Result<Vec<OpenJob>> {
     let mut stmt = conn.prepare(
-        "SELECT p.job_id, p.status, p.attempts, q.priority, q.not_before, q.action, q.client_id
+        "SELECT p.job_id, p.status, p.attempts, q.priority, q.not_before, q.action, q.client_id, q.retry
          FROM processed_log p JOIN queue q ON q.job_id = p.job_id
          WHERE p.status <> 'done' ORDER BY p.job_id",
     )?;
@@ -431,6 +433,7 @@ pub fn open_jobs(conn: &Connection) -> Result<Vec<OpenJob>> {
                 not_before: r.get(4)?,
                 action: r.get(5)?,
                 client_id: r.get(6)?,
+                retry: r.get(7)?,
             })
         })?
         .collect::<rusqlite::Result<Vec<_>>>()?;

@@ -78,7 +78,10 @@ pub(super) async fn pass(jobs: &mut Loop) {
     let seen = match tokio::task::spawn_blocking(move || look(&st)).await {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {
-            tracing::warn!(error = format!("{e:#}"), "cannot read cancel requests; retrying");
+            tracing::warn!(
+                error = format!("{e:#}"),
+                "cannot read cancel requests; retrying"
+            );
             return;
         }
         Err(e) => {
@@ -160,7 +163,11 @@ async fn waiting(jobs: &mut Loop, c: &Cancel) {
             end(jobs, row);
         }
         Ok(Ok(None)) => {}
-        Ok(Err(e)) => tracing::warn!(job_id = id, error = format!("{e:#}"), "cannot cancel the waiting job; retrying"),
+        Ok(Err(e)) => tracing::warn!(
+            job_id = id,
+            error = format!("{e:#}"),
+            "cannot cancel the waiting job; retrying"
+        ),
         Err(e) => tracing::error!(error = %e, "cancel task panicked"),
     }
 }
@@ -202,7 +209,11 @@ async fn close(jobs: &mut Loop, id: i64, outcome: &str) {
             jobs.ended.remove(&id);
             jobs.cancelling.remove(&id);
         }
-        Ok(Err(e)) => tracing::warn!(job_id = id, error = format!("{e:#}"), "cannot close the cancel request; retrying"),
+        Ok(Err(e)) => tracing::warn!(
+            job_id = id,
+            error = format!("{e:#}"),
+            "cannot close the cancel request; retrying"
+        ),
         Err(e) => tracing::error!(error = %e, "cancel task panicked"),
     }
 }

@@ -26,9 +26,9 @@ pub mod finisher;
 pub mod instant;
 mod pace;
 pub mod ready;
-mod retrying;
 pub mod recorder;
 pub mod recovery;
+mod retrying;
 mod serve;
 pub mod spool;
 mod startup;
@@ -333,8 +333,8 @@ impl Loop {
         self.ready.release(&job.slot);
         // Stopped by `brainloop cancel` (`cancels`): final, never requeued — unless it had
         // finished first, whose real outcome stands.
-        let by_operator = self.cancelling.contains(&job.snap.job_id)
-            && outcome.status == JobStatus::Cancelled;
+        let by_operator =
+            self.cancelling.contains(&job.snap.job_id) && outcome.status == JobStatus::Cancelled;
         let outcome = if by_operator {
             self.ended.insert(job.snap.job_id);
             cancelled_by_operator(&self.stores, job.snap.job_id)
@@ -403,7 +403,12 @@ impl Loop {
             let _ = self.fin_tx.send(failed);
             return;
         }
-        tracing::info!(job_id = id, attempt = job.snap.attempts, delay_ms = again.delay_ms, "attempt failed: retrying after the back-off");
+        tracing::info!(
+            job_id = id,
+            attempt = job.snap.attempts,
+            delay_ms = again.delay_ms,
+            "attempt failed: retrying after the back-off"
+        );
         let mut row = failed.row;
         row.status = JobStatus::Queued;
         row.result = Some(again.result.to_string());
@@ -416,8 +421,11 @@ impl Loop {
         });
         let now = crate::time::mono_ms();
         let due = crate::time::mono_deadline(again.next_at);
-        self.ready
-            .push(Job::new(id, again.priority, &job.snap.client_id), Some(due), now);
+        self.ready.push(
+            Job::new(id, again.priority, &job.snap.client_id),
+            Some(due),
+            now,
+        );
     }
 }
 

@@ -186,7 +186,7 @@ pub fn recover(
             }
         } else if j.status == status::PENDING_VALIDATION {
             rec.pending_validation += 1;
-        } else if j.status == status::RUNNING && j.attempts >= max_attempts {
+        } else if j.status == status::RUNNING && j.attempts >= crash_cap(&j, max_attempts) {
             results.push(ResultRow {
                 job_id: j.job_id,
                 action: j.action.clone(),
@@ -194,8 +194,9 @@ pub fn recover(
                 status: JobStatus::Interrupted,
                 result: None,
                 error: Some(format!(
-                    "the worker stopped while this job ran, {} time(s); not retried (max_attempts = {max_attempts})",
-                    j.attempts
+                    "the worker stopped while this job ran, {} time(s); not retried (max_attempts = {})",
+                    j.attempts,
+                    crash_cap(&j, max_attempts)
                 )),
                 attempts: j.attempts,
                 duration_ms: None,
@@ -289,6 +290,15 @@ pub fn recover(
         })?)
     })?;
     Ok(rec)
+}
+
+/// How many starts a job cut off by crashes gets: the configuration's `max_attempts`, or more if
+/// the job's own retry policy allows more attempts (a crash then costs one of them).
+fn crash_cap(j: &lifecycle::OpenJob, max_attempts: u32) -> u32 {
+    j.retry
+        .as_deref()
+        .and_then(|t| crate::retry::Policy::parse(t).ok())
+        .map_or(max_attempts, |p| p.max_attempts.max(max_attempts))
 }
 
 /// What a crash left between a job's validation and its waiting for it.

@@ -53,8 +53,18 @@ pub(super) fn decide(
         Ok(Some(v)) => v,
         Ok(None) => return None,
         Err(e) => {
-            tracing::warn!(job_id = snap.job_id, error = format!("{e:#}"), "cannot read the job's snapshot: not retried");
-            mark(outcome, &p, snap.attempts, kind, "the job's snapshot could not be read");
+            tracing::warn!(
+                job_id = snap.job_id,
+                error = format!("{e:#}"),
+                "cannot read the job's snapshot: not retried"
+            );
+            mark(
+                outcome,
+                &p,
+                snap.attempts,
+                kind,
+                "the job's snapshot could not be read",
+            );
             return None;
         }
     };

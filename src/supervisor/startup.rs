@@ -217,7 +217,12 @@ async fn recover(
     }
     // A re-ask is a request to a human like any other (`ask::answers::reask`).
     stats.incr("hil_requests", rec.asked_again as f64);
-    if rec.requeued + rec.interrupted + rec.already_done + rec.asked_again + rec.finished_applies + rec.cancelled
+    if rec.requeued
+        + rec.interrupted
+        + rec.already_done
+        + rec.asked_again
+        + rec.finished_applies
+        + rec.cancelled
         > 0
     {
         tracing::info!(
