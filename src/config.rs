@@ -85,6 +85,10 @@ pub struct Config {
     /// Clients and their grants (`[clients.NAME]`); `[clients.default]` replaces the minimal
     /// default of unlisted clients. See `clients::ClientConfig`.
     pub clients: std::collections::BTreeMap<String, crate::clients::ClientConfig>,
+    /// Retry policies per action (`[retry.ACTION]`: max_attempts, backoff_ms, max_backoff_ms,
+    /// jitter, on); a job's own `retry` column wins. None: a failed job is final at once. See
+    /// `retry::Policy`.
+    pub retry: std::collections::BTreeMap<String, crate::retry::Policy>,
     /// Runtime confinement of commands (`[sandbox]`): fail-closed switch, readable roots, limits.
     pub sandbox: crate::sandbox::SandboxConfig,
     /// The per-job egress proxy of network sets (`[egress]`): hosts file, timeouts.
@@ -181,6 +185,7 @@ impl Default for Config {
             mcp_permissions: None,
             retention: Retention::default(),
             clients: Default::default(),
+            retry: Default::default(),
             sandbox: Default::default(),
             egress: Default::default(),
             llm: Default::default(),
@@ -389,6 +394,11 @@ impl Config {
         }
         if self.max_attempts == 0 {
             bail!("max_attempts must be at least 1");
+        }
+        for (action, p) in &self.retry {
+            if let Err(e) = p.check() {
+                bail!("[retry.{action}]: {e}");
+            }
         }
         // One shutdown budget (`shutdown::BUDGET`, 55 s from the signal): the drain window and
         // the cancel grace take what the later phases (flush 4 s, recorder 3 s, heartbeat 2 s,

@@ -27,6 +27,7 @@ pub mod memory;
 pub mod permset;
 pub mod quote;
 pub mod retention;
+pub mod retry;
 pub mod runcode;
 pub mod sandbox;
 pub mod schedules;

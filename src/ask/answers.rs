@@ -125,6 +125,9 @@ pub enum Answered<'a> {
     },
     /// Nobody answered in time.
     Expired,
+    /// The operator cancelled the waiting job (`brainloop cancel`): nothing runs; like an
+    /// expiry, no evidence either way.
+    Cancelled,
 }
 
 /// How to ask again after an expiry (issue 22): nothing is re-run by itself.
@@ -313,6 +316,59 @@ fn expire(
         }
     }
     Ok(out)
+}
+
+/// The operator cancelled job `job_id`, which waits for a human (`brainloop cancel`, the
+/// `db::cancels` row given as `result` / `error`): its pending validation is closed `cancelled`
+/// (an answer after this is ignored as for any decided validation), the waiting action's
+/// `on_decision` hears it (a change set waiting to be applied is discarded), and the job's end is
+/// returned — `cancelled`, or, if its change set already reached the workspace, what [`late`]
+/// says. None: the job no longer waits (the caller looks again later).
+#[allow(clippy::too_many_arguments)]
+pub fn cancel_waiting(
+    stores: &Stores,
+    job_id: i64,
+    result: serde_json::Value,
+    error: String,
+    data_dir: &std::path::Path,
+    protected: &crate::permset::PathLists,
+    on_decision: &dyn Fn(&Answer) -> Result<()>,
+    now: i64,
+) -> Result<Option<ResultRow>> {
+    let Some(w) = waiting(stores, job_id)? else {
+        return Ok(None);
+    };
+    if w.status != status::PENDING_VALIDATION {
+        return Ok(None);
+    }
+    let latest = stores
+        .output
+        .with(|c| validations::latest_of_job(c, job_id))?;
+    if let Some(v) = latest.filter(|v| v.status == "pending") {
+        let late_end = late(stores, job_id, &w, &v, "cancelled by the operator")?;
+        stores
+            .output
+            .with(|c| validations::set_status(c, &v.id, "cancelled", now))?;
+        on_decision(&Answer {
+            validation: &v,
+            action: w.action.as_deref(),
+            bound_hash: v.command_hash.as_deref().unwrap_or_default(),
+            what: Answered::Cancelled,
+            data_dir,
+            protected,
+            now,
+        })?;
+        if late_end.is_some() {
+            return Ok(late_end);
+        }
+    }
+    Ok(Some(end_row(
+        job_id,
+        &w,
+        JobStatus::Cancelled,
+        error,
+        result,
+    )))
 }
 
 /// The end of a waiting job whose change set is already in the workspace (`db::applies`: applied,

@@ -253,6 +253,22 @@ pub fn expire_orphans(
     Ok(())
 }
 
+/// Start-up recovery, inside its transaction: the pending validations of jobs the operator
+/// cancelled (`db::cancels`) are closed `cancelled` (an answer to them is then ignored).
+pub fn cancel_pending_of(
+    tx: &rusqlite::Transaction<'_>,
+    job_ids: &[i64],
+    now: i64,
+) -> rusqlite::Result<()> {
+    let mut upd = tx.prepare_cached(
+        "UPDATE validations SET status = 'cancelled', decided_at = ?2 WHERE job_id = ?1 AND status = 'pending'",
+    )?;
+    for id in job_ids {
+        upd.execute(params![id, now])?;
+    }
+    Ok(())
+}
+
 /// Repair of a replaced output.db (`cli::repair`), inside the caller's transaction: its foreign
 /// validations are dropped.
 pub fn clear(tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<()> {

@@ -27,7 +27,7 @@ pub fn on_decision(stores: &Stores, a: &Answer) -> Result<()> {
         learn: wants_learn,
     } = &a.what
     else {
-        // Expired: nothing ran and nothing will; the change set goes.
+        // Expired or cancelled: nothing ran and nothing will; the change set goes.
         crate::bash::changes::discard(a.data_dir, v.job_id);
         return Ok(());
     };

@@ -43,6 +43,14 @@ pub struct EnqueueArgs {
     /// Do not start before this time: unix milliseconds, or a delay like +30s, +5m, +2h, +500ms.
     #[arg(long, value_name = "WHEN")]
     pub not_before: Option<String>,
+    /// Refuse the job (exit 6, naming the first one's id) while a job of the same client with
+    /// this key is queued, running or waiting for a human; the worker refuses it too.
+    #[arg(long, value_name = "KEY")]
+    pub unique_key: Option<String>,
+    /// The job's retry policy (JSON), e.g. '{"max_attempts": 3, "backoff_ms": 1000}'; fields:
+    /// max_attempts, backoff_ms, max_backoff_ms, jitter (0..1), on (failed|timeout|exit_code|error).
+    #[arg(long, value_name = "JSON")]
+    pub retry: Option<String>,
     /// Wait for the job's final result and print it (exit 0 only if it succeeded, 1 for any
     /// other result). Fails at once (exit 3, nothing queued) when no worker holds the data dir;
     /// returns at once (exit 5) with the validation when the job waits for a human.
@@ -85,20 +93,48 @@ pub fn run(config: &Config, args: &EnqueueArgs) -> Result<i32> {
         );
     }
     db::identity::check_input_for_producer(&config.data_dir)?;
+    let retry = args
+        .retry
+        .as_deref()
+        .map(|r| crate::retry::Policy::parse(r).map_err(|e| anyhow::anyhow!("--retry: {e}")))
+        .transpose()?
+        .map(|p| serde_json::to_string(&p))
+        .transpose()?;
+    if args.unique_key.as_deref() == Some("") {
+        bail!("--unique-key is empty: give the key that must not run twice at once");
+    }
     let wait = args.wait || args.wait_for_human;
     if wait && crate::lockfile::held(&config.data_dir) == Some(false) {
         eprintln!("brainloop: {} (nothing was queued)", no_worker(config));
         return Ok(EXIT_NO_WORKER);
     }
     let mut conn = db::open(&config.data_dir, DbKind::Input)?;
-    let id = input::insert_job(
+    let ctl = input::JobControl {
+        unique_key: args.unique_key.as_deref(),
+        retry: retry.as_deref(),
+    };
+    let out = db::open_read_only(&config.data_dir, DbKind::Output).ok();
+    let open_status = |id: i64, created: i64| held_status(out.as_ref(), id, created);
+    let id = match input::insert_unique(
         &mut conn,
         &args.action,
         &params.to_string(),
         &args.client,
         args.priority,
         not_before,
-    )?;
+        &ctl,
+        &open_status,
+    )? {
+        input::Inserted::New(id) => id,
+        input::Inserted::Held { by, status } => {
+            eprintln!(
+                "brainloop: refused: job {by} ({status}) of client {} holds unique_key {}; nothing was enqueued (wait for job {by} to end, or `brainloop cancel {by}`)",
+                crate::shown::line(&args.client),
+                crate::shown::line(args.unique_key.as_deref().unwrap_or_default()),
+            );
+            return Ok(UNIQUE_HELD);
+        }
+    };
     println!("{id}");
     if !wait {
         return Ok(0);
@@ -151,6 +187,31 @@ fn no_worker(config: &Config) -> String {
         "no brainloop worker holds the data dir {shown}: start one with `brainloop run --data-dir {dir}` \
          (`brainloop status --data-dir {dir}` says more), or enqueue without --wait to queue the job for later"
     )
+}
+
+/// Exit code of `enqueue --unique-key` when an open job holds the key.
+pub const UNIQUE_HELD: i32 = 6;
+
+/// Whether job `id` (created at `created`) still holds its unique key, as a producer can tell
+/// from output.db: a non-final results row; no row yet for a job created in the last day (not
+/// claimed or not started yet). Unreadable output.db: held (refusing is the safe side).
+fn held_status(out: Option<&rusqlite::Connection>, id: i64, created: i64) -> Option<String> {
+    let Some(out) = out else {
+        return Some("status unknown: output.db unreadable".into());
+    };
+    let row: Result<Option<String>, _> = out
+        .query_row("SELECT status FROM results WHERE job_id = ?1", [id], |r| {
+            r.get(0)
+        })
+        .optional();
+    match row {
+        Ok(Some(st)) => output::JobStatus::parse(&st)
+            .is_none_or(|s| !s.is_final())
+            .then_some(st),
+        Ok(None) if crate::time::now_ms() - created < 86_400_000 => Some("queued".into()),
+        Ok(None) => None,
+        Err(_) => Some("status unknown: output.db unreadable".into()),
+    }
 }
 
 /// `+30s` / `+5m` / `+2h` / `+500ms` relative to now, or absolute unix ms.

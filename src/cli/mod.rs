@@ -3,6 +3,7 @@
 //! (0 success, 1 error, 2 usage, 3 `status` / `enqueue --wait`: no worker running, 4 `status`:
 //! alive but blocked, 5 `enqueue --wait`: the job waits for a human).
 
+mod cancel;
 mod check;
 mod diagnose;
 mod enqueue;
@@ -62,6 +63,9 @@ pub enum Command {
     Check(check::CheckArgs),
     /// List validations waiting for a human (commands that need approval).
     Validations(security::ValidationsArgs),
+    /// Cancel a job (operator only): queued, it never runs; running, it is stopped and its
+    /// overlay discarded; waiting for a human, its validation is closed. Ends `cancelled`.
+    Cancel(cancel::CancelArgs),
     /// Approve a pending validation (`--always`: also always_allow this command).
     Approve(security::DecideArgs),
     /// Deny a pending validation (`--always`: also never allow this command).
@@ -171,6 +175,7 @@ pub fn main() -> i32 {
         Command::Sandbox { json } => sandbox_report(json, &config.sandbox.limits),
         Command::Check(args) => check::run(&config, &args),
         Command::Validations(args) => security::validations(&config, &args),
+        Command::Cancel(args) => cancel::run(&config, &args),
         Command::Approve(args) => security::decide(&config, &args, true),
         Command::Deny(args) => security::decide(&config, &args.into(), false),
         Command::Commands(args) => security::commands(&config, &args),

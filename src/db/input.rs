@@ -23,6 +23,10 @@ pub struct NewJob {
     pub created_at: Option<i64>,
     /// Why this row cannot run; it ends `failed` with this message.
     pub reject: Option<String>,
+    /// An open job of the same client with the same key refuses this one (issue 36).
+    pub unique_key: Option<String>,
+    /// The job's own retry policy, checked and normalised (`retry::Policy` as JSON).
+    pub retry: Option<String>,
 }
 
 /// Longest `action` / `client_id` loaded (bytes); longer ones are rejected unread.
@@ -53,7 +57,9 @@ pub fn scan_budget(
                 CASE WHEN octet_length(params) <= ?3 THEN params END,
                 CASE WHEN octet_length(client_id) <= ?4 THEN client_id END,
                 priority, not_before, created_at,
-                octet_length(action), octet_length(client_id)
+                octet_length(action), octet_length(client_id),
+                CASE WHEN octet_length(unique_key) <= ?4 THEN unique_key END, octet_length(unique_key),
+                CASE WHEN octet_length(retry) <= ?4 THEN retry END, octet_length(retry)
          FROM jobs WHERE id > ?1 ORDER BY id LIMIT ?2",
     )?;
     let mut rows = stmt.query(params![after_id, limit as i64, params_cap as i64, NAME_MAX])?;
@@ -97,6 +103,8 @@ fn too_long(
 }
 
 /// Validates one row (columns of [`scan_budget`]'s query).
+/// Long because every column of a producer's row is checked here, in one place, each with the
+/// problem it names; split, the row's problems would be gathered across functions.
 fn parse_row(row: &rusqlite::Row<'_>, params_cap: u64) -> Result<NewJob> {
     {
         let id: i64 = row.get(0)?;
@@ -209,6 +217,49 @@ fn parse_row(row: &rusqlite::Row<'_>, params_cap: u64) -> Result<NewJob> {
             ValueRef::Integer(i) => Some(i),
             _ => None,
         };
+        let unique_key = match row.get_ref(11)? {
+            ValueRef::Null => {
+                problems.extend(too_long(row, 11, 12, "unique_key")?);
+                None
+            }
+            ValueRef::Text(b) => match std::str::from_utf8(b) {
+                Ok(s) if !s.is_empty() && !s.contains('\0') => Some(s.to_string()),
+                _ => {
+                    problems.push("unique_key must be non-empty UTF-8 TEXT without NUL".into());
+                    None
+                }
+            },
+            other => {
+                problems.push(format!(
+                    "unique_key must be NULL or TEXT (got {})",
+                    type_name(other)
+                ));
+                None
+            }
+        };
+        let retry = match row.get_ref(13)? {
+            ValueRef::Null => {
+                problems.extend(too_long(row, 13, 14, "retry")?);
+                None
+            }
+            ValueRef::Text(b) => match std::str::from_utf8(b)
+                .map_err(|e| format!("retry is not valid UTF-8 ({e})"))
+                .and_then(crate::retry::Policy::parse)
+            {
+                Ok(p) => serde_json::to_string(&p).ok(),
+                Err(e) => {
+                    problems.push(e);
+                    None
+                }
+            },
+            other => {
+                problems.push(format!(
+                    "retry must be NULL or TEXT holding a JSON object (got {})",
+                    type_name(other)
+                ));
+                None
+            }
+        };
 
         let reject = if problems.is_empty() {
             None
@@ -224,6 +275,8 @@ fn parse_row(row: &rusqlite::Row<'_>, params_cap: u64) -> Result<NewJob> {
             not_before: if reject.is_some() { None } else { not_before },
             created_at,
             reject,
+            unique_key,
+            retry,
         })
     }
 }
@@ -340,6 +393,76 @@ pub fn insert_job(
     })?)
 }
 
+/// What a producer adds to a job beyond [`insert_job`]'s columns (issue 36).
+#[derive(Debug, Default, Clone)]
+pub struct JobControl<'a> {
+    /// Refused while a job of the same client with the same key is open.
+    pub unique_key: Option<&'a str>,
+    /// The job's retry policy (JSON, `retry::Policy`; checked by the caller).
+    pub retry: Option<&'a str>,
+}
+
+/// What [`insert_unique`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Inserted {
+    New(i64),
+    /// Refused: job `by` of the same client holds the key (`status`: what it is doing).
+    Held {
+        by: i64,
+        status: String,
+    },
+}
+
+/// Inserts a job unless an open job of the same client holds its `unique_key` (checked and
+/// inserted in one `BEGIN IMMEDIATE` transaction, so two producers cannot both get in).
+/// `open_status(id, created_at)` says whether job `id` is still open and how (the caller reads
+/// output.db, which producers may read; the worker's claim is the final judge).
+#[allow(clippy::too_many_arguments)]
+pub fn insert_unique(
+    conn: &mut Connection,
+    action: &str,
+    params: &str,
+    client_id: &str,
+    priority: i64,
+    not_before: Option<i64>,
+    ctl: &JobControl<'_>,
+    open_status: &dyn Fn(i64, i64) -> Option<String>,
+) -> Result<Inserted> {
+    Ok(super::write_tx(conn, |tx| {
+        if let Some(key) = ctl.unique_key {
+            let mut s = tx.prepare(
+                "SELECT id, coalesce(created_at, 0) FROM jobs WHERE client_id = ?1 AND unique_key = ?2
+                 ORDER BY id DESC LIMIT 100",
+            )?;
+            let holders = s
+                .query_map(params![client_id, key], |r| {
+                    Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?))
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            for (id, created) in holders.into_iter().rev() {
+                if let Some(status) = open_status(id, created) {
+                    return Ok(Inserted::Held { by: id, status });
+                }
+            }
+        }
+        tx.execute(
+            "INSERT INTO jobs(action, params, client_id, priority, not_before, created_at, unique_key, retry)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            params![
+                action,
+                params,
+                client_id,
+                priority,
+                not_before,
+                crate::time::now_ms(),
+                ctl.unique_key,
+                ctl.retry
+            ],
+        )?;
+        Ok(Inserted::New(tx.last_insert_rowid()))
+    })?)
+}
+
 /// `brainloop prune-input`: deletes at most `batch` jobs already claimed (id ≤ `hwm`) and
 /// created before `cutoff`; returns how many.
 pub fn prune_claimed(conn: &mut Connection, hwm: i64, cutoff: i64, batch: usize) -> Result<usize> {
@@ -390,6 +513,8 @@ mod tests {
         let c = Connection::open_in_memory().unwrap();
         c.execute_batch(super::super::DbKind::Input.schema())
             .unwrap();
+        c.execute_batch(include_str!("../../schema/input.3.sql"))
+            .unwrap();
         c
     }
 
@@ -408,6 +533,10 @@ mod tests {
             ("INSERT INTO jobs(action, params) VALUES ('', '{}')", "action is empty"),
             ("INSERT INTO jobs(action, params, priority) VALUES ('x', '{}', 'high')", "priority"),
             ("INSERT INTO jobs(action, params, not_before) VALUES ('x', '{}', 1.5)", "not_before"),
+            ("INSERT INTO jobs(action, params, retry) VALUES ('x', '{}', '{\"max_attempts\": 0}')", "between 1 and 100"),
+            ("INSERT INTO jobs(action, params, retry) VALUES ('x', '{}', 3)", "JSON object with max_attempts"),
+            ("INSERT INTO jobs(action, params, unique_key) VALUES ('x', '{}', x'01')", "unique_key must be NULL or TEXT"),
+            ("INSERT INTO jobs(action, params, unique_key) VALUES ('x', '{}', '')", "unique_key must be non-empty"),
             ("INSERT INTO jobs(action, params, client_id) VALUES ('x', '{}', x'01')", "client_id"),
             ("INSERT INTO jobs(action, params) VALUES ('x', '{\"k\":\"' || hex(zeroblob(600)) || '\"}')", "over the cap"),
         ];

@@ -43,8 +43,8 @@ pub fn claim(
 ) -> rusqlite::Result<std::collections::HashSet<i64>> {
     let mut ins_q = tx.prepare_cached(
         "INSERT OR IGNORE INTO queue(job_id, action, params, client_id, priority, not_before,
-                                     created_at, claimed_at, reject_reason)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                                     created_at, claimed_at, reject_reason, unique_key, retry)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
     )?;
     let mut ins_p = tx.prepare_cached(
         "INSERT OR IGNORE INTO processed_log(job_id, status, attempts, started_at, finished_at)
@@ -62,7 +62,9 @@ pub fn claim(
             j.not_before,
             j.created_at,
             now,
-            j.reject
+            j.reject,
+            j.unique_key,
+            j.retry
         ])?;
         let none = Option::<i64>::None;
         if already_final.contains(&j.id) {
@@ -96,6 +98,8 @@ pub struct Snapshot {
     /// Including the attempt being started.
     pub attempts: u32,
     pub started_at: i64,
+    /// The job's own retry policy (JSON, `retry::Policy`), if it has one.
+    pub retry: Option<String>,
 }
 
 /// Marks jobs running (one more attempt each) and returns their snapshots.
@@ -105,7 +109,7 @@ pub fn start(tx: &Transaction<'_>, ids: &[i64], now: i64) -> rusqlite::Result<Ve
          WHERE job_id = ?1 RETURNING attempts",
     )?;
     let mut sel = tx.prepare_cached(
-        "SELECT action, params, client_id, reject_reason FROM queue WHERE job_id = ?1",
+        "SELECT action, params, client_id, reject_reason, retry FROM queue WHERE job_id = ?1",
     )?;
     let mut out = Vec::with_capacity(ids.len());
     for &id in ids {
@@ -121,6 +125,7 @@ pub fn start(tx: &Transaction<'_>, ids: &[i64], now: i64) -> rusqlite::Result<Ve
                     reject_reason: r.get(3)?,
                     attempts: attempts as u32,
                     started_at: now,
+                    retry: r.get(4)?,
                 })
             })
             .optional()?;
@@ -129,6 +134,57 @@ pub fn start(tx: &Transaction<'_>, ids: &[i64], now: i64) -> rusqlite::Result<Ve
         }
     }
     Ok(out)
+}
+
+/// The open job (claimed, running or waiting) of `client_id` holding `unique_key`, other than
+/// `except`: (its id, its status). Uniqueness is per client: one client's key never refuses
+/// another client's job.
+pub fn unique_holder(
+    conn: &Connection,
+    client_id: &str,
+    unique_key: &str,
+    except: i64,
+) -> Result<Option<(i64, String)>> {
+    Ok(conn
+        .query_row(
+            "SELECT q.job_id, p.status FROM queue q JOIN processed_log p USING(job_id)
+             WHERE q.client_id = ?1 AND q.unique_key = ?2 AND p.status <> 'done' AND q.job_id <> ?3
+             ORDER BY q.job_id LIMIT 1",
+            params![client_id, unique_key, except],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?)
+}
+
+/// What a retry decision needs of a job's snapshot: whether it ever asked a human (its request
+/// was bound to the snapshot, `bind_request`) and its priority.
+pub fn asked_and_priority(conn: &Connection, job_id: i64) -> Result<Option<(bool, i64)>> {
+    Ok(conn
+        .query_row(
+            "SELECT command_hash IS NOT NULL, priority FROM queue WHERE job_id = ?1",
+            [job_id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?)
+}
+
+/// A failed attempt the retry policy retries: the job is `claimed` again, due at `not_before`
+/// (unix ms) — recovery requeues it for then if the worker stops meanwhile. Only a `running`
+/// job moves (its attempt stays counted).
+pub fn retry_later(conn: &mut Connection, job_id: i64, not_before: i64) -> Result<bool> {
+    Ok(super::write_tx(conn, |tx| {
+        let n = tx.execute(
+            "UPDATE processed_log SET status = 'claimed' WHERE job_id = ?1 AND status = 'running'",
+            [job_id],
+        )?;
+        if n == 1 {
+            tx.execute(
+                "UPDATE queue SET not_before = ?2 WHERE job_id = ?1",
+                params![job_id, not_before],
+            )?;
+        }
+        Ok(n == 1)
+    })?)
 }
 
 /// Marks jobs done (their final result is already committed in output.db).
@@ -357,11 +413,13 @@ pub struct OpenJob {
     pub not_before: Option<i64>,
     pub action: Option<String>,
     pub client_id: String,
+    /// The job's own retry policy (JSON, `retry::Policy`).
+    pub retry: Option<String>,
 }
 
 pub fn open_jobs(conn: &Connection) -> Result<Vec<OpenJob>> {
     let mut stmt = conn.prepare(
-        "SELECT p.job_id, p.status, p.attempts, q.priority, q.not_before, q.action, q.client_id
+        "SELECT p.job_id, p.status, p.attempts, q.priority, q.not_before, q.action, q.client_id, q.retry
          FROM processed_log p JOIN queue q ON q.job_id = p.job_id
          WHERE p.status <> 'done' ORDER BY p.job_id",
     )?;
@@ -375,6 +433,7 @@ pub fn open_jobs(conn: &Connection) -> Result<Vec<OpenJob>> {
                 not_before: r.get(4)?,
                 action: r.get(5)?,
                 client_id: r.get(6)?,
+                retry: r.get(7)?,
             })
         })?
         .collect::<rusqlite::Result<Vec<_>>>()?;

@@ -19,6 +19,7 @@ fn steps(kind: DbKind) -> Vec<&'static str> {
         // 5: audit_outbox (audit rows staged with their job's transition, issue 19)
         // 6: code_digests (read_code's model digests by content, issue 25)
         // 7: applies (the apply journal of change sets, issue 34)
+        // 8: queue.unique_key, queue.retry (job control, issue 36)
         DbKind::Lifecycle => vec![
             kind.schema(),
             include_str!("../../schema/lifecycle.2.sql"),
@@ -27,6 +28,7 @@ fn steps(kind: DbKind) -> Vec<&'static str> {
             include_str!("../../schema/lifecycle.5.sql"),
             include_str!("../../schema/lifecycle.6.sql"),
             include_str!("../../schema/lifecycle.7.sql"),
+            include_str!("../../schema/lifecycle.8.sql"),
         ],
         // 2: signatures, job_signatures, journal (effects over commands, issue 14)
         // 3: evidence, promotions, signature_evidence (the evidence ledger, issue 18)
@@ -35,6 +37,7 @@ fn steps(kind: DbKind) -> Vec<&'static str> {
         // 6: egress_connections, egress_hosts, egress_requests (egress by host, issue 23)
         // 7: egress_connections.attempts/first_ms (per-host aggregates, issue 33)
         // 8: signature_examples, signature_evidence.denied_*/suspended* (issue 35)
+        // 9: cancellations (`brainloop cancel`, issue 36)
         DbKind::Security => vec![
             kind.schema(),
             include_str!("../../schema/command_security.2.sql"),
@@ -44,6 +47,7 @@ fn steps(kind: DbKind) -> Vec<&'static str> {
             include_str!("../../schema/command_security.6.sql"),
             include_str!("../../schema/command_security.7.sql"),
             include_str!("../../schema/command_security.8.sql"),
+            include_str!("../../schema/command_security.9.sql"),
         ],
         // 2: store (data-dir identity, issue 21)
         // 3: heartbeat.problem (the worker's view of what blocks it, issue 21)
@@ -60,7 +64,12 @@ fn steps(kind: DbKind) -> Vec<&'static str> {
             include_str!("../../schema/metadata.3.sql"),
         ],
         // 2: store (data-dir identity, issue 21)
-        _ => vec![kind.schema(), STORE],
+        // 3: jobs.unique_key, jobs.retry (job control, issue 36)
+        DbKind::Input => vec![
+            kind.schema(),
+            STORE,
+            include_str!("../../schema/input.3.sql"),
+        ],
     }
 }
 
@@ -197,7 +206,7 @@ mod tests {
         for k in DbKind::ALL {
             assert_eq!(migrate(&data, k).unwrap(), 0, "second run applies nothing");
         }
-        assert_eq!(target_version(DbKind::Lifecycle), 7);
+        assert_eq!(target_version(DbKind::Lifecycle), 8);
         let c = open(&data, DbKind::Output).unwrap();
         let mode: String = c
             .query_row("PRAGMA journal_mode", [], |r| r.get(0))
@@ -215,12 +224,12 @@ mod tests {
             c.execute_batch(DbKind::Lifecycle.schema()).unwrap();
             c.pragma_update(None, "user_version", 1).unwrap();
         }
-        assert_eq!(migrate(&data, DbKind::Lifecycle).unwrap(), 6);
+        assert_eq!(migrate(&data, DbKind::Lifecycle).unwrap(), 7);
         let c = open(&data, DbKind::Lifecycle).unwrap();
         let v: i64 = c
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .unwrap();
-        assert_eq!(v, 7);
+        assert_eq!(v, 8);
         for t in [
             "llm_usage",
             "llm_pending",

@@ -15,6 +15,7 @@
 
 pub mod applies;
 pub mod audit_outbox;
+pub mod cancels;
 pub mod identity;
 pub mod input;
 pub mod lifecycle;

@@ -33,7 +33,9 @@ const PACE: Duration = Duration::from_millis(2);
 /// What becomes of a job that stopped running.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Disposition {
-    /// The job just started: only its `running` results row is written.
+    /// Only its results row is written, no lifecycle transition: a job that just started
+    /// (`running`), or a failed attempt the retry policy retries (`queued`; `Loop::retry_later`
+    /// committed its transition first).
     Started,
     /// A final status: the job is done.
     Final,

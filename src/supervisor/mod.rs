@@ -19,6 +19,7 @@
 //! them so they run again, flush results, a `shutdown` event, heartbeat `stopped` — all inside
 //! 60 s). This file owns the running jobs' bookkeeping (`Loop`: start, spawn, reap).
 
+mod cancels;
 pub mod claim;
 mod drain;
 pub mod finisher;
@@ -27,6 +28,7 @@ mod pace;
 pub mod ready;
 pub mod recorder;
 pub mod recovery;
+mod retrying;
 mod serve;
 pub mod spool;
 mod startup;
@@ -58,6 +60,8 @@ struct RunningJob {
     params_hash: String,
     /// The client whose slot the job holds (released when the task is reaped).
     slot: Arc<str>,
+    /// This job's own token (a child of `Loop::job_cancel`): `brainloop cancel` stops it alone.
+    cancel: CancellationToken,
 }
 
 type JobResult = (Outcome, Duration);
@@ -106,6 +110,10 @@ struct Loop {
     ready: ReadyQueue,
     /// Rate limit of the "cannot start jobs" line.
     start_log: crate::stats::Every,
+    /// Running jobs `brainloop cancel` stopped (`cancels`), until their request is closed.
+    cancelling: std::collections::HashSet<i64>,
+    /// Jobs whose `cancelled` end was handed to the result writer, until their request is closed.
+    ended: std::collections::HashSet<i64>,
 }
 
 impl Loop {
@@ -216,11 +224,12 @@ impl Loop {
     }
 
     fn spawn_job(&mut self, snap: Snapshot, slot: Arc<str>) {
+        let cancel = self.job_cancel.child_token();
         let ctx = JobCtx {
             job_id: snap.job_id,
             client_id: snap.client_id.clone(),
             attempt: snap.attempts,
-            cancel: self.job_cancel.child_token(),
+            cancel: cancel.clone(),
             stores: Arc::clone(&self.stores),
             config: Arc::clone(&self.config),
             actions: Arc::clone(&self.registry) as Arc<dyn crate::job::Actions>,
@@ -275,6 +284,7 @@ impl Loop {
                 snap,
                 params_hash,
                 slot,
+                cancel,
             },
         );
     }
@@ -321,15 +331,36 @@ impl Loop {
         };
         // A started job gives its slot back here only: every task is reaped exactly once.
         self.ready.release(&job.slot);
+        // Stopped by `brainloop cancel` (`cancels`): final, never requeued — unless it had
+        // finished first, whose real outcome stands.
+        let by_operator =
+            self.cancelling.contains(&job.snap.job_id) && outcome.status == JobStatus::Cancelled;
+        let outcome = if by_operator {
+            self.ended.insert(job.snap.job_id);
+            cancelled_by_operator(&self.stores, job.snap.job_id)
+        } else {
+            outcome
+        };
+        // Cut by the shutdown: cancelled by the drain, or it gave up (`Outcome::cancelled`) on
+        // something the shutdown stopped (a request it could not record).
+        let shutdown_cut =
+            !by_operator && (self.job_cancel.is_cancelled() || crate::shutdown::signalled());
+        let mut outcome = outcome;
+        if !by_operator && !shutdown_cut {
+            if let Some(again) =
+                retrying::decide(&self.config, &self.stores, &job.snap, &mut outcome)
+            {
+                self.retry_later(&job, outcome, elapsed, again);
+                return;
+            }
+        }
         let finished = Finished::ended(
             &self.registry,
             &job.snap,
             job.params_hash,
             outcome,
             elapsed,
-            // Cut by the shutdown: cancelled by the drain, or it gave up (`Outcome::cancelled`)
-            // on something the shutdown stopped (a request it could not record).
-            self.job_cancel.is_cancelled() || crate::shutdown::signalled(),
+            shutdown_cut,
         );
         if !self.fin_tx.send(finished) {
             tracing::error!(
@@ -338,6 +369,91 @@ impl Loop {
             );
         }
     }
+}
+
+impl Loop {
+    /// A failed attempt the retry policy retries (`retrying`): the job is `claimed` again, due
+    /// after the back-off, in lifecycle.db first (a crash then requeues it for that time), then
+    /// its `queued` results row (with the failed attempt's audit row) goes to the result writer
+    /// and the job back to the ready queue. If lifecycle.db cannot be written the attempt's
+    /// failure is final instead.
+    fn retry_later(
+        &mut self,
+        job: &RunningJob,
+        outcome: Outcome,
+        elapsed: Option<Duration>,
+        again: retrying::Again,
+    ) {
+        let id = job.snap.job_id;
+        let moved = tokio::task::block_in_place(|| {
+            self.stores
+                .lifecycle
+                .with(|c| lifecycle::retry_later(c, id, again.next_at))
+        });
+        let failed = Finished::ended(
+            &self.registry,
+            &job.snap,
+            job.params_hash.clone(),
+            outcome,
+            elapsed,
+            false,
+        );
+        if !matches!(moved, Ok(true)) {
+            tracing::warn!(job_id = id, error = ?moved.err().map(|e| format!("{e:#}")), "cannot requeue the job for its retry: its failure is final");
+            let _ = self.fin_tx.send(failed);
+            return;
+        }
+        tracing::info!(
+            job_id = id,
+            attempt = job.snap.attempts,
+            delay_ms = again.delay_ms,
+            "attempt failed: retrying after the back-off"
+        );
+        let mut row = failed.row;
+        row.status = JobStatus::Queued;
+        row.result = Some(again.result.to_string());
+        row.error = Some(crate::quote::error(again.error));
+        row.finished_at = None;
+        let _ = self.fin_tx.send(Finished {
+            row,
+            disposition: Disposition::Started,
+            audit: failed.audit,
+        });
+        let now = crate::time::mono_ms();
+        let due = crate::time::mono_deadline(again.next_at);
+        self.ready.push(
+            Job::new(id, again.priority, &job.snap.client_id),
+            Some(due),
+            now,
+        );
+    }
+}
+
+/// The outcome of a running job `brainloop cancel` stopped: `cancelled`, naming the request.
+fn cancelled_by_operator(stores: &Stores, job_id: i64) -> Outcome {
+    let req = stores
+        .security
+        .with(|c| crate::db::cancels::get(c, job_id))
+        .ok()
+        .flatten();
+    // A change set that reached the workspace is not taken back by a cancel (issue 34): said.
+    let applied = stores
+        .lifecycle
+        .with(|c| crate::db::applies::open_of(c, job_id))
+        .ok()
+        .flatten()
+        .is_some();
+    let was = if applied {
+        format!("running (stopped after its change set reached the workspace: `brainloop undo {job_id}` takes it back)")
+    } else {
+        "running (stopped; its overlay discarded, nothing applied)".to_string()
+    };
+    let mut out = Outcome::cancelled();
+    if let Some(c) = req {
+        out.result = Some(crate::db::cancels::result_json(&c, "running"));
+        out.error = Some(crate::db::cancels::error_line(&c, &was));
+    }
+    out
 }
 
 fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {

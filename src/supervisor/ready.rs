@@ -148,6 +148,31 @@ impl ReadyQueue {
         self.push_due(job);
     }
 
+    /// Takes job `id` out of the queue (`brainloop cancel`): it never starts. False if it was not
+    /// queued here (running, or unknown).
+    pub fn remove(&mut self, id: i64) -> bool {
+        if let Some(w) = self.waiting.iter().find(|w| w.1 == id).cloned() {
+            self.waiting.remove(&w);
+            return true;
+        }
+        let client = self
+            .clients
+            .iter()
+            .find(|(_, q)| q.due.iter().any(|d| d.id == id))
+            .map(|(c, _)| Arc::clone(c));
+        let Some(client) = client else {
+            return false;
+        };
+        self.detach(&client);
+        if let Some(q) = self.clients.get_mut(&client) {
+            q.due.retain(|d| d.id != id);
+        }
+        self.due_count = self.due_count.saturating_sub(1);
+        self.attach(&client);
+        self.forget_if_idle(&client);
+        true
+    }
+
     /// When the earliest waiting job becomes due.
     pub fn next_due(&self) -> Option<i64> {
         self.waiting.first().map(|(t, _, _, _)| *t)
@@ -228,6 +253,21 @@ mod tests {
 
     fn drain(q: &mut ReadyQueue) -> Vec<i64> {
         std::iter::from_fn(|| q.pop()).map(|j| j.id).collect()
+    }
+
+    #[test]
+    fn a_removed_job_never_pops_and_the_rest_keep_their_order() {
+        let mut q = ReadyQueue::new(usize::MAX);
+        q.push(Job::new(1, 0, "a"), None, 100);
+        q.push(Job::new(2, 5, "a"), None, 100);
+        q.push(Job::new(3, 0, "b"), None, 100);
+        q.push(Job::new(4, 0, "a"), Some(200), 100);
+        assert!(q.remove(2), "the head of a's due jobs");
+        assert!(q.remove(4), "a waiting job");
+        assert!(!q.remove(2) && !q.remove(99));
+        assert_eq!(q.len(), 2);
+        q.promote(300);
+        assert_eq!(drain(&mut q), vec![1, 3]);
     }
 
     #[test]

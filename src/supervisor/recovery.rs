@@ -5,6 +5,8 @@
 //!   staged again (`db::audit_outbox`);
 //! - a job that was running when the worker died ran one attempt; it runs again until it has
 //!   started `max_attempts` times, then ends `interrupted`;
+//! - a job the operator cancelled (`db::cancels`) and that has no final result ends `cancelled`
+//!   (its pending validation closed `cancelled`), whatever it was doing: never run again;
 //! - a job that was only claimed (or cut off by a graceful shutdown) runs again;
 //! - a job waiting for a human validation keeps waiting (it is never re-run without approval) —
 //!   also when the crash cut the result writer between its two commits (the results row says it
@@ -24,7 +26,7 @@ use crate::ask::validations;
 use crate::db::lifecycle::{self, status};
 use crate::db::metadata::AuditRow;
 use crate::db::output::{self, JobStatus, ResultRow};
-use crate::db::{audit_outbox, write_tx, Stores};
+use crate::db::{audit_outbox, cancels, write_tx, Stores};
 use anyhow::Result;
 use serde::Serialize;
 use std::collections::HashSet;
@@ -43,6 +45,8 @@ pub struct Recovered {
     /// Jobs whose change set was applied (or being applied) when the worker stopped: finished
     /// with the apply's outcome, never asked again.
     pub finished_applies: usize,
+    /// Jobs `brainloop cancel` named that had not ended: ended `cancelled`, never run again.
+    pub cancelled: usize,
 }
 
 /// Long because recovery is one pass over the previous run's open claims whose outcomes (done,
@@ -61,6 +65,10 @@ pub fn recover(
     }
     let ids: Vec<i64> = open.iter().map(|j| j.job_id).collect();
     let finals = stores.output.with(|c| output::finals_among(c, &ids))?;
+    // `brainloop cancel` requests (`db::cancels`): such a job ends `cancelled` here, whatever it
+    // was doing when the worker stopped — it never runs (or is asked about) again.
+    let cancelled = stores.security.with(|c| cancels::among(c, &ids))?;
+    let mut ended_cancelled = Vec::new();
     let now = crate::time::now_ms();
 
     let mut done = Vec::new();
@@ -105,6 +113,31 @@ pub fn recover(
             done.push(j.job_id);
             finished_by_apply.push(j.job_id);
             rec.finished_applies += 1;
+        } else if cancelled.contains(&j.job_id) {
+            let c = stores.security.with(|s| cancels::get(s, j.job_id))?;
+            let was = match j.status.as_str() {
+                status::PENDING_VALIDATION => "waiting for a human",
+                status::RUNNING => "running (the worker stopped meanwhile)",
+                _ => "queued",
+            };
+            results.push(ResultRow {
+                job_id: j.job_id,
+                action: j.action.clone(),
+                client_id: j.client_id.clone(),
+                status: JobStatus::Cancelled,
+                result: c.as_ref().map(|c| cancels::result_json(c, was).to_string()),
+                error: Some(match &c {
+                    Some(c) => cancels::error_line(c, was),
+                    None => "cancelled by the operator".into(),
+                }),
+                attempts: j.attempts,
+                duration_ms: None,
+                started_at: None,
+                finished_at: Some(now),
+            });
+            done.push(j.job_id);
+            ended_cancelled.push(j.job_id);
+            rec.cancelled += 1;
         } else if let Some(v) = latest.filter(|v| {
             v.status == "approved"
                 || (j.status == status::PENDING_VALIDATION && v.status != "pending")
@@ -153,7 +186,7 @@ pub fn recover(
             }
         } else if j.status == status::PENDING_VALIDATION {
             rec.pending_validation += 1;
-        } else if j.status == status::RUNNING && j.attempts >= max_attempts {
+        } else if j.status == status::RUNNING && j.attempts >= crash_cap(&j, max_attempts) {
             results.push(ResultRow {
                 job_id: j.job_id,
                 action: j.action.clone(),
@@ -161,8 +194,9 @@ pub fn recover(
                 status: JobStatus::Interrupted,
                 result: None,
                 error: Some(format!(
-                    "the worker stopped while this job ran, {} time(s); not retried (max_attempts = {max_attempts})",
-                    j.attempts
+                    "the worker stopped while this job ran, {} time(s); not retried (max_attempts = {})",
+                    j.attempts,
+                    crash_cap(&j, max_attempts)
                 )),
                 attempts: j.attempts,
                 duration_ms: None,
@@ -232,6 +266,7 @@ pub fn recover(
     stores.output.with(|c| {
         Ok(write_tx(c, |tx| {
             output::upsert_results(tx, &results)?;
+            validations::cancel_pending_of(tx, &ended_cancelled, now)?;
             validations::expire_orphans(tx, &orphans, now)
         })?)
     })?;
@@ -241,6 +276,7 @@ pub fn recover(
     // job that reached the finisher).
     let mut audited = finals;
     audited.extend(finished_by_apply);
+    audited.extend(ended_cancelled);
     let mut lost_audit = audit_of_cut_off(stores, registry, &done, &audited)?;
     // The waiting transition's audit row went with the same lost commit.
     let all: HashSet<i64> = waiting.iter().copied().collect();
@@ -254,6 +290,15 @@ pub fn recover(
         })?)
     })?;
     Ok(rec)
+}
+
+/// How many starts a job cut off by crashes gets: the configuration's `max_attempts`, or more if
+/// the job's own retry policy allows more attempts (a crash then costs one of them).
+fn crash_cap(j: &lifecycle::OpenJob, max_attempts: u32) -> u32 {
+    j.retry
+        .as_deref()
+        .and_then(|t| crate::retry::Policy::parse(t).ok())
+        .map_or(max_attempts, |p| p.max_attempts.max(max_attempts))
 }
 
 /// What a crash left between a job's validation and its waiting for it.

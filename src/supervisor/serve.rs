@@ -45,6 +45,7 @@ pub(super) async fn serve(jobs: &mut Loop, watcher: &InputWatcher, hwm: i64, shu
         }
         if wake.take_approvals_check() {
             collect_approvals(jobs).await;
+            super::cancels::pass(jobs).await;
         }
         start(jobs).await;
 

@@ -121,6 +121,8 @@ pub(super) async fn start(
         approved: HashMap::new(),
         ready,
         start_log: crate::stats::Every::default(),
+        cancelling: Default::default(),
+        ended: Default::default(),
     };
     Ok(Started {
         jobs,
@@ -215,7 +217,12 @@ async fn recover(
     }
     // A re-ask is a request to a human like any other (`ask::answers::reask`).
     stats.incr("hil_requests", rec.asked_again as f64);
-    if rec.requeued + rec.interrupted + rec.already_done + rec.asked_again + rec.finished_applies
+    if rec.requeued
+        + rec.interrupted
+        + rec.already_done
+        + rec.asked_again
+        + rec.finished_applies
+        + rec.cancelled
         > 0
     {
         tracing::info!(
@@ -225,6 +232,7 @@ async fn recover(
             already_done = rec.already_done,
             asked_again = rec.asked_again,
             finished_applies = rec.finished_applies,
+            cancelled = rec.cancelled,
             "recovered the previous run's jobs"
         );
         event(stores, "recovery", None, json!(rec)).await;

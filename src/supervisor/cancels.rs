@@ -1,0 +1,219 @@
+//! `brainloop cancel ID` in the running worker (which jobs are cancelled is `db::cancels`'s):
+//! on every approvals pass (a write to command_security.db, or the poll) each open request is
+//! acted on by what its job is doing —
+//! - queued (in the ready queue): taken out, ended `cancelled`; it never starts;
+//! - running: its cancellation token is cancelled (a command is killed, its overlay discarded
+//!   unapplied); `Loop::reap` ends it `cancelled` — unless it had already finished, whose real
+//!   outcome is kept (a cancel never claims to have stopped what completed);
+//! - waiting for a human: `ask::answers::cancel_waiting` (validation closed, change set
+//!   discarded), ended `cancelled`;
+//! - done: the request is closed with the job's final status.
+//!
+//! A job claimed after the request ends in the claim (`claim::cancel_unclaimed`); one a crash
+//! left open ends in recovery: a cancelled job never runs again.
+
+use super::finisher::{Disposition, Finished};
+use super::Loop;
+use crate::db::cancels::{self, Cancel};
+use crate::db::lifecycle::status;
+use crate::db::metadata::AuditRow;
+use crate::db::output::{JobStatus, ResultRow};
+use anyhow::Result;
+use rusqlite::OptionalExtension;
+use std::sync::Arc;
+
+/// What the databases say of a cancelled job.
+struct Seen {
+    cancel: Cancel,
+    /// processed_log status, action, client, attempts (None: not claimed yet).
+    open: Option<(String, Option<String>, String, u32)>,
+    /// Its final results status, if it has one.
+    final_status: Option<String>,
+}
+
+fn look(stores: &crate::db::Stores) -> Result<Vec<Seen>> {
+    let rows = stores.security.with(|c| cancels::open(c))?;
+    let mut out = Vec::with_capacity(rows.len());
+    for cancel in rows {
+        let id = cancel.job_id;
+        let open = stores.lifecycle.with(|c| {
+            Ok(c.query_row(
+                "SELECT p.status, q.action, q.client_id, p.attempts
+                 FROM processed_log p JOIN queue q USING(job_id) WHERE p.job_id = ?1",
+                [id],
+                |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get(1)?,
+                        r.get(2)?,
+                        r.get::<_, i64>(3)?.max(0) as u32,
+                    ))
+                },
+            )
+            .optional()?)
+        })?;
+        let final_status = stores.output.with(|c| {
+            Ok(c.query_row(
+                &format!(
+                    "SELECT status FROM results WHERE job_id = ?1 AND status IN {}",
+                    crate::db::output::FINAL_SQL
+                ),
+                [id],
+                |r| r.get::<_, String>(0),
+            )
+            .optional()?)
+        })?;
+        out.push(Seen {
+            cancel,
+            open,
+            final_status,
+        });
+    }
+    Ok(out)
+}
+
+/// One pass over the open cancel requests (see the module doc).
+pub(super) async fn pass(jobs: &mut Loop) {
+    let st = Arc::clone(&jobs.stores);
+    let seen = match tokio::task::spawn_blocking(move || look(&st)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            tracing::warn!(
+                error = format!("{e:#}"),
+                "cannot read cancel requests; retrying"
+            );
+            return;
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "cancel task panicked");
+            return;
+        }
+    };
+    for s in seen {
+        let id = s.cancel.job_id;
+        let done = s.open.as_ref().is_some_and(|o| o.0 == status::DONE);
+        if let Some(fin) = s.final_status.as_deref().filter(|_| done) {
+            close(jobs, id, fin).await;
+            continue;
+        }
+        let Some((state, action, client, attempts)) = s.open else {
+            continue; // not claimed yet: the claim ends it
+        };
+        if jobs.ended.contains(&id) {
+            continue; // its end is on its way to output.db
+        }
+        if let Some(r) = jobs.running.values_mut().find(|r| r.snap.job_id == id) {
+            if jobs.cancelling.insert(id) {
+                tracing::info!(job_id = id, by = %s.cancel.requested_by, "cancel: stopping the running job");
+                r.cancel.cancel();
+            }
+            continue;
+        }
+        if jobs.ready.remove(id) {
+            jobs.approved.remove(&id);
+            tracing::info!(job_id = id, by = %s.cancel.requested_by, "cancel: the queued job never runs");
+            let row = ResultRow {
+                job_id: id,
+                action,
+                client_id: client,
+                status: JobStatus::Cancelled,
+                result: Some(cancels::result_json(&s.cancel, "queued").to_string()),
+                error: Some(cancels::error_line(&s.cancel, "queued")),
+                attempts,
+                duration_ms: None,
+                started_at: None,
+                finished_at: Some(crate::time::now_ms()),
+            };
+            end(jobs, row);
+            continue;
+        }
+        if state == status::PENDING_VALIDATION {
+            waiting(jobs, &s.cancel).await;
+        }
+        // Otherwise a transition is in flight (reaped, not yet committed): the next pass.
+    }
+}
+
+/// Ends a job waiting for a human (`ask::answers::cancel_waiting`).
+async fn waiting(jobs: &mut Loop, c: &Cancel) {
+    let st = Arc::clone(&jobs.stores);
+    let (dd, pp) = (jobs.config.data_dir.clone(), jobs.config.path_lists());
+    let reg = Arc::clone(&jobs.registry);
+    let (result, error) = (
+        cancels::result_json(c, "waiting for a human"),
+        cancels::error_line(c, "waiting for a human"),
+    );
+    let id = c.job_id;
+    let res = tokio::task::spawn_blocking(move || {
+        crate::ask::answers::cancel_waiting(
+            &st,
+            id,
+            result,
+            error,
+            &dd,
+            &pp,
+            &|a| reg.on_decision(&st, a),
+            crate::time::now_ms(),
+        )
+    })
+    .await;
+    match res {
+        Ok(Ok(Some(row))) => {
+            tracing::info!(job_id = id, by = %c.requested_by, "cancel: the waiting job ends");
+            end(jobs, row);
+        }
+        Ok(Ok(None)) => {}
+        Ok(Err(e)) => tracing::warn!(
+            job_id = id,
+            error = format!("{e:#}"),
+            "cannot cancel the waiting job; retrying"
+        ),
+        Err(e) => tracing::error!(error = %e, "cancel task panicked"),
+    }
+}
+
+/// Hands a cancelled job's end to the result writer, audited like any end.
+fn end(jobs: &mut Loop, row: ResultRow) {
+    jobs.ended.insert(row.job_id);
+    let audit = AuditRow {
+        timestamp: crate::time::now_ms(),
+        job_id: Some(row.job_id),
+        client_id: row.client_id.clone(),
+        action: row.action.clone(),
+        params_hash: None,
+        status: row.status.as_str().to_string(),
+        duration_ms: None,
+        permission_set: crate::actions::permission_set_of(&jobs.registry, row.action.as_deref())
+            .map(|s| s.to_string()),
+    };
+    if !jobs.fin_tx.send(Finished {
+        row,
+        disposition: Disposition::Final,
+        audit: Some(audit),
+    }) {
+        tracing::error!("result writer is gone; the cancel applies at the next start");
+    }
+}
+
+/// The job has its final result: the request is closed with it.
+async fn close(jobs: &mut Loop, id: i64, outcome: &str) {
+    let st = Arc::clone(&jobs.stores);
+    let o = outcome.to_string();
+    let res = tokio::task::spawn_blocking(move || {
+        st.security
+            .with(|c| cancels::consume(c, id, &o, crate::time::now_ms()))
+    })
+    .await;
+    match res {
+        Ok(Ok(())) => {
+            jobs.ended.remove(&id);
+            jobs.cancelling.remove(&id);
+        }
+        Ok(Err(e)) => tracing::warn!(
+            job_id = id,
+            error = format!("{e:#}"),
+            "cannot close the cancel request; retrying"
+        ),
+        Err(e) => tracing::error!(error = %e, "cancel task panicked"),
+    }
+}
