@@ -52,6 +52,12 @@ pub struct DecideArgs {
     /// addresses only.
     #[arg(long)]
     pub allow_private_hosts: bool,
+    /// approve only: also remember the hosts (those of the request, or --host) for EVERY command
+    /// of the validation's client: a NETWORK grant each, listed by `brainloop grants`, revoked
+    /// with `brainloop revoke CLIENT NETWORK HOST:PORT`. Named hosts still reach public
+    /// addresses only unless --allow-private-hosts (or a +CLASS) widened them.
+    #[arg(long)]
+    pub always_host: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -180,12 +186,37 @@ fn print_denial_streaks(
 }
 
 pub fn decide(config: &Config, a: &DecideArgs, approve: bool) -> Result<i32> {
-    if !approve && (!a.hosts.is_empty() || a.allow_private_hosts) {
-        bail!("--host and --allow-private-hosts go with approve (deny refuses the request as a whole)");
+    if !approve && (!a.hosts.is_empty() || a.allow_private_hosts || a.always_host) {
+        bail!("--host, --allow-private-hosts and --always-host go with approve (deny refuses the request as a whole)");
     }
     // The host request as it stood before the decision.
     let request = crate::egress::store::request(&open(config, DbKind::Security)?, &a.id)?;
     let hosts = host_rules(&a.hosts, request.as_ref(), a.allow_private_hosts)?;
+    if a.always_host && hosts.is_empty() {
+        bail!(
+            "--always-host: validation {} names no host (see `brainloop show {}`), nothing decided; name one with --host HOST:PORT",
+            a.id,
+            a.id
+        );
+    }
+    if approve && !hosts.is_empty() {
+        // The hosts are written before the decision: the worker runs the command as soon as it
+        // reads the decision, and must find them then (issue 36).
+        let out = db::open_read_only(&config.data_dir, DbKind::Output)?;
+        let v = match validations::get(&out, &a.id)? {
+            Some(v) if v.status == "pending" => v,
+            Some(v) => bail!("validation {} is already {}", a.id, v.status),
+            None => bail!("no validation {} (see `brainloop validations`)", a.id),
+        };
+        if a.learn {
+            refuse_learning(config, &a.id, &open(config, DbKind::Security)?, &out)?;
+        }
+        let mut sec = open(config, DbKind::Security)?;
+        approve_hosts(&mut sec, &v, request.as_ref(), &hosts)?;
+        if a.always_host {
+            remember_hosts(&mut sec, &v.client_id, &hosts)?;
+        }
+    }
     let (d, v, retired) = record_decision(
         config,
         &a.id,
@@ -209,9 +240,6 @@ pub fn decide(config: &Config, a: &DecideArgs, approve: bool) -> Result<i32> {
                 &crate::bash::learn::signatures_of(&config.data_dir, v.job_id)?.join(" | ")
             )
         );
-    }
-    if approve {
-        approve_hosts(&mut open(config, DbKind::Security)?, &v, request, hosts)?;
     }
     for line in retired {
         println!("{}", shown::line(&line));
@@ -342,13 +370,13 @@ fn host_rules(
 fn approve_hosts(
     sec: &mut rusqlite::Connection,
     v: &validations::Validation,
-    request: Option<crate::egress::store::Request>,
-    hosts: Vec<String>,
+    request: Option<&crate::egress::store::Request>,
+    hosts: &[String],
 ) -> Result<()> {
     if hosts.is_empty() {
         return Ok(());
     }
-    let hash = match &request {
+    let hash = match request {
         Some(r) => r.command_hash.clone(),
         None => v.command_hash.clone().unwrap_or_default(),
     };
@@ -356,7 +384,7 @@ fn approve_hosts(
         sec,
         &v.client_id,
         &hash,
-        &hosts,
+        hosts,
         &v.id,
         &super::operator(),
     )?;
@@ -365,6 +393,24 @@ fn approve_hosts(
         shown::line(&v.client_id),
         shown::line(&hosts.join(", "))
     );
+    Ok(())
+}
+
+/// `approve --always-host`: the hosts become NETWORK grants of the client (every command of
+/// it, direct runs), shown by `grants` and revoked like any grant (issue 36).
+fn remember_hosts(sec: &mut rusqlite::Connection, client: &str, hosts: &[String]) -> Result<()> {
+    use crate::clients::{store, Permission};
+    for h in hosts {
+        store::grant(sec, client, Permission::Network, h, false, &super::operator())?;
+        println!(
+            "remembered for client {}: NETWORK {} (`brainloop grants {}` lists it; `brainloop revoke {} NETWORK {}` forgets it)",
+            shown::line(client),
+            shown::line(h),
+            crate::egress::shell_word(client),
+            crate::egress::shell_word(client),
+            crate::egress::shell_word(h)
+        );
+    }
     Ok(())
 }
 

@@ -25,6 +25,7 @@
 //!   in a short per-worker directory ([`sockdir`]) whatever `$TMPDIR` is.
 
 pub mod job;
+pub mod named;
 pub mod proxy;
 pub mod resolve;
 pub mod rules;
@@ -117,7 +118,39 @@ pub fn refusal_reasons(
         "the egress proxy refused {} (no host rule of client {c} allows it, or it resolves to a non-public address no rule allows); only allowed hosts were reached",
         hosts.join(", ")
     )];
+    let (lines, private) = host_lines(validation_id, resolved);
+    v.extend(lines);
+    let flags: Vec<String> = hosts
+        .iter()
+        .map(|h| format!("--host {}", shell_word(h)))
+        .collect();
+    v.push(format!(
+        "allow for this command and re-run it: brainloop approve {validation_id} {}",
+        flags.join(" ")
+    ));
+    if private {
+        v.push(format!(
+            "or, to reach the non-public addresses shown too: brainloop approve {validation_id} --allow-private-hosts"
+        ));
+    }
+    for h in hosts {
+        v.push(format!(
+            "or for every command of the client: brainloop grant {c} NETWORK {} (then brainloop approve {validation_id} re-runs it)",
+            shell_word(h)
+        ));
+    }
+    v.push(format!(
+        "or remember {} for every command of the client and re-run it: brainloop approve {validation_id} --always-host",
+        if hosts.len() == 1 { "it" } else { "them" }
+    ));
+    v
+}
+
+/// One line per resolved host (where it points, of which class) and whether a name among them
+/// points to a non-public address (then only `--allow-private-hosts` lets it reach that).
+fn host_lines(validation_id: &str, resolved: &[resolve::Resolved]) -> (Vec<String>, bool) {
     let mut private = false;
+    let mut v = Vec::new();
     for r in resolved {
         let classes = r.non_public();
         let literal = rules::HostRule::parse(&r.host, "shown")
@@ -142,25 +175,38 @@ pub fn refusal_reasons(
         };
         v.push(line);
     }
-    let flags: Vec<String> = hosts
-        .iter()
-        .map(|h| format!("--host {}", shell_word(h)))
-        .collect();
-    v.push(format!(
-        "allow for this command and re-run it: brainloop approve {validation_id} {}",
-        flags.join(" ")
-    ));
+    (v, private)
+}
+
+/// The reasons of the first prompt about a network command that names hosts (issue 36): the
+/// hosts, where each resolves and of which class, what a plain approve allows (those hosts, for
+/// this command: public addresses for a name, the address itself for an address), the exact
+/// command for a name resolving to a non-public address, and how to remember them for the
+/// client.
+pub fn named_reasons(
+    client: &str,
+    validation_id: &str,
+    hosts: &[String],
+    resolved: &[resolve::Resolved],
+) -> Vec<String> {
+    let mut v = vec![format!(
+        "the command names {} — approving it allows {} through the egress proxy for this command (a name: its public addresses only)",
+        hosts.join(", "),
+        if hosts.len() == 1 { "this host" } else { "these hosts" }
+    )];
+    let (lines, private) = host_lines(validation_id, resolved);
+    v.extend(lines);
     if private {
         v.push(format!(
-            "or, to reach the non-public addresses shown too: brainloop approve {validation_id} --allow-private-hosts"
+            "to run it and let the names above reach the non-public addresses shown: brainloop approve {validation_id} --allow-private-hosts"
         ));
     }
-    for h in hosts {
-        v.push(format!(
-            "or for every command of the client: brainloop grant {c} NETWORK {} (then brainloop approve {validation_id} re-runs it)",
-            shell_word(h)
-        ));
-    }
+    v.push(format!(
+        "to run it and remember the host{} for every command of client {}: brainloop approve {validation_id} --always-host{} (`brainloop grants` shows it, `brainloop revoke` forgets it)",
+        if hosts.len() == 1 { "" } else { "s" },
+        shell_word(client),
+        if private { " --allow-private-hosts" } else { "" }
+    ));
     v
 }
 
