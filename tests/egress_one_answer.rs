@@ -51,9 +51,9 @@ fn asks_up_front(env: &Env, cmd: &str) -> (i64, Value) {
     (id, v)
 }
 
-/// The operator command a reason line ends with (`… : brainloop approve ID …`), as argv.
+/// The `brainloop approve …` command a reason line prints, as argv (without `brainloop`).
 fn command_in(line: &str) -> Vec<String> {
-    line[line.rfind("brainloop ").unwrap()..]
+    line[line.find("brainloop approve").unwrap()..]
         .split(" (")
         .next()
         .unwrap()
@@ -65,9 +65,11 @@ fn command_in(line: &str) -> Vec<String> {
 
 /// Before issue 36 the first prompt named no host: approving it ran the command, the proxy
 /// refused the host, and a second prompt asked about it. Now the first prompt names it with its
-/// address, and one `approve` runs the command through to the listener.
+/// address and class; the loopback address needs the operator's flag, which the prompt prints,
+/// and that one answer runs the command through to the listener. A plain approve does not
+/// reach it (asked again after the run).
 #[test]
-fn the_first_prompt_names_the_host_and_its_address_and_one_approve_reaches_it() {
+fn the_first_prompt_names_the_host_and_its_address_and_one_answer_reaches_it() {
     let (env, _d, srv, _f) = setup(None);
     let host = format!("127.0.0.1:{}", srv.port);
     let (id, v) = asks_up_front(&env, &format!("curl -sS -m 20 http://{host}/index.html"));
@@ -83,9 +85,10 @@ fn the_first_prompt_names_the_host_and_its_address_and_one_approve_reaches_it() 
         r[0].starts_with(&format!("the command names {host}")),
         "{r:?}"
     );
+    let flag = format!("brainloop approve {first} --allow-private-hosts");
     assert!(
-        r.iter()
-            .any(|l| l.starts_with(&format!("{host} is 127.0.0.1 (loopback) — NOT PUBLIC"))),
+        r.iter().any(|l| l.starts_with(&format!("{host} is 127.0.0.1 (loopback) — NOT PUBLIC"))
+            && l.ends_with(&flag)),
         "{r:?}"
     );
     // Every surface shows the hosts of the first prompt.
@@ -94,12 +97,20 @@ fn the_first_prompt_names_the_host_and_its_address_and_one_approve_reaches_it() 
     let shown = cli_ok(&env, &["show", &first]);
     assert!(shown.contains(&format!("wants hosts: {host}")), "{shown}");
     assert!(srv.requests().is_empty(), "{:?}", srv.requests());
-    // One answer.
-    let out = cli_ok(&env, &["approve", &first]);
+    // One answer: the exact command the prompt printed.
+    let line = r
+        .iter()
+        .find(|l| l.starts_with("to run it and let the hosts above reach"))
+        .unwrap_or_else(|| panic!("no flag line: {r:?}"));
+    let args = command_in(line);
+    assert_eq!(args, ["approve", &first, "--allow-private-hosts"], "{line}");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = cli_ok(&env, &args);
     assert!(out.contains(&format!("through the egress proxy: {host}")), "{out}");
     let (st, v, e) = past(&env, id, &first);
     assert_eq!(st, "succeeded", "a second answer was needed: {e} {v}");
     assert_eq!(v["stdout"], "hello-egress\n", "{v}");
+    assert_eq!(v["egress"][0]["rule"], host, "{v}");
     assert_eq!(srv.requests().len(), 1, "{:?}", srv.requests());
     let asked: i64 = env
         .output()
@@ -120,17 +131,25 @@ fn the_first_prompt_names_the_host_and_its_address_and_one_approve_reaches_it() 
         )
         .unwrap();
     assert_eq!(row, (host.clone(), first));
+    // A plain approve of the same kind of prompt does not allow the loopback address.
+    let (id, v) = asks_up_front(&env, &format!("curl -sS -m 20 http://{host}/index.html?plain"));
+    let first = vid(&v);
+    let out = cli_ok(&env, &["approve", &first]);
+    assert!(out.contains("not allowed (NOT PUBLIC") && out.contains(&host), "{out}");
+    let (st, v, e) = past(&env, id, &first);
+    assert_eq!(st, "pending_validation", "a plain approve reached loopback: {e} {v}");
+    assert_eq!(v["egress_refused"], json!([host]), "{v}");
+    assert_eq!(srv.requests().len(), 1, "{:?}", srv.requests());
 }
 
 /// A name that resolves to 127.0.0.1: the first prompt says so and prints the exact flag; a
-/// plain approve lets the name reach public addresses only (the loopback listener is refused
-/// and asked about again), the printed command reaches it in one answer.
+/// plain approve does not reach the loopback listener (asked about again after the run); the
+/// printed command reaches it in one answer, the name allowed the loopback class only.
 #[test]
 fn a_name_resolving_to_loopback_needs_the_printed_flag_which_reaches_it_in_one_answer() {
     let (env, _d, srv, _f) = setup(Some("127.0.0.1 svc.internal.test\n"));
     let p = srv.port;
     let name = format!("svc.internal.test:{p}");
-    // A plain approve: the name is allowed, its loopback address is not.
     let (id, v) = asks_up_front(&env, &format!("curl -sS -m 20 http://{name}/index.html?plain"));
     let first = vid(&v);
     let r = reasons(&v);
@@ -144,17 +163,13 @@ fn a_name_resolving_to_loopback_needs_the_printed_flag_which_reaches_it_in_one_a
     let (st, v, e) = past(&env, id, &first);
     assert_eq!(st, "pending_validation", "a plain approve reached loopback: {e} {v}");
     assert_eq!(v["egress_refused"], json!([name]), "{v}");
-    assert!(
-        v["egress"][0]["reason"].as_str().unwrap().contains("(loopback)"),
-        "{v}"
-    );
     assert!(srv.requests().is_empty(), "{:?}", srv.requests());
     // The exact command the first prompt printed: one answer, the listener reached.
     let (id, v) = asks_up_front(&env, &format!("curl -sS -m 20 http://{name}/index.html"));
     let first = vid(&v);
     let line = reasons(&v)
         .into_iter()
-        .find(|l| l.starts_with("to run it and let the names above reach"))
+        .find(|l| l.starts_with("to run it and let the hosts above reach"))
         .unwrap_or_else(|| panic!("no flag line: {v}"));
     let args = command_in(&line);
     assert_eq!(args, ["approve", &first, "--allow-private-hosts"], "{line}");
@@ -179,14 +194,18 @@ fn always_host_remembers_the_host_for_the_client_until_revoked() {
     assert!(!st.success() && err.contains("--always-host"), "{err}");
     let (id, v) = asks_up_front(&env, &format!("curl -sS -m 20 http://{host}/index.html"));
     let first = vid(&v);
-    assert!(
-        reasons(&v)
-            .iter()
-            .any(|l| l.contains(&format!("brainloop approve {first} --always-host"))),
-        "{:?}",
-        reasons(&v)
-    );
-    let out = cli_ok(&env, &["approve", &first, "--always-host"]);
+    let remember = format!("brainloop approve {first} --always-host --allow-private-hosts");
+    let line = reasons(&v)
+        .into_iter()
+        .find(|l| l.contains(&remember))
+        .unwrap_or_else(|| panic!("no `{remember}`: {v}"));
+    // Loopback: not without the flag, and nothing decided.
+    let (st, _, err) = env.cli(&["approve", &first, "--always-host"]);
+    assert!(!st.success() && err.contains("--allow-private-hosts"), "{err}");
+    assert_eq!(settled(&env, id).0, "pending_validation");
+    let args = command_in(&line);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = cli_ok(&env, &args);
     assert!(out.contains(&format!("remembered for client {CLIENT}: NETWORK {host}")), "{out}");
     let (st, v, e) = past(&env, id, &first);
     assert_eq!(st, "succeeded", "{e} {v}");

@@ -201,6 +201,17 @@ fn respond(req: &Seen) -> Reply {
         return Reply::models(&["zai-glm-4.6"]);
     }
     let p = req.prompt();
+    // The agent loop: one write, then finish.
+    if p.contains("LOOPWRITE") {
+        return match req.turns() {
+            0 => Reply::tool_call(
+                "call_0",
+                "write_file",
+                json!({"path": "loop.txt", "content": "DENYME\n"}),
+            ),
+            n => Reply::tool_call(&format!("call_{n}"), "finish", json!({"summary": "done"})),
+        };
+    }
     let mark = if p.contains("MARK:DENYME") { "DENYME" } else { "fine" };
     Reply::text(&format!("```python\nprint('{mark}')\n```"))
 }
@@ -214,7 +225,7 @@ fn the_reviewer_sees_generated_content_and_network_commands_and_may_deny_but_nev
         &env,
         "brainloop.toml",
         &format!(
-            "[reviewer]\ncommand = \"python3 {}\"\nread = [\"{}\"]\ntimeout_ms = 20000\n",
+            "[clients.agent]\nfile_read = [\"{{workspace}}/**\"]\nfile_write = [\"{{workspace}}/**\"]\nsystem_command = [\"*\"]\nllm = true\n\n[reviewer]\ncommand = \"python3 {}\"\nread = [\"{}\"]\ntimeout_ms = 20000\n",
             script.display(),
             script.parent().unwrap().display()
         ),
@@ -260,6 +271,33 @@ fn the_reviewer_sees_generated_content_and_network_commands_and_may_deny_but_nev
     std::thread::sleep(Duration::from_millis(1500));
     assert_eq!(settled(&env, id).0, "pending_validation");
     assert!(!env.workspace.join("ok.py").exists());
+    // A loop's write: generated content too, whatever the job's action (`loop`).
+    let id = job(
+        &env,
+        "agent",
+        "loop",
+        &json!({"mode": "agent", "goal": "LOOPWRITE a file", "max_iterations": 4}),
+    );
+    let t0 = Instant::now();
+    let vid: String = loop {
+        let found = env
+            .output()
+            .query_row("SELECT id FROM validations WHERE job_id = ?1", [id], |r| r.get(0))
+            .ok();
+        if let Some(v) = found {
+            break v;
+        }
+        assert!(t0.elapsed() < common::scaled(Duration::from_secs(40)), "{:?}", settled(&env, id));
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let ev = reviewer_event(&env, &vid);
+    let reason = ev["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("generated kind=generated path=") && reason.contains("loop.txt"),
+        "{ev}"
+    );
+    assert_eq!(ev["applied"], "deny", "{ev}");
+    assert!(!env.workspace.join("loop.txt").exists());
     // A network command asked up front: the reviewer sees the hosts it names and denies it.
     let id = job(
         &env,

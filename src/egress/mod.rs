@@ -118,7 +118,7 @@ pub fn refusal_reasons(
         "the egress proxy refused {} (no host rule of client {c} allows it, or it resolves to a non-public address no rule allows); only allowed hosts were reached",
         hosts.join(", ")
     )];
-    let (lines, private) = host_lines(validation_id, resolved);
+    let (lines, private) = host_lines(validation_id, resolved, false);
     v.extend(lines);
     let flags: Vec<String> = hosts
         .iter()
@@ -146,9 +146,14 @@ pub fn refusal_reasons(
     v
 }
 
-/// One line per resolved host (where it points, of which class) and whether a name among them
-/// points to a non-public address (then only `--allow-private-hosts` lets it reach that).
-fn host_lines(validation_id: &str, resolved: &[resolve::Resolved]) -> (Vec<String>, bool) {
+/// One line per resolved host (where it points, of which class) and whether a host among them
+/// needs `--allow-private-hosts` to reach where it points: a name at a non-public address, and,
+/// `up_front` (the first prompt, before the command ran), an address that is not public too.
+fn host_lines(
+    validation_id: &str,
+    resolved: &[resolve::Resolved],
+    up_front: bool,
+) -> (Vec<String>, bool) {
     let mut private = false;
     let mut v = Vec::new();
     for r in resolved {
@@ -159,6 +164,13 @@ fn host_lines(validation_id: &str, resolved: &[resolve::Resolved]) -> (Vec<Strin
             .is_some();
         let line = match (classes.is_empty(), literal) {
             (true, _) => r.line(),
+            (false, true) if up_front => {
+                private = true;
+                format!(
+                    "{} — NOT PUBLIC: a plain approve does not allow it; to let the command reach that address: brainloop approve {validation_id} --allow-private-hosts",
+                    r.line()
+                )
+            }
             (false, true) => format!(
                 "{} — NOT PUBLIC, named by its address: approving it reaches that address",
                 r.line()
@@ -179,10 +191,9 @@ fn host_lines(validation_id: &str, resolved: &[resolve::Resolved]) -> (Vec<Strin
 }
 
 /// The reasons of the first prompt about a network command that names hosts (issue 36): the
-/// hosts, where each resolves and of which class, what a plain approve allows (those hosts, for
-/// this command: public addresses for a name, the address itself for an address), the exact
-/// command for a name resolving to a non-public address, and how to remember them for the
-/// client.
+/// hosts, where each resolves and of which class, what a plain approve allows (the hosts shown
+/// public, for this command), the exact command for a host shown at a non-public address (name
+/// or address: the operator's flag), and how to remember them for the client.
 pub fn named_reasons(
     client: &str,
     validation_id: &str,
@@ -190,15 +201,15 @@ pub fn named_reasons(
     resolved: &[resolve::Resolved],
 ) -> Vec<String> {
     let mut v = vec![format!(
-        "the command names {} — approving it allows {} through the egress proxy for this command (a name: its public addresses only)",
+        "the command names {} — approving it allows {} through the egress proxy for this command where shown public (a name: its public addresses only)",
         hosts.join(", "),
         if hosts.len() == 1 { "this host" } else { "these hosts" }
     )];
-    let (lines, private) = host_lines(validation_id, resolved);
+    let (lines, private) = host_lines(validation_id, resolved, true);
     v.extend(lines);
     if private {
         v.push(format!(
-            "to run it and let the names above reach the non-public addresses shown: brainloop approve {validation_id} --allow-private-hosts"
+            "to run it and let the hosts above reach the non-public addresses shown: brainloop approve {validation_id} --allow-private-hosts"
         ));
     }
     v.push(format!(

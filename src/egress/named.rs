@@ -1,7 +1,7 @@
 //! **The hosts a command names** before it runs (issue 36): what the first prompt about a
-//! network command shows, resolved with the proxy's resolver (`resolve::shown`), and what a
-//! plain `approve` of that prompt allows for the command (public addresses only for a name, as
-//! every approved name — `rules`). Read from the classified operations' arguments: URLs
+//! network command shows, resolved with the proxy's resolver (`resolve::shown`), and what an
+//! `approve` of that prompt allows for the command (the hosts shown public; one shown at a
+//! non-public address only with `--allow-private-hosts`, `cli::security`). Read from the classified operations' arguments: URLs
 //! (`scheme://[user@]host[:port]/…`, the scheme's port when none is given) and, for `git`, the
 //! scp-like `user@host:path` (port 22). Never a rule by itself: a host the command reaches
 //! without naming it (a package registry, a redirect) is refused by the proxy and asked about

@@ -101,7 +101,8 @@ pub struct Facts {
     /// The validation is about content a model generated (`payload`'s `generated`: a
     /// `generate_file`, `generate_sql` or a loop's write), whatever the job's action.
     pub generated: Option<String>,
-    /// The permission set of what it would run, when that set has network.
+    /// The permission set of what it would run (no change set: asked up front, or a host
+    /// request), when that set has network.
     pub network_set: Option<String>,
 }
 
@@ -315,9 +316,12 @@ pub fn facts_of(
             g.get("path").and_then(Value::as_str).unwrap_or("?")
         )
     });
+    // A change set was captured on the overlay (what it reached is in `hosts`); anything else
+    // runs, or re-runs, with the network of its set.
     let network_set = v
         .permission_set
         .as_deref()
+        .filter(|_| p["change_set"].is_null())
         .filter(|s| crate::permset::parse(s).is_ok_and(|s| s.network()))
         .map(str::to_string);
     Ok(Facts {
