@@ -165,6 +165,11 @@ mod tests {
             named("git ls-remote https://git.example.org/r.git"),
             ["git.example.org:443"]
         );
+        // The host is what follows the userinfo: the address the tool connects to is shown.
+        assert_eq!(
+            named("curl http://pypi.org:443@127.0.0.1:8080/x"),
+            ["127.0.0.1:8080"]
+        );
         // The proxy itself is not a host the command is asking for.
         assert_eq!(
             named("curl -x socks5h://127.0.0.1:3128 http://a.test:9/"),

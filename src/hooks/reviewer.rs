@@ -660,7 +660,8 @@ mod tests {
     }
 
     /// What a reviewer's answer becomes, per fact: only a local, fully shown change set with no
-    /// protected path and no host takes an `approve`; `deny` and `ask` always stand.
+    /// protected path and no host takes an `approve`; `deny` and `ask` always stand. Long because
+    /// it is one table, a row per fact.
     #[test]
     fn a_reviewer_approves_only_local_fully_shown_unprotected_change_sets() {
         let ok = Facts {
