@@ -87,13 +87,18 @@ fn the_first_prompt_names_the_host_and_its_address_and_one_answer_reaches_it() {
     );
     let flag = format!("brainloop approve {first} --allow-private-hosts");
     assert!(
-        r.iter().any(|l| l.starts_with(&format!("{host} is 127.0.0.1 (loopback) — NOT PUBLIC"))
-            && l.ends_with(&flag)),
+        r.iter().any(
+            |l| l.starts_with(&format!("{host} is 127.0.0.1 (loopback) — NOT PUBLIC"))
+                && l.ends_with(&flag)
+        ),
         "{r:?}"
     );
     // Every surface shows the hosts of the first prompt.
     let listed = cli_ok(&env, &["validations"]);
-    assert!(listed.contains(&format!("the command names {host}")), "{listed}");
+    assert!(
+        listed.contains(&format!("the command names {host}")),
+        "{listed}"
+    );
     let shown = cli_ok(&env, &["show", &first]);
     assert!(shown.contains(&format!("wants hosts: {host}")), "{shown}");
     assert!(srv.requests().is_empty(), "{:?}", srv.requests());
@@ -106,7 +111,10 @@ fn the_first_prompt_names_the_host_and_its_address_and_one_answer_reaches_it() {
     assert_eq!(args, ["approve", &first, "--allow-private-hosts"], "{line}");
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = cli_ok(&env, &args);
-    assert!(out.contains(&format!("through the egress proxy: {host}")), "{out}");
+    assert!(
+        out.contains(&format!("through the egress proxy: {host}")),
+        "{out}"
+    );
     let (st, v, e) = past(&env, id, &first);
     assert_eq!(st, "succeeded", "a second answer was needed: {e} {v}");
     assert_eq!(v["stdout"], "hello-egress\n", "{v}");
@@ -132,12 +140,21 @@ fn the_first_prompt_names_the_host_and_its_address_and_one_answer_reaches_it() {
         .unwrap();
     assert_eq!(row, (host.clone(), first));
     // A plain approve of the same kind of prompt does not allow the loopback address.
-    let (id, v) = asks_up_front(&env, &format!("curl -sS -m 20 http://{host}/index.html?plain"));
+    let (id, v) = asks_up_front(
+        &env,
+        &format!("curl -sS -m 20 http://{host}/index.html?plain"),
+    );
     let first = vid(&v);
     let out = cli_ok(&env, &["approve", &first]);
-    assert!(out.contains("not allowed (NOT PUBLIC") && out.contains(&host), "{out}");
+    assert!(
+        out.contains("not allowed (NOT PUBLIC") && out.contains(&host),
+        "{out}"
+    );
     let (st, v, e) = past(&env, id, &first);
-    assert_eq!(st, "pending_validation", "a plain approve reached loopback: {e} {v}");
+    assert_eq!(
+        st, "pending_validation",
+        "a plain approve reached loopback: {e} {v}"
+    );
     assert_eq!(v["egress_refused"], json!([host]), "{v}");
     assert_eq!(srv.requests().len(), 1, "{:?}", srv.requests());
 }
@@ -150,18 +167,25 @@ fn a_name_resolving_to_loopback_needs_the_printed_flag_which_reaches_it_in_one_a
     let (env, _d, srv, _f) = setup(Some("127.0.0.1 svc.internal.test\n"));
     let p = srv.port;
     let name = format!("svc.internal.test:{p}");
-    let (id, v) = asks_up_front(&env, &format!("curl -sS -m 20 http://{name}/index.html?plain"));
+    let (id, v) = asks_up_front(
+        &env,
+        &format!("curl -sS -m 20 http://{name}/index.html?plain"),
+    );
     let first = vid(&v);
     let r = reasons(&v);
     let flag = format!("brainloop approve {first} --allow-private-hosts");
     assert!(
-        r.iter().any(|l| l.starts_with(&format!("{name} resolves to 127.0.0.1 (loopback) — NOT PUBLIC"))
-            && l.contains(&flag)),
+        r.iter().any(|l| l.starts_with(&format!(
+            "{name} resolves to 127.0.0.1 (loopback) — NOT PUBLIC"
+        )) && l.contains(&flag)),
         "{r:?}"
     );
     cli_ok(&env, &["approve", &first]);
     let (st, v, e) = past(&env, id, &first);
-    assert_eq!(st, "pending_validation", "a plain approve reached loopback: {e} {v}");
+    assert_eq!(
+        st, "pending_validation",
+        "a plain approve reached loopback: {e} {v}"
+    );
     assert_eq!(v["egress_refused"], json!([name]), "{v}");
     assert!(srv.requests().is_empty(), "{:?}", srv.requests());
     // The exact command the first prompt printed: one answer, the listener reached.
@@ -201,16 +225,25 @@ fn always_host_remembers_the_host_for_the_client_until_revoked() {
         .unwrap_or_else(|| panic!("no `{remember}`: {v}"));
     // Loopback: not without the flag, and nothing decided.
     let (st, _, err) = env.cli(&["approve", &first, "--always-host"]);
-    assert!(!st.success() && err.contains("--allow-private-hosts"), "{err}");
+    assert!(
+        !st.success() && err.contains("--allow-private-hosts"),
+        "{err}"
+    );
     assert_eq!(settled(&env, id).0, "pending_validation");
     let args = command_in(&line);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = cli_ok(&env, &args);
-    assert!(out.contains(&format!("remembered for client {CLIENT}: NETWORK {host}")), "{out}");
+    assert!(
+        out.contains(&format!("remembered for client {CLIENT}: NETWORK {host}")),
+        "{out}"
+    );
     let (st, v, e) = past(&env, id, &first);
     assert_eq!(st, "succeeded", "{e} {v}");
     let grants = cli_ok(&env, &["grants", CLIENT]);
-    assert!(grants.contains("NETWORK") && grants.contains(&host), "{grants}");
+    assert!(
+        grants.contains("NETWORK") && grants.contains(&host),
+        "{grants}"
+    );
     // A command whose URL is built at run time names no host: its grant lets it through.
     cli_ok(&env, &["grant", CLIENT, "SYSTEM_COMMAND", "printf"]);
     cli_ok(&env, &["grant", CLIENT, "SYSTEM_COMMAND", "xargs"]);

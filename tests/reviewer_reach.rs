@@ -113,7 +113,13 @@ fn the_documented_llm_reviewer_reaches_a_local_model_and_its_deny_is_applied() {
     });
     let cfg = documented_llm_reviewer(&env);
     let _d = common::start_with_llm(&env, &cfg, &mock, &[]);
-    let host = mock.base_url().trim_start_matches("http://").split('/').next().unwrap().to_string();
+    let host = mock
+        .base_url()
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_string();
     let id = job(
         &env,
         "local",
@@ -122,21 +128,28 @@ fn the_documented_llm_reviewer_reaches_a_local_model_and_its_deny_is_applied() {
     );
     let (st, v, e) = final_status(&env, id);
     assert_eq!(st, "denied", "the reviewer did not decide: {e} {v}");
-    let vid = v["validation_id"].as_str().map(str::to_string).unwrap_or_else(|| {
-        env.output()
-            .query_row("SELECT id FROM validations WHERE job_id = ?1", [id], |r| r.get(0))
-            .unwrap()
-    });
+    let vid = v["validation_id"]
+        .as_str()
+        .map(str::to_string)
+        .unwrap_or_else(|| {
+            env.output()
+                .query_row("SELECT id FROM validations WHERE job_id = ?1", [id], |r| {
+                    r.get(0)
+                })
+                .unwrap()
+        });
     let ev = reviewer_event(&env, &vid);
     assert_eq!(ev["applied"], "deny", "{ev}");
-    assert!(ev["reason"].as_str().unwrap().contains("MODEL-SAYS-NO"), "{ev}");
+    assert!(
+        ev["reason"].as_str().unwrap().contains("MODEL-SAYS-NO"),
+        "{ev}"
+    );
     assert!(!mock.chats().is_empty(), "the model was never asked");
     assert!(!env.workspace.join("note.txt").exists());
     let status = status_until(&env, &cfg, |s| s.contains("reviewer model"));
     assert!(
-        status
-            .lines()
-            .any(|l| l.starts_with("reviewer model ") && l.ends_with(&format!(" {host} (startup): reached"))),
+        status.lines().any(|l| l.starts_with("reviewer model ")
+            && l.ends_with(&format!(" {host} (startup): reached"))),
         "{status}"
     );
 }
@@ -212,7 +225,11 @@ fn respond(req: &Seen) -> Reply {
             n => Reply::tool_call(&format!("call_{n}"), "finish", json!({"summary": "done"})),
         };
     }
-    let mark = if p.contains("MARK:DENYME") { "DENYME" } else { "fine" };
+    let mark = if p.contains("MARK:DENYME") {
+        "DENYME"
+    } else {
+        "fine"
+    };
     Reply::text(&format!("```python\nprint('{mark}')\n```"))
 }
 
@@ -243,7 +260,9 @@ fn the_reviewer_sees_generated_content_and_network_commands_and_may_deny_but_nev
     assert_eq!(st, "denied", "{e} {v}");
     let vid: String = env
         .output()
-        .query_row("SELECT id FROM validations WHERE job_id = ?1", [id], |r| r.get(0))
+        .query_row("SELECT id FROM validations WHERE job_id = ?1", [id], |r| {
+            r.get(0)
+        })
         .unwrap();
     let ev = reviewer_event(&env, &vid);
     let reason = ev["reason"].as_str().unwrap();
@@ -263,7 +282,11 @@ fn the_reviewer_sees_generated_content_and_network_commands_and_may_deny_but_nev
     assert_eq!(st, "pending_validation", "{e} {v}");
     let vid = v["validation_id"].as_str().unwrap().to_string();
     let ev = reviewer_event(&env, &vid);
-    assert_eq!((ev["answer"].as_str(), ev["applied"].as_str()), (Some("approve"), Some("ask")), "{ev}");
+    assert_eq!(
+        (ev["answer"].as_str(), ev["applied"].as_str()),
+        (Some("approve"), Some("ask")),
+        "{ev}"
+    );
     assert!(
         ev["refusals"].to_string().contains("generated content"),
         "{ev}"
@@ -282,12 +305,18 @@ fn the_reviewer_sees_generated_content_and_network_commands_and_may_deny_but_nev
     let vid: String = loop {
         let found = env
             .output()
-            .query_row("SELECT id FROM validations WHERE job_id = ?1", [id], |r| r.get(0))
+            .query_row("SELECT id FROM validations WHERE job_id = ?1", [id], |r| {
+                r.get(0)
+            })
             .ok();
         if let Some(v) = found {
             break v;
         }
-        assert!(t0.elapsed() < common::scaled(Duration::from_secs(40)), "{:?}", settled(&env, id));
+        assert!(
+            t0.elapsed() < common::scaled(Duration::from_secs(40)),
+            "{:?}",
+            settled(&env, id)
+        );
         std::thread::sleep(Duration::from_millis(50));
     };
     let ev = reviewer_event(&env, &vid);
@@ -309,7 +338,9 @@ fn the_reviewer_sees_generated_content_and_network_commands_and_may_deny_but_nev
     assert_eq!(st, "denied", "{e} {v}");
     let vid: String = env
         .output()
-        .query_row("SELECT id FROM validations WHERE job_id = ?1", [id], |r| r.get(0))
+        .query_row("SELECT id FROM validations WHERE job_id = ?1", [id], |r| {
+            r.get(0)
+        })
         .unwrap();
     let ev = reviewer_event(&env, &vid);
     assert_eq!(

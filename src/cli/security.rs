@@ -469,7 +469,14 @@ fn approve_hosts(
 fn remember_hosts(sec: &mut rusqlite::Connection, client: &str, hosts: &[String]) -> Result<()> {
     use crate::clients::{store, Permission};
     for h in hosts {
-        store::grant(sec, client, Permission::Network, h, false, &super::operator())?;
+        store::grant(
+            sec,
+            client,
+            Permission::Network,
+            h,
+            false,
+            &super::operator(),
+        )?;
         println!(
             "remembered for client {}: NETWORK {} (`brainloop grants {}` lists it; `brainloop revoke {} NETWORK {}` forgets it)",
             shown::line(client),
@@ -904,10 +911,18 @@ mod tests {
         let (rules, left) = up_front_rules(&r, true).unwrap();
         assert_eq!(
             rules,
-            ["pypi.org:443", "svc.test:80+loopback", "10.0.0.5:22", "gone.test:80"]
+            [
+                "pypi.org:443",
+                "svc.test:80+loopback",
+                "10.0.0.5:22",
+                "gone.test:80"
+            ]
         );
         assert!(left.is_empty());
-        let public = request(vec![shown("pypi.org:443", &[("151.101.0.223", AddrClass::Public)])]);
+        let public = request(vec![shown(
+            "pypi.org:443",
+            &[("151.101.0.223", AddrClass::Public)],
+        )]);
         assert!(up_front_rules(&public, true).is_err());
     }
 

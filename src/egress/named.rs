@@ -157,10 +157,7 @@ mod tests {
             named("wget 'http://user:pw@files.example.net:8000/a' http://[::1]:81/b"),
             ["[::1]:81", "files.example.net:8000"]
         );
-        assert_eq!(
-            named("git clone git@github.com:o/r.git"),
-            ["github.com:22"]
-        );
+        assert_eq!(named("git clone git@github.com:o/r.git"), ["github.com:22"]);
         assert_eq!(
             named("git ls-remote https://git.example.org/r.git"),
             ["git.example.org:443"]
@@ -184,9 +181,18 @@ mod tests {
 
     #[test]
     fn a_base_url_names_its_host() {
-        assert_eq!(url_host("http://127.0.0.1:8080/v1").as_deref(), Some("127.0.0.1:8080"));
-        assert_eq!(url_host("https://api.cerebras.ai/v1").as_deref(), Some("api.cerebras.ai:443"));
-        assert_eq!(url_host("http://localhost:11434").as_deref(), Some("localhost:11434"));
+        assert_eq!(
+            url_host("http://127.0.0.1:8080/v1").as_deref(),
+            Some("127.0.0.1:8080")
+        );
+        assert_eq!(
+            url_host("https://api.cerebras.ai/v1").as_deref(),
+            Some("api.cerebras.ai:443")
+        );
+        assert_eq!(
+            url_host("http://localhost:11434").as_deref(),
+            Some("localhost:11434")
+        );
         assert_eq!(url_host("not a url"), None);
     }
 

@@ -344,7 +344,10 @@ impl Hooks {
             .call(move |c| crate::db::metadata::insert_event(c, model::EVENT, None, &detail))
             .await
         {
-            tracing::warn!(error = format!("{e:#}"), "cannot record the reviewer's model check");
+            tracing::warn!(
+                error = format!("{e:#}"),
+                "cannot record the reviewer's model check"
+            );
         }
     }
 }
