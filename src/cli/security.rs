@@ -477,13 +477,16 @@ fn remember_hosts(sec: &mut rusqlite::Connection, client: &str, hosts: &[String]
             false,
             &super::operator(),
         )?;
+        // The client id is a producer's: the whole line is escaped.
+        let (c, w) = (
+            crate::egress::shell_word(client),
+            crate::egress::shell_word(h),
+        );
         println!(
-            "remembered for client {}: NETWORK {} (`brainloop grants {}` lists it; `brainloop revoke {} NETWORK {}` forgets it)",
-            shown::line(client),
-            shown::line(h),
-            crate::egress::shell_word(client),
-            crate::egress::shell_word(client),
-            crate::egress::shell_word(h)
+            "{}",
+            shown::line(&format!(
+                "remembered for client {client}: NETWORK {h} (`brainloop grants {c}` lists it; `brainloop revoke {c} NETWORK {w}` forgets it)"
+            ))
         );
     }
     Ok(())
