@@ -549,9 +549,28 @@ pub(super) async fn ask(
         Asked::Effects(m) => m.effect_hash.clone(),
         Asked::Hosts(_) => crate::egress::approval_hash(&report.command_hash),
     };
-    // Where each refused host points now, and of which class: shown, and stored with the
-    // request (what `approve --allow-private-hosts` may allow).
+    // Where each refused (or, up front, named) host points now, and of which class: shown,
+    // and stored with the request (what a plain approve and `--allow-private-hosts` allow).
     let mut resolved = Vec::new();
+    let named = match asked {
+        Asked::Command => crate::egress::named::hosts(report),
+        _ => Vec::new(),
+    };
+    if !named.is_empty() {
+        // Issue 36: the first prompt names the hosts, so one answer allows them.
+        let e = job.settings.egress;
+        resolved = crate::egress::resolve::shown(
+            e.hosts_file.as_deref(),
+            std::time::Duration::from_millis(e.connect_timeout_ms.max(1)),
+            &named,
+        )
+        .await;
+        save_host_request(job, &id, &report.command_hash, &named, &resolved).await?;
+        reasons.splice(
+            0..0,
+            crate::egress::named_reasons(job.client_id, &id, &named, &resolved),
+        );
+    }
     if let Asked::Hosts(h) = asked {
         let e = job.settings.egress;
         resolved = crate::egress::resolve::shown(
@@ -615,8 +634,11 @@ pub(super) async fn ask(
     let (_, mut result) = crate::ask::ask(&asker, request).await?;
     result.insert("layers".into(), json!(layers));
     asked_fields(&mut result, asked);
-    if matches!(asked, Asked::Hosts(_)) {
+    if matches!(asked, Asked::Hosts(_)) || !named.is_empty() {
         result.insert("egress_resolved".into(), json!(resolved));
+    }
+    if !named.is_empty() {
+        result.insert("egress_named".into(), json!(named));
     }
     Ok(crate::ask::pending(result))
 }

@@ -52,6 +52,12 @@ pub struct DecideArgs {
     /// addresses only.
     #[arg(long)]
     pub allow_private_hosts: bool,
+    /// approve only: also remember the hosts (those of the request, or --host) for EVERY command
+    /// of the validation's client: a NETWORK grant each, listed by `brainloop grants`, revoked
+    /// with `brainloop revoke CLIENT NETWORK HOST:PORT`. Named hosts still reach public
+    /// addresses only unless --allow-private-hosts (or a +CLASS) widened them.
+    #[arg(long)]
+    pub always_host: bool,
 }
 
 /// `deny ID`: only what a denial takes (`--help` lists no approve-only option).
@@ -204,12 +210,58 @@ fn print_denial_streaks(
 }
 
 pub fn decide(config: &Config, a: &DecideArgs, approve: bool) -> Result<i32> {
-    if !approve && (!a.hosts.is_empty() || a.allow_private_hosts) {
-        bail!("--host and --allow-private-hosts go with approve (deny refuses the request as a whole)");
+    if !approve && (!a.hosts.is_empty() || a.allow_private_hosts || a.always_host) {
+        bail!("--host, --allow-private-hosts and --always-host go with approve (deny refuses the request as a whole)");
     }
     // The host request as it stood before the decision.
     let request = crate::egress::store::request(&open(config, DbKind::Security)?, &a.id)?;
-    let hosts = host_rules(&a.hosts, request.as_ref(), a.allow_private_hosts)?;
+    // Asked before the command ran (the hosts it names, issue 36), or after a run was refused.
+    let up_front = match &request {
+        Some(r) if approve => validations::get(
+            &db::open_read_only(&config.data_dir, DbKind::Output)?,
+            &a.id,
+        )?
+        .is_some_and(|v| v.command_hash.as_deref() == Some(r.command_hash.as_str())),
+        _ => false,
+    };
+    let (hosts, left_out) = match (&request, a.hosts.is_empty() && up_front) {
+        (Some(r), true) => up_front_rules(r, a.allow_private_hosts)?,
+        _ => (
+            host_rules(&a.hosts, request.as_ref(), a.allow_private_hosts)?,
+            Vec::new(),
+        ),
+    };
+    if a.always_host && hosts.is_empty() {
+        if !left_out.is_empty() {
+            bail!(
+                "--always-host: the hosts shown are NOT PUBLIC ({}), nothing decided; add --allow-private-hosts to remember them",
+                shown::line(&left_out.join(", "))
+            );
+        }
+        bail!(
+            "--always-host: validation {} names no host (see `brainloop show {}`), nothing decided; name one with --host HOST:PORT",
+            a.id,
+            a.id
+        );
+    }
+    if approve && !hosts.is_empty() {
+        // The hosts are written before the decision: the worker runs the command as soon as it
+        // reads the decision, and must find them then (issue 36).
+        let out = db::open_read_only(&config.data_dir, DbKind::Output)?;
+        let v = match validations::get(&out, &a.id)? {
+            Some(v) if v.status == "pending" => v,
+            Some(v) => bail!("validation {} is already {}", a.id, v.status),
+            None => bail!("no validation {} (see `brainloop validations`)", a.id),
+        };
+        if a.learn {
+            refuse_learning(config, &a.id, &open(config, DbKind::Security)?, &out)?;
+        }
+        let mut sec = open(config, DbKind::Security)?;
+        approve_hosts(&mut sec, &v, request.as_ref(), &hosts)?;
+        if a.always_host {
+            remember_hosts(&mut sec, &v.client_id, &hosts)?;
+        }
+    }
     let (d, v, retired) = record_decision(
         config,
         &a.id,
@@ -240,8 +292,11 @@ pub fn decide(config: &Config, a: &DecideArgs, approve: bool) -> Result<i32> {
             );
         }
     }
-    if approve {
-        approve_hosts(&mut open(config, DbKind::Security)?, &v, request, hosts)?;
+    if approve && !left_out.is_empty() {
+        println!(
+            "not allowed (NOT PUBLIC, a plain approve allows public hosts only): {} — the run is refused them and asks again; `brainloop approve ID --allow-private-hosts` would have allowed them",
+            shown::line(&left_out.join(", "))
+        );
     }
     for line in retired {
         println!("{}", shown::line(&line));
@@ -367,18 +422,59 @@ fn host_rules(
     Ok(rules.iter().map(HostRule::text).collect())
 }
 
+/// The host rules a plain approve of a FIRST prompt allows (issue 36: the hosts the command
+/// names, asked before it runs): the hosts shown public (or not resolved: a name reaches public
+/// addresses only); a host shown at a non-public address — a name or an address — only with
+/// `allow_private` (a name then reaches the classes shown for it, an address itself). Returns
+/// the rule texts and the hosts left out.
+fn up_front_rules(
+    request: &crate::egress::store::Request,
+    allow_private: bool,
+) -> Result<(Vec<String>, Vec<String>)> {
+    use crate::egress::rules::HostRule;
+    let (mut rules, mut left_out, mut widened) = (Vec::new(), Vec::new(), 0);
+    for h in &request.hosts {
+        let mut rule = HostRule::parse(h, "approved").map_err(|e| anyhow::anyhow!(e))?;
+        let classes = request
+            .resolved
+            .iter()
+            .find(|s| HostRule::parse(&s.host, "shown").is_ok_and(|s| s.text() == rule.text()))
+            .map(|s| s.non_public())
+            .unwrap_or_default();
+        if classes.is_empty() {
+            rules.push(rule.text());
+        } else if allow_private {
+            if rule.literal().is_none() {
+                rule.classes.extend(classes);
+                rule.classes.sort();
+                rule.classes.dedup();
+            }
+            widened += 1;
+            rules.push(rule.text());
+        } else {
+            left_out.push(rule.text());
+        }
+    }
+    if allow_private && widened == 0 {
+        bail!(
+            "--allow-private-hosts: the prompt showed no host at a non-public address (see `brainloop show ID`), nothing decided"
+        );
+    }
+    Ok((rules, left_out))
+}
+
 /// Records the host rules a human allows with an approval ([`host_rules`]) for the client's
 /// command (its hash: the request's, or an up-front validation's).
 fn approve_hosts(
     sec: &mut rusqlite::Connection,
     v: &validations::Validation,
-    request: Option<crate::egress::store::Request>,
-    hosts: Vec<String>,
+    request: Option<&crate::egress::store::Request>,
+    hosts: &[String],
 ) -> Result<()> {
     if hosts.is_empty() {
         return Ok(());
     }
-    let hash = match &request {
+    let hash = match request {
         Some(r) => r.command_hash.clone(),
         None => v.command_hash.clone().unwrap_or_default(),
     };
@@ -386,7 +482,7 @@ fn approve_hosts(
         sec,
         &v.client_id,
         &hash,
-        &hosts,
+        hosts,
         &v.id,
         &super::operator(),
     )?;
@@ -395,6 +491,34 @@ fn approve_hosts(
         shown::line(&v.client_id),
         shown::line(&hosts.join(", "))
     );
+    Ok(())
+}
+
+/// `approve --always-host`: the hosts become NETWORK grants of the client (every command of
+/// it, direct runs), shown by `grants` and revoked like any grant (issue 36).
+fn remember_hosts(sec: &mut rusqlite::Connection, client: &str, hosts: &[String]) -> Result<()> {
+    use crate::clients::{store, Permission};
+    for h in hosts {
+        store::grant(
+            sec,
+            client,
+            Permission::Network,
+            h,
+            false,
+            &super::operator(),
+        )?;
+        // The client id is a producer's: the whole line is escaped.
+        let (c, w) = (
+            crate::egress::shell_word(client),
+            crate::egress::shell_word(h),
+        );
+        println!(
+            "{}",
+            shown::line(&format!(
+                "remembered for client {client}: NETWORK {h} (`brainloop grants {c}` lists it; `brainloop revoke {c} NETWORK {w}` forgets it)"
+            ))
+        );
+    }
     Ok(())
 }
 
@@ -799,6 +923,40 @@ mod tests {
             addresses: addrs.iter().map(|(a, c)| (a.to_string(), *c)).collect(),
             error: None,
         }
+    }
+
+    /// The first prompt (issue 36): a plain approve allows the hosts shown public (and a name
+    /// that did not resolve: it reaches public addresses only); a host shown at a non-public
+    /// address, name or address, only with --allow-private-hosts.
+    #[test]
+    fn a_plain_approve_of_a_first_prompt_allows_its_public_hosts_only() {
+        use super::up_front_rules;
+        let mut r = request(vec![
+            shown("pypi.org:443", &[("151.101.0.223", AddrClass::Public)]),
+            shown("svc.test:80", &[("127.0.0.1", AddrClass::Loopback)]),
+            shown("10.0.0.5:22", &[("10.0.0.5", AddrClass::Private)]),
+            shown("gone.test:80", &[]),
+        ]);
+        r.resolved[3].error = Some("no address".into());
+        let (rules, left) = up_front_rules(&r, false).unwrap();
+        assert_eq!(rules, ["pypi.org:443", "gone.test:80"]);
+        assert_eq!(left, ["svc.test:80", "10.0.0.5:22"]);
+        let (rules, left) = up_front_rules(&r, true).unwrap();
+        assert_eq!(
+            rules,
+            [
+                "pypi.org:443",
+                "svc.test:80+loopback",
+                "10.0.0.5:22",
+                "gone.test:80"
+            ]
+        );
+        assert!(left.is_empty());
+        let public = request(vec![shown(
+            "pypi.org:443",
+            &[("151.101.0.223", AddrClass::Public)],
+        )]);
+        assert!(up_front_rules(&public, true).is_err());
     }
 
     #[test]

@@ -302,6 +302,23 @@ pub fn collect(config: &Config) -> Result<Value> {
         })
         .and_then(|d| serde_json::from_str(&d).ok())
         .unwrap_or(Value::Null);
+    // Whether the reviewer (`llm = true`) reaches its model: the latest check (issue 36), when
+    // this configuration has such a reviewer or the running worker made it.
+    let started_ms = file.as_ref().map(|f| f.wall_ms - f.uptime_ms);
+    let reviewer_llm = config.reviewer.as_ref().is_some_and(|r| r.llm);
+    let reviewer_model: Value = db::open_read_only(dir, DbKind::Metadata)
+        .ok()
+        .and_then(|c| {
+            c.query_row(
+                "SELECT timestamp, detail FROM events WHERE kind = ?1 ORDER BY id DESC LIMIT 1",
+                [crate::hooks::model::EVENT],
+                |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)),
+            )
+            .ok()
+        })
+        .filter(|(t, _)| reviewer_llm || started_ms.is_some_and(|s| *t >= s - 1000))
+        .and_then(|(_, d)| serde_json::from_str(&d).ok())
+        .unwrap_or(Value::Null);
     let lc = db::open_read_only(dir, DbKind::Lifecycle).ok();
     let schedules = db::open_read_only(dir, DbKind::Input)
         .and_then(|c| {
@@ -414,6 +431,7 @@ pub fn collect(config: &Config) -> Result<Value> {
         "tokens_today": tokens_today,
         "data_dir": dir.display().to_string(),
         "llm": llm,
+        "reviewer_model": reviewer_model,
         "alive": alive,
         "state": state,
         "problems": problems,
@@ -574,6 +592,26 @@ pub fn render(r: &Value) -> String {
                     "{} at {}: {state}",
                     llm["model"].as_str().unwrap_or("?"),
                     llm["base_url"].as_str().unwrap_or("?")
+                ),
+            );
+        }
+        let rm = &r["reviewer_model"];
+        if !rm.is_null() {
+            let state = if rm["ok"] == json!(true) {
+                "reached".to_string()
+            } else {
+                format!(
+                    "UNREACHABLE, validations go to the human: {}",
+                    rm["error"].as_str().unwrap_or("?")
+                )
+            };
+            line(
+                &mut s,
+                "reviewer model",
+                format!(
+                    "{} ({}): {state}",
+                    rm["model_host"].as_str().unwrap_or("?"),
+                    rm["when"].as_str().unwrap_or("?")
                 ),
             );
         }

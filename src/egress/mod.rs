@@ -25,6 +25,7 @@
 //!   in a short per-worker directory ([`sockdir`]) whatever `$TMPDIR` is.
 
 pub mod job;
+pub mod named;
 pub mod proxy;
 pub mod resolve;
 pub mod rules;
@@ -117,31 +118,8 @@ pub fn refusal_reasons(
         "the egress proxy refused {} (no host rule of client {c} allows it, or it resolves to a non-public address no rule allows); only allowed hosts were reached",
         hosts.join(", ")
     )];
-    let mut private = false;
-    for r in resolved {
-        let classes = r.non_public();
-        let literal = rules::HostRule::parse(&r.host, "shown")
-            .ok()
-            .and_then(|h| h.literal())
-            .is_some();
-        let line = match (classes.is_empty(), literal) {
-            (true, _) => r.line(),
-            (false, true) => format!(
-                "{} — NOT PUBLIC, named by its address: approving it reaches that address",
-                r.line()
-            ),
-            (false, false) => {
-                private = true;
-                let names: Vec<&str> = classes.iter().map(|c| c.as_str()).collect();
-                format!(
-                    "{} — NOT PUBLIC: a plain approve lets this name reach public addresses only; to let it reach {} addresses: brainloop approve {validation_id} --allow-private-hosts",
-                    r.line(),
-                    names.join("/")
-                )
-            }
-        };
-        v.push(line);
-    }
+    let (lines, private) = host_lines(validation_id, resolved, false);
+    v.extend(lines);
     let flags: Vec<String> = hosts
         .iter()
         .map(|h| format!("--host {}", shell_word(h)))
@@ -161,6 +139,85 @@ pub fn refusal_reasons(
             shell_word(h)
         ));
     }
+    v.push(format!(
+        "or remember {} for every command of the client and re-run it: brainloop approve {validation_id} --always-host",
+        if hosts.len() == 1 { "it" } else { "them" }
+    ));
+    v
+}
+
+/// One line per resolved host (where it points, of which class) and whether a host among them
+/// needs `--allow-private-hosts` to reach where it points: a name at a non-public address, and,
+/// `up_front` (the first prompt, before the command ran), an address that is not public too.
+fn host_lines(
+    validation_id: &str,
+    resolved: &[resolve::Resolved],
+    up_front: bool,
+) -> (Vec<String>, bool) {
+    let mut private = false;
+    let mut v = Vec::new();
+    for r in resolved {
+        let classes = r.non_public();
+        let literal = rules::HostRule::parse(&r.host, "shown")
+            .ok()
+            .and_then(|h| h.literal())
+            .is_some();
+        let line = match (classes.is_empty(), literal) {
+            (true, _) => r.line(),
+            (false, true) if up_front => {
+                private = true;
+                format!(
+                    "{} — NOT PUBLIC: a plain approve does not allow it; to let the command reach that address: brainloop approve {validation_id} --allow-private-hosts",
+                    r.line()
+                )
+            }
+            (false, true) => format!(
+                "{} — NOT PUBLIC, named by its address: approving it reaches that address",
+                r.line()
+            ),
+            (false, false) => {
+                private = true;
+                let names: Vec<&str> = classes.iter().map(|c| c.as_str()).collect();
+                format!(
+                    "{} — NOT PUBLIC: a plain approve lets this name reach public addresses only; to let it reach {} addresses: brainloop approve {validation_id} --allow-private-hosts",
+                    r.line(),
+                    names.join("/")
+                )
+            }
+        };
+        v.push(line);
+    }
+    (v, private)
+}
+
+/// The reasons of the first prompt about a network command that names hosts (issue 36): the
+/// hosts, where each resolves and of which class, what a plain approve allows (the hosts shown
+/// public, for this command), the exact command for a host shown at a non-public address (name
+/// or address: the operator's flag), and how to remember them for the client.
+pub fn named_reasons(
+    client: &str,
+    validation_id: &str,
+    hosts: &[String],
+    resolved: &[resolve::Resolved],
+) -> Vec<String> {
+    let mut v = vec![format!(
+        "the command names {} — approving it allows {} through the egress proxy for this command where shown public (a name: its public addresses only)",
+        hosts.join(", "),
+        if hosts.len() == 1 { "this host" } else { "these hosts" }
+    )];
+    let (lines, private) = host_lines(validation_id, resolved, true);
+    v.extend(lines);
+    if private {
+        v.push(format!(
+            "to run it and let the hosts above reach the non-public addresses shown: brainloop approve {validation_id} --allow-private-hosts"
+        ));
+    }
+    v.push(format!(
+        "to run it and remember the host{} for every command of client {}: brainloop approve {validation_id} --always-host{} (`brainloop grants` shows it, `brainloop revoke` forgets it)",
+        if hosts.len() == 1 { "" } else { "s" },
+        shell_word(client),
+        if private { " --allow-private-hosts" } else { "" }
+    ));
     v
 }
 

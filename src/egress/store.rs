@@ -70,7 +70,9 @@ pub fn approved_hosts(db: &Db, client_id: &str, command_hash: &str) -> Result<Ve
     Ok(v)
 }
 
-/// Records the human's host approvals (operator CLI).
+/// Records the human's host approvals (operator CLI). A rule replaces the client's earlier rule
+/// for the same `host:port` of the command (`name:80` approved plainly, then `name:80+private`
+/// with `--allow-private-hosts`: the latter, decided on what the later prompt showed, stands).
 pub fn approve_hosts(
     db: &mut Db,
     client_id: &str,
@@ -82,6 +84,11 @@ pub fn approve_hosts(
     let now = crate::time::now_ms();
     write_tx(db, |tx| {
         for r in rules {
+            let base = r.split('+').next().unwrap_or(r);
+            tx.execute(
+                "DELETE FROM egress_hosts WHERE client_id = ?1 AND command_hash = ?2 AND (rule = ?3 OR substr(rule, 1, length(?3) + 1) = ?3 || '+')",
+                params![client_id, command_hash, base],
+            )?;
             tx.execute(
                 "INSERT OR REPLACE INTO egress_hosts(client_id, command_hash, rule, validation_id, decided_by, decided_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                 params![client_id, command_hash, r, validation_id, decided_by, now],

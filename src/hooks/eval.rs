@@ -219,7 +219,10 @@ fn rebuild(
         }
         None => None,
     };
-    let p = super::payload::build_with(db.lifecycle, data_dir, v, "validation", m.clone());
+    let mut p = super::payload::build_with(db.lifecycle, data_dir, v, "validation", m.clone());
+    let request = crate::egress::store::request(db.security, &v.id)
+        .map_err(|e| format!("its host request cannot be read: {e:#}"))?;
+    super::payload::add_network(&mut p, request.as_ref());
     if p["action"].is_null() {
         return Err(
             "its job's row is gone (pruned or repaired): its action and purpose are unknown".into(),

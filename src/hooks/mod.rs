@@ -25,6 +25,7 @@
 //! decided, run by the same [`Runner`] the task uses.
 
 pub mod eval;
+pub mod model;
 pub mod payload;
 mod reviewer;
 
@@ -59,7 +60,8 @@ pub struct HookConfig {
     /// Directories the command may read besides the system ones (its script, its config).
     pub read: Vec<PathBuf>,
     /// Pass the worker's LLM settings in its environment: `BRAINLOOP_LLM_BASE_URL`,
-    /// `BRAINLOOP_LLM_MODEL`, `CEREBRAS_API_KEY` (for an LLM reviewer).
+    /// `BRAINLOOP_LLM_MODEL`, `CEREBRAS_API_KEY` (for an LLM reviewer), and allow the model's
+    /// host through the hook's proxy (`model::rules`).
     pub llm: bool,
     /// `[notify]` only: notify again this long before a validation expires (ms; 0 = never).
     pub before_expiry_ms: u64,
@@ -132,6 +134,8 @@ struct Hooks {
     /// The LLM variables for hooks with `llm = true` (the key only when the worker has one).
     llm_env: Vec<(String, String)>,
     cancel: CancellationToken,
+    /// Whether the reviewer last reached its model (`model::Reach`), to record each change once.
+    model_ok: std::sync::Mutex<Option<bool>>,
 }
 
 /// Starts the hooks task when `[notify]` or `[reviewer]` is configured.
@@ -151,6 +155,7 @@ pub fn spawn(
         level,
         llm_env,
         cancel,
+        model_ok: std::sync::Mutex::new(None),
     };
     Some(tokio::spawn(async move { h.run().await }))
 }
@@ -173,6 +178,10 @@ type Told = HashMap<String, bool>;
 
 impl Hooks {
     async fn run(self) {
+        if let Some(h) = self.config.reviewer.as_ref().filter(|h| h.llm) {
+            let reach = model::probe(&self.config, h).await;
+            self.model_reach(reach).await;
+        }
         let mut told = Told::new();
         loop {
             tokio::select! {
@@ -236,9 +245,14 @@ impl Hooks {
             event.to_string(),
         );
         let built = tokio::task::spawn_blocking(move || {
-            stores
+            let request = stores
+                .security
+                .with(|c| crate::egress::store::request(c, &v2.id))?;
+            let mut p = stores
                 .lifecycle
-                .with(|c| Ok(payload::build(c, &dd, &v2, &ev)))
+                .with(|c| Ok(payload::build(c, &dd, &v2, &ev)))?;
+            payload::add_network(&mut p, request.as_ref());
+            anyhow::Ok(p)
         })
         .await;
         match built {
@@ -289,7 +303,52 @@ impl Hooks {
             llm_env: &self.llm_env,
             cancel: &self.cancel,
         };
-        r.run(h, p, job_id).await
+        let (run, conns) = r.run_seen(h, p, job_id).await;
+        if h.llm {
+            if let Some(reach) = model::after_run(&self.config, &conns) {
+                self.model_reach(reach).await;
+            }
+        }
+        run
+    }
+
+    /// Says whether the reviewer reaches its model: in the log, and as a `reviewer_check`
+    /// event (`status` shows the latest) at start-up and whenever it changes.
+    async fn model_reach(&self, reach: model::Reach) {
+        let changed = match self.model_ok.lock() {
+            Ok(mut last) => {
+                let c = *last != Some(reach.ok) || reach.when == "startup";
+                *last = Some(reach.ok);
+                c
+            }
+            Err(_) => true,
+        };
+        if !changed {
+            return;
+        }
+        match &reach.error {
+            Some(e) => {
+                tracing::warn!(base_url = %reach.base_url, when = %reach.when, "the reviewer cannot reach its model: {e}; validations go to the human")
+            }
+            None => {
+                tracing::info!(base_url = %reach.base_url, when = %reach.when, "the reviewer reaches its model")
+            }
+        }
+        let detail = match serde_json::to_value(&reach) {
+            Ok(d) => d,
+            Err(_) => return,
+        };
+        if let Err(e) = self
+            .stores
+            .metadata
+            .call(move |c| crate::db::metadata::insert_event(c, model::EVENT, None, &detail))
+            .await
+        {
+            tracing::warn!(
+                error = format!("{e:#}"),
+                "cannot record the reviewer's model check"
+            );
+        }
     }
 }
 
@@ -305,26 +364,36 @@ pub struct Runner<'a> {
 
 impl Runner<'_> {
     /// Runs one hook confined (`bash::confined`, set `network-api`, its `read` dirs), the payload
-    /// on its stdin; its network only through a proxy allowing its `hosts` rules.
+    /// on its stdin; its network only through a proxy allowing its `hosts` rules (and, with
+    /// `llm = true`, the model's host: `model::rules`).
     pub async fn run(
         &self,
         h: &HookConfig,
         p: &serde_json::Value,
         job_id: i64,
     ) -> Result<ExecResult> {
+        self.run_seen(h, p, job_id).await.0
+    }
+
+    /// [`Runner::run`], and what its proxy saw.
+    pub async fn run_seen(
+        &self,
+        h: &HookConfig,
+        p: &serde_json::Value,
+        job_id: i64,
+    ) -> (Result<ExecResult>, Vec<crate::egress::proxy::Connection>) {
         use crate::bash::confined::{self, Confinement, Egress, Ended};
-        use crate::egress::rules::{HostRule, Rules};
         let mut env = executor::filtered_env(|k| std::env::var(k).ok());
         if h.llm {
             env.extend(self.llm_env.iter().cloned());
         }
-        let rules = Rules {
-            rules: h
-                .hosts
-                .iter()
-                .map(|r| HostRule::parse(r, "hook"))
-                .collect::<Result<_, String>>()
-                .map_err(|e| anyhow::anyhow!("hook hosts: {e}"))?,
+        let rules = match model::rules(self.config, h).await {
+            Ok(r) => r,
+            Err(e) => return (Err(e), Vec::new()),
+        };
+        let stdin = match serde_json::to_vec(p) {
+            Ok(s) => s,
+            Err(e) => return (Err(e.into()), Vec::new()),
         };
         let tmp = std::env::temp_dir();
         let conf = Confinement {
@@ -346,7 +415,7 @@ impl Runner<'_> {
                 // Named apart from the job's own sandbox (negative id).
                 tag: -job_id.abs().max(1),
                 read: h.read.clone(),
-                stdin: Some(serde_json::to_vec(p)?),
+                stdin: Some(stdin),
                 overlay: None,
                 write: Vec::new(),
                 leftovers: false,
@@ -354,11 +423,13 @@ impl Runner<'_> {
             },
         )
         .await;
-        match report.ended {
+        let conns = report.connections;
+        let r = match report.ended {
             Ended::Ran(r) => Ok(r),
-            Ended::Cancelled => anyhow::bail!("cancelled: the worker is stopping"),
-            Ended::OverCap(what) => anyhow::bail!("over its cap: {what}"),
-            Ended::NotRun(n) => anyhow::bail!("{}", n.message),
-        }
+            Ended::Cancelled => Err(anyhow::anyhow!("cancelled: the worker is stopping")),
+            Ended::OverCap(what) => Err(anyhow::anyhow!("over its cap: {what}")),
+            Ended::NotRun(n) => Err(anyhow::anyhow!("{}", n.message)),
+        };
+        (r, conns)
     }
 }

@@ -1,15 +1,20 @@
-//! The JSON a hook reads on its stdin: one validation (id, client, command, the job's stated
-//! `purpose`, risk, policy, reasons, deadline), its change set when it has one (summary, every
-//! changed path apart from the diff with whether the diff shows it whole, the capped diff, the
-//! command's output, signatures), what the egress proxy saw, and the `approve` /
+//! The JSON a hook reads on its stdin: one validation of any kind (`kind`: `change_set`, a
+//! command's overlay run; `generated`, content a model generated for `generate_file`,
+//! `generate_sql` or a loop's write; `hosts`, hosts a run was refused; `command`, asked before
+//! it runs) — id, client, command, the job's stated `purpose`, risk, policy, reasons, deadline —,
+//! its change set when it has one (summary, every changed path apart from the diff with whether
+//! the diff shows it whole, the capped diff, the command's output, signatures), the generated
+//! content (path, the content up to [`CONTENT_MAX`]), the hosts it asks about (`network`: each
+//! with where it resolved and of which class, [`add_network`]), and the `approve` /
 //! `approve --learn` / `deny` command lines for the operator. Everything in it but the command
 //! lines may come from the agent: hooks must treat it as data. `text` is the same validation for a
 //! human to read (a desktop notice, an e-mail): the agent's text in it escaped by `shown`, so a
 //! hook that renders text uses `.text`, never a raw field.
 //!
 //! This module owns *what a payload says it cut*: `truncated` is true when anything was (the
-//! purpose, the diff, the command's output, or a file whose content the diff does not show whole:
-//! binary, over the per-file cap, past the change set's cap), and `cut` names each such thing.
+//! purpose, the diff, the command's output, a file whose content the diff does not show whole —
+//! binary, over the per-file cap, past the change set's cap —, or generated content past its
+//! cap), and `cut` names each such thing.
 //! A reviewer's `approve` of a payload with anything cut is never applied (`reviewer.rs`).
 
 use crate::ask::validations::Validation;
@@ -20,6 +25,9 @@ use std::path::Path;
 
 /// The longest diff a payload carries (bytes).
 pub const DIFF_MAX: usize = 64 * 1024;
+
+/// The longest generated content a payload carries (bytes).
+pub const CONTENT_MAX: usize = 64 * 1024;
 
 /// The longest purpose a payload carries (bytes).
 pub const PURPOSE_MAX: usize = 4000;
@@ -87,6 +95,28 @@ pub fn build_with(
                 "signatures": m.signatures,
             })
         });
+    // Generated content this validation is bound to (`generate_file`, `generate_sql`, a loop's
+    // write): shown whole up to its cap, so a reviewer judges what would be written.
+    let generated = generated_of(lifecycle, v).map(|(action, target, content)| {
+        if content.len() > CONTENT_MAX {
+            cut.push(format!(
+                "generated.content: cut at {CONTENT_MAX} bytes ({} in all)",
+                content.len()
+            ));
+        }
+        json!({
+            "action": action,
+            "path": target,
+            "bytes": content.len(),
+            "content": crate::quote::prefix(&content, CONTENT_MAX),
+            "content_truncated": content.len() > CONTENT_MAX,
+        })
+    });
+    let kind = match (&change_set, &generated) {
+        (Some(_), _) => "change_set",
+        (None, Some(_)) => "generated",
+        (None, None) => "command",
+    };
     let (action, purpose, purpose_cut) = job_of(lifecycle, v.job_id);
     if purpose_cut {
         cut.insert(0, format!("purpose: cut at {PURPOSE_MAX} bytes"));
@@ -109,6 +139,7 @@ pub fn build_with(
         "client": v.client_id,
         "action": action,
         "command": v.command,
+        "command_hash": v.command_hash,
         "purpose": purpose,
         "risk": v.risk_score,
         "policy": v.policy,
@@ -116,7 +147,10 @@ pub fn build_with(
         "reasons": reasons,
         "requested_at": v.requested_at,
         "expires_at": v.expires_at,
+        "kind": kind,
         "change_set": change_set,
+        "generated": generated,
+        "network": Value::Null,
         "truncated": !cut.is_empty(),
         "cut": cut,
         "approve": format!("{cli} approve {}", v.id),
@@ -125,6 +159,40 @@ pub fn build_with(
         "show": format!("{cli} show {}", v.id),
         "text": text,
     })
+}
+
+/// The host request of the validation (`egress::store::request`), added to its payload: the
+/// hosts with where each resolved and of which class, under `network`; a validation that asks
+/// about hosts a run was refused is of kind `hosts` (one asked up front stays `command`, its
+/// hosts named).
+pub fn add_network(p: &mut Value, request: Option<&crate::egress::store::Request>) {
+    let Some(r) = request else {
+        return;
+    };
+    let up_front = p["command_hash"].as_str() == Some(r.command_hash.as_str());
+    if p["kind"] == "command" && !up_front {
+        p["kind"] = json!("hosts");
+    }
+    p["network"] = json!({
+        "hosts": r.hosts,
+        "resolved": r.resolved,
+        "asked": if up_front { "named by the command, before it runs" } else { "refused to the command's run" },
+    });
+}
+
+/// The generated content `v` is bound to: (action, target, content), when its hash is the
+/// validation's.
+fn generated_of(lifecycle: &Connection, v: &Validation) -> Option<(String, String, String)> {
+    let (action, target, content, hash): (String, String, String, String) = lifecycle
+        .query_row(
+            "SELECT action, target, content, content_hash FROM llm_pending WHERE job_id = ?1",
+            [v.job_id],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        )
+        .optional()
+        .ok()
+        .flatten()?;
+    (v.command_hash.as_deref() == Some(hash.as_str())).then_some((action, target, content))
 }
 
 /// What the payload `p` says it cut (`build`); a payload that says nothing about it (one that

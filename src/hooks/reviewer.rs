@@ -98,6 +98,12 @@ pub struct Facts {
     /// The change set's signatures a human denied for this client ([`human_denied`]), each
     /// with where the denial is recorded.
     pub human_denied: Vec<String>,
+    /// The validation is about content a model generated (`payload`'s `generated`: a
+    /// `generate_file`, `generate_sql` or a loop's write), whatever the job's action.
+    pub generated: Option<String>,
+    /// The permission set of what it would run (no change set: asked up front, or a host
+    /// request), when that set has network.
+    pub network_set: Option<String>,
 }
 
 /// Actions whose validations show generated content (a model's file or SQL, a program's tool
@@ -111,6 +117,16 @@ pub fn approve_refusals(f: &Facts) -> Vec<String> {
     if let Some(a) = f.action.as_deref().filter(|a| GENERATED.contains(a)) {
         out.push(format!(
             "the job's action {a} generates what it asks about: a reviewer may deny or ask, never approve"
+        ));
+    }
+    if let Some(g) = &f.generated {
+        out.push(format!(
+            "the validation is about generated content ({g}): a reviewer may deny or ask, never approve"
+        ));
+    }
+    if let Some(set) = &f.network_set {
+        out.push(format!(
+            "network: what it runs has network (set {set}) — a reviewer may deny or ask, never approve"
         ));
     }
     if !f.hosts.is_empty() {
@@ -293,6 +309,21 @@ pub fn facts_of(
             }
         }
     }
+    let generated = p["generated"].as_object().map(|g| {
+        format!(
+            "{} of {}",
+            g.get("action").and_then(Value::as_str).unwrap_or("?"),
+            g.get("path").and_then(Value::as_str).unwrap_or("?")
+        )
+    });
+    // A change set was captured on the overlay (what it reached is in `hosts`); anything else
+    // runs, or re-runs, with the network of its set.
+    let network_set = v
+        .permission_set
+        .as_deref()
+        .filter(|_| p["change_set"].is_null())
+        .filter(|s| crate::permset::parse(s).is_ok_and(|s| s.network()))
+        .map(str::to_string);
     Ok(Facts {
         action: p["action"].as_str().map(str::to_string),
         cut: super::payload::cut(p),
@@ -300,6 +331,8 @@ pub fn facts_of(
         protected,
         learn,
         human_denied,
+        generated,
+        network_set,
     })
 }
 
@@ -627,7 +660,8 @@ mod tests {
     }
 
     /// What a reviewer's answer becomes, per fact: only a local, fully shown change set with no
-    /// protected path and no host takes an `approve`; `deny` and `ask` always stand.
+    /// protected path and no host takes an `approve`; `deny` and `ask` always stand. Long because
+    /// it is one table, a row per fact.
     #[test]
     fn a_reviewer_approves_only_local_fully_shown_unprotected_change_sets() {
         let ok = Facts {
@@ -732,6 +766,23 @@ mod tests {
                     ..ok.clone()
                 },
                 Some("a human denied `sed -i EXPR WS_PATH` for client local"),
+            ),
+            (
+                "a loop's write of generated content",
+                Facts {
+                    action: Some("loop".into()),
+                    generated: Some("write of /ws/a.py".into()),
+                    ..ok.clone()
+                },
+                Some("generated content (write of /ws/a.py)"),
+            ),
+            (
+                "a command with network asked up front",
+                Facts {
+                    network_set: Some("network-api".into()),
+                    ..ok.clone()
+                },
+                Some("set network-api"),
             ),
             (
                 "no change set",
