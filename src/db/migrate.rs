@@ -35,6 +35,7 @@ fn steps(kind: DbKind) -> Vec<&'static str> {
         // 6: egress_connections, egress_hosts, egress_requests (egress by host, issue 23)
         // 7: egress_connections.attempts/first_ms (per-host aggregates, issue 33)
         // 8: signature_examples, signature_evidence.denied_*/suspended* (issue 35)
+        // 9: journal.diff/validation_id/decided_by (applied change sets audited, issue 36)
         DbKind::Security => vec![
             kind.schema(),
             include_str!("../../schema/command_security.2.sql"),
@@ -44,6 +45,7 @@ fn steps(kind: DbKind) -> Vec<&'static str> {
             include_str!("../../schema/command_security.6.sql"),
             include_str!("../../schema/command_security.7.sql"),
             include_str!("../../schema/command_security.8.sql"),
+            include_str!("../../schema/command_security.9.sql"),
         ],
         // 2: store (data-dir identity, issue 21)
         // 3: heartbeat.problem (the worker's view of what blocks it, issue 21)
