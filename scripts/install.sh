@@ -112,7 +112,13 @@ Fix it (see 'brainloop run --print-config' for the keys) and run install.sh agai
 fi
 
 $dry_run && echo "install.sh: dry run: nothing is changed"
-echo "installing $version from $bin_src"
+size_mb=$(( $(stat -c %s "$bin_src") / 1048576 ))
+echo "installing $version ($size_mb MiB) from $bin_src"
+# The release profile ships a lean binary (line tables for brainloop only, issue 36): about
+# 45 MiB. One far bigger was built with every dependency's debug info.
+if (( size_mb > 100 )); then
+    echo "install.sh: warning: $bin_src is $size_mb MiB: built with every dependency's debug info (CARGO_PROFILE_RELEASE_DEBUG, or an older Cargo.toml)? 'cargo build --release' from this checkout builds the lean one" >&2
+fi
 
 # --- User and group ------------------------------------------------------------------------
 if getent group "$NAME" >/dev/null; then

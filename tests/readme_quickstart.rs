@@ -162,7 +162,7 @@ struct Reader {
     home: PathBuf,
     worker: Option<Child>,
     worker_pid: Option<i32>,
-    _root: tempfile::TempDir,
+    root: tempfile::TempDir,
 }
 
 impl Reader {
@@ -198,14 +198,20 @@ impl Reader {
             home,
             worker: None,
             worker_pid: None,
-            _root: root,
+            root,
         };
-        // What rustup's installer adds to a login profile, so `cargo install` binaries are found.
-        let profile = r.home.join(".profile");
-        let mut text = std::fs::read_to_string(&profile).unwrap_or_default();
-        text.push_str("\nexport PATH=\"$HOME/.cargo/bin:$PATH\"\n");
-        std::fs::write(&profile, text).unwrap();
-        r.chown(&profile);
+        // What rustup's installer adds to the login profiles, so `cargo install` binaries are
+        // found: `.profile`, and the bash ones that would shadow it when the skeleton has them.
+        for name in [".profile", ".bash_profile", ".bash_login"] {
+            let profile = r.home.join(name);
+            if name != ".profile" && !profile.exists() {
+                continue;
+            }
+            let mut text = std::fs::read_to_string(&profile).unwrap_or_default();
+            text.push_str("\nexport PATH=\"$HOME/.cargo/bin:$PATH\"\n");
+            std::fs::write(&profile, text).unwrap();
+            r.chown(&profile);
+        }
         r
     }
 
@@ -346,7 +352,7 @@ async fn the_readme_quick_start_runs_literally_as_a_new_login_user_created_when_
         assert!(l.starts_with("cargo test"), "an unknown line in the first block: {l}");
     }
     reader.install();
-    let log = std::fs::File::create(reader._root.path().join("worker.log")).unwrap();
+    let log = std::fs::File::create(reader.root.path().join("worker.log")).unwrap();
     let worker = reader
         .login_shell(daemon)
         .stdin(Stdio::null())
@@ -402,7 +408,7 @@ async fn the_readme_quick_start_runs_literally_as_a_new_login_user_created_when_
                 c.args(&args).current_dir("/");
                 let (transport, _) = TokioChildProcess::builder(c)
                     .stderr(
-                        std::fs::File::create(reader._root.path().join("mcp.log")).unwrap(),
+                        std::fs::File::create(reader.root.path().join("mcp.log")).unwrap(),
                     )
                     .spawn()
                     .expect("start the MCP server the README configures");
@@ -469,7 +475,7 @@ async fn the_readme_quick_start_runs_literally_as_a_new_login_user_created_when_
                 block.trim(),
                 out.status.code(),
                 step.landmark,
-                std::fs::read_to_string(reader._root.path().join("worker.log"))
+                std::fs::read_to_string(reader.root.path().join("worker.log"))
                     .unwrap_or_default()
             );
             std::thread::sleep(Duration::from_millis(200));
