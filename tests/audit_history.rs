@@ -49,7 +49,10 @@ fn an_applied_change_set_keeps_its_diff_decider_and_local_time_after_the_sweep_u
     let (st, v, _) = past(&env, asked, &asked_vid);
     assert_eq!(st, "succeeded", "{v}");
     let (auto, st, v, _) = submit(&env, "echo again > other.txt");
-    assert_eq!(st, "succeeded", "the learned signature applies it unasked: {v}");
+    assert_eq!(
+        st, "succeeded",
+        "the learned signature applies it unasked: {v}"
+    );
     assert_eq!(v["policy_used"], "signature_learned", "{v}");
     // A denial is a decision too.
     let (denied, st, v, _) = submit(&env, "mkdir denied_dir");

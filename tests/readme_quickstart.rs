@@ -5,8 +5,8 @@
 //! The test extracts the README's own fenced blocks from "## Two commands" to "## Where to go
 //! next" and runs every `sh` block, in order, as that user (`runuser -l`: a login shell, its
 //! environment cleared) in `~/brainloop-try`, with the binary under test — never a second build:
-//! `cargo install --locked --path .` is what puts it in `~/.cargo/bin`, so the test copies the
-//! binary there and the user's `~/.profile` puts that directory on `PATH`, as rustup's installer
+//! the README's `cargo install` is what puts it in `~/.cargo/bin`, so the test copies the binary
+//! there and the user's `~/.profile` puts that directory on `PATH`, as rustup's installer
 //! does. The `json` block is the MCP client's configuration: its command and args are started as
 //! the user by rmcp's client (the one `tests/mcp_e2e.rs` uses), which makes the call the README
 //! names, before and after the README's `grant` line. What the test substitutes, and only that:
@@ -29,6 +29,8 @@ use std::time::{Duration, Instant};
 
 const README: &str = include_str!("../README.md");
 const LONG: Duration = Duration::from_secs(120);
+/// The README's install line, which the test does itself with the binary under test.
+const INSTALL: &str = "cargo install --locked --profile dist --path . && ";
 
 /// A fenced block of the README: its language and text.
 #[derive(Debug, Clone)]
@@ -105,7 +107,8 @@ const STEPS: &[Expect] = &[
         retry: false,
     },
     Expect {
-        command: "brainloop enqueue execute_bash --params '{\"command\": \"echo hello > notes.txt\"}'",
+        command:
+            "brainloop enqueue execute_bash --params '{\"command\": \"echo hello > notes.txt\"}'",
         // The job id the later `show 3` and `undo 3` use: the README's exact output.
         landmark: "3\n",
         success: true,
@@ -227,7 +230,7 @@ impl Reader {
         }
     }
 
-    /// What `cargo install --locked --path .` leaves: the binary in `~/.cargo/bin` (the one
+    /// What the README's `cargo install` leaves: the binary in `~/.cargo/bin` (the one
     /// under test, copied; no second build).
     fn install(&self) {
         let bin = self.home.join(".cargo/bin");
@@ -307,7 +310,9 @@ fn text(o: &Output) -> String {
 
 /// A 32-hex-digit word: a validation id.
 fn is_validation_id(w: &str) -> bool {
-    w.len() == 32 && w.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+    w.len() == 32
+        && w.bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
 }
 
 /// The README's call, through the MCP server its `json` block configures: (is_error, content).
@@ -344,12 +349,15 @@ async fn the_readme_quick_start_runs_literally_as_a_new_login_user_created_when_
     let mut lines = first.text.lines();
     let start = lines.next().unwrap_or_default();
     let daemon = start
-        .strip_prefix("cargo install --locked --path . && ")
-        .unwrap_or_else(|| panic!("the first command is not `cargo install --locked --path . && …`: {start}"));
+        .strip_prefix(INSTALL)
+        .unwrap_or_else(|| panic!("the first command is not `{INSTALL}…`: {start}"));
     assert!(daemon.ends_with("brainloop run"), "{daemon}");
     // The second line is the test suite this test is part of.
     for l in lines {
-        assert!(l.starts_with("cargo test"), "an unknown line in the first block: {l}");
+        assert!(
+            l.starts_with("cargo test"),
+            "an unknown line in the first block: {l}"
+        );
     }
     reader.install();
     let log = std::fs::File::create(reader.root.path().join("worker.log")).unwrap();
@@ -372,7 +380,10 @@ async fn the_readme_quick_start_runs_literally_as_a_new_login_user_created_when_
     let mut mcp: Option<rmcp::service::RunningService<rmcp::RoleClient, ()>> = None;
     let mcp_args: Value = {
         let call = r#"{"action": "execute_bash", "params": {"command": "ls"}}"#;
-        assert!(part.contains(call), "the README names the MCP client's first call");
+        assert!(
+            part.contains(call),
+            "the README names the MCP client's first call"
+        );
         serde_json::from_str(call).unwrap()
     };
     let mut i = 1;
@@ -407,9 +418,7 @@ async fn the_readme_quick_start_runs_literally_as_a_new_login_user_created_when_
                 };
                 c.args(&args).current_dir("/");
                 let (transport, _) = TokioChildProcess::builder(c)
-                    .stderr(
-                        std::fs::File::create(reader.root.path().join("mcp.log")).unwrap(),
-                    )
+                    .stderr(std::fs::File::create(reader.root.path().join("mcp.log")).unwrap())
                     .spawn()
                     .expect("start the MCP server the README configures");
                 let service = ().serve(transport).await.expect("MCP initialize");
@@ -423,11 +432,17 @@ async fn the_readme_quick_start_runs_literally_as_a_new_login_user_created_when_
                 assert!(err.contains(landmark), "{body}");
                 assert!(err.contains("brainloop grant me SYSTEM_COMMAND"), "{body}");
                 let readme_says = shown.map(|s| s.text.as_str()).unwrap_or_default();
-                assert!(readme_says.contains(landmark), "the README shows the refusal");
+                assert!(
+                    readme_says.contains(landmark),
+                    "the README shows the refusal"
+                );
                 mcp = Some(service);
                 continue;
             }
-            other => panic!("an unexpected `{other}` block in the quick start:\n{}", b.text),
+            other => panic!(
+                "an unexpected `{other}` block in the quick start:\n{}",
+                b.text
+            ),
         }
         // A command: substitute the validation id the reader copies, run it as the reader.
         let block = b
@@ -475,8 +490,7 @@ async fn the_readme_quick_start_runs_literally_as_a_new_login_user_created_when_
                 block.trim(),
                 out.status.code(),
                 step.landmark,
-                std::fs::read_to_string(reader.root.path().join("worker.log"))
-                    .unwrap_or_default()
+                std::fs::read_to_string(reader.root.path().join("worker.log")).unwrap_or_default()
             );
             std::thread::sleep(Duration::from_millis(200));
         };
@@ -499,13 +513,14 @@ async fn the_readme_quick_start_runs_literally_as_a_new_login_user_created_when_
         }
         if step.command.starts_with("brainloop grant") {
             // After the grant: the same call runs.
-            let service = mcp
-                .as_ref()
-                .expect("the MCP block comes before the grant");
+            let service = mcp.as_ref().expect("the MCP block comes before the grant");
             let (is_error, body) = mcp_call(service, &mcp_args).await;
             assert!(!is_error, "{body}");
             assert_eq!(body["status"], "succeeded", "{body}");
-            assert_eq!(body["result"]["policy_used"], "sandboxed_readonly", "{body}");
+            assert_eq!(
+                body["result"]["policy_used"], "sandboxed_readonly",
+                "{body}"
+            );
         }
     }
     assert!(
@@ -533,7 +548,10 @@ async fn the_readme_quick_start_runs_literally_as_a_new_login_user_created_when_
         std::thread::sleep(Duration::from_millis(100));
     };
     reader.worker_pid = None;
-    assert!(st.success(), "the first shell's `brainloop run` exit: {st:?}");
+    assert!(
+        st.success(),
+        "the first shell's `brainloop run` exit: {st:?}"
+    );
     let out = reader.run("brainloop status");
     assert_eq!(out.status.code(), Some(3), "{}", text(&out));
     assert!(text(&out).contains("stopped"), "{}", text(&out));

@@ -28,7 +28,10 @@ impl Tmux {
             v.as_ref().is_ok_and(|o| o.status.success()),
             "CANNOT RUN HERE: tmux is missing ({v:?}); install tmux to test `brainloop review`"
         );
-        let socket = format!("brainloop-review-test-{}-{width}x{height}", std::process::id());
+        let socket = format!(
+            "brainloop-review-test-{}-{width}x{height}",
+            std::process::id()
+        );
         let ok = Command::new("tmux")
             .args([
                 "-L",
@@ -181,11 +184,9 @@ fn review_at_80x24_shows_the_diff_and_the_keys_and_confirms_deny() {
     let j0 = pending(&env, "echo applied > c.txt");
     let v0: String = env
         .output()
-        .query_row(
-            "SELECT id FROM validations WHERE job_id = ?1",
-            [j0],
-            |r| r.get(0),
-        )
+        .query_row("SELECT id FROM validations WHERE job_id = ?1", [j0], |r| {
+            r.get(0)
+        })
         .unwrap();
     let (st, out, err) = env.cli(&["approve", &v0]);
     assert!(st.success(), "{out}{err}");
@@ -204,7 +205,10 @@ fn review_at_80x24_shows_the_diff_and_the_keys_and_confirms_deny() {
         "d deny",
     ]);
     assert_eq!(s.lines().count().min(24), s.lines().count(), "{s}");
-    assert!(s.contains(&format!("job {j0}")), "the applied list shows: {s}");
+    assert!(
+        s.contains(&format!("job {j0}")),
+        "the applied list shows: {s}"
+    );
     ui.keys("d");
     ui.wait_for(&[&format!("DENY job {j1}")]);
     ui.keys("Escape");

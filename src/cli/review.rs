@@ -70,7 +70,8 @@ struct App {
 }
 
 /// The keys, as the status line shows them while nothing else is said.
-const KEYS: &str = "a approve · L approve --learn · d deny · s skip · Tab applied · u undo · q quit";
+const KEYS: &str =
+    "a approve · L approve --learn · d deny · s skip · Tab applied · u undo · q quit";
 
 fn load_pending(config: &Config) -> Result<Vec<Item>> {
     let out = db::open_read_only(&config.data_dir, DbKind::Output)?;
