@@ -20,7 +20,8 @@ Usage: sudo scripts/install.sh [--dry-run] [BINARY]
 
 Installs brainloop as a systemd service:
   - creates the system user and group '$NAME' (producers join the group to write input.db);
-  - installs BINARY (default: target/release/brainloop of this repository) as $BIN_DEST;
+  - installs BINARY (default: target/dist/brainloop of this repository, the lean build;
+    else target/release/brainloop) as $BIN_DEST;
   - creates $ETC_DIR/ with a fully commented $CONFIG generated from
     'brainloop run --print-config' and $ENV_FILE pointing the service at it
     (both kept if they already exist);
@@ -33,7 +34,8 @@ Options:
   --dry-run    print what would be done, change nothing (works without root)
   -h, --help   this help
 
-Build the binary first: cargo build --release
+Build the binary first: cargo build --profile dist (no debug info; --release works too,
+with every dependency's line tables: a binary five times bigger)
 EOF
 }
 
@@ -55,7 +57,10 @@ while [[ $# -gt 0 ]]; do
         *) [[ -z $bin_src ]] || usage_error "only one BINARY argument"; bin_src=$1; shift ;;
     esac
 done
-[[ -n $bin_src ]] || bin_src="$repo/target/release/brainloop"
+if [[ -z $bin_src ]]; then
+    bin_src="$repo/target/dist/brainloop"
+    [[ -f $bin_src || ! -f $repo/target/release/brainloop ]] || bin_src="$repo/target/release/brainloop"
+fi
 
 if [[ $EUID -ne 0 ]] && ! $dry_run; then
     die "must be run as root (it creates the '$NAME' user and writes /usr/local/bin, /etc and /var/lib).
@@ -90,7 +95,7 @@ systemd_running() { [[ -d /run/systemd/system ]]; }
 [[ -f $unit_src ]] || die "unit file not found: $unit_src"
 if [[ ! -f $bin_src ]]; then
     die "binary not found: $bin_src
-Build it first (cargo build --release) or pass its path: sudo $0 PATH/TO/brainloop"
+Build it first (cargo build --profile dist) or pass its path: sudo $0 PATH/TO/brainloop"
 fi
 [[ -x $bin_src ]] || die "$bin_src is not executable"
 version=$("$bin_src" --version 2>&1) || die "$bin_src --version failed: $version"
@@ -112,7 +117,13 @@ Fix it (see 'brainloop run --print-config' for the keys) and run install.sh agai
 fi
 
 $dry_run && echo "install.sh: dry run: nothing is changed"
-echo "installing $version from $bin_src"
+size_mb=$(( $(stat -c %s "$bin_src") / 1048576 ))
+echo "installing $version ($size_mb MiB) from $bin_src"
+# What ships is the dist profile's build (no debug info, issue 36); a release build carries every
+# dependency's line tables (about 190 MiB).
+if (( size_mb > 100 )); then
+    echo "install.sh: warning: $bin_src is $size_mb MiB, with every dependency's debug info: 'cargo build --profile dist' builds the lean one (target/dist/brainloop)" >&2
+fi
 
 # --- User and group ------------------------------------------------------------------------
 if getent group "$NAME" >/dev/null; then

@@ -5,7 +5,8 @@
 //! agent sessions whose job ended outside them; discards the change sets (`changes/<job>`) of
 //! jobs whose final result is committed; then checkpoints each database's WAL (`TRUNCATE`) so
 //! the `-wal` files stay small and runs `incremental_vacuum` so freed pages go back to the disk.
-//! The audit trail and policy history are kept. (input.db belongs to the producers: the worker never deletes there.)
+//! The diff an applied change set kept for `brainloop show` (`bash::journal`) is dropped after
+//! `results_days`, the rest of its journal row kept. The audit trail and policy history are kept. (input.db belongs to the producers: the worker never deletes there.)
 
 use crate::config::Config;
 use crate::db::{lifecycle, metadata, output, write_tx, Db, Stores};
@@ -71,11 +72,13 @@ pub async fn pass(
             + stores
                 .security
                 .call(move |c| {
-                    // Egress records and consumed approvals are kept as long as executions.
+                    // Egress records and consumed approvals are kept as long as executions;
+                    // the diffs of applied change sets as long as results.
                     Ok(write_tx(c, |tx| {
                         Ok(crate::bash::registry::prune_executions(tx, ex, BATCH)?
                             + crate::egress::store::prune(tx, ex, BATCH)?
-                            + crate::ask::validations::prune_approvals(tx, ex, BATCH)?)
+                            + crate::ask::validations::prune_approvals(tx, ex, BATCH)?
+                            + crate::bash::journal::prune_diffs(tx, res, BATCH)?)
                     })?)
                 })
                 .await?;

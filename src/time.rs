@@ -60,3 +60,41 @@ pub fn significant_step(step: i64) -> i64 {
         0
     }
 }
+
+/// A stored instant (unix ms) as the operator reads it: local time with its UTC offset
+/// (`2026-11-26 23:13:08 +01:00`; the zone is `TZ`, else `/etc/localtime`). The raw value when
+/// it is out of range.
+pub fn local(ms: i64) -> String {
+    use chrono::TimeZone;
+    match chrono::Local.timestamp_millis_opt(ms) {
+        chrono::LocalResult::Single(t) | chrono::LocalResult::Ambiguous(t, _) => {
+            t.format("%Y-%m-%d %H:%M:%S %:z").to_string()
+        }
+        chrono::LocalResult::None => ms.to_string(),
+    }
+}
+
+/// [`local`] followed by how long ago it was (`… (3 min ago)`), measured against `now` (ms).
+pub fn local_ago(ms: i64, now: i64) -> String {
+    let s = (now - ms) / 1000;
+    let ago = match s {
+        s if s < 0 => "in the future".to_string(),
+        s if s < 60 => format!("{s} s ago"),
+        s if s < 3600 => format!("{} min ago", s / 60),
+        s if s < 172_800 => format!("{} h ago", s / 3600),
+        s => format!("{} days ago", s / 86_400),
+    };
+    format!("{} ({ago})", local(ms))
+}
+
+#[cfg(test)]
+mod local_tests {
+    #[test]
+    fn local_time_names_its_offset_and_the_age() {
+        let t = super::local(1_795_730_988_062);
+        assert!(t.starts_with("2026-11-"), "{t}");
+        assert!(t.contains('+') || t.contains('-'), "{t}");
+        assert!(super::local_ago(0, 90_000).ends_with("(1 min ago)"));
+        assert!(super::local_ago(0, 3 * 86_400_000).ends_with("(3 days ago)"));
+    }
+}

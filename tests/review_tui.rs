@@ -2,7 +2,9 @@
 //! (`send-keys`, `capture-pane`) against a real worker. It lists the pending validations with the
 //! selected one's diff; `a` approves (the change set is applied), `d` denies (nothing applied),
 //! `L` on a protected path is refused on screen with the reason (still pending), and `Tab` + `u`
-//! undoes the applied change set. tmux missing = the test fails saying CANNOT RUN HERE.
+//! undoes the applied change set. `d` asks for a confirmation (issue 36): any other key cancels,
+//! `y` denies. At 80×24 (issue 36) the selected validation's diff is on screen with its command
+//! and the keys. tmux missing = the test fails saying CANNOT RUN HERE.
 
 mod common;
 
@@ -17,12 +19,19 @@ struct Tmux {
 
 impl Tmux {
     fn start(cmd: &str) -> Tmux {
+        Tmux::start_sized(cmd, 180, 45)
+    }
+
+    fn start_sized(cmd: &str, width: u16, height: u16) -> Tmux {
         let v = Command::new("tmux").arg("-V").output();
         assert!(
             v.as_ref().is_ok_and(|o| o.status.success()),
             "CANNOT RUN HERE: tmux is missing ({v:?}); install tmux to test `brainloop review`"
         );
-        let socket = format!("brainloop-review-test-{}", std::process::id());
+        let socket = format!(
+            "brainloop-review-test-{}-{width}x{height}",
+            std::process::id()
+        );
         let ok = Command::new("tmux")
             .args([
                 "-L",
@@ -32,9 +41,9 @@ impl Tmux {
                 "-s",
                 "review",
                 "-x",
-                "180",
+                &width.to_string(),
                 "-y",
-                "45",
+                &height.to_string(),
                 cmd,
             ])
             .status()
@@ -115,7 +124,17 @@ fn review_in_tmux_approves_denies_refuses_learning_a_protected_path_and_undoes()
     assert_eq!(read(&env, "a.txt").as_deref(), Some("ONE\ntwo\n"));
 
     ui.wait_for(&["pending (2)", "+X"]);
+    // `d` asks first; another key cancels it, and nothing is decided.
     ui.keys("d");
+    ui.wait_for(&[&format!("DENY job {j2}"), "y or d: deny"]);
+    ui.keys("x");
+    ui.wait_for(&[&format!("deny of job {j2} cancelled")]);
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(common::settled(&env, j2).0, "pending_validation");
+    ui.wait_for(&["pending (2)"]);
+    ui.keys("d");
+    ui.wait_for(&[&format!("DENY job {j2}")]);
+    ui.keys("y");
     ui.wait_for(&["deny validation", &format!("(job {j2})")]);
     assert_eq!(final_result(&env, j2).0, "denied");
     assert_eq!(read(&env, "b.txt").as_deref(), Some("x\n"));
@@ -147,4 +166,61 @@ fn review_in_tmux_approves_denies_refuses_learning_a_protected_path_and_undoes()
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// Issue 36: at 80×24 the screen hid the diff behind the reasons (a 35/65 split and an 8-row
+/// applied list). Now the selected validation's command and diff, the pending list and the keys
+/// all show, and `d` still asks before it denies.
+#[test]
+fn review_at_80x24_shows_the_diff_and_the_keys_and_confirms_deny() {
+    common::require_sandbox();
+    let env = Env::new();
+    std::fs::write(env.workspace.join("a.txt"), "one\ntwo\n").unwrap();
+    std::fs::write(env.workspace.join("b.txt"), "x\n").unwrap();
+    let _d = env.start(&[]);
+    let j1 = pending(&env, "sed -i s/one/ONE/ a.txt");
+    let j2 = pending(&env, "sed -i s/x/X/ b.txt");
+    // An applied change set too, so the applied list takes its rows.
+    let j0 = pending(&env, "echo applied > c.txt");
+    let v0: String = env
+        .output()
+        .query_row("SELECT id FROM validations WHERE job_id = ?1", [j0], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    let (st, out, err) = env.cli(&["approve", &v0]);
+    assert!(st.success(), "{out}{err}");
+    assert_eq!(final_result(&env, j0).0, "succeeded");
+
+    let ui = Tmux::start_sized(
+        &format!("{BIN} --data-dir {} review", env.data.display()),
+        80,
+        24,
+    );
+    let s = ui.wait_for(&[
+        "pending (2)",
+        "sed -i s/one/ONE/ a.txt",
+        "-one",
+        "+ONE",
+        "d deny",
+    ]);
+    assert_eq!(s.lines().count().min(24), s.lines().count(), "{s}");
+    assert!(
+        s.contains(&format!("job {j0}")),
+        "the applied list shows: {s}"
+    );
+    ui.keys("d");
+    ui.wait_for(&[&format!("DENY job {j1}")]);
+    ui.keys("Escape");
+    ui.wait_for(&["cancelled"]);
+    assert_eq!(common::settled(&env, j1).0, "pending_validation");
+    ui.keys("d");
+    ui.wait_for(&[&format!("DENY job {j1}")]);
+    ui.keys("d");
+    ui.wait_for(&["deny validation", &format!("(job {j1})")]);
+    assert_eq!(final_result(&env, j1).0, "denied");
+    assert_eq!(read(&env, "a.txt").as_deref(), Some("one\ntwo\n"));
+    ui.wait_for(&["pending (1)", "+X"]);
+    assert_eq!(common::settled(&env, j2).0, "pending_validation");
+    ui.keys("q");
 }

@@ -444,6 +444,29 @@ pub fn last_decision(security: &Connection, id: &str) -> Result<Option<ApprovalR
         .optional()?)
 }
 
+/// The newest decision rows (any validation, consumed or not), newest first: what
+/// `brainloop history` lists.
+pub fn recent_decisions(security: &Connection, limit: usize) -> Result<Vec<ApprovalRow>> {
+    let mut s = security.prepare_cached(
+        "SELECT id, validation_id, decision, reason, decided_by, created_at, learn FROM approvals ORDER BY created_at DESC, id DESC LIMIT ?1",
+    )?;
+    let rows = s
+        .query_map([limit as i64], approval_row)?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(rows)
+}
+
+/// The validations that expired most recently (unanswered), newest first.
+pub fn recent_expired(output: &Connection, limit: usize) -> Result<Vec<Validation>> {
+    let mut s = output.prepare_cached(&format!(
+        "SELECT {COLS} FROM validations WHERE status = 'expired' ORDER BY decided_at DESC LIMIT ?1"
+    ))?;
+    let rows = s
+        .query_map([limit as i64], row)?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(rows)
+}
+
 /// Every decision row written for validation `id` (consumed or not), oldest first: the first
 /// one the worker consumed decided it.
 pub fn decisions_of(security: &Connection, id: &str) -> Result<Vec<ApprovalRow>> {

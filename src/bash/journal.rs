@@ -1,6 +1,11 @@
 //! command_security.db `journal`: one row per applied change set (its command, workspace, the
 //! policy that applied it, the summary and the journaled entries that undo it), and when it was
 //! undone. The files themselves (`data_dir/journal/<job>/`) belong to `bash::changes`.
+//!
+//! The row is also the audit of the apply (issue 36): the diff that was shown, the validation
+//! it answered and who or what decided stay after the overlay is swept, so `brainloop show` and
+//! `brainloop history` can say what changed the workspace; the diff alone is dropped by the
+//! retention pass ([`prune_diffs`]), the rest of the row is kept.
 
 use crate::db::write_tx;
 use anyhow::Result;
@@ -15,15 +20,90 @@ pub struct Applied {
     pub summary: String,
     /// The journal's entries as JSON.
     pub entries: String,
+    /// The change set's diff as shown (`ChangeSet::diff`).
+    pub diff: String,
+    /// The validation whose approval applied it (None: applied unasked).
+    pub validation_id: Option<String>,
+    /// Who or what decided: the approval's `decided_by`, or `worker: …`.
+    pub decided_by: String,
+}
+
+/// An applied change set as `show` and `history` read it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    pub job_id: i64,
+    pub command: String,
+    pub workspace: String,
+    pub policy_used: String,
+    pub summary: String,
+    pub applied_at: i64,
+    pub undone_at: Option<i64>,
+    /// None: dropped by retention, or applied before the diff was kept.
+    pub diff: Option<String>,
+    pub validation_id: Option<String>,
+    pub decided_by: Option<String>,
+}
+
+const ROW_COLS: &str = "job_id, command, workspace, policy_used, summary, applied_at, undone_at, diff, validation_id, decided_by";
+
+fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
+    Ok(Row {
+        job_id: r.get(0)?,
+        command: r.get(1)?,
+        workspace: r.get(2)?,
+        policy_used: r.get(3)?,
+        summary: r.get(4)?,
+        applied_at: r.get(5)?,
+        undone_at: r.get(6)?,
+        diff: r.get(7)?,
+        validation_id: r.get(8)?,
+        decided_by: r.get(9)?,
+    })
+}
+
+/// A job's applied change set, if it has one.
+pub fn of_job(security: &Connection, job_id: i64) -> Result<Option<Row>> {
+    Ok(security
+        .query_row(
+            &format!("SELECT {ROW_COLS} FROM journal WHERE job_id = ?1"),
+            [job_id],
+            row,
+        )
+        .optional()?)
+}
+
+/// The change sets applied or undone most recently (by the later of the two), newest first.
+pub fn recent(security: &Connection, limit: usize) -> Result<Vec<Row>> {
+    let mut st = security.prepare(&format!(
+        "SELECT {ROW_COLS} FROM journal ORDER BY max(applied_at, coalesce(undone_at, 0)) DESC, job_id DESC LIMIT ?1"
+    ))?;
+    let rows = st
+        .query_map([limit as i64], row)?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(rows)
+}
+
+/// Drops the kept diff of change sets applied before `before` (unix ms), at most `limit` rows;
+/// the rest of each row (what was applied, when, by whom, undo) is kept. Returns how many.
+pub fn prune_diffs(
+    tx: &rusqlite::Transaction<'_>,
+    before: i64,
+    limit: usize,
+) -> rusqlite::Result<usize> {
+    tx.execute(
+        "UPDATE journal SET diff = NULL WHERE job_id IN
+           (SELECT job_id FROM journal WHERE diff IS NOT NULL AND applied_at < ?1 LIMIT ?2)",
+        params![before, limit as i64],
+    )
 }
 
 /// Records (or replaces) a job's applied change set, not undone.
 pub fn record(security: &mut Connection, a: &Applied, now: i64) -> Result<()> {
     write_tx(security, |tx| {
         tx.execute(
-            "INSERT OR REPLACE INTO journal(job_id, command, workspace, policy_used, summary, entries, applied_at, undone_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, NULL)",
-            params![a.job_id, a.command, a.workspace, a.policy_used, a.summary, a.entries, now],
+            "INSERT OR REPLACE INTO journal(job_id, command, workspace, policy_used, summary, entries, applied_at, undone_at, diff, validation_id, decided_by)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, NULL, ?8, ?9, ?10)",
+            params![a.job_id, a.command, a.workspace, a.policy_used, a.summary, a.entries, now, a.diff, a.validation_id, a.decided_by],
         )
     })?;
     Ok(())
@@ -74,8 +154,22 @@ mod tests {
             policy_used: "ask".into(),
             summary: "1 modified".into(),
             entries: "[]".into(),
+            diff: "--- a/f\n+++ b/f\n".into(),
+            validation_id: Some("v1".into()),
+            decided_by: "operator:uid 0".into(),
         };
         record(&mut c, &a, 10).unwrap();
+        let r = of_job(&c, 7).unwrap().unwrap();
+        assert_eq!(r.diff.as_deref(), Some("--- a/f\n+++ b/f\n"));
+        assert_eq!(r.decided_by.as_deref(), Some("operator:uid 0"));
+        // Retention drops the diff of older applies only, and keeps the row.
+        let tx = c.transaction().unwrap();
+        assert_eq!(prune_diffs(&tx, 10, 100).unwrap(), 0);
+        assert_eq!(prune_diffs(&tx, 11, 100).unwrap(), 1);
+        tx.commit().unwrap();
+        let r = of_job(&c, 7).unwrap().unwrap();
+        assert_eq!((r.diff, r.applied_at), (None, 10));
+        assert_eq!(recent(&c, 5).unwrap().len(), 1);
         assert_eq!(
             for_undo(&c, 7).unwrap(),
             Some(("/ws".into(), "[]".into(), None))

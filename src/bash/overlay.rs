@@ -443,7 +443,7 @@ pub(crate) fn apply_recorded(
             });
         }
     };
-    journal_row(stores, m, policy_used, &journal);
+    journal_row(stores, m, policy_used, validation_id, &journal);
     let out = result::on_overlay(
         m,
         policy_used,
@@ -558,10 +558,38 @@ fn say(out: &mut Outcome, said: String) {
 }
 
 /// The `journal` row of an applied change set (`brainloop undo` reads it; the entries are also
-/// in `journal/<job>/entries.json`).
-fn journal_row(stores: &Stores, m: &Manifest, policy_used: &str, journal: &changes::Journal) {
+/// in `journal/<job>/entries.json`), with what `show` and `history` audit: the diff, the
+/// validation and who or what decided.
+fn journal_row(
+    stores: &Stores,
+    m: &Manifest,
+    policy_used: &str,
+    validation_id: Option<&str>,
+    journal: &changes::Journal,
+) {
     let job_id = m.job_id;
     let entries = serde_json::to_string(&journal.entries).unwrap_or_else(|_| "[]".into());
+    let decided_by = match validation_id {
+        Some(v) => stores
+            .security
+            .with(|c| crate::ask::validations::decisions_of(c, v))
+            .ok()
+            .and_then(|ds| {
+                // The first decision that runs is the one the worker consumed.
+                ds.into_iter()
+                    .find(|d| d.decision.is_some_and(|d| d.runs()))
+            })
+            .map(|a| a.decided_by)
+            .unwrap_or_else(|| format!("the approval of validation {v}")),
+        None => match policy_used {
+            "signature_learned" => format!(
+                "worker: every signature learned ({})",
+                m.signatures.join(" | ")
+            ),
+            "promoted" => "worker: the client's overlay promotion".to_string(),
+            p => format!("worker: {p}"),
+        },
+    };
     let applied = crate::bash::journal::Applied {
         job_id,
         command: m.command.clone(),
@@ -569,6 +597,9 @@ fn journal_row(stores: &Stores, m: &Manifest, policy_used: &str, journal: &chang
         policy_used: policy_used.to_string(),
         summary: m.change_set.summary(),
         entries,
+        diff: m.change_set.diff(),
+        validation_id: validation_id.map(str::to_string),
+        decided_by,
     };
     let now = crate::time::now_ms();
     let stored = stores

@@ -9,6 +9,7 @@ mod diagnose;
 mod enqueue;
 mod explain;
 mod grants;
+mod history;
 mod infer;
 mod init;
 mod mcp;
@@ -76,6 +77,8 @@ pub enum Command {
     Override(security::OverrideArgs),
     /// Show a validation or job: its change set (diff) and the command's output.
     Show(security::ShowArgs),
+    /// The last decisions (approve, deny, expired) and applications (applied, undone), newest first.
+    History(history::HistoryArgs),
     /// Restore what a job's applied change set replaced (refused if later changes conflict).
     Undo(security::UndoArgs),
     /// Operation signatures: approvals, denials, learned or not (and why), per client; `--explain [SIG]` says what one matches.
@@ -181,6 +184,7 @@ pub fn main() -> i32 {
         Command::Commands(args) => security::commands(&config, &args),
         Command::Override(args) => security::set_override(&config, &args),
         Command::Show(args) => security::show(&config, &args),
+        Command::History(args) => history::run(&config, &args),
         Command::Undo(args) => security::undo(&config, &args),
         Command::Signatures(args) => security::signatures_list(&config, &args),
         Command::Protected(args) => protected::run(&config, &args),

@@ -1,8 +1,11 @@
 //! `brainloop review` (issue 22): one terminal screen for the human. Pending validations on the
 //! left; for the selected one, why it asks (policy, risk, set, reasons, the job's stated purpose),
 //! its change set's diff (coloured) and the command's output; below, the change sets applied
-//! recently, to undo. Keys: `a` approve, `L` approve --learn, `d` deny, `s` skip, `Tab` to the
-//! applied list and `u` undo there, `↑`/`↓` (`j`/`k`) select, `PgUp`/`PgDn` scroll, `q` quit.
+//! recently, to undo. Keys: `a` approve, `L` approve --learn, `d` deny (then `y` or `d` again to
+//! confirm: any other key cancels), `s` skip, `Tab` to the applied list and `u` undo there,
+//! `↑`/`↓` (`j`/`k`) select, `PgUp`/`PgDn` scroll, `q` quit. It fits 80×24: below 120 columns or
+//! 30 rows the lists shrink to a few rows and the detail takes the full width, the diff right
+//! after the command (why it asks follows it).
 //! Decisions go through the same functions as `approve` / `deny` / `undo` (`cli::security`),
 //! so `--learn` is refused here exactly as there. Plain ANSI over any terminal (SSH included);
 //! `--json` prints the pending validations with their change sets for scripts instead.
@@ -62,7 +65,13 @@ struct App {
     focus: Focus,
     scroll: u16,
     status: String,
+    /// The validation a `d` asked to deny, waiting for its confirmation.
+    confirm_deny: Option<(String, i64)>,
 }
+
+/// The keys, as the status line shows them while nothing else is said.
+const KEYS: &str =
+    "a approve · L approve --learn · d deny · s skip · Tab applied · u undo · q quit";
 
 fn load_pending(config: &Config) -> Result<Vec<Item>> {
     let out = db::open_read_only(&config.data_dir, DbKind::Output)?;
@@ -74,7 +83,14 @@ fn load_pending(config: &Config) -> Result<Vec<Item>> {
     Ok(list
         .into_iter()
         .map(|v| {
-            let payload = crate::hooks::payload::build(&life, &config.data_dir, &v, "validation");
+            let mut payload =
+                crate::hooks::payload::build(&life, &config.data_dir, &v, "validation");
+            // the hosts a network request names, as `[notify]` and the reviewer get them
+            let request = sec
+                .as_ref()
+                .and_then(|s| crate::egress::store::request(s, &v.id).ok())
+                .flatten();
+            crate::hooks::payload::add_network(&mut payload, request.as_ref());
             let reviewer = sec
                 .as_ref()
                 .and_then(|s| crate::hooks::reviewer_marks(s, meta.as_ref(), &v).ok())
@@ -123,9 +139,8 @@ pub fn run(config: &Config, a: &ReviewArgs) -> Result<i32> {
         applied_sel: ListState::default(),
         focus: Focus::Pending,
         scroll: 0,
-        status:
-            "a approve · L approve --learn · d deny · s skip · Tab applied list · u undo · q quit"
-                .into(),
+        status: KEYS.into(),
+        confirm_deny: None,
     };
     // Without a terminal the screen cannot draw: say what works instead (issue 36).
     let no_terminal = "`brainloop review` is an interactive screen and needs a terminal; without one use \
@@ -187,6 +202,18 @@ impl App {
 
     /// Handles one key; false: quit.
     fn key(&mut self, config: &Config, code: KeyCode) -> bool {
+        // A deny waits for its confirmation: `y` or `d` denies, any other key cancels (and does
+        // nothing else).
+        if let Some((id, job)) = self.confirm_deny.take() {
+            match code {
+                KeyCode::Char('y') | KeyCode::Char('d') => {
+                    self.decide_id(config, &id, false, false)
+                }
+                _ => self.status = format!("deny of job {job} cancelled · {KEYS}"),
+            }
+            self.refresh(config);
+            return true;
+        }
         match code {
             KeyCode::Char('q') | KeyCode::Esc => return false,
             KeyCode::Tab => {
@@ -202,7 +229,7 @@ impl App {
             KeyCode::PageUp => self.scroll = self.scroll.saturating_sub(10),
             KeyCode::Char('a') => self.decide(config, true, false),
             KeyCode::Char('L') => self.decide(config, true, true),
-            KeyCode::Char('d') => self.decide(config, false, false),
+            KeyCode::Char('d') => self.ask_deny(),
             KeyCode::Char('u') if self.focus == Focus::Applied => self.undo(config),
             KeyCode::Char('r') => {}
             _ => return true,
@@ -223,6 +250,27 @@ impl App {
         self.scroll = 0;
     }
 
+    /// `d`: asks for the confirmation of a deny of the selected validation.
+    fn ask_deny(&mut self) {
+        if self.focus != Focus::Pending {
+            return;
+        }
+        let Some((id, job, cmd)) = self.selected().map(|i| {
+            (
+                i.v.id.clone(),
+                i.v.job_id,
+                i.v.command.clone().unwrap_or_default(),
+            )
+        }) else {
+            self.status = "nothing pending".into();
+            return;
+        };
+        self.status = format!(
+            "DENY job {job} ({cmd})? y or d: deny, discarding its change set · any other key: cancel"
+        );
+        self.confirm_deny = Some((id, job));
+    }
+
     fn decide(&mut self, config: &Config, approve: bool, learn: bool) {
         if self.focus != Focus::Pending {
             return;
@@ -231,8 +279,12 @@ impl App {
             self.status = "nothing pending".into();
             return;
         };
+        self.decide_id(config, &id, approve, learn);
+    }
+
+    fn decide_id(&mut self, config: &Config, id: &str, approve: bool, learn: bool) {
         let reason = Some("brainloop review");
-        self.status = match security::record_decision(config, &id, approve, false, learn, reason) {
+        self.status = match security::record_decision(config, id, approve, false, learn, reason) {
             Ok((d, v, retired)) => format!(
                 "{}{} validation {} (job {}){}",
                 d.as_str(),
@@ -263,14 +315,12 @@ impl App {
     }
 
     fn draw(&mut self, f: &mut Frame) {
-        let [top, bottom, status] = Layout::vertical([
-            Constraint::Min(10),
-            Constraint::Length(8),
-            Constraint::Length(2),
-        ])
-        .areas(f.area());
-        let [left, right] =
-            Layout::horizontal([Constraint::Percentage(35), Constraint::Percentage(65)]).areas(top);
+        let (left, right, bottom, status) = areas(
+            f.area(),
+            self.items.len(),
+            self.applied.len(),
+            self.focus == Focus::Applied,
+        );
         let items: Vec<ListItem> = self
             .items
             .iter()
@@ -305,8 +355,18 @@ impl App {
         let title = "applied recently (Tab, then u to undo)".to_string();
         let applied = framed_list(applied, title, self.focus == Focus::Applied);
         f.render_stateful_widget(applied, bottom, &mut self.applied_sel);
+        let style = if self.confirm_deny.is_some() {
+            Style::new()
+                .fg(Color::Black)
+                .bg(Color::Yellow)
+                .add_modifier(Modifier::BOLD)
+        } else {
+            Style::new()
+        };
         f.render_widget(
-            Paragraph::new(crate::shown::line(&self.status)).wrap(Wrap { trim: true }),
+            Paragraph::new(crate::shown::line(&self.status))
+                .style(style)
+                .wrap(Wrap { trim: true }),
             status,
         );
     }
@@ -336,12 +396,18 @@ impl App {
         if !s("purpose").is_empty() {
             lines.push(Line::from(format!("purpose: {}", s("purpose"))));
         }
-        for r in p["reasons"].as_array().into_iter().flatten() {
-            lines.push(Line::from(format!(
-                "- {}",
-                r.as_str().map(crate::shown::line).unwrap_or_default()
-            )));
-        }
+        // Why it asks comes after the diff: on a small screen the diff is what must show.
+        let why: Vec<Line<'static>> = p["reasons"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|r| {
+                Line::from(format!(
+                    "- {}",
+                    r.as_str().map(crate::shown::line).unwrap_or_default()
+                ))
+            })
+            .collect();
         for r in &i.reviewer {
             lines.push(Line::styled(
                 clean(r),
@@ -372,6 +438,7 @@ impl App {
             for l in cs["diff"].as_str().unwrap_or("").split('\n') {
                 lines.push(diff_line(l));
             }
+            push_why(&mut lines, why);
             lines.push(Line::from(""));
             lines.push(Line::styled(
                 "--- output",
@@ -383,9 +450,59 @@ impl App {
         } else {
             lines.push(Line::from(""));
             lines.push(Line::from("asked up front: nothing ran yet, no diff"));
+            push_why(&mut lines, why);
         }
         Text::from(lines)
     }
+}
+
+fn push_why(lines: &mut Vec<Line<'static>>, why: Vec<Line<'static>>) {
+    if why.is_empty() {
+        return;
+    }
+    lines.push(Line::from(""));
+    lines.push(Line::styled(
+        "--- why it asks",
+        Style::new().add_modifier(Modifier::BOLD),
+    ));
+    lines.extend(why);
+}
+
+/// Where the pending list, the detail, the applied list and the status line go. Wide and tall
+/// (120×30 and more): the list beside the detail, the applied list below. Smaller (80×24): the
+/// detail takes the full width; the lists get a few rows each (the applied one more while it has
+/// the focus), so the diff stays on screen.
+fn areas(
+    area: ratatui::layout::Rect,
+    pending: usize,
+    applied: usize,
+    applied_focus: bool,
+) -> (
+    ratatui::layout::Rect,
+    ratatui::layout::Rect,
+    ratatui::layout::Rect,
+    ratatui::layout::Rect,
+) {
+    if area.width >= 120 && area.height >= 30 {
+        let [top, bottom, status] = Layout::vertical([
+            Constraint::Min(10),
+            Constraint::Length(8),
+            Constraint::Length(2),
+        ])
+        .areas(area);
+        let [left, right] =
+            Layout::horizontal([Constraint::Percentage(35), Constraint::Percentage(65)]).areas(top);
+        return (left, right, bottom, status);
+    }
+    let rows = |n: usize, max: usize| (n.clamp(1, max) + 2) as u16;
+    let [list, detail, bottom, status] = Layout::vertical([
+        Constraint::Length(rows(pending, 3)),
+        Constraint::Min(6),
+        Constraint::Length(rows(applied, if applied_focus { 4 } else { 1 })),
+        Constraint::Length(2),
+    ])
+    .areas(area);
+    (list, detail, bottom, status)
 }
 
 /// A bordered list, its border yellow when it has the focus.

@@ -669,17 +669,37 @@ pub struct SignaturesArgs {
     pub all: bool,
 }
 
-/// `brainloop show ID`: a validation (or job) with its change set's diff and the command's output.
+/// `brainloop show ID`: a validation (or job) with its change set's diff and the command's output
+/// while it waits; once applied (asked or not), the diff as applied, who or what decided and
+/// when (local time), kept until retention (`bash::journal`). An id that names no validation
+/// and no job is an error (exit 1).
 pub fn show(config: &Config, a: &ShowArgs) -> Result<i32> {
     let out = db::open_read_only(&config.data_dir, DbKind::Output)?;
     let (job_id, v) = match validations::get(&out, &a.id)? {
         Some(v) => (v.job_id, Some(v)),
         None => match a.id.parse::<i64>() {
             Ok(j) => (j, validations::latest_of_job(&out, j)?),
-            Err(_) => bail!("no validation {} (see `brainloop validations`)", a.id),
+            Err(_) => bail!(
+                "no validation {} (a validation id or a job id: see `brainloop validations --all` or `brainloop history`)",
+                shown::line(&a.id)
+            ),
         },
     };
-    println!("job {job_id}");
+    let sec = open(config, DbKind::Security)?;
+    let applied = journal::of_job(&sec, job_id)?;
+    let manifest = changes::load_manifest(&config.data_dir, job_id)?;
+    let status = job_status(config, &out, job_id)?;
+    if v.is_none() && applied.is_none() && manifest.is_none() && status.is_none() {
+        bail!(
+            "no job {job_id} and no validation {} (see `brainloop history` or `brainloop validations --all`)",
+            shown::line(&a.id)
+        );
+    }
+    let now = crate::time::now_ms();
+    match &status {
+        Some(s) => println!("job {job_id}  {}", shown::line(s)),
+        None => println!("job {job_id}"),
+    }
     if let Some(v) = &v {
         println!(
             "validation {} [{}]  policy {}  risk {:.2}",
@@ -688,36 +708,43 @@ pub fn show(config: &Config, a: &ShowArgs) -> Result<i32> {
             v.policy.as_deref().unwrap_or("?"),
             v.risk_score.unwrap_or(0.0)
         );
+        let decided = match v.decided_at {
+            Some(t) => format!(", {} {}", v.status, crate::time::local_ago(t, now)),
+            None => String::new(),
+        };
+        println!(
+            "requested {}{decided}",
+            crate::time::local_ago(v.requested_at, now)
+        );
         println!(
             "command: {}",
             shown::block(v.command.as_deref().unwrap_or(""))
         );
-        let sec = db::open_read_only(&config.data_dir, DbKind::Security).ok();
         let meta = db::open_read_only(&config.data_dir, DbKind::Metadata).ok();
-        print_marks(sec.as_ref(), meta.as_ref(), v, "");
+        print_marks(Some(&sec), meta.as_ref(), v, "");
     }
-    if let Ok(sec) = open(config, DbKind::Security) {
-        print_egress(&sec, job_id, v.as_ref().map(|v| v.id.as_str()))?;
-    }
-    // Whether the change set is in the workspace: the journal row says so, whether or not its
-    // manifest is still kept (it stays until the job's result is committed, issue 34).
-    let sec = open(config, DbKind::Security)?;
-    let applied: Option<(String, String, i64, Option<i64>)> =
-        rusqlite::OptionalExtension::optional(sec.query_row(
-            "SELECT summary, policy_used, applied_at, undone_at FROM journal WHERE job_id = ?1",
-            [job_id],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-        ))?;
-    if let Some((summary, p, at, undone)) = &applied {
+    print_egress(&sec, job_id, v.as_ref().map(|v| v.id.as_str()))?;
+    // Whether the change set is in the workspace: the journal row says so, and keeps its diff
+    // and who decided after the overlay (and its manifest) is swept.
+    if let Some(j) = &applied {
+        if v.is_none() {
+            println!("command: {}", shown::block(&j.command));
+        }
         println!(
-            "change set applied ({p}) at {at}: {}{}",
-            shown::line(summary),
-            undone
-                .map(|u| format!("; undone at {u}"))
-                .unwrap_or_default()
+            "change set applied ({}) {}: {}",
+            shown::line(&j.policy_used),
+            crate::time::local_ago(j.applied_at, now),
+            shown::line(&j.summary),
         );
+        if let Some(by) = &j.decided_by {
+            println!("applied on the decision of {}", shown::line(by));
+        }
+        match j.undone_at {
+            Some(u) => println!("undone {}", crate::time::local_ago(u, now)),
+            None => println!("undo: brainloop undo {job_id}"),
+        }
     }
-    match changes::load_manifest(&config.data_dir, job_id)? {
+    match manifest {
         Some(m) => {
             println!(
                 "ran on an overlay of {} (exit {}, {} ms): {}",
@@ -736,12 +763,55 @@ pub fn show(config: &Config, a: &ShowArgs) -> Result<i32> {
             println!("--- changes");
             print!("{}", shown::block(&m.change_set.diff()));
         }
-        None if applied.is_none() => {
-            println!("no pending change set (the command is asked up front, or was decided)")
-        }
-        None => {}
+        None => match &applied {
+            Some(j) => match &j.diff {
+                Some(d) => {
+                    println!("--- changes (as applied to {})", shown::line(&j.workspace));
+                    print!("{}", shown::block(d));
+                }
+                None => println!(
+                    "(the diff is no longer kept: the retention pass drops it {} days after the apply (`retention.results_days`), and an older brainloop did not keep it)",
+                    config.retention.results_days
+                ),
+            },
+            None => println!(
+                "no change set waits or was applied (the command is asked up front, was denied or expired, or changed nothing)"
+            ),
+        },
     }
     Ok(0)
+}
+
+/// The job's final status from its result row (`succeeded`, `pending_validation`, …) or
+/// `queued or running` when input.db has it and no result does; None when neither knows it.
+fn job_status(config: &Config, out: &rusqlite::Connection, job_id: i64) -> Result<Option<String>> {
+    use rusqlite::OptionalExtension;
+    let r: Option<(String, Option<String>, Option<i64>)> = out
+        .query_row(
+            "SELECT status, action, finished_at FROM results WHERE job_id = ?1",
+            [job_id],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .optional()?;
+    if let Some((status, action, fin)) = r {
+        let now = crate::time::now_ms();
+        return Ok(Some(format!(
+            "{}[{status}]{}",
+            action.map(|a| format!("{a} ")).unwrap_or_default(),
+            fin.map(|t| format!(" finished {}", crate::time::local_ago(t, now)))
+                .unwrap_or_default()
+        )));
+    }
+    // Producers own input.db; an operator who cannot read it still sees what output.db knows.
+    let Ok(input) = db::open_read_only(&config.data_dir, DbKind::Input) else {
+        return Ok(None);
+    };
+    let action: Option<String> = input
+        .query_row("SELECT action FROM jobs WHERE id = ?1", [job_id], |r| {
+            r.get(0)
+        })
+        .optional()?;
+    Ok(action.map(|a| format!("{a} [queued or running]")))
 }
 
 /// Who decided a validation (the reviewer's decisions marked as such) and what the reviewer
