@@ -55,7 +55,7 @@ fn an_applied_change_set_keeps_its_diff_decider_and_local_time_after_the_sweep_u
     );
     assert_eq!(v["policy_used"], "signature_learned", "{v}");
     // A denial is a decision too.
-    let (denied, st, v, _) = submit(&env, "mkdir denied_dir");
+    let (denied, st, v, _) = submit(&env, "rm other.txt");
     assert_eq!(st, "pending_validation", "{v}");
     let denied_vid = vid(&v);
     cli_ok(&env, &["deny", &denied_vid, "--reason", "not this one"]);

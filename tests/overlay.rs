@@ -209,8 +209,8 @@ fn signatures_are_learned_after_5_approvals_but_never_for_network() {
         std::fs::read_to_string(env.workspace.join("src/lib.rs")).unwrap(),
         "fn main() {}\n"
     );
-    // A different signature (sed without -i writing through a redirect) still asks.
-    let (_, st, _, _) = submit(&env, "cp a.txt b.txt");
+    // Another family (a move, not a write of a named file) still asks.
+    let (_, st, _, _) = submit(&env, "mv a.txt b.txt");
     assert_eq!(st, "pending_validation");
 
     // Network: asked up front every time, approvals never make it learned. (The host is granted

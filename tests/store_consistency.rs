@@ -277,6 +277,32 @@ fn a_data_dir_from_before_identities_is_upgraded_and_nothing_reruns() {
             c.execute_batch("ALTER TABLE heartbeat DROP COLUMN problem")
                 .unwrap();
         }
+        // Job control and the audited journal (issue 36) came later too.
+        if f == "brainloop.input.db" {
+            c.execute_batch(
+                "DROP INDEX jobs_unique_key;
+                 ALTER TABLE jobs DROP COLUMN unique_key;
+                 ALTER TABLE jobs DROP COLUMN retry;",
+            )
+            .unwrap();
+        }
+        if f == "brainloop.lifecycle.db" {
+            c.execute_batch(
+                "DROP INDEX queue_unique_key;
+                 ALTER TABLE queue DROP COLUMN unique_key;
+                 ALTER TABLE queue DROP COLUMN retry;",
+            )
+            .unwrap();
+        }
+        if f == "command_security.db" {
+            c.execute_batch(
+                "DROP TABLE cancellations;
+                 ALTER TABLE journal DROP COLUMN diff;
+                 ALTER TABLE journal DROP COLUMN validation_id;
+                 ALTER TABLE journal DROP COLUMN decided_by;",
+            )
+            .unwrap();
+        }
         if f == "command_security.db" {
             // Steps 5 (issue 22), 7 (issue 33) and 8 (issue 35) came later than the version
             // this simulates.

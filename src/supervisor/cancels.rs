@@ -12,11 +12,10 @@
 //! A job claimed after the request ends in the claim (`claim::cancel_unclaimed`); one a crash
 //! left open ends in recovery: a cancelled job never runs again.
 
-use super::finisher::{Disposition, Finished};
+use super::finisher::Finished;
 use super::Loop;
 use crate::db::cancels::{self, Cancel};
 use crate::db::lifecycle::status;
-use crate::db::metadata::AuditRow;
 use crate::db::output::{JobStatus, ResultRow};
 use anyhow::Result;
 use rusqlite::OptionalExtension;
@@ -175,22 +174,7 @@ async fn waiting(jobs: &mut Loop, c: &Cancel) {
 /// Hands a cancelled job's end to the result writer, audited like any end.
 fn end(jobs: &mut Loop, row: ResultRow) {
     jobs.ended.insert(row.job_id);
-    let audit = AuditRow {
-        timestamp: crate::time::now_ms(),
-        job_id: Some(row.job_id),
-        client_id: row.client_id.clone(),
-        action: row.action.clone(),
-        params_hash: None,
-        status: row.status.as_str().to_string(),
-        duration_ms: None,
-        permission_set: crate::actions::permission_set_of(&jobs.registry, row.action.as_deref())
-            .map(|s| s.to_string()),
-    };
-    if !jobs.fin_tx.send(Finished {
-        row,
-        disposition: Disposition::Final,
-        audit: Some(audit),
-    }) {
+    if !jobs.fin_tx.send(Finished::final_end(&jobs.registry, row)) {
         tracing::error!("result writer is gone; the cancel applies at the next start");
     }
 }

@@ -53,6 +53,27 @@ pub struct Finished {
 }
 
 impl Finished {
+    /// The final end of a job that is not a run reaped now (a waiting job denied or expired, a
+    /// cancelled one), audited like any end. One builder for every such end.
+    pub fn final_end(registry: &Registry, row: ResultRow) -> Finished {
+        let audit = AuditRow {
+            timestamp: crate::time::now_ms(),
+            job_id: Some(row.job_id),
+            client_id: row.client_id.clone(),
+            action: row.action.clone(),
+            params_hash: None,
+            status: row.status.as_str().to_string(),
+            duration_ms: None,
+            permission_set: actions::permission_set_of(registry, row.action.as_deref())
+                .map(|s| s.to_string()),
+        };
+        Finished {
+            row,
+            disposition: Disposition::Final,
+            audit: Some(audit),
+        }
+    }
+
     /// What is recorded of a job that stopped running: its results row and its audit row. One
     /// function for every way a job ends (a task reaped, an instant job answered).
     /// `shutdown_cut` — the task was cancelled by the worker's shutdown (runs again at next start);

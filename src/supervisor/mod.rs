@@ -39,7 +39,6 @@ use crate::actions::{self, JobCtx, Outcome, Registry};
 use crate::ask::answers as approvals;
 use crate::config::Config;
 use crate::db::lifecycle::{self, Snapshot};
-use crate::db::metadata::AuditRow;
 use crate::db::output::{JobStatus, ResultRow};
 use crate::db::{write_tx, Stores};
 use crate::shutdown::Shutdown;
@@ -291,22 +290,7 @@ impl Loop {
 
     /// Ends a job that was waiting for a human (denied, expired).
     fn finish_waiting(&mut self, row: ResultRow) {
-        let audit = AuditRow {
-            timestamp: crate::time::now_ms(),
-            job_id: Some(row.job_id),
-            client_id: row.client_id.clone(),
-            action: row.action.clone(),
-            params_hash: None,
-            status: row.status.as_str().to_string(),
-            duration_ms: None,
-            permission_set: actions::permission_set_of(&self.registry, row.action.as_deref())
-                .map(|s| s.to_string()),
-        };
-        let _ = self.fin_tx.send(Finished {
-            row,
-            disposition: Disposition::Final,
-            audit: Some(audit),
-        });
+        let _ = self.fin_tx.send(Finished::final_end(&self.registry, row));
     }
 
     /// Records a job that stopped: its outcome goes to the finisher.
