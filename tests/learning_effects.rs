@@ -236,6 +236,12 @@ fn one_learn_teaches_the_family_the_prompt_named_and_nothing_else() {
     asks(&env, "mv d.txt e.txt", "");
     asks(&env, "sed -i 's/two/2/w out.txt' notes.txt", "");
     asks(&env, "echo x > .envrc", "touches a protected path .envrc");
+    // copying a file of the host into the workspace is no member (its source is outside), and
+    // the overlay's sandbox does not let it read there: nothing is copied, asked or not
+    let (_, st, v, _) = submit(&env, "cp /etc/hostname stolen.txt");
+    assert_ne!(st, "succeeded", "{v}");
+    assert_ne!(v["policy_used"], "signature_learned", "{v}");
+    assert!(!ws.join("stolen.txt").exists());
     let outside = env.root.path().join("outside.txt");
     let (_, st, _, _) = submit(&env, &format!("echo x > {}", outside.display()));
     assert_ne!(st, "succeeded");

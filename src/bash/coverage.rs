@@ -555,6 +555,12 @@ mod tests {
                 false,
             ),
             ("redirect:write WS_PATH", "git add WS_PATH", false),
+            // reading the host into the workspace is no member: a source outside it asks
+            ("cp WS_PATH", "cp PATH(/etc/passwd) WS_PATH", false),
+            ("cp -r WS_PATH", "cp -r PATH(~/.ssh) WS_PATH", false),
+            ("redirect:write WS_PATH", "tee WS_PATH PATH(/tmp/x)", false),
+            ("mv WS_PATH", "mv WS_PATH PATH(/tmp/x)", false),
+            ("redirect:write WS_PATH", "cp GLOB WS_PATH", false),
             ("git add -A", "git commit --amend -m MSG", false),
             ("git add -A", "git reset --hard LITERAL", false),
             ("git add -A", "git branch -D LITERAL", false),
