@@ -301,6 +301,16 @@ fn writes_outside_the_workspace_through_the_overlay_fail() {
     assert_eq!(snapshot(&env.workspace), before);
 }
 
+/// The state a crash leaves in lifecycle.db: job `id`'s progress row says `status`.
+fn set_lifecycle(env: &Env, id: i64, status: &str) {
+    env.lifecycle()
+        .execute(
+            "UPDATE processed_log SET status = ?2 WHERE job_id = ?1",
+            rusqlite::params![id, status],
+        )
+        .unwrap();
+}
+
 #[test]
 fn a_crash_between_run_and_apply_loses_nothing() {
     let Some((env, d)) = setup() else { return };
@@ -335,12 +345,7 @@ fn a_crash_between_the_result_and_the_lifecycle_commit_keeps_the_job_waiting() {
     assert_eq!(st, "pending_validation", "{v}");
     let vid = v["validation_id"].as_str().unwrap().to_string();
     d.kill9();
-    env.lifecycle()
-        .execute(
-            "UPDATE processed_log SET status = 'running' WHERE job_id = ?1",
-            [id],
-        )
-        .unwrap();
+    set_lifecycle(&env, id, "running");
     let _d = env.start(&[]);
     let shown = cli_ok(&env, &["show", &vid]);
     assert!(shown.contains("-line three\n+line 3"), "{shown}");
@@ -378,12 +383,7 @@ fn a_crash_before_the_pending_result_expires_the_validation_and_asks_anew() {
             [id],
         )
         .unwrap();
-    env.lifecycle()
-        .execute(
-            "UPDATE processed_log SET status = 'running' WHERE job_id = ?1",
-            [id],
-        )
-        .unwrap();
+    set_lifecycle(&env, id, "running");
     let _d = env.start(&[]);
     let (st, v, _) = settled(&env, id);
     assert_eq!(st, "pending_validation", "{v}");
@@ -422,12 +422,7 @@ fn an_approval_cut_off_before_the_apply_asks_again_then_applies_without_rerunnin
             [&vid],
         )
         .unwrap();
-    env.lifecycle()
-        .execute(
-            "UPDATE processed_log SET status = 'claimed' WHERE job_id = ?1",
-            [id],
-        )
-        .unwrap();
+    set_lifecycle(&env, id, "claimed");
     let _d = env.start(&[]);
     let (st, v, _) = settled(&env, id);
     assert_eq!(st, "pending_validation", "asked again: {v}");
