@@ -16,7 +16,9 @@
 //!
 //! The simulated human answers every validation: `approve --learn`, and when the CLI refuses
 //! `--learn` a plain `approve`, recording the refusal's reason; a network command's host prompt
-//! is approved the same way; a command the corpus marks dangerous is denied (a human would).
+//! is approved with the command the prompt prints to remember the host for the client
+//! (`approve VID --always-host --allow-private-hosts`); a command the corpus marks dangerous is
+//! denied (a human would).
 //! A duplicate warning is retried after 2.1 s, as an agent would.
 //!
 //! Offline (no traffic but 127.0.0.1): Python uses unittest and installs only from the
@@ -403,6 +405,21 @@ fn cli(data: &Path, args: &[&str]) -> (bool, String) {
 
 /// A refusal's reasons without their specifics (paths, signatures), so that the same rule
 /// groups together: one class per distinct bullet of the CLI's refusal.
+/// The prompt's own "remember the host" command for validation `vid`
+/// (`brainloop approve VID --always-host [--allow-private-hosts]`), as arguments.
+fn remember_host_command(reasons: &Value, vid: &str) -> Option<Vec<String>> {
+    let line = reasons
+        .as_array()?
+        .iter()
+        .filter_map(Value::as_str)
+        .find(|r| r.contains("remember the host") && r.contains("--always-host"))?;
+    let cmd = line.split_once(": brainloop ")?.1;
+    let cmd = cmd.split(" (").next()?;
+    let args: Vec<String> = cmd.split_whitespace().map(str::to_string).collect();
+    (args.first().map(String::as_str) == Some("approve") && args.get(1).map(String::as_str) == Some(vid))
+        .then_some(args)
+}
+
 fn reason_classes(stderr: &str) -> std::collections::BTreeSet<String> {
     let mut out = std::collections::BTreeSet::new();
     for line in stderr.lines() {
@@ -578,7 +595,13 @@ impl Replay<'_> {
                             // machine's human gives a plain approve for the public address).
                             let mut ok2 = false;
                             let mut e2 = String::new();
-                            if host_request {
+                            // The prompt prints the command that remembers the host for the
+                            // client: a human who expects more of the same takes it.
+                            if let Some(args) = remember_host_command(&v["reasons"], &vid) {
+                                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                                (ok2, e2) = cli(&self.data, &args);
+                            }
+                            if !ok2 && host_request {
                                 (ok2, e2) =
                                     cli(&self.data, &["approve", &vid, "--allow-private-hosts"]);
                             }

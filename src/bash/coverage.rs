@@ -139,6 +139,8 @@ enum Flags {
     /// Any: a build tool's flags change what it builds or runs, all of it inside the sandbox,
     /// and what it writes is bounded by its declared companions like the rest.
     Any,
+    /// This flag must be given, and any other is one of these.
+    Requires(&'static str, &'static [&'static str]),
 }
 
 pub const FAMILIES: &[Family] = &[
@@ -246,6 +248,21 @@ pub const FAMILIES: &[Family] = &[
         members: Members::Subcommands("npx", &[(ANY_NAME, Flags::Any)]),
     },
     Family {
+        name: "python's virtual environment, offline",
+        shows: "`python3 -m venv D`, `D/bin/pip install --no-index [--find-links DIR] [-r FILE] [-e DIR] PKG`, `D/bin/pip uninstall -y PKG` (installs beneath the environment it runs from; never the index, `--target`, `--prefix` or `--user`)",
+        members: Members::Classes(&["python3 -m venv WS_PATH", "python -m venv WS_PATH"]),
+    },
+    Family {
+        name: "python's virtual environment, offline",
+        shows: "`python3 -m venv D`, `D/bin/pip install --no-index [--find-links DIR] [-r FILE] [-e DIR] PKG`, `D/bin/pip uninstall -y PKG` (installs beneath the environment it runs from; never the index, `--target`, `--prefix` or `--user`)",
+        members: Members::Subcommands("pip", PIP_OFFLINE),
+    },
+    Family {
+        name: "python's virtual environment, offline",
+        shows: "`python3 -m venv D`, `D/bin/pip install --no-index [--find-links DIR] [-r FILE] [-e DIR] PKG`, `D/bin/pip uninstall -y PKG` (installs beneath the environment it runs from; never the index, `--target`, `--prefix` or `--user`)",
+        members: Members::Subcommands("pip3", PIP_OFFLINE),
+    },
+    Family {
         name: "npm's package manifest",
         shows: "`npm pkg set|get|delete …`, `npm version X [--no-git-tag-version]` (package.json and its lock file; a commit or tag it makes is `.git`, which asks)",
         members: Members::Subcommands(
@@ -256,6 +273,35 @@ pub const FAMILIES: &[Family] = &[
             ],
         ),
     },
+];
+
+/// pip's offline installs and uninstalls (what they write: `bash::effects`' `Environment`).
+const PIP_OFFLINE: &[(&str, Flags)] = &[
+    (
+        "install",
+        Flags::Requires(
+            "--no-index",
+            &[
+                "--find-links",
+                "-f",
+                "-r",
+                "--requirement",
+                "-c",
+                "--constraint",
+                "-e",
+                "--editable",
+                "--no-build-isolation",
+                "--no-deps",
+                "-U",
+                "--upgrade",
+                "-q",
+                "--quiet",
+                "--no-cache-dir",
+                "--disable-pip-version-check",
+            ],
+        ),
+    ),
+    ("uninstall", Flags::Only(&["-y", "--yes", "-q", "--quiet"])),
 ];
 
 /// A [`Members::Subcommands`] entry standing for any name the program takes as its first
@@ -369,15 +415,24 @@ fn member(m: &Members, normal: &str) -> bool {
             else {
                 return false;
             };
+            let flag_name = |t: &&str| t.split_once('=').map_or(*t, |(n, _)| n).to_string();
+            if let Flags::Requires(needed, _) = flags {
+                if !toks.iter().any(|t| flag_name(t) == *needed) {
+                    return false;
+                }
+            }
             toks.iter()
                 .enumerate()
                 .filter(|(i, _)| *i != 0 && *i != at)
                 .all(|(_, t)| {
                     if t.starts_with('-') {
-                        let name = t.split_once('=').map_or(*t, |(n, _)| n);
+                        let name = flag_name(t);
                         match flags {
                             Flags::Any => true,
-                            Flags::Only(ok) => ok.contains(&name),
+                            Flags::Only(ok) => ok.contains(&name.as_str()),
+                            Flags::Requires(needed, ok) => {
+                                name == *needed || ok.contains(&name.as_str())
+                            }
                         }
                     } else {
                         FAMILY_KINDS.contains(t)
@@ -583,6 +638,41 @@ mod tests {
             ("go build WS_PATH", "go get LITERAL", false),
             ("go build WS_PATH", "go mod LITERAL", false),
             ("npm test", "npm install WS_PATH", false),
+            // python's environment: offline installs only
+            (
+                "python3 -m venv WS_PATH",
+                "pip install --find-links --no-index WS_PATH LITERAL",
+                true,
+            ),
+            (
+                "python3 -m venv WS_PATH",
+                "pip install --no-build-isolation --no-index -e WS_PATH",
+                true,
+            ),
+            ("python -m venv WS_PATH", "pip uninstall -y LITERAL", true),
+            ("python3 -m venv WS_PATH", "pip install LITERAL", false),
+            ("python3 -m venv WS_PATH", "pip install -r WS_PATH", false),
+            (
+                "python3 -m venv WS_PATH",
+                "pip install --index-url --no-index LITERAL LITERAL",
+                false,
+            ),
+            (
+                "python3 -m venv WS_PATH",
+                "pip install --no-index --target WS_PATH LITERAL",
+                false,
+            ),
+            (
+                "python3 -m venv WS_PATH",
+                "pip install --no-index --user LITERAL",
+                false,
+            ),
+            (
+                "python3 -m venv WS_PATH",
+                "pip install --find-links --no-index PATH(/tmp/w) LITERAL",
+                false,
+            ),
+            ("python3 -m venv WS_PATH", "pip download --no-index LITERAL", false),
         ];
         for (learned, other, want) in cases {
             assert_eq!(

@@ -123,6 +123,10 @@ pub enum Companion {
     /// The new project directory `cargo new PATH` makes, with everything beneath it (its git
     /// dir stays `bash::protected`'s: only as a fresh `git init` makes it).
     NewProject,
+    /// The virtual environment the program runs from: `D/bin/pip install --no-index …` installs
+    /// beneath `D`, when `D` is a directory of the workspace holding a `pyvenv.cfg` (read
+    /// without following symlinks) — never the working directory's other files.
+    Environment,
 }
 
 const RS: &[&str] = &["rs"];
@@ -174,6 +178,12 @@ pub const RUNNER_COMPANIONS: &[(&str, &[&str], &str, Companion)] = &[
     ("cargo", &["new"], "", Companion::NewProject),
     ("python3", &["-m venv"], "", Companion::Beneath),
     ("python", &["-m venv"], "", Companion::Beneath),
+    ("pip", &["install", "uninstall"], "--no-index", Companion::Environment),
+    ("pip3", &["install", "uninstall"], "--no-index", Companion::Environment),
+    ("pip", &["uninstall"], "", Companion::Environment),
+    ("pip3", &["uninstall"], "", Companion::Environment),
+    ("python3", &["-m pip"], "--no-index", Companion::Environment),
+    ("python", &["-m pip"], "--no-index", Companion::Environment),
 ];
 
 /// Files the operator's tools run by themselves (a build script, a package's scripts, a test
@@ -269,6 +279,9 @@ fn runner_companions(n: &mut Named, op: &Operation, workdir: &Path, workspace: &
                         .filter(|r| !r.is_empty()),
                 );
             }
+            Companion::Environment => {
+                n.beneath.extend(environment(op, workdir, workspace));
+            }
             Companion::Lock(names) => {
                 let dirs = up_to_root(workdir, workspace);
                 n.locks.extend(names.iter().map(|l| (*l, dirs.clone())));
@@ -304,6 +317,25 @@ fn runner_companions(n: &mut Named, op: &Operation, workdir: &Path, workspace: &
             }
         }
     }
+}
+
+/// The workspace directory `D` of a program run as `D/bin/NAME` when `D/pyvenv.cfg` is a
+/// regular file (no symlink in any component): a virtual environment, not any directory that
+/// happens to hold a `bin/`.
+fn environment(op: &Operation, workdir: &Path, workspace: &Path) -> Option<String> {
+    let bin = op.program_path.as_deref()?.trim_end_matches('/');
+    let dir = match bin.rsplit_once('/') {
+        Some((d, "bin")) => d,
+        None if bin == "bin" => ".",
+        _ => return None,
+    };
+    let rel = relative(dir, workdir, workspace).filter(|r| !r.is_empty())?;
+    let ws = crate::fs::beneath::Beneath::open(workspace).ok()?;
+    matches!(
+        ws.entry(&format!("{rel}/pyvenv.cfg")),
+        Ok(crate::fs::beneath::Entry::File(..))
+    )
+    .then_some(rel)
 }
 
 fn companion_covers(n: &Named, path: &str) -> bool {
@@ -813,6 +845,79 @@ mod tests {
         ];
         for (cmd, changes, want) in cases {
             let got = refusals(cmd, changes);
+            match want {
+                None => assert!(got.is_empty(), "{cmd}: expected no refusal, got {got:?}"),
+                Some(w) => assert!(
+                    got.iter().any(|g| g.contains(w)),
+                    "{cmd}: expected {w:?}, got {got:?}"
+                ),
+            }
+        }
+    }
+
+    /// Issue 35: pip run from a virtual environment of the workspace installs beneath it, and
+    /// nowhere else; a directory that only holds a `bin/`, a `pyvenv.cfg` that is a symlink, a
+    /// venv reached through a symlink, or an install that may reach the index name nothing.
+    #[test]
+    fn pip_installs_beneath_the_environment_it_runs_from_only() {
+        let d = tempfile::tempdir().unwrap();
+        let ws = d.path().join("ws");
+        for dir in [".venv/bin", "fake/bin", "linked/bin", "real/bin"] {
+            std::fs::create_dir_all(ws.join(dir)).unwrap();
+        }
+        std::fs::write(ws.join(".venv/pyvenv.cfg"), "home = /usr/bin\n").unwrap();
+        std::fs::write(ws.join("real/pyvenv.cfg"), "home = /usr/bin\n").unwrap();
+        std::os::unix::fs::symlink(ws.join("real/pyvenv.cfg"), ws.join("linked/pyvenv.cfg"))
+            .unwrap();
+        std::os::unix::fs::symlink(ws.join("real"), ws.join("via")).unwrap();
+        let site = ".venv/lib/python3.11/site-packages/wheel/__init__.py";
+        let cases: &[(&str, &[Ch], Option<&str>)] = &[
+            (".venv/bin/pip install --no-index --find-links vendor wheel", &[(site, A, F)], None),
+            (".venv/bin/pip install --no-index -e .", &[(site, A, F)], None),
+            (".venv/bin/python -m pip install --no-index -r r.txt", &[(site, A, F)], None),
+            (".venv/bin/pip uninstall -y wheel", &[(site, D, "")], None),
+            (
+                ".venv/bin/pip install --no-index wheel",
+                &[("src/app.py", M, F)],
+                Some("modifies src/app.py"),
+            ),
+            (
+                ".venv/bin/pip install wheel",
+                &[(site, A, F)],
+                Some("adds .venv/lib"),
+            ),
+            (
+                "fake/bin/pip install --no-index x",
+                &[("fake/lib/x.py", A, F)],
+                Some("adds fake/lib/x.py"),
+            ),
+            (
+                "linked/bin/pip install --no-index x",
+                &[("linked/lib/x.py", A, F)],
+                Some("adds linked/lib/x.py"),
+            ),
+            (
+                "via/bin/pip install --no-index x",
+                &[("via/lib/x.py", A, F)],
+                Some("adds via/lib/x.py"),
+            ),
+            (
+                "pip install --no-index x",
+                &[(site, A, F)],
+                Some("adds .venv/lib"),
+            ),
+        ];
+        for (cmd, changes, want) in cases {
+            let r = check(
+                cmd,
+                &Context {
+                    workdir: Some(ws.clone()),
+                },
+            );
+            let set = cs(changes);
+            let t = Table::new(&PathLists::default()).unwrap();
+            let j = judge(&t, &set, &ws, Some((&r, &ws)));
+            let got = auto_apply_refusals(&r, &ws, &ws, &set, &j);
             match want {
                 None => assert!(got.is_empty(), "{cmd}: expected no refusal, got {got:?}"),
                 Some(w) => assert!(

@@ -427,7 +427,7 @@ pub fn walk_args(op: &Operation, workdir: &Path, workspace: &Path) -> Walked {
                 if value.is_none() {
                     next_kind = Some("MSG");
                 }
-            } else if EXPR_FLAGS.contains(&name.as_str()) {
+            } else if EXPR_FLAGS.contains(&name.as_str()) && !path_valued_e(prog) {
                 w.flags.push(name);
                 expr_seen = true;
                 if value.is_none() {
@@ -479,6 +479,11 @@ const GIT_REF_OPERANDS: &[&str] = &["switch", "merge", "branch", "tag"];
 
 /// Whether a positional argument of `prog` (after its subcommand, after its script for sed and
 /// awk) is a path whatever it looks like.
+/// pip's `-e` is `--editable PATH`, not an expression: its value is an operand like any other.
+fn path_valued_e(prog: &str) -> bool {
+    matches!(prog, "pip" | "pip3")
+}
+
 fn operands_are_paths(prog: &str, sub: Option<&str>, expr_seen: bool) -> bool {
     PATH_OPERANDS.contains(&prog)
         || (prog == "git" && sub.is_some_and(|s| GIT_PATH_OPERANDS.contains(&s)))
