@@ -416,8 +416,9 @@ fn remember_host_command(reasons: &Value, vid: &str) -> Option<Vec<String>> {
     let cmd = line.split_once(": brainloop ")?.1;
     let cmd = cmd.split(" (").next()?;
     let args: Vec<String> = cmd.split_whitespace().map(str::to_string).collect();
-    (args.first().map(String::as_str) == Some("approve") && args.get(1).map(String::as_str) == Some(vid))
-        .then_some(args)
+    (args.first().map(String::as_str) == Some("approve")
+        && args.get(1).map(String::as_str) == Some(vid))
+    .then_some(args)
 }
 
 fn reason_classes(stderr: &str) -> std::collections::BTreeSet<String> {

@@ -295,3 +295,118 @@ fn one_learn_teaches_git_local_bookkeeping_and_never_force_amend_or_hooks() {
     assert_ne!(st, "succeeded");
     assert!(!ws.join(".git/hooks/pre-commit").exists());
 }
+
+/// (g) Issue 35: `find ROOT -name PATTERN` feeding `rm` or `-delete` is a member of "move or
+/// delete": taught by `rm`, it deletes unasked what lies beneath ROOT and the pattern names —
+/// and when what it deleted is more than that (an `-o`, a pattern naming everything, a
+/// directory named by a pattern it does not name), it asks and nothing is deleted.
+#[test]
+fn find_by_one_name_pattern_deletes_only_what_the_pattern_names() {
+    let (env, _d) = setup(None);
+    let ws = env.workspace.clone();
+    for d in ["pkg/__pycache__", "pkg/sub/__pycache__", "keep"] {
+        std::fs::create_dir_all(ws.join(d)).unwrap();
+        std::fs::write(ws.join(d).join("m.cpython-311.pyc"), "pyc").unwrap();
+    }
+    std::fs::write(ws.join("pkg/app.py"), "print(1)\n").unwrap();
+    std::fs::write(ws.join("gone.txt"), "x\n").unwrap();
+    teach(&env, "rm gone.txt");
+    unasked(
+        &env,
+        "find . -name __pycache__ -type d -prune -exec rm -rf {} +",
+    );
+    assert!(!ws.join("pkg/__pycache__").exists() && !ws.join("pkg/sub/__pycache__").exists());
+    assert!(ws.join("pkg/app.py").exists() && ws.join("keep/m.cpython-311.pyc").exists());
+    unasked(&env, "find keep -name '*.pyc' -delete");
+    assert!(!ws.join("keep/m.cpython-311.pyc").exists());
+    // more than the pattern names: asked, nothing deleted
+    // (an `-o` bounds nothing: asked up front, not even run)
+    asks(&env, "find . -name '*.pyc' -o -name '*.py' -delete", "");
+    asks(&env, "find . -name '*' -type f -delete", "");
+    asks(&env, "find . -name '[a-z]*.py' -delete", "");
+    asks(&env, "find pkg -name sub -exec rm -rf {}/.. +", "");
+    assert!(ws.join("pkg/app.py").exists() && ws.join("a.txt").exists());
+    // git's own files are protected whatever the pattern
+    asks(
+        &env,
+        "find . -name hooks -exec rm -rf {} +",
+        "protected path .git/hooks",
+    );
+    assert!(ws.join(".git/hooks").is_dir());
+}
+
+/// (h) Issue 35: python's virtual environment is one family: `python3 -m venv .venv` taught
+/// once, `pip install --no-index` run from it installs beneath it unasked. A `bin/pip` the agent
+/// planted elsewhere names nothing; one planted beside a `pyvenv.cfg` it also planted may write
+/// beneath that directory only — what it writes beside asks, and nothing of it is applied.
+#[test]
+fn a_venv_taught_once_lets_offline_pip_install_beneath_it_only() {
+    let (env, _d) = setup(None);
+    let ws = env.workspace.clone();
+    // a wheel made by hand (a zip with the module and its dist-info): installing it needs no
+    // build backend and no index
+    std::fs::create_dir_all(ws.join("proj")).unwrap();
+    let made = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(concat!(
+            "import zipfile,sys\n",
+            "z=zipfile.ZipFile(sys.argv[1],'w')\n",
+            "z.writestr('demo/__init__.py','X = 1\\n')\n",
+            "z.writestr('demo-0.1.0.dist-info/METADATA','Metadata-Version: 2.1\\nName: demo\\nVersion: 0.1.0\\n')\n",
+            "z.writestr('demo-0.1.0.dist-info/WHEEL','Wheel-Version: 1.0\\nGenerator: test\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n')\n",
+            "z.writestr('demo-0.1.0.dist-info/RECORD','')\n",
+            "z.close()\n",
+        ))
+        .arg(ws.join("proj/demo-0.1.0-py3-none-any.whl"))
+        .status()
+        .expect("python3 runs (the test makes a wheel with it)");
+    assert!(made.success(), "python3 made the wheel");
+    let (id, st, v, err) = submit(&env, "cd proj && python3 -m venv .venv");
+    assert_eq!(st, "pending_validation", "{err} {v}");
+    assert!(
+        v["reasons"]
+            .to_string()
+            .contains("python's virtual environment, offline"),
+        "{v}"
+    );
+    cli_ok(&env, &["approve", &common::vid(&v), "--learn"]);
+    assert_eq!(final_result(&env, id).0, "succeeded");
+    unasked(
+        &env,
+        "cd proj && .venv/bin/pip install -q --no-index demo-0.1.0-py3-none-any.whl",
+    );
+    let site = std::fs::read_dir(ws.join("proj/.venv/lib"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path()
+        .join("site-packages");
+    assert!(
+        std::fs::read_dir(&site)
+            .unwrap()
+            .any(|e| e.unwrap().file_name() == "demo"),
+        "the install is applied beneath the venv"
+    );
+    // a planted pip: without pyvenv.cfg it names nothing; with one, only beneath its directory
+    let fake = "#!/bin/sh\nmkdir -p \"$(dirname \"$0\")/../lib\" && echo x > \"$(dirname \"$0\")/../lib/x.py\" && echo y > src/evil.py\n";
+    for dir in ["fake", "venv2"] {
+        std::fs::create_dir_all(ws.join(dir).join("bin")).unwrap();
+        let pip = ws.join(dir).join("bin/pip");
+        std::fs::write(&pip, fake).unwrap();
+        std::os::unix::fs::PermissionsExt::set_mode(
+            &mut std::fs::metadata(&pip).unwrap().permissions(),
+            0o755,
+        );
+        std::fs::set_permissions(&pip, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+    }
+    std::fs::write(ws.join("venv2/pyvenv.cfg"), "home = /usr/bin\n").unwrap();
+    asks(&env, "fake/bin/pip install --no-index x", "adds fake/lib");
+    asks(
+        &env,
+        "venv2/bin/pip install --no-index x",
+        "adds src/evil.py",
+    );
+    assert!(!ws.join("src/evil.py").exists() && !ws.join("venv2/lib").exists());
+}

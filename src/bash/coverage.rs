@@ -162,8 +162,16 @@ pub const FAMILIES: &[Family] = &[
     },
     Family {
         name: "move or delete named workspace files",
-        shows: "`mv SRC DEST`, `rm [-r] f`, `rmdir d`",
-        members: Members::Classes(&["mv WS_PATH", "rm WS_PATH", "rm -r WS_PATH", "rmdir WS_PATH"]),
+        shows: "`mv SRC DEST`, `rm [-r] f`, `rmdir d`, `find D -name PATTERN -delete|-exec rm [-r] {} +` (only what lies beneath D and the pattern names)",
+        members: Members::Classes(&[
+            "mv WS_PATH",
+            "rm WS_PATH",
+            "rm -r WS_PATH",
+            "rmdir WS_PATH",
+            "rm FOUND",
+            "rm -r FOUND",
+            "find -delete FOUND",
+        ]),
     },
     Family {
         name: "git's local bookkeeping",
@@ -490,7 +498,9 @@ fn normalise(text: &str) -> String {
                 flags.push(t.to_string());
             }
         } else {
-            let k = t.strip_suffix("...").unwrap_or(t).to_string();
+            let k = t.strip_suffix("...").unwrap_or(t);
+            // the files one pattern names: the pattern bounds the change set, not the class
+            let k = if k.starts_with("FOUND(") { "FOUND" } else { k }.to_string();
             if kinds.last() != Some(&k) {
                 kinds.push(k);
             }
@@ -638,6 +648,12 @@ mod tests {
             ("go build WS_PATH", "go get LITERAL", false),
             ("go build WS_PATH", "go mod LITERAL", false),
             ("npm test", "npm install WS_PATH", false),
+            // what one name pattern finds is deleted as named files are
+            ("rm WS_PATH", "rm -r -f FOUND(__pycache__)", true),
+            ("mv WS_PATH", "find -delete FOUND(*.pyc)", true),
+            ("find -delete FOUND(*.pyc)", "rm -r WS_PATH", true),
+            ("rm WS_PATH", "rm -r GLOB", false),
+            ("rm WS_PATH", "redirect:write WS_PATH", false),
             // python's environment: offline installs only
             (
                 "python3 -m venv WS_PATH",
@@ -672,7 +688,11 @@ mod tests {
                 "pip install --find-links --no-index PATH(/tmp/w) LITERAL",
                 false,
             ),
-            ("python3 -m venv WS_PATH", "pip download --no-index LITERAL", false),
+            (
+                "python3 -m venv WS_PATH",
+                "pip download --no-index LITERAL",
+                false,
+            ),
         ];
         for (learned, other, want) in cases {
             assert_eq!(

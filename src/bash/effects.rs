@@ -178,8 +178,18 @@ pub const RUNNER_COMPANIONS: &[(&str, &[&str], &str, Companion)] = &[
     ("cargo", &["new"], "", Companion::NewProject),
     ("python3", &["-m venv"], "", Companion::Beneath),
     ("python", &["-m venv"], "", Companion::Beneath),
-    ("pip", &["install", "uninstall"], "--no-index", Companion::Environment),
-    ("pip3", &["install", "uninstall"], "--no-index", Companion::Environment),
+    (
+        "pip",
+        &["install", "uninstall"],
+        "--no-index",
+        Companion::Environment,
+    ),
+    (
+        "pip3",
+        &["install", "uninstall"],
+        "--no-index",
+        Companion::Environment,
+    ),
     ("pip", &["uninstall"], "", Companion::Environment),
     ("pip3", &["uninstall"], "", Companion::Environment),
     ("python3", &["-m pip"], "--no-index", Companion::Environment),
@@ -226,6 +236,9 @@ struct Named {
     locks: Vec<(&'static str, Vec<String>)>,
     /// Sources: (directory, extensions).
     sources: Vec<(String, &'static [&'static str])>,
+    /// Files found by one name pattern beneath a directory (`find ROOT -name PATTERN` feeding
+    /// `-delete` or `-exec rm`): (root, pattern, recursive) — deletions only.
+    found: Vec<(String, String, bool)>,
 }
 
 /// The workspace-relative directories from the working directory up to the workspace root.
@@ -426,12 +439,57 @@ fn named(report: &CheckReport, workdir: &Path, workspace: &Path) -> Named {
             n.beneath.extend(paths.iter().cloned());
         }
         runner_companions(&mut n, op, workdir, workspace);
+        found_by_name(&mut n, op, workdir, workspace);
         if let Some(suffix) = backup_suffix(op) {
             n.exact.extend(paths.iter().map(|p| format!("{p}{suffix}")));
         }
         n.exact.extend(paths);
     }
     n
+}
+
+/// What `find ROOT -name PATTERN -delete` (the find operation's placeholders) or
+/// `find … -exec rm [-r] {} +` (rm's operands) may delete, added to `n`.
+fn found_by_name(n: &mut Named, op: &Operation, workdir: &Path, workspace: &Path) {
+    if !matches!(op.program.as_str(), "find" | "rm") {
+        return;
+    }
+    let Some(here) = signatures::op_dir(op, workdir) else {
+        return;
+    };
+    let words = if op.program == "find" {
+        &op.writes
+    } else {
+        &op.args
+    };
+    for (root, pattern) in words.iter().filter_map(|w| signatures::found(w)) {
+        if let Some(r) = relative(root, &here, workspace) {
+            n.found
+                .push((r, pattern.to_string(), op.program == "rm" && recursive(op)));
+        }
+    }
+}
+
+/// A deletion `find_by_name` allows: beneath the root, its own name matching the pattern, or
+/// (recursive) beneath a directory whose name does.
+fn found_covers(n: &Named, path: &str) -> bool {
+    n.found.iter().any(|(root, pattern, rec)| {
+        let rest = if root.is_empty() {
+            Some(path)
+        } else {
+            path.strip_prefix(root.as_str())
+                .and_then(|r| r.strip_prefix('/'))
+        };
+        let Some(rest) = rest.filter(|r| !r.is_empty()) else {
+            return false;
+        };
+        let Ok(glob) = globset::Glob::new(pattern) else {
+            return false;
+        };
+        let m = glob.compile_matcher();
+        let name = rest.rsplit('/').next().unwrap_or(rest);
+        m.is_match(name) || (*rec && rest.split('/').any(|c| m.is_match(c)))
+    })
 }
 
 /// `path` is `dir` or lies beneath it. The workspace root (`""`) covers nothing beneath it: a
@@ -441,8 +499,11 @@ fn is_under(path: &str, dir: &str) -> bool {
     !dir.is_empty() && (path == dir || path.strip_prefix(dir).is_some_and(|r| r.starts_with('/')))
 }
 
-fn covered(n: &Named, by_git: &BTreeSet<String>, path: &str, added_dir: bool) -> bool {
-    n.exact.iter().any(|e| e == path)
+fn covered(n: &Named, by_git: &BTreeSet<String>, c: &crate::bash::changes::Change) -> bool {
+    let path = c.path.as_str();
+    let added_dir = c.kind == Kind::Added && c.after.as_deref() == Some("dir");
+    (c.kind == Kind::Deleted && found_covers(n, path))
+        || n.exact.iter().any(|e| e == path)
         || n.beneath.iter().any(|d| is_under(path, d))
         || (added_dir && n.parents_of.iter().any(|p| is_under(p, path)))
         || by_git.contains(path)
@@ -492,10 +553,7 @@ pub fn auto_apply_refusals(
         if judged.is_protected(&c.path) {
             continue;
         }
-        let added_dir = c.kind == Kind::Added && c.after.as_deref() == Some("dir");
-        if !covered(&n, &judged.by_git, &c.path, added_dir)
-            && !tree.is_some_and(|root| in_tree(&c.path, root))
-        {
+        if !covered(&n, &judged.by_git, c) && !tree.is_some_and(|root| in_tree(&c.path, root)) {
             let verb = match c.kind {
                 Kind::Added => "adds",
                 Kind::Modified => "modifies",
@@ -855,6 +913,88 @@ mod tests {
         }
     }
 
+    /// Issue 35: `find ROOT -name PATTERN` feeding `-delete` or `rm` deletes only what lies
+    /// beneath ROOT and the pattern names (with `rm -r`, what lies beneath a directory it names);
+    /// an expression the pattern does not bound (an operator, another test, `-name '*'`, a
+    /// bracket) names nothing, and nothing found is ever added or modified.
+    #[test]
+    fn find_deletes_only_what_its_one_pattern_names_beneath_its_root() {
+        let pyc = "pkg/__pycache__/a.cpython-311.pyc";
+        let cases: &[(&str, &[Ch], Option<&str>)] = &[
+            (
+                "find . -name __pycache__ -type d -prune -exec rm -rf {} +",
+                &[("pkg/__pycache__", D, ""), (pyc, D, "")],
+                None,
+            ),
+            ("find . -name '*.pyc' -delete", &[(pyc, D, "")], None),
+            (
+                "find pkg -name '*.pyc' -exec rm -f {} \\;",
+                &[(pyc, D, "")],
+                None,
+            ),
+            (
+                "find . -name '*.pyc' -delete",
+                &[("pkg/__pycache__", D, "")],
+                Some("deletes pkg/__pycache__"),
+            ),
+            (
+                "find . -name '*.pyc' -exec rm {} +",
+                &[("src/app.py", D, "")],
+                Some("deletes src/app.py"),
+            ),
+            (
+                "find tests -name '*.pyc' -delete",
+                &[(pyc, D, "")],
+                Some("deletes pkg/__pycache__"),
+            ),
+            (
+                "find . -name __pycache__ -exec rm -rf {} +",
+                &[("pkg/__pycache__/new.py", A, F)],
+                Some("adds pkg/__pycache__/new.py"),
+            ),
+            (
+                "find . -name '*' -delete",
+                &[("src/app.py", D, "")],
+                Some("deletes src/app.py"),
+            ),
+            (
+                "find . -name '*.pyc' -o -name '*.py' -delete",
+                &[("src/app.py", D, "")],
+                Some("deletes src/app.py"),
+            ),
+            (
+                "find . ! -name '*.keep' -delete",
+                &[("src/app.py", D, "")],
+                Some("deletes src/app.py"),
+            ),
+            (
+                "find . -name '[a-z]*' -delete",
+                &[("src/app.py", D, "")],
+                Some("deletes src/app.py"),
+            ),
+            (
+                "find . -newer x -name '*.py' -delete",
+                &[("src/app.py", D, "")],
+                Some("deletes src/app.py"),
+            ),
+            (
+                "find . -name hooks -exec rm -rf {} +",
+                &[(".git/hooks/pre-commit", D, "")],
+                Some("protected path .git/hooks/pre-commit"),
+            ),
+        ];
+        for (cmd, changes, want) in cases {
+            let got = refusals(cmd, changes);
+            match want {
+                None => assert!(got.is_empty(), "{cmd}: expected no refusal, got {got:?}"),
+                Some(w) => assert!(
+                    got.iter().any(|g| g.contains(w)),
+                    "{cmd}: expected {w:?}, got {got:?}"
+                ),
+            }
+        }
+    }
+
     /// Issue 35: pip run from a virtual environment of the workspace installs beneath it, and
     /// nowhere else; a directory that only holds a `bin/`, a `pyvenv.cfg` that is a symlink, a
     /// venv reached through a symlink, or an install that may reach the index name nothing.
@@ -872,9 +1012,21 @@ mod tests {
         std::os::unix::fs::symlink(ws.join("real"), ws.join("via")).unwrap();
         let site = ".venv/lib/python3.11/site-packages/wheel/__init__.py";
         let cases: &[(&str, &[Ch], Option<&str>)] = &[
-            (".venv/bin/pip install --no-index --find-links vendor wheel", &[(site, A, F)], None),
-            (".venv/bin/pip install --no-index -e .", &[(site, A, F)], None),
-            (".venv/bin/python -m pip install --no-index -r r.txt", &[(site, A, F)], None),
+            (
+                ".venv/bin/pip install --no-index --find-links vendor wheel",
+                &[(site, A, F)],
+                None,
+            ),
+            (
+                ".venv/bin/pip install --no-index -e .",
+                &[(site, A, F)],
+                None,
+            ),
+            (
+                ".venv/bin/python -m pip install --no-index -r r.txt",
+                &[(site, A, F)],
+                None,
+            ),
             (".venv/bin/pip uninstall -y wheel", &[(site, D, "")], None),
             (
                 ".venv/bin/pip install --no-index wheel",

@@ -90,6 +90,9 @@ pub fn write_in_workspace(w: &str, workdir: &Path, workspace: &Path) -> bool {
     if matches!(w, "/dev/null" | "/dev/stdout" | "/dev/stderr" | "/dev/tty") {
         return true;
     }
+    if let Some((root, _)) = found(w) {
+        return write_in_workspace(root, workdir, workspace);
+    }
     if w.contains(DYN) || w.contains('*') || w.starts_with('~') || w.contains('$') {
         // A computed path: the overlay still confines it, but we cannot say where it goes.
         return false;
@@ -132,6 +135,13 @@ fn path_kind(a: &str, workdir: &Path, workspace: &Path) -> String {
     if a.contains(DYN) || a.contains('$') {
         return "DYN".into();
     }
+    if let Some((root, pattern)) = found(a) {
+        return if path_kind(root, workdir, workspace) == "WS_PATH" {
+            format!("FOUND({pattern})")
+        } else {
+            "GLOB".into()
+        };
+    }
     // Where `write_in_workspace` cannot say the path stays inside, neither does the kind: a
     // `~/.bashrc` signed `WS_PATH` made the learnable `> WS_PATH` unlearnable for good, and a
     // human's denial of it counted against every later redirect (issue 35).
@@ -150,6 +160,17 @@ fn path_kind(a: &str, workdir: &Path, workspace: &Path) -> String {
         return "WS_PATH".into();
     }
     format!("PATH({a})")
+}
+
+/// The files named by one pattern beneath a root: `ROOT/**/PATTERN`, as `classify` shows the
+/// files `find ROOT -name PATTERN` acts on (its `FOUND` placeholder) and as a `**` glob spells
+/// them — (root, pattern). None when the root holds a glob or the pattern is not a plain name
+/// pattern (`classify::types::plain_name_pattern`): `./**/x` gives (".", "x").
+pub fn found(a: &str) -> Option<(&str, &str)> {
+    let (root, pattern) = a.split_once("/**/")?;
+    let root = if root.is_empty() { "/" } else { root };
+    let plain_root = !root.contains(['*', '?', '[', crate::classify::types::ANY_FILE]);
+    (plain_root && crate::classify::types::plain_name_pattern(pattern)).then_some((root, pattern))
 }
 
 /// Programs whose `process` / `unknown` category comes from running workspace code (git hooks,
@@ -329,6 +350,9 @@ fn construct(op: &Operation) -> Option<(String, bool)> {
             return Some((why, false));
         }
     }
+    // `find ROOT -name PATTERN -delete`: its writes say what it deletes (`found`)
+    let found_delete =
+        prog == "find" && !op.writes.is_empty() && op.writes.iter().all(|w| found(w).is_some());
     for (p, flags) in NEVER_LEARNED_FLAGS {
         if *p != prog {
             continue;
@@ -336,13 +360,14 @@ fn construct(op: &Operation) -> Option<(String, bool)> {
         if let Some(a) = op
             .args
             .iter()
+            .filter(|a| !(found_delete && *a == "-delete"))
             .find(|a| flags.iter().any(|f| flag_hit(a, f)))
         {
             let why = format!("{prog} {a} writes or runs what its operands do not name");
             return Some((why, false));
         }
     }
-    if op.kind == crate::classify::types::OpKind::Command {
+    if op.kind == crate::classify::types::OpKind::Command && !found_delete {
         if let Some(w) = op.writes.iter().find(|w| !is_operand(op, w)) {
             return Some((
                 format!("writes {w}, which is not one of its operands"),
@@ -616,6 +641,17 @@ pub fn of_operation(op: &Operation, workdir: &Path, workspace: &Path) -> Option<
             if op.dynamic && (op.op == "bash:<dynamic>" || op.program.is_empty()) {
                 why_not = Some("its program name is computed at run time".into());
                 ("<dynamic>".to_string(), String::new())
+            } else if op.program == "find" && op.writes.iter().any(|w| found(w).is_some()) {
+                // `find ROOT -name PATTERN -delete`: what it deletes, not how it was spelled
+                let kinds: Vec<String> = op
+                    .writes
+                    .iter()
+                    .map(|w| path_kind(w, workdir, workspace))
+                    .collect();
+                (
+                    format!("find -delete {}", kinds.join(" ")),
+                    op.program.clone(),
+                )
             } else {
                 let prog = op.program.clone();
                 let w = walk_args(op, workdir, workspace);
@@ -1258,7 +1294,9 @@ mod tests {
             ("find . -fprint out.txt", "-fprint"),
             ("find . -fprintf out.txt %p", "-fprintf"),
             ("find . -fls out.txt", "-fls"),
-            ("find . -name x.o -delete", "-delete"),
+            ("find . -name x.o -o -name y -delete", "-delete"),
+            ("find . -newer a -name x.o -delete", "-delete"),
+            ("find . -name '*' -delete", "-delete"),
             ("tar -xf x.tar --to-command=sh", "--to-command"),
             ("tar -I sh -cf x.tar a", "tar -I"),
             (

@@ -6,7 +6,7 @@
 use super::judge::{has_dyn, Analysis, Nested};
 use super::knowledge::{Effects, ProgramSpec, WrapperSpec};
 use super::opts::{opt_matches, parse_opts, Opt, Parsed};
-use super::types::{Category, ANY_FILE};
+use super::types::{Category, ANY_FILE, FOUND};
 
 pub(super) fn shell(prog: &str, args: &[String], a: &mut Analysis) {
     // sh [-opts] -c STRING [name args...] | sh [-opts] FILE args | sh [-s]
@@ -300,14 +300,13 @@ pub(super) fn find(args: &[String]) -> Analysis {
         "-context",
     ];
     let filtered = args[i..].iter().any(|x| TESTS.contains(&x.as_str()));
+    let by_name = found_by_name(&args[i..]);
     let placeholder: Vec<String> = starts
         .iter()
-        .map(|s| {
-            if filtered {
-                format!("{}/{ANY_FILE}", s.trim_end_matches('/'))
-            } else {
-                s.clone()
-            }
+        .map(|s| match &by_name {
+            Some(p) => format!("{}/{FOUND}{p}", s.trim_end_matches('/')),
+            None if filtered => format!("{}/{ANY_FILE}", s.trim_end_matches('/')),
+            None => s.clone(),
         })
         .collect();
     let mut deletes = false;
@@ -381,6 +380,49 @@ pub(super) fn find(args: &[String]) -> Analysis {
         operands: starts,
     };
     a
+}
+
+/// The one `-name` pattern of a find expression every file it acts on matches, when the
+/// expression is that plain: `-name PATTERN`, `-type f|d`, `-prune`, `-maxdepth N`,
+/// `-mindepth N`, then one action (`-delete`, `-print`, `-exec … {} +|;`). An operator
+/// (`-o`, `!`, `-not`, parentheses), any other test, a second `-name`, or a pattern beyond
+/// `[A-Za-z0-9._*?+@%,=~:-]` (a `/`, a bracket, a blank, a computed part) or with no literal
+/// character (`*`, `?*`) gives None.
+fn found_by_name(expr: &[String]) -> Option<String> {
+    let mut name = None;
+    let mut i = 0;
+    while i < expr.len() {
+        match expr[i].as_str() {
+            "-name" => {
+                let p = expr.get(i + 1)?;
+                if name.is_some() {
+                    return None;
+                }
+                name = Some(p.clone());
+                i += 2;
+            }
+            "-type" => {
+                if !matches!(expr.get(i + 1)?.as_str(), "f" | "d") {
+                    return None;
+                }
+                i += 2;
+            }
+            "-maxdepth" | "-mindepth" => {
+                expr.get(i + 1)?.parse::<u32>().ok()?;
+                i += 2;
+            }
+            "-prune" | "-print" | "-delete" => i += 1,
+            "-exec" | "-execdir" | "-ok" | "-okdir" => {
+                i += 1;
+                while i < expr.len() && expr[i] != ";" && expr[i] != "+" {
+                    i += 1;
+                }
+                i += 1;
+            }
+            _ => return None,
+        }
+    }
+    name.filter(|p| super::types::plain_name_pattern(p))
 }
 
 pub(super) fn xargs(args: &[String]) -> Analysis {

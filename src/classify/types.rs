@@ -8,6 +8,19 @@ use serde::{Deserialize, Serialize};
 pub const DYN: char = '\u{FFFC}';
 /// Marks "some file found there" (`find /x -name y -exec rm {}`): never empty.
 pub const ANY_FILE: char = '\u{FFFD}';
+/// In a `find` placeholder, what follows is the one `-name` pattern every file found matches
+/// (`ROOT/<FOUND>PATTERN`): `find . -name __pycache__ -exec rm -rf {} +` deletes only what lies
+/// beneath `.` and is named by the pattern (issue 35; `bash::effects` holds the change set to it).
+pub const FOUND: char = '\u{FFF9}';
+
+/// A `find -name` pattern brainloop can hold a change set to: printable ASCII without shell or
+/// bracket syntax (`[A-Za-z0-9._*?+@%,=~:-]`, shown as it is in signatures and prompts), with
+/// at least one character that is not a wildcard (`*`, `?*` name everything).
+pub fn plain_name_pattern(p: &str) -> bool {
+    p.chars().any(|c| !matches!(c, '*' | '?'))
+        && p.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._*?+@%,=~:-".contains(c))
+}
 /// Marks an unquoted `$IFS` expansion: the word is split there.
 pub const SPLIT: char = '\u{1F}';
 
@@ -137,12 +150,15 @@ fn at_workdir(d: &Option<String>) -> bool {
 
 /// Render an evaluated word for humans: dynamic parts become `…`.
 pub fn display_word(w: &str) -> String {
-    w.chars()
-        .map(|c| match c {
-            DYN => '…',
-            ANY_FILE => '*',
-            SPLIT => ' ',
-            c => c,
-        })
-        .collect()
+    let mut out = String::with_capacity(w.len());
+    for c in w.chars() {
+        match c {
+            DYN => out.push('…'),
+            ANY_FILE => out.push('*'),
+            FOUND => out.push_str("**/"),
+            SPLIT => out.push(' '),
+            c => out.push(c),
+        }
+    }
+    out
 }
