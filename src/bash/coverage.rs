@@ -216,6 +216,26 @@ pub const FAMILIES: &[Family] = &[
         ),
     },
     Family {
+        name: "cargo's manifest, offline",
+        shows: "`cargo add|remove|update --offline` (Cargo.toml and Cargo.lock; a dependency from the workspace or the local cache, never the registry)",
+        members: Members::Subcommands(
+            "cargo",
+            &[
+                (
+                    "add",
+                    Flags::Only(&[
+                        "--path", "--dev", "--build", "-p", "--package", "--features", "-F",
+                        "--rename", "--optional", "--no-default-features", "--default-features",
+                        "--dry-run", "-n",
+                    ]),
+                ),
+                ("remove", Flags::Only(&["--dev", "--build", "-p", "--package", "--dry-run", "-n"])),
+                ("rm", Flags::Only(&["--dev", "--build", "-p", "--package", "--dry-run", "-n"])),
+                ("update", Flags::Only(&["-p", "--package", "--precise", "-w", "--workspace", "--dry-run", "-n"])),
+            ],
+        ),
+    },
+    Family {
         name: "go's local build, test and format",
         shows: "`go build|test|vet|run|list|fmt`, `gofmt -w` (not get, install, mod)",
         members: Members::Subcommands(
@@ -643,6 +663,27 @@ mod tests {
             ("cargo build", "cargo new PATH(/tmp/x)", false),
             ("cargo build", "cargo add --path WS_PATH", false),
             ("cargo build", "cargo update", false),
+            (
+                "cargo add --offline --path WS_PATH",
+                "cargo update --offline",
+                true,
+            ),
+            ("cargo update --offline", "cargo remove LITERAL", true),
+            (
+                "cargo add --offline --path WS_PATH",
+                "cargo add --git URL",
+                false,
+            ),
+            (
+                "cargo add --offline --path WS_PATH",
+                "cargo add --path PATH(/tmp/x)",
+                false,
+            ),
+            (
+                "cargo add --offline --path WS_PATH",
+                "cargo install --path WS_PATH",
+                false,
+            ),
             ("cargo build", "cargo test GLOB", false),
             ("cargo build", "cargo run PATH(/etc/passwd)", false),
             ("go build WS_PATH", "go get LITERAL", false),

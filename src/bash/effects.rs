@@ -175,6 +175,18 @@ pub const RUNNER_COMPANIONS: &[(&str, &[&str], &str, Companion)] = &[
         Companion::Edits(&["package.json", "package-lock.json"]),
     ),
     ("go", &["mod"], "", Companion::Edits(&["go.mod", "go.sum"])),
+    (
+        "cargo",
+        &["add", "remove", "rm"],
+        "",
+        Companion::Edits(&["Cargo.toml"]),
+    ),
+    (
+        "cargo",
+        &["add", "remove", "rm", "update", "generate-lockfile"],
+        "",
+        Companion::Lock(&["Cargo.lock"]),
+    ),
     ("cargo", &["new"], "", Companion::NewProject),
     ("python3", &["-m venv"], "", Companion::Beneath),
     ("python", &["-m venv"], "", Companion::Beneath),

@@ -310,6 +310,14 @@ pub(super) fn generic(prog: &str, args: &[String]) -> Analysis {
             a.notes.push(rule.note.clone());
         }
     }
+    // then what an option takes away (an unknown name takes nothing away)
+    for rule in spec.flags.iter().filter(|r| !r.remove.is_empty()) {
+        if flag_hit(&p_flags, rule) {
+            for c in rule.remove.iter().filter_map(|c| Category::parse(c)) {
+                fx.remove(c);
+            }
+        }
+    }
     if canon == "git" {
         super::git::apply(args, &mut fx, &mut a.notes, &mut a.writes);
     }

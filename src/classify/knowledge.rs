@@ -51,6 +51,9 @@ impl Effects {
     pub fn add(&mut self, c: Category) {
         self.0 |= Self::bit(c);
     }
+    pub fn remove(&mut self, c: Category) {
+        self.0 &= !Self::bit(c);
+    }
     pub fn has(&self, c: Category) -> bool {
         let b = Self::bit(c);
         if b == 0 {
@@ -103,6 +106,8 @@ pub struct FlagRule {
     pub opt: String,
     pub value: Option<String>,
     pub add: Vec<String>,
+    /// Effects the option takes away, after every `add` (`cargo --offline`: no registry).
+    pub remove: Vec<String>,
     pub set: Option<Vec<String>>,
     /// Overrides what operands are (`gzip -c FILE` reads FILE instead of replacing it).
     pub operands: Option<String>,

@@ -278,6 +278,25 @@ mod tests {
         assert_eq!(r.layers.len(), 2);
     }
 
+    /// Issue 35: an option may take an effect away (`cargo --offline` reaches no registry);
+    /// without it the same subcommand reaches the network.
+    #[test]
+    fn cargo_offline_reaches_no_registry() {
+        let net = |s: &str| {
+            c(s).operations
+                .iter()
+                .any(|o| o.categories.contains(&Category::Network))
+        };
+        assert!(net("cargo add serde"));
+        assert!(net("cargo update"));
+        assert!(!net("cargo add --offline --path ../strutil"));
+        assert!(!net("cargo update --offline"));
+        assert!(!net("cargo --frozen fetch"));
+        assert!(!net("cargo package --list --allow-dirty --offline"));
+        // another program's option of the same name takes nothing away
+        assert!(net("curl --offline https://example.com"));
+    }
+
     #[test]
     fn pure_command_runs_unasked() {
         let r = c("printf 'b\\na\\n' | sort | uniq -c");
