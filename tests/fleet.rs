@@ -252,6 +252,61 @@ fn three_workers_share_one_registry_and_the_operator_decides_from_another_machin
 }
 
 #[test]
+fn approve_learn_from_the_operator_teaches_the_worker_that_asked() {
+    common::require_sandbox();
+    let c = pg::shared();
+    let (db, op, ws) = registry(c, "learn", &["a", "b"]);
+    let envs: Vec<Env> = (0..2).map(|_| Env::new()).collect();
+    let _daemons: Vec<Daemon> = envs
+        .iter()
+        .zip(&ws)
+        .map(|(e, w)| {
+            setup_ws(e);
+            std::fs::write(e.workspace.join("b.txt"), "x\n").unwrap();
+            start_worker(e, &c.url_as(w, &db))
+        })
+        .collect();
+    let operator = tempfile::tempdir().unwrap();
+    let op_url = c.url_as(&op, &db);
+    let (job, vid) = asks(&envs[1], "sed -i s/one/ONE/ a.txt");
+    wait_published(c, &db, &vid);
+    let out = ok(&op_url, operator.path(), &["approve", &vid, "--learn"]);
+    assert!(out.contains("and learn its signatures"), "{out}");
+    assert_eq!(final_result(&envs[1], job).0, "succeeded");
+    // Worker B applies the next command of that signature without a human ...
+    let (_, st, v, e) = submit(&envs[1], "sed -i s/x/X/ b.txt");
+    assert_eq!(st, "succeeded", "{v} {e}");
+    assert_eq!(v["policy_used"], "signature_learned", "{v}");
+    assert_eq!(read(&envs[1], "b.txt").as_deref(), Some("X\n"));
+    // ... and says who taught it: the operator's decision from the registry.
+    let sigs: serde_json::Value =
+        serde_json::from_str(&common::cli_ok(&envs[1], &["signatures", "--json"])).unwrap();
+    let row = sigs
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["signature"] == "sed -i EXPR WS_PATH")
+        .cloned()
+        .unwrap_or_else(|| panic!("{sigs}"));
+    assert!(
+        row["clients"][0]["learned_by"]
+            .as_str()
+            .unwrap()
+            .starts_with("operator:"),
+        "{row}"
+    );
+    // Scope today: the worker that asked (sharing with the fleet is not built yet): worker A
+    // still asks for the same command.
+    let (_, st, _, _) = submit(&envs[0], "sed -i s/x/X/ b.txt");
+    assert_eq!(st, "pending_validation");
+    // deny --learn is a usage error, nothing decided.
+    let (_, vid2) = asks(&envs[0], "sed -i s/one/UNO/ a.txt");
+    wait_published(c, &db, &vid2);
+    let (st, _, e) = brainloop(&op_url, operator.path(), &["deny", &vid2, "--learn"]);
+    assert!(!st.success(), "{e}");
+}
+
+#[test]
 fn the_registry_stopped_mid_run_runs_nothing_unapproved_and_recovers() {
     common::require_sandbox();
     let c = Cluster::start();

@@ -384,22 +384,22 @@ fn fleet_decide(reg: &crate::registry::Settings, a: &DecideArgs, approve: bool) 
     if !a.hosts.is_empty() || a.allow_private_hosts || a.always_host {
         bail!("--host, --allow-private-hosts and --always-host are not available with a fleet registry yet: decide on the worker's machine without [registry], or approve without them");
     }
-    if a.learn {
-        bail!("--learn is not available with a fleet registry yet (the change set lives on the worker): approve without it, or on the worker's machine without [registry]");
-    }
     let d = match (approve, a.always) {
         (true, false) => Decision::Approve,
         (true, true) => Decision::AlwaysAllow,
         (false, false) => Decision::Deny,
         (false, true) => Decision::Never,
     };
+    if a.learn && d != Decision::Approve {
+        bail!("--learn goes with `approve ID` alone (not with deny or --always)");
+    }
     let mut c = crate::registry::connect(reg)?;
     crate::registry::check_version(&mut c)?;
     let f = validations::fleet_decide(
         &mut c,
         &a.id,
         d,
-        false,
+        a.learn,
         a.reason.as_deref(),
         &super::operator(),
     )?;
@@ -411,6 +411,15 @@ fn fleet_decide(reg: &crate::registry::Settings, a: &DecideArgs, approve: bool) 
         shown::line(&f.worker),
         shown::line(f.validation.command.as_deref().unwrap_or(""))
     );
+    if a.learn {
+        // The change set lives on the worker: it checks the gate (`bash::learn`, the same
+        // refusals as on one machine) and learns for the job's client there.
+        println!(
+            "and learn its signatures for client {} on worker {} (the worker checks that they may be learned; a refusal runs it once and learns nothing, see its log and `brainloop signatures` there)",
+            shown::line(&f.validation.client_id),
+            shown::line(&f.worker)
+        );
+    }
     println!(
         "worker {} takes it from the registry at once (`brainloop validations --all` shows when it did)",
         shown::line(&f.worker)

@@ -117,12 +117,15 @@ const STEPS: &[&str] = &[
     // deliveries (which worker has taken which decision), the roles and their rights.
     r#"
 DO $roles$ BEGIN
-  IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'brainloop_operator') THEN
+  -- Roles are the cluster's: another database's migration may create them at the same time.
+  BEGIN
     CREATE ROLE brainloop_operator NOLOGIN;
-  END IF;
-  IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'brainloop_worker') THEN
+  EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL;
+  END;
+  BEGIN
     CREATE ROLE brainloop_worker NOLOGIN;
-  END IF;
+  EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL;
+  END;
 END $roles$;
 
 CREATE TABLE validations (

@@ -106,7 +106,7 @@ impl Cluster {
         let (tx, rx) = mpsc::channel();
         let (dir, port) = (self.dir.clone(), self.port);
         let log = self.dir.parent().unwrap().join("server.log");
-        // The keeper thread spawns the server and never ends: PDEATHSIG fires when the thread
+        // The keeper thread spawns the server and waits for it: PDEATHSIG fires when the thread
         // that spawned the child exits, i.e. when the test binary does.
         std::thread::spawn(move || {
             let pre = as_server_user(true);
@@ -115,7 +115,7 @@ impl Cluster {
                 .append(true)
                 .open(&log)
                 .unwrap();
-            let child: Child = Command::new(&pre[0])
+            let mut child: Child = Command::new(&pre[0])
                 .args(&pre[1..])
                 .arg(pg_bin("postgres"))
                 .arg("-D")
@@ -130,9 +130,8 @@ impl Cluster {
                 .spawn()
                 .expect("start postgres");
             tx.send(child.id()).unwrap();
-            loop {
-                std::thread::park();
-            }
+            // Reaped here when it stops ([`Cluster::stop`]); until then this thread lives.
+            let _ = child.wait();
         });
         let pid = rx.recv().unwrap();
         *self.child.lock().unwrap() = Some(pid);
@@ -160,8 +159,6 @@ impl Cluster {
         let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT);
         let t0 = Instant::now();
         while nix::sys::signal::kill(pid, None).is_ok() {
-            // Reap it if it is our child (it is: spawned by a thread of this process).
-            let _ = nix::sys::wait::waitpid(pid, Some(nix::sys::wait::WaitPidFlag::WNOHANG));
             assert!(t0.elapsed() < Duration::from_secs(30), "postgres did not stop");
             std::thread::sleep(Duration::from_millis(50));
         }
