@@ -66,13 +66,17 @@ fn session(s: &Settings, stores: &Stores, stats: &Stats, stop: &CancellationToke
     let mut c = registry::connect(s)?;
     registry::check_version(&mut c)?;
     registry::listen(&mut c)?;
+    // Decision rows are written through a connection of their own, as the operator's CLI does:
+    // the loop's wake-up compares command_security.db's data_version, which a write through its
+    // own connection (`stores.security`) would not move.
+    let mut sec = crate::db::open(&stores.data_dir, crate::db::DbKind::Security)?;
     // What the registry already has of each validation (id → status), this connection.
     let mut published: HashMap<String, String> = HashMap::new();
     let mut since = crate::time::now_ms() - REPUBLISH_MS;
     let poll = Duration::from_millis(s.poll_ms.clamp(50, 60_000));
     loop {
         let now = crate::time::now_ms();
-        sync(&mut c, stores, &mut published, since)?;
+        sync(&mut c, &mut sec, stores, &mut published, since)?;
         since = now - 60_000;
         if stats.has_problem(PROBLEM) {
             tracing::info!("the fleet registry is reachable again");
@@ -88,6 +92,7 @@ fn session(s: &Settings, stores: &Stores, stats: &Stats, stop: &CancellationToke
 /// One pass: publish what changed, then take the new decisions.
 fn sync(
     c: &mut registry::Client,
+    sec: &mut rusqlite::Connection,
     stores: &Stores,
     published: &mut HashMap<String, String>,
     since: i64,
@@ -107,7 +112,7 @@ fn sync(
         published.retain(|_, st| st == "pending");
     }
     for d in validations::undelivered(c)? {
-        stores.security.with(|sec| validations::take(sec, c, &d))?;
+        validations::take(sec, c, &d)?;
         tracing::info!(validation_id = %d.row.validation_id, decided_by = %d.row.decided_by, "decision taken from the registry");
     }
     Ok(())
