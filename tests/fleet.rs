@@ -307,6 +307,44 @@ fn approve_learn_from_the_operator_teaches_the_worker_that_asked() {
 }
 
 #[test]
+fn a_decision_made_while_the_worker_was_killed_is_taken_once_at_its_restart() {
+    common::require_sandbox();
+    let c = pg::shared();
+    let (db, op, ws) = registry(c, "restart", &["w"]);
+    let env = Env::new();
+    setup_ws(&env);
+    let url = c.url_as(&ws[0], &db);
+    let d = start_worker(&env, &url);
+    let (job, vid) = asks(&env, "sed -i s/one/ONE/ a.txt");
+    wait_published(c, &db, &vid);
+    d.kill9();
+    let operator = tempfile::tempdir().unwrap();
+    ok(&c.url_as(&op, &db), operator.path(), &["approve", &vid]);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(env.result(job).unwrap().0, "pending_validation");
+    let _d = start_worker(&env, &url);
+    let (st, v, e) = final_result(&env, job);
+    assert_eq!(st, "succeeded", "{v} {e}");
+    assert_eq!(read(&env, "a.txt").as_deref(), Some("ONE\n"));
+    // Taken once: one local decision row, one delivery.
+    let n: i64 = env
+        .db("command_security.db")
+        .query_row(
+            "SELECT count(*) FROM approvals WHERE validation_id = ?1",
+            [&vid],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(n, 1);
+    let mut admin = c.connect("postgres", &db);
+    let n: i64 = admin
+        .query_one("SELECT count(*) FROM deliveries", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 1);
+}
+
+#[test]
 fn the_registry_stopped_mid_run_runs_nothing_unapproved_and_recovers() {
     common::require_sandbox();
     let c = Cluster::start();
