@@ -47,6 +47,37 @@ pub struct Cluster {
 
 static SHARED: OnceLock<Cluster> = OnceLock::new();
 
+/// Removes the temp dirs of earlier test binaries' clusters (the shared one is never dropped):
+/// those older than ten minutes whose server is gone.
+fn sweep() {
+    let Ok(rd) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let p = e.path();
+        let old = e
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age > Duration::from_secs(600));
+        let named = p
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("brainloop-pg"));
+        if !named || !old {
+            continue;
+        }
+        let alive = std::fs::read_to_string(p.join("data/postmaster.pid"))
+            .ok()
+            .and_then(|t| t.lines().next().and_then(|l| l.trim().parse::<u32>().ok()))
+            .is_some_and(|pid| Path::new(&format!("/proc/{pid}")).exists());
+        if !alive {
+            let _ = std::fs::remove_dir_all(&p);
+        }
+    }
+}
+
 /// The test binary's cluster.
 pub fn shared() -> &'static Cluster {
     SHARED.get_or_init(Cluster::start)
@@ -60,6 +91,7 @@ fn free_port() -> u16 {
 impl Cluster {
     /// A new cluster (initdb, then the server), ready to accept connections.
     pub fn start() -> Cluster {
+        sweep();
         let root = tempfile::Builder::new()
             .prefix("brainloop-pg")
             .tempdir()
@@ -164,6 +196,10 @@ impl Cluster {
         }
     }
 
+    fn root(&self) -> &Path {
+        self.dir.parent().unwrap()
+    }
+
     /// The superuser's URL for database `db`.
     pub fn admin_url(&self, db: &str) -> String {
         format!("postgres://postgres@127.0.0.1:{}/{db}", self.port)
@@ -182,5 +218,12 @@ impl Cluster {
 
     pub fn connect(&self, role: &str, db: &str) -> postgres::Client {
         postgres::Client::connect(&self.url_as(role, db), postgres::NoTls).unwrap()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.stop();
+        let _ = std::fs::remove_dir_all(self.root());
     }
 }
