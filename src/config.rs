@@ -125,6 +125,9 @@ pub struct Config {
     /// `[reviewer]`: a command consulted before the human (`deny`, `ask`, `approve` — an approve
     /// only where a learned signature could apply the change set).
     pub reviewer: Option<crate::hooks::HookConfig>,
+    /// `[registry]`: the fleet's PostgreSQL registry (issue 37, `docs/fleet.md`). Absent: the
+    /// validations and decisions stay in this data dir's SQLite files, as on one machine.
+    pub registry: Option<crate::registry::Settings>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -198,6 +201,7 @@ impl Default for Config {
             data_paths: Vec::new(),
             notify: None,
             reviewer: None,
+            registry: None,
         }
     }
 }
@@ -305,6 +309,9 @@ impl Config {
         if let Some(v) = get("BRAINLOOP_LOG_FILE") {
             self.log_file = Some(PathBuf::from(v));
         }
+        if let Some(v) = get("BRAINLOOP_REGISTRY_URL") {
+            self.registry.get_or_insert_with(Default::default).url = v;
+        }
         macro_rules! env_num {
             ($key:literal, $field:expr) => {
                 if let Some(v) = get($key) {
@@ -357,6 +364,11 @@ impl Config {
         }
         if let Some(h) = &self.reviewer {
             h.validate("reviewer")?;
+        }
+        if let Some(r) = &self.registry {
+            if r.url.is_empty() {
+                bail!("[registry] needs url = \"postgres://ROLE@HOST/DB\" (remove the section for the local default)");
+            }
         }
         if self.concurrency == 0 || self.concurrency > 1024 {
             bail!(

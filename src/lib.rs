@@ -26,6 +26,7 @@ pub mod mcp;
 pub mod memory;
 pub mod permset;
 pub mod quote;
+pub mod registry;
 pub mod retention;
 pub mod retry;
 pub mod runcode;

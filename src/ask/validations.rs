@@ -15,9 +15,17 @@
 //! ([`deadline`]). A wall-clock step forward never expires a validation at once, nor does a step
 //! back keep one past its TTL. A decision counts when made before the deadline by either clock
 //! ([`too_late`]).
+//!
+//! With a fleet registry (`[registry]`, issue 37) the same two tables also live in PostgreSQL
+//! (`crate::registry`): the worker publishes its validations there ([`publish`], naming itself
+//! by its login role), the operator decides there ([`fleet_decide`]; only the operator's role
+//! may write `decisions`), and the worker takes each decision on its own validations into its
+//! local decision rows ([`take`]) — which `answers::collect` consumes exactly as on one
+//! machine, with every check (pending, in time, the snapshot's hash). Every statement on those
+//! tables, local or in the registry, is here.
 
 use crate::db::write_tx;
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -385,10 +393,23 @@ pub fn record(
     reason: Option<&str>,
     by: &str,
 ) -> Result<()> {
+    record_at(security, id, d, learn, reason, by, crate::time::now_ms())
+}
+
+/// [`record`] with the time the decision was made (a registry decision keeps the operator's).
+fn record_at(
+    security: &mut Connection,
+    id: &str,
+    d: Decision,
+    learn: bool,
+    reason: Option<&str>,
+    by: &str,
+    at: i64,
+) -> Result<()> {
     write_tx(security, |tx| {
         tx.execute(
             "INSERT INTO approvals(validation_id, decision, reason, decided_by, created_at, learn) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            params![id, d.as_str(), reason, by, crate::time::now_ms(), learn],
+            params![id, d.as_str(), reason, by, at, learn],
         )
     })?;
     Ok(())
@@ -537,6 +558,254 @@ pub fn prune_approvals(
              (SELECT id FROM approvals WHERE consumed_at IS NOT NULL AND consumed_at < ?1 LIMIT ?2)",
         params![before, batch as i64],
     )
+}
+
+// ---- The fleet registry (issue 37): the same requests and decisions in PostgreSQL ----
+
+/// The local validations the registry must hear of: every pending one, and those closed since
+/// `since` (their status).
+pub fn to_publish(output: &Connection, since: i64) -> Result<Vec<Validation>> {
+    let mut s = output.prepare_cached(&format!(
+        "SELECT {COLS} FROM validations WHERE status = 'pending' OR decided_at >= ?1 ORDER BY requested_at"
+    ))?;
+    let v = s
+        .query_map([since], row)?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(v)
+}
+
+/// Worker side: puts `list` in the registry under this worker's name (its login role): a new
+/// validation is inserted, a known pending one takes the local status once it is closed.
+pub fn publish(reg: &mut crate::registry::Client, list: &[Validation]) -> Result<()> {
+    if list.is_empty() {
+        return Ok(());
+    }
+    let mut tx = reg.transaction()?;
+    let st = tx.prepare(
+        "INSERT INTO validations(id, job_id, client_id, command, command_hash, policy, risk_score,
+                                 permission_set, reasons, status, requested_at, decided_at, expires_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+         ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status, decided_at = EXCLUDED.decided_at
+         WHERE validations.status = 'pending' AND EXCLUDED.status <> 'pending'",
+    )?;
+    for v in list {
+        tx.execute(
+            &st,
+            &[
+                &v.id,
+                &v.job_id,
+                &v.client_id,
+                &v.command,
+                &v.command_hash,
+                &v.policy,
+                &v.risk_score,
+                &v.permission_set,
+                &v.reasons,
+                &v.status,
+                &v.requested_at,
+                &v.decided_at,
+                &v.expires_at,
+            ],
+        )
+        .with_context(|| format!("publishing validation {} to the registry", v.id))?;
+    }
+    tx.commit()?;
+    Ok(())
+}
+
+/// A decision row in the registry.
+#[derive(Debug, Clone)]
+pub struct FleetDecision {
+    /// `decisions.id` in the registry.
+    pub id: i64,
+    pub row: ApprovalRow,
+}
+
+const FLEET_DECISION_COLS: &str =
+    "d.id, d.validation_id, d.decision, d.reason, d.decided_by, d.created_at, d.learn";
+
+fn fleet_decision(r: &postgres::Row) -> Result<FleetDecision> {
+    let id: i64 = r.try_get(0)?;
+    Ok(FleetDecision {
+        id,
+        row: ApprovalRow {
+            row_id: id,
+            validation_id: r.try_get(1)?,
+            decision: Decision::parse(&r.try_get::<_, String>(2)?),
+            reason: r.try_get(3)?,
+            decided_by: r.try_get(4)?,
+            created_at: r.try_get(5)?,
+            learn: r.try_get(6)?,
+        },
+    })
+}
+
+/// Worker side: the registry's decisions on this worker's validations it has not taken yet,
+/// oldest first (row security shows a worker only its own).
+pub fn undelivered(reg: &mut crate::registry::Client) -> Result<Vec<FleetDecision>> {
+    reg.query(
+        &format!(
+            "SELECT {FLEET_DECISION_COLS} FROM decisions d JOIN validations v ON v.id = d.validation_id
+             WHERE v.worker = current_user
+               AND NOT EXISTS (SELECT 1 FROM deliveries x WHERE x.decision_id = d.id AND x.worker = current_user)
+             ORDER BY d.id"
+        ),
+        &[],
+    )
+    .context("reading the registry's decisions")?
+    .iter()
+    .map(fleet_decision)
+    .collect()
+}
+
+/// Worker side: takes registry decision `d` — its local decision row first (what
+/// `answers::collect` consumes, with the operator's time and name), then its delivery in the
+/// registry. A crash between the two writes the local row twice: the second is ignored as a
+/// replay (the validation is no longer pending).
+pub fn take(
+    security: &mut Connection,
+    reg: &mut crate::registry::Client,
+    d: &FleetDecision,
+) -> Result<()> {
+    let r = &d.row;
+    let decision = r.decision.unwrap_or(Decision::Deny);
+    record_at(
+        security,
+        &r.validation_id,
+        decision,
+        r.learn,
+        r.reason.as_deref(),
+        &r.decided_by,
+        r.created_at,
+    )?;
+    reg.execute(
+        "INSERT INTO deliveries(decision_id, delivered_at) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+        &[&d.id, &crate::time::now_ms()],
+    )
+    .context("recording the delivery in the registry")?;
+    Ok(())
+}
+
+const FLEET_COLS: &str = "v.worker, v.id, v.job_id, v.client_id, v.command, v.command_hash, v.policy, v.risk_score, v.permission_set, v.reasons, v.status, v.requested_at, v.decided_at, v.expires_at";
+
+/// A validation in the registry and the worker that asked.
+#[derive(Debug, Clone, Serialize)]
+pub struct FleetValidation {
+    pub worker: String,
+    #[serde(flatten)]
+    pub validation: Validation,
+}
+
+fn fleet_row(r: &postgres::Row) -> Result<FleetValidation> {
+    Ok(FleetValidation {
+        worker: r.try_get(0)?,
+        validation: Validation {
+            id: r.try_get(1)?,
+            job_id: r.try_get(2)?,
+            client_id: r.try_get(3)?,
+            command: r.try_get(4)?,
+            command_hash: r.try_get(5)?,
+            policy: r.try_get(6)?,
+            risk_score: r.try_get(7)?,
+            permission_set: r.try_get(8)?,
+            reasons: r.try_get(9)?,
+            status: r.try_get(10)?,
+            requested_at: r.try_get(11)?,
+            decided_at: r.try_get(12)?,
+            expires_at: r.try_get(13)?,
+        },
+    })
+}
+
+/// Operator side: the registry's validations (every worker's), pending only or all, oldest
+/// first. A pending one already decided (the worker has not taken the decision yet) shows
+/// `decided`.
+pub fn fleet_list(
+    reg: &mut crate::registry::Client,
+    only_pending: bool,
+) -> Result<Vec<FleetValidation>> {
+    let rows = reg.query(
+        &format!(
+            "SELECT {FLEET_COLS}, EXISTS (SELECT 1 FROM decisions d WHERE d.validation_id = v.id)
+             FROM validations v WHERE (NOT $1 OR v.status = 'pending') ORDER BY v.requested_at"
+        ),
+        &[&only_pending],
+    )?;
+    rows.iter()
+        .map(|r| {
+            let mut f = fleet_row(r)?;
+            if f.validation.status == "pending" && r.try_get::<_, bool>(14)? {
+                f.validation.status = "decided".into();
+            }
+            Ok(f)
+        })
+        .collect()
+}
+
+/// Operator side: one validation of the registry.
+pub fn fleet_get(reg: &mut crate::registry::Client, id: &str) -> Result<Option<FleetValidation>> {
+    reg.query_opt(
+        &format!("SELECT {FLEET_COLS} FROM validations v WHERE v.id = $1"),
+        &[&id],
+    )?
+    .as_ref()
+    .map(fleet_row)
+    .transpose()
+}
+
+/// Operator side: decides validation `id` in the registry (the operator's role; a worker's is
+/// refused by PostgreSQL). Refused unless it is pending and not decided yet. The insert's
+/// trigger notifies the worker that asked.
+pub fn fleet_decide(
+    reg: &mut crate::registry::Client,
+    id: &str,
+    d: Decision,
+    learn: bool,
+    reason: Option<&str>,
+    by: &str,
+) -> Result<FleetValidation> {
+    let mut tx = reg.transaction()?;
+    let Some(row) = tx.query_opt(
+        &format!(
+            "SELECT {FLEET_COLS}, EXISTS (SELECT 1 FROM decisions d WHERE d.validation_id = v.id)
+             FROM validations v WHERE v.id = $1"
+        ),
+        &[&id],
+    )?
+    else {
+        bail!("no validation {id} in the registry (see `brainloop validations`)");
+    };
+    let f = fleet_row(&row)?;
+    if f.validation.status != "pending" {
+        bail!("validation {id} is already {}", f.validation.status);
+    }
+    if row.try_get::<_, bool>(14)? {
+        bail!("validation {id} is already decided (worker {} has not taken the decision yet)", f.worker);
+    }
+    tx.execute(
+        "INSERT INTO decisions(validation_id, decision, reason, decided_by, created_at, learn)
+         VALUES ($1, $2, $3, $4, $5, $6)",
+        &[&id, &d.as_str(), &reason, &by, &crate::time::now_ms(), &learn],
+    )
+    .context("writing the decision in the registry (is this the operator's role?)")?;
+    tx.commit()?;
+    Ok(f)
+}
+
+/// The last decision written in the registry for validation `id`.
+pub fn fleet_last_decision(
+    reg: &mut crate::registry::Client,
+    id: &str,
+) -> Result<Option<FleetDecision>> {
+    reg.query_opt(
+        &format!(
+            "SELECT {FLEET_DECISION_COLS} FROM decisions d WHERE d.validation_id = $1 ORDER BY d.id DESC LIMIT 1"
+        ),
+        &[&id],
+    )?
+    .as_ref()
+    .map(fleet_decision)
+    .transpose()
 }
 
 #[cfg(test)]

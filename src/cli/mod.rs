@@ -15,6 +15,7 @@ mod init;
 mod mcp;
 mod protected;
 mod prune;
+mod registry;
 mod repair;
 mod review;
 mod reviewer;
@@ -111,6 +112,8 @@ pub enum Command {
     Repair(repair::RepairArgs),
     /// MCP server on stdio: a front-end that queues jobs for --client and returns their results.
     Mcp(mcp::McpArgs),
+    /// The fleet registry (PostgreSQL, `[registry] url`): `migrate`, `status`, `add-role`.
+    Registry(registry::RegistryArgs),
 }
 
 /// Entry point of the binary; returns the process exit code.
@@ -197,6 +200,7 @@ pub fn main() -> i32 {
         Command::InferPermissions(args) => infer::run(&config, &args),
         Command::Mcp(args) => mcp::run(config, &args),
         Command::Repair(args) => repair::run(&config, &args),
+        Command::Registry(args) => registry::run(&config, &args),
     };
     match res {
         Ok(code) => code,

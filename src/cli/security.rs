@@ -115,6 +115,9 @@ fn open(config: &Config, kind: DbKind) -> Result<rusqlite::Connection> {
 }
 
 pub fn validations(config: &Config, a: &ValidationsArgs) -> Result<i32> {
+    if let Some(reg) = &config.registry {
+        return fleet_validations(reg, a);
+    }
     let out = db::open_read_only(&config.data_dir, DbKind::Output)?;
     let list = validations::list(&out, !a.all)?;
     if a.json {
@@ -210,6 +213,9 @@ fn print_denial_streaks(
 }
 
 pub fn decide(config: &Config, a: &DecideArgs, approve: bool) -> Result<i32> {
+    if let Some(reg) = &config.registry {
+        return fleet_decide(reg, a, approve);
+    }
     if !approve && (!a.hosts.is_empty() || a.allow_private_hosts || a.always_host) {
         bail!("--host, --allow-private-hosts and --always-host go with approve (deny refuses the request as a whole)");
     }
@@ -302,6 +308,122 @@ pub fn decide(config: &Config, a: &DecideArgs, approve: bool) -> Result<i32> {
         println!("{}", shown::line(&line));
     }
     println!("the worker applies it within seconds (`brainloop enqueue get_result` / results table for the outcome)");
+    Ok(0)
+}
+
+/// `validations` with a fleet registry (issue 37): every worker's, from PostgreSQL.
+fn fleet_validations(reg: &crate::registry::Settings, a: &ValidationsArgs) -> Result<i32> {
+    let mut c = crate::registry::connect(reg)?;
+    crate::registry::check_version(&mut c)?;
+    let list = validations::fleet_list(&mut c, !a.all)?;
+    if a.json {
+        let mut rows = Vec::new();
+        for f in &list {
+            let mut row = serde_json::to_value(f)?;
+            let d = validations::fleet_last_decision(&mut c, &f.validation.id)?;
+            row["decided_by"] = serde_json::json!(d.as_ref().map(|d| &d.row.decided_by));
+            rows.push(row);
+        }
+        println!("{}", crate::shown::json(&rows)?);
+        return Ok(0);
+    }
+    if list.is_empty() {
+        println!(
+            "no {}validations in the registry {}",
+            if a.all { "" } else { "pending " },
+            reg.shown_url()
+        );
+    }
+    let now = crate::time::now_ms();
+    for f in list {
+        let v = &f.validation;
+        println!(
+            "{}  worker {}  job {}  client {}  [{}]",
+            v.id,
+            shown::line(&f.worker),
+            v.job_id,
+            shown::line(&v.client_id),
+            v.status
+        );
+        println!(
+            "  command:  {}",
+            shown::block(v.command.as_deref().unwrap_or("")).replace('\n', "\n            ")
+        );
+        println!(
+            "  policy {}   risk {:.2}   set {}   {}",
+            v.policy.as_deref().unwrap_or("?"),
+            v.risk_score.unwrap_or(0.0),
+            v.permission_set.as_deref().unwrap_or("?"),
+            v.expires_at
+                .filter(|_| v.status == "pending")
+                .map(|t| format!("expires in {} min", (t - now).max(0) / 60_000))
+                .unwrap_or_default()
+        );
+        let reasons: Vec<String> = v
+            .reasons
+            .as_deref()
+            .and_then(|r| serde_json::from_str(r).ok())
+            .unwrap_or_default();
+        for r in reasons {
+            println!("  - {}", shown::line(&r));
+        }
+        if v.status == "pending" {
+            println!(
+                "  → brainloop approve {} [--always]   |   brainloop deny {} [--always]",
+                v.id, v.id
+            );
+        }
+    }
+    Ok(0)
+}
+
+/// `approve` / `deny` with a fleet registry (issue 37): the decision is written in PostgreSQL
+/// under the operator's role; the worker that asked takes it at once (LISTEN/NOTIFY) and
+/// applies it with every check of a local decision.
+fn fleet_decide(reg: &crate::registry::Settings, a: &DecideArgs, approve: bool) -> Result<i32> {
+    if !a.hosts.is_empty() || a.allow_private_hosts || a.always_host {
+        bail!("--host, --allow-private-hosts and --always-host are not available with a fleet registry yet: decide on the worker's machine without [registry], or approve without them");
+    }
+    let d = match (approve, a.always) {
+        (true, false) => Decision::Approve,
+        (true, true) => Decision::AlwaysAllow,
+        (false, false) => Decision::Deny,
+        (false, true) => Decision::Never,
+    };
+    if a.learn && d != Decision::Approve {
+        bail!("--learn goes with `approve ID` alone (not with deny or --always)");
+    }
+    let mut c = crate::registry::connect(reg)?;
+    crate::registry::check_version(&mut c)?;
+    let f = validations::fleet_decide(
+        &mut c,
+        &a.id,
+        d,
+        a.learn,
+        a.reason.as_deref(),
+        &super::operator(),
+    )?;
+    println!(
+        "{} validation {} (job {} on worker {}): {}",
+        d.as_str(),
+        f.validation.id,
+        f.validation.job_id,
+        shown::line(&f.worker),
+        shown::line(f.validation.command.as_deref().unwrap_or(""))
+    );
+    if a.learn {
+        // The change set lives on the worker: it checks the gate (`bash::learn`, the same
+        // refusals as on one machine) and learns for the job's client there.
+        println!(
+            "and learn its signatures for client {} on worker {} (the worker checks that they may be learned; a refusal runs it once and learns nothing, see its log and `brainloop signatures` there)",
+            shown::line(&f.validation.client_id),
+            shown::line(&f.worker)
+        );
+    }
+    println!(
+        "worker {} takes it from the registry at once (`brainloop validations --all` shows when it did)",
+        shown::line(&f.worker)
+    );
     Ok(0)
 }
 

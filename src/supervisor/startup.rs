@@ -107,6 +107,17 @@ pub(super) async fn start(
         background.clone(),
     );
 
+    // `[registry]`: the bridge to the fleet's operator queue (issue 37), on its own thread.
+    if let Some(reg) = &config.registry {
+        crate::ask::fleet::spawn(
+            reg.clone(),
+            Arc::clone(&stores),
+            Arc::clone(&stats),
+            background.clone(),
+        )
+        .context("starting the registry bridge")?;
+    }
+
     let jobs = Loop {
         llm,
         config,

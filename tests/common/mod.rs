@@ -5,6 +5,7 @@
 pub mod collector;
 pub mod http_server;
 pub mod mock_llm;
+pub mod pg;
 
 use rusqlite::{params, Connection, OptionalExtension};
 use std::path::{Path, PathBuf};

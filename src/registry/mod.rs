@@ -1,0 +1,330 @@
+//! The fleet registry (issue 37): **the PostgreSQL database several workers and one operator
+//! share** — its settings (`[registry] url`), the connection, the versioned migrations and the
+//! roles. It owns who may write what there: `migrate` creates the group roles
+//! `brainloop_operator` (decides) and `brainloop_worker` (creates validations, reads the
+//! decisions of its own validations, never writes one), with grants and row security, and
+//! `add_role` makes a login role a member of one. A worker's name in the registry is its login
+//! role (`current_user`): row security keeps each worker to its own validations.
+//!
+//! The statements on the registry's tables live with their owners (`ask::validations` for
+//! `validations`, `decisions`, `deliveries`); this module holds only the DDL, the role
+//! statements and `registry_migrations`. Absent `[registry]`, nothing here is used: the
+//! embedded SQLite default is unchanged.
+//!
+//! The client is the synchronous `postgres` crate (it runs its own small runtime): call it from
+//! a plain thread or `spawn_blocking`, never on an async worker thread.
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// The channel a decision is announced on (payload: the worker that asked).
+pub const CHANNEL: &str = "brainloop_decisions";
+/// The group role of the operator's (and a reviewer's) logins: the only one that decides.
+pub const OPERATOR_ROLE: &str = "brainloop_operator";
+/// The group role of workers' logins.
+pub const WORKER_ROLE: &str = "brainloop_worker";
+
+/// `[registry]` in the configuration.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Settings {
+    /// `postgres://ROLE[:PASSWORD]@HOST[:PORT]/DB[?…]` (libpq's URL form; `host=/dir` for a
+    /// Unix socket). A worker's config names its worker role, the operator's config the
+    /// operator's role. Empty: no registry.
+    pub url: String,
+    /// The worker's fallback poll of the registry when no notification arrives (ms).
+    pub poll_ms: u64,
+    /// A connection attempt gives up after this long (ms).
+    pub connect_timeout_ms: u64,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            url: String::new(),
+            poll_ms: 1000,
+            connect_timeout_ms: 3000,
+        }
+    }
+}
+
+impl Settings {
+    /// The URL with any password replaced by `***` (for messages and `status`).
+    pub fn shown_url(&self) -> String {
+        shown_url(&self.url)
+    }
+}
+
+/// `url` with the password (between `:` and `@` of the authority) masked.
+pub fn shown_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let (auth, tail) = match rest.split_once('@') {
+        Some((a, t)) => (a, t),
+        None => return url.to_string(),
+    };
+    match auth.split_once(':') {
+        Some((user, _)) => format!("{scheme}://{user}:***@{tail}"),
+        None => url.to_string(),
+    }
+}
+
+/// A connection to the registry (the caller's role, from the URL).
+pub type Client = postgres::Client;
+
+/// Connects with the settings' URL and timeout.
+pub fn connect(s: &Settings) -> Result<Client> {
+    let mut cfg: postgres::Config = s
+        .url
+        .parse()
+        .with_context(|| format!("[registry] url {} is not a PostgreSQL URL", s.shown_url()))?;
+    cfg.connect_timeout(Duration::from_millis(s.connect_timeout_ms.max(100)));
+    cfg.application_name("brainloop");
+    cfg.connect(postgres::NoTls)
+        .with_context(|| format!("cannot reach the registry {}", s.shown_url()))
+}
+
+/// Listens for decisions on this connection (see [`wait`]).
+pub fn listen(c: &mut Client) -> Result<()> {
+    c.batch_execute(&format!("LISTEN {CHANNEL}"))
+        .context("LISTEN on the registry")
+}
+
+/// Waits up to `timeout` for a notification on this connection; true if one (or more) came.
+/// Err: the connection is broken.
+pub fn wait(c: &mut Client, timeout: Duration) -> Result<bool> {
+    use postgres::fallible_iterator::FallibleIterator;
+    let mut n = c.notifications();
+    let got = n
+        .timeout_iter(timeout)
+        .next()
+        .context("waiting for the registry's notifications")?;
+    if got.is_none() {
+        return Ok(false);
+    }
+    // Drain what else is queued without waiting.
+    let mut more = n.iter();
+    while more.next().context("reading the registry's notifications")?.is_some() {}
+    Ok(true)
+}
+
+/// The registry's migrations, in order; `registry_migrations` records the applied ones. Never
+/// edit a shipped step: append one.
+const STEPS: &[&str] = &[
+    // 1: the operator queue: validations (a worker's requests), decisions (the operator's),
+    // deliveries (which worker has taken which decision), the roles and their rights.
+    r#"
+DO $roles$ BEGIN
+  -- Roles are the cluster's: another database's migration may create them at the same time.
+  BEGIN
+    CREATE ROLE brainloop_operator NOLOGIN;
+  EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL;
+  END;
+  BEGIN
+    CREATE ROLE brainloop_worker NOLOGIN;
+  EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL;
+  END;
+END $roles$;
+
+CREATE TABLE validations (
+  id text PRIMARY KEY,
+  worker text NOT NULL DEFAULT current_user,
+  job_id bigint NOT NULL,
+  client_id text NOT NULL,
+  command text,
+  command_hash text,
+  policy text,
+  risk_score double precision,
+  permission_set text,
+  reasons text,
+  status text NOT NULL DEFAULT 'pending',
+  requested_at bigint NOT NULL,
+  decided_at bigint,
+  expires_at bigint
+);
+CREATE INDEX validations_pending ON validations(status, requested_at);
+
+CREATE TABLE decisions (
+  id bigserial PRIMARY KEY,
+  validation_id text NOT NULL REFERENCES validations(id),
+  decision text NOT NULL CHECK (decision IN ('approve', 'deny', 'always_allow', 'always_ask', 'never')),
+  reason text,
+  decided_by text NOT NULL,
+  db_role text NOT NULL DEFAULT current_user,
+  created_at bigint NOT NULL,
+  learn boolean NOT NULL DEFAULT false
+);
+CREATE INDEX decisions_validation ON decisions(validation_id);
+
+CREATE TABLE deliveries (
+  decision_id bigint NOT NULL REFERENCES decisions(id),
+  worker text NOT NULL DEFAULT current_user,
+  delivered_at bigint NOT NULL,
+  PRIMARY KEY (decision_id, worker)
+);
+
+CREATE FUNCTION brainloop_decision_notify() RETURNS trigger LANGUAGE plpgsql AS $f$
+BEGIN
+  PERFORM pg_notify('brainloop_decisions',
+                    (SELECT worker FROM validations WHERE id = NEW.validation_id));
+  RETURN NEW;
+END $f$;
+CREATE TRIGGER decisions_notify AFTER INSERT ON decisions
+  FOR EACH ROW EXECUTE FUNCTION brainloop_decision_notify();
+
+REVOKE ALL ON validations, decisions, deliveries FROM PUBLIC;
+GRANT SELECT ON registry_migrations TO brainloop_worker, brainloop_operator;
+GRANT SELECT, INSERT ON validations TO brainloop_worker;
+GRANT UPDATE (status, decided_at) ON validations TO brainloop_worker;
+GRANT SELECT ON decisions TO brainloop_worker;
+GRANT SELECT, INSERT ON deliveries TO brainloop_worker;
+GRANT SELECT ON validations, deliveries TO brainloop_operator;
+GRANT SELECT, INSERT ON decisions TO brainloop_operator;
+GRANT USAGE ON SEQUENCE decisions_id_seq TO brainloop_operator;
+
+ALTER TABLE validations ENABLE ROW LEVEL SECURITY;
+CREATE POLICY worker_own ON validations TO brainloop_worker
+  USING (worker = current_user) WITH CHECK (worker = current_user);
+CREATE POLICY operator_reads ON validations FOR SELECT TO brainloop_operator USING (true);
+
+ALTER TABLE decisions ENABLE ROW LEVEL SECURITY;
+CREATE POLICY worker_reads_own ON decisions FOR SELECT TO brainloop_worker
+  USING (EXISTS (SELECT 1 FROM validations v WHERE v.id = validation_id AND v.worker = current_user));
+CREATE POLICY operator_reads ON decisions FOR SELECT TO brainloop_operator USING (true);
+CREATE POLICY operator_decides ON decisions FOR INSERT TO brainloop_operator
+  WITH CHECK (db_role = current_user);
+
+ALTER TABLE deliveries ENABLE ROW LEVEL SECURITY;
+CREATE POLICY worker_own ON deliveries TO brainloop_worker
+  USING (worker = current_user) WITH CHECK (worker = current_user);
+CREATE POLICY operator_reads ON deliveries FOR SELECT TO brainloop_operator USING (true);
+"#,
+];
+
+/// The version the binary's migrations reach.
+pub fn latest() -> i64 {
+    STEPS.len() as i64
+}
+
+/// Applies the missing migrations (one transaction each, serialized by an advisory lock, so two
+/// `migrate` at once apply each step once). Returns (version before, version after). Run with a
+/// role that owns the database (not a worker's or the operator's).
+pub fn migrate(c: &mut Client) -> Result<(i64, i64)> {
+    c.batch_execute(
+        "CREATE TABLE IF NOT EXISTS registry_migrations (
+           version bigint PRIMARY KEY, applied_at bigint NOT NULL)",
+    )
+    .context("creating registry_migrations (does this role own the database?)")?;
+    let mut before = None;
+    loop {
+        let mut tx = c.transaction()?;
+        tx.batch_execute("SELECT pg_advisory_xact_lock(3737)")?;
+        let v: i64 = tx
+            .query_one(
+                "SELECT coalesce(max(version), 0) FROM registry_migrations",
+                &[],
+            )?
+            .get(0);
+        before.get_or_insert(v);
+        let Some(step) = STEPS.get(v as usize) else {
+            tx.commit()?;
+            return Ok((before.unwrap_or(v), v));
+        };
+        tx.batch_execute(step)
+            .with_context(|| format!("registry migration {}", v + 1))?;
+        tx.execute(
+            "INSERT INTO registry_migrations(version, applied_at) VALUES ($1, $2)",
+            &[&(v + 1), &crate::time::now_ms()],
+        )?;
+        tx.commit()?;
+    }
+}
+
+/// The registry's schema version (0: never migrated).
+pub fn version(c: &mut Client) -> Result<i64> {
+    let exists: bool = c
+        .query_one("SELECT to_regclass('registry_migrations') IS NOT NULL", &[])?
+        .get(0);
+    if !exists {
+        return Ok(0);
+    }
+    Ok(c.query_one(
+        "SELECT coalesce(max(version), 0) FROM registry_migrations",
+        &[],
+    )?
+    .get(0))
+}
+
+/// Fails unless the registry is at the binary's version (a worker must not write an older
+/// or newer schema than it knows).
+pub fn check_version(c: &mut Client) -> Result<()> {
+    let v = version(c)?;
+    if v != latest() {
+        bail!(
+            "the registry is at schema version {v}, this binary needs {}: run `brainloop registry migrate` with the database owner's URL",
+            latest()
+        );
+    }
+    Ok(())
+}
+
+/// Which group a login role joins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Operator,
+    Worker,
+}
+
+impl Role {
+    pub fn group(self) -> &'static str {
+        match self {
+            Role::Operator => OPERATOR_ROLE,
+            Role::Worker => WORKER_ROLE,
+        }
+    }
+}
+
+/// Creates login role `name` (if missing) as a member of `role`'s group, with `password` if
+/// given. A worker's login name is its name in the registry.
+pub fn add_role(c: &mut Client, name: &str, role: Role, password: Option<&str>) -> Result<()> {
+    if name.is_empty()
+        || name.len() > 63
+        || !name
+            .chars()
+            .all(|ch| ch.is_ascii_alphanumeric() || ch == '_' || ch == '-')
+    {
+        bail!("role name {name:?}: use 1 to 63 letters, digits, '_' or '-'");
+    }
+    let exists: bool = c
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)",
+            &[&name],
+        )?
+        .get(0);
+    let quoted = format!("\"{name}\"");
+    if !exists {
+        c.batch_execute(&format!("CREATE ROLE {quoted} LOGIN"))?;
+    }
+    c.batch_execute(&format!("GRANT {} TO {quoted}", role.group()))?;
+    if let Some(p) = password {
+        let lit = p.replace('\'', "''");
+        c.batch_execute(&format!("ALTER ROLE {quoted} PASSWORD '{lit}'"))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_password_is_never_shown() {
+        assert_eq!(
+            shown_url("postgres://w1:secret@db:5432/reg"),
+            "postgres://w1:***@db:5432/reg"
+        );
+        assert_eq!(shown_url("postgres://w1@db/reg"), "postgres://w1@db/reg");
+    }
+}

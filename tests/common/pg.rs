@@ -1,0 +1,229 @@
+//! A real PostgreSQL for the fleet tests (issue 37): `initdb` + `postgres` in a temp dir, run as
+//! uid 65534 when the tests run as root (the server refuses root), as the test's own user
+//! otherwise; trust authentication on 127.0.0.1 only, a free port. The postmaster is started by
+//! a keeper thread that lives as long as the test binary, with `setpriv --pdeathsig`: it ends
+//! with the tests. [`shared`] is one cluster per test binary; a test that stops its registry
+//! starts its own ([`Cluster::start`]).
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{mpsc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+const BIN_DIRS: &[&str] = &["/usr/local/bin", "/usr/lib/postgresql/15/bin"];
+
+fn pg_bin(name: &str) -> PathBuf {
+    for d in BIN_DIRS {
+        let p = Path::new(d).join(name);
+        if p.is_file() {
+            return p;
+        }
+    }
+    panic!("CANNOT RUN HERE: no PostgreSQL {name} in {BIN_DIRS:?}");
+}
+
+fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+/// The prefix that runs a server program as the unprivileged user (and ends it with us).
+fn as_server_user(pdeathsig: bool) -> Vec<String> {
+    let mut v = vec!["setpriv".to_string()];
+    if is_root() {
+        v.extend(["--reuid=65534", "--regid=65534", "--clear-groups"].map(String::from));
+    }
+    if pdeathsig {
+        v.push("--pdeathsig=KILL".into());
+    }
+    v
+}
+
+pub struct Cluster {
+    pub port: u16,
+    pub dir: PathBuf,
+    child: Mutex<Option<u32>>,
+}
+
+static SHARED: OnceLock<Cluster> = OnceLock::new();
+
+/// Removes the temp dirs of earlier test binaries' clusters (the shared one is never dropped):
+/// those older than ten minutes whose server is gone.
+fn sweep() {
+    let Ok(rd) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let p = e.path();
+        let old = e
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age > Duration::from_secs(600));
+        let named = p
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("brainloop-pg"));
+        if !named || !old {
+            continue;
+        }
+        let alive = std::fs::read_to_string(p.join("data/postmaster.pid"))
+            .ok()
+            .and_then(|t| t.lines().next().and_then(|l| l.trim().parse::<u32>().ok()))
+            .is_some_and(|pid| Path::new(&format!("/proc/{pid}")).exists());
+        if !alive {
+            let _ = std::fs::remove_dir_all(&p);
+        }
+    }
+}
+
+/// The test binary's cluster.
+pub fn shared() -> &'static Cluster {
+    SHARED.get_or_init(Cluster::start)
+}
+
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+impl Cluster {
+    /// A new cluster (initdb, then the server), ready to accept connections.
+    pub fn start() -> Cluster {
+        sweep();
+        let root = tempfile::Builder::new()
+            .prefix("brainloop-pg")
+            .tempdir()
+            .unwrap()
+            .keep();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let dir = root.join("data");
+        std::fs::create_dir(&dir).unwrap();
+        if is_root() {
+            nix::unistd::chown(
+                &dir,
+                Some(nix::unistd::Uid::from_raw(65534)),
+                Some(nix::unistd::Gid::from_raw(65534)),
+            )
+            .unwrap();
+        }
+        let pre = as_server_user(false);
+        let out = Command::new(&pre[0])
+            .args(&pre[1..])
+            .arg(pg_bin("initdb"))
+            .args(["-D"])
+            .arg(&dir)
+            .args(["-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"])
+            .output()
+            .expect("run initdb");
+        assert!(
+            out.status.success(),
+            "initdb failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let c = Cluster {
+            port: free_port(),
+            dir,
+            child: Mutex::new(None),
+        };
+        c.resume();
+        c
+    }
+
+    /// Starts the server (again) on the same port and data, and waits until it accepts.
+    pub fn resume(&self) {
+        let (tx, rx) = mpsc::channel();
+        let (dir, port) = (self.dir.clone(), self.port);
+        let log = self.dir.parent().unwrap().join("server.log");
+        // The keeper thread spawns the server and waits for it: PDEATHSIG fires when the thread
+        // that spawned the child exits, i.e. when the test binary does.
+        std::thread::spawn(move || {
+            let pre = as_server_user(true);
+            let logf = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&log)
+                .unwrap();
+            let mut child: Child = Command::new(&pre[0])
+                .args(&pre[1..])
+                .arg(pg_bin("postgres"))
+                .arg("-D")
+                .arg(&dir)
+                .args(["-p", &port.to_string()])
+                .args(["-c", "listen_addresses=127.0.0.1"])
+                .args(["-c", "unix_socket_directories="])
+                .args(["-c", "fsync=off", "-c", "max_connections=200"])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(logf)
+                .spawn()
+                .expect("start postgres");
+            tx.send(child.id()).unwrap();
+            // Reaped here when it stops ([`Cluster::stop`]); until then this thread lives.
+            let _ = child.wait();
+        });
+        let pid = rx.recv().unwrap();
+        *self.child.lock().unwrap() = Some(pid);
+        let t0 = Instant::now();
+        loop {
+            if postgres::Client::connect(&self.admin_url("postgres"), postgres::NoTls).is_ok() {
+                return;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(60),
+                "postgres did not start: {}",
+                std::fs::read_to_string(self.dir.parent().unwrap().join("server.log"))
+                    .unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Stops the server (fast shutdown: clients are disconnected) and waits until it is gone.
+    pub fn stop(&self) {
+        let Some(pid) = self.child.lock().unwrap().take() else {
+            return;
+        };
+        let pid = nix::unistd::Pid::from_raw(pid as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT);
+        let t0 = Instant::now();
+        while nix::sys::signal::kill(pid, None).is_ok() {
+            assert!(t0.elapsed() < Duration::from_secs(30), "postgres did not stop");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn root(&self) -> &Path {
+        self.dir.parent().unwrap()
+    }
+
+    /// The superuser's URL for database `db`.
+    pub fn admin_url(&self, db: &str) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/{db}", self.port)
+    }
+
+    /// A login role's URL for database `db`.
+    pub fn url_as(&self, role: &str, db: &str) -> String {
+        format!("postgres://{role}@127.0.0.1:{}/{db}", self.port)
+    }
+
+    /// A fresh database named `db` (the test's own: tests of one binary run in parallel).
+    pub fn create_db(&self, db: &str) {
+        let mut c = postgres::Client::connect(&self.admin_url("postgres"), postgres::NoTls).unwrap();
+        c.batch_execute(&format!("CREATE DATABASE {db}")).unwrap();
+    }
+
+    pub fn connect(&self, role: &str, db: &str) -> postgres::Client {
+        postgres::Client::connect(&self.url_as(role, db), postgres::NoTls).unwrap()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.stop();
+        let _ = std::fs::remove_dir_all(self.root());
+    }
+}

@@ -1,0 +1,408 @@
+//! A fleet on one PostgreSQL registry (issue 37), through the real binary and a real PostgreSQL
+//! the harness starts itself (`common::pg`: initdb + postgres in a temp dir, as uid 65534 when
+//! run as root). Three workers with their own data dirs share one registry; the operator's CLI,
+//! from another data dir with the operator's role, lists every worker's validations and
+//! decides; the worker that asked resumes. A worker's role cannot write a decision (PostgreSQL
+//! refuses it). The registry stopped mid-run: nothing unapproved runs, the waiting job runs
+//! once it is back, `status` names the cause.
+
+mod common;
+
+use common::pg::{self, Cluster};
+use common::{final_result, submit, Daemon, Env, BIN};
+use std::process::{Command, ExitStatus};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+/// `brainloop ARGS` with `BRAINLOOP_REGISTRY_URL = url`, from a data dir of its own (the
+/// operator's machine): (status, stdout, stderr).
+fn brainloop(url: &str, data: &std::path::Path, args: &[&str]) -> (ExitStatus, String, String) {
+    let out = Command::new(BIN)
+        .args(args)
+        .env("BRAINLOOP_DATA_DIR", data)
+        .env("BRAINLOOP_REGISTRY_URL", url)
+        .output()
+        .expect("run brainloop");
+    (
+        out.status,
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn ok(url: &str, data: &std::path::Path, args: &[&str]) -> String {
+    let (st, o, e) = brainloop(url, data, args);
+    assert!(st.success(), "brainloop {args:?}: {o}{e}");
+    o
+}
+
+static DBS: AtomicUsize = AtomicUsize::new(0);
+
+/// A migrated registry database of its own on `c`, with roles for the operator and `workers`
+/// (names prefixed by the database's, roles being cluster-wide): (db, operator role, workers).
+fn registry(c: &Cluster, tag: &str, workers: &[&str]) -> (String, String, Vec<String>) {
+    let db = format!("reg_{tag}_{}", DBS.fetch_add(1, Ordering::SeqCst));
+    c.create_db(&db);
+    let admin = c.admin_url(&db);
+    let tmp = tempfile::tempdir().unwrap();
+    let out = ok(&admin, tmp.path(), &["registry", "migrate"]);
+    assert!(out.contains("migrated from version 0 to 1"), "{out}");
+    // Idempotent.
+    let out = ok(&admin, tmp.path(), &["registry", "migrate"]);
+    assert!(out.contains("at version 1, nothing to do"), "{out}");
+    let op = format!("{db}_op");
+    ok(&admin, tmp.path(), &["registry", "add-role", "operator", &op]);
+    let mut ws = Vec::new();
+    for w in workers {
+        let name = format!("{db}_{w}");
+        ok(&admin, tmp.path(), &["registry", "add-role", "worker", &name]);
+        ws.push(name);
+    }
+    (db, op, ws)
+}
+
+fn setup_ws(env: &Env) {
+    std::fs::write(env.workspace.join("a.txt"), "one\n").unwrap();
+}
+
+fn read(env: &Env, rel: &str) -> Option<String> {
+    std::fs::read_to_string(env.workspace.join(rel)).ok()
+}
+
+/// The command asks; returns (job, validation id).
+fn asks(env: &Env, cmd: &str) -> (i64, String) {
+    let (id, st, v, err) = submit(env, cmd);
+    assert_eq!(st, "pending_validation", "{cmd} must ask: {err} {v}");
+    (id, v["validation_id"].as_str().unwrap().to_string())
+}
+
+/// Waits until the registry shows validation `id` (the worker publishes it).
+fn wait_published(c: &Cluster, db: &str, id: &str) -> String {
+    let mut cl = c.connect("postgres", db);
+    let t0 = Instant::now();
+    loop {
+        if let Some(r) = cl
+            .query_opt("SELECT worker FROM validations WHERE id = $1", &[&id])
+            .unwrap()
+        {
+            return r.get(0);
+        }
+        assert!(
+            t0.elapsed() < common::scaled(Duration::from_secs(30)),
+            "validation {id} never reached the registry"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn start_worker(env: &Env, url: &str) -> Daemon {
+    env.start(&[("BRAINLOOP_REGISTRY_URL", url)])
+}
+
+#[test]
+fn a_workers_role_cannot_decide_and_sees_only_its_own_validations() {
+    let c = pg::shared();
+    let (db, op, ws) = registry(c, "roles", &["w1", "w2"]);
+    let mut w1 = c.connect(&ws[0], &db);
+    let mut w2 = c.connect(&ws[1], &db);
+    let mut opc = c.connect(&op, &db);
+    // The worker creates its validation (named after its role whatever it claims).
+    w1.execute(
+        "INSERT INTO validations(id, job_id, client_id, command, command_hash, status, requested_at)
+         VALUES ('v1', 1, 'local', 'rm -rf x', 'h', 'pending', 1)",
+        &[],
+    )
+    .unwrap();
+    let e = w1
+        .execute(
+            "INSERT INTO validations(id, worker, job_id, client_id, status, requested_at)
+             VALUES ('v2', $1, 1, 'local', 'pending', 1)",
+            &[&ws[1]],
+        )
+        .unwrap_err();
+    assert!(format!("{e:?}").contains("row-level security"), "{e:?}");
+    // Another worker sees nothing of it.
+    let n: i64 = w2
+        .query_one("SELECT count(*) FROM validations", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 0);
+    // The operator decides; the worker may read that decision ...
+    opc.execute(
+        "INSERT INTO decisions(validation_id, decision, decided_by, created_at) VALUES ('v1', 'deny', 'operator:t', 1)",
+        &[],
+    )
+    .unwrap();
+    let d: String = w1
+        .query_one("SELECT decision FROM decisions WHERE validation_id = 'v1'", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(d, "deny");
+    // ... but PostgreSQL refuses it any write of one: turning the denial into an approval,
+    // adding its own approval, deleting the denial.
+    for sql in [
+        "UPDATE decisions SET decision = 'approve' WHERE validation_id = 'v1'",
+        "INSERT INTO decisions(validation_id, decision, decided_by, created_at) VALUES ('v1', 'approve', 'operator:forged', 2)",
+        "DELETE FROM decisions",
+    ] {
+        let e = w1.execute(sql, &[]).unwrap_err();
+        assert!(
+            format!("{e:?}").contains("permission denied"),
+            "{sql}: {e:?}"
+        );
+    }
+    let d: String = w1
+        .query_one("SELECT string_agg(decision, ',') FROM decisions", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(d, "deny", "the decision is unchanged");
+    // The worker's CLI with its own URL cannot approve either.
+    let tmp = tempfile::tempdir().unwrap();
+    w1.execute(
+        "INSERT INTO validations(id, job_id, client_id, command, command_hash, status, requested_at)
+         VALUES ('v3', 2, 'local', 'rm -rf y', 'h3', 'pending', 1)",
+        &[],
+    )
+    .unwrap();
+    let (st, o, e) = brainloop(&c.url_as(&ws[0], &db), tmp.path(), &["approve", "v3"]);
+    assert!(!st.success(), "{o}{e}");
+    assert!(e.contains("permission denied"), "{e}");
+    let n: i64 = opc
+        .query_one("SELECT count(*) FROM decisions WHERE validation_id = 'v3'", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 0);
+    // `registry status` names the role and its group.
+    let out = ok(&c.url_as(&ws[0], &db), tmp.path(), &["registry", "status"]);
+    assert!(out.contains("schema version 1") && out.contains("brainloop_worker"), "{out}");
+}
+
+#[test]
+fn three_workers_share_one_registry_and_the_operator_decides_from_another_machine() {
+    common::require_sandbox();
+    let c = pg::shared();
+    let (db, op, ws) = registry(c, "queue", &["a", "b", "c"]);
+    let envs: Vec<Env> = (0..3).map(|_| Env::new()).collect();
+    let _daemons: Vec<Daemon> = envs
+        .iter()
+        .zip(&ws)
+        .map(|(e, w)| {
+            setup_ws(e);
+            start_worker(e, &c.url_as(w, &db))
+        })
+        .collect();
+    let operator = tempfile::tempdir().unwrap();
+    let op_url = c.url_as(&op, &db);
+
+    // Worker B's job asks; its validation reaches the registry naming B.
+    let (job_b, vid_b) = asks(&envs[1], "sed -i s/one/ONE/ a.txt");
+    assert_eq!(wait_published(c, &db, &vid_b), ws[1]);
+    // Worker A's job asks too.
+    let (job_a, vid_a) = asks(&envs[0], "sed -i s/one/UNO/ a.txt");
+    assert_eq!(wait_published(c, &db, &vid_a), ws[0]);
+
+    // The operator lists both, each naming its worker.
+    let out = ok(&op_url, operator.path(), &["validations"]);
+    assert!(out.contains(&vid_b) && out.contains(&vid_a), "{out}");
+    assert!(out.contains(&format!("worker {}", ws[1])), "{out}");
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(&op_url, operator.path(), &["validations", "--json"])).unwrap();
+    let row = json
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == vid_b.as_str())
+        .cloned()
+        .unwrap();
+    assert_eq!(row["worker"], ws[1].as_str(), "{row}");
+
+    // Approve B's from the operator's machine: B's job resumes and applies its change set.
+    let t0 = Instant::now();
+    let out = ok(&op_url, operator.path(), &["approve", &vid_b]);
+    assert!(out.contains(&format!("on worker {}", ws[1])), "{out}");
+    let (st, v, e) = final_result(&envs[1], job_b);
+    assert_eq!(st, "succeeded", "{v} {e}");
+    eprintln!("approve → job done on worker B: {:?}", t0.elapsed());
+    assert_eq!(read(&envs[1], "a.txt").as_deref(), Some("ONE\n"));
+    // Deny A's: A's job ends denied, nothing applied.
+    ok(&op_url, operator.path(), &["deny", &vid_a, "--reason", "no"]);
+    let (st, v, e) = final_result(&envs[0], job_a);
+    assert_eq!(st, "denied", "{v} {e}");
+    assert!(e.contains("operator:"), "{e}");
+    assert_eq!(read(&envs[0], "a.txt").as_deref(), Some("one\n"));
+    // C saw nothing of either; its workspace is untouched.
+    assert_eq!(read(&envs[2], "a.txt").as_deref(), Some("one\n"));
+    let n: i64 = envs[2]
+        .db("command_security.db")
+        .query_row("SELECT count(*) FROM approvals", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n, 0, "worker C took no decision");
+    // A second decision on the same validation is refused; the registry shows them decided.
+    let (st, _, e) = brainloop(&op_url, operator.path(), &["approve", &vid_b]);
+    assert!(!st.success() && e.contains("already"), "{e}");
+    let t0 = Instant::now();
+    loop {
+        let out = ok(&op_url, operator.path(), &["validations", "--all"]);
+        if out.contains("[approved]") && out.contains("[denied]") {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(30), "{out}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn approve_learn_from_the_operator_teaches_the_worker_that_asked() {
+    common::require_sandbox();
+    let c = pg::shared();
+    let (db, op, ws) = registry(c, "learn", &["a", "b"]);
+    let envs: Vec<Env> = (0..2).map(|_| Env::new()).collect();
+    let _daemons: Vec<Daemon> = envs
+        .iter()
+        .zip(&ws)
+        .map(|(e, w)| {
+            setup_ws(e);
+            std::fs::write(e.workspace.join("b.txt"), "x\n").unwrap();
+            start_worker(e, &c.url_as(w, &db))
+        })
+        .collect();
+    let operator = tempfile::tempdir().unwrap();
+    let op_url = c.url_as(&op, &db);
+    let (job, vid) = asks(&envs[1], "sed -i s/one/ONE/ a.txt");
+    wait_published(c, &db, &vid);
+    let out = ok(&op_url, operator.path(), &["approve", &vid, "--learn"]);
+    assert!(out.contains("and learn its signatures"), "{out}");
+    assert_eq!(final_result(&envs[1], job).0, "succeeded");
+    // Worker B applies the next command of that signature without a human ...
+    let (_, st, v, e) = submit(&envs[1], "sed -i s/x/X/ b.txt");
+    assert_eq!(st, "succeeded", "{v} {e}");
+    assert_eq!(v["policy_used"], "signature_learned", "{v}");
+    assert_eq!(read(&envs[1], "b.txt").as_deref(), Some("X\n"));
+    // ... and says who taught it: the operator's decision from the registry.
+    let sigs: serde_json::Value =
+        serde_json::from_str(&common::cli_ok(&envs[1], &["signatures", "--json"])).unwrap();
+    let row = sigs
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["signature"] == "sed -i EXPR WS_PATH")
+        .cloned()
+        .unwrap_or_else(|| panic!("{sigs}"));
+    assert!(
+        row["clients"][0]["learned_by"]
+            .as_str()
+            .unwrap()
+            .starts_with("operator:"),
+        "{row}"
+    );
+    // Scope today: the worker that asked (sharing with the fleet is not built yet): worker A
+    // still asks for the same command.
+    let (_, st, _, _) = submit(&envs[0], "sed -i s/x/X/ b.txt");
+    assert_eq!(st, "pending_validation");
+    // deny --learn is a usage error, nothing decided.
+    let (_, vid2) = asks(&envs[0], "sed -i s/one/UNO/ a.txt");
+    wait_published(c, &db, &vid2);
+    let (st, _, e) = brainloop(&op_url, operator.path(), &["deny", &vid2, "--learn"]);
+    assert!(!st.success(), "{e}");
+}
+
+#[test]
+fn a_decision_made_while_the_worker_was_killed_is_taken_once_at_its_restart() {
+    common::require_sandbox();
+    let c = pg::shared();
+    let (db, op, ws) = registry(c, "restart", &["w"]);
+    let env = Env::new();
+    setup_ws(&env);
+    let url = c.url_as(&ws[0], &db);
+    let d = start_worker(&env, &url);
+    let (job, vid) = asks(&env, "sed -i s/one/ONE/ a.txt");
+    wait_published(c, &db, &vid);
+    d.kill9();
+    let operator = tempfile::tempdir().unwrap();
+    ok(&c.url_as(&op, &db), operator.path(), &["approve", &vid]);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(env.result(job).unwrap().0, "pending_validation");
+    let _d = start_worker(&env, &url);
+    let (st, v, e) = final_result(&env, job);
+    assert_eq!(st, "succeeded", "{v} {e}");
+    assert_eq!(read(&env, "a.txt").as_deref(), Some("ONE\n"));
+    // Taken once: one local decision row, one delivery.
+    let n: i64 = env
+        .db("command_security.db")
+        .query_row(
+            "SELECT count(*) FROM approvals WHERE validation_id = ?1",
+            [&vid],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(n, 1);
+    let mut admin = c.connect("postgres", &db);
+    let n: i64 = admin
+        .query_one("SELECT count(*) FROM deliveries", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 1);
+}
+
+#[test]
+fn the_registry_stopped_mid_run_runs_nothing_unapproved_and_recovers() {
+    common::require_sandbox();
+    let c = Cluster::start();
+    let (db, op, ws) = registry(&c, "outage", &["w"]);
+    let env = Env::new();
+    setup_ws(&env);
+    std::fs::write(env.workspace.join("b.txt"), "x\n").unwrap();
+    let _d = start_worker(&env, &c.url_as(&ws[0], &db));
+    let operator = tempfile::tempdir().unwrap();
+    let op_url = c.url_as(&op, &db);
+
+    // One waits, published, when the registry goes away.
+    let (job1, vid1) = asks(&env, "sed -i s/one/ONE/ a.txt");
+    wait_published(&c, &db, &vid1);
+    c.stop();
+    // A job that needs a human waits (never runs); a pure one still runs.
+    let (job2, vid2) = asks(&env, "sed -i s/x/X/ b.txt");
+    let (_, st, v, e) = submit(&env, "echo still-fine");
+    assert_eq!(st, "succeeded", "{v} {e}");
+    // `status` names the cause.
+    let t0 = Instant::now();
+    loop {
+        let (_, out, err) = env.cli(&["status"]);
+        if out.contains("registry") && out.contains("cannot be reached") {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "status never named the registry: {out}{err}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // The operator cannot decide meanwhile, and nothing ran.
+    let (st, _, e) = brainloop(&op_url, operator.path(), &["approve", &vid1]);
+    assert!(!st.success() && e.contains("registry"), "{e}");
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(env.result(job1).unwrap().0, "pending_validation");
+    assert_eq!(env.result(job2).unwrap().0, "pending_validation");
+    assert_eq!(read(&env, "a.txt").as_deref(), Some("one\n"));
+    assert_eq!(read(&env, "b.txt").as_deref(), Some("x\n"));
+
+    // Back: the request made during the outage reaches the registry, both are decided and run.
+    c.resume();
+    wait_published(&c, &db, &vid2);
+    ok(&op_url, operator.path(), &["approve", &vid1]);
+    ok(&op_url, operator.path(), &["approve", &vid2]);
+    assert_eq!(final_result(&env, job1).0, "succeeded");
+    assert_eq!(final_result(&env, job2).0, "succeeded");
+    assert_eq!(read(&env, "a.txt").as_deref(), Some("ONE\n"));
+    assert_eq!(read(&env, "b.txt").as_deref(), Some("X\n"));
+    let t0 = Instant::now();
+    loop {
+        let (_, out, _) = env.cli(&["status"]);
+        if !out.contains("cannot be reached") {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(30), "{out}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    c.stop();
+}
