@@ -138,9 +138,13 @@ fn check_programs(grants: &ClientGrants, r: &CheckReport) -> Result<(), Outcome>
 
 fn execute_bash(ctx: JobCtx, params: Value) -> HandlerFuture {
     Box::pin(async move {
-        match run(&ctx, &params).await {
-            Ok(o) | Err(o) => o,
-        }
+        // The job's timing record, when the log asks for it (`sandbox::marks`, issue 39).
+        crate::sandbox::marks::scope(ctx.job_id, async {
+            match run(&ctx, &params).await {
+                Ok(o) | Err(o) => o,
+            }
+        })
+        .await
     })
 }
 

@@ -307,6 +307,7 @@ async fn run(
             "cannot record the command's process group ({e}), so it was stopped before it ran"
         )));
     }
+    crate::sandbox::marks::mark("spawned");
     if let (Some(bytes), Some(mut stdin)) = (stdin_bytes, child.stdin.take()) {
         // Written only once the process group is recorded (the helper waits for its spec, so
         // nothing runs before), and concurrently: a command that never reads its input must
@@ -343,6 +344,7 @@ async fn run(
         cancel,
     )
     .await?;
+    crate::sandbox::marks::mark("exited");
     // bash is gone: nothing it started may outlive the job or hold the pipes open.
     signal_group(pgid, Signal::SIGKILL);
     let aborts = (out_task.abort_handle(), err_task.abort_handle());
@@ -359,6 +361,7 @@ async fn run(
         aborts.0.abort();
         aborts.1.abort();
     }
+    crate::sandbox::marks::mark("collected");
     let (out, err, truncated) = {
         let mut c = lock(&shared);
         let [o, e] = std::mem::take(&mut c.streams);

@@ -117,10 +117,14 @@ fn join_cgroups(procs: &[std::path::PathBuf]) {
 
 /// Runs the helper; returns its exit code (the command's, or SETUP_FAILED).
 pub fn main(spec: &Spec) -> i32 {
+    use super::marks::helper_mark as mark;
+    super::marks::helper_open(spec.marks.as_deref());
+    mark("h_spec");
     join_cgroups(&spec.cgroup_procs);
     if let Err(e) = rlimits(spec) {
         fail(e);
     }
+    mark("h_cgroup");
     let (uid, gid) = (nix::unistd::getuid(), nix::unistd::getgid());
     let mut flags = CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWPID;
     // Every set gets its own network namespace; a network set's only way out of it is the
@@ -151,7 +155,9 @@ pub fn main(spec: &Spec) -> i32 {
         }
         fail(format!("unshare: {e} (user namespaces unavailable?)"));
     }
+    mark("h_unshare");
     map_ids_and_privatise(uid, gid);
+    mark("h_maps");
     confine(spec)
 }
 
@@ -187,6 +193,7 @@ fn confine(spec: &Spec) -> i32 {
             fail(e);
         }
     }
+    super::marks::helper_mark("h_mounts");
     // The deadline is armed before anything of the command exists (absolute: a warm helper
     // that got its spec late has the same deadline as a cold one); no timer, no command.
     let deadline = match spec.deadline_ns.map(super::deadline::timer).transpose() {
@@ -289,6 +296,7 @@ fn wait_init(child: Pid, caps: Option<&OverlaySpec>, deadline: Option<OwnedFd>) 
             }
             Ok(ws) => {
                 if let Some(c) = status_code(ws) {
+                    super::marks::helper_mark("h_reaped");
                     // What is kept is bounded exactly: one last measurement after the exit.
                     if let Some(o) = caps {
                         if let Some(what) = over_cap(o) {
@@ -499,6 +507,8 @@ fn mount_overlay_at(o: &super::OverlaySpec, upper: &Path, work: &Path) -> Result
 
 /// PID 1 of the sandbox.
 fn init(spec: &Spec) -> ! {
+    use super::marks::helper_mark as mark;
+    mark("h_init");
     if let Err(e) = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL) {
         fail(format!("pdeathsig: {e}"));
     }
@@ -508,6 +518,7 @@ fn init(spec: &Spec) -> ! {
             fail(e);
         }
     }
+    mark("h_forward");
     // The covers over /tmp, /run… go in a mount namespace of their own: the helper (our parent)
     // keeps seeing the overlay's upper layer under the data dir, which it measures.
     if let Err(e) = unshare(CloneFlags::CLONE_NEWNS) {
@@ -516,6 +527,7 @@ fn init(spec: &Spec) -> ! {
     if let Err(e) = hide_shared_dirs(spec) {
         fail(e);
     }
+    mark("h_hidden");
     let proc_flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
     if let Err(e) = mount(
         Some("proc"),
@@ -526,12 +538,15 @@ fn init(spec: &Spec) -> ! {
     ) {
         fail(format!("mount /proc: {e}"));
     }
+    mark("h_proc");
     // SAFETY: still single-threaded.
     let cmd = match unsafe { fork() } {
         Err(e) => fail(format!("fork: {e}")),
         Ok(ForkResult::Child) => command(spec),
         Ok(ForkResult::Parent { child }) => child,
     };
+    // PID 1 marks nothing more and keeps no descriptor of the worker's.
+    super::marks::helper_close();
     loop {
         match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::__WALL)) {
             Ok(ws) => {
@@ -554,6 +569,8 @@ fn cstring(s: &str) -> CString {
 
 /// The command itself: confine, then exec bash.
 fn command(spec: &Spec) -> ! {
+    use super::marks::helper_mark as mark;
+    mark("h_cmd");
     if let Err(e) = std::env::set_current_dir(&spec.workdir) {
         fail(format!("chdir {}: {e}", spec.workdir.display()));
     }
@@ -591,6 +608,7 @@ fn command(spec: &Spec) -> ! {
             fail(e)
         }
     };
+    mark("h_landlock0");
     if abi >= 1 {
         match super::landlock::apply(spec, abi) {
             Ok(true) => {}
@@ -603,15 +621,18 @@ fn command(spec: &Spec) -> ! {
             strict(format!("seccomp truncate guard: {e}"));
         }
     }
+    mark("h_landlock");
     if let Err(e) = super::seccomp::apply(&super::socket_families(spec)) {
         strict(format!("seccomp: {e}"));
     }
+    mark("h_seccomp");
     let argv = [cstring("bash"), cstring("-c"), cstring(&spec.command)];
     let envp: Vec<CString> = spec
         .env
         .iter()
         .map(|(k, v)| cstring(&format!("{k}={v}")))
         .collect();
+    mark("h_exec");
     let e = nix::unistd::execve(&cstring("/bin/bash"), &argv, &envp).err();
     fail(format!(
         "exec /bin/bash: {}",
@@ -690,10 +711,13 @@ pub fn frame_prelude(p: &Prelude) -> std::io::Result<Vec<u8>> {
 /// cold helper does from there (mounts, PID 1, Landlock, seccomp per command). Single use: it
 /// runs one command and exits, so nothing of one command survives for the next.
 fn warm_main(p: &Prelude) -> i32 {
+    use super::marks::helper_mark as mark;
+    mark("h_start");
     join_cgroups(&p.cgroup_procs);
     if let Err(e) = base_rlimits(&p.limits, !p.cgroup_procs.is_empty()) {
         fail(e);
     }
+    mark("h_cgroup");
     let (uid, gid) = (nix::unistd::getuid(), nix::unistd::getgid());
     // A strict spec always gets its own network namespace (see `main`); best-effort specs
     // never go to a warm helper.
@@ -704,7 +728,9 @@ fn warm_main(p: &Prelude) -> i32 {
     if let Err(e) = unshare(flags) {
         fail(format!("unshare: {e} (user namespaces unavailable?)"));
     }
+    mark("h_unshare");
     map_ids_and_privatise(uid, gid);
+    mark("h_maps");
     let spec = match read_frame().and_then(|(prelude, json)| {
         if prelude {
             Err(std::io::Error::other("a second prelude"))
@@ -715,6 +741,8 @@ fn warm_main(p: &Prelude) -> i32 {
         Ok(s) => s,
         Err(e) => fail(format!("cannot read the spec from stdin: {e}")),
     };
+    super::marks::helper_open(spec.marks.as_deref());
+    mark("h_spec");
     // What was prepared ahead must be what the spec asks for; anything else is refused.
     if spec.best_effort {
         fail("a best-effort spec reached a warm helper");
