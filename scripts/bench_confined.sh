@@ -6,7 +6,8 @@
 #
 #   scripts/bench_confined.sh            # 150 rounds
 #   CONFINED_ROUNDS=50 scripts/bench_confined.sh
-#   CONFINED_BIN=/path/to/brainloop      # measure another build (A/B), skipping the build
+#   CONFINED_BIN=/path/to/brainloop      # measure another build, skipping the build
+#   CONFINED_BASELINE=/path/to/brainloop # A/B: a second daemon measured in the same rounds
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target=${CARGO_TARGET_DIR:-$PWD/target}
@@ -17,4 +18,5 @@ if [[ -z $bin ]]; then
   bin=$target/release/brainloop
 fi
 exec python3 benches/peers/confined.py --brainloop "$bin" --rounds "${CONFINED_ROUNDS:-150}" \
-  --strace-runs "${CONFINED_STRACE_RUNS:-20}" --label "${CONFINED_LABEL:-}"
+  --strace-runs "${CONFINED_STRACE_RUNS:-20}" --label "${CONFINED_LABEL:-}" \
+  ${CONFINED_BASELINE:+--baseline "$CONFINED_BASELINE"}

@@ -65,6 +65,7 @@ class Daemon:
         e = dict(os.environ, BRAINLOOP_LOG="warn,brainloop::timing=debug",
                  BRAINLOOP_LOG_FORMAT="json", BRAINLOOP_LOG_FILE=self.log,
                  BRAINLOOP_CONFIG=cfg, **env)
+        self.seen = {}
         self.proc = subprocess.Popen(
             [bin_path, "run", "--data-dir", self.data, "--workspace", self.ws],
             env=e, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -86,7 +87,10 @@ class Daemon:
         while True:
             r = self.out.execute("SELECT status FROM results WHERE job_id = ?", (jid,)).fetchone()
             if r and r[0] not in ("queued", "running"):
-                return (time.perf_counter_ns() - t1) / 1e6, jid, r[0]
+                seen = time.perf_counter_ns()
+                # perf_counter is CLOCK_MONOTONIC here, the clock of the daemon's marks.
+                self.seen[jid] = (t1, seen)
+                return (seen - t1) / 1e6, jid, r[0]
             time.sleep(0.0001)
             if (time.perf_counter_ns() - t0) > 60e9:
                 raise SystemExit(f"job {jid} ({action}) did not finish")
@@ -106,6 +110,7 @@ def spawn_ms(argv, cwd):
 # The stages of one job, from the timing record: (label, from mark, to mark). Marks the helper
 # did ahead of the job (a warm helper's cgroup, namespaces) are shown apart.
 STAGES = [
+    ("insert committed → handler start (claim, slot, grants, `running`)", "inserted", "start"),
     ("classification + policy", "start", "planned"),
     ("sandbox prepare (tmp, warm helper, cgroup, spec)", "planned", "prepared"),
     ("egress proxy start", "prepared", "egress"),
@@ -126,11 +131,13 @@ STAGES = [
     ("output collected", "exited", "collected"),
     ("teardown (leftovers, cgroup/tmp handed off, proxy)", "collected", "torn"),
     ("recording (registry, evidence, result built)", "torn", "end"),
+    ("handler end → result visible (result commit, audit; polled)", "end", "seen"),
 ]
 AHEAD = [
     ("warm helper: cgroup join + rlimits (ahead)", "h_start", "h_cgroup"),
     ("warm helper: user+mount+PID+net namespaces (ahead)", "h_cgroup", "h_unshare"),
     ("warm helper: id maps + private mounts (ahead)", "h_unshare", "h_maps"),
+    ("warm helper: seccomp programs compiled (ahead)", "h_maps", "h_bpf"),
 ]
 
 
@@ -219,6 +226,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=150)
     ap.add_argument("--strace-runs", type=int, default=20)
     ap.add_argument("--label", default="")
+    ap.add_argument("--baseline", default="",
+                    help="another brainloop binary measured in the same rounds (A/B)")
     a = ap.parse_args()
     bwrap = shutil.which("bwrap")
     if not bwrap:
@@ -229,6 +238,10 @@ def main():
         d = Daemon(a.brainloop, tmp, {})
         ws = d.ws
         seq = iter(range(1 << 30))
+        base = None
+        if a.baseline:
+            os.makedirs(os.path.join(tmp, "baseline"))
+            base = Daemon(a.baseline, os.path.join(tmp, "baseline"), {})
         cases = {
             "bash": lambda: spawn_ms(["bash", "-c", "ls -la"], ws),
             "bwrap": lambda: spawn_ms([bwrap, *BWRAP_ARGS, "--bind", ws, ws, "bash", "-c",
@@ -242,6 +255,16 @@ def main():
             "overlay": lambda: d.job("execute_bash",
                                      {"command": f"touch asked{next(seq)}.txt"}),
         }
+        if base is not None:
+            cases.update({
+                "ping_b": lambda: base.job("ping", {}),
+                "readonly_b": lambda: base.job("execute_bash", {"command": "ls -la"}),
+                "filesystem_b": lambda: base.job(
+                    "execute_bash", {"command": "touch forced.txt", "force_execute": True},
+                    client="ops"),
+                "overlay_b": lambda: base.job("execute_bash",
+                                              {"command": f"touch asked{next(seq)}.txt"}),
+            })
         # Warm-up: the first run of each (page cache, the registry's first rows, warm helpers).
         for _ in range(5):
             for f in cases.values():
@@ -263,7 +286,13 @@ def main():
                 res[k].append(ms)
         time.sleep(0.5)
         d.stop()
+        if base is not None:
+            base.stop()
         marks = timings(d.log)
+        for jid, (ins, seen) in d.seen.items():
+            if jid in marks:
+                marks[jid]["inserted"] = ins
+                marks[jid]["seen"] = seen
         m = {k: med(v) for k, v in res.items()}
         load = open("/proc/loadavg").read().split()[:3]
         print(f"\n## Confined command vs bubblewrap ({a.label or 'this build'}; {a.rounds} "
@@ -282,15 +311,30 @@ def main():
             ("brainloop `execute_bash` `touch` asked: overlay run → pending_validation",
              m["overlay"]),
         ]
-        for name, v in rows:
-            print(f"| {name} | {v:.2f} | {v / m['bwrap']:.2f} |")
         bw = m["bwrap"]
-        for k, name in [("readonly", "readonly"), ("filesystem", "filesystem")]:
-            diff = m[k] - m["ping"]
-            print(f"| **{name} command job − ping job** | **{diff:.2f}** | **{diff / bw:.2f}** |")
-        extra = m["overlay"] - m["filesystem"]
-        print(f"| overlay run's extra cost (asked overlay run − forced direct run) | {extra:.2f} | "
-              f"{extra / bw:.2f} |")
+        if base is None:
+            for name, v in rows:
+                print(f"| {name} | {v:.2f} | {v / bw:.2f} |")
+            for k, name in [("readonly", "readonly"), ("filesystem", "filesystem")]:
+                diff = m[k] - m["ping"]
+                print(f"| **{name} command job − ping job** | **{diff:.2f}** | **{diff / bw:.2f}** |")
+            extra = m["overlay"] - m["filesystem"]
+            print(f"| overlay run's extra cost (asked overlay run − forced direct run) | {extra:.2f} | "
+                  f"{extra / bw:.2f} |")
+        else:
+            print("\n| | baseline ms | baseline ratio to bwrap | this build ms | ratio to bwrap |")
+            print("|---|---:|---:|---:|---:|")
+            keys = ["bash", "bwrap", "ping", "readonly", "filesystem", "overlay"]
+            for (name, v), k in zip(rows, keys):
+                b = m.get(k + "_b", v)
+                print(f"| {name} | {b:.2f} | {b / bw:.2f} | {v:.2f} | {v / bw:.2f} |")
+            for k in ("readonly", "filesystem"):
+                db, dn = m[k + "_b"] - m["ping_b"], m[k] - m["ping"]
+                print(f"| **{k} command job − ping job** | **{db:.2f}** | **{db / bw:.2f}** | "
+                      f"**{dn:.2f}** | **{dn / bw:.2f}** |")
+            eb, en = m["overlay_b"] - m["filesystem_b"], m["overlay"] - m["filesystem"]
+            print(f"| overlay run's extra cost (asked overlay run − forced direct run) | {eb:.2f} | "
+                  f"{eb / bw:.2f} | {en:.2f} | {en / bw:.2f} |")
         print(f"\nstatuses: " + ", ".join(f"{k}: {'/'.join(sorted(v))}" for k, v in statuses.items()
                                           if v))
         for k in ("readonly", "filesystem", "overlay"):

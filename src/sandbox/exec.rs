@@ -519,10 +519,16 @@ fn init(spec: &Spec) -> ! {
         }
     }
     mark("h_forward");
-    // The covers over /tmp, /run… go in a mount namespace of their own: the helper (our parent)
-    // keeps seeing the overlay's upper layer under the data dir, which it measures.
-    if let Err(e) = unshare(CloneFlags::CLONE_NEWNS) {
-        fail(format!("unshare mount namespace: {e}"));
+    // The covers over /tmp, /run… go in a mount namespace of their own when someone outside
+    // the command needs the view without them: the helper (our parent) keeps seeing the
+    // overlay's upper layer under the data dir, which it measures, and the egress forwarder
+    // (forked above) the proxy's socket. Otherwise the helper's own namespace, which it
+    // never looks at again and which dies with it, takes them (issue 39: one copy of the
+    // mount table and its teardown fewer per command).
+    if spec.overlay.is_some() || spec.egress.is_some() {
+        if let Err(e) = unshare(CloneFlags::CLONE_NEWNS) {
+            fail(format!("unshare mount namespace: {e}"));
+        }
     }
     if let Err(e) = hide_shared_dirs(spec) {
         fail(e);
@@ -731,6 +737,9 @@ fn warm_main(p: &Prelude) -> i32 {
     mark("h_unshare");
     map_ids_and_privatise(uid, gid);
     mark("h_maps");
+    // The seccomp programs, compiled before the command exists (installed per command).
+    super::seccomp::prepare_all();
+    mark("h_bpf");
     let spec = match read_frame().and_then(|(prelude, json)| {
         if prelude {
             Err(std::io::Error::other("a second prelude"))

@@ -9,8 +9,11 @@
 //! command is prepared, [`reserve`] hands one out (its cgroup becomes the job's), the executor
 //! ([`take`]) writes the spec on its stdin, and from there the helper does exactly what a cold
 //! one does: the spec's bind mounts and overlay, PID 1, the covers over the shared dirs, a fresh
-//! /proc, and per command Landlock and seccomp before the exec. A replacement is started in the
-//! background at once.
+//! /proc, and per command Landlock and seccomp before the exec. Replacements are started in the
+//! background once the command's job has been recorded ([`replenish`], from `execute_bash`; other
+//! users of the sandbox leave it to the next reservation), or at once when no
+//! helper is left ready; each time a command finds none ready, one more is kept ready (up to
+//! [`MAX_POOL`]: under load).
 //!
 //! Single use: a warm helper runs one command and exits; its namespaces die with it and its
 //! cgroup is removed with the job (`Prepared::finish`), so nothing of one command — a file in
@@ -33,8 +36,10 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use tokio::process::Child;
 
-/// Warm helpers kept ready (started ahead of the commands that will use them).
+/// Warm helpers kept ready (started ahead of the commands that will use them), at first.
 const POOL: usize = 2;
+/// At most this many when commands found none ready (under load, issue 39).
+const MAX_POOL: usize = 4;
 
 struct Warm {
     id: u64,
@@ -48,6 +53,11 @@ struct Warm {
 static READY: Mutex<Vec<Warm>> = Mutex::new(Vec::new());
 static RESERVED: Mutex<Vec<(u64, Child)>> = Mutex::new(Vec::new());
 static STARTING: AtomicUsize = AtomicUsize::new(0);
+/// How many helpers are kept ready: [`POOL`], one more each time a command found none (up to
+/// [`MAX_POOL`]).
+static TARGET: AtomicUsize = AtomicUsize::new(POOL);
+/// The helper binary and limits of the last reservation, for [`replenish`].
+static LAST: Mutex<Option<(PathBuf, Limits)>> = Mutex::new(None);
 static NEXT: AtomicU64 = AtomicU64::new(1);
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -95,9 +105,22 @@ pub fn reserve(helper: &Path, limits: &Limits) -> Option<Reserved> {
             .partition(|w| w.limits == *limits && w.helper == helper);
         *ready = keep;
         stale.into_iter().for_each(Warm::discard);
-        got
+        (got, ready.len())
     };
-    refill(helper, limits);
+    let (got, left) = got;
+    *lock(&LAST) = Some((helper.to_path_buf(), limits.clone()));
+    if got.is_none() {
+        // Under load: keep more ready from now on.
+        let _ = TARGET.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |t| {
+            (t < MAX_POOL).then_some(t + 1)
+        });
+    }
+    // Replacements start at once only when none is left ready; otherwise after this command's
+    // job ([`replenish`]), so that starting one (exec, cgroup,
+    // namespaces: a few ms of CPU) does not compete with the command on a small machine.
+    if left == 0 {
+        refill(helper, limits);
+    }
     let w = got?;
     lock(&RESERVED).push((w.id, w.child));
     Some(Reserved {
@@ -118,12 +141,24 @@ pub fn discard(id: u64) {
     drop(take(id));
 }
 
+/// Starts the helpers missing from the pool for the last reservation's binary and limits
+/// (`execute_bash` calls it once its job's command ran and was recorded).
+pub fn replenish() {
+    if !enabled() {
+        return;
+    }
+    let last = lock(&LAST).clone();
+    if let Some((helper, limits)) = last {
+        refill(&helper, &limits);
+    }
+}
+
 fn refill(helper: &Path, limits: &Limits) {
     let Ok(rt) = tokio::runtime::Handle::try_current() else {
         return;
     };
     let have = lock(&READY).len() + STARTING.load(Ordering::SeqCst);
-    for _ in have..POOL {
+    for _ in have..TARGET.load(Ordering::SeqCst) {
         STARTING.fetch_add(1, Ordering::SeqCst);
         let (helper, limits) = (helper.to_path_buf(), limits.clone());
         // Spawned from a runtime thread (which lives as long as the runtime), not a blocking
