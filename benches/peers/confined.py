@@ -182,7 +182,7 @@ STRACE_GROUPS = [
 def strace_bwrap(bwrap, ws, runs, tmp):
     """Median per run of the time inside each group of system calls of bwrap and its children."""
     sums = {g[0]: [] for g in STRACE_GROUPS}
-    sums["all other calls"] = []
+    sums["all other calls (blocking reads and polls included)"] = []
     total = []
     line_re = re.compile(r"^(?:\[pid\s+\d+\]\s+|\d+\s+)?(.*)<(\d+\.\d+)>$")
     for i in range(runs):
@@ -200,7 +200,7 @@ def strace_bwrap(bwrap, ws, runs, tmp):
                 if not m:
                     continue
                 call, secs = m.group(1), float(m.group(2)) * 1000
-                key = "all other calls"
+                key = "all other calls (blocking reads and polls included)"
                 if call.startswith("openat(") and re.search(
                         r"(uid_map|gid_map|setgroups)", call):
                     key = STRACE_GROUPS[1][0]
@@ -295,11 +295,10 @@ def main():
                 marks[jid]["seen"] = seen
         m = {k: med(v) for k, v in res.items()}
         load = open("/proc/loadavg").read().split()[:3]
-        print(f"\n## Confined command vs bubblewrap ({a.label or 'this build'}; {a.rounds} "
+        print(f"\n## Confined command vs bubblewrap ({a.label or 'this build'}"
+              f"{' vs ' + a.baseline if a.baseline else ''}; {a.rounds} "
               f"interleaved rounds, medians; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; "
               f"{os.cpu_count()} CPUs; load {' '.join(load)}; {ver}; kernel {os.uname().release})\n")
-        print("| | ms | ratio to bwrap |")
-        print("|---|---:|---:|")
         rows = [
             ("`bash -c 'ls -la'`", m["bash"]),
             (f"`bwrap {' '.join(BWRAP_ARGS)} --bind WS WS bash -c 'ls -la'`", m["bwrap"]),
@@ -313,6 +312,8 @@ def main():
         ]
         bw = m["bwrap"]
         if base is None:
+            print("| | ms | ratio to bwrap |")
+            print("|---|---:|---:|")
             for name, v in rows:
                 print(f"| {name} | {v:.2f} | {v / bw:.2f} |")
             for k, name in [("readonly", "readonly"), ("filesystem", "filesystem")]:

@@ -8,7 +8,7 @@
 //!   arm a timerfd at the spec's deadline (CLOCK_MONOTONIC, `deadline.rs`)
 //!   fork ─▶ init (PID 1 of the new PID namespace, PDEATHSIG from the helper)
 //!            egress (network sets): lo up, 127.0.0.1:PORT, fork the forwarder (`forward.rs`)
-//!            unshare(mount); cover /tmp, /var/tmp, /run, /dev/shm, the runtime dir with an
+//!            [unshare(mount): overlay or egress]; cover /tmp, /var/tmp, /run, /dev/shm, the runtime dir with an
 //!            empty tmpfs and bind back the spec's paths beneath them (`Spec.hide`)
 //!            mount a fresh /proc (only the sandbox's processes are visible)
 //!            fork ─▶ command: chdir, no_new_privs, Landlock, seccomp, exec /bin/bash -c
@@ -20,8 +20,16 @@
 //! command was killed at its deadline — all of it without the worker, which may be stopped.
 //!
 //! A warm helper (`warm.rs`, [`warm_main`]) is started with a [`Prelude`] instead of a spec and
-//! does the first three steps (cgroup, rlimits, namespaces + id maps + private mounts) before its
-//! spec arrives; then the same path as above from the bind mounts on.
+//! does the first three steps (cgroup, rlimits, namespaces + id maps + private mounts) and
+//! compiles the seccomp programs before its spec arrives; then the same path as above from the
+//! bind mounts on. Once PID 1 is reaped it reports the exit code on its status pipe with its
+//! output closed ([`report_status`]), so the worker records the result while the helper's exit
+//! tears the emptied namespaces down (issue 39).
+//!
+//! PID 1 unshares a mount namespace of its own for the covers only when someone outside the
+//! command needs the view without them (the overlay's upper layer the helper measures, the
+//! proxy socket the forwarder reaches); otherwise the covers and /proc go in the helper's, which
+//! nothing looks at again and which dies with it.
 //!
 //! Any setup failure exits with [`SETUP_FAILED`] and a message prefixed by [`ERROR_PREFIX`]:
 //! nothing of the command ran.
@@ -205,15 +213,20 @@ fn confine(spec: &Spec) -> i32 {
         Err(e) => fail(format!("fork: {e}")),
         Ok(ForkResult::Child) => {
             drop(deadline);
+            status_close();
             init(spec)
         }
-        Ok(ForkResult::Parent { child }) => wait_init(
-            child,
-            spec.overlay
-                .as_ref()
-                .filter(|o| o.max_bytes.is_some() || o.max_entries.is_some()),
-            deadline,
-        ),
+        Ok(ForkResult::Parent { child }) => {
+            let code = wait_init(
+                child,
+                spec.overlay
+                    .as_ref()
+                    .filter(|o| o.max_bytes.is_some() || o.max_entries.is_some()),
+                deadline,
+            );
+            report_status(code);
+            code
+        }
     }
 }
 
@@ -698,6 +711,49 @@ pub fn run_from_stdin() -> i32 {
 pub struct Prelude {
     pub cgroup_procs: Vec<std::path::PathBuf>,
     pub limits: Limits,
+    /// The descriptor (a pipe's write end) on which the helper reports its exit code once its
+    /// PID 1 has been reaped and its output closed, before its own exit tears the emptied
+    /// namespaces down ([`report_status`], issue 39). `None`: the worker waits for the exit.
+    #[serde(default)]
+    pub status_fd: Option<i32>,
+}
+
+/// The warm helper's status descriptor ([`Prelude::status_fd`]), or -1.
+static STATUS_FD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
+
+/// Closes the status descriptor in this process (PID 1, so no process of the command has it).
+fn status_close() {
+    let fd = STATUS_FD.swap(-1, std::sync::atomic::Ordering::SeqCst);
+    if fd >= 0 {
+        // SAFETY: closes a descriptor this process owns and no one else uses.
+        unsafe { libc::close(fd) };
+    }
+}
+
+/// Reports `code` (what this helper is about to exit with) on the status descriptor, once
+/// PID 1 is reaped: every process of the command is gone then (the PID namespace died with
+/// its PID 1), so the helper first points its stdout and stderr at `/dev/null` — the worker
+/// sees the end of the output — then writes the code. Only then does it exit, tearing down
+/// its emptied user, mount and network namespaces while the worker already records the
+/// result. Without a status descriptor (a cold helper) nothing is reported and the worker
+/// waits for the exit, as it does when this fails.
+fn report_status(code: i32) {
+    let fd = STATUS_FD.swap(-1, std::sync::atomic::Ordering::SeqCst);
+    if fd < 0 {
+        return;
+    }
+    // SAFETY: plain descriptor calls on descriptors this process owns.
+    unsafe {
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC);
+        if null >= 0 && libc::dup2(null, 1) == 1 && libc::dup2(null, 2) == 2 {
+            let b = code.to_le_bytes();
+            libc::write(fd, b.as_ptr().cast(), b.len());
+        }
+        if null >= 0 {
+            libc::close(null);
+        }
+        libc::close(fd);
+    }
 }
 
 /// Marks a prelude frame in the length word (a spec is never that long).
@@ -719,6 +775,12 @@ pub fn frame_prelude(p: &Prelude) -> std::io::Result<Vec<u8>> {
 fn warm_main(p: &Prelude) -> i32 {
     use super::marks::helper_mark as mark;
     mark("h_start");
+    if let Some(fd) = p.status_fd {
+        // SAFETY: F_GETFD only asks whether the descriptor is open.
+        if fd > 2 && unsafe { libc::fcntl(fd, libc::F_GETFD) } >= 0 {
+            STATUS_FD.store(fd, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
     join_cgroups(&p.cgroup_procs);
     if let Err(e) = base_rlimits(&p.limits, !p.cgroup_procs.is_empty()) {
         fail(e);

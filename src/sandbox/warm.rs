@@ -31,6 +31,7 @@
 use super::cgroup::JobCgroup;
 use super::exec::{frame_prelude, Prelude};
 use super::Limits;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -44,6 +45,8 @@ const MAX_POOL: usize = 4;
 struct Warm {
     id: u64,
     child: Child,
+    /// The read end of its status pipe (`exec::Prelude::status_fd`).
+    status: Option<OwnedFd>,
     cgroup: Option<JobCgroup>,
     limits: Limits,
     helper: PathBuf,
@@ -51,7 +54,7 @@ struct Warm {
 
 /// Ready helpers, and reserved ones (given to a prepared command, not yet to the executor).
 static READY: Mutex<Vec<Warm>> = Mutex::new(Vec::new());
-static RESERVED: Mutex<Vec<(u64, Child)>> = Mutex::new(Vec::new());
+static RESERVED: Mutex<Vec<(u64, Child, Option<OwnedFd>)>> = Mutex::new(Vec::new());
 static STARTING: AtomicUsize = AtomicUsize::new(0);
 /// How many helpers are kept ready: [`POOL`], one more each time a command found none (up to
 /// [`MAX_POOL`]).
@@ -122,18 +125,19 @@ pub fn reserve(helper: &Path, limits: &Limits) -> Option<Reserved> {
         refill(helper, limits);
     }
     let w = got?;
-    lock(&RESERVED).push((w.id, w.child));
+    lock(&RESERVED).push((w.id, w.child, w.status));
     Some(Reserved {
         id: w.id,
         cgroup: w.cgroup,
     })
 }
 
-/// The reserved helper `id`, for the executor (once).
-pub fn take(id: u64) -> Option<Child> {
+/// The reserved helper `id` and the read end of its status pipe, for the executor (once).
+pub fn take(id: u64) -> Option<(Child, Option<OwnedFd>)> {
     let mut r = lock(&RESERVED);
-    let i = r.iter().position(|(i, _)| *i == id)?;
-    Some(r.swap_remove(i).1)
+    let i = r.iter().position(|(i, _, _)| *i == id)?;
+    let (_, child, status) = r.swap_remove(i);
+    Some((child, status))
 }
 
 /// Forgets the reserved helper `id` if the executor never took it: killed (`kill_on_drop`).
@@ -184,6 +188,29 @@ impl Warm {
     }
 }
 
+/// The descriptor number a warm helper gets its status pipe's write end at.
+const STATUS_FD: i32 = 3;
+
+/// A pipe for a warm helper's status (both ends close-on-exec, the write end above the
+/// standard descriptors and [`STATUS_FD`], so the child's `dup2` cannot clobber it).
+fn status_pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0i32; 2];
+    // SAFETY: pipe2 fills two descriptors we then own.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: both were just created and are owned here.
+    let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    // SAFETY: F_DUPFD_CLOEXEC makes a new descriptor (≥ 10) we own.
+    let high = unsafe { libc::fcntl(w.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 10) };
+    if high < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: just created, owned here.
+    Ok((r, unsafe { OwnedFd::from_raw_fd(high) }))
+}
+
 async fn start(helper: &Path, limits: &Limits) -> std::io::Result<Warm> {
     use tokio::io::AsyncWriteExt;
     let id = NEXT.fetch_add(1, Ordering::SeqCst);
@@ -195,15 +222,31 @@ async fn start(helper: &Path, limits: &Limits) -> std::io::Result<Warm> {
     let cgroup = tokio::task::spawn_blocking(move || JobCgroup::create(&name, &lim))
         .await
         .map_err(std::io::Error::other)?;
+    let (status_r, status_w) = status_pipe()?;
     let prelude = Prelude {
         cgroup_procs: cgroup
             .as_ref()
             .map(JobCgroup::procs_files)
             .unwrap_or_default(),
         limits: limits.clone(),
+        status_fd: Some(STATUS_FD),
     };
     let started = async {
-        let mut child = super::process::helper_command(helper).spawn()?;
+        let mut cmd = super::process::helper_command(helper);
+        let w = status_w.as_raw_fd();
+        // SAFETY: dup2 is async-signal-safe; it runs in the child between fork and exec, and
+        // gives the child the pipe's write end at STATUS_FD without close-on-exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::dup2(w, STATUS_FD) != STATUS_FD {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let spawned = cmd.spawn();
+        drop(status_w);
+        let mut child = spawned?;
         let stdin = child
             .stdin
             .as_mut()
@@ -216,6 +259,7 @@ async fn start(helper: &Path, limits: &Limits) -> std::io::Result<Warm> {
         Ok(child) => Ok(Warm {
             id,
             child,
+            status: Some(status_r),
             cgroup,
             limits: limits.clone(),
             helper: helper.to_path_buf(),
@@ -232,14 +276,14 @@ async fn start(helper: &Path, limits: &Limits) -> std::io::Result<Warm> {
 /// Kills the idle and reserved helpers and removes their cgroups (at shutdown).
 pub async fn drain() {
     let ready: Vec<Warm> = std::mem::take(&mut *lock(&READY));
-    let reserved: Vec<(u64, Child)> = std::mem::take(&mut *lock(&RESERVED));
+    let reserved: Vec<(u64, Child, Option<OwnedFd>)> = std::mem::take(&mut *lock(&RESERVED));
     let mut cgroups = Vec::new();
     let mut children = Vec::new();
     for w in ready {
         children.push(w.child);
         cgroups.extend(w.cgroup);
     }
-    children.extend(reserved.into_iter().map(|(_, c)| c));
+    children.extend(reserved.into_iter().map(|(_, c, _)| c));
     for mut c in children {
         let _ = c.start_kill();
         let _ = c.wait().await;
