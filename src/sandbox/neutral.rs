@@ -249,10 +249,14 @@ mod tests {
         assert_eq!(repo_config_names(&plain), (String::new(), false));
         let git_here = Command::new("git").arg("--version").output().is_ok();
         if git_here {
-            assert_eq!(git_config_listing(&plain), "", "git lists nothing outside a repo");
+            assert_eq!(
+                git_config_listing(&plain),
+                "",
+                "git lists nothing outside a repo"
+            );
         }
         let repo = t.path().join("repo/sub");
-        std::fs::create_dir_all(repo.join("..").join(".git")).unwrap();
+        std::fs::create_dir_all(t.path().join("repo/.git")).unwrap();
         std::fs::create_dir_all(&repo).unwrap();
         assert!(may_be_in_repository(&repo));
         let gitfile = t.path().join("wt");
