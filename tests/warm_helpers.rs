@@ -264,3 +264,91 @@ fn a_restart_removes_the_cgroups_of_a_worker_killed_with_sigkill_needs_writable_
     // (The job itself, a pure command, is run again by `b`, and killed with it.)
     drop(b);
 }
+
+/// Issue 39: the timing record and the warm helper's status pipe reach no command. With the log
+/// asking for `brainloop::timing`, a readonly command on a warm helper lists its own
+/// descriptors: 0–2 and the one `ls` reads the list through — no marks file, no third pipe (the
+/// status pipe's write end stays with the helper); the job's `timing` event carries the worker's
+/// and the helper's marks, and the marks file is gone from the data dir afterwards.
+#[test]
+fn the_timing_record_and_the_status_pipe_reach_no_command() {
+    require_sandbox();
+    let env = Env::new();
+    let d = env.start(&[
+        ("BRAINLOOP_SANDBOX_WARM", "1"),
+        ("BRAINLOOP_OVERLAY", "0"),
+        ("BRAINLOOP_CONCURRENCY", "1"),
+        ("BRAINLOOP_LOG", "info,brainloop::timing=debug"),
+        ("BRAINLOOP_LOG_FORMAT", "json"),
+    ]);
+    // The first commands fill the pool (the very first may run on a cold helper).
+    for _ in 0..2 {
+        let (_, st, v, e) = common::submit(&env, "ls");
+        assert_eq!(st, "succeeded", "{e} {v}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    // Auto-approved or asked (then approved): either way a confined run on a warm helper.
+    let (id, st, v, e) = common::submit(&env, "ls -l /proc/self/fd");
+    let (st, v, e) = if st == "pending_validation" {
+        let vid = v["validation_id"].as_str().unwrap().to_string();
+        cli_ok(&env, &["approve", &vid]);
+        final_result(&env, id)
+    } else {
+        (st, v, e)
+    };
+    assert_eq!(st, "succeeded", "{e} {v}");
+    let out = v["stdout"].as_str().unwrap();
+    assert!(
+        !out.contains("marks"),
+        "the marks file reached the command:\n{out}"
+    );
+    let fds: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.split(" -> ").next()?.split_whitespace().last())
+        .collect();
+    assert!(
+        fds.iter().all(|f| ["0", "1", "2", "3"].contains(f)),
+        "descriptors beyond 0-3: {fds:?}\n{out}"
+    );
+    assert_eq!(
+        out.matches("pipe:[").count(),
+        2,
+        "only stdout and stderr are pipes:\n{out}"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let log = d.log_text();
+    let line = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|e| e["fields"]["job_id"] == id && e["fields"]["marks"].is_string())
+        .unwrap_or_else(|| panic!("no timing event for job {id}:\n{log}"));
+    let marks: serde_json::Value =
+        serde_json::from_str(line["fields"]["marks"].as_str().unwrap()).unwrap();
+    for m in [
+        "start",
+        "planned",
+        "prepared",
+        "spawned",
+        "h_spec",
+        "h_landlock",
+        "h_seccomp",
+        "h_exec",
+        "h_reaped",
+        "exited",
+        "end",
+    ] {
+        assert!(marks[m].as_u64().is_some(), "mark {m} missing: {marks}");
+    }
+    assert!(
+        marks["h_exec"].as_u64() < marks["h_reaped"].as_u64(),
+        "{marks}"
+    );
+    assert!(marks["start"].as_u64() < marks["end"].as_u64(), "{marks}");
+    let left: Vec<String> = std::fs::read_dir(&env.data)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".marks"))
+        .collect();
+    assert!(left.is_empty(), "marks files left: {left:?}");
+}

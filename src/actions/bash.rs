@@ -138,9 +138,17 @@ fn check_programs(grants: &ClientGrants, r: &CheckReport) -> Result<(), Outcome>
 
 fn execute_bash(ctx: JobCtx, params: Value) -> HandlerFuture {
     Box::pin(async move {
-        match run(&ctx, &params).await {
-            Ok(o) | Err(o) => o,
-        }
+        // The job's timing record, when the log asks for it (`sandbox::marks`, issue 39).
+        let out = crate::sandbox::marks::scope(ctx.job_id, async {
+            match run(&ctx, &params).await {
+                Ok(o) | Err(o) => o,
+            }
+        })
+        .await;
+        // The warm helpers this job's command used are replaced once it has been recorded,
+        // not while it runs (`sandbox::warm::reserve`).
+        crate::sandbox::warm::replenish();
+        out
     })
 }
 

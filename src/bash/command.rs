@@ -140,6 +140,7 @@ pub async fn run(job: &Job<'_>, c: &Command<'_>) -> Result<Outcome, Outcome> {
     let k = known(job, hash, c.text, c.workdir, &f, &sigs, now).await?;
     let s = situation(job, c, &f, &ws, &sigs, &k, now);
     let plan = plan::plan(&s);
+    crate::sandbox::marks::mark("planned");
     if k.pending.is_some() && !plan.keeps_pending() {
         changes::discard(job.settings.data_dir, job.job_id);
     }

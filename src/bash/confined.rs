@@ -140,6 +140,8 @@ pub async fn run(c: &Confinement<'_>, run: Run<'_>) -> Report {
         Ok(p) => p,
         Err(e) => return Report::not_run(e),
     };
+    use crate::sandbox::marks;
+    marks::mark("prepared");
     let overlay = run.overlay.is_some();
     let over_cap_file = run.overlay.as_ref().and_then(|o| o.over_cap_file.clone());
     let proxy = match prepared.sandbox.as_mut() {
@@ -162,6 +164,15 @@ pub async fn run(c: &Confinement<'_>, run: Run<'_>) -> Report {
             prepared.finish_in_background();
             return Report::not_run(e);
         }
+    };
+    marks::mark("egress");
+    // The helper's own timing marks (`sandbox::marks`), when the log asks for them.
+    let marks_file = match prepared.sandbox.as_mut() {
+        Some((_, spec)) => {
+            spec.marks = marks::new_file(c.data_dir, run.tag);
+            spec.marks.clone()
+        }
+        None => None,
     };
     let label = if overlay {
         format!("{} + overlay", prepared.label)
@@ -192,6 +203,10 @@ pub async fn run(c: &Confinement<'_>, run: Run<'_>) -> Report {
         None => Vec::new(),
     };
     let over_cap = over_cap_file.and_then(|f| std::fs::read_to_string(f).ok());
+    if let Some(f) = marks_file {
+        marks::merge_file(&f);
+    }
+    marks::mark("torn");
     Report {
         ended: ended(res, over_cap),
         label,

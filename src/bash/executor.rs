@@ -160,6 +160,8 @@ struct Ended {
     signal: Option<i32>,
     timed_out: bool,
     cancelled: bool,
+    /// The helper reported the exit code before its own exit (not reaped yet).
+    reported: bool,
 }
 
 /// Waits for the command's end: its exit, the backstop (`backstop`, after the deadline the
@@ -168,6 +170,7 @@ struct Ended {
 /// exited is reported by its real exit (`try_wait` before choosing to kill).
 async fn wait_end(
     child: &mut tokio::process::Child,
+    reports: Option<std::os::fd::OwnedFd>,
     pgid: i32,
     sandboxed: bool,
     deadline_ns: u64,
@@ -176,8 +179,20 @@ async fn wait_end(
 ) -> std::io::Result<Ended> {
     use std::os::unix::process::ExitStatusExt;
     let (mut timed_out, mut cancelled) = (false, false);
+    let mut reported = false;
+    // A warm helper reports its exit code before it exits (`sandbox::exec::report_status`):
+    // the result need not wait for the teardown of its emptied namespaces. When it reports
+    // nothing (killed at its deadline, a setup failure), its exit is waited for as from a
+    // cold one.
+    let exit = async {
+        if let Some(code) = read_report(reports).await {
+            reported = true;
+            return Ok(std::process::ExitStatus::from_raw((code & 0xff) << 8));
+        }
+        child.wait().await
+    };
     let waited = tokio::select! {
-        s = child.wait() => Some(s?),
+        s = exit => Some(s?),
         _ = tokio::time::sleep_until(backstop) => None,
         _ = cancel.cancelled() => None,
     };
@@ -221,7 +236,17 @@ async fn wait_end(
         signal,
         timed_out,
         cancelled,
+        reported,
     })
+}
+
+/// The exit code a warm helper wrote on its status pipe (4 bytes), or `None` when the pipe
+/// ended without one (or there is none).
+async fn read_report(fd: Option<std::os::fd::OwnedFd>) -> Option<i32> {
+    let mut rx = tokio::net::unix::pipe::Receiver::from_owned_fd(fd?).ok()?;
+    let mut b = [0u8; 4];
+    rx.read_exact(&mut b).await.ok()?;
+    Some(i32::from_le_bytes(b))
 }
 
 /// Runs `req` with no input and nothing recorded (tests, benchmarks); the worker's commands
@@ -295,9 +320,9 @@ async fn run(
         Some((_, spec)) => spec.warm.and_then(crate::sandbox::warm::take),
         None => None,
     };
-    let mut child = match warm {
-        Some(c) => c,
-        None => cmd.spawn()?,
+    let (mut child, status) = match warm {
+        Some((c, s)) => (c, s),
+        None => (cmd.spawn()?, None),
     };
     let pgid = child.id().map(|p| p as i32).unwrap_or(0);
     if let Err(e) = on_spawn(pgid) {
@@ -307,6 +332,7 @@ async fn run(
             "cannot record the command's process group ({e}), so it was stopped before it ran"
         )));
     }
+    crate::sandbox::marks::mark("spawned");
     if let (Some(bytes), Some(mut stdin)) = (stdin_bytes, child.stdin.take()) {
         // Written only once the process group is recorded (the helper waits for its spec, so
         // nothing runs before), and concurrently: a command that never reads its input must
@@ -334,8 +360,10 @@ async fn run(
         signal,
         timed_out,
         cancelled,
+        reported,
     } = wait_end(
         &mut child,
+        status,
         pgid,
         req.sandbox.is_some(),
         deadline_ns,
@@ -343,6 +371,14 @@ async fn run(
         cancel,
     )
     .await?;
+    if reported {
+        // The helper reported its exit code and is exiting (its command's processes are all
+        // gone): reaped in the background, its cgroup removed with the job's.
+        tokio::spawn(async move {
+            let _ = child.wait().await;
+        });
+    }
+    crate::sandbox::marks::mark("exited");
     // bash is gone: nothing it started may outlive the job or hold the pipes open.
     signal_group(pgid, Signal::SIGKILL);
     let aborts = (out_task.abort_handle(), err_task.abort_handle());
@@ -359,6 +395,7 @@ async fn run(
         aborts.0.abort();
         aborts.1.abort();
     }
+    crate::sandbox::marks::mark("collected");
     let (out, err, truncated) = {
         let mut c = lock(&shared);
         let [o, e] = std::mem::take(&mut c.streams);

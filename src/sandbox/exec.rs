@@ -8,7 +8,7 @@
 //!   arm a timerfd at the spec's deadline (CLOCK_MONOTONIC, `deadline.rs`)
 //!   fork ─▶ init (PID 1 of the new PID namespace, PDEATHSIG from the helper)
 //!            egress (network sets): lo up, 127.0.0.1:PORT, fork the forwarder (`forward.rs`)
-//!            unshare(mount); cover /tmp, /var/tmp, /run, /dev/shm, the runtime dir with an
+//!            [unshare(mount): overlay or egress]; cover /tmp, /var/tmp, /run, /dev/shm, the runtime dir with an
 //!            empty tmpfs and bind back the spec's paths beneath them (`Spec.hide`)
 //!            mount a fresh /proc (only the sandbox's processes are visible)
 //!            fork ─▶ command: chdir, no_new_privs, Landlock, seccomp, exec /bin/bash -c
@@ -20,8 +20,16 @@
 //! command was killed at its deadline — all of it without the worker, which may be stopped.
 //!
 //! A warm helper (`warm.rs`, [`warm_main`]) is started with a [`Prelude`] instead of a spec and
-//! does the first three steps (cgroup, rlimits, namespaces + id maps + private mounts) before its
-//! spec arrives; then the same path as above from the bind mounts on.
+//! does the first three steps (cgroup, rlimits, namespaces + id maps + private mounts) and
+//! compiles the seccomp programs before its spec arrives; then the same path as above from the
+//! bind mounts on. Once PID 1 is reaped it reports the exit code on its status pipe with its
+//! output closed ([`report_status`]), so the worker records the result while the helper's exit
+//! tears the emptied namespaces down (issue 39).
+//!
+//! PID 1 unshares a mount namespace of its own for the covers only when someone outside the
+//! command needs the view without them (the overlay's upper layer the helper measures, the
+//! proxy socket the forwarder reaches); otherwise the covers and /proc go in the helper's, which
+//! nothing looks at again and which dies with it.
 //!
 //! Any setup failure exits with [`SETUP_FAILED`] and a message prefixed by [`ERROR_PREFIX`]:
 //! nothing of the command ran.
@@ -117,10 +125,14 @@ fn join_cgroups(procs: &[std::path::PathBuf]) {
 
 /// Runs the helper; returns its exit code (the command's, or SETUP_FAILED).
 pub fn main(spec: &Spec) -> i32 {
+    use super::marks::helper_mark as mark;
+    super::marks::helper_open(spec.marks.as_deref());
+    mark("h_spec");
     join_cgroups(&spec.cgroup_procs);
     if let Err(e) = rlimits(spec) {
         fail(e);
     }
+    mark("h_cgroup");
     let (uid, gid) = (nix::unistd::getuid(), nix::unistd::getgid());
     let mut flags = CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWPID;
     // Every set gets its own network namespace; a network set's only way out of it is the
@@ -151,7 +163,9 @@ pub fn main(spec: &Spec) -> i32 {
         }
         fail(format!("unshare: {e} (user namespaces unavailable?)"));
     }
+    mark("h_unshare");
     map_ids_and_privatise(uid, gid);
+    mark("h_maps");
     confine(spec)
 }
 
@@ -187,6 +201,7 @@ fn confine(spec: &Spec) -> i32 {
             fail(e);
         }
     }
+    super::marks::helper_mark("h_mounts");
     // The deadline is armed before anything of the command exists (absolute: a warm helper
     // that got its spec late has the same deadline as a cold one); no timer, no command.
     let deadline = match spec.deadline_ns.map(super::deadline::timer).transpose() {
@@ -198,15 +213,20 @@ fn confine(spec: &Spec) -> i32 {
         Err(e) => fail(format!("fork: {e}")),
         Ok(ForkResult::Child) => {
             drop(deadline);
+            status_close();
             init(spec)
         }
-        Ok(ForkResult::Parent { child }) => wait_init(
-            child,
-            spec.overlay
-                .as_ref()
-                .filter(|o| o.max_bytes.is_some() || o.max_entries.is_some()),
-            deadline,
-        ),
+        Ok(ForkResult::Parent { child }) => {
+            let code = wait_init(
+                child,
+                spec.overlay
+                    .as_ref()
+                    .filter(|o| o.max_bytes.is_some() || o.max_entries.is_some()),
+                deadline,
+            );
+            report_status(code);
+            code
+        }
     }
 }
 
@@ -289,6 +309,7 @@ fn wait_init(child: Pid, caps: Option<&OverlaySpec>, deadline: Option<OwnedFd>) 
             }
             Ok(ws) => {
                 if let Some(c) = status_code(ws) {
+                    super::marks::helper_mark("h_reaped");
                     // What is kept is bounded exactly: one last measurement after the exit.
                     if let Some(o) = caps {
                         if let Some(what) = over_cap(o) {
@@ -499,6 +520,8 @@ fn mount_overlay_at(o: &super::OverlaySpec, upper: &Path, work: &Path) -> Result
 
 /// PID 1 of the sandbox.
 fn init(spec: &Spec) -> ! {
+    use super::marks::helper_mark as mark;
+    mark("h_init");
     if let Err(e) = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL) {
         fail(format!("pdeathsig: {e}"));
     }
@@ -508,14 +531,22 @@ fn init(spec: &Spec) -> ! {
             fail(e);
         }
     }
-    // The covers over /tmp, /run… go in a mount namespace of their own: the helper (our parent)
-    // keeps seeing the overlay's upper layer under the data dir, which it measures.
-    if let Err(e) = unshare(CloneFlags::CLONE_NEWNS) {
-        fail(format!("unshare mount namespace: {e}"));
+    mark("h_forward");
+    // The covers over /tmp, /run… go in a mount namespace of their own when someone outside
+    // the command needs the view without them: the helper (our parent) keeps seeing the
+    // overlay's upper layer under the data dir, which it measures, and the egress forwarder
+    // (forked above) the proxy's socket. Otherwise the helper's own namespace, which it
+    // never looks at again and which dies with it, takes them (issue 39: one copy of the
+    // mount table and its teardown fewer per command).
+    if spec.overlay.is_some() || spec.egress.is_some() {
+        if let Err(e) = unshare(CloneFlags::CLONE_NEWNS) {
+            fail(format!("unshare mount namespace: {e}"));
+        }
     }
     if let Err(e) = hide_shared_dirs(spec) {
         fail(e);
     }
+    mark("h_hidden");
     let proc_flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
     if let Err(e) = mount(
         Some("proc"),
@@ -526,12 +557,15 @@ fn init(spec: &Spec) -> ! {
     ) {
         fail(format!("mount /proc: {e}"));
     }
+    mark("h_proc");
     // SAFETY: still single-threaded.
     let cmd = match unsafe { fork() } {
         Err(e) => fail(format!("fork: {e}")),
         Ok(ForkResult::Child) => command(spec),
         Ok(ForkResult::Parent { child }) => child,
     };
+    // PID 1 marks nothing more and keeps no descriptor of the worker's.
+    super::marks::helper_close();
     loop {
         match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::__WALL)) {
             Ok(ws) => {
@@ -554,6 +588,8 @@ fn cstring(s: &str) -> CString {
 
 /// The command itself: confine, then exec bash.
 fn command(spec: &Spec) -> ! {
+    use super::marks::helper_mark as mark;
+    mark("h_cmd");
     if let Err(e) = std::env::set_current_dir(&spec.workdir) {
         fail(format!("chdir {}: {e}", spec.workdir.display()));
     }
@@ -591,6 +627,7 @@ fn command(spec: &Spec) -> ! {
             fail(e)
         }
     };
+    mark("h_landlock0");
     if abi >= 1 {
         match super::landlock::apply(spec, abi) {
             Ok(true) => {}
@@ -603,15 +640,18 @@ fn command(spec: &Spec) -> ! {
             strict(format!("seccomp truncate guard: {e}"));
         }
     }
+    mark("h_landlock");
     if let Err(e) = super::seccomp::apply(&super::socket_families(spec)) {
         strict(format!("seccomp: {e}"));
     }
+    mark("h_seccomp");
     let argv = [cstring("bash"), cstring("-c"), cstring(&spec.command)];
     let envp: Vec<CString> = spec
         .env
         .iter()
         .map(|(k, v)| cstring(&format!("{k}={v}")))
         .collect();
+    mark("h_exec");
     let e = nix::unistd::execve(&cstring("/bin/bash"), &argv, &envp).err();
     fail(format!(
         "exec /bin/bash: {}",
@@ -671,6 +711,49 @@ pub fn run_from_stdin() -> i32 {
 pub struct Prelude {
     pub cgroup_procs: Vec<std::path::PathBuf>,
     pub limits: Limits,
+    /// The descriptor (a pipe's write end) on which the helper reports its exit code once its
+    /// PID 1 has been reaped and its output closed, before its own exit tears the emptied
+    /// namespaces down ([`report_status`], issue 39). `None`: the worker waits for the exit.
+    #[serde(default)]
+    pub status_fd: Option<i32>,
+}
+
+/// The warm helper's status descriptor ([`Prelude::status_fd`]), or -1.
+static STATUS_FD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
+
+/// Closes the status descriptor in this process (PID 1, so no process of the command has it).
+fn status_close() {
+    let fd = STATUS_FD.swap(-1, std::sync::atomic::Ordering::SeqCst);
+    if fd >= 0 {
+        // SAFETY: closes a descriptor this process owns and no one else uses.
+        unsafe { libc::close(fd) };
+    }
+}
+
+/// Reports `code` (what this helper is about to exit with) on the status descriptor, once
+/// PID 1 is reaped: every process of the command is gone then (the PID namespace died with
+/// its PID 1), so the helper first points its stdout and stderr at `/dev/null` — the worker
+/// sees the end of the output — then writes the code. Only then does it exit, tearing down
+/// its emptied user, mount and network namespaces while the worker already records the
+/// result. Without a status descriptor (a cold helper) nothing is reported and the worker
+/// waits for the exit, as it does when this fails.
+fn report_status(code: i32) {
+    let fd = STATUS_FD.swap(-1, std::sync::atomic::Ordering::SeqCst);
+    if fd < 0 {
+        return;
+    }
+    // SAFETY: plain descriptor calls on descriptors this process owns.
+    unsafe {
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC);
+        if null >= 0 && libc::dup2(null, 1) == 1 && libc::dup2(null, 2) == 2 {
+            let b = code.to_le_bytes();
+            libc::write(fd, b.as_ptr().cast(), b.len());
+        }
+        if null >= 0 {
+            libc::close(null);
+        }
+        libc::close(fd);
+    }
 }
 
 /// Marks a prelude frame in the length word (a spec is never that long).
@@ -690,10 +773,19 @@ pub fn frame_prelude(p: &Prelude) -> std::io::Result<Vec<u8>> {
 /// cold helper does from there (mounts, PID 1, Landlock, seccomp per command). Single use: it
 /// runs one command and exits, so nothing of one command survives for the next.
 fn warm_main(p: &Prelude) -> i32 {
+    use super::marks::helper_mark as mark;
+    mark("h_start");
+    if let Some(fd) = p.status_fd {
+        // SAFETY: F_GETFD only asks whether the descriptor is open.
+        if fd > 2 && unsafe { libc::fcntl(fd, libc::F_GETFD) } >= 0 {
+            STATUS_FD.store(fd, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
     join_cgroups(&p.cgroup_procs);
     if let Err(e) = base_rlimits(&p.limits, !p.cgroup_procs.is_empty()) {
         fail(e);
     }
+    mark("h_cgroup");
     let (uid, gid) = (nix::unistd::getuid(), nix::unistd::getgid());
     // A strict spec always gets its own network namespace (see `main`); best-effort specs
     // never go to a warm helper.
@@ -704,7 +796,12 @@ fn warm_main(p: &Prelude) -> i32 {
     if let Err(e) = unshare(flags) {
         fail(format!("unshare: {e} (user namespaces unavailable?)"));
     }
+    mark("h_unshare");
     map_ids_and_privatise(uid, gid);
+    mark("h_maps");
+    // The seccomp programs, compiled before the command exists (installed per command).
+    super::seccomp::prepare_all();
+    mark("h_bpf");
     let spec = match read_frame().and_then(|(prelude, json)| {
         if prelude {
             Err(std::io::Error::other("a second prelude"))
@@ -715,6 +812,8 @@ fn warm_main(p: &Prelude) -> i32 {
         Ok(s) => s,
         Err(e) => fail(format!("cannot read the spec from stdin: {e}")),
     };
+    super::marks::helper_open(spec.marks.as_deref());
+    mark("h_spec");
     // What was prepared ahead must be what the spec asks for; anything else is refused.
     if spec.best_effort {
         fail("a best-effort spec reached a warm helper");

@@ -26,6 +26,7 @@ pub mod exec;
 pub mod forward;
 pub mod guarantees;
 pub mod landlock;
+pub mod marks;
 pub mod neutral;
 pub mod process;
 pub mod seccomp;
@@ -153,6 +154,10 @@ pub struct Spec {
     /// when it hands the spec over; `None` (a spec built by hand): no deadline of the helper.
     #[serde(default)]
     pub deadline_ns: Option<u64>,
+    /// Where the helper appends its timing marks (`marks.rs`), when the log asks for them: a
+    /// file under the data dir the worker created for this run; never open in the command.
+    #[serde(default)]
+    pub marks: Option<PathBuf>,
     /// The warm helper reserved for this spec (`warm.rs`), if any; worker-side only.
     #[serde(skip)]
     pub warm: Option<u64>,
@@ -384,6 +389,7 @@ pub fn spec_for(
         best_effort: false,
         egress: None,
         deadline_ns: None,
+        marks: None,
         warm: None,
     }
 }

@@ -142,6 +142,12 @@ pub fn driver_overrides(listing: &str) -> Vec<(String, String)> {
 /// `local` scope); empty when there is none or git is missing. Runs no program named by
 /// configuration (`git config` uses no pager, hook or fsmonitor here).
 fn repo_config_names(dir: &Path) -> (String, bool) {
+    // Outside any repository git lists nothing here (no system, global or environment
+    // configuration in the neutral environment): no need to start it (issue 39, ~3 ms a
+    // command).
+    if !may_be_in_repository(dir) {
+        return (String::new(), false);
+    }
     let listing = git_config_listing(dir);
     let mut in_repo = false;
     let mut names = String::new();
@@ -152,6 +158,17 @@ fn repo_config_names(dir: &Path) -> (String, bool) {
         names.push('\n');
     }
     (names, in_repo)
+}
+
+/// Whether git could find a repository from `dir`: some directory from `dir` up to `/` has an
+/// entry `.git` (a directory, a gitfile, a symlink) or `HEAD` (a bare repository, or `dir`
+/// inside a git dir). A superset of git's own discovery (which also stops at file system
+/// boundaries and needs `objects/` and `refs/`), so `false` means git would find none.
+fn may_be_in_repository(dir: &Path) -> bool {
+    dir.ancestors().any(|a| {
+        std::fs::symlink_metadata(a.join(".git")).is_ok()
+            || std::fs::symlink_metadata(a.join("HEAD")).is_ok()
+    })
 }
 
 fn git_config_listing(dir: &Path) -> String {
@@ -216,6 +233,53 @@ mod tests {
                 ("diff.external".into(), "true".into()),
             ]
         );
+    }
+
+    /// The shortcut is exact: where no `.git` or `HEAD` is found upwards, git itself lists
+    /// nothing; a repository (a `.git` dir, a gitfile, a bare one) is always asked.
+    #[test]
+    fn git_is_skipped_only_where_it_would_find_no_repository() {
+        let t = tempfile::tempdir().unwrap();
+        let plain = t.path().join("plain/deep");
+        std::fs::create_dir_all(&plain).unwrap();
+        if std::path::Path::new("/.git").exists() || std::path::Path::new("/HEAD").exists() {
+            return; // a repository at / makes every dir a candidate: nothing to compare
+        }
+        assert!(!may_be_in_repository(&plain));
+        assert_eq!(repo_config_names(&plain), (String::new(), false));
+        let git_here = Command::new("git").arg("--version").output().is_ok();
+        if git_here {
+            assert_eq!(
+                git_config_listing(&plain),
+                "",
+                "git lists nothing outside a repo"
+            );
+        }
+        let repo = t.path().join("repo/sub");
+        std::fs::create_dir_all(t.path().join("repo/.git")).unwrap();
+        std::fs::create_dir_all(&repo).unwrap();
+        assert!(may_be_in_repository(&repo));
+        let gitfile = t.path().join("wt");
+        std::fs::create_dir_all(&gitfile).unwrap();
+        std::fs::write(gitfile.join(".git"), "gitdir: /nowhere\n").unwrap();
+        assert!(may_be_in_repository(&gitfile));
+        let bare = t.path().join("bare.git");
+        std::fs::create_dir_all(&bare).unwrap();
+        std::fs::write(bare.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        assert!(may_be_in_repository(&bare));
+        if git_here {
+            let real = t.path().join("real");
+            std::fs::create_dir_all(&real).unwrap();
+            let ok = Command::new("git")
+                .args(["init", "-q"])
+                .current_dir(&real)
+                .status()
+                .is_ok_and(|s| s.success());
+            if ok {
+                let (names, in_repo) = repo_config_names(&real);
+                assert!(in_repo && names.contains("core."), "{names}");
+            }
+        }
     }
 
     #[test]

@@ -220,11 +220,55 @@ pub fn x32_guard() -> BpfProgram {
     ]
 }
 
+type Programs = (BpfProgram, BpfProgram);
+
+/// Programs compiled ahead by a warm helper ([`prepare_all`]), by socket families.
+static PREPARED: std::sync::Mutex<Vec<(Vec<SocketFamily>, Programs)>> =
+    std::sync::Mutex::new(Vec::new());
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Compiles, ahead of any spec, the programs of every allowlist a command can get (each set's
+/// families, and each with the egress forwarder's `AF_INET`/`AF_INET6`): a warm helper does it
+/// before it waits for its spec, so [`apply`] only installs them (issue 39). The programs are
+/// the very ones [`apply`] would compile, from the same function.
+pub fn prepare_all() {
+    let mut lists: Vec<Vec<SocketFamily>> = Vec::new();
+    for set in crate::permset::PermissionSet::all() {
+        let mut f = set.socket_families().to_vec();
+        f.sort();
+        f.dedup();
+        let mut with = f.clone();
+        with.extend([SocketFamily::Inet, SocketFamily::Inet6]);
+        with.sort();
+        with.dedup();
+        for l in [f, with] {
+            if !lists.contains(&l) {
+                lists.push(l);
+            }
+        }
+    }
+    let compiled: Vec<(Vec<SocketFamily>, Programs)> = lists
+        .into_iter()
+        .filter_map(|l| program(&l).ok().map(|p| (l, p)))
+        .collect();
+    *lock(&PREPARED) = compiled;
+}
+
 /// Installs the filters on the calling thread (inherited across fork and exec). Requires
 /// `no_new_privs`, which the helper sets first. `families`: the socket families the command
 /// may create (`super::socket_families`).
 pub fn apply(families: &[SocketFamily]) -> Result<(), String> {
-    let (deny, clone3) = program(families)?;
+    let ready = lock(&PREPARED)
+        .iter()
+        .find(|(f, _)| f == families)
+        .map(|(_, p)| p.clone());
+    let (deny, clone3) = match ready {
+        Some(p) => p,
+        None => program(families)?,
+    };
     apply_filter(&deny).map_err(|e| e.to_string())?;
     apply_filter(&clone3).map_err(|e| e.to_string())?;
     #[cfg(target_arch = "x86_64")]

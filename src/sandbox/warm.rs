@@ -9,8 +9,11 @@
 //! command is prepared, [`reserve`] hands one out (its cgroup becomes the job's), the executor
 //! ([`take`]) writes the spec on its stdin, and from there the helper does exactly what a cold
 //! one does: the spec's bind mounts and overlay, PID 1, the covers over the shared dirs, a fresh
-//! /proc, and per command Landlock and seccomp before the exec. A replacement is started in the
-//! background at once.
+//! /proc, and per command Landlock and seccomp before the exec. Replacements are started in the
+//! background once the command's job has been recorded ([`replenish`], from `execute_bash`; other
+//! users of the sandbox leave it to the next reservation), or at once when no
+//! helper is left ready; each time a command finds none ready, one more is kept ready (up to
+//! [`MAX_POOL`]: under load).
 //!
 //! Single use: a warm helper runs one command and exits; its namespaces die with it and its
 //! cgroup is removed with the job (`Prepared::finish`), so nothing of one command — a file in
@@ -28,17 +31,22 @@
 use super::cgroup::JobCgroup;
 use super::exec::{frame_prelude, Prelude};
 use super::Limits;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use tokio::process::Child;
 
-/// Warm helpers kept ready (started ahead of the commands that will use them).
+/// Warm helpers kept ready (started ahead of the commands that will use them), at first.
 const POOL: usize = 2;
+/// At most this many when commands found none ready (under load, issue 39).
+const MAX_POOL: usize = 4;
 
 struct Warm {
     id: u64,
     child: Child,
+    /// The read end of its status pipe (`exec::Prelude::status_fd`).
+    status: Option<OwnedFd>,
     cgroup: Option<JobCgroup>,
     limits: Limits,
     helper: PathBuf,
@@ -46,8 +54,13 @@ struct Warm {
 
 /// Ready helpers, and reserved ones (given to a prepared command, not yet to the executor).
 static READY: Mutex<Vec<Warm>> = Mutex::new(Vec::new());
-static RESERVED: Mutex<Vec<(u64, Child)>> = Mutex::new(Vec::new());
+static RESERVED: Mutex<Vec<(u64, Child, Option<OwnedFd>)>> = Mutex::new(Vec::new());
 static STARTING: AtomicUsize = AtomicUsize::new(0);
+/// How many helpers are kept ready: [`POOL`], one more each time a command found none (up to
+/// [`MAX_POOL`]).
+static TARGET: AtomicUsize = AtomicUsize::new(POOL);
+/// The helper binary and limits of the last reservation, for [`replenish`].
+static LAST: Mutex<Option<(PathBuf, Limits)>> = Mutex::new(None);
 static NEXT: AtomicU64 = AtomicU64::new(1);
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -95,22 +108,36 @@ pub fn reserve(helper: &Path, limits: &Limits) -> Option<Reserved> {
             .partition(|w| w.limits == *limits && w.helper == helper);
         *ready = keep;
         stale.into_iter().for_each(Warm::discard);
-        got
+        (got, ready.len())
     };
-    refill(helper, limits);
+    let (got, left) = got;
+    *lock(&LAST) = Some((helper.to_path_buf(), limits.clone()));
+    if got.is_none() {
+        // Under load: keep more ready from now on.
+        let _ = TARGET.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |t| {
+            (t < MAX_POOL).then_some(t + 1)
+        });
+    }
+    // Replacements start at once only when none is left ready; otherwise after this command's
+    // job ([`replenish`]), so that starting one (exec, cgroup,
+    // namespaces: a few ms of CPU) does not compete with the command on a small machine.
+    if left == 0 {
+        refill(helper, limits);
+    }
     let w = got?;
-    lock(&RESERVED).push((w.id, w.child));
+    lock(&RESERVED).push((w.id, w.child, w.status));
     Some(Reserved {
         id: w.id,
         cgroup: w.cgroup,
     })
 }
 
-/// The reserved helper `id`, for the executor (once).
-pub fn take(id: u64) -> Option<Child> {
+/// The reserved helper `id` and the read end of its status pipe, for the executor (once).
+pub fn take(id: u64) -> Option<(Child, Option<OwnedFd>)> {
     let mut r = lock(&RESERVED);
-    let i = r.iter().position(|(i, _)| *i == id)?;
-    Some(r.swap_remove(i).1)
+    let i = r.iter().position(|(i, _, _)| *i == id)?;
+    let (_, child, status) = r.swap_remove(i);
+    Some((child, status))
 }
 
 /// Forgets the reserved helper `id` if the executor never took it: killed (`kill_on_drop`).
@@ -118,12 +145,24 @@ pub fn discard(id: u64) {
     drop(take(id));
 }
 
+/// Starts the helpers missing from the pool for the last reservation's binary and limits
+/// (`execute_bash` calls it once its job's command ran and was recorded).
+pub fn replenish() {
+    if !enabled() {
+        return;
+    }
+    let last = lock(&LAST).clone();
+    if let Some((helper, limits)) = last {
+        refill(&helper, &limits);
+    }
+}
+
 fn refill(helper: &Path, limits: &Limits) {
     let Ok(rt) = tokio::runtime::Handle::try_current() else {
         return;
     };
     let have = lock(&READY).len() + STARTING.load(Ordering::SeqCst);
-    for _ in have..POOL {
+    for _ in have..TARGET.load(Ordering::SeqCst) {
         STARTING.fetch_add(1, Ordering::SeqCst);
         let (helper, limits) = (helper.to_path_buf(), limits.clone());
         // Spawned from a runtime thread (which lives as long as the runtime), not a blocking
@@ -149,6 +188,29 @@ impl Warm {
     }
 }
 
+/// The descriptor number a warm helper gets its status pipe's write end at.
+const STATUS_FD: i32 = 3;
+
+/// A pipe for a warm helper's status (both ends close-on-exec, the write end above the
+/// standard descriptors and [`STATUS_FD`], so the child's `dup2` cannot clobber it).
+fn status_pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0i32; 2];
+    // SAFETY: pipe2 fills two descriptors we then own.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: both were just created and are owned here.
+    let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    // SAFETY: F_DUPFD_CLOEXEC makes a new descriptor (≥ 10) we own.
+    let high = unsafe { libc::fcntl(w.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 10) };
+    if high < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: just created, owned here.
+    Ok((r, unsafe { OwnedFd::from_raw_fd(high) }))
+}
+
 async fn start(helper: &Path, limits: &Limits) -> std::io::Result<Warm> {
     use tokio::io::AsyncWriteExt;
     let id = NEXT.fetch_add(1, Ordering::SeqCst);
@@ -160,15 +222,31 @@ async fn start(helper: &Path, limits: &Limits) -> std::io::Result<Warm> {
     let cgroup = tokio::task::spawn_blocking(move || JobCgroup::create(&name, &lim))
         .await
         .map_err(std::io::Error::other)?;
+    let (status_r, status_w) = status_pipe()?;
     let prelude = Prelude {
         cgroup_procs: cgroup
             .as_ref()
             .map(JobCgroup::procs_files)
             .unwrap_or_default(),
         limits: limits.clone(),
+        status_fd: Some(STATUS_FD),
     };
     let started = async {
-        let mut child = super::process::helper_command(helper).spawn()?;
+        let mut cmd = super::process::helper_command(helper);
+        let w = status_w.as_raw_fd();
+        // SAFETY: dup2 is async-signal-safe; it runs in the child between fork and exec, and
+        // gives the child the pipe's write end at STATUS_FD without close-on-exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::dup2(w, STATUS_FD) != STATUS_FD {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let spawned = cmd.spawn();
+        drop(status_w);
+        let mut child = spawned?;
         let stdin = child
             .stdin
             .as_mut()
@@ -181,6 +259,7 @@ async fn start(helper: &Path, limits: &Limits) -> std::io::Result<Warm> {
         Ok(child) => Ok(Warm {
             id,
             child,
+            status: Some(status_r),
             cgroup,
             limits: limits.clone(),
             helper: helper.to_path_buf(),
@@ -197,14 +276,14 @@ async fn start(helper: &Path, limits: &Limits) -> std::io::Result<Warm> {
 /// Kills the idle and reserved helpers and removes their cgroups (at shutdown).
 pub async fn drain() {
     let ready: Vec<Warm> = std::mem::take(&mut *lock(&READY));
-    let reserved: Vec<(u64, Child)> = std::mem::take(&mut *lock(&RESERVED));
+    let reserved: Vec<(u64, Child, Option<OwnedFd>)> = std::mem::take(&mut *lock(&RESERVED));
     let mut cgroups = Vec::new();
     let mut children = Vec::new();
     for w in ready {
         children.push(w.child);
         cgroups.extend(w.cgroup);
     }
-    children.extend(reserved.into_iter().map(|(_, c)| c));
+    children.extend(reserved.into_iter().map(|(_, c, _)| c));
     for mut c in children {
         let _ = c.start_kill();
         let _ = c.wait().await;
