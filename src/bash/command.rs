@@ -43,6 +43,8 @@ pub struct Settings<'a> {
     pub data_dir: &'a Path,
     pub sandbox: &'a SandboxConfig,
     pub egress: &'a EgressConfig,
+    /// `[secrets]` (issue 38).
+    pub secrets: &'a crate::egress::secrets::Secrets,
     /// Capturable commands run on an overlay and ask about their change set.
     pub overlay: bool,
     pub signature_approvals: u32,
@@ -86,6 +88,7 @@ impl<'a> Job<'a> {
             level: self.level,
             sandbox: self.settings.sandbox,
             egress: self.settings.egress,
+            secrets: self.settings.secrets,
             data_dir: self.settings.data_dir,
             cancel: self.cancel,
         }

@@ -29,6 +29,8 @@ pub mod named;
 pub mod proxy;
 pub mod resolve;
 pub mod rules;
+pub mod secrets;
+pub mod tls;
 pub mod sockdir;
 pub mod store;
 
