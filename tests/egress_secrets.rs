@@ -128,15 +128,26 @@ fn setup(extra_config: &str, extra_env: &[(&str, &str)]) -> Setup {
 
 /// Submits `cmd` for `client`, approving what is asked up front; its final state.
 fn submit(env: &Env, client: &str, cmd: &str) -> (i64, String, Value, String) {
+    let (id, st, v, e, _) = submit_asked(env, client, cmd);
+    (id, st, v, e)
+}
+
+/// [`submit`], with what was asked up front (the pending result and `show` of it) if anything.
+fn submit_asked(
+    env: &Env,
+    client: &str,
+    cmd: &str,
+) -> (i64, String, Value, String, Option<(Value, String)>) {
     let id = job(env, client, "execute_bash", &json!({ "command": cmd }));
     let (st, v, e) = settled(env, id);
     if st == "pending_validation" && v["egress_refused"].is_null() {
         let old = vid(&v);
+        let shown = cli_ok(env, &["show", &old]);
         cli_ok(env, &["approve", &old]);
-        let (st, v, e) = past(env, id, &old);
-        return (id, st, v, e);
+        let (st, v2, e) = past(env, id, &old);
+        return (id, st, v2, e, Some((v, shown)));
     }
-    (id, st, v, e)
+    (id, st, v, e, None)
 }
 
 /// Every file under `dir` (databases, their WAL, logs…) that holds `needle`.
@@ -195,8 +206,18 @@ fn the_upstream_gets_the_value_the_command_only_a_placeholder_and_another_host_a
     let cmd = format!(
         "printenv GH_TOKEN; printenv API_KEY; curl -sS -m 20 -H \"Authorization: Bearer $GH_TOKEN\" http://127.0.0.1:{b}/api/x"
     );
-    let (id, st, v, e) = submit(env, "local", &cmd);
+    let (id, st, v, e, asked) = submit_asked(env, "local", &cmd);
     assert_eq!(st, "succeeded", "{e} {v}");
+    // The human was told which secrets the command would use, and where each goes.
+    let (pending, shown) = asked.expect("a network command is asked about up front");
+    let line = format!("uses secrets API_KEY → 127.0.0.1:{b}; GH_TOKEN → 127.0.0.1:{b}");
+    assert!(shown.contains(&line), "{shown}");
+    assert_eq!(
+        pending["secrets"],
+        json!([{"name": "API_KEY", "hosts": [format!("127.0.0.1:{b}")]},
+               {"name": "GH_TOKEN", "hosts": [format!("127.0.0.1:{b}")]}]),
+        "{pending}"
+    );
     let out = v["stdout"].as_str().unwrap().to_string();
     let lines: Vec<&str> = out.lines().collect();
     assert!(lines[0].starts_with("BLSECRET_") && lines[0].len() == 41, "{out}");
@@ -263,6 +284,17 @@ fn the_upstream_gets_the_value_the_command_only_a_placeholder_and_another_host_a
         out.contains(&format!("Authorization: Bearer {}", "*".repeat(CANARY.len()))),
         "{out}"
     );
+    // Split, printed, encoded: the command learns only pieces of the placeholder (the bound
+    // host gets them unreplaced: the value is put in only for the whole placeholder).
+    let cmd = format!(
+        "printf '%s\\n' \"${{GH_TOKEN:0:20}}\" | base64; curl -sS -m 20 -H \"X-A: ${{GH_TOKEN:0:20}}\" -H \"X-B: ${{GH_TOKEN:20}}\" http://127.0.0.1:{b}/echo-split"
+    );
+    let (_, st, v, e) = submit(env, "local", &cmd);
+    assert_eq!(st, "succeeded", "{e} {v}");
+    let out = v["stdout"].as_str().unwrap();
+    assert!(out.contains("X-A: BLSECRET_") && !out.contains(CANARY), "{out}");
+    let last = s.bound.heads().last().cloned().unwrap();
+    assert!(last.contains("X-A: BLSECRET_") && !last.contains(CANARY), "{last}");
     // A redirect from the bound host to another host: curl follows it with the placeholder
     // (the proxy never follows redirects), which is refused there.
     let cmd = format!(
@@ -288,11 +320,15 @@ fn an_ungranted_client_gets_no_placeholder_and_the_upstream_no_value() {
     cli_ok(env, &["grant", "bob", "SYSTEM_COMMAND", "*"]);
     cli_ok(env, &["grant", "bob", "NETWORK", &format!("127.0.0.1:{b}")]);
     let cmd = format!(
-        "printenv GH_TOKEN || echo no-placeholder; env | grep -c BLSECRET_ || true; curl -sS -m 20 -H \"Authorization: Bearer $GH_TOKEN\" http://127.0.0.1:{b}/bob"
+        "printenv GH_TOKEN || echo no-placeholder; env | grep -c BLSECRET_ || true; printenv SSL_CERT_FILE || echo no-run-ca; curl -sS -m 20 -H \"Authorization: Bearer $GH_TOKEN\" http://127.0.0.1:{b}/bob"
     );
-    let (_, st, v, e) = submit(env, "bob", &cmd);
+    let (_, st, v, e, asked) = submit_asked(env, "bob", &cmd);
     assert_eq!(st, "succeeded", "{e} {v}");
-    assert_eq!(v["stdout"], "no-placeholder\n0\nupstream\n", "{v}");
+    // A run without secrets: no placeholder, no CA (no TLS cost), nothing shown about secrets.
+    assert_eq!(v["stdout"], "no-placeholder\n0\nno-run-ca\nupstream\n", "{v}");
+    if let Some((pending, shown)) = asked {
+        assert!(pending.get("secrets").is_none() && !shown.contains("uses secret"), "{shown}");
+    }
     let heads = s.bound.heads();
     assert_eq!(heads.len(), 1, "{heads:?}");
     assert!(
@@ -306,5 +342,113 @@ fn an_ungranted_client_gets_no_placeholder_and_the_upstream_no_value() {
         (st, o, e)
     };
     let _ = err_out;
+    assert_no_canary(env);
+}
+
+/// A TLS upstream with its own CA (made here): the CA's PEM file, and the server's config.
+fn tls_server(dir: &Path) -> (std::path::PathBuf, Arc<rustls::ServerConfig>) {
+    let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    p.distinguished_name
+        .push(rcgen::DnType::CommonName, "egress_secrets test CA");
+    let ca = rcgen::CertifiedIssuer::self_signed(p, rcgen::KeyPair::generate().unwrap()).unwrap();
+    let mut lp = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    lp.subject_alt_names = vec![rcgen::SanType::IpAddress("127.0.0.1".parse().unwrap())];
+    let key = rcgen::KeyPair::generate().unwrap();
+    let leaf = lp.signed_by(&key, &ca).unwrap();
+    let pem = dir.join(format!("test-ca-{}.pem", common::now_ms()));
+    std::fs::write(&pem, ca.pem()).unwrap();
+    let der = rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into());
+    let cfg = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::aws_lc_rs::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(vec![leaf.der().clone()], der)
+    .unwrap();
+    (pem, Arc::new(cfg))
+}
+
+/// An HTTPS upstream on 127.0.0.1 keeping the request heads it received.
+fn tls_upstream(cfg: Arc<rustls::ServerConfig>) -> Upstream {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let heads = Arc::new(Mutex::new(Vec::new()));
+    let h = heads.clone();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(s) = s else { continue };
+            let (h, cfg) = (h.clone(), cfg.clone());
+            std::thread::spawn(move || {
+                let conn = rustls::ServerConnection::new(cfg).unwrap();
+                let mut tls = rustls::StreamOwned::new(conn, s);
+                let head = read_head(&mut tls);
+                if head.is_empty() {
+                    return;
+                }
+                h.lock().unwrap().push(head.clone());
+                let _ = tls.write_all(&answer(&head, 0));
+                tls.conn.send_close_notify();
+                let _ = tls.flush();
+            });
+        }
+    });
+    Upstream { port, heads }
+}
+
+#[test]
+fn https_to_a_bound_host_is_terminated_with_the_run_ca_and_the_upstream_verified_against_its_own()
+{
+    let root = tempfile::tempdir().unwrap();
+    let (ca, cfg) = tls_server(root.path());
+    let bound = tls_upstream(cfg.clone());
+    let unbound = tls_upstream(cfg);
+    let extra = format!(
+        "[secrets.TLS_TOKEN]\nenv = \"BL_TEST_TLS_TOKEN\"\nhosts = [\"127.0.0.1:{}\"]\nheader = \"Authorization: Bearer {{value}}\"\nca_file = {ca:?}\n",
+        bound.port
+    );
+    let s = setup(&extra, &[("BL_TEST_TLS_TOKEN", CANARY)]);
+    let env = &s.env;
+    for p in [bound.port, unbound.port] {
+        cli_ok(env, &["grant", "local", "NETWORK", &format!("127.0.0.1:{p}")]);
+    }
+    cli_ok(env, &["grant", "local", "SECRET", "TLS_TOKEN"]);
+    // curl verifies the proxy's certificate with the run's bundle (its CA trusted in this run
+    // only); the proxy verifies the upstream against the secret's ca_file.
+    let cmd = format!(
+        "test -r \"$SSL_CERT_FILE\" && test \"$CURL_CA_BUNDLE\" = \"$SSL_CERT_FILE\" && echo bundle-ok; curl -sS -m 20 https://127.0.0.1:{}/tls",
+        bound.port
+    );
+    let (_, st, v, e) = submit(env, "local", &cmd);
+    assert_eq!(st, "succeeded", "{e} {v}");
+    assert_eq!(v["stdout"], "bundle-ok\nupstream\n", "{v}");
+    let heads = bound.heads();
+    assert_eq!(heads.len(), 1, "{heads:?}");
+    assert!(heads[0].starts_with("GET /tls HTTP/1.1\r\n"), "{heads:?}");
+    assert!(
+        heads[0].contains(&format!("Authorization: Bearer {CANARY}\r\n")),
+        "{heads:?}"
+    );
+    let rec = egress(&v);
+    assert_eq!(rec[0].1, "allowed", "{rec:?}");
+    assert_eq!(rec[0].2.as_deref(), Some("carried secret TLS_TOKEN"), "{rec:?}");
+    assert_eq!(v["egress"][0]["protocol"], "https", "{v}");
+    // Another HTTPS host: tunnelled untouched (CONNECT as before, the proxy sees no request);
+    // the placeholder the command sends there is only the meaningless string it is.
+    let cmd = format!(
+        "curl -sS -m 20 -k -H \"Authorization: Bearer $TLS_TOKEN\" https://127.0.0.1:{}/tunnel",
+        unbound.port
+    );
+    let (_, st, v, e) = submit(env, "local", &cmd);
+    assert_eq!(st, "succeeded", "{e} {v}");
+    assert_eq!(v["stdout"], "upstream\n", "{v}");
+    assert_eq!(v["egress"][0]["protocol"], "connect", "{v}");
+    let heads = unbound.heads();
+    assert_eq!(heads.len(), 1, "{heads:?}");
+    assert!(
+        heads[0].contains("Authorization: Bearer BLSECRET_") && !heads[0].contains(CANARY),
+        "{heads:?}"
+    );
     assert_no_canary(env);
 }

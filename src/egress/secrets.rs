@@ -433,6 +433,81 @@ impl RunSecrets {
     }
 }
 
+/// What a human is shown about a command's secrets, never a value (issue 38): each secret the
+/// client is granted (`granted`) that the command would use — it names `$NAME` (`${NAME}`), or
+/// a host the secret is bound to (`named`: `host:port` as `egress::named` finds them) — with
+/// the hosts it goes to.
+pub fn would_use(
+    config: &Secrets,
+    granted: &[String],
+    command: &str,
+    named: &[String],
+) -> Vec<(String, Vec<String>)> {
+    let mut out = Vec::new();
+    for (name, c) in config {
+        if !granted.contains(name) {
+            continue;
+        }
+        let rules: Vec<HostRule> = c
+            .hosts
+            .iter()
+            .filter_map(|h| HostRule::parse(h, "secret").ok())
+            .collect();
+        let names_it = mentions(command, name);
+        let to_bound = named.iter().any(|h| {
+            let Some((host, port)) = h.rsplit_once(':') else {
+                return false;
+            };
+            let host = host.trim_start_matches('[').trim_end_matches(']');
+            port.parse()
+                .is_ok_and(|p| rules.iter().any(|r| r.matches(host, p)))
+        });
+        if names_it || to_bound {
+            out.push((name.clone(), rules.iter().map(|r| r.text()).collect()));
+        }
+    }
+    out
+}
+
+/// How the reason line of [`reason`] starts (`show` prints it).
+pub const REASON_PREFIX: &str = "uses secret";
+
+/// The reason line a validation shows for [`would_use`]'s answer (None: no secret).
+pub fn reason(used: &[(String, Vec<String>)]) -> Option<String> {
+    if used.is_empty() {
+        return None;
+    }
+    let list: Vec<String> = used
+        .iter()
+        .map(|(n, h)| format!("{n} → {}", h.join(", ")))
+        .collect();
+    Some(format!(
+        "{REASON_PREFIX}{} {} — the command sees only a per-run placeholder; the egress proxy puts the value in requests to these hosts only (elsewhere the placeholder is refused)",
+        if used.len() == 1 { "" } else { "s" },
+        list.join("; ")
+    ))
+}
+
+/// Whether `command` names the variable `name` (`$NAME`, `${NAME}`).
+fn mentions(command: &str, name: &str) -> bool {
+    let b = command.as_bytes();
+    let mut from = 0;
+    while let Some(i) = command[from..].find(name) {
+        let at = from + i;
+        let end = at + name.len();
+        let before = at.checked_sub(1).map(|j| b[j]);
+        let after = b.get(end).copied();
+        let word_end = !after.is_some_and(|c| c.is_ascii_alphanumeric() || c == b'_');
+        if (before == Some(b'$') && word_end)
+            || (before == Some(b'{') && at >= 2 && b[at - 2] == b'$' && after == Some(b'}'))
+        {
+            return true;
+        }
+        from = end;
+    }
+    false
+}
+
 /// Base64 decoding that takes what a command may write: any padding, any trailing bits.
 const LENIENT: [base64::engine::GeneralPurpose; 2] = {
     use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
@@ -623,6 +698,22 @@ mod tests {
         r.apply("api.example.com", 443, "GET", "/api/x", &mut h, &[]);
         assert_eq!(h.len(), 1);
         assert!(!format!("{r:?}").contains("s3cr3t"), "Debug shows no value");
+    }
+
+    #[test]
+    fn a_human_is_shown_the_secrets_a_command_would_use_and_their_hosts() {
+        let mut all = Secrets::new();
+        all.insert("GH_TOKEN".into(), cfg(None, None));
+        let g = vec!["GH_TOKEN".to_string()];
+        let hosts = vec!["api.example.com:443".to_string(), "127.0.0.1:8080".to_string()];
+        for cmd in ["curl -H \"Authorization: Bearer $GH_TOKEN\" x", "echo ${GH_TOKEN}"] {
+            assert_eq!(would_use(&all, &g, cmd, &[]), vec![("GH_TOKEN".into(), hosts.clone())]);
+        }
+        assert!(would_use(&all, &g, "echo $GH_TOKENS $XGH_TOKEN", &[]).is_empty());
+        assert_eq!(would_use(&all, &g, "git push", &["api.example.com:443".into()]).len(), 1);
+        assert!(would_use(&all, &[], "echo $GH_TOKEN", &[]).is_empty(), "not granted");
+        let r = reason(&would_use(&all, &g, "echo $GH_TOKEN", &[])).unwrap();
+        assert!(r.starts_with("uses secret GH_TOKEN → api.example.com:443, 127.0.0.1:8080"), "{r}");
     }
 
     #[test]
