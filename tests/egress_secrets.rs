@@ -276,7 +276,7 @@ fn the_upstream_gets_the_value_the_command_only_a_placeholder_and_another_host_a
     let rows: i64 = env
         .db("command_security.db")
         .query_row(
-            "SELECT count(*) FROM egress_connections WHERE outcome = 'exfiltration' AND port = ?1",
+            "SELECT count(*) FROM egress_connections WHERE outcome = 'refused' AND port = ?1 AND reason LIKE '%exfiltration attempt%'",
             [o],
             |r| r.get(0),
         )

@@ -155,7 +155,7 @@ pub async fn finish(who: &Who<'_>, command_hash: &str, proxy: JobProxy) -> Vec<C
     for c in &conns {
         let name = match c.outcome.as_str() {
             "allowed" => "egress_allowed",
-            "refused" => "egress_refused",
+            "refused" | super::secrets::EXFILTRATION => "egress_refused",
             _ => "egress_failed",
         };
         who.stats.incr(name, 1.0);
