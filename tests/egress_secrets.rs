@@ -332,17 +332,43 @@ fn the_upstream_gets_the_value_the_command_only_a_placeholder_and_another_host_a
         last.contains("X-A: BLSECRET_") && !last.contains(CANARY),
         "{last}"
     );
-    // A redirect from the bound host to another host: curl follows it with the placeholder
-    // (the proxy never follows redirects), which is refused there.
+    // A redirect from the bound host to another host (the proxy never follows redirects):
+    // curl -L drops the header toward the other host, which gets neither value nor placeholder;
+    // with --location-trusted it sends the header there — only the placeholder, refused.
     let cmd = format!(
         "curl -sS -m 20 -L -H \"Authorization: Bearer $GH_TOKEN\" http://127.0.0.1:{b}/redirect"
     );
     let (_, st, v, e) = submit(env, "local", &cmd);
+    assert_eq!(
+        (st.as_str(), v["stdout"].as_str()),
+        ("succeeded", Some("upstream\n")),
+        "{e} {v}"
+    );
+    let landed: Vec<String> = s
+        .other
+        .heads()
+        .into_iter()
+        .filter(|h| h.contains("/landed"))
+        .collect();
+    assert_eq!(landed.len(), 1, "{landed:?}");
+    assert!(
+        !landed[0].contains(CANARY) && !landed[0].contains("BLSECRET_"),
+        "{landed:?}"
+    );
+    let cmd = format!(
+        "curl -sS -m 20 --location-trusted -H \"Authorization: Bearer $GH_TOKEN\" http://127.0.0.1:{b}/redirect"
+    );
+    let (_, st, v, e) = submit(env, "local", &cmd);
     assert_eq!(st, "succeeded", "{e} {v}");
     assert!(egress(&v).iter().any(|c| c.1 == "exfiltration"), "{v}");
-    assert!(
-        s.other.heads().iter().all(|h| !h.contains("/landed")),
-        "{:?}",
+    assert_eq!(
+        s.other
+            .heads()
+            .iter()
+            .filter(|h| h.contains("/landed"))
+            .count(),
+        1,
+        "the trusted follow-up never reached the other host: {:?}",
         s.other.heads()
     );
     let shown = cli_ok(env, &["show", &id.to_string()]);
