@@ -75,13 +75,14 @@ impl RunTls {
         files.sort();
         files.dedup();
         for f in files {
-            let roots = roots(f.as_deref())?;
-            let cfg = rustls::ClientConfig::builder_with_provider(provider())
-                .with_safe_default_protocol_versions()
-                .map_err(|e| format!("egress TLS: {e}"))?
-                .with_root_certificates(roots)
-                .with_no_client_auth();
-            clients.insert(f, Arc::new(cfg));
+            let cfg = match &f {
+                // The system roots are read once per worker (a change needs a restart).
+                None => SYSTEM
+                    .get_or_init(|| client_config(roots(None)).map(Arc::new))
+                    .clone()?,
+                Some(_) => Arc::new(client_config(roots(f.as_deref()))?),
+            };
+            clients.insert(f, cfg);
         }
         Ok(RunTls {
             ca,
@@ -178,6 +179,20 @@ impl RunTls {
             .or_else(|| self.clients.get(&None))
             .cloned()
     }
+}
+
+/// The upstream configuration verified against the system roots, made once per worker.
+static SYSTEM: std::sync::OnceLock<Result<Arc<rustls::ClientConfig>, String>> =
+    std::sync::OnceLock::new();
+
+fn client_config(
+    roots: Result<rustls::RootCertStore, String>,
+) -> Result<rustls::ClientConfig, String> {
+    Ok(rustls::ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("egress TLS: {e}"))?
+        .with_root_certificates(roots?)
+        .with_no_client_auth())
 }
 
 /// The roots an upstream is verified against: `ca_file` (PEM) or the system's.
