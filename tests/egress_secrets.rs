@@ -488,7 +488,7 @@ fn https_to_a_bound_host_is_terminated_with_the_run_ca_and_the_upstream_verified
     // curl verifies the proxy's certificate with the run's bundle (its CA trusted in this run
     // only); the proxy verifies the upstream against the secret's ca_file.
     let cmd = format!(
-        "test -r \"$SSL_CERT_FILE\" && test \"$CURL_CA_BUNDLE\" = \"$SSL_CERT_FILE\" && echo bundle-ok; curl -sS -m 20 https://127.0.0.1:{}/tls",
+        "test -r \"$SSL_CERT_FILE\" && test \"$CURL_CA_BUNDLE\" = \"$SSL_CERT_FILE\" && test \"$PIP_CERT\" = \"$SSL_CERT_FILE\" && test -r \"$NODE_EXTRA_CA_CERTS\" && echo bundle-ok; curl -sS -m 20 https://127.0.0.1:{}/tls",
         bound.port
     );
     let (_, st, v, e) = submit(env, "local", &cmd);

@@ -83,6 +83,8 @@ const RESERVED: &[&str] = &[
     "NODE_EXTRA_CA_CERTS",
     "REQUESTS_CA_BUNDLE",
     "GIT_SSL_CAINFO",
+    "PIP_CERT",
+    "CARGO_HTTP_CAINFO",
     "NO_PROXY",
 ];
 

@@ -5,7 +5,7 @@
 //! made for that run, held by the worker alone, its certificate trusted inside that run only
 //! (a bundle = the distribution's roots + that certificate, written in the run's private
 //! temporary directory, which `SSL_CERT_FILE`, `CURL_CA_BUNDLE`, `REQUESTS_CA_BUNDLE`,
-//! `GIT_SSL_CAINFO` name; `NODE_EXTRA_CA_CERTS` names the CA alone). The proxy terminates TLS
+//! `GIT_SSL_CAINFO`, `PIP_CERT`, `CARGO_HTTP_CAINFO` name; `NODE_EXTRA_CA_CERTS` names the CA alone). The proxy terminates TLS
 //! only for a `CONNECT` to a host a secret of the run is bound to, with a leaf certificate for
 //! that host signed by the run's CA ([`RunTls::server`]); it then speaks TLS to the upstream,
 //! verified against the system roots or the secret's `ca_file` ([`RunTls::client`]). Every other
@@ -127,7 +127,9 @@ impl RunTls {
             ("SSL_CERT_FILE".into(), b.clone()),
             ("CURL_CA_BUNDLE".into(), b.clone()),
             ("REQUESTS_CA_BUNDLE".into(), b.clone()),
-            ("GIT_SSL_CAINFO".into(), b),
+            ("GIT_SSL_CAINFO".into(), b.clone()),
+            ("PIP_CERT".into(), b.clone()),
+            ("CARGO_HTTP_CAINFO".into(), b),
             ("NODE_EXTRA_CA_CERTS".into(), ca.display().to_string()),
         ])
     }
