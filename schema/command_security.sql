@@ -67,7 +67,7 @@ CREATE INDEX IF NOT EXISTS approvals_unconsumed ON approvals(validation_id) WHER
 
 CREATE TABLE IF NOT EXISTS client_permissions (
     client_id       TEXT NOT NULL,
-    permission      TEXT NOT NULL,   -- FILE_READ FILE_WRITE SYSTEM_COMMAND NETWORK LLM FORCE_EXECUTE
+    permission      TEXT NOT NULL,   -- FILE_READ FILE_WRITE SYSTEM_COMMAND NETWORK LLM FORCE_EXECUTE SECRET (issue 38: pattern = a [secrets.NAME])
     pattern         TEXT NOT NULL,
     auto_approve    INTEGER NOT NULL DEFAULT 0,
     granted_by      TEXT NOT NULL,

@@ -93,6 +93,9 @@ pub struct Config {
     pub sandbox: crate::sandbox::SandboxConfig,
     /// The per-job egress proxy of network sets (`[egress]`): hosts file, timeouts.
     pub egress: crate::egress::EgressConfig,
+    /// Credentials the egress proxy injects for the hosts they belong to (`[secrets.NAME]`,
+    /// issue 38); a client uses one once granted (`brainloop grant CLIENT SECRET NAME`).
+    pub secrets: crate::egress::secrets::Secrets,
     /// The Cerebras / OpenAI-compatible LLM client (`[llm]`); see `llm::LlmConfig`.
     pub llm: crate::llm::LlmConfig,
     /// Run commands whose writes stay in the workspace (no network) on a copy-on-write overlay
@@ -191,6 +194,7 @@ impl Default for Config {
             retry: Default::default(),
             sandbox: Default::default(),
             egress: Default::default(),
+            secrets: Default::default(),
             llm: Default::default(),
             overlay: true,
             signature_approvals: 5,
@@ -406,6 +410,9 @@ impl Config {
         }
         if self.max_attempts == 0 {
             bail!("max_attempts must be at least 1");
+        }
+        for (name, s) in &self.secrets {
+            crate::egress::secrets::validate(name, s).map_err(|e| anyhow::anyhow!(e))?;
         }
         for (action, p) in &self.retry {
             if let Err(e) = p.check() {

@@ -218,6 +218,7 @@ fn job<'a>(ctx: &'a JobCtx, grants: &'a ClientGrants) -> bash::command::Job<'a> 
             data_dir: &c.data_dir,
             sandbox: &c.sandbox,
             egress: &c.egress,
+            secrets: &c.secrets,
             overlay: c.overlay,
             signature_approvals: c.signature_approvals,
             overlay_max_bytes: c.overlay_max_bytes,

@@ -43,6 +43,8 @@ pub struct Settings<'a> {
     pub data_dir: &'a Path,
     pub sandbox: &'a SandboxConfig,
     pub egress: &'a EgressConfig,
+    /// `[secrets]` (issue 38).
+    pub secrets: &'a crate::egress::secrets::Secrets,
     /// Capturable commands run on an overlay and ask about their change set.
     pub overlay: bool,
     pub signature_approvals: u32,
@@ -86,6 +88,7 @@ impl<'a> Job<'a> {
             level: self.level,
             sandbox: self.settings.sandbox,
             egress: self.settings.egress,
+            secrets: self.settings.secrets,
             data_dir: self.settings.data_dir,
             cancel: self.cancel,
         }
@@ -572,6 +575,26 @@ pub(super) async fn ask(
             crate::egress::named_reasons(job.client_id, &id, &named, &resolved),
         );
     }
+    // Issue 38: the secrets this command would use, and where each goes (never a value).
+    let secrets = if report.permission_set.network() || matches!(asked, Asked::Effects(_)) {
+        let granted: Vec<String> = job
+            .grants
+            .grants
+            .iter()
+            .filter(|g| g.permission == crate::clients::Permission::Secret)
+            .map(|g| g.pattern.clone())
+            .collect();
+        let mut hosts = named.clone();
+        if let Asked::Hosts(h) = asked {
+            hosts.extend(h.hosts.iter().cloned());
+        }
+        crate::egress::secrets::would_use(job.settings.secrets, &granted, c.text, &hosts)
+    } else {
+        Vec::new()
+    };
+    if let Some(line) = crate::egress::secrets::reason(&secrets) {
+        reasons.insert(0, line);
+    }
     if let Asked::Hosts(h) = asked {
         let e = job.settings.egress;
         resolved = crate::egress::resolve::shown(
@@ -640,6 +663,13 @@ pub(super) async fn ask(
     }
     if !named.is_empty() {
         result.insert("egress_named".into(), json!(named));
+    }
+    if !secrets.is_empty() {
+        let v: Vec<Value> = secrets
+            .iter()
+            .map(|(n, h)| json!({"name": n, "hosts": h}))
+            .collect();
+        result.insert("secrets".into(), json!(v));
     }
     Ok(crate::ask::pending(result))
 }

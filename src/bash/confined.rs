@@ -28,6 +28,8 @@ pub struct Confinement<'a> {
     pub level: &'a Level,
     pub sandbox: &'a SandboxConfig,
     pub egress: &'a EgressConfig,
+    /// `[secrets]`: what a job's run may carry through its proxy (its client's SECRET grants).
+    pub secrets: &'a crate::egress::secrets::Secrets,
     pub data_dir: &'a Path,
     /// Fired at shutdown: the run stops, and the report says `Cancelled`.
     pub cancel: &'a CancellationToken,
@@ -220,16 +222,19 @@ async fn start_proxy(
     egress: &Egress<'_>,
     spec: &mut crate::sandbox::Spec,
 ) -> Result<Option<JobProxy>, String> {
-    let rules = match egress {
+    let (rules, secrets) = match egress {
         Egress::Closed => return Ok(None),
         Egress::Job {
             who,
             command_hash,
             scope,
-        } => crate::egress::job::rules(who, command_hash, *scope).await?,
-        Egress::Rules(r) => r.clone(),
+        } => (
+            crate::egress::job::rules(who, command_hash, *scope).await?,
+            crate::egress::job::secrets(who, c.secrets).await?,
+        ),
+        Egress::Rules(r) => (r.clone(), Default::default()),
     };
-    crate::egress::job::start_with(rules, c.egress, c.data_dir, spec)
+    crate::egress::job::start_with(rules, secrets, c.egress, c.data_dir, spec)
         .await
         .map(Some)
 }

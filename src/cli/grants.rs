@@ -70,6 +70,12 @@ pub fn grant(config: &Config, a: &GrantArgs) -> Result<i32> {
     let p = Permission::parse(&a.permission)?;
     let mut c = security(config)?;
     store::grant(&mut c, &a.client, p, &a.pattern, a.auto, &super::operator())?;
+    if p == Permission::Secret && !config.secrets.contains_key(&a.pattern) {
+        eprintln!(
+            "note: the configuration has no [secrets.{}] yet: the grant takes effect once it does (and the worker restarted)",
+            a.pattern
+        );
+    }
     println!(
         "granted {} {} {}{} (effective from the client's next job)",
         shown::line(&a.client),

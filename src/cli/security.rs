@@ -844,6 +844,18 @@ pub fn show(config: &Config, a: &ShowArgs) -> Result<i32> {
         );
         let meta = db::open_read_only(&config.data_dir, DbKind::Metadata).ok();
         print_marks(Some(&sec), meta.as_ref(), v, "");
+        // Issue 38: which secrets the command would use, and for which hosts (never a value).
+        let reasons: Vec<String> = v
+            .reasons
+            .as_deref()
+            .and_then(|r| serde_json::from_str(r).ok())
+            .unwrap_or_default();
+        for r in reasons
+            .iter()
+            .filter(|r| r.starts_with(crate::egress::secrets::REASON_PREFIX))
+        {
+            println!("{}", shown::line(r));
+        }
     }
     print_egress(&sec, job_id, v.as_ref().map(|v| v.id.as_str()))?;
     // Whether the change set is in the workspace: the journal row says so, and keeps its diff

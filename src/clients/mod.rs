@@ -27,16 +27,21 @@ pub enum Permission {
     Network,
     Llm,
     ForceExecute,
+    /// A configured secret (`[secrets.NAME]`) the client's runs may use (issue 38); pattern:
+    /// the name. Granted by the operator only (`brainloop grant CLIENT SECRET NAME`), never
+    /// through a permission request.
+    Secret,
 }
 
 impl Permission {
-    pub const ALL: [Permission; 6] = [
+    pub const ALL: [Permission; 7] = [
         Permission::FileRead,
         Permission::FileWrite,
         Permission::SystemCommand,
         Permission::Network,
         Permission::Llm,
         Permission::ForceExecute,
+        Permission::Secret,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -47,6 +52,7 @@ impl Permission {
             Permission::Network => "NETWORK",
             Permission::Llm => "LLM",
             Permission::ForceExecute => "FORCE_EXECUTE",
+            Permission::Secret => "SECRET",
         }
     }
 
@@ -57,7 +63,7 @@ impl Permission {
             .find(|p| p.as_str() == up)
             .ok_or_else(|| {
                 anyhow::anyhow!(
-                    "unknown permission {s:?}; one of FILE_READ, FILE_WRITE, SYSTEM_COMMAND, NETWORK, LLM, FORCE_EXECUTE"
+                    "unknown permission {s:?}; one of FILE_READ, FILE_WRITE, SYSTEM_COMMAND, NETWORK, LLM, FORCE_EXECUTE, SECRET"
                 )
             })
     }

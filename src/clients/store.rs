@@ -65,6 +65,15 @@ pub fn check_pattern(p: Permission, pattern: &str) -> Result<()> {
         globset::Glob::new(&expanded)
             .map_err(|e| anyhow::anyhow!("invalid glob {pattern:?}: {e}"))?;
     }
+    if p == Permission::Secret
+        && !pattern
+            .bytes()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
+    {
+        bail!(
+            "a SECRET grant names a configured secret ([secrets.NAME]: A-Z, 0-9, _), e.g. GH_TOKEN"
+        );
+    }
     Ok(())
 }
 
@@ -126,6 +135,9 @@ pub fn file_request(
     justification: Option<&str>,
 ) -> Result<i64> {
     check_pattern(p, pattern)?;
+    if p == Permission::Secret {
+        bail!("SECRET is granted by the operator only (`brainloop grant CLIENT SECRET NAME`); a job cannot request it");
+    }
     Ok(write_tx(conn, |tx| {
         let existing: Option<i64> = tx
             .query_row(

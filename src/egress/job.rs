@@ -5,6 +5,7 @@
 use super::proxy::{self, Connection, JobProxy};
 use super::resolve::Resolver;
 use super::rules::{HostRule, Rules};
+use super::secrets::{RunSecrets, Secrets};
 use super::store;
 use super::EgressConfig;
 use crate::clients::{ClientGrants, Permission};
@@ -67,9 +68,31 @@ pub async fn rules(who: &Who<'_>, command_hash: &str, scope: Scope) -> Result<Ru
     Ok(rules)
 }
 
-/// Starts a proxy allowing `rules` and routes `spec` through it (a job's run, an operator hook).
+/// The secrets of one run of the job's client: those its SECRET grants name, each with a fresh
+/// placeholder (`super::secrets`). A value that cannot be read fails the run (the error names
+/// the fix, never the value).
+pub async fn secrets(who: &Who<'_>, config: &Secrets) -> Result<RunSecrets, String> {
+    let names: Vec<String> = who
+        .grants
+        .iter()
+        .flat_map(|g| g.grants.iter())
+        .filter(|g| g.permission == Permission::Secret)
+        .map(|g| g.pattern.clone())
+        .collect();
+    if names.is_empty() || config.is_empty() {
+        return Ok(RunSecrets::default());
+    }
+    let config = config.clone();
+    tokio::task::spawn_blocking(move || RunSecrets::load(&config, &names))
+        .await
+        .map_err(|e| format!("secrets: {e}"))?
+}
+
+/// Starts a proxy allowing `rules` and routes `spec` through it (a job's run, an operator hook);
+/// the command's environment gets the placeholders of `secrets`.
 pub async fn start_with(
     rules: Rules,
+    secrets: RunSecrets,
     cfg: &EgressConfig,
     data_dir: &Path,
     spec: &mut Spec,
@@ -85,9 +108,31 @@ pub async fn start_with(
         max_connections: cfg.max_connections.max(1),
     };
     let dir = super::sockdir::get(data_dir).map_err(|e| format!("{e:#}"))?;
-    let proxy =
-        JobProxy::start(rules, Arc::new(resolver), bounds, &dir).map_err(|e| format!("{e:#}"))?;
+    let mut env = secrets.env();
+    // A run that carries secrets gets its own CA (HTTPS to their hosts); any other, none.
+    let tls = match (secrets.is_empty(), spec.tmp_dir.clone()) {
+        (false, Some(tmp)) => {
+            let s2 = secrets.clone();
+            let (tls, vars) = tokio::task::spawn_blocking(move || {
+                let tls = super::tls::RunTls::new(&s2)?;
+                let vars = tls.install(&tmp)?;
+                Ok::<_, String>((tls, vars))
+            })
+            .await
+            .map_err(|e| format!("egress TLS: {e}"))??;
+            env.extend(vars);
+            Some(Arc::new(tls))
+        }
+        _ => None,
+    };
+    let proxy = JobProxy::start_carrying(rules, secrets, tls, Arc::new(resolver), bounds, &dir)
+        .map_err(|e| format!("{e:#}"))?;
     proxy.route(spec);
+    // The one exception to the environment filter: a secret's NAME, holding only its placeholder.
+    for (k, v) in env {
+        spec.env.retain(|(n, _)| *n != k);
+        spec.env.push((k, v));
+    }
     Ok(proxy)
 }
 
@@ -101,7 +146,7 @@ pub async fn start(
     spec: &mut Spec,
 ) -> Result<JobProxy, String> {
     let rules = rules(who, command_hash, scope).await?;
-    start_with(rules, cfg, data_dir, spec).await
+    start_with(rules, RunSecrets::default(), cfg, data_dir, spec).await
 }
 
 /// Stops the proxy, records what it saw with the job and counts it; returns the connections.
@@ -110,7 +155,7 @@ pub async fn finish(who: &Who<'_>, command_hash: &str, proxy: JobProxy) -> Vec<C
     for c in &conns {
         let name = match c.outcome.as_str() {
             "allowed" => "egress_allowed",
-            "refused" => "egress_refused",
+            "refused" | super::secrets::EXFILTRATION => "egress_refused",
             _ => "egress_failed",
         };
         who.stats.incr(name, 1.0);

@@ -29,8 +29,10 @@ pub mod named;
 pub mod proxy;
 pub mod resolve;
 pub mod rules;
+pub mod secrets;
 pub mod sockdir;
 pub mod store;
+pub mod tls;
 
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;

@@ -19,6 +19,8 @@
 
 use super::resolve::Resolver;
 use super::rules::{Rules, Verdict};
+use super::secrets::{Applied, Mask, RunSecrets, EXFILTRATION};
+use super::tls::RunTls;
 use serde::Serialize;
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -182,6 +184,10 @@ impl Record {
 
 struct Shared {
     rules: Rules,
+    /// The run's secrets (`super::secrets`): empty for most runs, which then pay nothing.
+    secrets: RunSecrets,
+    /// The run's CA and upstream TLS (`super::tls`): only a run that carries secrets has one.
+    tls: Option<Arc<RunTls>>,
     resolver: Arc<Resolver>,
     connect_timeout: Duration,
     head_timeout: Duration,
@@ -261,6 +267,26 @@ impl JobProxy {
         bounds: Bounds,
         sock_dir: &Path,
     ) -> anyhow::Result<JobProxy> {
+        JobProxy::start_carrying(
+            rules,
+            RunSecrets::default(),
+            None,
+            resolver,
+            bounds,
+            sock_dir,
+        )
+    }
+
+    /// [`JobProxy::start`] for a run that carries `secrets` (`super::secrets`), HTTPS to their
+    /// hosts terminated with `tls` (`super::tls`).
+    pub fn start_carrying(
+        rules: Rules,
+        secrets: RunSecrets,
+        tls: Option<Arc<RunTls>>,
+        resolver: Arc<Resolver>,
+        bounds: Bounds,
+        sock_dir: &Path,
+    ) -> anyhow::Result<JobProxy> {
         let template = sock_dir.join("e-XXXXXX");
         let dir = nix::unistd::mkdtemp(&template).map_err(|e| {
             anyhow::anyhow!("egress proxy: cannot create {}: {e}", template.display())
@@ -278,6 +304,8 @@ impl JobProxy {
         };
         let shared = Arc::new(Shared {
             rules,
+            secrets,
+            tls,
             resolver,
             connect_timeout: bounds.connect_timeout,
             head_timeout: bounds.head_timeout,
@@ -421,6 +449,33 @@ async fn read_more<R: AsyncRead + Unpin>(
     Ok(n)
 }
 
+/// Reads until `buf` holds a whole request head; its length, or None (the connection ended,
+/// the head deadline `by` passed, or the head is over [`MAX_HEAD`]: answered 431).
+async fn head_end<S: AsyncRead + AsyncWrite + Unpin>(
+    s: &mut S,
+    buf: &mut Vec<u8>,
+    by: Instant,
+) -> Option<usize> {
+    loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            return Some(i + 4);
+        }
+        if buf.len() > MAX_HEAD {
+            let _ = s
+                .write_all(&http_error(
+                    "431 Request Header Fields Too Large",
+                    "request head too large\n",
+                ))
+                .await;
+            return None;
+        }
+        match read_more(s, buf, by).await {
+            Ok(n) if n > 0 => {}
+            _ => return None,
+        }
+    }
+}
+
 /// Why a connection did not open.
 enum Closed {
     Refused(String),
@@ -530,33 +585,51 @@ async fn connect(sh: &Shared, host: &str, port: u16, v: &Verdict) -> Result<TcpS
 }
 
 /// Copies both ways, counting bytes, until both directions ended.
-async fn splice<C>(client: C, upstream: TcpStream, entry: &Entry)
+async fn splice<C, U>(client: C, upstream: U, entry: &Entry)
 where
     C: AsyncRead + AsyncWrite + Unpin,
+    U: AsyncRead + AsyncWrite + Unpin,
+{
+    splice_masked(client, upstream, entry, Mask::default()).await
+}
+
+/// [`splice`], the values in `mask` hidden in what comes back (a request that carried them).
+async fn splice_masked<C, U>(client: C, upstream: U, entry: &Entry, mut mask: Mask)
+where
+    C: AsyncRead + AsyncWrite + Unpin,
+    U: AsyncRead + AsyncWrite + Unpin,
 {
     let (mut cr, mut cw) = tokio::io::split(client);
-    let (mut ur, mut uw) = upstream.into_split();
-    let up = pump(&mut cr, &mut uw, &entry.up);
-    let down = pump(&mut ur, &mut cw, &entry.down);
+    let (mut ur, mut uw) = tokio::io::split(upstream);
+    let up = pump(&mut cr, &mut uw, &entry.up, None);
+    let down = pump(&mut ur, &mut cw, &entry.down, Some(&mut mask));
     tokio::join!(up, down);
 }
 
-async fn pump<R, W>(r: &mut R, w: &mut W, count: &AtomicU64)
+async fn pump<R, W>(r: &mut R, w: &mut W, count: &AtomicU64, mut mask: Option<&mut Mask>)
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
     let mut buf = vec![0u8; 16 * 1024];
+    let mask_on = mask.as_ref().is_some_and(|m| !m.is_empty());
     loop {
         match r.read(&mut buf).await {
             Ok(0) | Err(_) => break,
             Ok(n) => {
-                if w.write_all(&buf[..n]).await.is_err() {
+                let ok = match mask.as_deref_mut() {
+                    Some(m) if mask_on => w.write_all(&m.push(&buf[..n])).await.is_ok(),
+                    _ => w.write_all(&buf[..n]).await.is_ok(),
+                };
+                if !ok {
                     break;
                 }
                 count.fetch_add(n as u64, Ordering::Relaxed);
             }
         }
+    }
+    if let Some(m) = mask.filter(|_| mask_on) {
+        let _ = w.write_all(&m.finish()).await;
     }
     let _ = w.shutdown().await;
 }
@@ -628,23 +701,8 @@ const HOP_BY_HOP: &[&str] = &[
 ];
 
 async fn http(mut s: UnixStream, mut buf: Vec<u8>, sh: &Shared, by: Instant) {
-    let head_len = loop {
-        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break i + 4;
-        }
-        if buf.len() > MAX_HEAD {
-            let _ = s
-                .write_all(&http_error(
-                    "431 Request Header Fields Too Large",
-                    "request head too large\n",
-                ))
-                .await;
-            return;
-        }
-        match read_more(&mut s, &mut buf, by).await {
-            Ok(n) if n > 0 => {}
-            _ => return,
-        }
+    let Some(head_len) = head_end(&mut s, &mut buf, by).await else {
+        return;
     };
     let mut headers = [httparse::EMPTY_HEADER; 100];
     let mut req = httparse::Request::new(&mut headers);
@@ -669,6 +727,26 @@ async fn http(mut s: UnixStream, mut buf: Vec<u8>, sh: &Shared, by: Instant) {
                 .await;
             return;
         };
+        if let Some(b) = sh.secrets.carried(buf[..head_len].as_ref()) {
+            if !b.binds_host(&host, port) {
+                let why = exfiltration(sh, &host, port, "connect", &b.name.clone());
+                let _ = s
+                    .write_all(&http_error(
+                        "403 Forbidden",
+                        &refusal_text(&host, port, &why),
+                    ))
+                    .await;
+                return;
+            }
+        }
+        if let Some(tls) = sh
+            .tls
+            .as_ref()
+            .filter(|_| sh.secrets.binds_host(&host, port))
+        {
+            intercept(s, host, port, tls.clone(), sh, by).await;
+            return;
+        }
         let (entry, res) = open(sh, &host, port, "connect").await;
         match res {
             Ok(mut up) => {
@@ -698,32 +776,276 @@ async fn http(mut s: UnixStream, mut buf: Vec<u8>, sh: &Shared, by: Instant) {
             .await;
         return;
     };
-    let mut head = format!("{method} {path} HTTP/1.{version}\r\nHost: {authority}\r\n");
-    for h in req.headers.iter() {
-        if HOP_BY_HOP.iter().any(|n| h.name.eq_ignore_ascii_case(n)) {
-            continue;
+    let mut headers: Vec<(String, Vec<u8>)> = req
+        .headers
+        .iter()
+        .filter(|h| !HOP_BY_HOP.iter().any(|n| h.name.eq_ignore_ascii_case(n)))
+        .map(|h| (h.name.to_string(), h.value.to_vec()))
+        .collect();
+    let used = match sh.secrets.apply(
+        &host,
+        port,
+        &method,
+        &path,
+        &mut headers,
+        &[target.as_bytes(), &rest],
+    ) {
+        Applied::Send(used) => used,
+        Applied::Exfiltration(name) => {
+            let why = exfiltration(sh, &host, port, "http", &name);
+            let _ = s
+                .write_all(&http_error(
+                    "403 Forbidden",
+                    &refusal_text(&host, port, &why),
+                ))
+                .await;
+            return;
         }
-        head.push_str(h.name);
-        head.push_str(": ");
-        head.push_str(&String::from_utf8_lossy(h.value));
-        head.push_str("\r\n");
-    }
-    head.push_str("Connection: close\r\n\r\n");
+    };
+    let head = request_head(&method, &path, version, &authority, &headers);
     let (entry, res) = open(sh, &host, port, "http").await;
     match res {
         Ok(mut up) => {
-            let mut first = head.into_bytes();
+            note_secrets(&entry, &used);
+            let mut first = head;
             first.extend_from_slice(&rest);
             if up.write_all(&first).await.is_err() {
                 return;
             }
             entry.up.fetch_add(first.len() as u64, Ordering::Relaxed);
-            splice(s, up, &entry).await;
+            splice_masked(s, up, &entry, sh.secrets.mask_for(&used)).await;
         }
         Err(c) => {
             let _ = s.write_all(&closed_response(&host, port, &c)).await;
         }
     }
+}
+
+/// A `CONNECT` to a host a secret of the run is bound to: TLS terminated with the run's CA,
+/// the request head read and decided like a plain one ([`RunSecrets::apply`]), then sent on
+/// over TLS verified against the system roots or the secret's `ca_file`; one request per
+/// connection (`Connection: close`), the value masked in what comes back. Recorded as
+/// protocol `https`.
+async fn intercept(
+    mut s: UnixStream,
+    host: String,
+    port: u16,
+    tls: Arc<RunTls>,
+    sh: &Shared,
+    by: Instant,
+) {
+    if s.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        .await
+        .is_err()
+    {
+        return;
+    }
+    let server = match tls.server(&host) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!(error = %e, "egress proxy: cannot make the run's certificate for a bound host");
+            return;
+        }
+    };
+    let acceptor = tokio_rustls::TlsAcceptor::from(server);
+    let mut c = match tokio::time::timeout_at(by, acceptor.accept(s)).await {
+        Ok(Ok(c)) => c,
+        _ => return,
+    };
+    let mut buf = Vec::with_capacity(4096);
+    let Some(head_len) = head_end(&mut c, &mut buf, by).await else {
+        return;
+    };
+    let mut hs = [httparse::EMPTY_HEADER; 100];
+    let mut req = httparse::Request::new(&mut hs);
+    let (method, target, version) = match req.parse(&buf[..head_len]) {
+        Ok(httparse::Status::Complete(_)) => (
+            req.method.unwrap_or("").to_string(),
+            req.path.unwrap_or("").to_string(),
+            req.version.unwrap_or(1),
+        ),
+        _ => {
+            let _ = c
+                .write_all(&http_error("400 Bad Request", "not an HTTP request\n"))
+                .await;
+            return;
+        }
+    };
+    // Origin form inside the tunnel; an absolute `https://` form keeps only its path.
+    let path = match target.split_once("://") {
+        Some((_, rest)) => match rest.find('/') {
+            Some(i) => rest[i..].to_string(),
+            None => "/".to_string(),
+        },
+        None => target.clone(),
+    };
+    let mut headers: Vec<(String, Vec<u8>)> = req
+        .headers
+        .iter()
+        .filter(|h| !HOP_BY_HOP.iter().any(|n| h.name.eq_ignore_ascii_case(n)))
+        .map(|h| (h.name.to_string(), h.value.to_vec()))
+        .collect();
+    let rest = buf[head_len..].to_vec();
+    let used = match sh.secrets.apply(
+        &host,
+        port,
+        &method,
+        &path,
+        &mut headers,
+        &[target.as_bytes(), &rest],
+    ) {
+        Applied::Send(used) => used,
+        Applied::Exfiltration(name) => {
+            let why = exfiltration(sh, &host, port, "https", &name);
+            let _ = c
+                .write_all(&http_error(
+                    "403 Forbidden",
+                    &refusal_text(&host, port, &why),
+                ))
+                .await;
+            let _ = c.shutdown().await;
+            return;
+        }
+    };
+    let authority = match (host.contains(':'), port) {
+        (true, 443) => format!("[{host}]"),
+        (true, _) => format!("[{host}]:{port}"),
+        (false, 443) => host.clone(),
+        (false, _) => format!("{host}:{port}"),
+    };
+    let head = request_head(&method, &path, version, &authority, &headers);
+    let (entry, res) = open(sh, &host, port, "https").await;
+    let up = match res {
+        Ok(up) => up,
+        Err(cl) => {
+            let _ = c.write_all(&closed_response(&host, port, &cl)).await;
+            let _ = c.shutdown().await;
+            return;
+        }
+    };
+    let mut upt = match tls_upstream(sh, &tls, &host, port, up).await {
+        Ok(t) => t,
+        Err(why) => {
+            let _ = c
+                .write_all(&http_error(
+                    "502 Bad Gateway",
+                    &format!("brainloop egress proxy: {host}:{port}: {why}\n"),
+                ))
+                .await;
+            let _ = c.shutdown().await;
+            let mut e = lock(&entry.conn);
+            e.outcome = "failed".to_string();
+            e.reason = Some(why);
+            return;
+        }
+    };
+    note_secrets(&entry, &used);
+    let mut first = head;
+    first.extend_from_slice(&rest);
+    if upt.write_all(&first).await.is_err() {
+        return;
+    }
+    entry.up.fetch_add(first.len() as u64, Ordering::Relaxed);
+    splice_masked(c, upt, &entry, sh.secrets.mask_for(&used)).await;
+}
+
+/// TLS to the upstream of an intercepted connection, verified as [`RunTls::client`] says (the
+/// secret's `ca_file`, else the system roots); why not, for the record and the client.
+async fn tls_upstream(
+    sh: &Shared,
+    tls: &RunTls,
+    host: &str,
+    port: u16,
+    up: TcpStream,
+) -> Result<tokio_rustls::client::TlsStream<TcpStream>, String> {
+    let client = tls
+        .client(&sh.secrets, host, port)
+        .ok_or("no TLS configuration for the upstream")?;
+    let name = rustls::pki_types::ServerName::try_from(host.to_string())
+        .map_err(|e| format!("not a TLS server name: {e}"))?;
+    let connector = tokio_rustls::TlsConnector::from(client);
+    match tokio::time::timeout(sh.connect_timeout, connector.connect(name, up)).await {
+        Ok(Ok(t)) => Ok(t),
+        Ok(Err(e)) => {
+            let own = sh
+                .secrets
+                .bound
+                .iter()
+                .any(|b| b.binds_host(host, port) && b.ca_file.is_some());
+            Err(format!(
+                "TLS with the upstream failed (verified against {}): {e}",
+                if own {
+                    "the secret's ca_file"
+                } else {
+                    "the system roots"
+                }
+            ))
+        }
+        Err(_) => Err("TLS with the upstream timed out".into()),
+    }
+}
+
+/// The head sent upstream: origin-form target, `Host`, the headers, `Connection: close`.
+fn request_head(
+    method: &str,
+    path: &str,
+    version: u8,
+    authority: &str,
+    headers: &[(String, Vec<u8>)],
+) -> Vec<u8> {
+    let mut head =
+        format!("{method} {path} HTTP/1.{version}\r\nHost: {authority}\r\n").into_bytes();
+    for (n, v) in headers {
+        head.extend_from_slice(n.as_bytes());
+        head.extend_from_slice(b": ");
+        head.extend_from_slice(v);
+        head.extend_from_slice(b"\r\n");
+    }
+    head.extend_from_slice(b"Connection: close\r\n\r\n");
+    head
+}
+
+/// Says on an allowed connection's record which secrets it carried (names only).
+fn note_secrets(entry: &Entry, used: &[String]) {
+    if !used.is_empty() {
+        lock(&entry.conn).reason = Some(format!("carried secret {}", used.join(", ")));
+    }
+}
+
+/// Records a request that carried the placeholder of secret `name` where the secret does not
+/// go (outcome [`EXFILTRATION`], never connected); returns why, for the refusal.
+fn exfiltration(sh: &Shared, host: &str, port: u16, protocol: &str, name: &str) -> String {
+    let why = format!(
+        "the request carries the placeholder of secret {name}, which is not bound to it (recorded as an exfiltration attempt)"
+    );
+    let shown_host = if host
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_' | b':'))
+    {
+        host.to_string()
+    } else {
+        format!("{:?}", crate::quote::prefix(host, 100))
+    };
+    let now = crate::time::now_ms();
+    lock(&sh.record).add(
+        Connection {
+            host: shown_host,
+            port,
+            protocol: protocol.to_string(),
+            outcome: EXFILTRATION.to_string(),
+            rule: None,
+            address: None,
+            reason: Some(why.clone()),
+            bytes_up: 0,
+            bytes_down: 0,
+            at_ms: now,
+            attempts: 1,
+            first_ms: now,
+        },
+        true,
+    );
+    tracing::warn!(secret = %name, host = %crate::quote::prefix(host, 100), port, "egress proxy: a request carried a secret's placeholder toward a host it is not bound to; refused");
+    why
 }
 
 fn closed_response(host: &str, port: u16, c: &Closed) -> Vec<u8> {
@@ -806,6 +1128,11 @@ async fn socks5(mut s: UnixStream, mut buf: Vec<u8>, sh: &Shared, by: Instant) {
         return;
     }
     let rest = req.split_off(at + 2);
+    if let Some(b) = sh.secrets.carried(host.as_bytes()) {
+        exfiltration(sh, &host, port, "socks5", &b.name.clone());
+        let _ = s.write_all(&socks_reply(2)).await;
+        return;
+    }
     let (entry, res) = open(sh, &host, port, "socks5").await;
     match res {
         Ok(mut up) => {

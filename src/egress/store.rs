@@ -36,6 +36,13 @@ pub fn record(
             "INSERT INTO egress_connections(job_id, client_id, command_hash, host, port, protocol, outcome, rule, address, reason, bytes_up, bytes_down, at_ms, attempts, first_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
         )?;
         for c in conns {
+            // The table knows allowed / refused / failed (a CHECK since schema 6): an
+            // exfiltration attempt (issue 38) is stored refused, its reason saying what it was.
+            let outcome = if c.outcome == super::secrets::EXFILTRATION {
+                "refused"
+            } else {
+                c.outcome.as_str()
+            };
             st.execute(params![
                 job_id,
                 client_id,
@@ -43,7 +50,7 @@ pub fn record(
                 c.host,
                 c.port,
                 c.protocol,
-                c.outcome,
+                outcome,
                 c.rule,
                 c.address,
                 c.reason,

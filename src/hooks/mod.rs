@@ -49,6 +49,9 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
+/// An operator hook carries no secret (its egress is fixed rules, not a client's grants).
+static NO_SECRETS: crate::egress::secrets::Secrets = crate::egress::secrets::Secrets::new();
+
 /// `[notify]` / `[reviewer]`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
@@ -400,6 +403,7 @@ impl Runner<'_> {
             level: self.level,
             sandbox: &self.config.sandbox,
             egress: &self.config.egress,
+            secrets: &NO_SECRETS,
             data_dir: &self.config.data_dir,
             cancel: self.cancel,
         };
