@@ -546,6 +546,7 @@ mod tests {
     use super::*;
 
     /// (learned, other, covered): what one learned signature stands for, and what it never does.
+    /// Long because the cases read as one table.
     #[test]
     fn a_learned_signature_covers_its_variants_and_its_family_only() {
         let cases: &[(&str, &str, bool)] = &[
