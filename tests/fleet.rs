@@ -681,3 +681,60 @@ fn a_revocation_made_while_a_worker_is_cut_off_applies_before_the_rule_is_used_a
     assert_eq!(read(&envs[0], "b.txt").as_deref(), Some("x\n"));
     assert_eq!(read(&envs[0], "c.txt").as_deref(), Some("x\n"));
 }
+
+#[test]
+fn a_worker_whose_registry_hangs_stops_using_fleet_rules_once_its_copy_is_stale() {
+    use nix::sys::signal::{kill, Signal};
+    use nix::unistd::Pid;
+    common::require_sandbox();
+    let c = pg::shared();
+    let (db, op, ws) = registry(c, "stale", &["a", "b"]);
+    let envs: Vec<Env> = (0..2).map(|_| Env::new()).collect();
+    let _daemons: Vec<Daemon> = envs
+        .iter()
+        .zip(&ws)
+        .map(|(e, w)| {
+            setup_ws(e);
+            start_worker(e, &c.url_as(w, &db))
+        })
+        .collect();
+    let operator = tempfile::tempdir().unwrap();
+    let op_url = c.url_as(&op, &db);
+    let (job, vid) = asks(&envs[1], "sed -i s/one/ONE/ a.txt");
+    wait_published(c, &db, &vid);
+    ok(&op_url, operator.path(), &["approve", &vid, "--learn", "--scope", "fleet"]);
+    assert_eq!(final_result(&envs[1], job).0, "succeeded");
+    runs_unasked(&envs[0], "sed -i s/x/X/ b.txt", "b.txt");
+
+    // Worker A's registry connection hangs (its server process stopped): no error reaches the
+    // bridge, no pull succeeds; the operator revokes meanwhile.
+    let mut admin = c.connect("postgres", &db);
+    let pids: Vec<i32> = admin
+        .query(
+            "SELECT pid FROM pg_stat_activity WHERE usename = $1",
+            &[&ws[0]],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(!pids.is_empty());
+    for p in &pids {
+        kill(Pid::from_raw(*p), Signal::SIGSTOP).unwrap();
+    }
+    ok(&op_url, operator.path(), &["signatures", "--revoke", "sed -i EXPR WS_PATH"]);
+    // Past `learned_fresh_ms` (5 s) without a pull, A uses no fleet rule: it asks.
+    std::thread::sleep(Duration::from_millis(5500));
+    std::fs::write(envs[0].workspace.join("c.txt"), "x\n").unwrap();
+    let (_, st, v, _) = submit(&envs[0], "sed -i s/x/X/ c.txt");
+    for p in &pids {
+        kill(Pid::from_raw(*p), Signal::SIGCONT).unwrap();
+    }
+    assert_eq!(st, "pending_validation", "{v}");
+    assert_eq!(read(&envs[0], "c.txt").as_deref(), Some("x\n"));
+    // Resumed: it has the revocation, it still asks.
+    std::thread::sleep(Duration::from_millis(1500));
+    std::fs::write(envs[0].workspace.join("d.txt"), "x\n").unwrap();
+    let (_, st, v, _) = submit(&envs[0], "sed -i s/x/X/ d.txt");
+    assert_eq!(st, "pending_validation", "{v}");
+}
