@@ -490,6 +490,12 @@ fn learn_fleet_wide_on_one_worker_is_used_by_the_others_and_revoke_stops_it_ever
     // Worker B's human teaches the fleet.
     let (job, vid) = asks(&envs[1], "sed -i s/one/ONE/ a.txt");
     wait_published(c, &db, &vid);
+    // The operator sees what a fleet-wide --learn would teach before deciding.
+    let out = ok(&op_url, operator.path(), &["validations"]);
+    assert!(
+        out.contains("what --learn --scope fleet teaches every worker): `sed -i EXPR WS_PATH`"),
+        "{out}"
+    );
     let out = ok(
         &op_url,
         operator.path(),

@@ -199,9 +199,32 @@ pub fn learned_for(client: &str, now: i64) -> Vec<String> {
     usable(client, now).into_iter().map(|r| r.rule).collect()
 }
 
-/// Whether this process holds a copy, and how old it is (ms), for `status`.
-pub fn copy_age() -> Option<i64> {
-    let g = COPY.lock().unwrap_or_else(|p| p.into_inner());
-    g.as_ref()
-        .map(|c| crate::time::mono_ms().saturating_sub(c.pulled))
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(expires_at: Option<i64>, revoked_at: Option<i64>) -> LearnedRule {
+        LearnedRule {
+            id: 1,
+            kind: "signature".into(),
+            rule: "sed -i EXPR WS_PATH".into(),
+            client_id: "local".into(),
+            scope: "fleet".into(),
+            learned_by: "operator:t".into(),
+            db_role: "op".into(),
+            validation_id: None,
+            created_at: 0,
+            expires_at,
+            revoked_at,
+            revoked_by: None,
+        }
+    }
+
+    #[test]
+    fn a_rule_is_in_force_until_revoked_or_expired() {
+        assert!(rule(None, None).active(10));
+        assert!(rule(Some(11), None).active(10));
+        assert!(!rule(Some(10), None).active(10));
+        assert!(!rule(None, Some(5)).active(10));
+    }
 }

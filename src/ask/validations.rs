@@ -700,7 +700,7 @@ pub fn take(
     Ok(())
 }
 
-const FLEET_COLS: &str = "v.worker, v.id, v.job_id, v.client_id, v.command, v.command_hash, v.policy, v.risk_score, v.permission_set, v.reasons, v.status, v.requested_at, v.decided_at, v.expires_at";
+const FLEET_COLS: &str = "v.worker, v.id, v.job_id, v.client_id, v.command, v.command_hash, v.policy, v.risk_score, v.permission_set, v.reasons, v.status, v.requested_at, v.decided_at, v.expires_at, v.signatures";
 
 /// A validation in the registry and the worker that asked.
 #[derive(Debug, Clone, Serialize)]
@@ -708,6 +708,9 @@ pub struct FleetValidation {
     pub worker: String,
     #[serde(flatten)]
     pub validation: Validation,
+    /// The signatures the worker published for its change set: what `approve --learn --scope
+    /// fleet` would teach every worker.
+    pub signatures: Vec<String>,
 }
 
 fn fleet_row(r: &postgres::Row) -> Result<FleetValidation> {
@@ -728,6 +731,10 @@ fn fleet_row(r: &postgres::Row) -> Result<FleetValidation> {
             decided_at: r.try_get(12)?,
             expires_at: r.try_get(13)?,
         },
+        signatures: r
+            .try_get::<_, Option<String>>(14)?
+            .and_then(|s| serde_json::from_str(&s).ok())
+            .unwrap_or_default(),
     })
 }
 
@@ -748,7 +755,7 @@ pub fn fleet_list(
     rows.iter()
         .map(|r| {
             let mut f = fleet_row(r)?;
-            if f.validation.status == "pending" && r.try_get::<_, bool>(14)? {
+            if f.validation.status == "pending" && r.try_get::<_, bool>(15)? {
                 f.validation.status = "decided".into();
             }
             Ok(f)
@@ -802,14 +809,11 @@ pub fn fleet_decide(
     else {
         bail!("no validation {id} in the registry (see `brainloop validations`)");
     };
-    let published: Option<String> = tx
-        .query_one("SELECT signatures FROM validations WHERE id = $1", &[&id])?
-        .get(0);
     let f = fleet_row(&row)?;
     if f.validation.status != "pending" {
         bail!("validation {id} is already {}", f.validation.status);
     }
-    if row.try_get::<_, bool>(14)? {
+    if row.try_get::<_, bool>(15)? {
         bail!("validation {id} is already decided (worker {} has not taken the decision yet)", f.worker);
     }
     let now = crate::time::now_ms();
@@ -827,10 +831,7 @@ pub fn fleet_decide(
         .get(0);
     let mut taught = Vec::new();
     if let Some(LearnScope::Fleet { expires_at }) = learn {
-        taught = published
-            .as_deref()
-            .and_then(|s| serde_json::from_str::<Vec<String>>(s).ok())
-            .unwrap_or_default();
+        taught = f.signatures.clone();
         if taught.is_empty() {
             bail!("validation {id} has no change set signatures to learn (asked up front, or not a command): approve it without --learn, nothing decided");
         }

@@ -378,9 +378,19 @@ fn fleet_validations(reg: &crate::registry::Settings, a: &ValidationsArgs) -> Re
         for r in reasons {
             println!("  - {}", shown::line(&r));
         }
+        if !f.signatures.is_empty() {
+            println!(
+                "  signatures (what --learn --scope fleet teaches every worker): {}",
+                f.signatures
+                    .iter()
+                    .map(|t| format!("`{}`", shown::line(t)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
         if v.status == "pending" {
             println!(
-                "  → brainloop approve {} [--always]   |   brainloop deny {} [--always]",
+                "  → brainloop approve {} [--always] [--learn [--scope fleet]]   |   brainloop deny {} [--always]",
                 v.id, v.id
             );
         }
