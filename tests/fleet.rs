@@ -51,11 +51,19 @@ fn registry(c: &Cluster, tag: &str, workers: &[&str]) -> (String, String, Vec<St
     let out = ok(&admin, tmp.path(), &["registry", "migrate"]);
     assert!(out.contains("at version 2, nothing to do"), "{out}");
     let op = format!("{db}_op");
-    ok(&admin, tmp.path(), &["registry", "add-role", "operator", &op]);
+    ok(
+        &admin,
+        tmp.path(),
+        &["registry", "add-role", "operator", &op],
+    );
     let mut ws = Vec::new();
     for w in workers {
         let name = format!("{db}_{w}");
-        ok(&admin, tmp.path(), &["registry", "add-role", "worker", &name]);
+        ok(
+            &admin,
+            tmp.path(),
+            &["registry", "add-role", "worker", &name],
+        );
         ws.push(name);
     }
     (db, op, ws)
@@ -134,7 +142,10 @@ fn a_workers_role_cannot_decide_and_sees_only_its_own_validations() {
     )
     .unwrap();
     let d: String = w1
-        .query_one("SELECT decision FROM decisions WHERE validation_id = 'v1'", &[])
+        .query_one(
+            "SELECT decision FROM decisions WHERE validation_id = 'v1'",
+            &[],
+        )
         .unwrap()
         .get(0);
     assert_eq!(d, "deny");
@@ -168,13 +179,19 @@ fn a_workers_role_cannot_decide_and_sees_only_its_own_validations() {
     assert!(!st.success(), "{o}{e}");
     assert!(e.contains("permission denied"), "{e}");
     let n: i64 = opc
-        .query_one("SELECT count(*) FROM decisions WHERE validation_id = 'v3'", &[])
+        .query_one(
+            "SELECT count(*) FROM decisions WHERE validation_id = 'v3'",
+            &[],
+        )
         .unwrap()
         .get(0);
     assert_eq!(n, 0);
     // `registry status` names the role and its group.
     let out = ok(&c.url_as(&ws[0], &db), tmp.path(), &["registry", "status"]);
-    assert!(out.contains("schema version 2") && out.contains("brainloop_worker"), "{out}");
+    assert!(
+        out.contains("schema version 2") && out.contains("brainloop_worker"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -225,7 +242,11 @@ fn three_workers_share_one_registry_and_the_operator_decides_from_another_machin
     eprintln!("approve → job done on worker B: {:?}", t0.elapsed());
     assert_eq!(read(&envs[1], "a.txt").as_deref(), Some("ONE\n"));
     // Deny A's: A's job ends denied, nothing applied.
-    ok(&op_url, operator.path(), &["deny", &vid_a, "--reason", "no"]);
+    ok(
+        &op_url,
+        operator.path(),
+        &["deny", &vid_a, "--reason", "no"],
+    );
     let (st, v, e) = final_result(&envs[0], job_a);
     assert_eq!(st, "denied", "{v} {e}");
     assert!(e.contains("operator:"), "{e}");
@@ -501,7 +522,10 @@ fn learn_fleet_wide_on_one_worker_is_used_by_the_others_and_revoke_stops_it_ever
         operator.path(),
         &["approve", &vid, "--learn", "--scope", "fleet"],
     );
-    assert!(out.contains("on every worker of the fleet") && out.contains("sed -i EXPR WS_PATH"), "{out}");
+    assert!(
+        out.contains("on every worker of the fleet") && out.contains("sed -i EXPR WS_PATH"),
+        "{out}"
+    );
     assert_eq!(final_result(&envs[1], job).0, "succeeded");
     // A and C (and B) run the same signature unasked.
     for e in [&envs[0], &envs[2], &envs[1]] {
@@ -513,7 +537,13 @@ fn learn_fleet_wide_on_one_worker_is_used_by_the_others_and_revoke_stops_it_ever
     assert_eq!(rule["scope"], "fleet", "{rule}");
     assert_eq!(rule["db_role"], op.as_str(), "{rule}");
     assert_eq!(rule["validation_id"], vid.as_str(), "{rule}");
-    assert!(rule["learned_by"].as_str().unwrap().starts_with("operator:"), "{rule}");
+    assert!(
+        rule["learned_by"]
+            .as_str()
+            .unwrap()
+            .starts_with("operator:"),
+        "{rule}"
+    );
     let listed = ok(&c.url_as(&ws[2], &db), &envs[2].data, &["signatures"]);
     assert!(
         listed.contains("fleet rules") && listed.contains("[fleet] `sed -i EXPR WS_PATH`"),
@@ -548,9 +578,20 @@ fn learn_fleet_wide_on_one_worker_is_used_by_the_others_and_revoke_stops_it_ever
         until_it_asks(e, "sed -i s/x/X/ b.txt", "b.txt");
     }
     let rule = fleet_rule(&op_url, operator.path(), "sed -i EXPR WS_PATH");
-    assert!(rule["revoked_at"].is_i64() && rule["revoked_by"].as_str().unwrap().starts_with("operator:"), "{rule}");
+    assert!(
+        rule["revoked_at"].is_i64()
+            && rule["revoked_by"]
+                .as_str()
+                .unwrap()
+                .starts_with("operator:"),
+        "{rule}"
+    );
     // A second revoke finds nothing active.
-    let (st, _, e) = brainloop(&op_url, operator.path(), &["signatures", "--revoke", "sed -i EXPR WS_PATH"]);
+    let (st, _, e) = brainloop(
+        &op_url,
+        operator.path(),
+        &["signatures", "--revoke", "sed -i EXPR WS_PATH"],
+    );
     assert!(!st.success() && e.contains("no active fleet rule"), "{e}");
 }
 
@@ -580,7 +621,10 @@ fn a_workers_role_cannot_write_a_learned_rule() {
     }
     // The worker cannot change the signatures it published once inserted.
     let e = w1
-        .execute("UPDATE validations SET signatures = '[\"rm -r WS_PATH\"]' WHERE id = 'v1'", &[])
+        .execute(
+            "UPDATE validations SET signatures = '[\"rm -r WS_PATH\"]' WHERE id = 'v1'",
+            &[],
+        )
         .unwrap_err();
     assert!(format!("{e:?}").contains("permission denied"), "{e:?}");
     // The operator learns (under its own role only) ...
@@ -610,11 +654,17 @@ fn a_workers_role_cannot_write_a_learned_rule() {
         "DELETE FROM learned_rules WHERE id = $1",
     ] {
         let e = w1.execute(sql, &[&id]).unwrap_err();
-        assert!(format!("{e:?}").contains("permission denied for table learned_rules"), "{sql}: {e:?}");
+        assert!(
+            format!("{e:?}").contains("permission denied for table learned_rules"),
+            "{sql}: {e:?}"
+        );
     }
     // The operator may revoke, never rewrite what was learned.
     let e = opc
-        .execute("UPDATE learned_rules SET rule = 'rm -r WS_PATH' WHERE id = $1", &[&id])
+        .execute(
+            "UPDATE learned_rules SET rule = 'rm -r WS_PATH' WHERE id = $1",
+            &[&id],
+        )
         .unwrap_err();
     assert!(format!("{e:?}").contains("permission denied"), "{e:?}");
     opc.execute(
@@ -642,7 +692,11 @@ fn a_revocation_made_while_a_worker_is_cut_off_applies_before_the_rule_is_used_a
     let op_url = c.url_as(&op, &db);
     let (job, vid) = asks(&envs[1], "sed -i s/one/ONE/ a.txt");
     wait_published(c, &db, &vid);
-    ok(&op_url, operator.path(), &["approve", &vid, "--learn", "--scope", "fleet"]);
+    ok(
+        &op_url,
+        operator.path(),
+        &["approve", &vid, "--learn", "--scope", "fleet"],
+    );
     assert_eq!(final_result(&envs[1], job).0, "succeeded");
     runs_unasked(&envs[0], "sed -i s/x/X/ b.txt", "b.txt");
 
@@ -654,14 +708,21 @@ fn a_revocation_made_while_a_worker_is_cut_off_applies_before_the_rule_is_used_a
     );
     admin.batch_execute(&cut).unwrap();
     // ... and the operator revokes meanwhile.
-    ok(&op_url, operator.path(), &["signatures", "--revoke", "sed -i EXPR WS_PATH"]);
+    ok(
+        &op_url,
+        operator.path(),
+        &["signatures", "--revoke", "sed -i EXPR WS_PATH"],
+    );
     let t0 = Instant::now();
     loop {
         let (_, out, _) = envs[0].cli(&["status"]);
         if out.contains("cannot be reached") {
             break;
         }
-        assert!(t0.elapsed() < common::scaled(Duration::from_secs(30)), "{out}");
+        assert!(
+            t0.elapsed() < common::scaled(Duration::from_secs(30)),
+            "{out}"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     // Cut off, A uses no fleet rule: the command asks (and waits, never runs unapproved).
@@ -677,7 +738,10 @@ fn a_revocation_made_while_a_worker_is_cut_off_applies_before_the_rule_is_used_a
         if !out.contains("cannot be reached") {
             break;
         }
-        assert!(t0.elapsed() < common::scaled(Duration::from_secs(30)), "{out}");
+        assert!(
+            t0.elapsed() < common::scaled(Duration::from_secs(30)),
+            "{out}"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     std::fs::write(envs[0].workspace.join("c.txt"), "x\n").unwrap();
@@ -708,7 +772,11 @@ fn a_worker_whose_registry_hangs_stops_using_fleet_rules_once_its_copy_is_stale(
     let op_url = c.url_as(&op, &db);
     let (job, vid) = asks(&envs[1], "sed -i s/one/ONE/ a.txt");
     wait_published(c, &db, &vid);
-    ok(&op_url, operator.path(), &["approve", &vid, "--learn", "--scope", "fleet"]);
+    ok(
+        &op_url,
+        operator.path(),
+        &["approve", &vid, "--learn", "--scope", "fleet"],
+    );
     assert_eq!(final_result(&envs[1], job).0, "succeeded");
     runs_unasked(&envs[0], "sed -i s/x/X/ b.txt", "b.txt");
 
@@ -728,7 +796,11 @@ fn a_worker_whose_registry_hangs_stops_using_fleet_rules_once_its_copy_is_stale(
     for p in &pids {
         kill(Pid::from_raw(*p), Signal::SIGSTOP).unwrap();
     }
-    ok(&op_url, operator.path(), &["signatures", "--revoke", "sed -i EXPR WS_PATH"]);
+    ok(
+        &op_url,
+        operator.path(),
+        &["signatures", "--revoke", "sed -i EXPR WS_PATH"],
+    );
     // Past `learned_fresh_ms` (5 s) without a pull, A uses no fleet rule: it asks.
     std::thread::sleep(Duration::from_millis(5500));
     std::fs::write(envs[0].workspace.join("c.txt"), "x\n").unwrap();
@@ -743,4 +815,69 @@ fn a_worker_whose_registry_hangs_stops_using_fleet_rules_once_its_copy_is_stale(
     std::fs::write(envs[0].workspace.join("d.txt"), "x\n").unwrap();
     let (_, st, v, _) = submit(&envs[0], "sed -i s/x/X/ d.txt");
     assert_eq!(st, "pending_validation", "{v}");
+}
+
+#[test]
+fn a_fleet_rule_with_an_expiry_stops_applying_once_expired() {
+    common::require_sandbox();
+    let c = pg::shared();
+    let (db, op, ws) = registry(c, "expiry", &["a", "b"]);
+    let envs: Vec<Env> = (0..2).map(|_| Env::new()).collect();
+    let _daemons: Vec<Daemon> = envs
+        .iter()
+        .zip(&ws)
+        .map(|(e, w)| {
+            setup_ws(e);
+            start_worker(e, &c.url_as(w, &db))
+        })
+        .collect();
+    let operator = tempfile::tempdir().unwrap();
+    let op_url = c.url_as(&op, &db);
+    let (job, vid) = asks(&envs[1], "sed -i s/one/ONE/ a.txt");
+    wait_published(c, &db, &vid);
+    // --expires without a fleet scope is refused, nothing decided.
+    let (st, _, e) = brainloop(
+        &op_url,
+        operator.path(),
+        &["approve", &vid, "--learn", "--expires", "1h"],
+    );
+    assert!(!st.success() && e.contains("--scope fleet"), "{e}");
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    ok(
+        &op_url,
+        operator.path(),
+        &[
+            "approve",
+            &vid,
+            "--learn",
+            "--scope",
+            "fleet",
+            "--expires",
+            "1h",
+        ],
+    );
+    assert_eq!(final_result(&envs[1], job).0, "succeeded");
+    let rule = fleet_rule(&op_url, operator.path(), "sed -i EXPR WS_PATH");
+    let exp = rule["expires_at"].as_i64().unwrap();
+    assert!(
+        exp >= before + 3_600_000 && exp < before + 3_700_000,
+        "{rule}"
+    );
+    runs_unasked(&envs[0], "sed -i s/x/X/ b.txt", "b.txt");
+    // Its expiry passes (moved into the past by the database's owner): every worker asks again.
+    let mut admin = c.connect("postgres", &db);
+    admin
+        .execute(
+            "UPDATE learned_rules SET expires_at = $1 WHERE id = $2",
+            &[&(before - 1), &rule["id"].as_i64().unwrap()],
+        )
+        .unwrap();
+    for e in &envs {
+        until_it_asks(e, "sed -i s/x/X/ b.txt", "b.txt");
+    }
+    let listed = ok(&op_url, operator.path(), &["signatures", "--fleet"]);
+    assert!(listed.contains("; expired at"), "{listed}");
 }

@@ -108,9 +108,7 @@ fn sync(
     published: &mut HashMap<String, String>,
     since: i64,
 ) -> Result<()> {
-    let local = stores
-        .output
-        .with(|o| validations::to_publish(o, since))?;
+    let local = stores.output.with(|o| validations::to_publish(o, since))?;
     let changed: Vec<_> = local
         .into_iter()
         .filter(|v| published.get(&v.id) != Some(&v.status))

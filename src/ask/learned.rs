@@ -99,7 +99,12 @@ pub fn learn(
 
 /// Operator side: revokes `key` — `fleet:N` (one rule) or a signature's exact text (every
 /// active rule of it). Returns the rules revoked; none is an error naming `signatures`.
-pub fn revoke(c: &mut crate::registry::Client, key: &str, by: &str, now: i64) -> Result<Vec<LearnedRule>> {
+pub fn revoke(
+    c: &mut crate::registry::Client,
+    key: &str,
+    by: &str,
+    now: i64,
+) -> Result<Vec<LearnedRule>> {
     let rows = match key.strip_prefix("fleet:").map(str::parse::<i64>) {
         Some(Ok(id)) => c.query(
             &format!(
