@@ -46,16 +46,24 @@ fn registry(c: &Cluster, tag: &str, workers: &[&str]) -> (String, String, Vec<St
     let admin = c.admin_url(&db);
     let tmp = tempfile::tempdir().unwrap();
     let out = ok(&admin, tmp.path(), &["registry", "migrate"]);
-    assert!(out.contains("migrated from version 0 to 1"), "{out}");
+    assert!(out.contains("migrated from version 0 to 2"), "{out}");
     // Idempotent.
     let out = ok(&admin, tmp.path(), &["registry", "migrate"]);
-    assert!(out.contains("at version 1, nothing to do"), "{out}");
+    assert!(out.contains("at version 2, nothing to do"), "{out}");
     let op = format!("{db}_op");
-    ok(&admin, tmp.path(), &["registry", "add-role", "operator", &op]);
+    ok(
+        &admin,
+        tmp.path(),
+        &["registry", "add-role", "operator", &op],
+    );
     let mut ws = Vec::new();
     for w in workers {
         let name = format!("{db}_{w}");
-        ok(&admin, tmp.path(), &["registry", "add-role", "worker", &name]);
+        ok(
+            &admin,
+            tmp.path(),
+            &["registry", "add-role", "worker", &name],
+        );
         ws.push(name);
     }
     (db, op, ws)
@@ -134,7 +142,10 @@ fn a_workers_role_cannot_decide_and_sees_only_its_own_validations() {
     )
     .unwrap();
     let d: String = w1
-        .query_one("SELECT decision FROM decisions WHERE validation_id = 'v1'", &[])
+        .query_one(
+            "SELECT decision FROM decisions WHERE validation_id = 'v1'",
+            &[],
+        )
         .unwrap()
         .get(0);
     assert_eq!(d, "deny");
@@ -168,13 +179,19 @@ fn a_workers_role_cannot_decide_and_sees_only_its_own_validations() {
     assert!(!st.success(), "{o}{e}");
     assert!(e.contains("permission denied"), "{e}");
     let n: i64 = opc
-        .query_one("SELECT count(*) FROM decisions WHERE validation_id = 'v3'", &[])
+        .query_one(
+            "SELECT count(*) FROM decisions WHERE validation_id = 'v3'",
+            &[],
+        )
         .unwrap()
         .get(0);
     assert_eq!(n, 0);
     // `registry status` names the role and its group.
     let out = ok(&c.url_as(&ws[0], &db), tmp.path(), &["registry", "status"]);
-    assert!(out.contains("schema version 1") && out.contains("brainloop_worker"), "{out}");
+    assert!(
+        out.contains("schema version 2") && out.contains("brainloop_worker"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -225,7 +242,11 @@ fn three_workers_share_one_registry_and_the_operator_decides_from_another_machin
     eprintln!("approve → job done on worker B: {:?}", t0.elapsed());
     assert_eq!(read(&envs[1], "a.txt").as_deref(), Some("ONE\n"));
     // Deny A's: A's job ends denied, nothing applied.
-    ok(&op_url, operator.path(), &["deny", &vid_a, "--reason", "no"]);
+    ok(
+        &op_url,
+        operator.path(),
+        &["deny", &vid_a, "--reason", "no"],
+    );
     let (st, v, e) = final_result(&envs[0], job_a);
     assert_eq!(st, "denied", "{v} {e}");
     assert!(e.contains("operator:"), "{e}");
@@ -295,10 +316,16 @@ fn approve_learn_from_the_operator_teaches_the_worker_that_asked() {
             .starts_with("operator:"),
         "{row}"
     );
-    // Scope today: the worker that asked (sharing with the fleet is not built yet): worker A
-    // still asks for the same command.
+    // The default scope is the worker that asked: worker A still asks for the same command
+    // (`--scope fleet` shares it: `learn_fleet_wide_…`), and the registry holds no fleet rule.
     let (_, st, _, _) = submit(&envs[0], "sed -i s/x/X/ b.txt");
     assert_eq!(st, "pending_validation");
+    let n: i64 = c
+        .connect("postgres", &db)
+        .query_one("SELECT count(*) FROM learned_rules", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 0);
     // deny --learn is a usage error, nothing decided.
     let (_, vid2) = asks(&envs[0], "sed -i s/one/UNO/ a.txt");
     wait_published(c, &db, &vid2);
@@ -405,4 +432,452 @@ fn the_registry_stopped_mid_run_runs_nothing_unapproved_and_recovers() {
         std::thread::sleep(Duration::from_millis(200));
     }
     c.stop();
+}
+
+/// Submits `cmd` on `env` until it asks (a revocation reaching the worker), for up to 15 s;
+/// returns how many ran unasked before.
+fn until_it_asks(env: &Env, cmd: &str, file: &str) -> usize {
+    let t0 = Instant::now();
+    let mut ran = 0;
+    loop {
+        std::fs::write(env.workspace.join(file), "x\n").unwrap();
+        let (_, st, v, e) = submit(env, cmd);
+        if st == "pending_validation" {
+            return ran;
+        }
+        assert_eq!(st, "succeeded", "{v} {e}");
+        ran += 1;
+        assert!(
+            t0.elapsed() < common::scaled(Duration::from_secs(15)),
+            "{cmd} still runs unasked {:?} after the revocation",
+            t0.elapsed()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Worker `env` runs `cmd` unasked under a learned signature (waits up to 15 s for the rule).
+fn runs_unasked(env: &Env, cmd: &str, file: &str) {
+    let t0 = Instant::now();
+    loop {
+        std::fs::write(env.workspace.join(file), "x\n").unwrap();
+        let (_, st, v, e) = submit(env, cmd);
+        if st == "succeeded" {
+            assert_eq!(v["policy_used"], "signature_learned", "{v}");
+            assert_eq!(read(env, file).as_deref(), Some("X\n"));
+            return;
+        }
+        assert_eq!(st, "pending_validation", "{v} {e}");
+        assert!(
+            t0.elapsed() < common::scaled(Duration::from_secs(15)),
+            "{cmd} never ran unasked: {v}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The fleet's rule `sig` as the registry has it.
+fn fleet_rule(op_url: &str, operator: &std::path::Path, sig: &str) -> serde_json::Value {
+    let v: serde_json::Value =
+        serde_json::from_str(&ok(op_url, operator, &["signatures", "--fleet", "--json"])).unwrap();
+    v.as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["rule"] == sig)
+        .cloned()
+        .unwrap_or_else(|| panic!("no fleet rule {sig}: {v}"))
+}
+
+#[test]
+fn learn_fleet_wide_on_one_worker_is_used_by_the_others_and_revoke_stops_it_everywhere() {
+    common::require_sandbox();
+    let c = pg::shared();
+    let (db, op, ws) = registry(c, "fleetlearn", &["a", "b", "c"]);
+    let envs: Vec<Env> = (0..3).map(|_| Env::new()).collect();
+    let _daemons: Vec<Daemon> = envs
+        .iter()
+        .zip(&ws)
+        .map(|(e, w)| {
+            setup_ws(e);
+            start_worker(e, &c.url_as(w, &db))
+        })
+        .collect();
+    let operator = tempfile::tempdir().unwrap();
+    let op_url = c.url_as(&op, &db);
+    // Before: every worker asks for its own sed.
+    std::fs::write(envs[0].workspace.join("d.txt"), "x\n").unwrap();
+    let (_, st, _, _) = submit(&envs[0], "sed -i s/x/X/ d.txt");
+    assert_eq!(st, "pending_validation");
+    // Worker B's human teaches the fleet.
+    let (job, vid) = asks(&envs[1], "sed -i s/one/ONE/ a.txt");
+    wait_published(c, &db, &vid);
+    // The operator sees what a fleet-wide --learn would teach before deciding.
+    let out = ok(&op_url, operator.path(), &["validations"]);
+    assert!(
+        out.contains("what --learn --scope fleet teaches every worker): `sed -i EXPR WS_PATH`"),
+        "{out}"
+    );
+    let out = ok(
+        &op_url,
+        operator.path(),
+        &["approve", &vid, "--learn", "--scope", "fleet"],
+    );
+    assert!(
+        out.contains("on every worker of the fleet") && out.contains("sed -i EXPR WS_PATH"),
+        "{out}"
+    );
+    assert_eq!(final_result(&envs[1], job).0, "succeeded");
+    // A and C (and B) run the same signature unasked.
+    for e in [&envs[0], &envs[2], &envs[1]] {
+        runs_unasked(e, "sed -i s/x/X/ b.txt", "b.txt");
+    }
+    // Provenance: the registry's rule names the operator, its role, the validation, the scope;
+    // `signatures` on a worker lists it.
+    let rule = fleet_rule(&op_url, operator.path(), "sed -i EXPR WS_PATH");
+    assert_eq!(rule["scope"], "fleet", "{rule}");
+    assert_eq!(rule["db_role"], op.as_str(), "{rule}");
+    assert_eq!(rule["validation_id"], vid.as_str(), "{rule}");
+    assert!(
+        rule["learned_by"]
+            .as_str()
+            .unwrap()
+            .starts_with("operator:"),
+        "{rule}"
+    );
+    let listed = ok(&c.url_as(&ws[2], &db), &envs[2].data, &["signatures"]);
+    assert!(
+        listed.contains("fleet rules") && listed.contains("[fleet] `sed -i EXPR WS_PATH`"),
+        "{listed}"
+    );
+    // B did not learn it for itself: the fleet's rule is what applies there too.
+    let n: i64 = envs[1]
+        .db("command_security.db")
+        .query_row(
+            "SELECT count(*) FROM signature_evidence WHERE learned_at IS NOT NULL",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(n, 0);
+
+    // A worker cannot revoke (its role may not write learned rules).
+    let (st, _, e) = brainloop(
+        &c.url_as(&ws[0], &db),
+        &envs[0].data,
+        &["signatures", "--revoke", "sed -i EXPR WS_PATH"],
+    );
+    assert!(!st.success() && e.contains("permission denied"), "{e}");
+    // The operator revokes: every worker asks again.
+    let out = ok(
+        &op_url,
+        operator.path(),
+        &["signatures", "--revoke", "sed -i EXPR WS_PATH"],
+    );
+    assert!(out.contains("revoked fleet:"), "{out}");
+    for e in &envs {
+        until_it_asks(e, "sed -i s/x/X/ b.txt", "b.txt");
+    }
+    let rule = fleet_rule(&op_url, operator.path(), "sed -i EXPR WS_PATH");
+    assert!(
+        rule["revoked_at"].is_i64()
+            && rule["revoked_by"]
+                .as_str()
+                .unwrap()
+                .starts_with("operator:"),
+        "{rule}"
+    );
+    // A second revoke finds nothing active.
+    let (st, _, e) = brainloop(
+        &op_url,
+        operator.path(),
+        &["signatures", "--revoke", "sed -i EXPR WS_PATH"],
+    );
+    assert!(!st.success() && e.contains("no active fleet rule"), "{e}");
+}
+
+#[test]
+fn a_workers_role_cannot_write_a_learned_rule() {
+    let c = pg::shared();
+    let (db, op, ws) = registry(c, "rules", &["w1"]);
+    let mut w1 = c.connect(&ws[0], &db);
+    let mut opc = c.connect(&op, &db);
+    w1.execute(
+        "INSERT INTO validations(id, job_id, client_id, command, status, requested_at, signatures)
+         VALUES ('v1', 1, 'local', 'sed -i s/a/b/ f', 'pending', 1, '[\"sed -i EXPR WS_PATH\"]')",
+        &[],
+    )
+    .unwrap();
+    // The worker cannot learn anything for the fleet, nor forge the operator's name.
+    for (sql, role) in [
+        ("INSERT INTO learned_rules(rule, client_id, scope, learned_by, created_at) VALUES ('rm -r WS_PATH', 'local', 'fleet', 'operator:x', 1)", None),
+        ("INSERT INTO learned_rules(rule, client_id, scope, learned_by, db_role, created_at) VALUES ('rm -r WS_PATH', 'local', 'fleet', 'operator:x', $1, 1)", Some(op.clone())),
+    ] {
+        let e = match &role {
+            Some(r) => w1.execute(sql, &[r]),
+            None => w1.execute(sql, &[]),
+        }
+        .unwrap_err();
+        assert!(format!("{e:?}").contains("permission denied for table learned_rules"), "{e:?}");
+    }
+    // The worker cannot change the signatures it published once inserted.
+    let e = w1
+        .execute(
+            "UPDATE validations SET signatures = '[\"rm -r WS_PATH\"]' WHERE id = 'v1'",
+            &[],
+        )
+        .unwrap_err();
+    assert!(format!("{e:?}").contains("permission denied"), "{e:?}");
+    // The operator learns (under its own role only) ...
+    let e = opc
+        .execute(
+            "INSERT INTO learned_rules(rule, client_id, scope, learned_by, db_role, created_at) VALUES ('x', 'local', 'fleet', 'operator:x', 'someone_else', 1)",
+            &[],
+        )
+        .unwrap_err();
+    assert!(format!("{e:?}").contains("row-level security"), "{e:?}");
+    let id: i64 = opc
+        .query_one(
+            "INSERT INTO learned_rules(rule, client_id, scope, learned_by, created_at) VALUES ('sed -i EXPR WS_PATH', 'local', 'fleet', 'operator:t', 1) RETURNING id",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    // ... which the worker reads but cannot revoke, widen or delete.
+    let n: i64 = w1
+        .query_one("SELECT count(*) FROM learned_rules", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 1);
+    for sql in [
+        "UPDATE learned_rules SET revoked_at = 1 WHERE id = $1",
+        "UPDATE learned_rules SET rule = 'rm -r WS_PATH' WHERE id = $1",
+        "DELETE FROM learned_rules WHERE id = $1",
+    ] {
+        let e = w1.execute(sql, &[&id]).unwrap_err();
+        assert!(
+            format!("{e:?}").contains("permission denied for table learned_rules"),
+            "{sql}: {e:?}"
+        );
+    }
+    // The operator may revoke, never rewrite what was learned.
+    let e = opc
+        .execute(
+            "UPDATE learned_rules SET rule = 'rm -r WS_PATH' WHERE id = $1",
+            &[&id],
+        )
+        .unwrap_err();
+    assert!(format!("{e:?}").contains("permission denied"), "{e:?}");
+    opc.execute(
+        "UPDATE learned_rules SET revoked_at = 2, revoked_by = 'operator:t', revoked_role = current_user WHERE id = $1",
+        &[&id],
+    )
+    .unwrap();
+}
+
+#[test]
+fn a_revocation_made_while_a_worker_is_cut_off_applies_before_the_rule_is_used_again() {
+    common::require_sandbox();
+    let c = pg::shared();
+    let (db, op, ws) = registry(c, "cutoff", &["a", "b"]);
+    let envs: Vec<Env> = (0..2).map(|_| Env::new()).collect();
+    let _daemons: Vec<Daemon> = envs
+        .iter()
+        .zip(&ws)
+        .map(|(e, w)| {
+            setup_ws(e);
+            start_worker(e, &c.url_as(w, &db))
+        })
+        .collect();
+    let operator = tempfile::tempdir().unwrap();
+    let op_url = c.url_as(&op, &db);
+    let (job, vid) = asks(&envs[1], "sed -i s/one/ONE/ a.txt");
+    wait_published(c, &db, &vid);
+    ok(
+        &op_url,
+        operator.path(),
+        &["approve", &vid, "--learn", "--scope", "fleet"],
+    );
+    assert_eq!(final_result(&envs[1], job).0, "succeeded");
+    runs_unasked(&envs[0], "sed -i s/x/X/ b.txt", "b.txt");
+
+    // Worker A is cut off from the registry (its login refused, its connection ended) ...
+    let mut admin = c.connect("postgres", &db);
+    let cut = format!(
+        "ALTER ROLE \"{0}\" NOLOGIN; SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '{0}'",
+        ws[0]
+    );
+    admin.batch_execute(&cut).unwrap();
+    // ... and the operator revokes meanwhile.
+    ok(
+        &op_url,
+        operator.path(),
+        &["signatures", "--revoke", "sed -i EXPR WS_PATH"],
+    );
+    let t0 = Instant::now();
+    loop {
+        let (_, out, _) = envs[0].cli(&["status"]);
+        if out.contains("cannot be reached") {
+            break;
+        }
+        assert!(
+            t0.elapsed() < common::scaled(Duration::from_secs(30)),
+            "{out}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Cut off, A uses no fleet rule: the command asks (and waits, never runs unapproved).
+    std::fs::write(envs[0].workspace.join("b.txt"), "x\n").unwrap();
+    let (job_a, _) = asks(&envs[0], "sed -i s/x/X/ b.txt");
+    // Back: the revocation is in A's copy before any fleet rule is used again.
+    admin
+        .batch_execute(&format!("ALTER ROLE \"{}\" LOGIN", ws[0]))
+        .unwrap();
+    let t0 = Instant::now();
+    loop {
+        let (_, out, _) = envs[0].cli(&["status"]);
+        if !out.contains("cannot be reached") {
+            break;
+        }
+        assert!(
+            t0.elapsed() < common::scaled(Duration::from_secs(30)),
+            "{out}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::fs::write(envs[0].workspace.join("c.txt"), "x\n").unwrap();
+    let (_, st, v, _) = submit(&envs[0], "sed -i s/x/X/ c.txt");
+    assert_eq!(st, "pending_validation", "{v}");
+    assert_eq!(envs[0].result(job_a).unwrap().0, "pending_validation");
+    assert_eq!(read(&envs[0], "b.txt").as_deref(), Some("x\n"));
+    assert_eq!(read(&envs[0], "c.txt").as_deref(), Some("x\n"));
+}
+
+#[test]
+fn a_worker_whose_registry_hangs_stops_using_fleet_rules_once_its_copy_is_stale() {
+    use nix::sys::signal::{kill, Signal};
+    use nix::unistd::Pid;
+    common::require_sandbox();
+    let c = pg::shared();
+    let (db, op, ws) = registry(c, "stale", &["a", "b"]);
+    let envs: Vec<Env> = (0..2).map(|_| Env::new()).collect();
+    let _daemons: Vec<Daemon> = envs
+        .iter()
+        .zip(&ws)
+        .map(|(e, w)| {
+            setup_ws(e);
+            start_worker(e, &c.url_as(w, &db))
+        })
+        .collect();
+    let operator = tempfile::tempdir().unwrap();
+    let op_url = c.url_as(&op, &db);
+    let (job, vid) = asks(&envs[1], "sed -i s/one/ONE/ a.txt");
+    wait_published(c, &db, &vid);
+    ok(
+        &op_url,
+        operator.path(),
+        &["approve", &vid, "--learn", "--scope", "fleet"],
+    );
+    assert_eq!(final_result(&envs[1], job).0, "succeeded");
+    runs_unasked(&envs[0], "sed -i s/x/X/ b.txt", "b.txt");
+
+    // Worker A's registry connection hangs (its server process stopped): no error reaches the
+    // bridge, no pull succeeds; the operator revokes meanwhile.
+    let mut admin = c.connect("postgres", &db);
+    let pids: Vec<i32> = admin
+        .query(
+            "SELECT pid FROM pg_stat_activity WHERE usename = $1",
+            &[&ws[0]],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(!pids.is_empty());
+    for p in &pids {
+        kill(Pid::from_raw(*p), Signal::SIGSTOP).unwrap();
+    }
+    ok(
+        &op_url,
+        operator.path(),
+        &["signatures", "--revoke", "sed -i EXPR WS_PATH"],
+    );
+    // Past `learned_fresh_ms` (5 s) without a pull, A uses no fleet rule: it asks.
+    std::thread::sleep(Duration::from_millis(5500));
+    std::fs::write(envs[0].workspace.join("c.txt"), "x\n").unwrap();
+    let (_, st, v, _) = submit(&envs[0], "sed -i s/x/X/ c.txt");
+    for p in &pids {
+        kill(Pid::from_raw(*p), Signal::SIGCONT).unwrap();
+    }
+    assert_eq!(st, "pending_validation", "{v}");
+    assert_eq!(read(&envs[0], "c.txt").as_deref(), Some("x\n"));
+    // Resumed: it has the revocation, it still asks.
+    std::thread::sleep(Duration::from_millis(1500));
+    std::fs::write(envs[0].workspace.join("d.txt"), "x\n").unwrap();
+    let (_, st, v, _) = submit(&envs[0], "sed -i s/x/X/ d.txt");
+    assert_eq!(st, "pending_validation", "{v}");
+}
+
+#[test]
+fn a_fleet_rule_with_an_expiry_stops_applying_once_expired() {
+    common::require_sandbox();
+    let c = pg::shared();
+    let (db, op, ws) = registry(c, "expiry", &["a", "b"]);
+    let envs: Vec<Env> = (0..2).map(|_| Env::new()).collect();
+    let _daemons: Vec<Daemon> = envs
+        .iter()
+        .zip(&ws)
+        .map(|(e, w)| {
+            setup_ws(e);
+            start_worker(e, &c.url_as(w, &db))
+        })
+        .collect();
+    let operator = tempfile::tempdir().unwrap();
+    let op_url = c.url_as(&op, &db);
+    let (job, vid) = asks(&envs[1], "sed -i s/one/ONE/ a.txt");
+    wait_published(c, &db, &vid);
+    // --expires without a fleet scope is refused, nothing decided.
+    let (st, _, e) = brainloop(
+        &op_url,
+        operator.path(),
+        &["approve", &vid, "--learn", "--expires", "1h"],
+    );
+    assert!(!st.success() && e.contains("--scope fleet"), "{e}");
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    ok(
+        &op_url,
+        operator.path(),
+        &[
+            "approve",
+            &vid,
+            "--learn",
+            "--scope",
+            "fleet",
+            "--expires",
+            "1h",
+        ],
+    );
+    assert_eq!(final_result(&envs[1], job).0, "succeeded");
+    let rule = fleet_rule(&op_url, operator.path(), "sed -i EXPR WS_PATH");
+    let exp = rule["expires_at"].as_i64().unwrap();
+    assert!(
+        exp >= before + 3_600_000 && exp < before + 3_700_000,
+        "{rule}"
+    );
+    runs_unasked(&envs[0], "sed -i s/x/X/ b.txt", "b.txt");
+    // Its expiry passes (moved into the past by the database's owner): every worker asks again.
+    let mut admin = c.connect("postgres", &db);
+    admin
+        .execute(
+            "UPDATE learned_rules SET expires_at = $1 WHERE id = $2",
+            &[&(before - 1), &rule["id"].as_i64().unwrap()],
+        )
+        .unwrap();
+    for e in &envs {
+        until_it_asks(e, "sed -i s/x/X/ b.txt", "b.txt");
+    }
+    let listed = ok(&op_url, operator.path(), &["signatures", "--fleet"]);
+    assert!(listed.contains("; expired at"), "{listed}");
 }

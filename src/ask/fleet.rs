@@ -10,9 +10,11 @@
 //! Outages fail closed: while the registry cannot be reached the `registry` problem names the
 //! cause (`brainloop status`), a job that needs a human waits `pending_validation` (its
 //! validation is published once the registry is back), nothing is decided, and what needs no
-//! decision runs on.
+//! decision runs on — except the fleet's learned rules: the bridge pulls them at each pass
+//! (`ask::learned`) and drops them when the registry fails; a copy older than
+//! `[registry] learned_fresh_ms` is not used (the worker asks) until the next pull.
 
-use super::validations;
+use super::{learned, validations};
 use crate::db::Stores;
 use crate::registry::{self, Settings};
 use crate::stats::Stats;
@@ -46,6 +48,8 @@ fn run(s: &Settings, stores: &Stores, stats: &Stats, stop: &CancellationToken) {
         match session(s, stores, stats, stop) {
             Ok(()) => return,
             Err(e) => {
+                // Fail closed: no fleet rule is used until the next successful pull.
+                learned::forget();
                 let why = format!(
                     "the fleet registry {} cannot be reached: {e:#} — requests wait pending (nothing unapproved runs) until it is back",
                     s.shown_url()
@@ -74,8 +78,15 @@ fn session(s: &Settings, stores: &Stores, stats: &Stats, stop: &CancellationToke
     let mut published: HashMap<String, String> = HashMap::new();
     let mut since = crate::time::now_ms() - REPUBLISH_MS;
     let poll = Duration::from_millis(s.poll_ms.clamp(50, 60_000));
+    // The copy of the fleet's rules must outlive one poll (and a slow pass) to be used at all.
+    let fresh_ms = s.learned_fresh_ms.max(2 * poll.as_millis() as u64 + 500);
     loop {
         let now = crate::time::now_ms();
+        // The fleet's learned rules first: a revocation made while this worker was cut off
+        // is in the copy before the copy is fresh again (`ask::learned`).
+        if learned::pull(&mut c, fresh_ms)? {
+            tracing::info!("the fleet's learned rules changed (registry)");
+        }
         sync(&mut c, &mut sec, stores, &mut published, since)?;
         since = now - 60_000;
         if stats.has_problem(PROBLEM) {
@@ -97,14 +108,22 @@ fn sync(
     published: &mut HashMap<String, String>,
     since: i64,
 ) -> Result<()> {
-    let local = stores
-        .output
-        .with(|o| validations::to_publish(o, since))?;
+    let local = stores.output.with(|o| validations::to_publish(o, since))?;
     let changed: Vec<_> = local
         .into_iter()
         .filter(|v| published.get(&v.id) != Some(&v.status))
         .collect();
-    validations::publish(c, &changed)?;
+    // The signatures each job asked about on a change set (`bash::signatures`'
+    // `job_signatures`, read only): what an operator's fleet-scoped `--learn` teaches.
+    let sigs = |v: &validations::Validation| -> Option<String> {
+        sec.query_row(
+            "SELECT signatures FROM job_signatures WHERE job_id = ?1 AND overlay = 1",
+            [v.job_id],
+            |r| r.get::<_, String>(0),
+        )
+        .ok()
+    };
+    validations::publish(c, &changed, &sigs)?;
     for v in changed {
         published.insert(v.id, v.status);
     }

@@ -19,6 +19,7 @@
 
 pub mod answers;
 pub mod fleet;
+pub mod learned;
 pub mod validations;
 
 use crate::db::output::{JobStatus, Outcome};

@@ -575,20 +575,27 @@ pub fn to_publish(output: &Connection, since: i64) -> Result<Vec<Validation>> {
 }
 
 /// Worker side: puts `list` in the registry under this worker's name (its login role): a new
-/// validation is inserted, a known pending one takes the local status once it is closed.
-pub fn publish(reg: &mut crate::registry::Client, list: &[Validation]) -> Result<()> {
+/// validation is inserted with the signatures its change set carries (`sigs`, JSON, what an
+/// operator's `approve --learn --scope fleet` would teach; fixed once inserted: a worker may
+/// update only the status), a known pending one takes the local status once it is closed.
+pub fn publish(
+    reg: &mut crate::registry::Client,
+    list: &[Validation],
+    sigs: &dyn Fn(&Validation) -> Option<String>,
+) -> Result<()> {
     if list.is_empty() {
         return Ok(());
     }
     let mut tx = reg.transaction()?;
     let st = tx.prepare(
         "INSERT INTO validations(id, job_id, client_id, command, command_hash, policy, risk_score,
-                                 permission_set, reasons, status, requested_at, decided_at, expires_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+                                 permission_set, reasons, status, requested_at, decided_at, expires_at, signatures)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
          ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status, decided_at = EXCLUDED.decided_at
          WHERE validations.status = 'pending' AND EXCLUDED.status <> 'pending'",
     )?;
     for v in list {
+        let s = sigs(v);
         tx.execute(
             &st,
             &[
@@ -605,6 +612,7 @@ pub fn publish(reg: &mut crate::registry::Client, list: &[Validation]) -> Result
                 &v.requested_at,
                 &v.decided_at,
                 &v.expires_at,
+                &s,
             ],
         )
         .with_context(|| format!("publishing validation {} to the registry", v.id))?;
@@ -619,10 +627,13 @@ pub struct FleetDecision {
     /// `decisions.id` in the registry.
     pub id: i64,
     pub row: ApprovalRow,
+    /// What `--learn` teaches: `worker` (the worker that asked learns, checking the gate
+    /// itself) or `fleet` (the operator wrote the rules in the registry, `ask::learned`).
+    pub learn_scope: String,
 }
 
 const FLEET_DECISION_COLS: &str =
-    "d.id, d.validation_id, d.decision, d.reason, d.decided_by, d.created_at, d.learn";
+    "d.id, d.validation_id, d.decision, d.reason, d.decided_by, d.created_at, d.learn, d.learn_scope";
 
 fn fleet_decision(r: &postgres::Row) -> Result<FleetDecision> {
     let id: i64 = r.try_get(0)?;
@@ -637,6 +648,7 @@ fn fleet_decision(r: &postgres::Row) -> Result<FleetDecision> {
             created_at: r.try_get(5)?,
             learn: r.try_get(6)?,
         },
+        learn_scope: r.try_get(7)?,
     })
 }
 
@@ -661,7 +673,9 @@ pub fn undelivered(reg: &mut crate::registry::Client) -> Result<Vec<FleetDecisio
 /// Worker side: takes registry decision `d` — its local decision row first (what
 /// `answers::collect` consumes, with the operator's time and name), then its delivery in the
 /// registry. A crash between the two writes the local row twice: the second is ignored as a
-/// replay (the validation is no longer pending).
+/// replay (the validation is no longer pending). A fleet-scoped `--learn` is not learned here
+/// (the local row says no `learn`): the rules the operator wrote reach this worker as every
+/// other, through `ask::learned`, and are revoked with them.
 pub fn take(
     security: &mut Connection,
     reg: &mut crate::registry::Client,
@@ -673,7 +687,7 @@ pub fn take(
         security,
         &r.validation_id,
         decision,
-        r.learn,
+        r.learn && d.learn_scope == "worker",
         r.reason.as_deref(),
         &r.decided_by,
         r.created_at,
@@ -686,7 +700,7 @@ pub fn take(
     Ok(())
 }
 
-const FLEET_COLS: &str = "v.worker, v.id, v.job_id, v.client_id, v.command, v.command_hash, v.policy, v.risk_score, v.permission_set, v.reasons, v.status, v.requested_at, v.decided_at, v.expires_at";
+const FLEET_COLS: &str = "v.worker, v.id, v.job_id, v.client_id, v.command, v.command_hash, v.policy, v.risk_score, v.permission_set, v.reasons, v.status, v.requested_at, v.decided_at, v.expires_at, v.signatures";
 
 /// A validation in the registry and the worker that asked.
 #[derive(Debug, Clone, Serialize)]
@@ -694,6 +708,9 @@ pub struct FleetValidation {
     pub worker: String,
     #[serde(flatten)]
     pub validation: Validation,
+    /// The signatures the worker published for its change set: what `approve --learn --scope
+    /// fleet` would teach every worker.
+    pub signatures: Vec<String>,
 }
 
 fn fleet_row(r: &postgres::Row) -> Result<FleetValidation> {
@@ -714,6 +731,10 @@ fn fleet_row(r: &postgres::Row) -> Result<FleetValidation> {
             decided_at: r.try_get(12)?,
             expires_at: r.try_get(13)?,
         },
+        signatures: r
+            .try_get::<_, Option<String>>(14)?
+            .and_then(|s| serde_json::from_str(&s).ok())
+            .unwrap_or_default(),
     })
 }
 
@@ -734,7 +755,7 @@ pub fn fleet_list(
     rows.iter()
         .map(|r| {
             let mut f = fleet_row(r)?;
-            if f.validation.status == "pending" && r.try_get::<_, bool>(14)? {
+            if f.validation.status == "pending" && r.try_get::<_, bool>(15)? {
                 f.validation.status = "decided".into();
             }
             Ok(f)
@@ -753,17 +774,30 @@ pub fn fleet_get(reg: &mut crate::registry::Client, id: &str) -> Result<Option<F
     .transpose()
 }
 
+/// How far an operator's `approve --learn` through the registry teaches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LearnScope {
+    /// The worker that asked (it checks the gate and learns for the job's client).
+    Worker,
+    /// Every worker: rules in the registry (`ask::learned`), for the job's client, until
+    /// revoked or expired.
+    Fleet { expires_at: Option<i64> },
+}
+
 /// Operator side: decides validation `id` in the registry (the operator's role; a worker's is
 /// refused by PostgreSQL). Refused unless it is pending and not decided yet. The insert's
-/// trigger notifies the worker that asked.
+/// trigger notifies the worker that asked. `learn` with a fleet scope also writes the fleet's
+/// learned rules for the signatures the worker published with the validation, in the same
+/// transaction (refused when it published none). Returns the validation and the signatures
+/// learned fleet-wide.
 pub fn fleet_decide(
     reg: &mut crate::registry::Client,
     id: &str,
     d: Decision,
-    learn: bool,
+    learn: Option<LearnScope>,
     reason: Option<&str>,
     by: &str,
-) -> Result<FleetValidation> {
+) -> Result<(FleetValidation, Vec<String>)> {
     let mut tx = reg.transaction()?;
     let Some(row) = tx.query_opt(
         &format!(
@@ -779,17 +813,44 @@ pub fn fleet_decide(
     if f.validation.status != "pending" {
         bail!("validation {id} is already {}", f.validation.status);
     }
-    if row.try_get::<_, bool>(14)? {
-        bail!("validation {id} is already decided (worker {} has not taken the decision yet)", f.worker);
+    if row.try_get::<_, bool>(15)? {
+        bail!(
+            "validation {id} is already decided (worker {} has not taken the decision yet)",
+            f.worker
+        );
     }
-    tx.execute(
-        "INSERT INTO decisions(validation_id, decision, reason, decided_by, created_at, learn)
-         VALUES ($1, $2, $3, $4, $5, $6)",
-        &[&id, &d.as_str(), &reason, &by, &crate::time::now_ms(), &learn],
-    )
-    .context("writing the decision in the registry (is this the operator's role?)")?;
+    let now = crate::time::now_ms();
+    let scope = match learn {
+        Some(LearnScope::Fleet { .. }) => "fleet",
+        _ => "worker",
+    };
+    let decision_id: i64 = tx
+        .query_one(
+            "INSERT INTO decisions(validation_id, decision, reason, decided_by, created_at, learn, learn_scope)
+             VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
+            &[&id, &d.as_str(), &reason, &by, &now, &learn.is_some(), &scope],
+        )
+        .context("writing the decision in the registry (is this the operator's role?)")?
+        .get(0);
+    let mut taught = Vec::new();
+    if let Some(LearnScope::Fleet { expires_at }) = learn {
+        taught = f.signatures.clone();
+        if taught.is_empty() {
+            bail!("validation {id} has no change set signatures to learn (asked up front, or not a command): approve it without --learn, nothing decided");
+        }
+        super::learned::learn(
+            &mut tx,
+            id,
+            decision_id,
+            &f.validation.client_id,
+            &taught,
+            by,
+            now,
+            expires_at,
+        )?;
+    }
     tx.commit()?;
-    Ok(f)
+    Ok((f, taught))
 }
 
 /// The last decision written in the registry for validation `id`.

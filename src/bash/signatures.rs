@@ -720,6 +720,26 @@ pub struct SigState {
 /// The signatures learned for `client` (taught, enough approvals without a denial, or the
 /// operator's `always_allow`): what `bash::coverage` may let stand for another signature.
 fn learned_for(conn: &Connection, client: &str, threshold: u32) -> rusqlite::Result<Vec<String>> {
+    // The fleet's rules for this client (a fresh copy only, `ask::learned`), each still held to
+    // this worker's stored verdict, overrides, denials and suspensions.
+    let fleet = crate::ask::learned::learned_for(client, crate::time::now_ms());
+    let mut out: Vec<String> = Vec::new();
+    if !fleet.is_empty() {
+        let mut st = conn.prepare_cached(
+            "SELECT s.signature FROM signatures s LEFT JOIN signature_evidence e
+               ON e.signature = s.signature AND e.client_id = ?1
+             WHERE s.signature = ?2 AND s.learnable AND s.user_override IS NULL
+               AND coalesce(e.denials, 0) = 0 AND NOT coalesce(e.suspended, 0)",
+        )?;
+        for f in &fleet {
+            if let Some(sig) = st
+                .query_row(params![client, f], |r| r.get::<_, String>(0))
+                .optional()?
+            {
+                out.push(sig);
+            }
+        }
+    }
     let mut st = conn.prepare_cached(
         "SELECT s.signature FROM signatures s LEFT JOIN signature_evidence e
            ON e.signature = s.signature AND e.client_id = ?1
@@ -729,7 +749,10 @@ fn learned_for(conn: &Connection, client: &str, threshold: u32) -> rusqlite::Res
                 AND (e.learned_at IS NOT NULL OR coalesce(e.approvals, 0) >= ?2))",
     )?;
     let rows = st.query_map(params![client, threshold], |r| r.get(0))?;
-    rows.collect()
+    for r in rows {
+        out.push(r?);
+    }
+    Ok(out)
 }
 
 /// Records the signatures (creating rows) and reads their state for `client`: learned means the
@@ -766,6 +789,9 @@ pub fn observe(
                 params![&s.text, client],
                 |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)),
             )?;
+            // Taught to the whole fleet by the operator (`ask::learned`: a fresh copy of the
+            // registry's rules, none while this worker is cut off from it).
+            let taught = taught || crate::ask::learned::teaches(client, &s.text, now).is_some();
             let ov = ov.as_deref().and_then(Override::parse);
             match ov {
                 Some(Override::Never) => st.never = Some(s.text.clone()),

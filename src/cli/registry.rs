@@ -49,7 +49,10 @@ pub fn run(config: &Config, a: &RegistryArgs) -> Result<i32> {
         RegistryCommand::Migrate => {
             let (before, after) = registry::migrate(&mut c)?;
             if before == after {
-                println!("registry {}: at version {after}, nothing to do", s.shown_url());
+                println!(
+                    "registry {}: at version {after}, nothing to do",
+                    s.shown_url()
+                );
             } else {
                 println!(
                     "registry {}: migrated from version {before} to {after}",

@@ -58,7 +58,7 @@ pub struct EvalArgs {
 }
 
 /// `30m`, `12h`, `7d`, `45s`, or seconds.
-fn parse_age(s: &str) -> Result<Duration> {
+pub(crate) fn parse_age(s: &str) -> Result<Duration> {
     let s = s.trim();
     let (n, unit) = match s.char_indices().last() {
         Some((i, c)) if c.is_ascii_alphabetic() => (&s[..i], c),

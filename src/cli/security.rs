@@ -36,6 +36,14 @@ pub struct DecideArgs {
     /// (refused, saying why, for what a learned signature could never apply).
     #[arg(long)]
     pub learn: bool,
+    /// With --learn and a fleet registry: `worker` (default: the worker that asked learns) or
+    /// `fleet` (every worker learns the signatures for the job's client, until
+    /// `signatures --revoke`).
+    #[arg(long, value_name = "worker|fleet", requires = "learn")]
+    pub scope: Option<String>,
+    /// With --learn --scope fleet: the rules expire after AGE (`30m`, `12h`, `7d`).
+    #[arg(long, value_name = "AGE", requires = "learn")]
+    pub expires: Option<String>,
     /// approve only: allow HOST:PORT (globs `*.example.org:443`) through the egress proxy for
     /// this client's command; repeatable. A host request approved without it allows the hosts
     /// it names.
@@ -216,6 +224,9 @@ pub fn decide(config: &Config, a: &DecideArgs, approve: bool) -> Result<i32> {
     if let Some(reg) = &config.registry {
         return fleet_decide(reg, a, approve);
     }
+    if a.scope.as_deref().is_some_and(|s| s != "worker") || a.expires.is_some() {
+        bail!("--scope fleet and --expires need a fleet registry ([registry] url): without one, --learn teaches this worker");
+    }
     if !approve && (!a.hosts.is_empty() || a.allow_private_hosts || a.always_host) {
         bail!("--host, --allow-private-hosts and --always-host go with approve (deny refuses the request as a whole)");
     }
@@ -367,9 +378,19 @@ fn fleet_validations(reg: &crate::registry::Settings, a: &ValidationsArgs) -> Re
         for r in reasons {
             println!("  - {}", shown::line(&r));
         }
+        if !f.signatures.is_empty() {
+            println!(
+                "  signatures (what --learn --scope fleet teaches every worker): {}",
+                f.signatures
+                    .iter()
+                    .map(|t| format!("`{}`", shown::line(t)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
         if v.status == "pending" {
             println!(
-                "  → brainloop approve {} [--always]   |   brainloop deny {} [--always]",
+                "  → brainloop approve {} [--always] [--learn [--scope fleet]]   |   brainloop deny {} [--always]",
                 v.id, v.id
             );
         }
@@ -393,13 +414,34 @@ fn fleet_decide(reg: &crate::registry::Settings, a: &DecideArgs, approve: bool) 
     if a.learn && d != Decision::Approve {
         bail!("--learn goes with `approve ID` alone (not with deny or --always)");
     }
+    let learn = match (a.learn, a.scope.as_deref().unwrap_or("worker")) {
+        (false, _) => None,
+        (true, "worker") => {
+            if a.expires.is_some() {
+                bail!("--expires goes with --scope fleet (a worker's learning is revoked with `override sig:N clear` there)");
+            }
+            Some(validations::LearnScope::Worker)
+        }
+        (true, "fleet") => Some(validations::LearnScope::Fleet {
+            expires_at: match &a.expires {
+                Some(age) => Some(
+                    crate::time::now_ms()
+                        + super::reviewer::parse_age(age)?
+                            .as_millis()
+                            .min(i64::MAX as u128) as i64,
+                ),
+                None => None,
+            },
+        }),
+        (true, other) => bail!("--scope {}: worker or fleet", shown::line(other)),
+    };
     let mut c = crate::registry::connect(reg)?;
     crate::registry::check_version(&mut c)?;
-    let f = validations::fleet_decide(
+    let (f, taught) = validations::fleet_decide(
         &mut c,
         &a.id,
         d,
-        a.learn,
+        learn,
         a.reason.as_deref(),
         &super::operator(),
     )?;
@@ -411,7 +453,17 @@ fn fleet_decide(reg: &crate::registry::Settings, a: &DecideArgs, approve: bool) 
         shown::line(&f.worker),
         shown::line(f.validation.command.as_deref().unwrap_or(""))
     );
-    if a.learn {
+    if !taught.is_empty() {
+        println!(
+            "and learn for client {} on every worker of the fleet: {} (each worker still refuses one it never learns, overridden or denied there; `brainloop signatures --revoke SIG` stops it everywhere)",
+            shown::line(&f.validation.client_id),
+            taught
+                .iter()
+                .map(|t| format!("`{}`", shown::line(t)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    } else if a.learn {
         // The change set lives on the worker: it checks the gate (`bash::learn`, the same
         // refusals as on one machine) and learns for the job's client there.
         println!(
@@ -789,6 +841,15 @@ pub struct SignaturesArgs {
     /// With --explain and no SIG: every signature, not only the learned ones.
     #[arg(long)]
     pub all: bool,
+    /// With a fleet registry, the operator's role: revoke a fleet rule (`fleet:N`) or every
+    /// active fleet rule of a signature (its exact text); every worker stops using it within
+    /// a second (at once for a job started after it has it).
+    #[arg(long, value_name = "fleet:N|SIGNATURE", conflicts_with = "explain")]
+    pub revoke: Option<String>,
+    /// With a fleet registry: only the registry's learned rules (revoked and expired ones
+    /// too), with their scope and provenance.
+    #[arg(long, conflicts_with = "explain")]
+    pub fleet: bool,
 }
 
 /// `brainloop show ID`: a validation (or job) with its change set's diff and the command's output
@@ -1062,6 +1123,12 @@ pub fn signatures_list(config: &Config, a: &SignaturesArgs) -> Result<i32> {
     if a.all {
         bail!("--all goes with --explain (the listing shows every signature already)");
     }
+    if a.revoke.is_some() || a.fleet {
+        let Some(reg) = &config.registry else {
+            bail!("--revoke and --fleet work on a fleet registry ([registry] url); on one machine `brainloop override sig:N clear` forgets what was learned");
+        };
+        return fleet_signatures(reg, a);
+    }
     let sec = open(config, DbKind::Security)?;
     let rows = signatures::list(&sec, config.signature_approvals)?;
     if a.json {
@@ -1089,6 +1156,93 @@ pub fn signatures_list(config: &Config, a: &SignaturesArgs) -> Result<i32> {
         for c in &r.clients {
             println!("{:>9}{}", "", shown::line(&client_learning(r.id, c)));
         }
+    }
+    // With a registry: the fleet's rules too (scope `fleet`; the lines above are this worker's).
+    if let Some(reg) = &config.registry {
+        match fleet_rules(reg, false) {
+            Ok(rules) if rules.is_empty() => println!("no fleet rules in the registry"),
+            Ok(rules) => {
+                println!("fleet rules (registry {}):", reg.shown_url());
+                for r in &rules {
+                    println!("  {}", shown::line(&fleet_rule_line(r)));
+                }
+            }
+            Err(e) => println!("fleet rules: the registry cannot be read: {e:#}"),
+        }
+    }
+    Ok(0)
+}
+
+fn fleet_rules(
+    reg: &crate::registry::Settings,
+    all: bool,
+) -> Result<Vec<crate::ask::learned::LearnedRule>> {
+    let mut c = crate::registry::connect(reg)?;
+    crate::registry::check_version(&mut c)?;
+    crate::ask::learned::list(&mut c, all, crate::time::now_ms())
+}
+
+/// One fleet rule: id, scope, signature, client, who taught it from which validation, when,
+/// its expiry or revocation.
+fn fleet_rule_line(r: &crate::ask::learned::LearnedRule) -> String {
+    let now = crate::time::now_ms();
+    let mut line = format!(
+        "fleet:{} [{}] `{}` for client {}: learned_by {} (role {}) from validation {} at {}",
+        r.id,
+        r.scope,
+        r.rule,
+        r.client_id,
+        r.learned_by,
+        r.db_role,
+        r.validation_id.as_deref().unwrap_or("-"),
+        crate::time::local(r.created_at)
+    );
+    match (r.revoked_at, r.expires_at) {
+        (Some(at), _) => line.push_str(&format!(
+            "; REVOKED by {} at {}",
+            r.revoked_by.as_deref().unwrap_or("?"),
+            crate::time::local(at)
+        )),
+        (None, Some(e)) if e <= now => {
+            line.push_str(&format!("; expired at {}", crate::time::local(e)))
+        }
+        (None, Some(e)) => line.push_str(&format!("; expires at {}", crate::time::local(e))),
+        (None, None) => {}
+    }
+    line
+}
+
+/// `signatures --fleet` / `--revoke` with a fleet registry.
+fn fleet_signatures(reg: &crate::registry::Settings, a: &SignaturesArgs) -> Result<i32> {
+    if let Some(key) = &a.revoke {
+        let mut c = crate::registry::connect(reg)?;
+        crate::registry::check_version(&mut c)?;
+        let done =
+            crate::ask::learned::revoke(&mut c, key, &super::operator(), crate::time::now_ms())?;
+        if a.json {
+            println!("{}", crate::shown::json(&done)?);
+            return Ok(0);
+        }
+        for r in &done {
+            println!(
+                "revoked fleet:{} `{}` for client {}: every worker asks again for it within a second",
+                r.id,
+                shown::line(&r.rule),
+                shown::line(&r.client_id)
+            );
+        }
+        return Ok(0);
+    }
+    let rules = fleet_rules(reg, true)?;
+    if a.json {
+        println!("{}", crate::shown::json(&rules)?);
+        return Ok(0);
+    }
+    if rules.is_empty() {
+        println!("no fleet rules in the registry {}", reg.shown_url());
+    }
+    for r in &rules {
+        println!("{}", shown::line(&fleet_rule_line(r)));
     }
     Ok(0)
 }

@@ -20,6 +20,8 @@ use std::time::Duration;
 
 /// The channel a decision is announced on (payload: the worker that asked).
 pub const CHANNEL: &str = "brainloop_decisions";
+/// The channel a learned rule's insert or revocation is announced on (payload: its id).
+pub const LEARNED_CHANNEL: &str = "brainloop_learned";
 /// The group role of the operator's (and a reviewer's) logins: the only one that decides.
 pub const OPERATOR_ROLE: &str = "brainloop_operator";
 /// The group role of workers' logins.
@@ -37,6 +39,11 @@ pub struct Settings {
     pub poll_ms: u64,
     /// A connection attempt gives up after this long (ms).
     pub connect_timeout_ms: u64,
+    /// The fleet's learned rules are used only while the worker's copy of them is this fresh
+    /// (ms since its last successful pull; at least twice `poll_ms`): a worker cut off from
+    /// the registry stops using them, so a revocation made meanwhile applies before any is
+    /// used again (fail closed).
+    pub learned_fresh_ms: u64,
 }
 
 impl Default for Settings {
@@ -45,6 +52,7 @@ impl Default for Settings {
             url: String::new(),
             poll_ms: 1000,
             connect_timeout_ms: 3000,
+            learned_fresh_ms: 5000,
         }
     }
 }
@@ -88,7 +96,7 @@ pub fn connect(s: &Settings) -> Result<Client> {
 
 /// Listens for decisions on this connection (see [`wait`]).
 pub fn listen(c: &mut Client) -> Result<()> {
-    c.batch_execute(&format!("LISTEN {CHANNEL}"))
+    c.batch_execute(&format!("LISTEN {CHANNEL}; LISTEN {LEARNED_CHANNEL}"))
         .context("LISTEN on the registry")
 }
 
@@ -106,7 +114,11 @@ pub fn wait(c: &mut Client, timeout: Duration) -> Result<bool> {
     }
     // Drain what else is queued without waiting.
     let mut more = n.iter();
-    while more.next().context("reading the registry's notifications")?.is_some() {}
+    while more
+        .next()
+        .context("reading the registry's notifications")?
+        .is_some()
+    {}
     Ok(true)
 }
 
@@ -200,6 +212,55 @@ ALTER TABLE deliveries ENABLE ROW LEVEL SECURITY;
 CREATE POLICY worker_own ON deliveries TO brainloop_worker
   USING (worker = current_user) WITH CHECK (worker = current_user);
 CREATE POLICY operator_reads ON deliveries FOR SELECT TO brainloop_operator USING (true);
+"#,
+    // 2: learning shared by scope: the signatures a validation's change set carries (published
+    // by the worker with the validation, fixed once inserted), the scope of a decision's
+    // `--learn`, and the fleet's learned rules — written (learned, revoked) only by the
+    // operator's role, read by every worker, announced on `brainloop_learned`.
+    r#"
+ALTER TABLE validations ADD COLUMN signatures text;
+ALTER TABLE decisions ADD COLUMN learn_scope text NOT NULL DEFAULT 'worker'
+  CHECK (learn_scope IN ('worker', 'fleet'));
+
+CREATE TABLE learned_rules (
+  id bigserial PRIMARY KEY,
+  kind text NOT NULL DEFAULT 'signature' CHECK (kind IN ('signature')),
+  rule text NOT NULL,
+  client_id text NOT NULL,
+  scope text NOT NULL CHECK (scope IN ('fleet')),
+  learned_by text NOT NULL,
+  db_role text NOT NULL DEFAULT current_user,
+  validation_id text REFERENCES validations(id),
+  decision_id bigint REFERENCES decisions(id),
+  created_at bigint NOT NULL,
+  expires_at bigint,
+  revoked_at bigint,
+  revoked_by text,
+  revoked_role text
+);
+CREATE INDEX learned_rules_active ON learned_rules(revoked_at, client_id);
+
+CREATE FUNCTION brainloop_learned_notify() RETURNS trigger LANGUAGE plpgsql AS $f$
+BEGIN
+  PERFORM pg_notify('brainloop_learned', NEW.id::text);
+  RETURN NEW;
+END $f$;
+CREATE TRIGGER learned_rules_notify AFTER INSERT OR UPDATE ON learned_rules
+  FOR EACH ROW EXECUTE FUNCTION brainloop_learned_notify();
+
+REVOKE ALL ON learned_rules FROM PUBLIC;
+GRANT SELECT ON learned_rules TO brainloop_worker;
+GRANT SELECT, INSERT ON learned_rules TO brainloop_operator;
+GRANT UPDATE (revoked_at, revoked_by, revoked_role) ON learned_rules TO brainloop_operator;
+GRANT USAGE ON SEQUENCE learned_rules_id_seq TO brainloop_operator;
+
+ALTER TABLE learned_rules ENABLE ROW LEVEL SECURITY;
+CREATE POLICY worker_reads ON learned_rules FOR SELECT TO brainloop_worker USING (scope = 'fleet');
+CREATE POLICY operator_reads ON learned_rules FOR SELECT TO brainloop_operator USING (true);
+CREATE POLICY operator_learns ON learned_rules FOR INSERT TO brainloop_operator
+  WITH CHECK (db_role = current_user AND revoked_at IS NULL);
+CREATE POLICY operator_revokes ON learned_rules FOR UPDATE TO brainloop_operator
+  USING (true) WITH CHECK (revoked_role = current_user);
 "#,
 ];
 

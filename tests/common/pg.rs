@@ -191,7 +191,10 @@ impl Cluster {
         let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT);
         let t0 = Instant::now();
         while nix::sys::signal::kill(pid, None).is_ok() {
-            assert!(t0.elapsed() < Duration::from_secs(30), "postgres did not stop");
+            assert!(
+                t0.elapsed() < Duration::from_secs(30),
+                "postgres did not stop"
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
     }
@@ -212,7 +215,8 @@ impl Cluster {
 
     /// A fresh database named `db` (the test's own: tests of one binary run in parallel).
     pub fn create_db(&self, db: &str) {
-        let mut c = postgres::Client::connect(&self.admin_url("postgres"), postgres::NoTls).unwrap();
+        let mut c =
+            postgres::Client::connect(&self.admin_url("postgres"), postgres::NoTls).unwrap();
         c.batch_execute(&format!("CREATE DATABASE {db}")).unwrap();
     }
 

@@ -1,0 +1,235 @@
+//! Learning shared by scope (issue 37): **the fleet's learned rules and each worker's
+//! read-through copy of them**. It owns the statements on the registry's `learned_rules` (the
+//! operator's `approve --learn --scope fleet` inserts, `signatures --revoke` revokes; workers
+//! only read: PostgreSQL's grants and row security refuse them anything else) and the rule
+//! that a worker uses a fleet rule **only while its copy is fresh**: the bridge (`ask::fleet`)
+//! pulls the active rules at each pass (a `brainloop_learned` notification, or the poll), and a
+//! copy older than `[registry] learned_fresh_ms` — the worker cut off from the registry — is
+//! not used at all, so a revocation made during an outage applies before any fleet rule is
+//! used again (fail closed). The copy lives in the worker's memory only: a restarted worker
+//! uses no fleet rule before its first pull.
+//!
+//! Evidence and promotion come only from rows the operator's role wrote: a rule is inserted in
+//! the same transaction as the operator's decision that teaches it, naming that decision and
+//! its validation; nothing a worker reports promotes anything. `bash::signatures` reads the
+//! copy ([`teaches`], [`learned_for`]) beside the worker's own evidence, with every check of a
+//! locally learned signature still applied (learnable, overrides, this client's denials).
+
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+use std::sync::Mutex;
+
+/// A learned rule of the registry.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct LearnedRule {
+    pub id: i64,
+    /// `signature` (overrides and host rules: not yet).
+    pub kind: String,
+    /// The signature's text.
+    pub rule: String,
+    /// The client it is learned for (on every worker of its scope).
+    pub client_id: String,
+    /// `fleet`.
+    pub scope: String,
+    /// The operator who taught it (`operator:…`).
+    pub learned_by: String,
+    /// The PostgreSQL role that wrote it (an operator's login).
+    pub db_role: String,
+    /// The validation whose approval taught it.
+    pub validation_id: Option<String>,
+    pub created_at: i64,
+    pub expires_at: Option<i64>,
+    pub revoked_at: Option<i64>,
+    pub revoked_by: Option<String>,
+}
+
+impl LearnedRule {
+    /// In force at `now` (wall ms): not revoked, not expired.
+    pub fn active(&self, now: i64) -> bool {
+        self.revoked_at.is_none() && self.expires_at.is_none_or(|e| e > now)
+    }
+}
+
+const COLS: &str = "id, kind, rule, client_id, scope, learned_by, db_role, validation_id, created_at, expires_at, revoked_at, revoked_by";
+
+fn row(r: &postgres::Row) -> Result<LearnedRule> {
+    Ok(LearnedRule {
+        id: r.try_get(0)?,
+        kind: r.try_get(1)?,
+        rule: r.try_get(2)?,
+        client_id: r.try_get(3)?,
+        scope: r.try_get(4)?,
+        learned_by: r.try_get(5)?,
+        db_role: r.try_get(6)?,
+        validation_id: r.try_get(7)?,
+        created_at: r.try_get(8)?,
+        expires_at: r.try_get(9)?,
+        revoked_at: r.try_get(10)?,
+        revoked_by: r.try_get(11)?,
+    })
+}
+
+/// Operator side, inside the transaction of decision `decision_id`: learns `sigs` for `client`
+/// on the whole fleet. Returns the rules' ids.
+#[allow(clippy::too_many_arguments)]
+pub fn learn(
+    tx: &mut postgres::Transaction<'_>,
+    validation_id: &str,
+    decision_id: i64,
+    client: &str,
+    sigs: &[String],
+    by: &str,
+    now: i64,
+    expires_at: Option<i64>,
+) -> Result<Vec<i64>> {
+    let mut ids = Vec::new();
+    for s in sigs {
+        let id: i64 = tx
+            .query_one(
+                "INSERT INTO learned_rules(kind, rule, client_id, scope, learned_by, validation_id, decision_id, created_at, expires_at)
+                 VALUES ('signature', $1, $2, 'fleet', $3, $4, $5, $6, $7) RETURNING id",
+                &[s, &client, &by, &validation_id, &decision_id, &now, &expires_at],
+            )
+            .context("writing the learned rule in the registry (is this the operator's role?)")?
+            .get(0);
+        ids.push(id);
+    }
+    Ok(ids)
+}
+
+/// Operator side: revokes `key` — `fleet:N` (one rule) or a signature's exact text (every
+/// active rule of it). Returns the rules revoked; none is an error naming `signatures`.
+pub fn revoke(
+    c: &mut crate::registry::Client,
+    key: &str,
+    by: &str,
+    now: i64,
+) -> Result<Vec<LearnedRule>> {
+    let rows = match key.strip_prefix("fleet:").map(str::parse::<i64>) {
+        Some(Ok(id)) => c.query(
+            &format!(
+                "UPDATE learned_rules SET revoked_at = $2, revoked_by = $3, revoked_role = current_user
+                 WHERE id = $1 AND revoked_at IS NULL RETURNING {COLS}"
+            ),
+            &[&id, &now, &by],
+        ),
+        Some(Err(_)) => bail!("{key:?}: a fleet rule is `fleet:N` (see `brainloop signatures`)"),
+        None => c.query(
+            &format!(
+                "UPDATE learned_rules SET revoked_at = $2, revoked_by = $3, revoked_role = current_user
+                 WHERE rule = $1 AND revoked_at IS NULL RETURNING {COLS}"
+            ),
+            &[&key, &now, &by],
+        ),
+    }
+    .context("revoking in the registry (is this the operator's role?)")?;
+    let out = rows.iter().map(row).collect::<Result<Vec<_>>>()?;
+    if out.is_empty() {
+        bail!("no active fleet rule {key:?} in the registry (see `brainloop signatures`)");
+    }
+    Ok(out)
+}
+
+/// Any role: the registry's learned rules it may read (a worker: the fleet's), oldest first;
+/// `all`: revoked and expired ones too.
+pub fn list(c: &mut crate::registry::Client, all: bool, now: i64) -> Result<Vec<LearnedRule>> {
+    let rows = c
+        .query(
+            &format!(
+                "SELECT {COLS} FROM learned_rules
+                 WHERE $1 OR (revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $2))
+                 ORDER BY id"
+            ),
+            &[&all, &now],
+        )
+        .context("reading the registry's learned rules")?;
+    rows.iter().map(row).collect()
+}
+
+// ---- The worker's read-through copy ----
+
+struct Copy {
+    rules: Vec<LearnedRule>,
+    /// `time::mono_ms()` of the last successful pull.
+    pulled: i64,
+    fresh_ms: i64,
+}
+
+static COPY: Mutex<Option<Copy>> = Mutex::new(None);
+
+/// Worker side (the bridge, at each pass): replaces the copy with the registry's active fleet
+/// rules, fresh from now. Returns whether the set changed.
+pub fn pull(c: &mut crate::registry::Client, fresh_ms: u64) -> Result<bool> {
+    let rules = list(c, false, crate::time::now_ms())?;
+    let mut g = COPY.lock().unwrap_or_else(|p| p.into_inner());
+    let changed = g.as_ref().is_none_or(|old| old.rules != rules);
+    *g = Some(Copy {
+        rules,
+        pulled: crate::time::mono_ms(),
+        fresh_ms: fresh_ms.min(i64::MAX as u64) as i64,
+    });
+    Ok(changed)
+}
+
+/// Worker side (the bridge, when the registry fails): drops the copy at once — a cut the
+/// bridge sees stops the fleet's rules before the freshness bound would.
+pub fn forget() {
+    let mut g = COPY.lock().unwrap_or_else(|p| p.into_inner());
+    *g = None;
+}
+
+/// The rules of the copy usable now: none when the copy is older than its freshness bound.
+fn usable(client: &str, now: i64) -> Vec<LearnedRule> {
+    let g = COPY.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(copy) = g.as_ref() else {
+        return Vec::new();
+    };
+    if crate::time::mono_ms().saturating_sub(copy.pulled) > copy.fresh_ms {
+        return Vec::new();
+    }
+    copy.rules
+        .iter()
+        .filter(|r| r.kind == "signature" && r.client_id == client && r.active(now))
+        .cloned()
+        .collect()
+}
+
+/// The fleet rule that teaches `sig` to `client` now (a fresh copy only).
+pub fn teaches(client: &str, sig: &str, now: i64) -> Option<LearnedRule> {
+    usable(client, now).into_iter().find(|r| r.rule == sig)
+}
+
+/// The signatures the fleet teaches `client` now (a fresh copy only).
+pub fn learned_for(client: &str, now: i64) -> Vec<String> {
+    usable(client, now).into_iter().map(|r| r.rule).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(expires_at: Option<i64>, revoked_at: Option<i64>) -> LearnedRule {
+        LearnedRule {
+            id: 1,
+            kind: "signature".into(),
+            rule: "sed -i EXPR WS_PATH".into(),
+            client_id: "local".into(),
+            scope: "fleet".into(),
+            learned_by: "operator:t".into(),
+            db_role: "op".into(),
+            validation_id: None,
+            created_at: 0,
+            expires_at,
+            revoked_at,
+            revoked_by: None,
+        }
+    }
+
+    #[test]
+    fn a_rule_is_in_force_until_revoked_or_expired() {
+        assert!(rule(None, None).active(10));
+        assert!(rule(Some(11), None).active(10));
+        assert!(!rule(Some(10), None).active(10));
+        assert!(!rule(None, Some(5)).active(10));
+    }
+}
