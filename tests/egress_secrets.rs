@@ -632,20 +632,19 @@ impl Private {
                     let mut tls = rustls::StreamOwned::new(conn, s);
                     let mut buf = Vec::new();
                     while let Some((head, body)) = read_request(&mut tls, &mut buf) {
-                        let (status, hs, b) = if header(&head, "authorization").as_deref()
-                            == Some(auth.as_str())
-                        {
-                            route(&head, &body)
-                        } else {
-                            (
-                                "401 Unauthorized".to_string(),
-                                vec![(
-                                    "WWW-Authenticate".to_string(),
-                                    "Basic realm=\"private\"".to_string(),
-                                )],
-                                b"authentication required\n".to_vec(),
-                            )
-                        };
+                        let (status, hs, b) =
+                            if header(&head, "authorization").as_deref() == Some(auth.as_str()) {
+                                route(&head, &body)
+                            } else {
+                                (
+                                    "401 Unauthorized".to_string(),
+                                    vec![(
+                                        "WWW-Authenticate".to_string(),
+                                        "Basic realm=\"private\"".to_string(),
+                                    )],
+                                    b"authentication required\n".to_vec(),
+                                )
+                            };
                         sn.lock().unwrap().push((head.clone(), status.clone()));
                         let close = header(&head, "connection")
                             .is_some_and(|v| v.eq_ignore_ascii_case("close"));
@@ -685,7 +684,11 @@ fn git_backend(root: std::path::PathBuf) -> Route {
         .output()
         .expect("CANNOT RUN HERE: git is needed");
     let backend = Path::new(String::from_utf8_lossy(&exec.stdout).trim()).join("git-http-backend");
-    assert!(backend.exists(), "CANNOT RUN HERE: no {}", backend.display());
+    assert!(
+        backend.exists(),
+        "CANNOT RUN HERE: no {}",
+        backend.display()
+    );
     Arc::new(move |head: &str, body: &[u8]| {
         let mut first = head.split_whitespace();
         let method = first.next().unwrap_or("GET").to_string();
@@ -724,7 +727,10 @@ fn git_backend(root: std::path::PathBuf) -> Route {
         let o = out.stdout;
         let (hl, skip) = match o.windows(4).position(|w| w == b"\r\n\r\n") {
             Some(i) => (i, 4),
-            None => (o.windows(2).position(|w| w == b"\n\n").unwrap_or(o.len()), 2),
+            None => (
+                o.windows(2).position(|w| w == b"\n\n").unwrap_or(o.len()),
+                2,
+            ),
         };
         let mut status = "200 OK".to_string();
         let mut hs = Vec::new();
@@ -772,7 +778,10 @@ fn git_push_over_https_to_a_bound_host_carries_the_token_and_without_the_grant_g
     );
     let s = setup(&extra, &[("BL_TEST_GIT_TOKEN", CANARY)]);
     let env = &s.env;
-    cli_ok(env, &["grant", "local", "NETWORK", &format!("127.0.0.1:{p}")]);
+    cli_ok(
+        env,
+        &["grant", "local", "NETWORK", &format!("127.0.0.1:{p}")],
+    );
     cli_ok(env, &["grant", "local", "SECRET", "GIT_TOKEN"]);
     // A small push (Content-Length bodies), then one past git's 1 MiB post buffer (a probe,
     // then a chunked body), each request its own TLS connection through the proxy.
@@ -780,7 +789,8 @@ fn git_push_over_https_to_a_bound_host_carries_the_token_and_without_the_grant_g
         "export GIT_TERMINAL_PROMPT=0 GIT_AUTHOR_NAME=a GIT_AUTHOR_EMAIL=a@b GIT_COMMITTER_NAME=a GIT_COMMITTER_EMAIL=a@b; set -e; \
          git init -q w; cd w; git commit -q --allow-empty -m small-push; git push -q https://127.0.0.1:{p}/repo.git HEAD:main 2>&1; \
          head -c 2000000 /dev/urandom > big; git add big; git commit -q -m big-push; \
-         git push -q https://127.0.0.1:{p}/repo.git HEAD:main 2>&1; echo pushed; printenv GIT_TOKEN"
+         git push -q https://127.0.0.1:{p}/repo.git HEAD:main 2>&1; echo pushed; \
+         cd ..; git clone -q https://127.0.0.1:{p}/repo.git c 2>&1; echo \"cloned:$(git -C c log --format=%s | tr '\\n' ,)\"; printenv GIT_TOKEN"
     );
     let (_, st, v, e, asked) = submit_asked(env, "local", &cmd);
     assert_eq!(st, "succeeded", "{e} {v}");
@@ -791,7 +801,9 @@ fn git_push_over_https_to_a_bound_host_carries_the_token_and_without_the_grant_g
     );
     let out = v["stdout"].as_str().unwrap();
     let lines: Vec<&str> = out.lines().collect();
-    assert_eq!(lines[lines.len() - 2], "pushed", "{v}");
+    assert_eq!(lines[lines.len() - 3], "pushed", "{v}");
+    // Fetching (upload-pack) through the proxy too.
+    assert_eq!(lines[lines.len() - 2], "cloned:big-push,small-push,", "{v}");
     assert!(lines[lines.len() - 1].starts_with("BLSECRET_"), "{v}");
     let log = git_host(&bare, &["log", "--format=%s", "main"]);
     assert_eq!(
@@ -812,8 +824,9 @@ fn git_push_over_https_to_a_bound_host_carries_the_token_and_without_the_grant_g
         assert!(!head.contains("BLSECRET_"), "{head}");
     }
     assert!(
-        seen.iter().any(|(h, _)| h.starts_with("POST /repo.git/git-receive-pack")
-            && header(h, "transfer-encoding").as_deref() == Some("chunked")),
+        seen.iter()
+            .any(|(h, _)| h.starts_with("POST /repo.git/git-receive-pack")
+                && header(h, "transfer-encoding").as_deref() == Some("chunked")),
         "the big push went chunked: {seen:?}"
     );
     let rec = egress(&v);
@@ -822,7 +835,14 @@ fn git_push_over_https_to_a_bound_host_carries_the_token_and_without_the_grant_g
             .all(|c| c.1 == "allowed" && c.2.as_deref() == Some("carried secret GIT_TOKEN")),
         "{rec:?}"
     );
-    assert!(v["egress"].as_array().unwrap().iter().all(|c| c["protocol"] == "https"), "{v}");
+    assert!(
+        v["egress"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["protocol"] == "https"),
+        "{v}"
+    );
     // A client without the grant: no placeholder, no run CA, the CONNECT tunnelled untouched;
     // the server answers 401 and nothing arrives.
     cli_ok(env, &["grant", "bob", "SYSTEM_COMMAND", "*"]);
@@ -931,7 +951,10 @@ fn pip_downloads_from_a_private_index_on_a_bound_host_the_command_seeing_only_th
     );
     let s = setup(&extra, &[("BL_TEST_PIP_TOKEN", CANARY2)]);
     let env = &s.env;
-    cli_ok(env, &["grant", "local", "NETWORK", &format!("127.0.0.1:{p}")]);
+    cli_ok(
+        env,
+        &["grant", "local", "NETWORK", &format!("127.0.0.1:{p}")],
+    );
     cli_ok(env, &["grant", "local", "SECRET", "PIP_TOKEN"]);
     let cmd = format!(
         "python3 -m pip download --disable-pip-version-check --no-cache-dir --no-deps -d dl \
@@ -952,7 +975,10 @@ fn pip_downloads_from_a_private_index_on_a_bound_host_the_command_seeing_only_th
         .map(|(h, _)| h.split_whitespace().nth(1).unwrap_or(""))
         .collect();
     assert!(paths.contains(&"/simple/blpkg/"), "{paths:?}");
-    assert!(paths.contains(&format!("/files/{wheel}").as_str()), "{paths:?}");
+    assert!(
+        paths.contains(&format!("/files/{wheel}").as_str()),
+        "{paths:?}"
+    );
     for (head, status) in &seen {
         assert!(status.starts_with("200"), "{status}: {head}");
         assert!(!head.contains("BLSECRET_"), "{head}");
