@@ -616,6 +616,17 @@ struct Private {
 
 impl Private {
     fn start(cfg: Arc<rustls::ServerConfig>, auth: String, route: Route) -> Private {
+        Private::start_with(cfg, auth, route, true)
+    }
+
+    /// [`Private::start`]; `honour_close` false: a server that keeps the connection open after
+    /// a response whatever the request said (it closes when the client does).
+    fn start_with(
+        cfg: Arc<rustls::ServerConfig>,
+        auth: String,
+        route: Route,
+        honour_close: bool,
+    ) -> Private {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = l.local_addr().unwrap().port();
         let seen = Arc::new(Mutex::new(Vec::new()));
@@ -646,8 +657,9 @@ impl Private {
                                 )
                             };
                         sn.lock().unwrap().push((head.clone(), status.clone()));
-                        let close = header(&head, "connection")
-                            .is_some_and(|v| v.eq_ignore_ascii_case("close"));
+                        let close = honour_close
+                            && header(&head, "connection")
+                                .is_some_and(|v| v.eq_ignore_ascii_case("close"));
                         let mut out = format!("HTTP/1.1 {status}\r\n");
                         for (n, v) in &hs {
                             out.push_str(&format!("{n}: {v}\r\n"));
@@ -989,5 +1001,42 @@ fn pip_downloads_from_a_private_index_on_a_bound_host_the_command_seeing_only_th
             .all(|c| c.1 == "allowed" && c.2.as_deref() == Some("carried secret PIP_TOKEN")),
         "{rec:?}"
     );
+    assert_no_canary(env);
+}
+
+#[test]
+fn a_bound_host_that_keeps_the_connection_open_after_its_response_still_answers_the_command() {
+    // The proxy asks for `Connection: close`; a server that ignores it keeps the connection
+    // open. The response (to a request that carried the value) must still reach the command
+    // whole, not wait for the upstream to close (it did: the mask held its last bytes back),
+    // and the command's next request must not go raw on that connection (it did: 401).
+    let root = tempfile::tempdir().unwrap();
+    let (ca, cfg) = tls_server(root.path());
+    let route: Route =
+        Arc::new(|_: &str, _: &[u8]| ("200 OK".to_string(), vec![], b"kept-open\n".to_vec()));
+    let srv = Private::start_with(cfg, format!("Bearer {CANARY}"), route, false);
+    let p = srv.port;
+    let extra = format!(
+        "[secrets.TLS_TOKEN]\nenv = \"BL_TEST_TLS_TOKEN\"\nhosts = [\"127.0.0.1:{p}\"]\nheader = \"Authorization: Bearer {{value}}\"\nca_file = {ca:?}\n"
+    );
+    let s = setup(&extra, &[("BL_TEST_TLS_TOKEN", CANARY)]);
+    let env = &s.env;
+    cli_ok(
+        env,
+        &["grant", "local", "NETWORK", &format!("127.0.0.1:{p}")],
+    );
+    cli_ok(env, &["grant", "local", "SECRET", "TLS_TOKEN"]);
+    let cmd = format!("curl -sS -m 20 https://127.0.0.1:{p}/one https://127.0.0.1:{p}/two");
+    let (_, st, v, e) = submit(env, "local", &cmd);
+    assert_eq!(st, "succeeded", "{e} {v}");
+    assert_eq!(v["stdout"], "kept-open\nkept-open\n", "{v}");
+    let seen = srv.seen();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    // Told `Connection: close` by the proxy, curl sent the second request on a new connection
+    // (decided anew, the value put in again), not raw on the first.
+    assert_eq!(srv.conns.load(std::sync::atomic::Ordering::SeqCst), 2);
+    for (head, status) in &seen {
+        assert!(status.starts_with("200"), "{status}: {head}");
+    }
     assert_no_canary(env);
 }
