@@ -2,7 +2,9 @@
 //! in the operator's config, `brainloop grant CLIENT SECRET NAME`, a placeholder in the command's
 //! environment, the value injected by the egress proxy toward the hosts it belongs to only.
 //! Upstreams are small servers of this test on 127.0.0.1 (plain HTTP, and HTTPS with a CA the test
-//! makes); nothing leaves the machine. The canary value is looked for in every file of the data
+//! makes); nothing leaves the machine. Git (`git push`, smart HTTP through git's own
+//! `git-http-backend`) and pip (a PEP 503 index) run against HTTPS servers of this test that
+//! require the token. The canary value is looked for in every file of the data
 //! dir and in the worker's log.
 
 mod common;
@@ -525,5 +527,516 @@ fn https_to_a_bound_host_is_terminated_with_the_run_ca_and_the_upstream_verified
         heads[0].contains("Authorization: Bearer BLSECRET_") && !heads[0].contains(CANARY),
         "{heads:?}"
     );
+    assert_no_canary(env);
+}
+
+// ---- Git and package managers against a private HTTPS server on a bound host ----
+
+/// The value of `name` in a request head (first one, case-insensitive).
+fn header(head: &str, name: &str) -> Option<String> {
+    head.split("\r\n").skip(1).find_map(|l| {
+        let (n, v) = l.split_once(':')?;
+        n.trim()
+            .eq_ignore_ascii_case(name)
+            .then(|| v.trim().to_string())
+    })
+}
+
+/// Reads until `buf` holds `n` bytes (false: the stream ended first).
+fn fill<S: Read>(s: &mut S, buf: &mut Vec<u8>, n: usize) -> bool {
+    let mut b = [0u8; 16 * 1024];
+    while buf.len() < n {
+        match s.read(&mut b) {
+            Ok(0) | Err(_) => return false,
+            Ok(k) => buf.extend_from_slice(&b[..k]),
+        }
+    }
+    true
+}
+
+/// Reads until `buf` holds `pat`; where it ends.
+fn fill_to<S: Read>(s: &mut S, buf: &mut Vec<u8>, pat: &[u8]) -> Option<usize> {
+    loop {
+        if let Some(i) = buf.windows(pat.len()).position(|w| w == pat) {
+            return Some(i + pat.len());
+        }
+        let want = buf.len() + 1;
+        if !fill(s, buf, want) {
+            return None;
+        }
+    }
+}
+
+/// One HTTP/1.1 request off `s` (keep-alive: `buf` keeps what follows it): its head and its
+/// body (by `Content-Length`, or `Transfer-Encoding: chunked` decoded).
+fn read_request<S: Read>(s: &mut S, buf: &mut Vec<u8>) -> Option<(String, Vec<u8>)> {
+    let end = fill_to(s, buf, b"\r\n\r\n")?;
+    let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+    buf.drain(..end);
+    let mut body = Vec::new();
+    if header(&head, "transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked")) {
+        loop {
+            let line_end = fill_to(s, buf, b"\r\n")?;
+            let line = String::from_utf8_lossy(&buf[..line_end - 2]).into_owned();
+            buf.drain(..line_end);
+            let size = usize::from_str_radix(line.split(';').next()?.trim(), 16).ok()?;
+            if size == 0 {
+                let t = fill_to(s, buf, b"\r\n")?; // no trailers are sent here
+                buf.drain(..t);
+                break;
+            }
+            if !fill(s, buf, size + 2) {
+                return None;
+            }
+            body.extend_from_slice(&buf[..size]);
+            buf.drain(..size + 2);
+        }
+    } else if let Some(n) = header(&head, "content-length").and_then(|v| v.parse().ok()) {
+        if !fill(s, buf, n) {
+            return None;
+        }
+        body.extend(buf.drain(..n));
+    }
+    Some((head, body))
+}
+
+/// What a private server answers to a request it let in: status, headers, body.
+type Answer = (String, Vec<(String, String)>, Vec<u8>);
+type Route = Arc<dyn Fn(&str, &[u8]) -> Answer + Send + Sync>;
+
+/// A private HTTPS server on 127.0.0.1 (the test's CA): every request must carry
+/// `Authorization: <auth>` (else 401 with a Basic challenge); keep-alive as HTTP/1.1 says.
+struct Private {
+    port: u16,
+    /// Each request's head and the status it was answered with.
+    seen: Arc<Mutex<Vec<(String, String)>>>,
+    /// TLS connections accepted.
+    conns: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Private {
+    fn start(cfg: Arc<rustls::ServerConfig>, auth: String, route: Route) -> Private {
+        Private::start_with(cfg, auth, route, true)
+    }
+
+    /// [`Private::start`]; `honour_close` false: a server that keeps the connection open after
+    /// a response whatever the request said (it closes when the client does).
+    fn start_with(
+        cfg: Arc<rustls::ServerConfig>,
+        auth: String,
+        route: Route,
+        honour_close: bool,
+    ) -> Private {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let sn = seen.clone();
+        let conns = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let cn = conns.clone();
+        std::thread::spawn(move || {
+            for s in l.incoming() {
+                let Ok(s) = s else { continue };
+                cn.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let (sn, cfg, auth, route) = (sn.clone(), cfg.clone(), auth.clone(), route.clone());
+                std::thread::spawn(move || {
+                    let conn = rustls::ServerConnection::new(cfg).unwrap();
+                    let mut tls = rustls::StreamOwned::new(conn, s);
+                    let mut buf = Vec::new();
+                    while let Some((head, body)) = read_request(&mut tls, &mut buf) {
+                        let (status, hs, b) =
+                            if header(&head, "authorization").as_deref() == Some(auth.as_str()) {
+                                route(&head, &body)
+                            } else {
+                                (
+                                    "401 Unauthorized".to_string(),
+                                    vec![(
+                                        "WWW-Authenticate".to_string(),
+                                        "Basic realm=\"private\"".to_string(),
+                                    )],
+                                    b"authentication required\n".to_vec(),
+                                )
+                            };
+                        sn.lock().unwrap().push((head.clone(), status.clone()));
+                        let close = honour_close
+                            && header(&head, "connection")
+                                .is_some_and(|v| v.eq_ignore_ascii_case("close"));
+                        let mut out = format!("HTTP/1.1 {status}\r\n");
+                        for (n, v) in &hs {
+                            out.push_str(&format!("{n}: {v}\r\n"));
+                        }
+                        out.push_str(&format!("Content-Length: {}\r\n", b.len()));
+                        if close {
+                            out.push_str("Connection: close\r\n");
+                        }
+                        out.push_str("\r\n");
+                        let mut bytes = out.into_bytes();
+                        bytes.extend_from_slice(&b);
+                        if tls.write_all(&bytes).and_then(|_| tls.flush()).is_err() || close {
+                            break;
+                        }
+                    }
+                    tls.conn.send_close_notify();
+                    let _ = tls.flush();
+                });
+            }
+        });
+        Private { port, seen, conns }
+    }
+
+    fn seen(&self) -> Vec<(String, String)> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+/// Git's smart HTTP: each request run through git's own `git-http-backend` as CGI, the
+/// repositories under `root` (push allowed: `REMOTE_USER` is set once the token was checked).
+fn git_backend(root: std::path::PathBuf) -> Route {
+    let exec = std::process::Command::new("git")
+        .arg("--exec-path")
+        .output()
+        .expect("CANNOT RUN HERE: git is needed");
+    let backend = Path::new(String::from_utf8_lossy(&exec.stdout).trim()).join("git-http-backend");
+    assert!(
+        backend.exists(),
+        "CANNOT RUN HERE: no {}",
+        backend.display()
+    );
+    Arc::new(move |head: &str, body: &[u8]| {
+        let mut first = head.split_whitespace();
+        let method = first.next().unwrap_or("GET").to_string();
+        let target = first.next().unwrap_or("/").to_string();
+        let (path, query) = target.split_once('?').unwrap_or((&target, ""));
+        let mut c = std::process::Command::new(&backend);
+        c.env("GIT_PROJECT_ROOT", &root)
+            .env("GIT_HTTP_EXPORT_ALL", "1")
+            .env("REQUEST_METHOD", &method)
+            .env("PATH_INFO", path)
+            .env("QUERY_STRING", query)
+            .env("REMOTE_USER", "x-access-token")
+            .env("REMOTE_ADDR", "127.0.0.1")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped());
+        if method == "POST" {
+            c.env("CONTENT_LENGTH", body.len().to_string());
+        }
+        for (h, var) in [
+            ("content-type", "CONTENT_TYPE"),
+            ("content-encoding", "HTTP_CONTENT_ENCODING"),
+            ("git-protocol", "GIT_PROTOCOL"),
+        ] {
+            if let Some(v) = header(head, h) {
+                c.env(var, v);
+            }
+        }
+        let mut child = c.spawn().unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let body = body.to_vec();
+        let w = std::thread::spawn(move || {
+            let _ = stdin.write_all(&body);
+        });
+        let out = child.wait_with_output().unwrap();
+        let _ = w.join();
+        let o = out.stdout;
+        let (hl, skip) = match o.windows(4).position(|w| w == b"\r\n\r\n") {
+            Some(i) => (i, 4),
+            None => (
+                o.windows(2).position(|w| w == b"\n\n").unwrap_or(o.len()),
+                2,
+            ),
+        };
+        let mut status = "200 OK".to_string();
+        let mut hs = Vec::new();
+        for l in String::from_utf8_lossy(&o[..hl]).lines() {
+            if let Some((n, v)) = l.split_once(':') {
+                if n.eq_ignore_ascii_case("status") {
+                    status = v.trim().to_string();
+                } else {
+                    hs.push((n.trim().to_string(), v.trim().to_string()));
+                }
+            }
+        }
+        (status, hs, o.get(hl + skip..).unwrap_or(&[]).to_vec())
+    })
+}
+
+fn git_host(dir: &Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new("git")
+        .args(["-c", "init.defaultBranch=main"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("CANNOT RUN HERE: git is needed")
+}
+
+#[test]
+fn git_push_over_https_to_a_bound_host_carries_the_token_and_without_the_grant_gets_401() {
+    let root = tempfile::tempdir().unwrap();
+    let (ca, cfg) = tls_server(root.path());
+    let repos = root.path().join("repos");
+    std::fs::create_dir_all(&repos).unwrap();
+    assert!(git_host(&repos, &["init", "-q", "--bare", "repo.git"])
+        .status
+        .success());
+    let bare = repos.join("repo.git");
+    // What a GitHub-like host takes: basic auth, user x-access-token, the token as password.
+    let basic = base64::Engine::encode(
+        &base64::engine::general_purpose::STANDARD,
+        format!("x-access-token:{CANARY}"),
+    );
+    let srv = Private::start(cfg, format!("Basic {basic}"), git_backend(repos.clone()));
+    let p = srv.port;
+    let extra = format!(
+        "[secrets.GIT_TOKEN]\nenv = \"BL_TEST_GIT_TOKEN\"\nhosts = [\"127.0.0.1:{p}\"]\nbasic_user = \"x-access-token\"\nca_file = {ca:?}\n"
+    );
+    let s = setup(&extra, &[("BL_TEST_GIT_TOKEN", CANARY)]);
+    let env = &s.env;
+    cli_ok(
+        env,
+        &["grant", "local", "NETWORK", &format!("127.0.0.1:{p}")],
+    );
+    cli_ok(env, &["grant", "local", "SECRET", "GIT_TOKEN"]);
+    // A small push (Content-Length bodies), then one past git's 1 MiB post buffer (a probe,
+    // then a chunked body), each request its own TLS connection through the proxy.
+    let cmd = format!(
+        "export GIT_TERMINAL_PROMPT=0 GIT_AUTHOR_NAME=a GIT_AUTHOR_EMAIL=a@b GIT_COMMITTER_NAME=a GIT_COMMITTER_EMAIL=a@b; set -e; \
+         git init -q w; cd w; git commit -q --allow-empty -m small-push; git push -q https://127.0.0.1:{p}/repo.git HEAD:main 2>&1; \
+         head -c 2000000 /dev/urandom > big; git add big; git commit -q -m big-push; \
+         git push -q https://127.0.0.1:{p}/repo.git HEAD:main 2>&1; echo pushed; \
+         cd ..; git clone -q https://127.0.0.1:{p}/repo.git c 2>&1; echo \"cloned:$(git -C c log --format=%s | tr '\\n' ,)\"; printenv GIT_TOKEN"
+    );
+    let (_, st, v, e, asked) = submit_asked(env, "local", &cmd);
+    assert_eq!(st, "succeeded", "{e} {v}");
+    let (_, shown) = asked.expect("a network command is asked about up front");
+    assert!(
+        shown.contains(&format!("GIT_TOKEN → 127.0.0.1:{p}")),
+        "{shown}"
+    );
+    let out = v["stdout"].as_str().unwrap();
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[lines.len() - 3], "pushed", "{v}");
+    // Fetching (upload-pack) through the proxy too.
+    assert_eq!(lines[lines.len() - 2], "cloned:big-push,small-push,", "{v}");
+    assert!(lines[lines.len() - 1].starts_with("BLSECRET_"), "{v}");
+    let log = git_host(&bare, &["log", "--format=%s", "main"]);
+    assert_eq!(
+        String::from_utf8_lossy(&log.stdout),
+        "big-push\nsmall-push\n",
+        "the bare repository received both commits"
+    );
+    let seen = srv.seen();
+    assert!(seen.len() >= 4, "{seen:?}");
+    // One request per connection: the proxy sends each on with `Connection: close`.
+    assert_eq!(
+        srv.conns.load(std::sync::atomic::Ordering::SeqCst),
+        seen.len(),
+        "{seen:?}"
+    );
+    for (head, status) in &seen {
+        assert!(status.starts_with("200"), "{status}: {head}");
+        assert!(!head.contains("BLSECRET_"), "{head}");
+    }
+    assert!(
+        seen.iter()
+            .any(|(h, _)| h.starts_with("POST /repo.git/git-receive-pack")
+                && header(h, "transfer-encoding").as_deref() == Some("chunked")),
+        "the big push went chunked: {seen:?}"
+    );
+    let rec = egress(&v);
+    assert!(
+        rec.iter()
+            .all(|c| c.1 == "allowed" && c.2.as_deref() == Some("carried secret GIT_TOKEN")),
+        "{rec:?}"
+    );
+    assert!(
+        v["egress"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["protocol"] == "https"),
+        "{v}"
+    );
+    // A client without the grant: no placeholder, no run CA, the CONNECT tunnelled untouched;
+    // the server answers 401 and nothing arrives.
+    cli_ok(env, &["grant", "bob", "SYSTEM_COMMAND", "*"]);
+    cli_ok(env, &["grant", "bob", "NETWORK", &format!("127.0.0.1:{p}")]);
+    let before = srv.seen().len();
+    let cmd = format!(
+        "export GIT_TERMINAL_PROMPT=0; git init -q b && cd b && git -c user.email=b@b -c user.name=b commit -q --allow-empty -m from-bob && \
+         git -c http.sslVerify=false push https://127.0.0.1:{p}/repo.git HEAD:refs/heads/bob 2>&1; echo \"exit=$?\""
+    );
+    let (_, st, v, e) = submit(env, "bob", &cmd);
+    assert_eq!(st, "succeeded", "{e} {v}");
+    let out = v["stdout"].as_str().unwrap();
+    assert!(out.contains("exit=128"), "{out}");
+    let after: Vec<(String, String)> = srv.seen().into_iter().skip(before).collect();
+    assert!(!after.is_empty(), "bob's push reached the server");
+    for (head, status) in &after {
+        assert!(status.starts_with("401"), "{status}: {head}");
+        assert!(header(head, "authorization").is_none(), "{head}");
+    }
+    assert_eq!(v["egress"][0]["protocol"], "connect", "{v}");
+    assert!(
+        !git_host(&bare, &["rev-parse", "-q", "--verify", "refs/heads/bob"])
+            .status
+            .success(),
+        "nothing arrived from bob"
+    );
+    assert_no_canary(env);
+}
+
+/// A minimal wheel of package `blpkg` 0.1 (made with Python's zipfile); its file name and
+/// sha256.
+fn make_wheel(dir: &Path) -> (String, String) {
+    let script = r#"
+import base64, hashlib, sys, zipfile
+files = {
+    'blpkg/__init__.py': "MARK = 'mark-from-the-private-index'\n",
+    'blpkg-0.1.dist-info/METADATA': 'Metadata-Version: 2.1\nName: blpkg\nVersion: 0.1\n',
+    'blpkg-0.1.dist-info/WHEEL': 'Wheel-Version: 1.0\nGenerator: egress_secrets\nRoot-Is-Purelib: true\nTag: py3-none-any\n',
+}
+def h(b):
+    return base64.urlsafe_b64encode(hashlib.sha256(b).digest()).rstrip(b'=').decode()
+rec = ''.join('%s,sha256=%s,%d\n' % (p, h(c.encode()), len(c.encode())) for p, c in files.items())
+rec += 'blpkg-0.1.dist-info/RECORD,,\n'
+path = sys.argv[1] + '/blpkg-0.1-py3-none-any.whl'
+with zipfile.ZipFile(path, 'w') as z:
+    for p, c in files.items():
+        z.writestr(p, c)
+    z.writestr('blpkg-0.1.dist-info/RECORD', rec)
+print(hashlib.sha256(open(path, 'rb').read()).hexdigest())
+"#;
+    let out = std::process::Command::new("python3")
+        .args(["-c", script, dir.to_str().unwrap()])
+        .output()
+        .expect("CANNOT RUN HERE: python3 is needed");
+    assert!(out.status.success(), "{out:?}");
+    (
+        "blpkg-0.1-py3-none-any.whl".to_string(),
+        String::from_utf8_lossy(&out.stdout).trim().to_string(),
+    )
+}
+
+#[test]
+fn pip_downloads_from_a_private_index_on_a_bound_host_the_command_seeing_only_the_placeholder() {
+    let root = tempfile::tempdir().unwrap();
+    let (ca, cfg) = tls_server(root.path());
+    let (wheel, sha) = make_wheel(root.path());
+    let wheel_bytes = std::fs::read(root.path().join(&wheel)).unwrap();
+    // A PEP 503 "simple" index; the token goes as the password of basic auth (as private
+    // indexes take it), the command writing it in the index URL: the placeholder replaced
+    // inside `Authorization: Basic` by the proxy.
+    let basic = base64::Engine::encode(
+        &base64::engine::general_purpose::STANDARD,
+        format!("__token__:{CANARY2}"),
+    );
+    let page = format!(
+        "<!DOCTYPE html><html><body><a href=\"/files/{wheel}#sha256={sha}\">{wheel}</a></body></html>\n"
+    );
+    let w = wheel.clone();
+    let route: Route = Arc::new(move |head: &str, _: &[u8]| {
+        let path = head.split_whitespace().nth(1).unwrap_or("/");
+        let html = |b: &str| {
+            (
+                "200 OK".to_string(),
+                vec![("Content-Type".to_string(), "text/html".to_string())],
+                b.as_bytes().to_vec(),
+            )
+        };
+        match path {
+            "/simple/blpkg/" => html(&page),
+            "/simple/" => html("<a href=\"/simple/blpkg/\">blpkg</a>\n"),
+            p if p == format!("/files/{w}") => (
+                "200 OK".to_string(),
+                vec![(
+                    "Content-Type".to_string(),
+                    "application/octet-stream".to_string(),
+                )],
+                wheel_bytes.clone(),
+            ),
+            _ => ("404 Not Found".to_string(), vec![], b"not here\n".to_vec()),
+        }
+    });
+    let srv = Private::start(cfg, format!("Basic {basic}"), route);
+    let p = srv.port;
+    let extra = format!(
+        "[secrets.PIP_TOKEN]\nenv = \"BL_TEST_PIP_TOKEN\"\nhosts = [\"127.0.0.1:{p}\"]\nca_file = {ca:?}\n"
+    );
+    let s = setup(&extra, &[("BL_TEST_PIP_TOKEN", CANARY2)]);
+    let env = &s.env;
+    cli_ok(
+        env,
+        &["grant", "local", "NETWORK", &format!("127.0.0.1:{p}")],
+    );
+    cli_ok(env, &["grant", "local", "SECRET", "PIP_TOKEN"]);
+    let cmd = format!(
+        "python3 -m pip download --disable-pip-version-check --no-cache-dir --no-deps -d dl \
+         --index-url \"https://__token__:$PIP_TOKEN@127.0.0.1:{p}/simple/\" blpkg >pip.log 2>&1 || cat pip.log; \
+         ls dl; python3 -c \"import sys; sys.path.insert(0, 'dl/{wheel}'); import blpkg; print(blpkg.MARK)\"; printenv PIP_TOKEN"
+    );
+    let (_, st, v, e) = submit(env, "local", &cmd);
+    assert_eq!(st, "succeeded", "{e} {v}");
+    let out = v["stdout"].as_str().unwrap();
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 3, "{out}");
+    assert_eq!(lines[0], wheel, "{out}");
+    assert_eq!(lines[1], "mark-from-the-private-index", "{out}");
+    assert!(lines[2].starts_with("BLSECRET_"), "{out}");
+    let seen = srv.seen();
+    let paths: Vec<&str> = seen
+        .iter()
+        .map(|(h, _)| h.split_whitespace().nth(1).unwrap_or(""))
+        .collect();
+    assert!(paths.contains(&"/simple/blpkg/"), "{paths:?}");
+    assert!(
+        paths.contains(&format!("/files/{wheel}").as_str()),
+        "{paths:?}"
+    );
+    for (head, status) in &seen {
+        assert!(status.starts_with("200"), "{status}: {head}");
+        assert!(!head.contains("BLSECRET_"), "{head}");
+    }
+    let rec = egress(&v);
+    assert!(
+        rec.iter()
+            .all(|c| c.1 == "allowed" && c.2.as_deref() == Some("carried secret PIP_TOKEN")),
+        "{rec:?}"
+    );
+    assert_no_canary(env);
+}
+
+#[test]
+fn a_bound_host_that_keeps_the_connection_open_after_its_response_still_answers_the_command() {
+    // The proxy asks for `Connection: close`; a server that ignores it keeps the connection
+    // open. The response (to a request that carried the value) must still reach the command
+    // whole, not wait for the upstream to close (it did: the mask held its last bytes back),
+    // and the command's next request must not go raw on that connection (it did: 401).
+    let root = tempfile::tempdir().unwrap();
+    let (ca, cfg) = tls_server(root.path());
+    let route: Route =
+        Arc::new(|_: &str, _: &[u8]| ("200 OK".to_string(), vec![], b"kept-open\n".to_vec()));
+    let srv = Private::start_with(cfg, format!("Bearer {CANARY}"), route, false);
+    let p = srv.port;
+    let extra = format!(
+        "[secrets.TLS_TOKEN]\nenv = \"BL_TEST_TLS_TOKEN\"\nhosts = [\"127.0.0.1:{p}\"]\nheader = \"Authorization: Bearer {{value}}\"\nca_file = {ca:?}\n"
+    );
+    let s = setup(&extra, &[("BL_TEST_TLS_TOKEN", CANARY)]);
+    let env = &s.env;
+    cli_ok(
+        env,
+        &["grant", "local", "NETWORK", &format!("127.0.0.1:{p}")],
+    );
+    cli_ok(env, &["grant", "local", "SECRET", "TLS_TOKEN"]);
+    let cmd = format!("curl -sS -m 20 https://127.0.0.1:{p}/one https://127.0.0.1:{p}/two");
+    let (_, st, v, e) = submit(env, "local", &cmd);
+    assert_eq!(st, "succeeded", "{e} {v}");
+    assert_eq!(v["stdout"], "kept-open\nkept-open\n", "{v}");
+    let seen = srv.seen();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    // Told `Connection: close` by the proxy, curl sent the second request on a new connection
+    // (decided anew, the value put in again), not raw on the first.
+    assert_eq!(srv.conns.load(std::sync::atomic::Ordering::SeqCst), 2);
+    for (head, status) in &seen {
+        assert!(status.starts_with("200"), "{status}: {head}");
+    }
     assert_no_canary(env);
 }

@@ -7,8 +7,10 @@
 //! and records every attempt — allowed, refused or failed, with the bytes each way.
 //!
 //! HTTP requests are parsed with `httparse` (hyper's parser), sent on with `Connection: close`
-//! and the hop-by-hop headers removed, then the bytes are spliced: one request per connection,
-//! so a keep-alive client opens a new connection (and gets a new decision) per request.
+//! and the hop-by-hop headers removed, then the bytes are spliced: one request per connection;
+//! the response's head is made to say `Connection: close` too ([`CloseHeads`], whatever the
+//! upstream said), so a keep-alive client opens a new connection (and gets a new decision) per
+//! request.
 //!
 //! Bounded (issue 33): what one run can make the worker hold is [`Bounds`] — connections open at
 //! once (past the cap a connection is closed unread, counted in one record per run and one log
@@ -590,24 +592,41 @@ where
     C: AsyncRead + AsyncWrite + Unpin,
     U: AsyncRead + AsyncWrite + Unpin,
 {
-    splice_masked(client, upstream, entry, Mask::default()).await
+    splice_masked(client, upstream, entry, Mask::default(), None).await
 }
 
-/// [`splice`], the values in `mask` hidden in what comes back (a request that carried them).
-async fn splice_masked<C, U>(client: C, upstream: U, entry: &Entry, mut mask: Mask)
-where
+/// [`splice`], the values in `mask` hidden in what comes back (a request that carried them);
+/// `heads`: the response to a request the proxy read and sent on ([`CloseHeads`]).
+async fn splice_masked<C, U>(
+    client: C,
+    upstream: U,
+    entry: &Entry,
+    mut mask: Mask,
+    mut heads: Option<CloseHeads>,
+) where
     C: AsyncRead + AsyncWrite + Unpin,
     U: AsyncRead + AsyncWrite + Unpin,
 {
     let (mut cr, mut cw) = tokio::io::split(client);
     let (mut ur, mut uw) = tokio::io::split(upstream);
-    let up = pump(&mut cr, &mut uw, &entry.up, None);
-    let down = pump(&mut ur, &mut cw, &entry.down, Some(&mut mask));
+    let up = pump(&mut cr, &mut uw, &entry.up, None, None);
+    let down = pump(
+        &mut ur,
+        &mut cw,
+        &entry.down,
+        Some(&mut mask),
+        heads.as_mut(),
+    );
     tokio::join!(up, down);
 }
 
-async fn pump<R, W>(r: &mut R, w: &mut W, count: &AtomicU64, mut mask: Option<&mut Mask>)
-where
+async fn pump<R, W>(
+    r: &mut R,
+    w: &mut W,
+    count: &AtomicU64,
+    mut mask: Option<&mut Mask>,
+    mut heads: Option<&mut CloseHeads>,
+) where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
@@ -617,21 +636,82 @@ where
         match r.read(&mut buf).await {
             Ok(0) | Err(_) => break,
             Ok(n) => {
-                let ok = match mask.as_deref_mut() {
-                    Some(m) if mask_on => w.write_all(&m.push(&buf[..n])).await.is_ok(),
-                    _ => w.write_all(&buf[..n]).await.is_ok(),
-                };
-                if !ok {
+                let mut out = std::borrow::Cow::Borrowed(&buf[..n]);
+                if let Some(h) = heads.as_deref_mut() {
+                    out = h.push(&out).into();
+                }
+                if let Some(m) = mask.as_deref_mut().filter(|_| mask_on) {
+                    out = m.push(&out).into();
+                }
+                if w.write_all(&out).await.is_err() {
                     break;
                 }
                 count.fetch_add(n as u64, Ordering::Relaxed);
             }
         }
     }
+    let mut rest = heads.map(|h| h.finish()).unwrap_or_default();
     if let Some(m) = mask.filter(|_| mask_on) {
-        let _ = w.write_all(&m.finish()).await;
+        rest = m.push(&rest);
+        rest.extend(m.finish());
     }
+    let _ = w.write_all(&rest).await;
     let _ = w.shutdown().await;
+}
+
+/// The response to a request the proxy read (one per connection, sent on with `Connection:
+/// close`): its final head made to say `Connection: close` too (its `Connection` and
+/// `Keep-Alive` lines replaced), so a client never sends a further request on a connection the
+/// proxy no longer reads requests from — it opens a new one, decided anew. `1xx` heads pass
+/// as they are; the body is untouched (its framing stays).
+#[derive(Debug, Default)]
+struct CloseHeads {
+    held: Vec<u8>,
+    done: bool,
+}
+
+impl CloseHeads {
+    fn push(&mut self, chunk: &[u8]) -> Vec<u8> {
+        if self.done {
+            return chunk.to_vec();
+        }
+        self.held.extend_from_slice(chunk);
+        let mut out = Vec::new();
+        while !self.done {
+            let Some(end) = self.held.windows(4).position(|w| w == b"\r\n\r\n") else {
+                if self.held.len() > MAX_HEAD {
+                    self.done = true;
+                }
+                break;
+            };
+            let head: Vec<u8> = self.held.drain(..end + 4).collect();
+            if head.get(9) == Some(&b'1') {
+                out.extend_from_slice(&head);
+                continue;
+            }
+            for (i, line) in head[..end + 2].split_inclusive(|b| *b == b'\n').enumerate() {
+                let name = line.split(|b| *b == b':').next().unwrap_or_default();
+                let name = name.trim_ascii();
+                if i > 0
+                    && (name.eq_ignore_ascii_case(b"connection")
+                        || name.eq_ignore_ascii_case(b"keep-alive"))
+                {
+                    continue;
+                }
+                out.extend_from_slice(line);
+            }
+            out.extend_from_slice(b"Connection: close\r\n\r\n");
+            self.done = true;
+        }
+        if self.done {
+            out.append(&mut self.held);
+        }
+        out
+    }
+
+    fn finish(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.held)
+    }
 }
 
 // ---- HTTP ----
@@ -813,7 +893,8 @@ async fn http(mut s: UnixStream, mut buf: Vec<u8>, sh: &Shared, by: Instant) {
                 return;
             }
             entry.up.fetch_add(first.len() as u64, Ordering::Relaxed);
-            splice_masked(s, up, &entry, sh.secrets.mask_for(&used)).await;
+            let heads = Some(CloseHeads::default());
+            splice_masked(s, up, &entry, sh.secrets.mask_for(&used), heads).await;
         }
         Err(c) => {
             let _ = s.write_all(&closed_response(&host, port, &c)).await;
@@ -946,7 +1027,8 @@ async fn intercept(
         return;
     }
     entry.up.fetch_add(first.len() as u64, Ordering::Relaxed);
-    splice_masked(c, upt, &entry, sh.secrets.mask_for(&used)).await;
+    let heads = Some(CloseHeads::default());
+    splice_masked(c, upt, &entry, sh.secrets.mask_for(&used), heads).await;
 }
 
 /// TLS to the upstream of an intercepted connection, verified as [`RunTls::client`] says (the
@@ -1405,6 +1487,21 @@ mod tests {
             assert!(!c.host.contains('\x1b') && c.address.is_none(), "{c:?}");
         }
         assert!(crate::egress::refused(&seen).is_empty(), "{seen:?}");
+    }
+
+    #[test]
+    fn the_final_response_head_says_connection_close_across_chunks() {
+        let mut h = CloseHeads::default();
+        let mut out = h.push(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nConn");
+        out.extend(
+            h.push(b"ection: keep-alive\r\nKeep-Alive: timeout=5\r\nContent-Length: 2\r\n\r\nok"),
+        );
+        out.extend(h.push(b"HTTP/1.1 200 OK\r\n\r\n"));
+        out.extend(h.finish());
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nokHTTP/1.1 200 OK\r\n\r\n"
+        );
     }
 
     #[test]

@@ -597,8 +597,10 @@ impl Mask {
         self.values.is_empty()
     }
 
-    /// Takes `chunk`, returns what may be passed on now (the end that could begin a value is
-    /// held back until the next chunk or [`Mask::finish`]).
+    /// Takes `chunk`, returns what may be passed on now: only the end that could begin a value
+    /// (the longest end that is a proper prefix of one) is held back until the next chunk or
+    /// [`Mask::finish`] — the rest goes now, so a response whose connection stays open after
+    /// it still reaches the command whole.
     pub fn push(&mut self, chunk: &[u8]) -> Vec<u8> {
         if self.values.is_empty() {
             return chunk.to_vec();
@@ -612,9 +614,18 @@ impl Mask {
                 from = at + v.len();
             }
         }
-        let keep = self.values.iter().map(|v| v.len()).max().unwrap_or(1) - 1;
-        let cut = self.held.len().saturating_sub(keep);
-        self.held.drain(..cut).collect()
+        let longest = self.values.iter().map(|v| v.len()).max().unwrap_or(1) - 1;
+        let n = self.held.len();
+        let keep = (1..=longest.min(n))
+            .rev()
+            .find(|k| {
+                let end = &self.held[n - k..];
+                self.values
+                    .iter()
+                    .any(|v| v.len() > *k && v.starts_with(end))
+            })
+            .unwrap_or(0);
+        self.held.drain(..n - keep).collect()
     }
 
     /// What was held back (the stream ended).
@@ -755,6 +766,17 @@ mod tests {
         out.extend(m.push(b"r3t world s3cr3t"));
         out.extend(m.finish());
         assert_eq!(out, b"hello ****** world ******");
+        // What cannot begin the value is passed on at once (nothing waits for the next chunk).
+        let mut m = Mask::new(vec![b"s3cr3t".to_vec()]);
+        assert_eq!(
+            m.push(b"HTTP/1.1 200 OK\r\n\r\nok\n"),
+            b"HTTP/1.1 200 OK\r\n\r\nok\n"
+        );
+        assert_eq!(m.push(b"done s3"), b"done ");
+        assert_eq!(m.push(b"x"), b"s3x");
+        assert_eq!(m.push(b"s3cr"), b"");
+        assert_eq!(m.push(b"3t!"), b"******!");
+        assert!(m.finish().is_empty());
     }
 
     #[test]
