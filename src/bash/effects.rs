@@ -617,6 +617,18 @@ mod tests {
         auto_apply_refusals(&r, &wd, &ws, &set, &j)
     }
 
+    /// One table row's verdict: `None`, no refusal (applied automatically); `Some(w)`, a
+    /// refusal containing `w`.
+    fn expect(cmd: &str, got: &[String], want: Option<&str>) {
+        match want {
+            None => assert!(got.is_empty(), "{cmd}: expected no refusal, got {got:?}"),
+            Some(w) => assert!(
+                got.iter().any(|g| g.contains(w)),
+                "{cmd}: expected {w:?}, got {got:?}"
+            ),
+        }
+    }
+
     fn refusals(cmd: &str, changes: &[(&str, Kind, &str)]) -> Vec<String> {
         refusals_in(cmd, "", changes, &PathLists::default())
     }
@@ -763,13 +775,7 @@ mod tests {
         ];
         for (cmd, changes, want) in cases {
             let got = refusals(cmd, changes);
-            match want {
-                None => assert!(got.is_empty(), "{cmd}: expected no refusal, got {got:?}"),
-                Some(w) => assert!(
-                    got.iter().any(|g| g.contains(w)),
-                    "{cmd}: expected {w:?}, got {got:?}"
-                ),
-            }
+            expect(cmd, &got, *want);
         }
     }
 
@@ -915,13 +921,7 @@ mod tests {
         ];
         for (cmd, changes, want) in cases {
             let got = refusals(cmd, changes);
-            match want {
-                None => assert!(got.is_empty(), "{cmd}: expected no refusal, got {got:?}"),
-                Some(w) => assert!(
-                    got.iter().any(|g| g.contains(w)),
-                    "{cmd}: expected {w:?}, got {got:?}"
-                ),
-            }
+            expect(cmd, &got, *want);
         }
     }
 
@@ -997,13 +997,7 @@ mod tests {
         ];
         for (cmd, changes, want) in cases {
             let got = refusals(cmd, changes);
-            match want {
-                None => assert!(got.is_empty(), "{cmd}: expected no refusal, got {got:?}"),
-                Some(w) => assert!(
-                    got.iter().any(|g| g.contains(w)),
-                    "{cmd}: expected {w:?}, got {got:?}"
-                ),
-            }
+            expect(cmd, &got, *want);
         }
     }
 
@@ -1082,13 +1076,7 @@ mod tests {
             let t = Table::new(&PathLists::default()).unwrap();
             let j = judge(&t, &set, &ws, Some((&r, &ws)));
             let got = auto_apply_refusals(&r, &ws, &ws, &set, &j);
-            match want {
-                None => assert!(got.is_empty(), "{cmd}: expected no refusal, got {got:?}"),
-                Some(w) => assert!(
-                    got.iter().any(|g| g.contains(w)),
-                    "{cmd}: expected {w:?}, got {got:?}"
-                ),
-            }
+            expect(cmd, &got, *want);
         }
     }
 
@@ -1256,13 +1244,7 @@ mod tests {
         ];
         for (cmd, changes, want) in &cases {
             let got = refusals(cmd, changes);
-            match want {
-                None => assert!(got.is_empty(), "{cmd}: expected no refusal, got {got:?}"),
-                Some(w) => assert!(
-                    got.iter().any(|g| g.contains(w)),
-                    "{cmd}: expected {w:?}, got {got:?}"
-                ),
-            }
+            expect(cmd, &got, *want);
         }
     }
 
