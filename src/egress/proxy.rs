@@ -862,23 +862,17 @@ async fn http(mut s: UnixStream, mut buf: Vec<u8>, sh: &Shared, by: Instant) {
         .filter(|h| !HOP_BY_HOP.iter().any(|n| h.name.eq_ignore_ascii_case(n)))
         .map(|h| (h.name.to_string(), h.value.to_vec()))
         .collect();
-    let used = match sh.secrets.apply(
-        &host,
+    let at = Request {
+        host: &host,
         port,
-        &method,
-        &path,
-        &mut headers,
-        &[target.as_bytes(), &rest],
-    ) {
-        Applied::Send(used) => used,
-        Applied::Exfiltration(name) => {
-            let why = exfiltration(sh, &host, port, "http", &name);
-            let _ = s
-                .write_all(&http_error(
-                    "403 Forbidden",
-                    &refusal_text(&host, port, &why),
-                ))
-                .await;
+        method: &method,
+        path: &path,
+        protocol: "http",
+    };
+    let used = match secrets_or_refusal(sh, &at, &mut headers, &[target.as_bytes(), &rest]) {
+        Ok(used) => used,
+        Err(refusal) => {
+            let _ = s.write_all(&refusal).await;
             return;
         }
     };
@@ -967,23 +961,17 @@ async fn intercept(
         .map(|h| (h.name.to_string(), h.value.to_vec()))
         .collect();
     let rest = buf[head_len..].to_vec();
-    let used = match sh.secrets.apply(
-        &host,
+    let at = Request {
+        host: &host,
         port,
-        &method,
-        &path,
-        &mut headers,
-        &[target.as_bytes(), &rest],
-    ) {
-        Applied::Send(used) => used,
-        Applied::Exfiltration(name) => {
-            let why = exfiltration(sh, &host, port, "https", &name);
-            let _ = c
-                .write_all(&http_error(
-                    "403 Forbidden",
-                    &refusal_text(&host, port, &why),
-                ))
-                .await;
+        method: &method,
+        path: &path,
+        protocol: "https",
+    };
+    let used = match secrets_or_refusal(sh, &at, &mut headers, &[target.as_bytes(), &rest]) {
+        Ok(used) => used,
+        Err(refusal) => {
+            let _ = c.write_all(&refusal).await;
             let _ = c.shutdown().await;
             return;
         }
@@ -1096,6 +1084,39 @@ fn note_secrets(entry: &Entry, used: &[String]) {
 
 /// Records a request that carried the placeholder of secret `name` where the secret does not
 /// go (outcome [`EXFILTRATION`], never connected); returns why, for the refusal.
+/// Where one request head goes, for the secrets' decision.
+struct Request<'a> {
+    host: &'a str,
+    port: u16,
+    method: &'a str,
+    path: &'a str,
+    protocol: &'a str,
+}
+
+/// The secrets' one decision on a request head (`RunSecrets::apply`): the names whose value it
+/// now carries, or the 403 to answer when it carries a placeholder where its secret does not go
+/// (recorded as an exfiltration attempt). Plain HTTP and terminated HTTPS share it.
+fn secrets_or_refusal(
+    sh: &Shared,
+    at: &Request<'_>,
+    headers: &mut Vec<(String, Vec<u8>)>,
+    seen: &[&[u8]],
+) -> Result<Vec<String>, Vec<u8>> {
+    match sh
+        .secrets
+        .apply(at.host, at.port, at.method, at.path, headers, seen)
+    {
+        Applied::Send(used) => Ok(used),
+        Applied::Exfiltration(name) => {
+            let why = exfiltration(sh, at.host, at.port, at.protocol, &name);
+            Err(http_error(
+                "403 Forbidden",
+                &refusal_text(at.host, at.port, &why),
+            ))
+        }
+    }
+}
+
 fn exfiltration(sh: &Shared, host: &str, port: u16, protocol: &str, name: &str) -> String {
     let why = format!(
         "the request carries the placeholder of secret {name}, which is not bound to it (recorded as an exfiltration attempt)"
