@@ -166,28 +166,7 @@ pub fn validations(config: &Config, a: &ValidationsArgs) -> Result<i32> {
             v.status
         );
         print_marks(sec.as_ref(), meta.as_ref(), &v, "  ");
-        println!(
-            "  command:  {}",
-            shown::block(v.command.as_deref().unwrap_or("")).replace('\n', "\n            ")
-        );
-        println!(
-            "  policy {}   risk {:.2}   set {}   {}",
-            v.policy.as_deref().unwrap_or("?"),
-            v.risk_score.unwrap_or(0.0),
-            v.permission_set.as_deref().unwrap_or("?"),
-            v.expires_at
-                .filter(|_| v.status == "pending")
-                .map(|t| format!("expires in {} min", (t - now).max(0) / 60_000))
-                .unwrap_or_default()
-        );
-        let reasons: Vec<String> = v
-            .reasons
-            .as_deref()
-            .and_then(|r| serde_json::from_str(r).ok())
-            .unwrap_or_default();
-        for r in reasons {
-            println!("  - {}", shown::line(&r));
-        }
+        print_request(&v, now);
         if v.status == "pending" {
             println!(
                 "  → brainloop approve {} [--always]   |   brainloop deny {} [--always]",
@@ -200,6 +179,33 @@ pub fn validations(config: &Config, a: &ValidationsArgs) -> Result<i32> {
 
 /// The clients whose reviewer denied `every` or more of their validations in a row (the human
 /// was told: `[reviewer] escalate_after_denials`, `hooks::denial_streak`).
+/// A validation's command, policy line and reasons, as `validations` lists them (local or from
+/// the registry); agent text through `shown`.
+fn print_request(v: &crate::ask::validations::Validation, now: i64) {
+    println!(
+        "  command:  {}",
+        shown::block(v.command.as_deref().unwrap_or("")).replace('\n', "\n            ")
+    );
+    println!(
+        "  policy {}   risk {:.2}   set {}   {}",
+        v.policy.as_deref().unwrap_or("?"),
+        v.risk_score.unwrap_or(0.0),
+        v.permission_set.as_deref().unwrap_or("?"),
+        v.expires_at
+            .filter(|_| v.status == "pending")
+            .map(|t| format!("expires in {} min", (t - now).max(0) / 60_000))
+            .unwrap_or_default()
+    );
+    let reasons: Vec<String> = v
+        .reasons
+        .as_deref()
+        .and_then(|r| serde_json::from_str(r).ok())
+        .unwrap_or_default();
+    for r in reasons {
+        println!("  - {}", shown::line(&r));
+    }
+}
+
 fn print_denial_streaks(
     sec: &rusqlite::Connection,
     out: &rusqlite::Connection,
@@ -356,28 +362,7 @@ fn fleet_validations(reg: &crate::registry::Settings, a: &ValidationsArgs) -> Re
             shown::line(&v.client_id),
             v.status
         );
-        println!(
-            "  command:  {}",
-            shown::block(v.command.as_deref().unwrap_or("")).replace('\n', "\n            ")
-        );
-        println!(
-            "  policy {}   risk {:.2}   set {}   {}",
-            v.policy.as_deref().unwrap_or("?"),
-            v.risk_score.unwrap_or(0.0),
-            v.permission_set.as_deref().unwrap_or("?"),
-            v.expires_at
-                .filter(|_| v.status == "pending")
-                .map(|t| format!("expires in {} min", (t - now).max(0) / 60_000))
-                .unwrap_or_default()
-        );
-        let reasons: Vec<String> = v
-            .reasons
-            .as_deref()
-            .and_then(|r| serde_json::from_str(r).ok())
-            .unwrap_or_default();
-        for r in reasons {
-            println!("  - {}", shown::line(&r));
-        }
+        print_request(v, now);
         if !f.signatures.is_empty() {
             println!(
                 "  signatures (what --learn --scope fleet teaches every worker): {}",
