@@ -187,7 +187,7 @@ pub fn findings(ops: &[RawOp], walked: &Walked, raw: &str) -> Vec<Finding> {
             if let Some(p) = protected_file(t) {
                 push(
                     "account-files",
-                    format!("writes the account/privilege file {p}: `{shown}`"),
+                    format!("writes the account, privilege or shell start-up file {p}: `{shown}`"),
                 );
             }
         }

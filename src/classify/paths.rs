@@ -43,7 +43,9 @@ const SYSTEM_DIRS: &[&str] = &[
     "/etc/systemd",
 ];
 
-/// Account and privilege files (writes are blocked).
+/// Account and privilege files, and the files a login or a new shell runs (writes are blocked:
+/// a line appended to `~/.bashrc` runs in every shell the operator opens — persistence, MITRE
+/// T1546.004 — and the sandbox could not apply it to the real home anyway).
 const PROTECTED_FILES: &[&str] = &[
     "/etc/passwd",
     "/etc/shadow",
@@ -78,6 +80,22 @@ const PROTECTED_FILES: &[&str] = &[
     "/etc/profile.d",
     "/etc/bash.bashrc",
     "/etc/systemd/system",
+    "~/.bashrc",
+    "~/.bash_profile",
+    "~/.bash_login",
+    "~/.bash_logout",
+    "~/.profile",
+    "~/.zshrc",
+    "~/.zshenv",
+    "~/.zprofile",
+    "~/.zlogin",
+    "~/.config/fish/config.fish",
+    "~/.config/fish/conf.d",
+    "~/.pam_environment",
+    "/root/.bashrc",
+    "/root/.bash_profile",
+    "/root/.profile",
+    "/root/.zshrc",
 ];
 
 /// Normalise a path word: collapse `//`, `/./`, resolve `..` against absolute prefixes,
