@@ -410,3 +410,127 @@ fn a_venv_taught_once_lets_offline_pip_install_beneath_it_only() {
     );
     assert!(!ws.join("src/evil.py").exists() && !ws.join("venv2/lib").exists());
 }
+
+/// Runs `program args` in `dir` for the test's own set-up (the operator's tools, not the
+/// worker's): it must succeed.
+fn run_in(dir: &Path, program: &str, args: &[&str]) {
+    let out = std::process::Command::new(program)
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("HOME", dir)
+        .output()
+        .unwrap_or_else(|e| panic!("{program} runs (test set-up): {e}"));
+    assert!(out.status.success(), "{program} {args:?}: {out:?}");
+}
+
+/// (i) Issue 35: `git clone` of a workspace path is git's local bookkeeping — runs on the
+/// overlay (hard links refused there, so git copies), its working tree and its git dir as git
+/// makes it applied unasked once the family is taught; a clone with `--upload-pack`, of a
+/// URL-like `host:path` or `file://` asks up front and leaves nothing.
+#[test]
+fn a_local_clone_is_taught_with_git_bookkeeping_and_other_clones_ask_up_front() {
+    let (env, _d) = setup(None);
+    let ws = env.workspace.clone();
+    run_in(&ws, "git", &["init", "-q", "--bare", "-b", "main", "remotes/r.git"]);
+    run_in(&ws, "git", &["init", "-q", "-b", "main", "seed"]);
+    std::fs::write(ws.join("seed/a.txt"), "from the source\n").unwrap();
+    run_in(&ws.join("seed"), "git", &["add", "a.txt"]);
+    run_in(
+        &ws.join("seed"),
+        "git",
+        &["-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "a"],
+    );
+    run_in(&ws.join("seed"), "git", &["push", "-q", "../remotes/r.git", "main"]);
+    let (id, st, v, err) = submit(&env, "git clone -q remotes/r.git");
+    assert_eq!(st, "pending_validation", "{err} {v}");
+    assert!(
+        v["reasons"].to_string().contains("git's local bookkeeping"),
+        "the prompt names the family: {v}"
+    );
+    cli_ok(&env, &["approve", &common::vid(&v), "--learn"]);
+    assert_eq!(final_result(&env, id).0, "succeeded");
+    assert_eq!(read(&ws.join("r/a.txt")).as_deref(), Some("from the source\n"));
+    let config = read(&ws.join("r/.git/config")).unwrap_or_default();
+    assert!(config.contains("[remote \"origin\"]"), "{config}");
+    unasked(&env, "git clone remotes/r.git second");
+    assert_eq!(read(&ws.join("second/a.txt")).as_deref(), Some("from the source\n"));
+    for cmd in [
+        "git clone --upload-pack='touch upload-pack-ran; git-upload-pack' remotes/r.git third",
+        "git clone file://remotes/r.git third",
+        "git clone localhost:remotes/r.git third",
+    ] {
+        let (_, st, v, _) = submit(&env, cmd);
+        assert_eq!(st, "pending_validation", "{cmd}: {v}");
+        assert!(
+            !v["reasons"].to_string().contains("ran on an overlay"),
+            "{cmd} is asked up front: {v}"
+        );
+    }
+    assert!(!ws.join("third").exists() && !ws.join("upload-pack-ran").exists());
+}
+
+/// A package tarball as npm packs it (`package/` inside), made with tar.
+fn npm_tarball(dir: &Path, name: &str, package_json: &str) {
+    let src = dir.join(format!("{name}-src"));
+    std::fs::create_dir_all(src.join("package")).unwrap();
+    std::fs::write(src.join("package/package.json"), package_json).unwrap();
+    std::fs::write(src.join("package/index.js"), "module.exports = 1;\n").unwrap();
+    let tgz = dir.join(format!("{name}-1.0.0.tgz"));
+    run_in(&src, "tar", &["czf", tgz.to_str().unwrap(), "package"]);
+    std::fs::remove_dir_all(&src).unwrap();
+}
+
+/// (j) Issue 35: npm's local work is one family — `npm init -y` taught once, a local tarball
+/// installs unasked (manifest, lock file, node_modules); a tarball whose install script writes
+/// elsewhere asks and nothing is applied; a global or registry install asks up front.
+#[test]
+fn npm_init_taught_once_lets_local_installs_apply_and_nothing_else() {
+    let (env, _d) = setup(None);
+    let ws = env.workspace.clone();
+    std::fs::create_dir_all(ws.join("vendor")).unwrap();
+    std::fs::create_dir_all(ws.join("proj")).unwrap();
+    npm_tarball(
+        &ws.join("vendor"),
+        "good",
+        r#"{"name":"good","version":"1.0.0","main":"index.js"}"#,
+    );
+    npm_tarball(
+        &ws.join("vendor"),
+        "evil",
+        r#"{"name":"evil","version":"1.0.0","scripts":{"postinstall":"echo x > \"$INIT_CWD/planted.js\""}}"#,
+    );
+    let (id, st, v, err) = submit(&env, "cd proj && npm init -y > /dev/null");
+    assert_eq!(st, "pending_validation", "{err} {v}");
+    assert!(
+        v["reasons"].to_string().contains("npm's scripts, tools and manifest"),
+        "{v}"
+    );
+    cli_ok(&env, &["approve", &common::vid(&v), "--learn"]);
+    assert_eq!(final_result(&env, id).0, "succeeded");
+    assert!(ws.join("proj/package.json").exists());
+    unasked(
+        &env,
+        "cd proj && npm install --no-audit --no-fund ../vendor/good-1.0.0.tgz",
+    );
+    assert!(ws.join("proj/node_modules/good/index.js").exists());
+    let manifest = read(&ws.join("proj/package.json")).unwrap_or_default();
+    assert!(manifest.contains("good"), "{manifest}");
+    asks(
+        &env,
+        "cd proj && npm install --no-audit --no-fund ../vendor/evil-1.0.0.tgz",
+        "adds proj/planted.js",
+    );
+    assert!(!ws.join("proj/planted.js").exists() && !ws.join("proj/node_modules/evil").exists());
+    for cmd in [
+        "cd proj && npm install -g ../vendor/good-1.0.0.tgz",
+        "cd proj && npm install left-pad",
+    ] {
+        let (_, st, v, _) = submit(&env, cmd);
+        assert_eq!(st, "pending_validation", "{cmd}: {v}");
+        assert!(
+            !v["reasons"].to_string().contains("ran on an overlay"),
+            "{cmd} is asked up front: {v}"
+        );
+    }
+}

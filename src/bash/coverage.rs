@@ -143,6 +143,13 @@ enum Flags {
     Requires(&'static str, &'static [&'static str]),
 }
 
+const CARGO_SHOWS: &str = "`cargo build|check|test|run|bench|clippy|doc|fmt|clean|tree|metadata|new|init`, `cargo add|remove|update --offline` (Cargo.toml and Cargo.lock; a dependency from the workspace or the local cache; not install, package, publish or the registry)";
+
+/// npm's work on the package it runs in: its scripts and tools, its manifest, and installs of
+/// local packages (a registry install asks up front: `classify::npm`).
+const NPM: &str = "npm's scripts, tools and manifest, offline";
+const NPM_SHOWS: &str = "`npm run SCRIPT`, `npm test`, `npm start`, `npx TOOL` of node_modules/.bin, `npm pkg set|get|delete`, `npm version X`, `npm init -y`, `npm install ./LOCAL.tgz` (package.json, its lock file, node_modules, the build's dist/ build/ coverage/; never the registry, `-g`, `init NAME`, exec or publish; a commit or tag it makes is `.git`, which asks)";
+
 pub const FAMILIES: &[Family] = &[
     Family {
         name: "write named workspace files",
@@ -175,11 +182,15 @@ pub const FAMILIES: &[Family] = &[
     },
     Family {
         name: "git's local bookkeeping",
-        shows: "`git init|add|commit|tag|switch|checkout|branch|stash|merge|restore|mv|rm` without force, amend or hard reset (never config, hooks, remotes)",
+        shows: "`git init|add|commit|tag|switch|checkout|branch|stash|merge|restore|mv|rm` without force, amend or hard reset, `git clone` of a workspace path (never config, hooks, remotes)",
         members: Members::Subcommands(
             "git",
             &[
                 ("init", Flags::Only(&["-b", "--initial-branch"])),
+                (
+                    "clone",
+                    Flags::Only(&["-b", "--branch", "--progress", "--no-progress"]),
+                ),
                 ("add", Flags::Only(&[])),
                 ("commit", Flags::Only(&["-m", "--message"])),
                 ("tag", Flags::Only(&["-a", "--annotate", "-m", "--message", "-d", "--delete"])),
@@ -196,7 +207,7 @@ pub const FAMILIES: &[Family] = &[
     },
     Family {
         name: "cargo's local build, test and format",
-        shows: "`cargo build|check|test|run|bench|clippy|doc|fmt|clean|tree|metadata|new` (not add, update, install, init, package, publish)",
+        shows: CARGO_SHOWS,
         members: Members::Subcommands(
             "cargo",
             &[
@@ -212,12 +223,15 @@ pub const FAMILIES: &[Family] = &[
                 ("tree", Flags::Any),
                 ("metadata", Flags::Any),
                 ("new", Flags::Any),
+                ("init", Flags::Any),
             ],
         ),
     },
     Family {
-        name: "cargo's manifest, offline",
-        shows: "`cargo add|remove|update --offline` (Cargo.toml and Cargo.lock; a dependency from the workspace or the local cache, never the registry)",
+        // one family with the build: a human who lets cargo build and run the project's code
+        // lets it edit the manifest offline (a `cargo add` from the registry asks up front)
+        name: "cargo's local build, test and format",
+        shows: CARGO_SHOWS,
         members: Members::Subcommands(
             "cargo",
             &[
@@ -256,26 +270,6 @@ pub const FAMILIES: &[Family] = &[
         members: Members::Classes(&["gofmt -w WS_PATH", "gofmt -l -w WS_PATH"]),
     },
     Family {
-        name: "npm's scripts and local tools",
-        shows: "`npm run SCRIPT`, `npm test`, `npm start`, `npx TOOL` of node_modules/.bin (the package's own scripts and tools; not install, init, exec, publish)",
-        members: Members::Subcommands(
-            "npm",
-            &[
-                ("run", Flags::Any),
-                ("run-script", Flags::Any),
-                ("test", Flags::Any),
-                ("start", Flags::Any),
-            ],
-        ),
-    },
-    Family {
-        name: "npm's scripts and local tools",
-        shows: "`npm run SCRIPT`, `npm test`, `npm start`, `npx TOOL` of node_modules/.bin (the package's own scripts and tools; not install, init, exec, publish)",
-        // any tool name: on the overlay npx runs only what node_modules/.bin holds
-        // (`classify` asks up front for `-p`, `--yes`, `-c`, which download or run a string)
-        members: Members::Subcommands("npx", &[(ANY_NAME, Flags::Any)]),
-    },
-    Family {
         name: "python's virtual environment, offline",
         shows: "`python3 -m venv D`, `D/bin/pip install --no-index [--find-links DIR] [-r FILE] [-e DIR] PKG`, `D/bin/pip uninstall -y PKG` (installs beneath the environment it runs from; never the index, `--target`, `--prefix` or `--user`)",
         members: Members::Classes(&["python3 -m venv WS_PATH", "python -m venv WS_PATH"]),
@@ -291,15 +285,30 @@ pub const FAMILIES: &[Family] = &[
         members: Members::Subcommands("pip3", PIP_OFFLINE),
     },
     Family {
-        name: "npm's package manifest",
-        shows: "`npm pkg set|get|delete …`, `npm version X [--no-git-tag-version]` (package.json and its lock file; a commit or tag it makes is `.git`, which asks)",
+        name: NPM,
+        shows: NPM_SHOWS,
         members: Members::Subcommands(
             "npm",
             &[
+                ("run", Flags::Any),
+                ("run-script", Flags::Any),
+                ("test", Flags::Any),
+                ("start", Flags::Any),
                 ("pkg", Flags::Any),
                 ("version", Flags::Only(&["--no-git-tag-version"])),
+                ("init", Flags::Only(crate::classify::npm::INIT_FLAGS)),
+                ("install", Flags::Only(crate::classify::npm::INSTALL_FLAGS)),
+                ("i", Flags::Only(crate::classify::npm::INSTALL_FLAGS)),
+                ("add", Flags::Only(crate::classify::npm::INSTALL_FLAGS)),
             ],
         ),
+    },
+    Family {
+        name: NPM,
+        shows: NPM_SHOWS,
+        // any tool name: on the overlay npx runs only what node_modules/.bin holds
+        // (`classify` asks up front for `-p`, `--yes`, `-c`, which download or run a string)
+        members: Members::Subcommands("npx", &[(ANY_NAME, Flags::Any)]),
     },
 ];
 
@@ -628,7 +637,17 @@ mod tests {
                 "npm version --allow-same-version LITERAL",
                 false,
             ),
-            ("npm pkg LITERAL MSG", "npm test", false),
+            // one family: the package's scripts, tools, manifest and local installs
+            ("npm pkg LITERAL MSG", "npm test", true),
+            ("npm init -y", "npm install --no-audit -D WS_PATH", true),
+            ("npm test", "npm init --scope=… -y", true),
+            ("npm init -y", "npx tinylint --fix WS_PATH", true),
+            ("npm init -y", "npm install -g WS_PATH", false),
+            ("npm init -y", "npm install --prefix PATH(/usr) WS_PATH", false),
+            ("npm init -y", "npm install --foreground-scripts WS_PATH", false),
+            ("npm init -y", "npm install PATH(/tmp/x.tgz)", false),
+            ("npm init -y", "npm exec LITERAL", false),
+            ("npm init -y", "npm publish", false),
             ("npm test", "npx WS_PATH", false),
             ("npm test", "npx PATH(/tmp/x)", false),
             // never across families, never beyond them
@@ -655,6 +674,12 @@ mod tests {
             ("git add -A", "git -c core.hooksPath=… commit -m MSG", false),
             ("git add -A", "git -C WS_PATH add -A", false),
             ("git add -A", "git push LITERAL", false),
+            ("git add -A", "git clone WS_PATH", true),
+            ("git init", "git clone -b LITERAL WS_PATH WS_PATH", true),
+            ("git add -A", "git clone URL", false),
+            ("git add -A", "git clone PATH(/srv/r.git) WS_PATH", false),
+            ("git add -A", "git clone --upload-pack LITERAL WS_PATH", false),
+            ("git add -A", "git clone --template WS_PATH WS_PATH", false),
             ("git add -A", "git config LITERAL MSG", false),
             ("git add -A", "git remote LITERAL LITERAL", false),
             ("git add -A", "git stash PATH(/tmp/x)", false),
@@ -662,8 +687,14 @@ mod tests {
             ("cargo build", "cargo install --path WS_PATH", false),
             ("cargo build", "cargo new --lib LITERAL", true),
             ("cargo build", "cargo new PATH(/tmp/x)", false),
-            ("cargo build", "cargo add --path WS_PATH", false),
-            ("cargo build", "cargo update", false),
+            // the manifest offline is one family with the build (the registry's forms are
+            // never learnable: asked up front as network)
+            ("cargo build", "cargo add --path WS_PATH", true),
+            ("cargo build", "cargo update", true),
+            ("cargo build", "cargo init --name LITERAL", true),
+            ("cargo build", "cargo init PATH(/tmp/x)", false),
+            ("cargo build", "cargo publish", false),
+            ("cargo build", "cargo package", false),
             (
                 "cargo add --offline --path WS_PATH",
                 "cargo update --offline",
@@ -689,7 +720,8 @@ mod tests {
             ("cargo build", "cargo run PATH(/etc/passwd)", false),
             ("go build WS_PATH", "go get LITERAL", false),
             ("go build WS_PATH", "go mod LITERAL", false),
-            ("npm test", "npm install WS_PATH", false),
+            ("npm test", "npm install WS_PATH", true),
+            ("npm test", "npm ci", false),
             // what one name pattern finds is deleted as named files are
             ("rm WS_PATH", "rm -r -f FOUND(__pycache__)", true),
             ("mv WS_PATH", "find -delete FOUND(*.pyc)", true),

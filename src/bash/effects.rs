@@ -120,13 +120,26 @@ pub enum Companion {
     Edits(&'static [&'static str]),
     /// The directories the command names, with everything beneath them (`python3 -m venv DIR`).
     Beneath,
-    /// The new project directory `cargo new PATH` makes, with everything beneath it (its git
-    /// dir stays `bash::protected`'s: only as a fresh `git init` makes it).
+    /// The new project directory `cargo new PATH` makes, with everything beneath it; for
+    /// `cargo init [PATH]`, which makes a project in a directory that may hold other work, only
+    /// the files cargo writes there ([`CARGO_INIT_FILES`]). The git dir stays
+    /// `bash::protected`'s either way: only as a fresh `git init` makes it.
     NewProject,
     /// The virtual environment the program runs from: `D/bin/pip install --no-index …` installs
     /// beneath `D`, when `D` is a directory of the workspace holding a `pyvenv.cfg` (read
     /// without following symlinks) — never the working directory's other files.
     Environment,
+    /// These directories of the working directory, with everything beneath them: what npm
+    /// installs (`node_modules`) and what a package's build writes by convention (`dist`,
+    /// `build`, `coverage`).
+    Outputs(&'static [&'static str]),
+    /// The working tree `git clone` of a local path checks out: the directory it makes, with
+    /// everything beneath it (its git dir stays `bash::protected`'s: only as git makes it).
+    CloneTree,
+    /// The executables the package in the working directory declares (`package.json`'s
+    /// `bin`, read without following symlinks): npm makes them executable when it links them
+    /// — a mode change that adds execute bits and nothing else.
+    BinModes,
 }
 
 const RS: &[&str] = &["rs"];
@@ -139,6 +152,14 @@ const PRETTIER: &[&str] = &[
     "js", "jsx", "ts", "tsx", "mjs", "cjs", "mts", "cts", "vue", "svelte", "json", "css", "scss",
     "less", "md", "mdx", "yaml", "yml", "html", "graphql",
 ];
+/// What `cargo init` writes in the directory it makes a project in (`.gitignore`: it appends
+/// `/target` to one that is there).
+const CARGO_INIT_FILES: &[&str] = &["Cargo.toml", ".gitignore", "src", "src/main.rs", "src/lib.rs"];
+/// A [`RUNNER_COMPANIONS`] subcommand standing for any (npx's tool name).
+const ANY_TOOL: &str = "*";
+const NPM_SCRIPTS: &[&str] = &["run", "run-script", "test", "start"];
+const NPM_INSTALLS: &[&str] = &["install", "i", "add"];
+const NPM_OUTPUTS: &[&str] = &["dist", "build", "coverage"];
 const CARGO_BUILDS: &[&str] = &[
     "build", "b", "check", "c", "test", "t", "bench", "run", "r", "doc", "d", "clippy", "tree",
     "metadata", "pkgid",
@@ -168,6 +189,21 @@ pub const RUNNER_COMPANIONS: &[(&str, &[&str], &str, Companion)] = &[
     ),
     ("npx", &["prettier"], "-w", Companion::Sources(PRETTIER)),
     ("npx", &["eslint"], "--fix", Companion::Sources(JS)),
+    // a package's own linter with `--fix` rewrites the sources it is given, as eslint does
+    ("npx", &[ANY_TOOL], "--fix", Companion::Sources(JS)),
+    ("npx", &[ANY_TOOL], "", Companion::Outputs(NPM_OUTPUTS)),
+    ("npx", &[ANY_TOOL], "", Companion::BinModes),
+    ("npm", NPM_SCRIPTS, "", Companion::Outputs(NPM_OUTPUTS)),
+    ("npm", NPM_SCRIPTS, "", Companion::BinModes),
+    ("npm", &["init"], "", Companion::Edits(&["package.json"])),
+    ("git", &["clone"], "", Companion::CloneTree),
+    (
+        "npm",
+        NPM_INSTALLS,
+        "",
+        Companion::Edits(&["package.json", "package-lock.json"]),
+    ),
+    ("npm", NPM_INSTALLS, "", Companion::Outputs(&["node_modules"])),
     (
         "npm",
         &["pkg", "version"],
@@ -187,7 +223,7 @@ pub const RUNNER_COMPANIONS: &[(&str, &[&str], &str, Companion)] = &[
         "",
         Companion::Lock(&["Cargo.lock"]),
     ),
-    ("cargo", &["new"], "", Companion::NewProject),
+    ("cargo", &["new", "init"], "", Companion::NewProject),
     ("python3", &["-m venv"], "", Companion::Beneath),
     ("python", &["-m venv"], "", Companion::Beneath),
     (
@@ -251,6 +287,8 @@ struct Named {
     /// Files found by one name pattern beneath a directory (`find ROOT -name PATTERN` feeding
     /// `-delete` or `-exec rm`): (root, pattern, recursive) — deletions only.
     found: Vec<(String, String, bool)>,
+    /// Files that may gain execute bits and nothing else ([`Companion::BinModes`]).
+    bin_modes: Vec<String>,
 }
 
 /// The workspace-relative directories from the working directory up to the workspace root.
@@ -277,7 +315,7 @@ fn runner_companions(n: &mut Named, op: &Operation, workdir: &Path, workspace: &
     let sub = w.sub.as_deref().unwrap_or("");
     for (prog, subs, flag, c) in RUNNER_COMPANIONS {
         if *prog != op.program
-            || !subs.contains(&sub)
+            || !(subs.contains(&sub) || (subs.contains(&ANY_TOOL) && !sub.is_empty()))
             || (!flag.is_empty() && !has_flag(op, &[flag]))
         {
             continue;
@@ -298,14 +336,42 @@ fn runner_companions(n: &mut Named, op: &Operation, workdir: &Path, workspace: &
                 );
             }
             Companion::NewProject => {
-                n.beneath.extend(
-                    signatures::cargo_new(op)
-                        .and_then(|(p, _)| relative(&p, workdir, workspace))
-                        .filter(|r| !r.is_empty()),
-                );
+                let Some(dir) =
+                    signatures::cargo_new(op).and_then(|(p, _)| relative(&p, workdir, workspace))
+                else {
+                    continue;
+                };
+                if sub == "init" {
+                    let file = |f: &&str| match dir.as_str() {
+                        "" => f.to_string(),
+                        d => format!("{d}/{f}"),
+                    };
+                    n.exact.extend(CARGO_INIT_FILES.iter().map(file));
+                    n.exact.extend(Some(dir).filter(|d| !d.is_empty()));
+                } else if !dir.is_empty() {
+                    n.beneath.push(dir);
+                }
             }
             Companion::Environment => {
                 n.beneath.extend(environment(op, workdir, workspace));
+            }
+            Companion::Outputs(dirs) => {
+                n.beneath.extend(dirs.iter().filter_map(|d| {
+                    relative(&workdir.join(d).to_string_lossy(), workdir, workspace)
+                }));
+            }
+            Companion::CloneTree => {
+                n.beneath.extend(
+                    op.args
+                        .split_first()
+                        .filter(|(s, _)| *s == "clone")
+                        .and_then(|(_, rest)| crate::classify::git::local_clone(rest))
+                        .and_then(|c| relative(&c.dest, workdir, workspace))
+                        .filter(|r| !r.is_empty()),
+                );
+            }
+            Companion::BinModes => {
+                n.bin_modes.extend(package_bins(workdir, workspace));
             }
             Companion::Lock(names) => {
                 let dirs = up_to_root(workdir, workspace);
@@ -361,6 +427,54 @@ fn environment(op: &Operation, workdir: &Path, workspace: &Path) -> Option<Strin
         Ok(crate::fs::beneath::Entry::File(..))
     )
     .then_some(rel)
+}
+
+/// The workspace-relative files `package.json`'s `bin` names in `workdir` (a string: the one
+/// executable; an object: its values), read beneath the workspace without following symlinks.
+fn package_bins(workdir: &Path, workspace: &Path) -> Vec<String> {
+    let Some(dir) = relative(".", workdir, workspace) else {
+        return Vec::new();
+    };
+    let manifest = if dir.is_empty() {
+        "package.json".to_string()
+    } else {
+        format!("{dir}/package.json")
+    };
+    let Some(text) = crate::fs::beneath::Beneath::open(workspace)
+        .ok()
+        .and_then(|ws| ws.read_up_to(&manifest, 1 << 20).ok().flatten())
+    else {
+        return Vec::new();
+    };
+    let bins: Vec<String> = match serde_json::from_slice::<serde_json::Value>(&text)
+        .ok()
+        .and_then(|v| v.get("bin").cloned())
+    {
+        Some(serde_json::Value::String(s)) => vec![s],
+        Some(serde_json::Value::Object(m)) => m
+            .values()
+            .filter_map(|v| v.as_str().map(String::from))
+            .collect(),
+        _ => Vec::new(),
+    };
+    bins.iter()
+        .filter_map(|b| relative(b, workdir, workspace))
+        .filter(|r| r.starts_with(&format!("{dir}/")) || dir.is_empty())
+        .collect()
+}
+
+/// A modification that only adds execute bits to a regular file (same content, no other bit).
+fn gains_execute_only(c: &crate::bash::changes::Change) -> bool {
+    let parse = |s: Option<&str>| {
+        let (hash, mode) = s?.strip_prefix("file:")?.rsplit_once(':')?;
+        Some((hash.to_string(), u32::from_str_radix(mode, 8).ok()?))
+    };
+    match (parse(c.before.as_deref()), parse(c.after.as_deref())) {
+        (Some((h1, m1)), Some((h2, m2))) => {
+            h1 == h2 && m1 != m2 && m2 & !0o111 == m1 & !0o111 && m2 & m1 == m1
+        }
+        _ => false,
+    }
 }
 
 fn companion_covers(n: &Named, path: &str) -> bool {
@@ -520,6 +634,7 @@ fn covered(n: &Named, by_git: &BTreeSet<String>, c: &crate::bash::changes::Chang
         || (added_dir && n.parents_of.iter().any(|p| is_under(p, path)))
         || by_git.contains(path)
         || companion_covers(n, path)
+        || (c.kind == Kind::Modified && n.bin_modes.iter().any(|b| b == path) && gains_execute_only(c))
 }
 
 /// The working tree git rewrote (rule 3 of the module doc), when nothing else in the command
@@ -599,11 +714,11 @@ mod tests {
         changes: &[(&str, Kind, &str)],
         p: &PathLists,
     ) -> Vec<String> {
-        // A workspace with a repository on branch master (what `git commit` companions read).
-        let d = tempfile::tempdir().unwrap();
-        let ws = d.path().join("ws");
-        std::fs::create_dir_all(ws.join(".git/objects")).unwrap();
-        std::fs::write(ws.join(".git/HEAD"), "ref: refs/heads/master\n").unwrap();
+        let (_d, ws) = workspace(&[]);
+        refusals_at(&ws, sub, cmd, changes, p)
+    }
+
+    fn refusals_at(ws: &Path, sub: &str, cmd: &str, changes: &[Ch], p: &PathLists) -> Vec<String> {
         let wd = ws.join(sub);
         let r = check(
             cmd,
@@ -613,8 +728,8 @@ mod tests {
         );
         let set = cs(changes);
         let t = Table::new(p).unwrap();
-        let j = judge(&t, &set, &ws, Some((&r, &wd)));
-        auto_apply_refusals(&r, &wd, &ws, &set, &j)
+        let j = judge(&t, &set, ws, Some((&r, &wd)));
+        auto_apply_refusals(&r, &wd, ws, &set, &j)
     }
 
     /// One table row's verdict: `None`, no refusal (applied automatically); `Some(w)`, a
@@ -631,6 +746,179 @@ mod tests {
 
     fn refusals(cmd: &str, changes: &[(&str, Kind, &str)]) -> Vec<String> {
         refusals_in(cmd, "", changes, &PathLists::default())
+    }
+
+    /// A workspace with a repository on branch master (what `git commit` companions read) and
+    /// `files` (path, content).
+    fn workspace(files: &[(&str, &str)]) -> (tempfile::TempDir, std::path::PathBuf) {
+        let d = tempfile::tempdir().unwrap();
+        let ws = d.path().join("ws");
+        std::fs::create_dir_all(ws.join(".git/objects")).unwrap();
+        std::fs::write(ws.join(".git/HEAD"), "ref: refs/heads/master\n").unwrap();
+        for (f, text) in files {
+            let at = ws.join(f);
+            std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+            std::fs::write(at, text).unwrap();
+        }
+        (d, ws)
+    }
+
+    /// [`refusals`] in a workspace holding `files` besides its repository.
+    fn refusals_with(cmd: &str, files: &[(&str, &str)], changes: &[Ch]) -> Vec<String> {
+        let (_d, ws) = workspace(files);
+        refusals_at(&ws, "", cmd, changes, &PathLists::default())
+    }
+
+    /// npm's local work (issue 35): `init -y` writes package.json; a local install its
+    /// manifest, lock file and node_modules; scripts and tools their build's output
+    /// directories, and the execute bits of the package's own `bin`; `--fix` the sources it
+    /// is given. Anything else asks.
+    #[test]
+    fn npm_local_work_covers_its_manifest_modules_outputs_and_bins_only() {
+        const X: &str = "file:00:755";
+        let pkg = r#"{"name":"t","bin":{"t":"bin/t.js"},"scripts":{"build":"node build.js"}}"#;
+        let cases: &[(&str, &[Ch], Option<&str>)] = &[
+            ("npm init -y", &[("package.json", A, F)], None),
+            (
+                "npm init -y",
+                &[("package.json", A, F), ("index.js", A, F)],
+                Some("adds index.js"),
+            ),
+            (
+                "npm install --no-audit -D ./vendor/x.tgz",
+                &[
+                    ("package.json", M, F),
+                    ("package-lock.json", A, F),
+                    ("node_modules", A, "dir"),
+                    ("node_modules/x/index.js", A, F),
+                    ("node_modules/.bin", A, "dir"),
+                ],
+                None,
+            ),
+            (
+                "npm install ./vendor/x.tgz",
+                &[("src/evil.js", A, F)],
+                Some("adds src/evil.js"),
+            ),
+            (
+                "npm install ./vendor/x.tgz",
+                &[("node_modules/x/.npmrc", A, F)],
+                Some(".npmrc"),
+            ),
+            (
+                "npm install ./vendor/x.tgz",
+                &[(".husky/pre-commit", A, F)],
+                Some(".husky"),
+            ),
+            ("npm run build", &[("dist", A, "dir"), ("dist/t.js", A, F)], None),
+            ("npm run build", &[("dist/t.js", M, F)], None),
+            ("npm test", &[("coverage/lcov.info", A, F)], None),
+            ("npm run build", &[("src/t.js", M, F)], Some("modifies src/t.js")),
+            (
+                "npm run build",
+                &[("node_modules/x/i.js", M, F)],
+                Some("modifies node_modules/x/i.js"),
+            ),
+            ("npx tsc", &[("build/t.js", A, F)], None),
+            ("npx t --title", &[("bin/t.js", M, X)], None),
+            (
+                "npx t --title",
+                &[("bin/t.js", M, "file:11:755")],
+                Some("modifies bin/t.js"),
+            ),
+            (
+                "npx t --title",
+                &[("bin/other.js", M, X)],
+                Some("modifies bin/other.js"),
+            ),
+            (
+                "npx t --title",
+                &[("bin/t.js", M, "file:00:4755")],
+                Some("modifies bin/t.js"),
+            ),
+            ("npx tinylint --fix src", &[("src/a.js", M, F)], None),
+            (
+                "npx tinylint --fix src",
+                &[("test/a.js", M, F)],
+                Some("modifies test/a.js"),
+            ),
+            (
+                "npx tinylint src",
+                &[("src/a.js", M, F)],
+                Some("modifies src/a.js"),
+            ),
+            (
+                "npx tinylint --fix src",
+                &[("src/.eslintrc.js", M, F)],
+                Some("src/.eslintrc.js"),
+            ),
+        ];
+        for (cmd, changes, want) in cases {
+            let got = refusals_with(cmd, &[("package.json", pkg), ("src/a.js", "")], changes);
+            expect(cmd, &got, *want);
+        }
+    }
+
+    /// `cargo init` in place: its manifest, sources and `.gitignore`, nothing else;
+    /// `git clone` of a workspace path: the directory it makes.
+    #[test]
+    fn cargo_init_and_a_local_clone_cover_what_they_make_only() {
+        let cases: &[(&str, &[Ch], Option<&str>)] = &[
+            (
+                "cargo init --name todo",
+                &[
+                    ("Cargo.toml", A, F),
+                    ("src", A, "dir"),
+                    ("src/main.rs", A, F),
+                    (".gitignore", A, F),
+                ],
+                None,
+            ),
+            (
+                "cargo init --lib sub",
+                &[
+                    ("sub", A, "dir"),
+                    ("sub/Cargo.toml", A, F),
+                    ("sub/src", A, "dir"),
+                    ("sub/src/lib.rs", A, F),
+                ],
+                None,
+            ),
+            (
+                "cargo init",
+                &[("Cargo.toml", A, F), ("build.rs", A, F)],
+                Some("adds build.rs"),
+            ),
+            (
+                "cargo init",
+                &[("Cargo.toml", A, F), ("src/other.rs", A, F)],
+                Some("adds src/other.rs"),
+            ),
+            (
+                "git clone -q remotes/kv.git",
+                &[("kv", A, "dir"), ("kv/src", A, "dir"), ("kv/src/a.rs", A, F)],
+                None,
+            ),
+            (
+                "git clone remotes/kv.git mine",
+                &[("mine", A, "dir"), ("mine/a.rs", A, F)],
+                None,
+            ),
+            (
+                "git clone remotes/kv.git mine",
+                &[("kv/a.rs", A, F)],
+                Some("adds kv/a.rs"),
+            ),
+            (
+                "git clone -q remotes/kv.git",
+                &[("kv", A, "dir"), ("kv/.envrc", A, F)],
+                Some(".envrc"),
+            ),
+        ];
+        for (cmd, changes, want) in cases {
+            let got = refusals_with(cmd, &[], changes);
+            expect(cmd, &got, *want);
+        }
     }
 
     use Kind::{Added as A, Deleted as D, Modified as M};

@@ -142,6 +142,7 @@ pub const LOCAL_COMPANIONS: &[(&str, &[&str])] = &[
         ],
     ),
     ("init", &[]),
+    ("clone", &[]),
 ];
 
 /// The forms that rewrite tracked files of the working tree from the repository's objects
@@ -197,8 +198,10 @@ pub struct GitWrite {
     pub form: &'static str,
     /// The names the command gives (`{named}`).
     pub names: Vec<String>,
-    /// `init`: the new git dir, workspace-relative.
+    /// `init`, `clone`: the new git dir, workspace-relative.
     pub gitdir: Option<String>,
+    /// `clone`: the source's absolute path, which git writes as `remote.origin.url`.
+    pub source: Option<String>,
 }
 
 impl GitWrite {
@@ -208,6 +211,7 @@ impl GitWrite {
             form,
             names: Vec::new(),
             gitdir: None,
+            source: None,
         }
     }
 }
@@ -462,7 +466,7 @@ pub fn judge(
     let writes = command
         .map(|(r, wd)| git_writes(r, wd, workspace))
         .unwrap_or_default();
-    if writes.iter().any(|w| w.form == "init") {
+    if writes.iter().any(|w| w.form == "init" || w.form == "clone") {
         facts.templates = template_hashes();
     }
     decide_git(table, cs, &facts, &writes)
@@ -550,10 +554,40 @@ pub fn git_write(
         }
         None => None,
     };
+    let (mut names, mut source) = (l.names, None);
+    if l.form == "clone" {
+        let c = crate::classify::git::local_clone(&op.args[1..])?;
+        let abs = signatures::normalise(&workdir.join(&c.source));
+        if names.is_empty() {
+            names.extend(source_branch(&abs, workspace));
+        }
+        source = Some(abs.to_string_lossy().into_owned());
+    }
     Some(GitWrite {
         form: l.form,
-        names: l.names,
+        names,
         gitdir,
+        source,
+    })
+}
+
+/// The branch a repository of the workspace at `abs` (bare, or with a `.git` dir) has checked
+/// out: what `git clone` of it checks out. Read beneath the workspace, no symlink followed.
+fn source_branch(abs: &Path, workspace: &Path) -> Option<String> {
+    let rel = abs.strip_prefix(workspace).ok()?.to_string_lossy().into_owned();
+    let ws = Beneath::open(workspace).ok()?;
+    ["HEAD", ".git/HEAD"].iter().find_map(|h| {
+        let at = if rel.is_empty() {
+            h.to_string()
+        } else {
+            format!("{rel}/{h}")
+        };
+        let text = ws.read_up_to(&at, 512).ok().flatten()?;
+        let b = std::str::from_utf8(&text)
+            .ok()?
+            .strip_prefix("ref: refs/heads/")?
+            .strip_suffix('\n')?;
+        crate::classify::git::plain_ref_name(b).then(|| b.to_string())
     })
 }
 
@@ -573,6 +607,7 @@ fn cargo_new_git(
     Some(GitWrite {
         form: "init",
         names: vec!["master".into(), "main".into()],
+        source: None,
         gitdir: Some(
             abs.strip_prefix(workspace)
                 .ok()?
@@ -723,6 +758,114 @@ fn init_companion(facts: &Facts, cs: &ChangeSet, writes: &[GitWrite], c: &Change
         })
 }
 
+/// The directories `git clone` makes in the new git dir besides [`INIT_DIRS`] (refs and logs of
+/// branches may nest: `feat/x`).
+const CLONE_DIRS: &[&str] = &[
+    "logs",
+    "logs/refs",
+    "logs/refs/heads",
+    "logs/refs/remotes",
+    "logs/refs/remotes/origin",
+    "refs/remotes",
+    "refs/remotes/origin",
+];
+
+/// Where `git clone` writes refs, reflogs and objects in the new git dir: data git reads as
+/// hashes and names, never as configuration or a program (never `objects/info/**`).
+fn clone_data(q: &str, dir: bool) -> bool {
+    let beneath = |base: &str| q.strip_prefix(base).is_some_and(|r| !r.is_empty());
+    if dir {
+        return ["refs/heads/", "refs/tags/", "refs/remotes/origin/", "logs/refs/heads/", "logs/refs/remotes/origin/"]
+            .iter()
+            .any(|b| beneath(b))
+            || q.strip_prefix("objects/")
+                .is_some_and(|o| o.len() == 2 && o.chars().all(|c| c.is_ascii_hexdigit()));
+    }
+    matches!(q, "packed-refs" | "index" | "logs/HEAD")
+        || ["refs/heads/", "refs/tags/", "refs/remotes/origin/", "logs/refs/heads/", "logs/refs/remotes/origin/"]
+            .iter()
+            .any(|b| beneath(b))
+        || q.strip_prefix("objects/pack/pack-").is_some_and(|f| {
+            f.ends_with(".pack") || f.ends_with(".idx") || f.ends_with(".rev")
+        })
+        || q.strip_prefix("objects/").is_some_and(|o| {
+            o.len() == 41
+                && o.as_bytes()[2] == b'/'
+                && o.chars().filter(|c| *c != '/').all(|c| c.is_ascii_hexdigit())
+        })
+}
+
+/// The `config` a clone of `source` on `branch` leaves: a fresh git dir's, the remote and the
+/// branch's upstream (byte for byte as git 2.x writes them).
+fn clone_configs(source: &str, branch: &str) -> Vec<String> {
+    INIT_CONFIGS[..2]
+        .iter()
+        .map(|init| {
+            format!(
+                "{init}[remote \"origin\"]\n\turl = {source}\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n[branch \"{branch}\"]\n\tremote = origin\n\tmerge = refs/heads/{branch}\n"
+            )
+        })
+        .collect()
+}
+
+/// Whether `c` is what `git clone` of a local path makes in its new git dir: added, in a git
+/// dir the change set adds; the directories and files of a fresh `git init` (templates, no
+/// other `config`); `HEAD` naming the source's branch; `config` exactly the remote's and the
+/// branch's (the source's absolute path as URL); refs, reflogs, the index and objects as data.
+fn clone_companion(facts: &Facts, cs: &ChangeSet, writes: &[GitWrite], c: &Change) -> bool {
+    if c.kind != ChangeKind::Added {
+        return false;
+    }
+    let dir = c.after.as_deref() == Some("dir");
+    writes
+        .iter()
+        .filter(|w| w.form == "clone")
+        .filter_map(|w| Some((w, w.gitdir.as_deref()?, w.source.as_deref()?)))
+        .any(|(w, g, source)| {
+            let fresh = cs.changes.iter().any(|x| {
+                x.path == g && x.kind == ChangeKind::Added && x.after.as_deref() == Some("dir")
+            });
+            let q = if c.path == g {
+                ""
+            } else {
+                match c.path.strip_prefix(g).and_then(|r| r.strip_prefix('/')) {
+                    Some(q) => q,
+                    None => return false,
+                }
+            };
+            if !fresh {
+                return false;
+            }
+            if dir {
+                return INIT_DIRS.contains(&q) || CLONE_DIRS.contains(&q) || clone_data(q, true);
+            }
+            let Some(h) = after_hash(c) else {
+                return false;
+            };
+            match q {
+                "HEAD" => w
+                    .names
+                    .iter()
+                    .any(|n| h == file_hash(format!("ref: refs/heads/{n}\n").as_bytes())),
+                "config" => w.names.iter().any(|n| {
+                    clone_configs(source, n)
+                        .iter()
+                        .any(|t| h == file_hash(t.as_bytes()))
+                }),
+                "description" | "info/exclude" => {
+                    facts.templates.get(q).is_some_and(|hs| hs.contains(h))
+                }
+                _ if q.starts_with("hooks/")
+                    && q.ends_with(".sample")
+                    && !q["hooks/".len()..].contains('/') =>
+                {
+                    facts.templates.get(q).is_some_and(|hs| hs.contains(h))
+                }
+                _ => clone_data(q, false),
+            }
+        })
+}
+
 /// The judgement over gathered facts with plain companion subcommands (no names).
 pub fn decide(table: &Table, cs: &ChangeSet, facts: &Facts, writes: &[&str]) -> Judgement {
     let writes: Vec<GitWrite> = writes
@@ -770,6 +913,7 @@ pub fn decide_git(table: &Table, cs: &ChangeSet, facts: &Facts, writes: &[GitWri
         if has_git_component(p) || git_dir.is_some() {
             if facts.repo.as_ref().is_some_and(|r| companion(r, writes, c))
                 || init_companion(facts, cs, writes, c)
+                || clone_companion(facts, cs, writes, c)
             {
                 j.by_git.insert(p.to_string());
                 continue;
@@ -1532,11 +1676,13 @@ mod tests {
             form,
             names: names.iter().map(|n| n.to_string()).collect(),
             gitdir: None,
+            source: None,
         };
         let init = |gitdir: &str, b: &str| GitWrite {
             form: "init",
             names: vec![b.to_string()],
             gitdir: Some(gitdir.to_string()),
+            source: None,
         };
         let p = "**/.git/**";
         let cases: Vec<(&str, Kind, String, Vec<GitWrite>, &str)> = vec![
@@ -2021,6 +2167,78 @@ mod tests {
         };
         let j = decide_git(&t, &cs(&[("a.txt", M, F)]), &hooked, &[w("stash pop", &[])]);
         assert_eq!(j.git_tree, None);
+    }
+
+    /// Issue 35: `git clone` of a workspace path — its new git dir only as git makes it: the
+    /// source's branch in `HEAD`, the remote and upstream in `config` byte for byte, refs,
+    /// reflogs, the index and objects as data; hooks, other config, `objects/info` ask.
+    #[test]
+    fn a_local_clone_makes_its_git_dir_only_as_git_does() {
+        use Kind::Added as A;
+        let t = table();
+        let st = |text: &str| format!("file:{}:644", file_hash(text.as_bytes()));
+        let clone = GitWrite {
+            form: "clone",
+            names: vec!["main".into()],
+            gitdir: Some("kv/.git".into()),
+            source: Some("/ws/remotes/kv.git".into()),
+        };
+        let config = |url: &str, b: &str| {
+            st(&format!(
+                "{}[remote \"origin\"]\n\turl = {url}\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n[branch \"{b}\"]\n\tremote = origin\n\tmerge = refs/heads/{b}\n",
+                INIT_CONFIGS[0]
+            ))
+        };
+        let p = "**/.git/**";
+        let cases: Vec<(&str, String, &str)> = vec![
+            ("kv/.git", "dir".into(), "git"),
+            ("kv/.git/HEAD", st("ref: refs/heads/main\n"), "git"),
+            ("kv/.git/HEAD", st("ref: refs/heads/other\n"), p),
+            ("kv/.git/config", config("/ws/remotes/kv.git", "main"), "git"),
+            ("kv/.git/config", config("/elsewhere.git", "main"), p),
+            ("kv/.git/config", config("/ws/remotes/kv.git", "other"), p),
+            (
+                "kv/.git/config",
+                st(&format!("{}[core]\n\tfsmonitor = ./x\n", INIT_CONFIGS[0])),
+                p,
+            ),
+            ("kv/.git/packed-refs", st("x refs/remotes/origin/main\n"), "git"),
+            ("kv/.git/index", F.into(), "git"),
+            ("kv/.git/logs/HEAD", F.into(), "git"),
+            ("kv/.git/logs/refs/heads/main", F.into(), "git"),
+            ("kv/.git/refs/remotes/origin/HEAD", F.into(), "git"),
+            ("kv/.git/refs/heads/feat", "dir".into(), "git"),
+            ("kv/.git/objects/15", "dir".into(), "git"),
+            (
+                "kv/.git/objects/15/fa102863b404fdd5f0f25782c673e55be449bc",
+                F.into(),
+                "git",
+            ),
+            ("kv/.git/objects/pack/pack-1a2b.pack", F.into(), "git"),
+            ("kv/.git/objects/info/alternates", F.into(), p),
+            ("kv/.git/objects/zz/evil", F.into(), p),
+            ("kv/.git/hooks/pre-commit", F.into(), p),
+            ("kv/.git/hooks/pre-commit.sample", F.into(), p),
+            ("kv/.git/info/attributes", F.into(), p),
+            ("kv/.git/refs/remotes/evil/x", F.into(), p),
+            ("kv/.git/commondir", F.into(), p),
+        ];
+        for (path, after, want) in &cases {
+            let mut set = crate::bash::changes::for_tests(&[(path, A, after.as_str())], F);
+            set.changes
+                .extend(crate::bash::changes::for_tests(&[("kv/.git", A, "dir")], F).changes);
+            let j = decide_git(&t, &set, &Facts::default(), std::slice::from_ref(&clone));
+            let got = if j.by_git.contains(*path) {
+                "git"
+            } else {
+                j.hits.first().map(|h| h.rule.as_str()).unwrap_or("none")
+            };
+            assert_eq!(got, *want, "{path} ({after})");
+        }
+        // into a git dir that was there before: nothing is covered
+        let set = cs(&[("kv/.git/HEAD", A, &st("ref: refs/heads/main\n"))]);
+        let j = decide_git(&t, &set, &Facts::default(), &[clone]);
+        assert!(j.by_git.is_empty(), "{j:?}");
     }
 
     fn write(root: &Path, rel: &str, text: &str) {

@@ -563,11 +563,17 @@ pub fn op_dir(op: &Operation, workdir: &Path) -> Option<PathBuf> {
     Some(normalise(&workdir.join(d)))
 }
 
-/// The directory `cargo new [FLAGS] PATH` creates (its one operand, the values of `--vcs`,
-/// `--name`, `--edition` and `--registry` skipped), and whether it makes a git repository
-/// there (`--vcs git` or no `--vcs`: cargo's default inside no repository). None: not that form.
+/// The directory `cargo new [FLAGS] PATH` creates, or `cargo init [FLAGS] [PATH]` makes its
+/// project in (`.` without an operand) — the one operand, the values of `--vcs`, `--name`,
+/// `--edition` and `--registry` skipped — and whether it makes a git repository there (`--vcs
+/// git` or no `--vcs`: cargo's default inside no repository). None: not that form.
 pub fn cargo_new(op: &Operation) -> Option<(String, bool)> {
-    if op.program != "cargo" || op.args.first().map(String::as_str) != Some("new") {
+    let init = match op.args.first().map(String::as_str) {
+        Some("new") => false,
+        Some("init") => true,
+        _ => return None,
+    };
+    if op.program != "cargo" {
         return None;
     }
     let (mut path, mut vcs) = (None, None);
@@ -588,6 +594,11 @@ pub fn cargo_new(op: &Operation) -> Option<(String, bool)> {
         }
     }
     let git = vcs.as_deref().is_none_or(|v| v == "git");
+    let path = if init {
+        path.or_else(|| Some(".".to_string()))
+    } else {
+        path
+    };
     path.filter(|p| !p.contains(DYN)).map(|p| (p, git))
 }
 

@@ -4,7 +4,9 @@
 //! parse, and a few whole-text shapes). A finding blocks the command; nothing lifts it.
 
 use super::parse::{RawOp, Walked};
-use super::paths::{chmod_mode, critical_target, is_block_device, protected_file, Mode};
+use super::paths::{
+    chmod_mode, credential_file, critical_target, is_block_device, protected_file, Mode,
+};
 use super::regexes::{hit, regexes, unquoted_skeleton};
 use super::types::{display_word, Category, DYN};
 
@@ -182,6 +184,14 @@ pub fn findings(ops: &[RawOp], walked: &Walked, raw: &str) -> Vec<Finding> {
             && (op.parsed.has("-i") || op.parsed.has("--in-place"))
         {
             wtargets.extend(op.reads.iter());
+        }
+        for t in &op.reads {
+            if let Some(p) = credential_file(t) {
+                push(
+                    "credential-read",
+                    format!("reads the private key or credential store {p}: `{shown}`"),
+                );
+            }
         }
         for t in wtargets {
             if let Some(p) = protected_file(t) {
@@ -374,6 +384,7 @@ impl RawOp {
 pub fn pattern_category(id: &str) -> Category {
     match id {
         "download-to-shell" | "reverse-shell" => Category::Network,
+        "credential-read" => Category::Readonly,
         "recursive-delete" | "recursive-chown" | "chmod-777" | "block-device-write"
         | "account-files" | "filesystem-format" => Category::Filesystem,
         _ => Category::Process,

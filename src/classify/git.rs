@@ -386,12 +386,13 @@ pub fn refine(args: &[String]) -> Refined {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Local {
     /// `switch`, `switch -c`, `restore`, `branch`, `branch -d`, `tag`, `tag -d`, `stash`,
-    /// `stash pop`, `stash drop`, `merge`, `init`.
+    /// `stash pop`, `stash drop`, `merge`, `init`, `clone` (of a local path).
     pub form: &'static str,
     /// The branch or tag names the command gives (`-` for `git switch -`); for `init` the
     /// initial branch (`-b`, else `-c init.defaultBranch`, else `master`).
     pub names: Vec<String>,
-    /// `init`: the directory given (relative to the working directory; `.` when none).
+    /// `init`: the directory given (relative to the working directory; `.` when none);
+    /// `clone`: the directory it makes.
     pub dir: Option<String>,
 }
 
@@ -665,12 +666,83 @@ pub fn local_form(args: &[String]) -> Option<Local> {
                 _ => None,
             }
         }
+        "clone" => {
+            let c = local_clone(rest)?;
+            Some(Local {
+                form: "clone",
+                names: c.branch.into_iter().collect(),
+                dir: Some(c.dest),
+            })
+        }
         _ => None,
     }
 }
 
+/// A clone of a repository named by a plain local path (`args`: what follows `clone`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalClone {
+    /// The source repository's path, as given.
+    pub source: String,
+    /// The directory the clone makes (given, or git's name for it: the source's last
+    /// component without `.git`).
+    pub dest: String,
+    /// `-b BRANCH`.
+    pub branch: Option<String>,
+}
+
+/// `git clone [-q] [-b BRANCH] SRC [DEST]` where SRC is a plain path: no `:` (git reads
+/// `host:path` as ssh and `proto::…` as a transport), no `file://`, no option beyond quiet,
+/// progress and the branch (`--upload-pack`, `--template`, `-c`, `--recurse-submodules`,
+/// `--reference`, `--separate-git-dir`… keep the network's effects and ask up front). Git clones
+/// such a path with its local transport: nothing leaves the machine.
+pub fn local_clone(args: &[String]) -> Option<LocalClone> {
+    let (flags, ops) = plain_args(
+        args,
+        &["-q", "--quiet", "--progress", "--no-progress"],
+        &["-b", "--branch"],
+    )?;
+    let branch = flags.iter().find_map(|(_, v)| *v).map(str::to_string);
+    if branch.as_deref().is_some_and(|b| !plain_ref_name(b)) {
+        return None;
+    }
+    let plain = |p: &str| {
+        !p.is_empty()
+            && !p.starts_with('-')
+            && !p.starts_with('~')
+            && !p.contains(':')
+            && !p.contains(super::types::DYN)
+            && !p.chars().any(|c| c.is_control())
+    };
+    let (source, dest) = match ops.as_slice() {
+        [s] => (*s, None),
+        [s, d] => (*s, Some(*d)),
+        _ => return None,
+    };
+    if !plain(source) || dest.is_some_and(|d| !plain(d)) {
+        return None;
+    }
+    let dest = match dest {
+        Some(d) => d.trim_end_matches('/').to_string(),
+        None => {
+            let s = source.trim_end_matches('/');
+            let s = s.strip_suffix("/.git").unwrap_or(s);
+            let s = s.strip_suffix(".git").unwrap_or(s);
+            s.rsplit('/').next().unwrap_or(s).to_string()
+        }
+    };
+    (!dest.is_empty() && dest != "." && dest != "..").then(|| LocalClone {
+        source: source.to_string(),
+        dest,
+        branch,
+    })
+}
+
 /// Applies [`refine`] to effects computed from the table.
 pub fn apply(args: &[String], fx: &mut Effects, notes: &mut Vec<String>, writes: &mut Vec<String>) {
+    if args.first().map(String::as_str) == Some("clone") && local_clone(&args[1..]).is_some() {
+        fx.remove(Category::Network);
+        notes.push("a clone of a local path: git's local transport, no network".into());
+    }
     let r = refine(args);
     let own: Vec<&str> = fx
         .categories()
@@ -699,6 +771,45 @@ pub fn apply(args: &[String], fx: &mut Effects, notes: &mut Vec<String>, writes:
 mod tests {
     use super::*;
     use Category::*;
+
+    #[test]
+    fn a_clone_is_local_only_of_a_plain_path_with_plain_flags() {
+        let lc = |cmd: &str| {
+            let args: Vec<String> = cmd.split_whitespace().map(String::from).collect();
+            local_clone(&args).map(|c| (c.source, c.dest, c.branch))
+        };
+        let s = |x: &str| x.to_string();
+        assert_eq!(lc("-q remotes/kv.git"), Some((s("remotes/kv.git"), s("kv"), None)));
+        assert_eq!(lc("remotes/kv/.git/"), Some((s("remotes/kv/.git/"), s("kv"), None)));
+        assert_eq!(
+            lc("-b dev ../r mine/"),
+            Some((s("../r"), s("mine"), Some(s("dev"))))
+        );
+        for no in [
+            "git@host:r.git",
+            "host:r",
+            "file:///srv/r.git",
+            "ext::sh",
+            "https://x/y",
+            "--upload-pack=x r d",
+            "-u x r d",
+            "--template=t r d",
+            "-c core.hooksPath=h r d",
+            "--config core.fsmonitor=x r d",
+            "--recurse-submodules r",
+            "--reference /srv r",
+            "--separate-git-dir=g r d",
+            "-b -x r",
+            "-b ../x r",
+            "r d extra",
+            "~/r d",
+            "r .",
+            "..",
+            "",
+        ] {
+            assert_eq!(lc(no), None, "{no}");
+        }
+    }
 
     #[test]
     fn forms_that_write_execute_or_reach_the_network() {

@@ -321,6 +321,9 @@ pub(super) fn generic(prog: &str, args: &[String]) -> Analysis {
     if canon == "git" {
         super::git::apply(args, &mut fx, &mut a.notes, &mut a.writes);
     }
+    if canon == "npm" {
+        super::npm::apply(prog, &p_flags, &mut fx, &mut a.notes);
+    }
     // option values that are files
     for o in &p.opts {
         if let Some(v) = &o.value {

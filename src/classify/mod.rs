@@ -9,8 +9,8 @@
 //!   scripts (`env`, `timeout`, `xargs`, `find -exec`, `sh -c`, `eval`, `env -S`...);
 //!   `words` evaluates words statically (quotes, escapes, `$IFS`, braces, known variables);
 //!   `rawop` holds the result.
-//! - `knowledge` (+ the data file `programs.toml`), `opts`, `judge`, `forms`, `scripts` —
-//!   programs and flags → effects, GTFOBins flag rules, sed/awk/jq program analysis.
+//! - `knowledge` (+ the data file `programs.toml`), `opts`, `judge`, `forms`, `scripts`,
+//!   `git` and `npm` (forms the table cannot tell apart) — programs and flags → effects, GTFOBins flag rules, sed/awk/jq program analysis.
 //! - `danger` (AST rules) with `paths` and `regexes` (second line) — blocking findings.
 //! - `risk`, `permset` (+ confidence), `dag` (layers), `report` ([`CheckReport`], text),
 //!   `cli` (`brainloop check`).
@@ -28,6 +28,7 @@ pub mod forms;
 pub mod git;
 pub mod judge;
 pub mod knowledge;
+pub mod npm;
 pub mod opts;
 pub mod parse;
 pub mod paths;

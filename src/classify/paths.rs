@@ -98,6 +98,44 @@ const PROTECTED_FILES: &[&str] = &[
     "/root/.zshrc",
 ];
 
+/// Private keys and credential stores of the user and the system (reads are blocked, issue
+/// 35: an agent never needs them — the operator's secrets reach a request through the egress
+/// proxy, never the sandbox, issue 38 — and a command reading one is the first half of an
+/// exfiltration). A prefix ending in `_` matches any name it starts but a public key's
+/// (`~/.ssh/id_rsa`, not `~/.ssh/id_rsa.pub`).
+const CREDENTIAL_FILES: &[&str] = &[
+    "~/.ssh/id_",
+    "/root/.ssh/id_",
+    "/etc/ssh/ssh_host_",
+    "/etc/shadow",
+    "/etc/gshadow",
+    "~/.aws/credentials",
+    "~/.netrc",
+    "~/.git-credentials",
+    "~/.gnupg",
+    "~/.docker/config.json",
+    "~/.kube/config",
+    "~/.config/gh/hosts.yml",
+    "~/.pypirc",
+    "~/.npmrc",
+    "~/.cargo/credentials",
+    "~/.cargo/credentials.toml",
+];
+
+/// The credential file `target` reads, if it is one of [`CREDENTIAL_FILES`].
+pub fn credential_file(target: &str) -> Option<&'static str> {
+    let n = normalize(&target.replace(DYN, ""));
+    CREDENTIAL_FILES.iter().copied().find(|p| {
+        if p.ends_with('_') {
+            n.strip_prefix(p).is_some_and(|rest| {
+                !rest.is_empty() && !rest.contains('/') && !rest.ends_with(".pub")
+            })
+        } else {
+            n == *p || n.starts_with(&format!("{p}/"))
+        }
+    })
+}
+
 /// Normalise a path word: collapse `//`, `/./`, resolve `..` against absolute prefixes,
 /// drop a trailing `/`.
 pub fn normalize(p: &str) -> String {

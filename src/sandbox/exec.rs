@@ -644,6 +644,11 @@ fn command(spec: &Spec) -> ! {
     if let Err(e) = super::seccomp::apply(&super::socket_families(spec)) {
         strict(format!("seccomp: {e}"));
     }
+    if spec.overlay.is_some() {
+        if let Err(e) = super::seccomp::apply_no_hard_links() {
+            strict(format!("seccomp (overlay links): {e}"));
+        }
+    }
     mark("h_seccomp");
     let argv = [cstring("bash"), cstring("-c"), cstring(&spec.command)];
     let envp: Vec<CString> = spec

@@ -21,6 +21,7 @@
 //! fall back to `openat`) and io_uring (`io_uring_setup`, `_enter`, `_register`: an
 //! `IORING_OP_OPENAT` or `IORING_OP_SOCKET` would act with no syscall to filter; io_uring users
 //! fall back to plain calls).
+//! An overlay run also gets EXDEV for hard links ([`apply_no_hard_links`]).
 
 use crate::permset::SocketFamily;
 use seccompiler::{
@@ -274,6 +275,29 @@ pub fn apply(families: &[SocketFamily]) -> Result<(), String> {
     #[cfg(target_arch = "x86_64")]
     apply_filter(&x32_guard()).map_err(|e| e.to_string())?;
     Ok(())
+}
+
+/// An overlay run's hard links (issue 35): `link`/`linkat` fail with EXDEV, as between two
+/// file systems. A change set records paths and contents, never that two paths share an
+/// inode, so a link made on the overlay could not be applied as one; and overlayfs copies a
+/// lower file up on `link`, giving it another inode, which `git clone` of a local path checks
+/// and dies on ("hardlink different from source"). Programs already treat EXDEV as "copy
+/// instead" (git clone, cargo, pnpm); `ln` without `-s` reports it.
+pub fn apply_no_hard_links() -> Result<(), String> {
+    let mut calls = vec![(libc::SYS_linkat, Vec::new())];
+    #[cfg(target_arch = "x86_64")]
+    calls.push((libc::SYS_link, Vec::new()));
+    let filter = SeccompFilter::new(
+        calls.into_iter().collect(),
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EXDEV as u32),
+        ARCH,
+    )
+    .map_err(|e| e.to_string())?;
+    let prog: BpfProgram = filter
+        .try_into()
+        .map_err(|e: seccompiler::BackendError| e.to_string())?;
+    apply_filter(&prog).map_err(|e| e.to_string())
 }
 
 /// Whether the kernel supports seccomp filters.
