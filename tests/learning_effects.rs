@@ -432,16 +432,32 @@ fn run_in(dir: &Path, program: &str, args: &[&str]) {
 fn a_local_clone_is_taught_with_git_bookkeeping_and_other_clones_ask_up_front() {
     let (env, _d) = setup(None);
     let ws = env.workspace.clone();
-    run_in(&ws, "git", &["init", "-q", "--bare", "-b", "main", "remotes/r.git"]);
+    run_in(
+        &ws,
+        "git",
+        &["init", "-q", "--bare", "-b", "main", "remotes/r.git"],
+    );
     run_in(&ws, "git", &["init", "-q", "-b", "main", "seed"]);
     std::fs::write(ws.join("seed/a.txt"), "from the source\n").unwrap();
     run_in(&ws.join("seed"), "git", &["add", "a.txt"]);
     run_in(
         &ws.join("seed"),
         "git",
-        &["-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "a"],
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@e",
+            "commit",
+            "-qm",
+            "a",
+        ],
     );
-    run_in(&ws.join("seed"), "git", &["push", "-q", "../remotes/r.git", "main"]);
+    run_in(
+        &ws.join("seed"),
+        "git",
+        &["push", "-q", "../remotes/r.git", "main"],
+    );
     let (id, st, v, err) = submit(&env, "git clone -q remotes/r.git");
     assert_eq!(st, "pending_validation", "{err} {v}");
     assert!(
@@ -450,11 +466,17 @@ fn a_local_clone_is_taught_with_git_bookkeeping_and_other_clones_ask_up_front() 
     );
     cli_ok(&env, &["approve", &common::vid(&v), "--learn"]);
     assert_eq!(final_result(&env, id).0, "succeeded");
-    assert_eq!(read(&ws.join("r/a.txt")).as_deref(), Some("from the source\n"));
+    assert_eq!(
+        read(&ws.join("r/a.txt")).as_deref(),
+        Some("from the source\n")
+    );
     let config = read(&ws.join("r/.git/config")).unwrap_or_default();
     assert!(config.contains("[remote \"origin\"]"), "{config}");
     unasked(&env, "git clone remotes/r.git second");
-    assert_eq!(read(&ws.join("second/a.txt")).as_deref(), Some("from the source\n"));
+    assert_eq!(
+        read(&ws.join("second/a.txt")).as_deref(),
+        Some("from the source\n")
+    );
     for cmd in [
         "git clone --upload-pack='touch upload-pack-ran; git-upload-pack' remotes/r.git third",
         "git clone file://remotes/r.git third",
@@ -503,7 +525,9 @@ fn npm_init_taught_once_lets_local_installs_apply_and_nothing_else() {
     let (id, st, v, err) = submit(&env, "cd proj && npm init -y > /dev/null");
     assert_eq!(st, "pending_validation", "{err} {v}");
     assert!(
-        v["reasons"].to_string().contains("npm's scripts, tools and manifest"),
+        v["reasons"]
+            .to_string()
+            .contains("npm's scripts, tools and manifest"),
         "{v}"
     );
     cli_ok(&env, &["approve", &common::vid(&v), "--learn"]);

@@ -154,7 +154,13 @@ const PRETTIER: &[&str] = &[
 ];
 /// What `cargo init` writes in the directory it makes a project in (`.gitignore`: it appends
 /// `/target` to one that is there).
-const CARGO_INIT_FILES: &[&str] = &["Cargo.toml", ".gitignore", "src", "src/main.rs", "src/lib.rs"];
+const CARGO_INIT_FILES: &[&str] = &[
+    "Cargo.toml",
+    ".gitignore",
+    "src",
+    "src/main.rs",
+    "src/lib.rs",
+];
 /// A [`RUNNER_COMPANIONS`] subcommand standing for any (npx's tool name).
 const ANY_TOOL: &str = "*";
 const NPM_SCRIPTS: &[&str] = &["run", "run-script", "test", "start"];
@@ -203,7 +209,12 @@ pub const RUNNER_COMPANIONS: &[(&str, &[&str], &str, Companion)] = &[
         "",
         Companion::Edits(&["package.json", "package-lock.json"]),
     ),
-    ("npm", NPM_INSTALLS, "", Companion::Outputs(&["node_modules"])),
+    (
+        "npm",
+        NPM_INSTALLS,
+        "",
+        Companion::Outputs(&["node_modules"]),
+    ),
     (
         "npm",
         &["pkg", "version"],
@@ -634,7 +645,9 @@ fn covered(n: &Named, by_git: &BTreeSet<String>, c: &crate::bash::changes::Chang
         || (added_dir && n.parents_of.iter().any(|p| is_under(p, path)))
         || by_git.contains(path)
         || companion_covers(n, path)
-        || (c.kind == Kind::Modified && n.bin_modes.iter().any(|b| b == path) && gains_execute_only(c))
+        || (c.kind == Kind::Modified
+            && n.bin_modes.iter().any(|b| b == path)
+            && gains_execute_only(c))
 }
 
 /// The working tree git rewrote (rule 3 of the module doc), when nothing else in the command
@@ -810,10 +823,18 @@ mod tests {
                 &[(".husky/pre-commit", A, F)],
                 Some(".husky"),
             ),
-            ("npm run build", &[("dist", A, "dir"), ("dist/t.js", A, F)], None),
+            (
+                "npm run build",
+                &[("dist", A, "dir"), ("dist/t.js", A, F)],
+                None,
+            ),
             ("npm run build", &[("dist/t.js", M, F)], None),
             ("npm test", &[("coverage/lcov.info", A, F)], None),
-            ("npm run build", &[("src/t.js", M, F)], Some("modifies src/t.js")),
+            (
+                "npm run build",
+                &[("src/t.js", M, F)],
+                Some("modifies src/t.js"),
+            ),
             (
                 "npm run build",
                 &[("node_modules/x/i.js", M, F)],
@@ -896,7 +917,11 @@ mod tests {
             ),
             (
                 "git clone -q remotes/kv.git",
-                &[("kv", A, "dir"), ("kv/src", A, "dir"), ("kv/src/a.rs", A, F)],
+                &[
+                    ("kv", A, "dir"),
+                    ("kv/src", A, "dir"),
+                    ("kv/src/a.rs", A, F),
+                ],
                 None,
             ),
             (

@@ -574,7 +574,11 @@ pub fn git_write(
 /// The branch a repository of the workspace at `abs` (bare, or with a `.git` dir) has checked
 /// out: what `git clone` of it checks out. Read beneath the workspace, no symlink followed.
 fn source_branch(abs: &Path, workspace: &Path) -> Option<String> {
-    let rel = abs.strip_prefix(workspace).ok()?.to_string_lossy().into_owned();
+    let rel = abs
+        .strip_prefix(workspace)
+        .ok()?
+        .to_string_lossy()
+        .into_owned();
     let ws = Beneath::open(workspace).ok()?;
     ["HEAD", ".git/HEAD"].iter().find_map(|h| {
         let at = if rel.is_empty() {
@@ -775,23 +779,36 @@ const CLONE_DIRS: &[&str] = &[
 fn clone_data(q: &str, dir: bool) -> bool {
     let beneath = |base: &str| q.strip_prefix(base).is_some_and(|r| !r.is_empty());
     if dir {
-        return ["refs/heads/", "refs/tags/", "refs/remotes/origin/", "logs/refs/heads/", "logs/refs/remotes/origin/"]
-            .iter()
-            .any(|b| beneath(b))
+        return [
+            "refs/heads/",
+            "refs/tags/",
+            "refs/remotes/origin/",
+            "logs/refs/heads/",
+            "logs/refs/remotes/origin/",
+        ]
+        .iter()
+        .any(|b| beneath(b))
             || q.strip_prefix("objects/")
                 .is_some_and(|o| o.len() == 2 && o.chars().all(|c| c.is_ascii_hexdigit()));
     }
     matches!(q, "packed-refs" | "index" | "logs/HEAD")
-        || ["refs/heads/", "refs/tags/", "refs/remotes/origin/", "logs/refs/heads/", "logs/refs/remotes/origin/"]
-            .iter()
-            .any(|b| beneath(b))
-        || q.strip_prefix("objects/pack/pack-").is_some_and(|f| {
-            f.ends_with(".pack") || f.ends_with(".idx") || f.ends_with(".rev")
-        })
+        || [
+            "refs/heads/",
+            "refs/tags/",
+            "refs/remotes/origin/",
+            "logs/refs/heads/",
+            "logs/refs/remotes/origin/",
+        ]
+        .iter()
+        .any(|b| beneath(b))
+        || q.strip_prefix("objects/pack/pack-")
+            .is_some_and(|f| f.ends_with(".pack") || f.ends_with(".idx") || f.ends_with(".rev"))
         || q.strip_prefix("objects/").is_some_and(|o| {
             o.len() == 41
                 && o.as_bytes()[2] == b'/'
-                && o.chars().filter(|c| *c != '/').all(|c| c.is_ascii_hexdigit())
+                && o.chars()
+                    .filter(|c| *c != '/')
+                    .all(|c| c.is_ascii_hexdigit())
         })
 }
 
@@ -2194,7 +2211,11 @@ mod tests {
             ("kv/.git", "dir".into(), "git"),
             ("kv/.git/HEAD", st("ref: refs/heads/main\n"), "git"),
             ("kv/.git/HEAD", st("ref: refs/heads/other\n"), p),
-            ("kv/.git/config", config("/ws/remotes/kv.git", "main"), "git"),
+            (
+                "kv/.git/config",
+                config("/ws/remotes/kv.git", "main"),
+                "git",
+            ),
             ("kv/.git/config", config("/elsewhere.git", "main"), p),
             ("kv/.git/config", config("/ws/remotes/kv.git", "other"), p),
             (
@@ -2202,7 +2223,11 @@ mod tests {
                 st(&format!("{}[core]\n\tfsmonitor = ./x\n", INIT_CONFIGS[0])),
                 p,
             ),
-            ("kv/.git/packed-refs", st("x refs/remotes/origin/main\n"), "git"),
+            (
+                "kv/.git/packed-refs",
+                st("x refs/remotes/origin/main\n"),
+                "git",
+            ),
             ("kv/.git/index", F.into(), "git"),
             ("kv/.git/logs/HEAD", F.into(), "git"),
             ("kv/.git/logs/refs/heads/main", F.into(), "git"),

@@ -288,7 +288,23 @@ mod table {
             ("npm ci", false, None),
             ("npm i left-pad", false, None),
             ("npm exec foo", false, None),
-            ("npm init -y", false, None),
+            // issue 35: `init -y` writes package.json from its defaults, a local-path install
+            // reaches no registry (`classify::npm`); a name runs `create-NAME` from it
+            ("npm init -y", true, Some("npm init -y")),
+            ("npm init vite -y", false, None),
+            (
+                "npm install --no-audit ./vendor/x.tgz",
+                true,
+                Some("npm install --no-audit WS_PATH"),
+            ),
+            ("npm install left-pad", false, None),
+            ("npm install -g ./vendor/x.tgz", false, None),
+            (
+                "git clone -q remotes/r.git",
+                true,
+                Some("git clone -q WS_PATH"),
+            ),
+            ("git clone host:r.git", false, None),
             ("npm publish", false, None),
             ("yarn", false, None),
             ("yarn add x", false, None),

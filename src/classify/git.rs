@@ -779,8 +779,14 @@ mod tests {
             local_clone(&args).map(|c| (c.source, c.dest, c.branch))
         };
         let s = |x: &str| x.to_string();
-        assert_eq!(lc("-q remotes/kv.git"), Some((s("remotes/kv.git"), s("kv"), None)));
-        assert_eq!(lc("remotes/kv/.git/"), Some((s("remotes/kv/.git/"), s("kv"), None)));
+        assert_eq!(
+            lc("-q remotes/kv.git"),
+            Some((s("remotes/kv.git"), s("kv"), None))
+        );
+        assert_eq!(
+            lc("remotes/kv/.git/"),
+            Some((s("remotes/kv/.git/"), s("kv"), None))
+        );
         assert_eq!(
             lc("-b dev ../r mine/"),
             Some((s("../r"), s("mine"), Some(s("dev"))))

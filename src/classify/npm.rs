@@ -75,7 +75,9 @@ pub fn apply(prog: &str, p: &Parsed, fx: &mut Effects, notes: &mut Vec<String>) 
     if sub == "init" && rest.is_empty() && (p.has("-y") || p.has("--yes")) && only(INIT_FLAGS) {
         *fx = Effects::default();
         fx.add(Category::Filesystem);
-        notes.push("`npm init -y` writes package.json from its defaults: no registry, no script".into());
+        notes.push(
+            "`npm init -y` writes package.json from its defaults: no registry, no script".into(),
+        );
     } else if INSTALL.contains(&sub.as_str())
         && !rest.is_empty()
         && rest.iter().all(|s| local_spec(s))
@@ -105,7 +107,12 @@ mod tests {
         for c in [Category::Process, Category::Network, Category::Filesystem] {
             fx.add(c);
         }
-        apply(cmd.split_whitespace().next().unwrap_or(""), &p, &mut fx, &mut Vec::new());
+        apply(
+            cmd.split_whitespace().next().unwrap_or(""),
+            &p,
+            &mut fx,
+            &mut Vec::new(),
+        );
         fx.categories().into_iter().map(Category::as_str).collect()
     }
 
@@ -119,7 +126,10 @@ mod tests {
             ("npm init", all.clone()),
             ("npm init vite -y", all.clone()),
             ("npm init -y -w pkg", all.clone()),
-            ("npm install ../vendor/npm/tinylint-1.1.0.tgz", local.clone()),
+            (
+                "npm install ../vendor/npm/tinylint-1.1.0.tgz",
+                local.clone(),
+            ),
             ("npm i --no-audit --no-fund -D ./x.tgz ../y", local.clone()),
             ("npm add file:../vendor/x", local.clone()),
             ("npm install ./x.tgz --loglevel error", local.clone()),
@@ -133,7 +143,10 @@ mod tests {
             ("npm install -g ./x.tgz", all.clone()),
             ("npm install --global ./x.tgz", all.clone()),
             ("npm install --prefix /usr/local ./x.tgz", all.clone()),
-            ("npm install --registry=http://127.0.0.1:1 ./x.tgz", all.clone()),
+            (
+                "npm install --registry=http://127.0.0.1:1 ./x.tgz",
+                all.clone(),
+            ),
             ("npm install -w pkg ./x.tgz", all.clone()),
             ("npm install --foreground-scripts ./x.tgz", all.clone()),
             ("npm ci", all.clone()),
