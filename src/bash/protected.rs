@@ -709,59 +709,6 @@ fn companion(repo: &RunRepo, writes: &[GitWrite], c: &Change) -> bool {
     false
 }
 
-/// Whether `c` is a file or directory a fresh `git init` of `writes` makes: added, in a git
-/// dir the change set adds, one of [`INIT_DIRS`], `HEAD` naming the initial branch, a `config`
-/// of [`INIT_CONFIGS`], or `description` / `info/exclude` / `hooks/*.sample` with the bytes
-/// of the operator's template.
-fn init_companion(facts: &Facts, cs: &ChangeSet, writes: &[GitWrite], c: &Change) -> bool {
-    if c.kind != ChangeKind::Added {
-        return false;
-    }
-    writes
-        .iter()
-        .filter(|w| w.form == "init")
-        .filter_map(|w| w.gitdir.as_deref().map(|g| (w, g)))
-        .any(|(w, g)| {
-            let fresh = cs.changes.iter().any(|x| {
-                x.path == g && x.kind == ChangeKind::Added && x.after.as_deref() == Some("dir")
-            });
-            let q = if c.path == g {
-                ""
-            } else {
-                match c.path.strip_prefix(g).and_then(|r| r.strip_prefix('/')) {
-                    Some(q) => q,
-                    None => return false,
-                }
-            };
-            if !fresh {
-                return false;
-            }
-            if c.after.as_deref() == Some("dir") {
-                return INIT_DIRS.contains(&q);
-            }
-            let Some(h) = after_hash(c) else {
-                return false;
-            };
-            match q {
-                "HEAD" => w
-                    .names
-                    .iter()
-                    .any(|n| h == file_hash(format!("ref: refs/heads/{n}\n").as_bytes())),
-                "config" => INIT_CONFIGS.iter().any(|t| h == file_hash(t.as_bytes())),
-                "description" | "info/exclude" => {
-                    facts.templates.get(q).is_some_and(|hs| hs.contains(h))
-                }
-                _ if q.starts_with("hooks/")
-                    && q.ends_with(".sample")
-                    && !q["hooks/".len()..].contains('/') =>
-                {
-                    facts.templates.get(q).is_some_and(|hs| hs.contains(h))
-                }
-                _ => false,
-            }
-        })
-}
-
 /// The directories `git clone` makes in the new git dir besides [`INIT_DIRS`] (refs and logs of
 /// branches may nest: `feat/x`).
 const CLONE_DIRS: &[&str] = &[
@@ -825,20 +772,23 @@ fn clone_configs(source: &str, branch: &str) -> Vec<String> {
         .collect()
 }
 
-/// Whether `c` is what `git clone` of a local path makes in its new git dir: added, in a git
-/// dir the change set adds; the directories and files of a fresh `git init` (templates, no
-/// other `config`); `HEAD` naming the source's branch; `config` exactly the remote's and the
-/// branch's (the source's absolute path as URL); refs, reflogs, the index and objects as data.
-fn clone_companion(facts: &Facts, cs: &ChangeSet, writes: &[GitWrite], c: &Change) -> bool {
+/// Whether `c` is a file or directory a fresh git dir of `writes` holds as git makes it: added,
+/// in a git dir the change set adds (a `git init`'s or a local `git clone`'s); one of
+/// [`INIT_DIRS`], `HEAD` naming the initial (or the source's) branch, `description` /
+/// `info/exclude` / `hooks/*.sample` with the bytes of the operator's template; `config` of
+/// [`INIT_CONFIGS`] for `init`, and for `clone` exactly that plus the remote and the branch's
+/// upstream (the source's absolute path as URL) — with its refs, reflogs, index and objects as
+/// data ([`clone_data`]).
+fn fresh_repo_companion(facts: &Facts, cs: &ChangeSet, writes: &[GitWrite], c: &Change) -> bool {
     if c.kind != ChangeKind::Added {
         return false;
     }
     let dir = c.after.as_deref() == Some("dir");
     writes
         .iter()
-        .filter(|w| w.form == "clone")
-        .filter_map(|w| Some((w, w.gitdir.as_deref()?, w.source.as_deref()?)))
-        .any(|(w, g, source)| {
+        .filter(|w| w.form == "init" || w.form == "clone")
+        .filter_map(|w| w.gitdir.as_deref().map(|g| (w, g)))
+        .any(|(w, g)| {
             let fresh = cs.changes.iter().any(|x| {
                 x.path == g && x.kind == ChangeKind::Added && x.after.as_deref() == Some("dir")
             });
@@ -850,11 +800,13 @@ fn clone_companion(facts: &Facts, cs: &ChangeSet, writes: &[GitWrite], c: &Chang
                     None => return false,
                 }
             };
+            let clone = w.form == "clone";
             if !fresh {
                 return false;
             }
             if dir {
-                return INIT_DIRS.contains(&q) || CLONE_DIRS.contains(&q) || clone_data(q, true);
+                return INIT_DIRS.contains(&q)
+                    || (clone && (CLONE_DIRS.contains(&q) || clone_data(q, true)));
             }
             let Some(h) = after_hash(c) else {
                 return false;
@@ -864,11 +816,14 @@ fn clone_companion(facts: &Facts, cs: &ChangeSet, writes: &[GitWrite], c: &Chang
                     .names
                     .iter()
                     .any(|n| h == file_hash(format!("ref: refs/heads/{n}\n").as_bytes())),
-                "config" => w.names.iter().any(|n| {
-                    clone_configs(source, n)
-                        .iter()
-                        .any(|t| h == file_hash(t.as_bytes()))
+                "config" if clone => w.names.iter().any(|n| {
+                    w.source.as_deref().is_some_and(|source| {
+                        clone_configs(source, n)
+                            .iter()
+                            .any(|t| h == file_hash(t.as_bytes()))
+                    })
                 }),
+                "config" => INIT_CONFIGS.iter().any(|t| h == file_hash(t.as_bytes())),
                 "description" | "info/exclude" => {
                     facts.templates.get(q).is_some_and(|hs| hs.contains(h))
                 }
@@ -878,7 +833,7 @@ fn clone_companion(facts: &Facts, cs: &ChangeSet, writes: &[GitWrite], c: &Chang
                 {
                     facts.templates.get(q).is_some_and(|hs| hs.contains(h))
                 }
-                _ => clone_data(q, false),
+                _ => clone && clone_data(q, false),
             }
         })
 }
@@ -929,8 +884,7 @@ pub fn decide_git(table: &Table, cs: &ChangeSet, facts: &Facts, writes: &[GitWri
         let git_dir = facts.git_dirs.iter().find(|d| under(p, d));
         if has_git_component(p) || git_dir.is_some() {
             if facts.repo.as_ref().is_some_and(|r| companion(r, writes, c))
-                || init_companion(facts, cs, writes, c)
-                || clone_companion(facts, cs, writes, c)
+                || fresh_repo_companion(facts, cs, writes, c)
             {
                 j.by_git.insert(p.to_string());
                 continue;

@@ -146,14 +146,7 @@ pub fn apply(spec: &Spec, level: i64) -> Result<bool, String> {
 /// `openat2` already gets ENOSYS from the main filter. Cost: `truncate FILE` fails even on a
 /// writable file (programs use `open(O_WRONLY|O_TRUNC)` or `ftruncate`, which work).
 pub fn truncate_guard() -> Result<(), String> {
-    use seccompiler::{
-        apply_filter, BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition,
-        SeccompFilter, SeccompRule, TargetArch,
-    };
-    #[cfg(target_arch = "x86_64")]
-    const ARCH: TargetArch = TargetArch::x86_64;
-    #[cfg(target_arch = "aarch64")]
-    const ARCH: TargetArch = TargetArch::aarch64;
+    use seccompiler::{SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompRule};
     let mask = (libc::O_ACCMODE | libc::O_TRUNC) as u64;
     let ro_trunc = |arg: u8| -> Result<SeccompRule, String> {
         let c = SeccompCondition::new(
@@ -170,15 +163,5 @@ pub fn truncate_guard() -> Result<(), String> {
     #[cfg(target_arch = "x86_64")]
     rules.insert(libc::SYS_open, vec![ro_trunc(1)?]);
     rules.insert(libc::SYS_openat, vec![ro_trunc(2)?]);
-    let filter = SeccompFilter::new(
-        rules,
-        SeccompAction::Allow,
-        SeccompAction::Errno(libc::EPERM as u32),
-        ARCH,
-    )
-    .map_err(|e| e.to_string())?;
-    let prog: BpfProgram = filter
-        .try_into()
-        .map_err(|e: seccompiler::BackendError| e.to_string())?;
-    apply_filter(&prog).map_err(|e| e.to_string())
+    super::seccomp::install_errno(rules, libc::EPERM)
 }

@@ -287,10 +287,16 @@ pub fn apply_no_hard_links() -> Result<(), String> {
     let mut calls = vec![(libc::SYS_linkat, Vec::new())];
     #[cfg(target_arch = "x86_64")]
     calls.push((libc::SYS_link, Vec::new()));
+    install_errno(calls.into_iter().collect(), libc::EXDEV)
+}
+
+/// Compiles and installs on the calling thread a filter failing the calls `rules` match with
+/// `errno` (every other call allowed): the small filters beside the main ones.
+pub fn install_errno(rules: BTreeMap<i64, Vec<SeccompRule>>, errno: i32) -> Result<(), String> {
     let filter = SeccompFilter::new(
-        calls.into_iter().collect(),
+        rules,
         SeccompAction::Allow,
-        SeccompAction::Errno(libc::EXDEV as u32),
+        SeccompAction::Errno(errno as u32),
         ARCH,
     )
     .map_err(|e| e.to_string())?;
