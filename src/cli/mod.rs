@@ -16,6 +16,7 @@ mod mcp;
 mod protected;
 mod prune;
 mod registry;
+mod fleet;
 mod repair;
 mod review;
 mod reviewer;

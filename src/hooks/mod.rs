@@ -30,7 +30,7 @@ pub mod payload;
 mod reviewer;
 
 pub use reviewer::marks as reviewer_marks;
-pub use reviewer::{denial_streak, escalated, Streak};
+pub use reviewer::{denial_streak, escalated, refusals_now, Streak};
 
 /// The largest `escalate_after_denials` (a streak is looked for among a client's latest
 /// [`reviewer::STREAK_WINDOW`] validations).

@@ -234,6 +234,25 @@ pub fn marks(
     Ok(out)
 }
 
+/// Why this worker refuses an approve of `v` by a reviewer that read payload `p` (the fleet's
+/// reviewer decides beside the operator's tools, from what the worker published: the worker
+/// holds its approve to the same limits as its own reviewer's, `ask::fleet`).
+pub fn refusals_now(
+    security: &rusqlite::Connection,
+    output: &rusqlite::Connection,
+    paths: &crate::permset::PathLists,
+    data_dir: &std::path::Path,
+    v: &Validation,
+    p: &Value,
+) -> Vec<String> {
+    let facts = crate::bash::changes::load_manifest(data_dir, v.job_id)
+        .and_then(|m| facts_of(security, output, paths, v, p, m.as_ref(), When::Now));
+    match facts {
+        Ok(f) => approve_refusals(&f),
+        Err(e) => vec![format!("cannot check the change set: {e:#}")],
+    }
+}
+
 /// Which human denials [`facts_of`] counts against a reviewer's approve.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum When {
