@@ -391,3 +391,103 @@ fn each_roles_credentials_are_refused_what_it_may_not_do() {
         .unwrap_err();
     assert!(denied(&e), "{e:?}");
 }
+
+#[test]
+fn a_fleet_reviewer_decides_beside_the_operator_within_a_reviewers_limits() {
+    common::require_sandbox();
+    let c = pg::shared();
+    let (db, op, rv, ws) = registry(c, "reviewer", &["w"]);
+    let env = Env::new();
+    for f in ["a", "b", "c", "d"] {
+        std::fs::write(env.workspace.join(format!("{f}.txt")), "one\n").unwrap();
+    }
+    let _d = start_worker(&env, &c.url_as(&ws[0], &db));
+    let op_url = c.url_as(&op, &db);
+    let rv_url = c.url_as(&rv, &db);
+    let operator = tempfile::tempdir().unwrap();
+    // The reviewer's machine: its own data dir and config, the reviewer's role.
+    let rdir = tempfile::tempdir().unwrap();
+    let script = rdir.path().join("rev.sh");
+    std::fs::write(
+        &script,
+        "if grep -q DENYME; then echo 'deny told to'; else echo 'approve looks fine'; fi\n",
+    )
+    .unwrap();
+    let cfg = rdir.path().join("reviewer.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[reviewer]\ncommand = \"bash {}\"\nread = [\"{}\"]\ntimeout_ms = 10000\n",
+            script.display(),
+            rdir.path().display()
+        ),
+    )
+    .unwrap();
+    let review_once = || {
+        let out = Command::new(BIN)
+            .args(["reviewer", "fleet", "--once"])
+            .env("BRAINLOOP_DATA_DIR", rdir.path().join("data"))
+            .env("BRAINLOOP_CONFIG", &cfg)
+            .env("BRAINLOOP_REGISTRY_URL", &rv_url)
+            .output()
+            .unwrap();
+        let o = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "{o}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        o
+    };
+
+    // An approve of a local change set shown whole: the worker applies it, as the reviewer's.
+    let (j1, v1) = asks(&env, "sed -i s/one/ONE/ a.txt");
+    wait_published(c, &db, &v1);
+    let out = review_once();
+    assert!(out.contains(&format!("{v1} (worker {}): approve by the reviewer", ws[0])), "{out}");
+    let (st, v, e) = final_result(&env, j1);
+    assert_eq!(st, "succeeded", "{v} {e}");
+    assert_eq!(read(&env, "a.txt").as_deref(), Some("ONE\n"));
+    let by: String = env
+        .db("command_security.db")
+        .query_row(
+            "SELECT decided_by FROM approvals WHERE validation_id = ?1",
+            [&v1],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(by.starts_with("reviewer:"), "{by}");
+
+    // A deny.
+    let (j2, v2) = asks(&env, "sed -i s/one/DENYME/ b.txt");
+    wait_published(c, &db, &v2);
+    let out = review_once();
+    assert!(out.contains(&format!("{v2} (worker {}): deny", ws[0])), "{out}");
+    assert_eq!(final_result(&env, j2).0, "denied");
+
+    // The human denies a command of signature `sed -i EXPR WS_PATH` for this client: the
+    // reviewer's approve of another one is refused by PostgreSQL; the human decides it.
+    let (j3, v3) = asks(&env, "sed -i s/one/UNO/ c.txt");
+    wait_published(c, &db, &v3);
+    ok(&op_url, operator.path(), &["deny", &v3]);
+    assert_eq!(final_result(&env, j3).0, "denied");
+    let (j4, v4) = asks(&env, "sed -i s/one/EINS/ d.txt");
+    wait_published(c, &db, &v4);
+    let out = review_once();
+    assert!(
+        out.contains(&format!("{v4} (worker {}): the reviewer's approve is refused", ws[0])),
+        "{out}"
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(env.result(j4).unwrap().0, "pending_validation");
+    assert_eq!(read(&env, "d.txt").as_deref(), Some("one\n"));
+    ok(&op_url, operator.path(), &["approve", &v4]);
+    assert_eq!(final_result(&env, j4).0, "succeeded");
+    // Nothing a reviewer decided taught anything: no fleet rule, nothing learned.
+    let n: i64 = c
+        .connect("postgres", &db)
+        .query_one("SELECT count(*) FROM learned_rules", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 0);
+}

@@ -876,6 +876,26 @@ pub fn fleet_decide(
     Ok((f, taught))
 }
 
+/// A fleet reviewer's decision (`brainloop reviewer fleet`, the reviewer's role): approve or
+/// deny, never learning. PostgreSQL refuses what a reviewer may not decide
+/// (`brainloop_reviewer_may`: not the first decision, an approve of anything but a local change
+/// set shown whole, of a command or signature a human denied for that client); Err then.
+pub fn fleet_review(
+    reg: &mut crate::registry::Client,
+    id: &str,
+    d: Decision,
+    reason: Option<&str>,
+    by: &str,
+) -> Result<()> {
+    reg.execute(
+        "INSERT INTO decisions(validation_id, decision, reason, decided_by, created_at, learn, learn_scope)
+         VALUES ($1, $2, $3, $4, $5, false, 'worker')",
+        &[&id, &d.as_str(), &reason, &by, &crate::time::now_ms()],
+    )
+    .with_context(|| format!("the registry refused the reviewer's {} of validation {id}", d.as_str()))?;
+    Ok(())
+}
+
 /// The last decision written in the registry for validation `id`.
 pub fn fleet_last_decision(
     reg: &mut crate::registry::Client,
