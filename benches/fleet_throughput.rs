@@ -51,7 +51,10 @@ fn run(envs: &[Env], n: usize) -> Duration {
         if envs.iter().all(|e| done(e) >= n as i64) {
             return t0.elapsed();
         }
-        assert!(t0.elapsed() < Duration::from_secs(1800), "jobs never finished");
+        assert!(
+            t0.elapsed() < Duration::from_secs(1800),
+            "jobs never finished"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
 }

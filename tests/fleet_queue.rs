@@ -47,14 +47,26 @@ fn registry(c: &Cluster, tag: &str, workers: &[&str]) -> (String, String, String
     let tmp = tempfile::tempdir().unwrap();
     ok(&admin, tmp.path(), &["registry", "migrate"]);
     let op = format!("{db}_op");
-    ok(&admin, tmp.path(), &["registry", "add-role", "operator", &op]);
+    ok(
+        &admin,
+        tmp.path(),
+        &["registry", "add-role", "operator", &op],
+    );
     let rv = format!("{db}_rv");
-    ok(&admin, tmp.path(), &["registry", "add-role", "reviewer", &rv]);
+    ok(
+        &admin,
+        tmp.path(),
+        &["registry", "add-role", "reviewer", &rv],
+    );
     let ws = workers
         .iter()
         .map(|w| {
             let name = format!("{db}_{w}");
-            ok(&admin, tmp.path(), &["registry", "add-role", "worker", &name]);
+            ok(
+                &admin,
+                tmp.path(),
+                &["registry", "add-role", "worker", &name],
+            );
             name
         })
         .collect();
@@ -130,7 +142,10 @@ fn show_history_and_undo_work_from_the_operators_machine() {
     let out = ok(&op_url, operator.path(), &["show", &vid]);
     assert!(out.contains(&format!("on worker {}", ws[1])), "{out}");
     assert!(out.contains("sed -i s/one/ONE/ a.txt"), "{out}");
-    assert!(out.contains("-one") && out.contains("+ONE"), "the diff: {out}");
+    assert!(
+        out.contains("-one") && out.contains("+ONE"),
+        "the diff: {out}"
+    );
     assert!(out.contains("edited-it"), "the output: {out}");
     assert!(out.contains("signatures:"), "{out}");
     // The same by job id (worker B has the only job of that id with a validation... name it).
@@ -166,8 +181,14 @@ fn show_history_and_undo_work_from_the_operators_machine() {
             )
         })
         .collect();
-    assert!(events.contains(&("approve".into(), ws[1].clone())), "{hist}");
-    assert!(events.contains(&("applied".into(), ws[1].clone())), "{hist}");
+    assert!(
+        events.contains(&("approve".into(), ws[1].clone())),
+        "{hist}"
+    );
+    assert!(
+        events.contains(&("applied".into(), ws[1].clone())),
+        "{hist}"
+    );
     let out = ok(&op_url, operator.path(), &["show", &vid]);
     assert!(out.contains("change set applied"), "{out}");
 
@@ -192,13 +213,19 @@ fn show_history_and_undo_work_from_the_operators_machine() {
     let out = ok(&op_url, operator.path(), &["undo", &job.to_string()]);
     assert!(out.contains("undid job") && out.contains("a.txt"), "{out}");
     assert_eq!(read(&envs[1], "a.txt").as_deref(), Some("one\n"));
-    assert_eq!(read(&envs[0], "a.txt").as_deref(), Some("one\n"), "A untouched");
+    assert_eq!(
+        read(&envs[0], "a.txt").as_deref(),
+        Some("one\n"),
+        "A untouched"
+    );
     // Recorded on B as a local undo is, and published.
     let undone: Option<i64> = envs[1]
         .db("command_security.db")
-        .query_row("SELECT undone_at FROM journal WHERE job_id = ?1", [job], |r| {
-            r.get(0)
-        })
+        .query_row(
+            "SELECT undone_at FROM journal WHERE job_id = ?1",
+            [job],
+            |r| r.get(0),
+        )
         .unwrap();
     assert!(undone.is_some());
     wait_until(
@@ -285,11 +312,21 @@ fn each_roles_credentials_are_refused_what_it_may_not_do() {
     };
     put("ok1", shown, sig, "sed -i s/a/b/ f");
     put("cut", cut, other_sig, "touch x");
-    put("net", r#"{"kind":"change_set","truncated":false,"network":{"hosts":["x:443"]}}"#, other_sig, "touch y");
+    put(
+        "net",
+        r#"{"kind":"change_set","truncated":false,"network":{"hosts":["x:443"]}}"#,
+        other_sig,
+        "touch y",
+    );
     put("dn1", shown, sig, "sed -i s/c/d/ f");
     put("dn2", shown, sig, "sed -i s/e/f/ f");
     put("own", shown, other_sig, "touch z");
-    let rv_insert = |c: &mut postgres::Client, vid: &str, d: &str, by: &str, learn: bool, scope: &str| {
+    let rv_insert = |c: &mut postgres::Client,
+                     vid: &str,
+                     d: &str,
+                     by: &str,
+                     learn: bool,
+                     scope: &str| {
         c.execute(
             "INSERT INTO decisions(validation_id, decision, decided_by, created_at, learn, learn_scope) VALUES ($1, $2, $3, 1, $4, $5)",
             &[&vid, &d, &by, &learn, &scope],
@@ -318,7 +355,15 @@ fn each_roles_credentials_are_refused_what_it_may_not_do() {
     rv_insert(&mut opc, "dn1", "deny", "operator:alice", false, "worker").unwrap();
     let e = rv_insert(&mut rvc, "dn2", "approve", "reviewer: r", false, "worker").unwrap_err();
     assert!(denied(&e), "{e:?}");
-    rv_insert(&mut opc, "dn2", "approve", "operator:alice", false, "worker").unwrap();
+    rv_insert(
+        &mut opc,
+        "dn2",
+        "approve",
+        "operator:alice",
+        false,
+        "worker",
+    )
+    .unwrap();
     // A reviewer writes no learned rule, no undo request, changes no decision.
     for sql in [
         "INSERT INTO learned_rules(rule, client_id, scope, learned_by, created_at) VALUES ('x', 'local', 'fleet', 'reviewer: r', 1)",
@@ -444,7 +489,10 @@ fn a_fleet_reviewer_decides_beside_the_operator_within_a_reviewers_limits() {
     let (j1, v1) = asks(&env, "sed -i s/one/ONE/ a.txt");
     wait_published(c, &db, &v1);
     let out = review_once();
-    assert!(out.contains(&format!("{v1} (worker {}): approve by the reviewer", ws[0])), "{out}");
+    assert!(
+        out.contains(&format!("{v1} (worker {}): approve by the reviewer", ws[0])),
+        "{out}"
+    );
     let (st, v, e) = final_result(&env, j1);
     assert_eq!(st, "succeeded", "{v} {e}");
     assert_eq!(read(&env, "a.txt").as_deref(), Some("ONE\n"));
@@ -462,8 +510,39 @@ fn a_fleet_reviewer_decides_beside_the_operator_within_a_reviewers_limits() {
     let (j2, v2) = asks(&env, "sed -i s/one/DENYME/ b.txt");
     wait_published(c, &db, &v2);
     let out = review_once();
-    assert!(out.contains(&format!("{v2} (worker {}): deny", ws[0])), "{out}");
+    assert!(
+        out.contains(&format!("{v2} (worker {}): deny", ws[0])),
+        "{out}"
+    );
     assert_eq!(final_result(&env, j2).0, "denied");
+
+    // An approve PostgreSQL lets through but the worker's own limits refuse (a protected path,
+    // which only the worker judges): not acted on, recorded, and the human decides it.
+    std::fs::write(env.workspace.join(".vimrc"), "one\n").unwrap();
+    let (j5, v5) = asks(&env, "sed -i s/one/VIM/ .vimrc");
+    wait_published(c, &db, &v5);
+    let out = review_once();
+    assert!(
+        out.contains(&format!("{v5} (worker {}): approve by the reviewer", ws[0])),
+        "{out}"
+    );
+    wait_until(
+        c,
+        &db,
+        "the worker's refusal",
+        "SELECT EXISTS (SELECT 1 FROM deliveries x JOIN decisions d ON d.id = x.decision_id
+                        WHERE d.validation_id = $1 AND x.refused LIKE '%protected%')",
+        &v5,
+    );
+    assert_eq!(env.result(j5).unwrap().0, "pending_validation");
+    assert_eq!(read(&env, ".vimrc").as_deref(), Some("one\n"));
+    let out = ok(&op_url, operator.path(), &["show", &v5]);
+    assert!(out.contains("REFUSED by the worker"), "{out}");
+    let out = ok(&op_url, operator.path(), &["validations"]);
+    assert!(out.contains(&v5) && out.contains("[pending]"), "{out}");
+    ok(&op_url, operator.path(), &["approve", &v5]);
+    assert_eq!(final_result(&env, j5).0, "succeeded");
+    assert_eq!(read(&env, ".vimrc").as_deref(), Some("VIM\n"));
 
     // The human denies a command of signature `sed -i EXPR WS_PATH` for this client: the
     // reviewer's approve of another one is refused by PostgreSQL; the human decides it.
@@ -475,7 +554,10 @@ fn a_fleet_reviewer_decides_beside_the_operator_within_a_reviewers_limits() {
     wait_published(c, &db, &v4);
     let out = review_once();
     assert!(
-        out.contains(&format!("{v4} (worker {}): the reviewer's approve is refused", ws[0])),
+        out.contains(&format!(
+            "{v4} (worker {}): the reviewer's approve is refused",
+            ws[0]
+        )),
         "{out}"
     );
     std::thread::sleep(Duration::from_millis(500));

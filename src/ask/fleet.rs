@@ -166,7 +166,10 @@ fn sync(
         // own limits too: refused, the human is asked.
         let refusals = match (super::By::of(&d.row.decided_by), d.row.decision) {
             (super::By::Reviewer, Some(x)) if x.runs() => {
-                match stores.output.with(|o| validations::get(o, &d.row.validation_id))? {
+                match stores
+                    .output
+                    .with(|o| validations::get(o, &d.row.validation_id))?
+                {
                     Some(v) if v.status == "pending" => local.reviewer_refusals(&v),
                     _ => Vec::new(),
                 }
@@ -176,8 +179,12 @@ fn sync(
         let refused = (!refusals.is_empty()).then(|| refusals.join("; "));
         validations::take(sec, c, &d, refused.as_deref())?;
         match &refused {
-            None => tracing::info!(validation_id = %d.row.validation_id, decided_by = %d.row.decided_by, "decision taken from the registry"),
-            Some(why) => tracing::warn!(validation_id = %d.row.validation_id, decided_by = %d.row.decided_by, refused = %why, "a reviewer's approve from the registry is refused here: the human is asked"),
+            None => {
+                tracing::info!(validation_id = %d.row.validation_id, decided_by = %d.row.decided_by, "decision taken from the registry")
+            }
+            Some(why) => {
+                tracing::warn!(validation_id = %d.row.validation_id, decided_by = %d.row.decided_by, refused = %why, "a reviewer's approve from the registry is refused here: the human is asked")
+            }
         }
     }
     Ok(())

@@ -600,7 +600,11 @@ pub fn publish(
     for v in list {
         let s = sigs(v);
         // The detail only with a new pending validation (a worker cannot change it later).
-        let d = if v.status == "pending" { detail(v) } else { None };
+        let d = if v.status == "pending" {
+            detail(v)
+        } else {
+            None
+        };
         tx.execute(
             &st,
             &[
@@ -1137,8 +1141,7 @@ pub struct UndoRequest {
     pub done_at: Option<i64>,
 }
 
-const UNDO_COLS: &str =
-    "id, worker, job_id, requested_by, requested_at, status, outcome, done_at";
+const UNDO_COLS: &str = "id, worker, job_id, requested_by, requested_at, status, outcome, done_at";
 
 fn undo_row(r: &postgres::Row) -> Result<UndoRequest> {
     Ok(UndoRequest {
@@ -1207,7 +1210,9 @@ pub fn recent_undo_requests(
     limit: usize,
 ) -> Result<Vec<UndoRequest>> {
     reg.query(
-        &format!("SELECT {UNDO_COLS} FROM undo_requests ORDER BY requested_at DESC, id DESC LIMIT $1"),
+        &format!(
+            "SELECT {UNDO_COLS} FROM undo_requests ORDER BY requested_at DESC, id DESC LIMIT $1"
+        ),
         &[&(limit as i64)],
     )?
     .iter()

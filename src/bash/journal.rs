@@ -149,7 +149,11 @@ pub fn mark_undone(security: &mut Connection, job_id: i64, now: i64) -> Result<(
 /// written, when a later change touched a path) and marks it undone; the paths restored. The
 /// one undo of the operator's `undo`, `review` and of a fleet worker carrying out an undo
 /// request (`ask::fleet`).
-pub fn undo(security: &mut Connection, data_dir: &std::path::Path, job_id: i64) -> Result<Vec<String>> {
+pub fn undo(
+    security: &mut Connection,
+    data_dir: &std::path::Path,
+    job_id: i64,
+) -> Result<Vec<String>> {
     let Some((ws, entries, undone)) = for_undo(security, job_id)? else {
         anyhow::bail!("job {job_id} has no applied change set (see `brainloop show {job_id}`)");
     };

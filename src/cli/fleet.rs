@@ -86,10 +86,16 @@ pub fn show(reg: &Settings, a: &ShowArgs) -> Result<i32> {
                 println!("--- changes (as applied)");
                 print!("{}", shown::block(d));
             }
-            None => println!("(the diff is no longer kept: the worker's retention pass dropped it)"),
+            None => {
+                println!("(the diff is no longer kept: the worker's retention pass dropped it)")
+            }
         },
         _ => {
-            if let Some(g) = detail.as_ref().map(|d| &d["generated"]).filter(|g| g.is_object()) {
+            if let Some(g) = detail
+                .as_ref()
+                .map(|d| &d["generated"])
+                .filter(|g| g.is_object())
+            {
                 println!(
                     "--- generated content for {} ({} bytes{})",
                     shown::line(g["path"].as_str().unwrap_or("?")),
@@ -141,10 +147,7 @@ fn print_validation(c: &mut registry::Client, f: &FleetValidation, now: i64) -> 
         println!("- {}", shown::line(&r));
     }
     if !f.signatures.is_empty() {
-        println!(
-            "signatures: {}",
-            shown::line(&f.signatures.join(" | "))
-        );
+        println!("signatures: {}", shown::line(&f.signatures.join(" | ")));
     }
     for (d, refused) in validations::fleet_decisions_of(c, &v.id)? {
         let r = &d.row;
@@ -164,7 +167,9 @@ fn print_validation(c: &mut registry::Client, f: &FleetValidation, now: i64) -> 
             crate::time::local_ago(r.created_at, now)
         );
         if let Some(why) = refused {
-            line.push_str(&format!(" — REFUSED by the worker, the human decides: {why}"));
+            line.push_str(&format!(
+                " — REFUSED by the worker, the human decides: {why}"
+            ));
         }
         println!("{}", shown::line(&line));
     }
@@ -232,7 +237,10 @@ fn undo_line(u: &UndoRequest, now: i64) -> String {
         line.push_str(&format!(" — {o}"));
     }
     if u.status == "pending" {
-        line.push_str(&format!(" (worker {} carries it out when it next reaches the registry)", u.worker));
+        line.push_str(&format!(
+            " (worker {} carries it out when it next reaches the registry)",
+            u.worker
+        ));
     }
     line
 }
@@ -245,7 +253,9 @@ pub fn undo(reg: &Settings, a: &UndoArgs) -> Result<i32> {
     let applied = validations::fleet_applied_of(&mut c, a.job, a.worker.as_deref())?;
     let ws: Vec<String> = applied.iter().map(|x| x.worker.clone()).collect();
     let worker = one_worker(a.job, &ws, a.worker.as_deref())
-        .map_err(|e| anyhow::anyhow!("{e:#} (only an applied change set a worker published can be undone)"))?
+        .map_err(|e| {
+            anyhow::anyhow!("{e:#} (only an applied change set a worker published can be undone)")
+        })?
         .to_string();
     if let Some(x) = applied.iter().find(|x| x.worker == worker) {
         if let Some(t) = x.undone_at {

@@ -3,6 +3,9 @@
 //! validations that expired unanswered, every change set applied (asked or not: who or what
 //! decided) and undone — each at its local time, with the job, so `brainloop show JOB` follows
 //! one. It only reads: decisions are `ask::validations`', applications `bash::journal`'s.
+//! With a fleet registry (`[registry]`, issue 37) it reads the registry instead: every worker's
+//! decisions, expiries, applied and undone change sets and undo requests, each naming its
+//! worker.
 
 use crate::ask::validations;
 use crate::bash::journal;

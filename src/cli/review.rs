@@ -9,6 +9,10 @@
 //! Decisions go through the same functions as `approve` / `deny` / `undo` (`cli::security`),
 //! so `--learn` is refused here exactly as there. Plain ANSI over any terminal (SSH included);
 //! `--json` prints the pending validations with their change sets for scripts instead.
+//! With a fleet registry (`[registry]`, issue 37) it works on the registry from any machine:
+//! every worker's pending, undecided validations with the payload their worker published, each
+//! naming its worker; decisions are written there (`ask::validations::fleet_decide`, as
+//! `approve` / `deny`) and `u` sends an undo request to the worker that applied the change set.
 //!
 //! What it shows comes from the agent (commands, diffs, output): it is drawn as text through
 //! `shown` (control, format and separator characters escaped, bidi overrides included), never
@@ -407,9 +411,8 @@ impl App {
         let job = a.job_id;
         if let (Some(reg), Some(w)) = (&config.registry, &a.worker) {
             // A request: the worker that applied it undoes it on its own workspace.
-            let res = crate::registry::connect(reg).and_then(|mut c| {
-                validations::request_undo(&mut c, w, job, &super::operator())
-            });
+            let res = crate::registry::connect(reg)
+                .and_then(|mut c| validations::request_undo(&mut c, w, job, &super::operator()));
             self.status = match res {
                 Ok(n) => format!(
                     "undo request #{n} sent to worker {w} for job {job} (`brainloop show {job} --worker {w}` for its outcome)"

@@ -154,7 +154,10 @@ fn fleet_cmd(config: &Config, a: &FleetArgs) -> Result<i32> {
                 continue;
             }
             let Some(p) = validations::fleet_detail(&mut c, &v.id)? else {
-                println!("{}: no payload published (an older worker): left to the human", v.id);
+                println!(
+                    "{}: no payload published (an older worker): left to the human",
+                    v.id
+                );
                 continue;
             };
             let run = runtime.block_on(runner.run(&reviewer, &p, v.job_id));
@@ -189,7 +192,8 @@ fn fleet_cmd(config: &Config, a: &FleetArgs) -> Result<i32> {
                     v.id,
                     shown::line(&f.worker),
                     d.as_str(),
-                    why.map(|r| format!(": {}", shown::line(r))).unwrap_or_default()
+                    why.map(|r| format!(": {}", shown::line(r)))
+                        .unwrap_or_default()
                 ),
                 Err(e) => println!(
                     "{} (worker {}): the reviewer's {} is refused, left to the human: {}",

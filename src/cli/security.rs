@@ -849,7 +849,7 @@ pub struct SignaturesArgs {
 /// `brainloop show ID`: a validation (or job) with its change set's diff and the command's output
 /// while it waits; once applied (asked or not), the diff as applied, who or what decided and
 /// when (local time), kept until retention (`bash::journal`). An id that names no validation
-/// and no job is an error (exit 1).
+/// and no job is an error (exit 1). With a fleet registry: `cli::fleet::show`, from the registry.
 pub fn show(config: &Config, a: &ShowArgs) -> Result<i32> {
     if let Some(reg) = &config.registry {
         return super::fleet::show(reg, a);

@@ -82,11 +82,7 @@ impl Local for FleetLocal {
         let dd = self.stores.data_dir.clone();
         self.stores
             .security
-            .with(|s| {
-                Ok(crate::hooks::refusals_now(
-                    s, &out, &self.paths, &dd, v, &p,
-                ))
-            })
+            .with(|s| Ok(crate::hooks::refusals_now(s, &out, &self.paths, &dd, v, &p)))
             .unwrap_or_else(|e| vec![format!("cannot check the change set: {e:#}")])
     }
 }
