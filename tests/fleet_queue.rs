@@ -148,7 +148,26 @@ fn show_history_and_undo_work_from_the_operators_machine() {
     );
     assert!(out.contains("edited-it"), "the output: {out}");
     assert!(out.contains("signatures:"), "{out}");
-    // The same by job id (worker B has the only job of that id with a validation... name it).
+    // `review --json` on the operator's machine: the payload B published, naming B.
+    let rev: serde_json::Value =
+        serde_json::from_str(&ok(&op_url, operator.path(), &["review", "--json"])).unwrap();
+    let item = rev
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["id"] == vid.as_str())
+        .cloned()
+        .unwrap_or_else(|| panic!("{rev}"));
+    assert_eq!(item["worker"], ws[1].as_str(), "{item}");
+    assert_eq!(item["kind"], "change_set", "{item}");
+    assert!(
+        item["change_set"]["diff"]
+            .as_str()
+            .unwrap()
+            .contains("+ONE"),
+        "{item}"
+    );
+    // The same by job id, naming the worker.
     let out = ok(
         &op_url,
         operator.path(),

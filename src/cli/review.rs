@@ -92,15 +92,18 @@ fn fleet_pending(reg: &crate::registry::Settings) -> Result<Vec<Item>> {
         if f.validation.status != "pending" {
             continue;
         }
-        let payload = validations::fleet_detail(&mut c, &f.validation.id)?.unwrap_or_else(|| {
-            serde_json::json!({
-                "command": f.validation.command,
-                "policy": f.validation.policy,
-                "permission_set": f.validation.permission_set,
-                "reasons": f.validation.reasons.as_deref()
-                    .and_then(|r| serde_json::from_str::<Value>(r).ok()),
-            })
-        });
+        let mut payload =
+            validations::fleet_detail(&mut c, &f.validation.id)?.unwrap_or_else(|| {
+                serde_json::json!({
+                    "command": f.validation.command,
+                    "policy": f.validation.policy,
+                    "permission_set": f.validation.permission_set,
+                    "reasons": f.validation.reasons.as_deref()
+                        .and_then(|r| serde_json::from_str::<Value>(r).ok()),
+                })
+            });
+        // Which worker asked (`review --json` too).
+        payload["worker"] = Value::String(f.worker.clone());
         let reviewer = validations::fleet_decisions_of(&mut c, &f.validation.id)?
             .into_iter()
             .map(|(d, refused)| {
