@@ -15,6 +15,7 @@
 //! `[registry] learned_fresh_ms` is not used (the worker asks) until the next pull.
 
 use super::{learned, validations};
+use crate::ask::validations::{FleetApplied, Validation};
 use crate::db::Stores;
 use crate::registry::{self, Settings};
 use crate::stats::Stats;
@@ -30,22 +31,41 @@ pub const PROBLEM: &str = "registry";
 /// How far back closed validations are published after a (re)connection.
 const REPUBLISH_MS: i64 = 24 * 3600 * 1000;
 
+/// What the bridge needs of the layers above `ask` — the payload a validation is shown with,
+/// the journal of applied change sets, the undo, the reviewer's limits —, given by the
+/// supervisor (`supervisor::fleet_local`).
+pub trait Local: Send + Sync {
+    /// What the operator's `show` / `review` read of a new validation on any machine: the
+    /// payload this worker's hooks get (`hooks::payload`, capped as it is), JSON.
+    fn detail(&self, v: &Validation) -> Option<String>;
+    /// The change sets applied or undone since `since` (unix ms), for `history` and `undo`.
+    fn applied(&self, since: i64) -> Result<Vec<FleetApplied>>;
+    /// Carries out an operator's undo request on this worker's workspace: the local `undo`
+    /// with its checks (`bash::journal::undo`); the paths restored.
+    fn undo(&self, job_id: i64) -> Result<Vec<String>>;
+    /// Why this worker does not act on a reviewer's approve of `v` (`hooks::reviewer`'s
+    /// limits, with what only this worker knows: its protected paths, its human denials, the
+    /// egress its runs tried); empty: it may.
+    fn reviewer_refusals(&self, v: &Validation) -> Vec<String>;
+}
+
 /// Starts the bridge on its own thread; it stops when `stop` is cancelled.
 pub fn spawn(
     settings: Settings,
     stores: Arc<Stores>,
     stats: Arc<Stats>,
+    local: Arc<dyn Local>,
     stop: CancellationToken,
 ) -> Result<std::thread::JoinHandle<()>> {
     Ok(std::thread::Builder::new()
         .name("registry".into())
-        .spawn(move || run(&settings, &stores, &stats, &stop))?)
+        .spawn(move || run(&settings, &stores, &stats, &*local, &stop))?)
 }
 
-fn run(s: &Settings, stores: &Stores, stats: &Stats, stop: &CancellationToken) {
+fn run(s: &Settings, stores: &Stores, stats: &Stats, local: &dyn Local, stop: &CancellationToken) {
     let mut backoff = Duration::from_millis(200);
     while !stop.is_cancelled() {
-        match session(s, stores, stats, stop) {
+        match session(s, stores, stats, local, stop) {
             Ok(()) => return,
             Err(e) => {
                 // Fail closed: no fleet rule is used until the next successful pull.
@@ -66,7 +86,13 @@ fn run(s: &Settings, stores: &Stores, stats: &Stats, stop: &CancellationToken) {
 }
 
 /// One connection's life: returns Ok when stopped, Err when the registry failed.
-fn session(s: &Settings, stores: &Stores, stats: &Stats, stop: &CancellationToken) -> Result<()> {
+fn session(
+    s: &Settings,
+    stores: &Stores,
+    stats: &Stats,
+    local: &dyn Local,
+    stop: &CancellationToken,
+) -> Result<()> {
     let mut c = registry::connect(s)?;
     registry::check_version(&mut c)?;
     registry::listen(&mut c)?;
@@ -76,6 +102,8 @@ fn session(s: &Settings, stores: &Stores, stats: &Stats, stop: &CancellationToke
     let mut sec = crate::db::open(&stores.data_dir, crate::db::DbKind::Security)?;
     // What the registry already has of each validation (id → status), this connection.
     let mut published: HashMap<String, String> = HashMap::new();
+    // What the registry already has of each applied change set (job → undone), this connection.
+    let mut applied: HashMap<i64, (i64, Option<i64>)> = HashMap::new();
     let mut since = crate::time::now_ms() - REPUBLISH_MS;
     let poll = Duration::from_millis(s.poll_ms.clamp(50, 60_000));
     // The copy of the fleet's rules must outlive one poll (and a slow pass) to be used at all.
@@ -87,7 +115,9 @@ fn session(s: &Settings, stores: &Stores, stats: &Stats, stop: &CancellationToke
         if learned::pull(&mut c, fresh_ms)? {
             tracing::info!("the fleet's learned rules changed (registry)");
         }
-        sync(&mut c, &mut sec, stores, &mut published, since)?;
+        sync(&mut c, &mut sec, stores, local, &mut published, since)?;
+        sync_applied(&mut c, local, &mut applied, since)?;
+        undo_requested(&mut c, local)?;
         since = now - 60_000;
         if stats.has_problem(PROBLEM) {
             tracing::info!("the fleet registry is reachable again");
@@ -105,11 +135,12 @@ fn sync(
     c: &mut registry::Client,
     sec: &mut rusqlite::Connection,
     stores: &Stores,
+    local: &dyn Local,
     published: &mut HashMap<String, String>,
     since: i64,
 ) -> Result<()> {
-    let local = stores.output.with(|o| validations::to_publish(o, since))?;
-    let changed: Vec<_> = local
+    let mine = stores.output.with(|o| validations::to_publish(o, since))?;
+    let changed: Vec<_> = mine
         .into_iter()
         .filter(|v| published.get(&v.id) != Some(&v.status))
         .collect();
@@ -123,7 +154,7 @@ fn sync(
         )
         .ok()
     };
-    validations::publish(c, &changed, &sigs)?;
+    validations::publish(c, &changed, &sigs, &|v| local.detail(v))?;
     for v in changed {
         published.insert(v.id, v.status);
     }
@@ -131,8 +162,69 @@ fn sync(
         published.retain(|_, st| st == "pending");
     }
     for d in validations::undelivered(c)? {
-        validations::take(sec, c, &d)?;
-        tracing::info!(validation_id = %d.row.validation_id, decided_by = %d.row.decided_by, "decision taken from the registry");
+        // A reviewer's approve (the registry let its role write it) is held to this worker's
+        // own limits too: refused, the human is asked.
+        let refusals = match (super::By::of(&d.row.decided_by), d.row.decision) {
+            (super::By::Reviewer, Some(x)) if x.runs() => {
+                match stores
+                    .output
+                    .with(|o| validations::get(o, &d.row.validation_id))?
+                {
+                    Some(v) if v.status == "pending" => local.reviewer_refusals(&v),
+                    _ => Vec::new(),
+                }
+            }
+            _ => Vec::new(),
+        };
+        let refused = (!refusals.is_empty()).then(|| refusals.join("; "));
+        validations::take(sec, c, &d, refused.as_deref())?;
+        match &refused {
+            None => {
+                tracing::info!(validation_id = %d.row.validation_id, decided_by = %d.row.decided_by, "decision taken from the registry")
+            }
+            Some(why) => {
+                tracing::warn!(validation_id = %d.row.validation_id, decided_by = %d.row.decided_by, refused = %why, "a reviewer's approve from the registry is refused here: the human is asked")
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Publishes the change sets applied or undone since `since` that the registry has not seen.
+fn sync_applied(
+    c: &mut registry::Client,
+    local: &dyn Local,
+    seen: &mut HashMap<i64, (i64, Option<i64>)>,
+    since: i64,
+) -> Result<()> {
+    let list: Vec<FleetApplied> = local
+        .applied(since)?
+        .into_iter()
+        .filter(|a| seen.get(&a.job_id) != Some(&(a.applied_at, a.undone_at)))
+        .collect();
+    validations::publish_applied(c, &list)?;
+    for a in list {
+        seen.insert(a.job_id, (a.applied_at, a.undone_at));
+    }
+    if seen.len() > 10_000 {
+        seen.clear();
+    }
+    Ok(())
+}
+
+/// Carries out the operator's undo requests addressed to this worker and records each outcome
+/// (the change set's new state is published at the next pass).
+fn undo_requested(c: &mut registry::Client, local: &dyn Local) -> Result<()> {
+    for r in validations::pending_undos(c)? {
+        let (done, outcome) = match local.undo(r.job_id) {
+            Ok(paths) => (
+                true,
+                format!("{} path(s) restored: {}", paths.len(), paths.join(", ")),
+            ),
+            Err(e) => (false, format!("{e:#}")),
+        };
+        tracing::info!(job_id = r.job_id, requested_by = %r.requested_by, done, outcome = %outcome, "undo requested through the registry");
+        validations::answer_undo(c, r.id, done, &crate::quote::prefix(&outcome, 4000))?;
     }
     Ok(())
 }

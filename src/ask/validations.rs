@@ -576,12 +576,15 @@ pub fn to_publish(output: &Connection, since: i64) -> Result<Vec<Validation>> {
 
 /// Worker side: puts `list` in the registry under this worker's name (its login role): a new
 /// validation is inserted with the signatures its change set carries (`sigs`, JSON, what an
-/// operator's `approve --learn --scope fleet` would teach; fixed once inserted: a worker may
-/// update only the status), a known pending one takes the local status once it is closed.
+/// operator's `approve --learn --scope fleet` would teach) and its `detail` (the payload the
+/// worker's hooks get, `hooks::payload`: what `show` and `review` print on any machine) —
+/// both fixed once inserted: a worker may update only the status —, a known pending one
+/// takes the local status once it is closed.
 pub fn publish(
     reg: &mut crate::registry::Client,
     list: &[Validation],
     sigs: &dyn Fn(&Validation) -> Option<String>,
+    detail: &dyn Fn(&Validation) -> Option<String>,
 ) -> Result<()> {
     if list.is_empty() {
         return Ok(());
@@ -589,13 +592,19 @@ pub fn publish(
     let mut tx = reg.transaction()?;
     let st = tx.prepare(
         "INSERT INTO validations(id, job_id, client_id, command, command_hash, policy, risk_score,
-                                 permission_set, reasons, status, requested_at, decided_at, expires_at, signatures)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+                                 permission_set, reasons, status, requested_at, decided_at, expires_at, signatures, detail)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
          ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status, decided_at = EXCLUDED.decided_at
          WHERE validations.status = 'pending' AND EXCLUDED.status <> 'pending'",
     )?;
     for v in list {
         let s = sigs(v);
+        // The detail only with a new pending validation (a worker cannot change it later).
+        let d = if v.status == "pending" {
+            detail(v)
+        } else {
+            None
+        };
         tx.execute(
             &st,
             &[
@@ -613,6 +622,7 @@ pub fn publish(
                 &v.decided_at,
                 &v.expires_at,
                 &s,
+                &d,
             ],
         )
         .with_context(|| format!("publishing validation {} to the registry", v.id))?;
@@ -675,14 +685,26 @@ pub fn undelivered(reg: &mut crate::registry::Client) -> Result<Vec<FleetDecisio
 /// registry. A crash between the two writes the local row twice: the second is ignored as a
 /// replay (the validation is no longer pending). A fleet-scoped `--learn` is not learned here
 /// (the local row says no `learn`): the rules the operator wrote reach this worker as every
-/// other, through `ask::learned`, and are revoked with them.
+/// other, through `ask::learned`, and are revoked with them. `refused`: the worker does not act
+/// on it (a reviewer's approve its own checks refuse): only the delivery is recorded, with why.
 pub fn take(
     security: &mut Connection,
     reg: &mut crate::registry::Client,
     d: &FleetDecision,
+    refused: Option<&str>,
 ) -> Result<()> {
     let r = &d.row;
     let decision = r.decision.unwrap_or(Decision::Deny);
+    if let Some(why) = refused {
+        // Not acted on: the human is asked (the validation stays pending here, and the
+        // operator may decide it: `fleet_decide` counts only decisions not refused).
+        reg.execute(
+            "INSERT INTO deliveries(decision_id, delivered_at, refused) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+            &[&d.id, &crate::time::now_ms(), &why],
+        )
+        .context("recording the refusal in the registry")?;
+        return Ok(());
+    }
     record_at(
         security,
         &r.validation_id,
@@ -699,6 +721,11 @@ pub fn take(
     .context("recording the delivery in the registry")?;
     Ok(())
 }
+
+/// Whether validation `v` has a decision its worker did not refuse (the reviewer's approve a
+/// worker's own checks refused leaves it to the human).
+const DECIDED: &str = "EXISTS (SELECT 1 FROM decisions d WHERE d.validation_id = v.id
+    AND NOT EXISTS (SELECT 1 FROM deliveries x WHERE x.decision_id = d.id AND x.refused IS NOT NULL))";
 
 const FLEET_COLS: &str = "v.worker, v.id, v.job_id, v.client_id, v.command, v.command_hash, v.policy, v.risk_score, v.permission_set, v.reasons, v.status, v.requested_at, v.decided_at, v.expires_at, v.signatures";
 
@@ -747,7 +774,7 @@ pub fn fleet_list(
 ) -> Result<Vec<FleetValidation>> {
     let rows = reg.query(
         &format!(
-            "SELECT {FLEET_COLS}, EXISTS (SELECT 1 FROM decisions d WHERE d.validation_id = v.id)
+            "SELECT {FLEET_COLS}, {DECIDED}
              FROM validations v WHERE (NOT $1 OR v.status = 'pending') ORDER BY v.requested_at"
         ),
         &[&only_pending],
@@ -801,7 +828,7 @@ pub fn fleet_decide(
     let mut tx = reg.transaction()?;
     let Some(row) = tx.query_opt(
         &format!(
-            "SELECT {FLEET_COLS}, EXISTS (SELECT 1 FROM decisions d WHERE d.validation_id = v.id)
+            "SELECT {FLEET_COLS}, {DECIDED}
              FROM validations v WHERE v.id = $1"
         ),
         &[&id],
@@ -853,6 +880,26 @@ pub fn fleet_decide(
     Ok((f, taught))
 }
 
+/// A fleet reviewer's decision (`brainloop reviewer fleet`, the reviewer's role): approve or
+/// deny, never learning. PostgreSQL refuses what a reviewer may not decide
+/// (`brainloop_reviewer_may`: not the first decision, an approve of anything but a local change
+/// set shown whole, of a command or signature a human denied for that client); Err then.
+pub fn fleet_review(
+    reg: &mut crate::registry::Client,
+    id: &str,
+    d: Decision,
+    reason: Option<&str>,
+    by: &str,
+) -> Result<()> {
+    reg.execute(
+        "INSERT INTO decisions(validation_id, decision, reason, decided_by, created_at, learn, learn_scope)
+         VALUES ($1, $2, $3, $4, $5, false, 'worker')",
+        &[&id, &d.as_str(), &reason, &by, &crate::time::now_ms()],
+    )
+    .with_context(|| format!("the registry refused the reviewer's {} of validation {id}", d.as_str()))?;
+    Ok(())
+}
+
 /// The last decision written in the registry for validation `id`.
 pub fn fleet_last_decision(
     reg: &mut crate::registry::Client,
@@ -867,6 +914,340 @@ pub fn fleet_last_decision(
     .as_ref()
     .map(fleet_decision)
     .transpose()
+}
+
+/// Operator side: what the worker published with validation `id` for people to read (the
+/// payload its hooks get, capped as they are; None: published by an older worker, or none).
+pub fn fleet_detail(
+    reg: &mut crate::registry::Client,
+    id: &str,
+) -> Result<Option<serde_json::Value>> {
+    let d: Option<Option<String>> = reg
+        .query_opt("SELECT detail FROM validations WHERE id = $1", &[&id])?
+        .map(|r| r.try_get(0))
+        .transpose()?;
+    Ok(d.flatten().and_then(|t| serde_json::from_str(&t).ok()))
+}
+
+/// Every decision row of validation `id` in the registry, oldest first, with the worker's
+/// refusal of it if any.
+pub fn fleet_decisions_of(
+    reg: &mut crate::registry::Client,
+    id: &str,
+) -> Result<Vec<(FleetDecision, Option<String>)>> {
+    reg.query(
+        &format!(
+            "SELECT {FLEET_DECISION_COLS},
+                    (SELECT x.refused FROM deliveries x WHERE x.decision_id = d.id AND x.refused IS NOT NULL LIMIT 1)
+             FROM decisions d WHERE d.validation_id = $1 ORDER BY d.id"
+        ),
+        &[&id],
+    )?
+    .iter()
+    .map(|r| Ok((fleet_decision(r)?, r.try_get(8)?)))
+    .collect()
+}
+
+/// A change set a worker applied (and maybe undid), as published in the registry.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FleetApplied {
+    pub worker: String,
+    pub job_id: i64,
+    pub validation_id: Option<String>,
+    pub command: String,
+    pub summary: String,
+    pub policy_used: String,
+    pub decided_by: Option<String>,
+    pub applied_at: i64,
+    pub undone_at: Option<i64>,
+    /// As applied, capped at the payload's cap; None once dropped by the worker's retention.
+    pub diff: Option<String>,
+}
+
+const APPLIED_COLS: &str = "worker, job_id, validation_id, command, summary, policy_used, decided_by, applied_at, undone_at, diff";
+
+fn applied_row(r: &postgres::Row) -> Result<FleetApplied> {
+    Ok(FleetApplied {
+        worker: r.try_get(0)?,
+        job_id: r.try_get(1)?,
+        validation_id: r.try_get(2)?,
+        command: r.try_get(3)?,
+        summary: r.try_get(4)?,
+        policy_used: r.try_get(5)?,
+        decided_by: r.try_get(6)?,
+        applied_at: r.try_get(7)?,
+        undone_at: r.try_get(8)?,
+        diff: r.try_get(9)?,
+    })
+}
+
+/// Worker side: publishes the change sets this worker applied or undid (its own rows; the
+/// `worker` field is ignored: the registry names the login role).
+pub fn publish_applied(reg: &mut crate::registry::Client, list: &[FleetApplied]) -> Result<()> {
+    if list.is_empty() {
+        return Ok(());
+    }
+    let mut tx = reg.transaction()?;
+    let st = tx.prepare(
+        "INSERT INTO applied_changes(job_id, validation_id, command, summary, policy_used, decided_by, applied_at, undone_at, diff)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+         ON CONFLICT (worker, job_id) DO UPDATE SET validation_id = EXCLUDED.validation_id,
+           command = EXCLUDED.command, summary = EXCLUDED.summary, policy_used = EXCLUDED.policy_used,
+           decided_by = EXCLUDED.decided_by, applied_at = EXCLUDED.applied_at,
+           undone_at = EXCLUDED.undone_at, diff = EXCLUDED.diff",
+    )?;
+    for a in list {
+        tx.execute(
+            &st,
+            &[
+                &a.job_id,
+                &a.validation_id,
+                &a.command,
+                &a.summary,
+                &a.policy_used,
+                &a.decided_by,
+                &a.applied_at,
+                &a.undone_at,
+                &a.diff,
+            ],
+        )
+        .with_context(|| format!("publishing job {}'s change set to the registry", a.job_id))?;
+    }
+    tx.commit()?;
+    Ok(())
+}
+
+/// Operator side: the change sets applied or undone most recently on any worker, newest first.
+pub fn fleet_applied(reg: &mut crate::registry::Client, limit: usize) -> Result<Vec<FleetApplied>> {
+    reg.query(
+        &format!(
+            "SELECT {APPLIED_COLS} FROM applied_changes
+             ORDER BY greatest(applied_at, coalesce(undone_at, 0)) DESC, job_id DESC LIMIT $1"
+        ),
+        &[&(limit as i64)],
+    )?
+    .iter()
+    .map(applied_row)
+    .collect()
+}
+
+/// Operator side: job `job_id`'s applied change set on each worker that has one (a job id is
+/// each worker's own: several may), or only on `worker`.
+pub fn fleet_applied_of(
+    reg: &mut crate::registry::Client,
+    job_id: i64,
+    worker: Option<&str>,
+) -> Result<Vec<FleetApplied>> {
+    reg.query(
+        &format!(
+            "SELECT {APPLIED_COLS} FROM applied_changes
+             WHERE job_id = $1 AND ($2::text IS NULL OR worker = $2) ORDER BY worker"
+        ),
+        &[&job_id, &worker],
+    )?
+    .iter()
+    .map(applied_row)
+    .collect()
+}
+
+/// Operator side: the validations of `job_id` in the registry (every worker's or `worker`'s),
+/// newest first.
+pub fn fleet_of_job(
+    reg: &mut crate::registry::Client,
+    job_id: i64,
+    worker: Option<&str>,
+) -> Result<Vec<FleetValidation>> {
+    reg.query(
+        &format!(
+            "SELECT {FLEET_COLS} FROM validations v
+             WHERE v.job_id = $1 AND ($2::text IS NULL OR v.worker = $2) ORDER BY v.requested_at DESC"
+        ),
+        &[&job_id, &worker],
+    )?
+    .iter()
+    .map(fleet_row)
+    .collect()
+}
+
+/// Operator side: the decisions written most recently, newest first, each with its validation.
+pub fn fleet_recent_decisions(
+    reg: &mut crate::registry::Client,
+    limit: usize,
+) -> Result<Vec<(FleetDecision, FleetValidation)>> {
+    reg.query(
+        &format!(
+            "SELECT {FLEET_DECISION_COLS}, {FLEET_COLS} FROM decisions d JOIN validations v ON v.id = d.validation_id
+             ORDER BY d.created_at DESC, d.id DESC LIMIT $1"
+        ),
+        &[&(limit as i64)],
+    )?
+    .iter()
+    .map(|r| {
+        let d = fleet_decision(r)?;
+        // The validation's columns follow the decision's eight.
+        let f = FleetValidation {
+            worker: r.try_get(8)?,
+            validation: Validation {
+                id: r.try_get(9)?,
+                job_id: r.try_get(10)?,
+                client_id: r.try_get(11)?,
+                command: r.try_get(12)?,
+                command_hash: r.try_get(13)?,
+                policy: r.try_get(14)?,
+                risk_score: r.try_get(15)?,
+                permission_set: r.try_get(16)?,
+                reasons: r.try_get(17)?,
+                status: r.try_get(18)?,
+                requested_at: r.try_get(19)?,
+                decided_at: r.try_get(20)?,
+                expires_at: r.try_get(21)?,
+            },
+            signatures: Vec::new(),
+        };
+        Ok((d, f))
+    })
+    .collect()
+}
+
+/// Operator side: the validations that expired most recently (unanswered), newest first.
+pub fn fleet_recent_expired(
+    reg: &mut crate::registry::Client,
+    limit: usize,
+) -> Result<Vec<FleetValidation>> {
+    reg.query(
+        &format!(
+            "SELECT {FLEET_COLS} FROM validations v WHERE v.status = 'expired'
+             ORDER BY v.decided_at DESC LIMIT $1"
+        ),
+        &[&(limit as i64)],
+    )?
+    .iter()
+    .map(fleet_row)
+    .collect()
+}
+
+/// An operator's request that a worker undo one of its applied change sets, and its outcome.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct UndoRequest {
+    pub id: i64,
+    pub worker: String,
+    pub job_id: i64,
+    pub requested_by: String,
+    pub requested_at: i64,
+    /// `pending`, `done` or `failed`.
+    pub status: String,
+    /// The paths restored (done) or why not (failed).
+    pub outcome: Option<String>,
+    pub done_at: Option<i64>,
+}
+
+const UNDO_COLS: &str = "id, worker, job_id, requested_by, requested_at, status, outcome, done_at";
+
+fn undo_row(r: &postgres::Row) -> Result<UndoRequest> {
+    Ok(UndoRequest {
+        id: r.try_get(0)?,
+        worker: r.try_get(1)?,
+        job_id: r.try_get(2)?,
+        requested_by: r.try_get(3)?,
+        requested_at: r.try_get(4)?,
+        status: r.try_get(5)?,
+        outcome: r.try_get(6)?,
+        done_at: r.try_get(7)?,
+    })
+}
+
+/// Operator side: asks `worker` to undo job `job_id`'s applied change set (the operator's role
+/// only: a worker's or a reviewer's is refused by PostgreSQL). The insert's trigger wakes the
+/// worker. Returns the request's id.
+pub fn request_undo(
+    reg: &mut crate::registry::Client,
+    worker: &str,
+    job_id: i64,
+    by: &str,
+) -> Result<i64> {
+    Ok(reg
+        .query_one(
+            "INSERT INTO undo_requests(worker, job_id, requested_by, requested_at)
+             VALUES ($1, $2, $3, $4) RETURNING id",
+            &[&worker, &job_id, &by, &crate::time::now_ms()],
+        )
+        .context("writing the undo request in the registry (is this the operator's role?)")?
+        .get(0))
+}
+
+/// One undo request.
+pub fn undo_request(reg: &mut crate::registry::Client, id: i64) -> Result<Option<UndoRequest>> {
+    reg.query_opt(
+        &format!("SELECT {UNDO_COLS} FROM undo_requests WHERE id = $1"),
+        &[&id],
+    )?
+    .as_ref()
+    .map(undo_row)
+    .transpose()
+}
+
+/// The undo requests of job `job_id` (every worker's, or `worker`'s), newest first.
+pub fn undo_requests_of(
+    reg: &mut crate::registry::Client,
+    job_id: i64,
+    worker: Option<&str>,
+) -> Result<Vec<UndoRequest>> {
+    reg.query(
+        &format!(
+            "SELECT {UNDO_COLS} FROM undo_requests
+             WHERE job_id = $1 AND ($2::text IS NULL OR worker = $2) ORDER BY id DESC"
+        ),
+        &[&job_id, &worker],
+    )?
+    .iter()
+    .map(undo_row)
+    .collect()
+}
+
+/// The undo requests made most recently (every worker's), newest first.
+pub fn recent_undo_requests(
+    reg: &mut crate::registry::Client,
+    limit: usize,
+) -> Result<Vec<UndoRequest>> {
+    reg.query(
+        &format!(
+            "SELECT {UNDO_COLS} FROM undo_requests ORDER BY requested_at DESC, id DESC LIMIT $1"
+        ),
+        &[&(limit as i64)],
+    )?
+    .iter()
+    .map(undo_row)
+    .collect()
+}
+
+/// Worker side: the undo requests addressed to this worker still pending, oldest first (row
+/// security shows a worker only its own).
+pub fn pending_undos(reg: &mut crate::registry::Client) -> Result<Vec<UndoRequest>> {
+    reg.query(
+        &format!(
+            "SELECT {UNDO_COLS} FROM undo_requests WHERE worker = current_user AND status = 'pending' ORDER BY id"
+        ),
+        &[],
+    )
+    .context("reading the registry's undo requests")?
+    .iter()
+    .map(undo_row)
+    .collect()
+}
+
+/// Worker side: records the outcome of undo request `id` (once: only a pending one changes).
+pub fn answer_undo(
+    reg: &mut crate::registry::Client,
+    id: i64,
+    done: bool,
+    outcome: &str,
+) -> Result<()> {
+    reg.execute(
+        "UPDATE undo_requests SET status = $2, outcome = $3, done_at = $4 WHERE id = $1 AND status = 'pending'",
+        &[&id, &if done { "done" } else { "failed" }, &outcome, &crate::time::now_ms()],
+    )
+    .context("recording the undo's outcome in the registry")?;
+    Ok(())
 }
 
 #[cfg(test)]

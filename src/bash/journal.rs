@@ -83,6 +83,17 @@ pub fn recent(security: &Connection, limit: usize) -> Result<Vec<Row>> {
     Ok(rows)
 }
 
+/// The change sets applied or undone at or after `since` (unix ms), oldest first.
+pub fn since(security: &Connection, since: i64) -> Result<Vec<Row>> {
+    let mut st = security.prepare_cached(&format!(
+        "SELECT {ROW_COLS} FROM journal WHERE applied_at >= ?1 OR undone_at >= ?1 ORDER BY applied_at"
+    ))?;
+    let rows = st
+        .query_map([since], row)?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(rows)
+}
+
 /// Drops the kept diff of change sets applied before `before` (unix ms), at most `limit` rows;
 /// the rest of each row (what was applied, when, by whom, undo) is kept. Returns how many.
 pub fn prune_diffs(
@@ -132,6 +143,31 @@ pub fn mark_undone(security: &mut Connection, job_id: i64, now: i64) -> Result<(
         )
     })?;
     Ok(())
+}
+
+/// Undoes job `job_id`'s applied change set in its workspace (`changes::undo`: refused, nothing
+/// written, when a later change touched a path) and marks it undone; the paths restored. The
+/// one undo of the operator's `undo`, `review` and of a fleet worker carrying out an undo
+/// request (`ask::fleet`).
+pub fn undo(
+    security: &mut Connection,
+    data_dir: &std::path::Path,
+    job_id: i64,
+) -> Result<Vec<String>> {
+    let Some((ws, entries, undone)) = for_undo(security, job_id)? else {
+        anyhow::bail!("job {job_id} has no applied change set (see `brainloop show {job_id}`)");
+    };
+    if let Some(t) = undone {
+        anyhow::bail!("job {job_id}'s change set was already undone (at {t})");
+    }
+    let j = super::changes::Journal {
+        job_id,
+        workspace: ws.into(),
+        entries: serde_json::from_str(&entries)?,
+    };
+    let restored = super::changes::undo(data_dir, &j)?;
+    mark_undone(security, job_id, crate::time::now_ms())?;
+    Ok(restored)
 }
 
 #[cfg(test)]

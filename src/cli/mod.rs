@@ -8,6 +8,7 @@ mod check;
 mod diagnose;
 mod enqueue;
 mod explain;
+mod fleet;
 mod grants;
 mod history;
 mod infer;

@@ -65,7 +65,8 @@ pub fn run(config: &Config, a: &RegistryArgs) -> Result<i32> {
             let role = match kind.as_str() {
                 "worker" => Role::Worker,
                 "operator" => Role::Operator,
-                other => bail!("add-role {other:?}: worker or operator"),
+                "reviewer" => Role::Reviewer,
+                other => bail!("add-role {other:?}: worker, operator or reviewer"),
             };
             let pw = std::env::var("BRAINLOOP_REGISTRY_PASSWORD").ok();
             registry::add_role(&mut c, name, role, pw.as_deref())?;

@@ -9,6 +9,10 @@
 //! Decisions go through the same functions as `approve` / `deny` / `undo` (`cli::security`),
 //! so `--learn` is refused here exactly as there. Plain ANSI over any terminal (SSH included);
 //! `--json` prints the pending validations with their change sets for scripts instead.
+//! With a fleet registry (`[registry]`, issue 37) it works on the registry from any machine:
+//! every worker's pending, undecided validations with the payload their worker published, each
+//! naming its worker; decisions are written there (`ask::validations::fleet_decide`, as
+//! `approve` / `deny`) and `u` sends an undo request to the worker that applied the change set.
 //!
 //! What it shows comes from the agent (commands, diffs, output): it is drawn as text through
 //! `shown` (control, format and separator characters escaped, bidi overrides included), never
@@ -41,11 +45,15 @@ struct Item {
     payload: Value,
     /// What the reviewer answered (`hooks::reviewer_marks`), marked as the reviewer's.
     reviewer: Vec<String>,
+    /// With a fleet registry: the worker that asked.
+    worker: Option<String>,
 }
 
 /// An applied change set that can be undone.
 struct Applied {
     job_id: i64,
+    /// With a fleet registry: the worker that applied it (undo is a request to it).
+    worker: Option<String>,
     command: String,
     summary: String,
     policy: String,
@@ -73,7 +81,72 @@ struct App {
 const KEYS: &str =
     "a approve · L approve --learn · d deny · s skip · Tab applied · u undo · q quit";
 
+/// With a fleet registry (issue 37): every worker's pending validations not decided yet, each
+/// with the payload its worker published (`ask::fleet`), and what a reviewer or a worker's
+/// refusal said of it.
+fn fleet_pending(reg: &crate::registry::Settings) -> Result<Vec<Item>> {
+    let mut c = crate::registry::connect(reg)?;
+    crate::registry::check_version(&mut c)?;
+    let mut items = Vec::new();
+    for f in validations::fleet_list(&mut c, true)? {
+        if f.validation.status != "pending" {
+            continue;
+        }
+        let mut payload =
+            validations::fleet_detail(&mut c, &f.validation.id)?.unwrap_or_else(|| {
+                serde_json::json!({
+                    "command": f.validation.command,
+                    "policy": f.validation.policy,
+                    "permission_set": f.validation.permission_set,
+                    "reasons": f.validation.reasons.as_deref()
+                        .and_then(|r| serde_json::from_str::<Value>(r).ok()),
+                })
+            });
+        // Which worker asked (`review --json` too).
+        payload["worker"] = Value::String(f.worker.clone());
+        let reviewer = validations::fleet_decisions_of(&mut c, &f.validation.id)?
+            .into_iter()
+            .map(|(d, refused)| {
+                format!(
+                    "{} by {}{}",
+                    d.row.decision.map(|x| x.as_str()).unwrap_or("?"),
+                    d.row.decided_by,
+                    refused
+                        .map(|r| format!(": REFUSED by the worker, yours to decide ({r})"))
+                        .unwrap_or_default()
+                )
+            })
+            .collect();
+        items.push(Item {
+            v: f.validation,
+            payload,
+            reviewer,
+            worker: Some(f.worker),
+        });
+    }
+    Ok(items)
+}
+
+fn fleet_applied(reg: &crate::registry::Settings) -> Result<Vec<Applied>> {
+    let mut c = crate::registry::connect(reg)?;
+    Ok(validations::fleet_applied(&mut c, 40)?
+        .into_iter()
+        .filter(|a| a.undone_at.is_none())
+        .take(20)
+        .map(|a| Applied {
+            job_id: a.job_id,
+            worker: Some(a.worker),
+            command: a.command,
+            summary: a.summary,
+            policy: a.policy_used,
+        })
+        .collect())
+}
+
 fn load_pending(config: &Config) -> Result<Vec<Item>> {
+    if let Some(reg) = &config.registry {
+        return fleet_pending(reg);
+    }
     let out = db::open_read_only(&config.data_dir, DbKind::Output)?;
     let life = db::open_read_only(&config.data_dir, DbKind::Lifecycle)?;
     let sec = db::open_read_only(&config.data_dir, DbKind::Security).ok();
@@ -99,12 +172,16 @@ fn load_pending(config: &Config) -> Result<Vec<Item>> {
                 v,
                 payload,
                 reviewer,
+                worker: None,
             }
         })
         .collect())
 }
 
 fn load_applied(config: &Config) -> Result<Vec<Applied>> {
+    if let Some(reg) = &config.registry {
+        return fleet_applied(reg);
+    }
     let sec = db::open_read_only(&config.data_dir, DbKind::Security)?;
     let mut s = sec.prepare(
         "SELECT job_id, command, summary, policy_used FROM journal
@@ -114,6 +191,7 @@ fn load_applied(config: &Config) -> Result<Vec<Applied>> {
         .query_map([], |r| {
             Ok(Applied {
                 job_id: r.get(0)?,
+                worker: None,
                 command: r.get(1)?,
                 summary: r.get(2)?,
                 policy: r.get(3)?,
@@ -284,6 +362,32 @@ impl App {
 
     fn decide_id(&mut self, config: &Config, id: &str, approve: bool, learn: bool) {
         let reason = Some("brainloop review");
+        if let Some(reg) = &config.registry {
+            // The registry's decision, as `approve` / `deny` write it from any machine.
+            let d = if approve {
+                validations::Decision::Approve
+            } else {
+                validations::Decision::Deny
+            };
+            let scope = learn.then_some(validations::LearnScope::Worker);
+            let res = crate::registry::connect(reg).and_then(|mut c| {
+                crate::registry::check_version(&mut c)?;
+                validations::fleet_decide(&mut c, id, d, scope, reason, &super::operator())
+            });
+            self.status = match res {
+                Ok((f, _)) => format!(
+                    "{}{} validation {} (job {} on worker {}): the worker takes it at once",
+                    d.as_str(),
+                    if learn { " --learn" } else { "" },
+                    f.validation.id,
+                    f.validation.job_id,
+                    f.worker
+                ),
+                Err(e) => format!("{e:#}").replace('\n', " "),
+            };
+            self.scroll = 0;
+            return;
+        }
         self.status = match security::record_decision(config, id, approve, false, learn, reason) {
             Ok((d, v, retired)) => format!(
                 "{}{} validation {} (job {}){}",
@@ -308,6 +412,18 @@ impl App {
             return;
         };
         let job = a.job_id;
+        if let (Some(reg), Some(w)) = (&config.registry, &a.worker) {
+            // A request: the worker that applied it undoes it on its own workspace.
+            let res = crate::registry::connect(reg)
+                .and_then(|mut c| validations::request_undo(&mut c, w, job, &super::operator()));
+            self.status = match res {
+                Ok(n) => format!(
+                    "undo request #{n} sent to worker {w} for job {job} (`brainloop show {job} --worker {w}` for its outcome)"
+                ),
+                Err(e) => format!("{e:#}").replace('\n', " "),
+            };
+            return;
+        }
         self.status = match security::undo_job(config, job) {
             Ok(paths) => format!("undid job {job}: {} path(s) restored", paths.len()),
             Err(e) => format!("{e:#}").replace('\n', " "),
@@ -380,10 +496,14 @@ impl App {
         let s = |k: &str| p[k].as_str().map(crate::shown::line).unwrap_or_default();
         let mut lines = vec![
             Line::from(format!(
-                "validation {}  job {}  client {}",
+                "validation {}  job {}  client {}{}",
                 i.v.id,
                 i.v.job_id,
-                crate::shown::line(&i.v.client_id)
+                crate::shown::line(&i.v.client_id),
+                i.worker
+                    .as_deref()
+                    .map(|w| format!("  worker {}", crate::shown::line(w)))
+                    .unwrap_or_default()
             )),
             Line::from(format!(
                 "policy {}  risk {:.2}  set {}",

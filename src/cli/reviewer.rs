@@ -22,6 +22,30 @@ pub enum ReviewerCommand {
     /// it would have done.
     #[command(long_about = EVAL_ABOUT)]
     Eval(EvalArgs),
+    /// With a fleet registry: run the configured [reviewer] over every worker's pending
+    /// validations, deciding under the reviewer's PostgreSQL role (beside the operator's tools).
+    #[command(long_about = FLEET_ABOUT)]
+    Fleet(FleetArgs),
+}
+
+const FLEET_ABOUT: &str = "With `[registry] url` naming a login role of `brainloop_reviewer` (`brainloop registry add-role \
+reviewer NAME`) and a `[reviewer]` section, run the reviewer command over every worker's pending, undecided \
+validations in the registry, with the payload the worker published (what its own hooks get), confined as a worker \
+runs it. Its `deny` is written as the reviewer's decision; its `approve` only when the payload shows a local change \
+set whole (no generated content, no host, nothing cut) — and PostgreSQL refuses anything else a reviewer may not \
+decide (`decided_by` must be the reviewer's, no learning, the first decision only, never a command or signature a \
+human denied for that client). The worker that asked then holds an approve to its own limits (protected paths, its \
+human denials, what a learned signature could apply): refused there, the human is asked. `ask`, a failure or a \
+timeout leave it to the human. Runs until stopped (`--once`: one pass).";
+
+#[derive(clap::Args, Debug)]
+pub struct FleetArgs {
+    /// One pass over the pending validations, then exit.
+    #[arg(long)]
+    pub once: bool,
+    /// Between passes (ms).
+    #[arg(long, default_value_t = 1000, value_name = "MS")]
+    pub poll_ms: u64,
 }
 
 const EVAL_ABOUT: &str = "Replay the validations a human decided (approved or denied by a decision row a human wrote, \
@@ -80,7 +104,114 @@ pub(crate) fn parse_age(s: &str) -> Result<Duration> {
 pub fn run(config: &Config, a: &ReviewerArgs) -> Result<i32> {
     match &a.command {
         ReviewerCommand::Eval(e) => eval_cmd(config, e),
+        ReviewerCommand::Fleet(f) => fleet_cmd(config, f),
     }
+}
+
+/// `reviewer fleet`: the registry's pending validations through the configured reviewer, its
+/// answers written under the reviewer's role (the statements are `ask::validations`', what a
+/// reviewer may approve `hooks::reviewer`'s and the registry's).
+fn fleet_cmd(config: &Config, a: &FleetArgs) -> Result<i32> {
+    use crate::ask::validations::{self, Decision};
+    use crate::hooks::Answer;
+    let Some(reg) = config.registry.clone() else {
+        bail!("`reviewer fleet` needs a fleet registry: set [registry] url to the reviewer's role (brainloop registry add-role reviewer NAME)");
+    };
+    let Some(reviewer) = config.reviewer.clone() else {
+        bail!("no [reviewer] is configured: add a [reviewer] section with its command to the configuration (--config FILE)");
+    };
+    let mut settings = config.hooks();
+    std::fs::create_dir_all(&config.data_dir)
+        .with_context(|| format!("data dir {}", config.data_dir.display()))?;
+    settings.data_dir = std::fs::canonicalize(&config.data_dir)
+        .with_context(|| format!("data dir {}", config.data_dir.display()))?;
+    let helper = crate::sandbox::helper_exe()
+        .context("cannot find the brainloop binary for the sandbox helper")?;
+    let level = crate::sandbox::detect::probe(&helper).with_limits(&config.sandbox.limits);
+    let llm_env = crate::hooks::llm_env(&settings);
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .thread_name("brainloop-reviewer")
+        .build()
+        .context("cannot start the async runtime")?;
+    let runner = crate::hooks::Runner {
+        config: &settings,
+        level: &level,
+        llm_env: &llm_env,
+        cancel: &cancel,
+    };
+    let by = crate::hooks::reviewer_decided_by(&reviewer.command);
+    // Validations answered (or left to the human) by this run: asked once each.
+    let mut seen = std::collections::HashSet::new();
+    loop {
+        let mut c = crate::registry::connect(&reg)?;
+        crate::registry::check_version(&mut c)?;
+        for f in validations::fleet_list(&mut c, true)? {
+            let v = &f.validation;
+            if v.status != "pending" || !seen.insert(v.id.clone()) {
+                continue;
+            }
+            let Some(p) = validations::fleet_detail(&mut c, &v.id)? else {
+                println!(
+                    "{}: no payload published (an older worker): left to the human",
+                    v.id
+                );
+                continue;
+            };
+            let run = runtime.block_on(runner.run(&reviewer, &p, v.job_id));
+            let (answer, reason) = crate::hooks::reviewer_answer(&run);
+            let refusals = match answer {
+                Answer::Approve => crate::hooks::payload_refusals(&p),
+                _ => Vec::new(),
+            };
+            let applied = crate::hooks::reviewer_applied(answer, &refusals);
+            let d = match applied {
+                Answer::Approve => Decision::Approve,
+                Answer::Deny => Decision::Deny,
+                Answer::Ask => {
+                    println!(
+                        "{} (worker {}): {} — left to the human{}",
+                        v.id,
+                        shown::line(&f.worker),
+                        answer.as_str(),
+                        if refusals.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" ({})", shown::line(&refusals.join("; ")))
+                        }
+                    );
+                    continue;
+                }
+            };
+            let why = (!reason.is_empty()).then_some(reason.as_str());
+            match validations::fleet_review(&mut c, &v.id, d, why, &by) {
+                Ok(()) => println!(
+                    "{} (worker {}): {} by the reviewer{}",
+                    v.id,
+                    shown::line(&f.worker),
+                    d.as_str(),
+                    why.map(|r| format!(": {}", shown::line(r)))
+                        .unwrap_or_default()
+                ),
+                Err(e) => println!(
+                    "{} (worker {}): the reviewer's {} is refused, left to the human: {}",
+                    v.id,
+                    shown::line(&f.worker),
+                    d.as_str(),
+                    shown::line(&format!("{e:#}"))
+                ),
+            }
+        }
+        if a.once {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(a.poll_ms.max(50)));
+    }
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    crate::egress::sockdir::remove();
+    Ok(0)
 }
 
 fn eval_cmd(config: &Config, a: &EvalArgs) -> Result<i32> {

@@ -805,12 +805,21 @@ pub fn set_override(config: &Config, a: &OverrideArgs) -> Result<i32> {
 pub struct ShowArgs {
     /// A validation id, or a job id.
     pub id: String,
+    /// With a fleet registry: the worker whose job id this is (when several have one).
+    #[arg(long, value_name = "NAME")]
+    pub worker: Option<String>,
 }
 
 #[derive(clap::Args, Debug)]
 pub struct UndoArgs {
     /// The job whose applied change set to undo.
     pub job: i64,
+    /// With a fleet registry: the worker that applied it (when several have that job id).
+    #[arg(long, value_name = "NAME")]
+    pub worker: Option<String>,
+    /// With a fleet registry: how long to wait for the worker's outcome (seconds).
+    #[arg(long, value_name = "SECS", default_value_t = 30)]
+    pub wait: u64,
 }
 
 #[derive(clap::Args, Debug)]
@@ -840,8 +849,11 @@ pub struct SignaturesArgs {
 /// `brainloop show ID`: a validation (or job) with its change set's diff and the command's output
 /// while it waits; once applied (asked or not), the diff as applied, who or what decided and
 /// when (local time), kept until retention (`bash::journal`). An id that names no validation
-/// and no job is an error (exit 1).
+/// and no job is an error (exit 1). With a fleet registry: `cli::fleet::show`, from the registry.
 pub fn show(config: &Config, a: &ShowArgs) -> Result<i32> {
+    if let Some(reg) = &config.registry {
+        return super::fleet::show(reg, a);
+    }
     let out = db::open_read_only(&config.data_dir, DbKind::Output)?;
     let (job_id, v) = match validations::get(&out, &a.id)? {
         Some(v) => (v.job_id, Some(v)),
@@ -1073,6 +1085,9 @@ fn connection_line(c: &crate::egress::proxy::Connection) -> String {
 
 /// `brainloop undo JOB`: restores what an applied change set replaced.
 pub fn undo(config: &Config, a: &UndoArgs) -> Result<i32> {
+    if let Some(reg) = &config.registry {
+        return super::fleet::undo(reg, a);
+    }
     let restored = undo_job(config, a.job)?;
     println!("undid job {}: {} path(s) restored", a.job, restored.len());
     for p in restored {
@@ -1084,20 +1099,7 @@ pub fn undo(config: &Config, a: &UndoArgs) -> Result<i32> {
 /// Undoes a job's applied change set (`undo` and `review`); the paths restored.
 pub(crate) fn undo_job(config: &Config, job: i64) -> Result<Vec<String>> {
     let mut sec = open(config, DbKind::Security)?;
-    let Some((ws, entries, undone)) = journal::for_undo(&sec, job)? else {
-        bail!("job {job} has no applied change set (see `brainloop show {job}`)");
-    };
-    if let Some(t) = undone {
-        bail!("job {job}'s change set was already undone (at {t})");
-    }
-    let j = changes::Journal {
-        job_id: job,
-        workspace: ws.into(),
-        entries: serde_json::from_str(&entries)?,
-    };
-    let restored = changes::undo(&config.data_dir, &j)?;
-    journal::mark_undone(&mut sec, job, crate::time::now_ms())?;
-    Ok(restored)
+    journal::undo(&mut sec, &config.data_dir, job)
 }
 
 /// `brainloop signatures`: learned and learning operation signatures.

@@ -30,7 +30,10 @@ pub mod payload;
 mod reviewer;
 
 pub use reviewer::marks as reviewer_marks;
-pub use reviewer::{denial_streak, escalated, Streak};
+pub use reviewer::{
+    answer_of as reviewer_answer, applied as reviewer_applied, decided_by as reviewer_decided_by,
+    denial_streak, escalated, payload_refusals, refusals_now, Answer, Streak,
+};
 
 /// The largest `escalate_after_denials` (a streak is looked for among a client's latest
 /// [`reviewer::STREAK_WINDOW`] validations).

@@ -234,6 +234,63 @@ pub fn marks(
     Ok(out)
 }
 
+/// What [`approve_refusals`] can judge from a published payload alone (the fleet's reviewer,
+/// beside the operator's tools, has no worker's data dir): the job's action, what the payload
+/// cut, the hosts it names, generated content. The registry (`brainloop_reviewer_may`) and the
+/// worker that asked (`refusals_now`) judge the rest.
+pub fn payload_refusals(p: &Value) -> Vec<String> {
+    let hosts = p["network"]["hosts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|h| h.as_str().map(str::to_string))
+        .collect::<Vec<_>>();
+    let mut f = Facts {
+        action: p["action"].as_str().map(str::to_string),
+        cut: super::payload::cut(p),
+        hosts,
+        generated: p["generated"]["path"].as_str().map(str::to_string),
+        ..Facts::default()
+    };
+    if !p["network"].is_null() && f.hosts.is_empty() {
+        f.hosts.push("(a host request)".into());
+    }
+    if p["kind"].as_str() != Some("change_set") {
+        f.learn.push(format!(
+            "the validation is of kind {}, not a change set: a reviewer approves only a change set shown whole",
+            p["kind"].as_str().unwrap_or("unknown")
+        ));
+    }
+    approve_refusals(&f)
+}
+
+/// The `decided_by` of the reviewer running `command` ([`REVIEWER_PREFIX`], as on a worker).
+pub fn decided_by(command: &str) -> String {
+    format!(
+        "{REVIEWER_PREFIX} {}",
+        crate::quote::prefix(command, crate::quote::VALUE_MAX)
+    )
+}
+
+/// Why this worker refuses an approve of `v` by a reviewer that read payload `p` (the fleet's
+/// reviewer decides beside the operator's tools, from what the worker published: the worker
+/// holds its approve to the same limits as its own reviewer's, `ask::fleet`).
+pub fn refusals_now(
+    security: &rusqlite::Connection,
+    output: &rusqlite::Connection,
+    paths: &crate::permset::PathLists,
+    data_dir: &std::path::Path,
+    v: &Validation,
+    p: &Value,
+) -> Vec<String> {
+    let facts = crate::bash::changes::load_manifest(data_dir, v.job_id)
+        .and_then(|m| facts_of(security, output, paths, v, p, m.as_ref(), When::Now));
+    match facts {
+        Ok(f) => approve_refusals(&f),
+        Err(e) => vec![format!("cannot check the change set: {e:#}")],
+    }
+}
+
 /// Which human denials [`facts_of`] counts against a reviewer's approve.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum When {
@@ -509,10 +566,7 @@ impl Hooks {
             _ => Vec::new(),
         };
         let applied = applied(answer, &refusals);
-        let by = format!(
-            "{REVIEWER_PREFIX} {}",
-            crate::quote::prefix(&h.command, crate::quote::VALUE_MAX)
-        );
+        let by = decided_by(&h.command);
         let recorded = match applied {
             Answer::Ask => Ok(()),
             a => self.record(v, a, &reason, &by).await,

@@ -1,8 +1,11 @@
 //! The fleet registry (issue 37): **the PostgreSQL database several workers and one operator
 //! share** — its settings (`[registry] url`), the connection, the versioned migrations and the
 //! roles. It owns who may write what there: `migrate` creates the group roles
-//! `brainloop_operator` (decides) and `brainloop_worker` (creates validations, reads the
-//! decisions of its own validations, never writes one), with grants and row security, and
+//! `brainloop_operator` (decides), `brainloop_worker` (creates validations, reads the
+//! decisions of its own validations, never writes one, carries out the undo requests the
+//! operator addressed to it) and `brainloop_reviewer` (decides only as a reviewer may: never
+//! learns, never overrules a human, approves only what `brainloop_reviewer_may` allows), with
+//! grants and row security, and
 //! `add_role` makes a login role a member of one. A worker's name in the registry is its login
 //! role (`current_user`): row security keeps each worker to its own validations.
 //!
@@ -22,10 +25,13 @@ use std::time::Duration;
 pub const CHANNEL: &str = "brainloop_decisions";
 /// The channel a learned rule's insert or revocation is announced on (payload: its id).
 pub const LEARNED_CHANNEL: &str = "brainloop_learned";
-/// The group role of the operator's (and a reviewer's) logins: the only one that decides.
+/// The group role of the operator's logins: the one that decides (a reviewer's decides only
+/// within [`REVIEWER_ROLE`]'s limits).
 pub const OPERATOR_ROLE: &str = "brainloop_operator";
 /// The group role of workers' logins.
 pub const WORKER_ROLE: &str = "brainloop_worker";
+/// The group role of a fleet reviewer's logins: decides only as a reviewer may (migration 3).
+pub const REVIEWER_ROLE: &str = "brainloop_reviewer";
 
 /// `[registry]` in the configuration.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -262,6 +268,151 @@ CREATE POLICY operator_learns ON learned_rules FOR INSERT TO brainloop_operator
 CREATE POLICY operator_revokes ON learned_rules FOR UPDATE TO brainloop_operator
   USING (true) WITH CHECK (revoked_role = current_user);
 "#,
+    // 3 (the operator queue from any machine, the reviewer's role): what a validation shows
+    // (`detail`: the payload the worker's hooks get, capped as they are, fixed once inserted),
+    // the change sets each worker applied and undid (`applied_changes`, its own rows), undo
+    // requests (only the operator's role creates one; only the worker named carries it out and
+    // records the outcome), which decisions a worker refused to act on (`deliveries.refused`),
+    // and `brainloop_reviewer`: it reads the queue and inserts decisions only as a reviewer may
+    // (`decided_by` 'reviewer:…', approve or deny, no learning, the first decision of a pending
+    // validation, an approve only of a change set shown whole, local, whose signatures and
+    // command no human denied for that client) — checked by `brainloop_reviewer_may`, a
+    // function of the migration's owner (it reads past row security).
+    r#"
+DO $roles$ BEGIN
+  BEGIN
+    CREATE ROLE brainloop_reviewer NOLOGIN;
+  EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL;
+  END;
+END $roles$;
+
+ALTER TABLE validations ADD COLUMN detail text;
+ALTER TABLE deliveries ADD COLUMN refused text;
+
+CREATE TABLE applied_changes (
+  worker text NOT NULL DEFAULT current_user,
+  job_id bigint NOT NULL,
+  validation_id text,
+  command text NOT NULL,
+  summary text NOT NULL,
+  policy_used text NOT NULL,
+  decided_by text,
+  applied_at bigint NOT NULL,
+  undone_at bigint,
+  diff text,
+  PRIMARY KEY (worker, job_id)
+);
+
+CREATE TABLE undo_requests (
+  id bigserial PRIMARY KEY,
+  worker text NOT NULL,
+  job_id bigint NOT NULL,
+  requested_by text NOT NULL,
+  db_role text NOT NULL DEFAULT current_user,
+  requested_at bigint NOT NULL,
+  status text NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'done', 'failed')),
+  outcome text,
+  done_at bigint
+);
+CREATE INDEX undo_requests_pending ON undo_requests(worker, status);
+
+CREATE FUNCTION brainloop_undo_notify() RETURNS trigger LANGUAGE plpgsql AS $f$
+BEGIN
+  PERFORM pg_notify('brainloop_decisions', NEW.worker);
+  RETURN NEW;
+END $f$;
+CREATE TRIGGER undo_requests_notify AFTER INSERT ON undo_requests
+  FOR EACH ROW EXECUTE FUNCTION brainloop_undo_notify();
+
+-- What a reviewer may decide (the registry's side of `hooks::reviewer`): read past row
+-- security (SECURITY DEFINER, the owner's), so a reviewer cannot hide a human's denial.
+CREATE FUNCTION brainloop_reviewer_may(vid text, word text, by_name text, learns boolean, scope text)
+RETURNS boolean LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = public, pg_temp AS $f$
+DECLARE
+  v validations%ROWTYPE;
+  p jsonb;
+  sigs jsonb;
+BEGIN
+  IF by_name NOT LIKE 'reviewer:%' OR learns OR scope <> 'worker'
+     OR word NOT IN ('approve', 'deny') THEN
+    RETURN false;
+  END IF;
+  SELECT * INTO v FROM validations WHERE id = vid;
+  IF NOT FOUND OR v.status <> 'pending' THEN
+    RETURN false;
+  END IF;
+  -- The first decision only: a reviewer never overrules (or races) a human.
+  IF EXISTS (SELECT 1 FROM decisions d WHERE d.validation_id = vid) THEN
+    RETURN false;
+  END IF;
+  IF word = 'deny' THEN
+    RETURN true;
+  END IF;
+  -- approve: a local change set the payload showed whole.
+  BEGIN
+    p := v.detail::jsonb;
+    sigs := coalesce(v.signatures, '[]')::jsonb;
+  EXCEPTION WHEN others THEN
+    RETURN false;
+  END;
+  IF p IS NULL OR p->>'kind' IS DISTINCT FROM 'change_set'
+     OR coalesce((p->>'truncated')::boolean, true)
+     OR jsonb_typeof(p->'network') IS DISTINCT FROM 'null'
+     OR p->'generated' IS NOT NULL AND jsonb_typeof(p->'generated') <> 'null'
+     OR jsonb_typeof(sigs) <> 'array' OR jsonb_array_length(sigs) = 0 THEN
+    RETURN false;
+  END IF;
+  -- Never a command or a signature a human denied for that client, on any worker.
+  IF EXISTS (
+    SELECT 1 FROM decisions d JOIN validations w ON w.id = d.validation_id
+    WHERE d.decision IN ('deny', 'never') AND d.decided_by NOT LIKE 'reviewer:%'
+      AND w.client_id = v.client_id
+      AND (w.command_hash = v.command_hash OR w.command = v.command
+           OR EXISTS (SELECT 1 FROM jsonb_array_elements_text(
+                         CASE WHEN w.signatures IS NULL THEN '[]'::jsonb ELSE w.signatures::jsonb END) s
+                      WHERE sigs ? s.value))) THEN
+    RETURN false;
+  END IF;
+  RETURN true;
+END $f$;
+REVOKE ALL ON FUNCTION brainloop_reviewer_may(text, text, text, boolean, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION brainloop_reviewer_may(text, text, text, boolean, text) TO brainloop_reviewer;
+
+REVOKE ALL ON applied_changes, undo_requests FROM PUBLIC;
+GRANT SELECT ON registry_migrations TO brainloop_reviewer;
+GRANT SELECT, INSERT, UPDATE ON applied_changes TO brainloop_worker;
+GRANT SELECT ON applied_changes TO brainloop_operator, brainloop_reviewer;
+GRANT SELECT ON undo_requests TO brainloop_worker;
+GRANT UPDATE (status, outcome, done_at) ON undo_requests TO brainloop_worker;
+GRANT SELECT, INSERT ON undo_requests TO brainloop_operator;
+GRANT USAGE ON SEQUENCE undo_requests_id_seq TO brainloop_operator;
+GRANT SELECT ON validations, decisions, deliveries TO brainloop_reviewer;
+GRANT INSERT ON decisions TO brainloop_reviewer;
+GRANT USAGE ON SEQUENCE decisions_id_seq TO brainloop_reviewer;
+
+ALTER TABLE applied_changes ENABLE ROW LEVEL SECURITY;
+CREATE POLICY worker_own ON applied_changes TO brainloop_worker
+  USING (worker = current_user) WITH CHECK (worker = current_user);
+CREATE POLICY operator_reads ON applied_changes FOR SELECT TO brainloop_operator USING (true);
+CREATE POLICY reviewer_reads ON applied_changes FOR SELECT TO brainloop_reviewer USING (true);
+
+ALTER TABLE undo_requests ENABLE ROW LEVEL SECURITY;
+CREATE POLICY operator_reads ON undo_requests FOR SELECT TO brainloop_operator USING (true);
+CREATE POLICY operator_requests ON undo_requests FOR INSERT TO brainloop_operator
+  WITH CHECK (db_role = current_user AND status = 'pending' AND outcome IS NULL AND done_at IS NULL);
+CREATE POLICY worker_reads_own ON undo_requests FOR SELECT TO brainloop_worker
+  USING (worker = current_user);
+CREATE POLICY worker_answers_own ON undo_requests FOR UPDATE TO brainloop_worker
+  USING (worker = current_user AND status = 'pending')
+  WITH CHECK (worker = current_user AND status <> 'pending');
+
+CREATE POLICY reviewer_reads ON validations FOR SELECT TO brainloop_reviewer USING (true);
+CREATE POLICY reviewer_reads ON decisions FOR SELECT TO brainloop_reviewer USING (true);
+CREATE POLICY reviewer_decides ON decisions FOR INSERT TO brainloop_reviewer
+  WITH CHECK (db_role = current_user
+              AND brainloop_reviewer_may(validation_id, decision, decided_by, learn, learn_scope));
+CREATE POLICY reviewer_reads ON deliveries FOR SELECT TO brainloop_reviewer USING (true);
+"#,
 ];
 
 /// The version the binary's migrations reach.
@@ -336,6 +487,7 @@ pub fn check_version(c: &mut Client) -> Result<()> {
 pub enum Role {
     Operator,
     Worker,
+    Reviewer,
 }
 
 impl Role {
@@ -343,6 +495,7 @@ impl Role {
         match self {
             Role::Operator => OPERATOR_ROLE,
             Role::Worker => WORKER_ROLE,
+            Role::Reviewer => REVIEWER_ROLE,
         }
     }
 }

@@ -23,6 +23,7 @@ mod cancels;
 pub mod claim;
 mod drain;
 pub mod finisher;
+mod fleet_local;
 pub mod instant;
 mod pace;
 pub mod ready;

@@ -109,10 +109,15 @@ pub(super) async fn start(
 
     // `[registry]`: the bridge to the fleet's operator queue (issue 37), on its own thread.
     if let Some(reg) = &config.registry {
+        let local = Arc::new(super::fleet_local::FleetLocal {
+            stores: Arc::clone(&stores),
+            paths: config.hooks().paths,
+        });
         crate::ask::fleet::spawn(
             reg.clone(),
             Arc::clone(&stores),
             Arc::clone(&stats),
+            local,
             background.clone(),
         )
         .context("starting the registry bridge")?;
