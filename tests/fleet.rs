@@ -46,10 +46,10 @@ fn registry(c: &Cluster, tag: &str, workers: &[&str]) -> (String, String, Vec<St
     let admin = c.admin_url(&db);
     let tmp = tempfile::tempdir().unwrap();
     let out = ok(&admin, tmp.path(), &["registry", "migrate"]);
-    assert!(out.contains("migrated from version 0 to 2"), "{out}");
+    assert!(out.contains("migrated from version 0 to "), "{out}");
     // Idempotent.
     let out = ok(&admin, tmp.path(), &["registry", "migrate"]);
-    assert!(out.contains("at version 2, nothing to do"), "{out}");
+    assert!(out.contains(", nothing to do"), "{out}");
     let op = format!("{db}_op");
     ok(
         &admin,

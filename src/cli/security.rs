@@ -1167,34 +1167,10 @@ fn fleet_rules(
     crate::ask::learned::list(&mut c, all, crate::time::now_ms())
 }
 
-/// One fleet rule: id, scope, signature, client, who taught it from which validation, when,
-/// its expiry or revocation.
+/// One fleet rule: id, scope (and its project or worker), kind, text, client, who taught it
+/// from which validation, when, its expiry or revocation (`cli::rules::line`).
 fn fleet_rule_line(r: &crate::ask::learned::LearnedRule) -> String {
-    let now = crate::time::now_ms();
-    let mut line = format!(
-        "fleet:{} [{}] `{}` for client {}: learned_by {} (role {}) from validation {} at {}",
-        r.id,
-        r.scope,
-        r.rule,
-        r.client_id,
-        r.learned_by,
-        r.db_role,
-        r.validation_id.as_deref().unwrap_or("-"),
-        crate::time::local(r.created_at)
-    );
-    match (r.revoked_at, r.expires_at) {
-        (Some(at), _) => line.push_str(&format!(
-            "; REVOKED by {} at {}",
-            r.revoked_by.as_deref().unwrap_or("?"),
-            crate::time::local(at)
-        )),
-        (None, Some(e)) if e <= now => {
-            line.push_str(&format!("; expired at {}", crate::time::local(e)))
-        }
-        (None, Some(e)) => line.push_str(&format!("; expires at {}", crate::time::local(e))),
-        (None, None) => {}
-    }
-    line
+    super::rules::line(r, crate::time::now_ms())
 }
 
 /// `signatures --fleet` / `--revoke` with a fleet registry.
