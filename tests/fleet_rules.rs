@@ -560,3 +560,92 @@ fn a_never_override_keeps_applying_while_the_registry_is_down_an_allow_does_not(
     c.resume();
     until_state(&env, SED, SED_FILE, "succeeded");
 }
+
+/// `curl` of `url` on `env` as client `local`; the up-front prompt, if any, approved by the
+/// operator through the registry: the job's state past it and its result.
+fn curl_through_registry(
+    env: &Env,
+    pg_admin: &str,
+    op_url: &str,
+    operator: &Path,
+    url: &str,
+) -> (String, serde_json::Value) {
+    // A fresh query string each time: never a duplicate of the last request.
+    let n = N.fetch_add(1, Ordering::SeqCst);
+    let (id, st, v, e) = submit(env, &format!("curl -sS -m 20 '{url}?n={n}'"));
+    if st == "pending_validation" && v["egress_refused"].is_null() {
+        let old = common::vid(&v);
+        wait_published(pg_admin, &old);
+        ok(op_url, operator, &["approve", &old]);
+        let (st, v, _) = common::past(env, id, &old);
+        return (st, v);
+    }
+    assert!(st == "succeeded" || st == "pending_validation", "{st} {v} {e}");
+    (st, v)
+}
+
+#[test]
+fn a_host_rule_for_a_project_lets_its_workers_reach_the_host_and_no_other_worker() {
+    common::require_sandbox();
+    let c = pg::shared();
+    let (db, op, ws) = registry(c, "hosts", &["a", "c"]);
+    let envs = [Env::new(), Env::new()];
+    let site = envs[0].root.path().join("site");
+    std::fs::create_dir_all(&site).unwrap();
+    std::fs::write(site.join("index.html"), "hello-fleet\n").unwrap();
+    let srv = common::http_server::Server::start(&site, envs[0].root.path().join("server.log"));
+    let _a = start_in_project(&envs[0], &c.url_as(&ws[0], &db), "web");
+    let _c = start_in_project(&envs[1], &c.url_as(&ws[1], &db), "batch");
+    let operator = tempfile::tempdir().unwrap();
+    let op_url = c.url_as(&op, &db);
+    let admin = c.admin_url(&db);
+    let host = format!("127.0.0.1:{}", srv.port);
+    let url = format!("http://{host}/index.html");
+
+    // Before: the proxy refuses loopback without a rule naming it, on every worker.
+    let (st, v) = curl_through_registry(&envs[0], &admin, &op_url, operator.path(), &url);
+    assert_eq!(st, "pending_validation", "{v}");
+    assert_eq!(v["egress_refused"], serde_json::json!([host]), "{v}");
+    assert!(srv.requests().is_empty());
+
+    // The operator's host rule for project web: A's commands reach it, C's still do not.
+    let rule = add_rule(
+        &op_url,
+        operator.path(),
+        &["host", &host, "--scope", "project:web", "--client", "local"],
+    );
+    assert_eq!(rule["kind"], "host", "{rule}");
+    let t0 = Instant::now();
+    loop {
+        let (st, v) = curl_through_registry(&envs[0], &admin, &op_url, operator.path(), &url);
+        if st == "succeeded" {
+            assert_eq!(v["stdout"], "hello-fleet\n", "{v}");
+            break;
+        }
+        assert!(t0.elapsed() < common::scaled(Duration::from_secs(20)), "{v}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let served = srv.requests().len();
+    assert!(served >= 1);
+    let (st, v) = curl_through_registry(&envs[1], &admin, &op_url, operator.path(), &url);
+    assert_eq!(st, "pending_validation", "project batch has no such rule: {v}");
+    assert_eq!(v["egress_refused"], serde_json::json!([host]), "{v}");
+    assert_eq!(srv.requests().len(), served, "nothing from C reached the server");
+
+    // A malformed host rule is refused before it reaches the registry.
+    let e = refused(&op_url, operator.path(), &["rules", "add", "host", "http://x/"]);
+    assert!(e.contains("is not a host rule"), "{e}");
+
+    // Revoked: A is refused again.
+    ok(&op_url, operator.path(), &["rules", "revoke", &host]);
+    let t0 = Instant::now();
+    loop {
+        let (st, v) = curl_through_registry(&envs[0], &admin, &op_url, operator.path(), &url);
+        if st == "pending_validation" {
+            assert_eq!(v["egress_refused"], serde_json::json!([host]), "{v}");
+            break;
+        }
+        assert!(t0.elapsed() < common::scaled(Duration::from_secs(20)), "{v}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
