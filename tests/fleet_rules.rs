@@ -428,19 +428,31 @@ fn rules_by_project_and_worker_apply_only_there_and_a_revocation_reaches_every_w
 
     // A `never` override for worker B alone: B denies it (the strictest override wins over
     // what its project learned), A still runs it.
-    let never = add_rule(
+    // (`override SIG VALUE --scope` is `rules add override`.)
+    let out = ok(
         &op_url,
         operator.path(),
         &[
             "override",
             SIG,
-            "--value",
             "never",
             "--scope",
             &format!("worker:{}", ws[1]),
         ],
     );
-    let never_id = never["id"].as_i64().unwrap();
+    let never_id: i64 = out
+        .split("fleet:")
+        .nth(1)
+        .and_then(|t| t.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        out.contains(&format!(
+            "[worker:{}] override never of signature `{SIG}`",
+            ws[1]
+        )),
+        "{out}"
+    );
     let (v, after) = until_state(&envs[1], SED, SED_FILE, "denied");
     assert!(v["error"].as_str().unwrap().contains(SIG), "{v}");
     assert_eq!(after.as_deref(), Some("x\n"), "nothing ran");
@@ -580,7 +592,10 @@ fn curl_through_registry(
         let (st, v, _) = common::past(env, id, &old);
         return (st, v);
     }
-    assert!(st == "succeeded" || st == "pending_validation", "{st} {v} {e}");
+    assert!(
+        st == "succeeded" || st == "pending_validation",
+        "{st} {v} {e}"
+    );
     (st, v)
 }
 
@@ -622,18 +637,32 @@ fn a_host_rule_for_a_project_lets_its_workers_reach_the_host_and_no_other_worker
             assert_eq!(v["stdout"], "hello-fleet\n", "{v}");
             break;
         }
-        assert!(t0.elapsed() < common::scaled(Duration::from_secs(20)), "{v}");
+        assert!(
+            t0.elapsed() < common::scaled(Duration::from_secs(20)),
+            "{v}"
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
     let served = srv.requests().len();
     assert!(served >= 1);
     let (st, v) = curl_through_registry(&envs[1], &admin, &op_url, operator.path(), &url);
-    assert_eq!(st, "pending_validation", "project batch has no such rule: {v}");
+    assert_eq!(
+        st, "pending_validation",
+        "project batch has no such rule: {v}"
+    );
     assert_eq!(v["egress_refused"], serde_json::json!([host]), "{v}");
-    assert_eq!(srv.requests().len(), served, "nothing from C reached the server");
+    assert_eq!(
+        srv.requests().len(),
+        served,
+        "nothing from C reached the server"
+    );
 
     // A malformed host rule is refused before it reaches the registry.
-    let e = refused(&op_url, operator.path(), &["rules", "add", "host", "http://x/"]);
+    let e = refused(
+        &op_url,
+        operator.path(),
+        &["rules", "add", "host", "http://x/"],
+    );
     assert!(e.contains("is not a host rule"), "{e}");
 
     // Revoked: A is refused again.
@@ -645,7 +674,10 @@ fn a_host_rule_for_a_project_lets_its_workers_reach_the_host_and_no_other_worker
             assert_eq!(v["egress_refused"], serde_json::json!([host]), "{v}");
             break;
         }
-        assert!(t0.elapsed() < common::scaled(Duration::from_secs(20)), "{v}");
+        assert!(
+            t0.elapsed() < common::scaled(Duration::from_secs(20)),
+            "{v}"
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
 }

@@ -153,6 +153,40 @@ pub fn run(config: &Config, a: &RulesArgs) -> Result<i32> {
     }
 }
 
+/// `brainloop override SIG VALUE --scope S`: the registry's override of a signature (by its
+/// text), as `rules add override`.
+pub(crate) fn override_in_registry(
+    config: &Config,
+    sig: &str,
+    value: &str,
+    client: &str,
+    scope: &str,
+    expires: Option<&str>,
+) -> Result<i32> {
+    if value == "clear" {
+        bail!("a registry override is taken back with `brainloop rules revoke fleet:N` (see `brainloop rules`)");
+    }
+    if sig.starts_with("sig:") || (sig.len() >= 8 && sig.chars().all(|c| c.is_ascii_hexdigit())) {
+        bail!("with --scope, give the signature's exact text (`brainloop signatures` shows it, e.g. 'sed -i EXPR WS_PATH'): a signature id is this machine's, a command hash includes its workdir");
+    }
+    run(
+        config,
+        &RulesArgs {
+            command: Some(RulesCommand::Add {
+                kind: "override".into(),
+                rule: sig.into(),
+                value: Some(value.into()),
+                client: client.into(),
+                scope: scope.into(),
+                expires: expires.map(String::from),
+                json: false,
+            }),
+            all: false,
+            json: false,
+        },
+    )
+}
+
 fn list(c: &mut crate::registry::Client, all: bool, json: bool, now: i64) -> Result<i32> {
     let rules = learned::list(c, all, now)?;
     if json {

@@ -108,8 +108,19 @@ pub struct OverrideArgs {
     pub hash: String,
     /// always_allow, always_ask, never, or clear.
     pub value: String,
-    #[arg(long)]
+    #[arg(long, conflicts_with = "scope")]
     pub reason: Option<String>,
+    /// With a fleet registry: set the override of the signature whose exact text is given
+    /// (not a hash: a command's hash is per workdir) in the registry for `fleet`,
+    /// `project:NAME` or `worker:ROLE` (`brainloop rules add override`).
+    #[arg(long)]
+    pub scope: Option<String>,
+    /// With --scope: the client it is for (`*`: every client).
+    #[arg(long, requires = "scope", default_value = "*")]
+    pub client: String,
+    /// With --scope: expires after this long (e.g. 7d).
+    #[arg(long, requires = "scope")]
+    pub expires: Option<String>,
 }
 
 fn open(config: &Config, kind: DbKind) -> Result<rusqlite::Connection> {
@@ -749,6 +760,16 @@ pub fn commands(config: &Config, a: &CommandsArgs) -> Result<i32> {
 }
 
 pub fn set_override(config: &Config, a: &OverrideArgs) -> Result<i32> {
+    if let Some(scope) = &a.scope {
+        return super::rules::override_in_registry(
+            config,
+            &a.hash,
+            &a.value,
+            &a.client,
+            scope,
+            a.expires.as_deref(),
+        );
+    }
     let ov = match a.value.as_str() {
         "clear" => None,
         v => Some(Override::parse(v).ok_or_else(|| {
