@@ -380,6 +380,24 @@ mod tests {
     }
 
     #[test]
+    fn a_rule_applies_to_its_client_or_every_client_and_to_its_project_only() {
+        let mut r = rule(None, None);
+        assert!(applies(&r, "local", "web"));
+        assert!(!applies(&r, "ci", "web"));
+        r.client_id = "*".into();
+        assert!(applies(&r, "ci", "web"));
+        r.scope = "project".into();
+        r.target = Some("web".into());
+        assert!(applies(&r, "ci", "web"));
+        assert!(!applies(&r, "ci", "batch"));
+        r.scope = "galaxy".into();
+        assert!(
+            !applies(&r, "ci", "web"),
+            "an unknown scope applies nowhere"
+        );
+    }
+
+    #[test]
     fn a_rule_is_in_force_until_revoked_or_expired() {
         assert!(rule(None, None).active(10));
         assert!(rule(Some(11), None).active(10));

@@ -1279,6 +1279,20 @@ mod tests {
     use super::*;
     use crate::classify::{check, Context};
 
+    #[test]
+    fn the_strictest_override_wins_whichever_side_it_comes_from() {
+        use Override::*;
+        assert_eq!(strictest(Some(AlwaysAllow), Some(Never)), Some(Never));
+        assert_eq!(strictest(Some(Never), Some(AlwaysAllow)), Some(Never));
+        assert_eq!(
+            strictest(Some(AlwaysAsk), Some(AlwaysAllow)),
+            Some(AlwaysAsk)
+        );
+        assert_eq!(strictest(None, Some(AlwaysAllow)), Some(AlwaysAllow));
+        assert_eq!(strictest(Some(AlwaysAsk), None), Some(AlwaysAsk));
+        assert_eq!(strictest(None, None), None);
+    }
+
     fn sigs(cmd: &str) -> Vec<String> {
         sig_of(cmd).into_iter().map(|s| s.text).collect()
     }
