@@ -681,3 +681,68 @@ fn a_host_rule_for_a_project_lets_its_workers_reach_the_host_and_no_other_worker
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+#[test]
+fn a_worker_presenting_its_client_certificate_logs_in_under_cert_authentication() {
+    // One CA signs the server's certificate and the worker's (CN = its login role).
+    let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    p.distinguished_name
+        .push(rcgen::DnType::CommonName, "fleet_rules cert-auth CA");
+    let ca = rcgen::CertifiedIssuer::self_signed(p, rcgen::KeyPair::generate().unwrap()).unwrap();
+    let leaf = |names: Vec<String>, cn: &str| {
+        let mut lp = rcgen::CertificateParams::new(names).unwrap();
+        lp.distinguished_name.push(rcgen::DnType::CommonName, cn);
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = lp.signed_by(&key, &ca).unwrap();
+        (cert.pem(), key.serialize_pem())
+    };
+    let (srv_cert, srv_key) = leaf(vec!["localhost".into()], "localhost");
+    let (cli_cert, cli_key) = leaf(Vec::new(), "certw");
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    let ca_path = write("ca.pem", &ca.pem());
+    let cert_path = write("client.pem", &cli_cert);
+    let key_path = write("client.key", &cli_key);
+    let cluster = Cluster::start_tls_cert_auth(&srv_cert, &srv_key, &ca.pem(), "certw");
+    let db = format!("regr_cert_{}", DBS.fetch_add(1, Ordering::SeqCst));
+    cluster.create_db(&db);
+    let tmp = tempfile::tempdir().unwrap();
+    let admin = cluster.admin_url(&db);
+    ok(&admin, tmp.path(), &["registry", "migrate"]);
+    ok(
+        &admin,
+        tmp.path(),
+        &["registry", "add-role", "worker", "certw"],
+    );
+    let base = format!(
+        "postgres://certw@localhost:{}/{db}?hostaddr=127.0.0.1&sslmode=verify-full&sslrootcert={}",
+        cluster.port,
+        ca_path.display()
+    );
+    // With its certificate: logged in as the role the certificate names, over TLS.
+    let with = format!(
+        "{base}&sslcert={}&sslkey={}",
+        cert_path.display(),
+        key_path.display()
+    );
+    let out = ok(&with, tmp.path(), &["registry", "status"]);
+    assert!(
+        out.contains("connected as certw") && out.contains("connection: TLS"),
+        "{out}"
+    );
+    // Without it: the server refuses the login.
+    let e = refused(&base, tmp.path(), &["registry", "status"]);
+    assert!(e.contains("certificate"), "{e}");
+    // A certificate without its key is refused before connecting, naming both.
+    let e = refused(
+        &format!("{base}&sslcert={}", cert_path.display()),
+        tmp.path(),
+        &["registry", "status"],
+    );
+    assert!(e.contains("sslcert and sslkey go together"), "{e}");
+}

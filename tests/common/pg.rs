@@ -111,6 +111,35 @@ impl Cluster {
         )
     }
 
+    /// [`Cluster::start_tls`], and login role `user` must present a client certificate signed
+    /// by `client_ca_pem` (pg_hba `cert`, the certificate's CN = the role) over TCP.
+    pub fn start_tls_cert_auth(
+        cert_pem: &str,
+        key_pem: &str,
+        client_ca_pem: &str,
+        user: &str,
+    ) -> Cluster {
+        let hba = format!(
+            "hostssl all {user} 127.0.0.1/32 cert\nhost all {user} 127.0.0.1/32 reject\nhost all all 127.0.0.1/32 trust\n"
+        );
+        Cluster::start_with(
+            &[
+                ("server.crt", cert_pem),
+                ("server.key", key_pem),
+                ("root.crt", client_ca_pem),
+                ("pg_hba.conf", &hba),
+            ],
+            [
+                "ssl=on",
+                "ssl_cert_file=server.crt",
+                "ssl_key_file=server.key",
+                "ssl_ca_file=root.crt",
+            ]
+            .map(String::from)
+            .to_vec(),
+        )
+    }
+
     fn start_with(files: &[(&str, &str)], extra: Vec<String>) -> Cluster {
         sweep();
         let root = tempfile::Builder::new()
