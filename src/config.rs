@@ -304,6 +304,9 @@ impl Config {
         if let Some(v) = get("BRAINLOOP_HOROS_REGISTRY") {
             self.horos_registry = Some(PathBuf::from(v));
         }
+        if let Some(v) = get("BRAINLOOP_HOROS_NAME") {
+            self.horos_name = v;
+        }
         if let Some(v) = get("BRAINLOOP_SCHEDULES_TIMEZONE") {
             self.schedules_timezone = v;
         }

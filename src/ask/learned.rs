@@ -23,13 +23,15 @@ use std::sync::Mutex;
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct LearnedRule {
     pub id: i64,
-    /// `signature` (overrides and host rules: not yet).
+    /// `signature` (learned), `override` (of a signature: `value`) or `host` (a host rule
+    /// the client's commands may reach, `egress::rules`).
     pub kind: String,
-    /// The signature's text.
+    /// The signature's text, or the host rule.
     pub rule: String,
-    /// The client it is learned for (on every worker of its scope).
+    /// The client it is for (on every worker of its scope); `*`: every client.
     pub client_id: String,
-    /// `fleet`.
+    /// `fleet`, `project` (the workers whose `horos_name` is `target`) or `worker` (the
+    /// worker whose login role is `target`).
     pub scope: String,
     /// The operator who taught it (`operator:…`).
     pub learned_by: String,
@@ -41,6 +43,10 @@ pub struct LearnedRule {
     pub expires_at: Option<i64>,
     pub revoked_at: Option<i64>,
     pub revoked_by: Option<String>,
+    /// The project or worker of a `project` / `worker` scope.
+    pub target: Option<String>,
+    /// An override's value: `always_allow`, `always_ask` or `never`.
+    pub value: Option<String>,
 }
 
 impl LearnedRule {
@@ -50,7 +56,7 @@ impl LearnedRule {
     }
 }
 
-const COLS: &str = "id, kind, rule, client_id, scope, learned_by, db_role, validation_id, created_at, expires_at, revoked_at, revoked_by";
+const COLS: &str = "id, kind, rule, client_id, scope, learned_by, db_role, validation_id, created_at, expires_at, revoked_at, revoked_by, target, value";
 
 fn row(r: &postgres::Row) -> Result<LearnedRule> {
     Ok(LearnedRule {
@@ -66,6 +72,8 @@ fn row(r: &postgres::Row) -> Result<LearnedRule> {
         expires_at: r.try_get(9)?,
         revoked_at: r.try_get(10)?,
         revoked_by: r.try_get(11)?,
+        target: r.try_get(12)?,
+        value: r.try_get(13)?,
     })
 }
 
@@ -95,6 +103,68 @@ pub fn learn(
         ids.push(id);
     }
     Ok(ids)
+}
+
+/// Where a rule applies: `fleet`, `project:NAME` or `worker:ROLE`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Scope {
+    Fleet,
+    Project(String),
+    Worker(String),
+}
+
+impl Scope {
+    pub fn parse(s: &str) -> Result<Scope> {
+        let named = |kind: &str, n: &str| -> Result<String> {
+            if n.is_empty() || n.len() > 200 || n.chars().any(char::is_control) {
+                bail!("--scope {kind}:NAME needs a name (1 to 200 printable characters)");
+            }
+            Ok(n.to_string())
+        };
+        Ok(match s.split_once(':') {
+            None if s == "fleet" => Scope::Fleet,
+            Some(("project", n)) => Scope::Project(named("project", n)?),
+            Some(("worker", n)) => Scope::Worker(named("worker", n)?),
+            _ => bail!("--scope {s:?}: fleet, project:NAME (the workers whose horos_name is NAME) or worker:ROLE (one worker's login role)"),
+        })
+    }
+    fn parts(&self) -> (&'static str, Option<&str>) {
+        match self {
+            Scope::Fleet => ("fleet", None),
+            Scope::Project(n) => ("project", Some(n)),
+            Scope::Worker(n) => ("worker", Some(n)),
+        }
+    }
+}
+
+/// A rule the operator adds directly (`brainloop rules add`).
+#[derive(Debug, Clone)]
+pub struct NewRule<'a> {
+    /// `signature`, `override` or `host`.
+    pub kind: &'a str,
+    pub rule: &'a str,
+    pub client: &'a str,
+    pub scope: &'a Scope,
+    /// An override's value.
+    pub value: Option<&'a str>,
+    pub by: &'a str,
+    pub expires_at: Option<i64>,
+}
+
+/// Operator side: adds one rule (any kind and scope) under the operator's role; the registry's
+/// checks refuse a malformed one and any other role.
+pub fn add(c: &mut crate::registry::Client, r: &NewRule<'_>, now: i64) -> Result<LearnedRule> {
+    let (scope, target) = r.scope.parts();
+    let inserted = c
+        .query_one(
+            &format!(
+                "INSERT INTO learned_rules(kind, rule, client_id, scope, target, value, learned_by, created_at, expires_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING {COLS}"
+            ),
+            &[&r.kind, &r.rule, &r.client, &scope, &target, &r.value, &r.by, &now, &r.expires_at],
+        )
+        .context("writing the rule in the registry (is this the operator's role?)")?;
+    row(&inserted)
 }
 
 /// Operator side: revokes `key` — `fleet:N` (one rule) or a signature's exact text (every
@@ -157,10 +227,45 @@ struct Copy {
 
 static COPY: Mutex<Option<Copy>> = Mutex::new(None);
 
-/// Worker side (the bridge, at each pass): replaces the copy with the registry's active fleet
-/// rules, fresh from now. Returns whether the set changed.
+/// The restrictive overrides (`never`, `always_ask`) of the last successful pull: kept when the
+/// copy goes stale or is dropped — a worker cut off from the registry keeps refusing what the
+/// operator forbade (fail closed); only the next pull lifts one.
+static RESTRICTIVE: Mutex<Vec<LearnedRule>> = Mutex::new(Vec::new());
+
+/// This worker's project: its `horos_name` (the project it registers as in HOROS).
+static PROJECT: Mutex<String> = Mutex::new(String::new());
+
+/// Worker side, at start-up: the project whose rules (`scope = 'project'`) apply here.
+pub fn set_project(name: &str) {
+    let mut g = PROJECT.lock().unwrap_or_else(|p| p.into_inner());
+    *g = name.to_string();
+}
+
+/// Whether `r` applies to a job of `client` on this worker (its own worker-scoped rules are
+/// the only ones row security lets it read).
+fn applies(r: &LearnedRule, client: &str, project: &str) -> bool {
+    (r.client_id == client || r.client_id == "*")
+        && match r.scope.as_str() {
+            "fleet" | "worker" => true,
+            "project" => r.target.as_deref() == Some(project),
+            _ => false,
+        }
+}
+
+/// Worker side (the bridge, at each pass): replaces the copy with the registry's active
+/// rules this worker may read, fresh from now. Returns whether the set changed.
 pub fn pull(c: &mut crate::registry::Client, fresh_ms: u64) -> Result<bool> {
     let rules = list(c, false, crate::time::now_ms())?;
+    {
+        let mut r = RESTRICTIVE.lock().unwrap_or_else(|p| p.into_inner());
+        *r = rules
+            .iter()
+            .filter(|r| {
+                r.kind == "override" && matches!(r.value.as_deref(), Some("never" | "always_ask"))
+            })
+            .cloned()
+            .collect();
+    }
     let mut g = COPY.lock().unwrap_or_else(|p| p.into_inner());
     let changed = g.as_ref().is_none_or(|old| old.rules != rules);
     *g = Some(Copy {
@@ -178,8 +283,10 @@ pub fn forget() {
     *g = None;
 }
 
-/// The rules of the copy usable now: none when the copy is older than its freshness bound.
-fn usable(client: &str, now: i64) -> Vec<LearnedRule> {
+/// The rules of `kind` of the copy usable now for `client`: none when the copy is older than
+/// its freshness bound.
+fn usable(kind: &str, client: &str, now: i64) -> Vec<LearnedRule> {
+    let project = PROJECT.lock().unwrap_or_else(|p| p.into_inner()).clone();
     let g = COPY.lock().unwrap_or_else(|p| p.into_inner());
     let Some(copy) = g.as_ref() else {
         return Vec::new();
@@ -189,19 +296,64 @@ fn usable(client: &str, now: i64) -> Vec<LearnedRule> {
     }
     copy.rules
         .iter()
-        .filter(|r| r.kind == "signature" && r.client_id == client && r.active(now))
+        .filter(|r| r.kind == kind && applies(r, client, &project) && r.active(now))
         .cloned()
         .collect()
 }
 
 /// The fleet rule that teaches `sig` to `client` now (a fresh copy only).
 pub fn teaches(client: &str, sig: &str, now: i64) -> Option<LearnedRule> {
-    usable(client, now).into_iter().find(|r| r.rule == sig)
+    usable("signature", client, now)
+        .into_iter()
+        .find(|r| r.rule == sig)
 }
 
 /// The signatures the fleet teaches `client` now (a fresh copy only).
 pub fn learned_for(client: &str, now: i64) -> Vec<String> {
-    usable(client, now).into_iter().map(|r| r.rule).collect()
+    usable("signature", client, now)
+        .into_iter()
+        .map(|r| r.rule)
+        .collect()
+}
+
+/// The registry's override of signature `sig` for `client` now (`always_allow`, `always_ask`
+/// or `never`), the most restrictive when several apply (`never` > `always_ask` >
+/// `always_allow`): a restrictive one from the last
+/// pull even when the copy is stale or dropped, `always_allow` from a fresh copy only.
+pub fn override_of(client: &str, sig: &str, now: i64) -> Option<String> {
+    let project = PROJECT.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let mut found: Vec<LearnedRule> = RESTRICTIVE
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .filter(|r| r.rule == sig && applies(r, client, &project) && r.active(now))
+        .cloned()
+        .collect();
+    found.extend(
+        usable("override", client, now)
+            .into_iter()
+            .filter(|r| r.rule == sig),
+    );
+    let rank = |v: &str| match v {
+        "never" => 3,
+        "always_ask" => 2,
+        "always_allow" => 1,
+        _ => 0,
+    };
+    found
+        .into_iter()
+        .filter_map(|r| r.value)
+        .filter(|v| rank(v) > 0)
+        .max_by_key(|v| rank(v))
+}
+
+/// The host rules the registry grants `client`'s commands now (a fresh copy only): what
+/// `egress::job::rules` adds to a run's rules beside the hosts a human approved.
+pub fn hosts_for(client: &str, now: i64) -> Vec<String> {
+    usable("host", client, now)
+        .into_iter()
+        .map(|r| r.rule)
+        .collect()
 }
 
 #[cfg(test)]
@@ -222,7 +374,27 @@ mod tests {
             expires_at,
             revoked_at,
             revoked_by: None,
+            target: None,
+            value: None,
         }
+    }
+
+    #[test]
+    fn a_rule_applies_to_its_client_or_every_client_and_to_its_project_only() {
+        let mut r = rule(None, None);
+        assert!(applies(&r, "local", "web"));
+        assert!(!applies(&r, "ci", "web"));
+        r.client_id = "*".into();
+        assert!(applies(&r, "ci", "web"));
+        r.scope = "project".into();
+        r.target = Some("web".into());
+        assert!(applies(&r, "ci", "web"));
+        assert!(!applies(&r, "ci", "batch"));
+        r.scope = "galaxy".into();
+        assert!(
+            !applies(&r, "ci", "web"),
+            "an unknown scope applies nowhere"
+        );
     }
 
     #[test]

@@ -81,6 +81,7 @@ impl<'a> Job<'a> {
             job_id: self.job_id,
             client_id: self.client_id,
             grants: Some(self.grants),
+            shared_hosts: crate::ask::learned::hosts_for,
         }
     }
     pub(super) fn confinement(&self) -> Confinement<'_> {

@@ -20,6 +20,7 @@ mod registry;
 mod repair;
 mod review;
 mod reviewer;
+mod rules;
 mod run;
 mod security;
 mod status;
@@ -83,6 +84,9 @@ pub enum Command {
     History(history::HistoryArgs),
     /// Restore what a job's applied change set replaced (refused if later changes conflict).
     Undo(security::UndoArgs),
+    /// Rules shared through the fleet registry (a learned signature, an override, a host rule)
+    /// by scope: the fleet, a project, one worker (`rules add`, `rules revoke`; the operator's role).
+    Rules(rules::RulesArgs),
     /// Operation signatures: approvals, denials, learned or not (and why), per client; `--explain [SIG]` says what one matches.
     Signatures(security::SignaturesArgs),
     /// What a change set may never apply without a human, and why; with paths, the rule each matches.
@@ -191,6 +195,7 @@ pub fn main() -> i32 {
         Command::History(args) => history::run(&config, &args),
         Command::Undo(args) => security::undo(&config, &args),
         Command::Signatures(args) => security::signatures_list(&config, &args),
+        Command::Rules(args) => rules::run(&config, &args),
         Command::Protected(args) => protected::run(&config, &args),
         Command::Review(args) => review::run(&config, &args),
         Command::Reviewer(args) => reviewer::run(&config, &args),

@@ -75,6 +75,7 @@ pub fn run(config: &Config, a: &RegistryArgs) -> Result<i32> {
         }
         RegistryCommand::Status { json } => {
             let version = registry::version(&mut c)?;
+            let transport = registry::transport(&mut c)?;
             let me: String = c.query_one("SELECT current_user::text", &[])?.get(0);
             let groups: Vec<String> = c
                 .query(
@@ -102,6 +103,7 @@ pub fn run(config: &Config, a: &RegistryArgs) -> Result<i32> {
                         "version": version,
                         "latest": registry::latest(),
                         "role": me,
+                        "transport": transport,
                         "groups": groups,
                         "pending_by_worker": per_worker,
                     }))?
@@ -126,6 +128,7 @@ pub fn run(config: &Config, a: &RegistryArgs) -> Result<i32> {
                         groups.join(", ")
                     }
                 );
+                println!("  connection: {transport}");
                 for (w, n) in &per_worker {
                     println!("  worker {}: {n} validation(s) waiting", shown::line(w));
                 }

@@ -108,8 +108,19 @@ pub struct OverrideArgs {
     pub hash: String,
     /// always_allow, always_ask, never, or clear.
     pub value: String,
-    #[arg(long)]
+    #[arg(long, conflicts_with = "scope")]
     pub reason: Option<String>,
+    /// With a fleet registry: set the override of the signature whose exact text is given
+    /// (not a hash: a command's hash is per workdir) in the registry for `fleet`,
+    /// `project:NAME` or `worker:ROLE` (`brainloop rules add override`).
+    #[arg(long)]
+    pub scope: Option<String>,
+    /// With --scope: the client it is for (`*`: every client).
+    #[arg(long, requires = "scope", default_value = "*")]
+    pub client: String,
+    /// With --scope: expires after this long (e.g. 7d).
+    #[arg(long, requires = "scope")]
+    pub expires: Option<String>,
 }
 
 fn open(config: &Config, kind: DbKind) -> Result<rusqlite::Connection> {
@@ -749,6 +760,16 @@ pub fn commands(config: &Config, a: &CommandsArgs) -> Result<i32> {
 }
 
 pub fn set_override(config: &Config, a: &OverrideArgs) -> Result<i32> {
+    if let Some(scope) = &a.scope {
+        return super::rules::override_in_registry(
+            config,
+            &a.hash,
+            &a.value,
+            &a.client,
+            scope,
+            a.expires.as_deref(),
+        );
+    }
     let ov = match a.value.as_str() {
         "clear" => None,
         v => Some(Override::parse(v).ok_or_else(|| {
@@ -1169,34 +1190,10 @@ fn fleet_rules(
     crate::ask::learned::list(&mut c, all, crate::time::now_ms())
 }
 
-/// One fleet rule: id, scope, signature, client, who taught it from which validation, when,
-/// its expiry or revocation.
+/// One fleet rule: id, scope (and its project or worker), kind, text, client, who taught it
+/// from which validation, when, its expiry or revocation (`cli::rules::line`).
 fn fleet_rule_line(r: &crate::ask::learned::LearnedRule) -> String {
-    let now = crate::time::now_ms();
-    let mut line = format!(
-        "fleet:{} [{}] `{}` for client {}: learned_by {} (role {}) from validation {} at {}",
-        r.id,
-        r.scope,
-        r.rule,
-        r.client_id,
-        r.learned_by,
-        r.db_role,
-        r.validation_id.as_deref().unwrap_or("-"),
-        crate::time::local(r.created_at)
-    );
-    match (r.revoked_at, r.expires_at) {
-        (Some(at), _) => line.push_str(&format!(
-            "; REVOKED by {} at {}",
-            r.revoked_by.as_deref().unwrap_or("?"),
-            crate::time::local(at)
-        )),
-        (None, Some(e)) if e <= now => {
-            line.push_str(&format!("; expired at {}", crate::time::local(e)))
-        }
-        (None, Some(e)) => line.push_str(&format!("; expires at {}", crate::time::local(e))),
-        (None, None) => {}
-    }
-    line
+    super::rules::line(r, crate::time::now_ms())
 }
 
 /// `signatures --fleet` / `--revoke` with a fleet registry.

@@ -34,6 +34,14 @@ pub struct Who<'a> {
     pub job_id: i64,
     pub client_id: &'a str,
     pub grants: Option<&'a ClientGrants>,
+    /// The host rules a fleet registry grants the client now (`ask::learned::hosts_for`,
+    /// given by the command path: this layer cannot read the registry's copy).
+    pub shared_hosts: fn(&str, i64) -> Vec<String>,
+}
+
+/// No shared host rules (no registry, or a run that is not a job's).
+pub fn no_shared_hosts(_: &str, _: i64) -> Vec<String> {
+    Vec::new()
 }
 
 /// The rules of one run of `command_hash` for the job's client.
@@ -62,6 +70,16 @@ pub async fn rules(who: &Who<'_>, command_hash: &str, scope: Scope) -> Result<Ru
             Ok(r) => rules.rules.push(r),
             Err(e) => {
                 tracing::warn!(error = %e, "ignoring an approved host that is not a host rule")
+            }
+        }
+    }
+    // The operator's host rules shared through the registry (fleet, project or this worker),
+    // like the hosts a human approved.
+    for h in (who.shared_hosts)(who.client_id, crate::time::now_ms()) {
+        match HostRule::parse(&h, "registry") {
+            Ok(r) => rules.rules.push(r),
+            Err(e) => {
+                tracing::warn!(error = %e, "ignoring a registry host rule that is not a host rule")
             }
         }
     }

@@ -21,6 +21,8 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
+pub mod tls;
+
 /// The channel a decision is announced on (payload: the worker that asked).
 pub const CHANNEL: &str = "brainloop_decisions";
 /// The channel a learned rule's insert or revocation is announced on (payload: its id).
@@ -88,16 +90,66 @@ pub fn shown_url(url: &str) -> String {
 /// A connection to the registry (the caller's role, from the URL).
 pub type Client = postgres::Client;
 
-/// Connects with the settings' URL and timeout.
+/// Connects with the settings' URL and timeout, over TLS as its `sslmode` says ([`tls`]).
 pub fn connect(s: &Settings) -> Result<Client> {
-    let mut cfg: postgres::Config = s
-        .url
+    let (url, t) = tls::split(&s.url)?;
+    let mut cfg: postgres::Config = url
         .parse()
         .with_context(|| format!("[registry] url {} is not a PostgreSQL URL", s.shown_url()))?;
     cfg.connect_timeout(Duration::from_millis(s.connect_timeout_ms.max(100)));
     cfg.application_name("brainloop");
-    cfg.connect(postgres::NoTls)
-        .with_context(|| format!("cannot reach the registry {}", s.shown_url()))
+    let host = cfg
+        .get_hosts()
+        .iter()
+        .find_map(|h| match h {
+            postgres::config::Host::Tcp(n) => Some(n.clone()),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        })
+        .unwrap_or_default();
+    let res = match t.mode {
+        tls::Mode::Disable => {
+            cfg.ssl_mode(postgres::config::SslMode::Disable);
+            cfg.connect(postgres::NoTls)
+        }
+        mode => {
+            cfg.ssl_mode(if mode == tls::Mode::Prefer {
+                postgres::config::SslMode::Prefer
+            } else {
+                postgres::config::SslMode::Require
+            });
+            let rc = tls::client_config(&t)?;
+            cfg.connect(tokio_postgres_rustls::MakeRustlsConnect::new(rc))
+        }
+    };
+    res.map_err(|e| {
+        let why = tls::explain(&e, &t, &host);
+        let e = anyhow::Error::new(e);
+        match why {
+            Some(fix) => e.context(format!(
+                "cannot reach the registry {}: {fix}",
+                s.shown_url()
+            )),
+            None => e.context(format!("cannot reach the registry {}", s.shown_url())),
+        }
+    })
+}
+
+/// How this connection is protected, as the server sees it (`pg_stat_ssl`): e.g.
+/// `TLS TLSv1.3 TLS_AES_256_GCM_SHA384`, or `no TLS`.
+pub fn transport(c: &mut Client) -> Result<String> {
+    let r = c
+        .query_one(
+            "SELECT ssl, coalesce(version, ''), coalesce(cipher, '') FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+            &[],
+        )
+        .context("reading pg_stat_ssl")?;
+    let ssl: bool = r.get(0);
+    Ok(if ssl {
+        format!("TLS {} {}", r.get::<_, String>(1), r.get::<_, String>(2))
+    } else {
+        "no TLS".to_string()
+    })
 }
 
 /// Listens for decisions on this connection (see [`wait`]).
@@ -412,6 +464,30 @@ CREATE POLICY reviewer_decides ON decisions FOR INSERT TO brainloop_reviewer
   WITH CHECK (db_role = current_user
               AND brainloop_reviewer_may(validation_id, decision, decided_by, learn, learn_scope));
 CREATE POLICY reviewer_reads ON deliveries FOR SELECT TO brainloop_reviewer USING (true);
+"#,
+    // 4: overrides and host rules shared by scope. `learned_rules` also holds the
+    // operator's overrides of a signature (`kind = 'override'`, `value` always_allow /
+    // always_ask / never) and host rules (`kind = 'host'`, `rule` a host pattern), each with a
+    // scope: the fleet, a project (`target` = the project's name: the `horos_name` its workers
+    // register as), or one worker (`target` = its login role). Written and revoked only by the
+    // operator's role (the grants and policies of step 2 still hold); a worker reads the
+    // fleet's, the projects', and its own worker-scoped rules, never another worker's.
+    r#"
+ALTER TABLE learned_rules DROP CONSTRAINT IF EXISTS learned_rules_kind_check;
+ALTER TABLE learned_rules DROP CONSTRAINT IF EXISTS learned_rules_scope_check;
+ALTER TABLE learned_rules ADD COLUMN target text;
+ALTER TABLE learned_rules ADD COLUMN value text;
+ALTER TABLE learned_rules ADD CONSTRAINT learned_rules_kind3
+  CHECK (kind IN ('signature', 'override', 'host'));
+ALTER TABLE learned_rules ADD CONSTRAINT learned_rules_scope3
+  CHECK ((scope = 'fleet' AND target IS NULL)
+      OR (scope IN ('project', 'worker') AND target IS NOT NULL AND target <> ''));
+ALTER TABLE learned_rules ADD CONSTRAINT learned_rules_value3
+  CHECK ((kind = 'override' AND value IN ('always_allow', 'always_ask', 'never'))
+      OR (kind <> 'override' AND value IS NULL));
+DROP POLICY worker_reads ON learned_rules;
+CREATE POLICY worker_reads ON learned_rules FOR SELECT TO brainloop_worker
+  USING (scope IN ('fleet', 'project') OR (scope = 'worker' AND target = current_user));
 "#,
 ];
 

@@ -109,6 +109,8 @@ pub(super) async fn start(
 
     // `[registry]`: the bridge to the fleet's operator queue (issue 37), on its own thread.
     if let Some(reg) = &config.registry {
+        // The project whose registry rules apply here: the one this worker registers as.
+        crate::ask::learned::set_project(&config.horos_name);
         let local = Arc::new(super::fleet_local::FleetLocal {
             stores: Arc::clone(&stores),
             paths: config.hooks().paths,

@@ -43,6 +43,8 @@ pub struct Cluster {
     pub port: u16,
     pub dir: PathBuf,
     child: Mutex<Option<u32>>,
+    /// Extra `-c` settings of the server (e.g. TLS: [`Cluster::start_tls`]).
+    extra: Vec<String>,
 }
 
 static SHARED: OnceLock<Cluster> = OnceLock::new();
@@ -91,6 +93,54 @@ fn free_port() -> u16 {
 impl Cluster {
     /// A new cluster (initdb, then the server), ready to accept connections.
     pub fn start() -> Cluster {
+        Cluster::start_with(&[], Vec::new())
+    }
+
+    /// A new cluster with `ssl=on`, serving `cert_pem` (its chain) with `key_pem`: written into
+    /// the data dir, the server user's, mode 600.
+    pub fn start_tls(cert_pem: &str, key_pem: &str) -> Cluster {
+        Cluster::start_with(
+            &[("server.crt", cert_pem), ("server.key", key_pem)],
+            [
+                "ssl=on",
+                "ssl_cert_file=server.crt",
+                "ssl_key_file=server.key",
+            ]
+            .map(String::from)
+            .to_vec(),
+        )
+    }
+
+    /// [`Cluster::start_tls`], and login role `user` must present a client certificate signed
+    /// by `client_ca_pem` (pg_hba `cert`, the certificate's CN = the role) over TCP.
+    pub fn start_tls_cert_auth(
+        cert_pem: &str,
+        key_pem: &str,
+        client_ca_pem: &str,
+        user: &str,
+    ) -> Cluster {
+        let hba = format!(
+            "hostssl all {user} 127.0.0.1/32 cert\nhost all {user} 127.0.0.1/32 reject\nhost all all 127.0.0.1/32 trust\n"
+        );
+        Cluster::start_with(
+            &[
+                ("server.crt", cert_pem),
+                ("server.key", key_pem),
+                ("root.crt", client_ca_pem),
+                ("pg_hba.conf", &hba),
+            ],
+            [
+                "ssl=on",
+                "ssl_cert_file=server.crt",
+                "ssl_key_file=server.key",
+                "ssl_ca_file=root.crt",
+            ]
+            .map(String::from)
+            .to_vec(),
+        )
+    }
+
+    fn start_with(files: &[(&str, &str)], extra: Vec<String>) -> Cluster {
         sweep();
         let root = tempfile::Builder::new()
             .prefix("brainloop-pg")
@@ -124,10 +174,24 @@ impl Cluster {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
+        for (name, text) in files {
+            let p = dir.join(name);
+            std::fs::write(&p, text).unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+            if is_root() {
+                nix::unistd::chown(
+                    &p,
+                    Some(nix::unistd::Uid::from_raw(65534)),
+                    Some(nix::unistd::Gid::from_raw(65534)),
+                )
+                .unwrap();
+            }
+        }
         let c = Cluster {
             port: free_port(),
             dir,
             child: Mutex::new(None),
+            extra,
         };
         c.resume();
         c
@@ -137,6 +201,7 @@ impl Cluster {
     pub fn resume(&self) {
         let (tx, rx) = mpsc::channel();
         let (dir, port) = (self.dir.clone(), self.port);
+        let extra = self.extra.clone();
         let log = self.dir.parent().unwrap().join("server.log");
         // The keeper thread spawns the server and waits for it: PDEATHSIG fires when the thread
         // that spawned the child exits, i.e. when the test binary does.
@@ -156,6 +221,7 @@ impl Cluster {
                 .args(["-c", "listen_addresses=127.0.0.1"])
                 .args(["-c", "unix_socket_directories="])
                 .args(["-c", "fsync=off", "-c", "max_connections=200"])
+                .args(extra.iter().flat_map(|e| ["-c", e.as_str()]))
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(logf)
