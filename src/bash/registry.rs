@@ -232,16 +232,17 @@ pub fn record_run(
 ) -> Result<Vec<Change>> {
     let hash = run.hash;
     Ok(write_tx(conn, |tx| {
-        tx.execute(
+        // Cached statements: every run of every command records through them (issue 39).
+        tx.prepare_cached(
             "INSERT INTO executions(command_hash, job_id, exit_code, duration_ms, sandbox, executed_at, client_id, evidence)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-            params![hash, run.job_id, run.exit_code, run.duration_ms, run.sandbox, now, run.client_id, run.evidence.is_some()],
-        )?;
-        let e = tx.query_row(
-            &format!("SELECT {COLUMNS} FROM commands_registry WHERE command_hash = ?1"),
-            [hash],
-            row,
-        )?;
+        )?
+        .execute(params![hash, run.job_id, run.exit_code, run.duration_ms, run.sandbox, now, run.client_id, run.evidence.is_some()])?;
+        let e = tx
+            .prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM commands_registry WHERE command_hash = ?1"
+            ))?
+            .query_row([hash], row)?;
         let mut ts = e.timestamps.clone();
         ts.push(now);
         if ts.len() > 100 {
@@ -253,7 +254,7 @@ pub fn record_run(
             .collect::<Vec<_>>()
             .join(";");
         let (success, duration_ms) = (run.success, run.duration_ms);
-        tx.execute(
+        tx.prepare_cached(
             "UPDATE commands_registry SET
                 execution_count = execution_count + 1,
                 success_count = success_count + ?2,
@@ -265,15 +266,15 @@ pub fn record_run(
                 last_executed = ?5,
                 last_100_timestamps = ?6
              WHERE command_hash = ?1",
-            params![
-                hash,
-                success as i64,
-                (!success) as i64,
-                duration_ms,
-                now,
-                ts_text
-            ],
-        )?;
+        )?
+        .execute(params![
+            hash,
+            success as i64,
+            (!success) as i64,
+            duration_ms,
+            now,
+            ts_text
+        ])?;
         let new = match &run.evidence {
             Some(ev) => super::evidence::record(tx, ev, now)?.then_some(ev),
             None => None,
