@@ -226,6 +226,12 @@ fn withdraw(
 
 /// The statistics learning reads for (client, command): evidence of one (mode, set) since the
 /// last denial or withdrawal; recent successes of all the client's runs (demotion only narrows).
+/// The last runs of (command, client), newest first: read for every recorded run, answered by
+/// the index `executions_client` (command_security step 11) with the window's rows only.
+pub(super) const RECENT_RUNS: &str =
+    "SELECT exit_code FROM executions WHERE command_hash = ?1 AND client_id = ?2
+     ORDER BY id DESC LIMIT ?3";
+
 fn stats(
     tx: &Transaction<'_>,
     client: &str,
@@ -259,10 +265,7 @@ fn stats(
         })?
         .collect::<rusqlite::Result<_>>()?;
     let mut recent: Vec<bool> = {
-        let mut s = tx.prepare_cached(
-            "SELECT exit_code FROM executions WHERE command_hash = ?1 AND client_id = ?2
-             ORDER BY id DESC LIMIT ?3",
-        )?;
+        let mut s = tx.prepare_cached(RECENT_RUNS)?;
         let v = s
             .query_map(params![hash, client, policy::DEMOTION_WINDOW as i64], |r| {
                 r.get::<_, Option<i64>>(0)
