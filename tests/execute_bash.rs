@@ -533,3 +533,32 @@ fn readonly_commands_run_unasked_in_the_sandbox_and_cannot_do_more() {
     let (_, out, _) = env.cli(&["status"]);
     assert!(out.contains("landlock"), "{out}");
 }
+
+/// A run that is only statistics (no evidence, nothing learnt) commits its registry row with
+/// `synchronous = NORMAL` (issue 39): written to the WAL before the job goes on, so a kill -9 of
+/// the worker right after the results are visible loses neither the `executions` rows nor the
+/// counters. A recording moved after the result, or kept in memory, fails this.
+#[test]
+fn a_runs_statistics_survive_a_kill_9_right_after_its_result() {
+    let env = Env::new();
+    let d = env.start(&[]);
+    let cmds = ["ls -la", "ls -l", "ls"];
+    for c in cmds {
+        let (st, v, err) = bash(&env, "local", c);
+        assert_eq!(st, "succeeded", "{c}: {err} {v}");
+        assert_eq!(v["policy_used"], "sandboxed_readonly", "{c}: {v}");
+    }
+    d.kill9();
+    for c in cmds {
+        assert_eq!(executions(&env, c), 1, "{c}");
+    }
+    let rows: i64 = env
+        .db("command_security.db")
+        .query_row(
+            "SELECT count(*) FROM executions WHERE evidence = 0 AND job_id IS NOT NULL",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(rows, 3);
+}

@@ -131,6 +131,7 @@ STAGES = [
     ("output collected", "exited", "collected"),
     ("teardown (leftovers, cgroup/tmp handed off, proxy)", "collected", "torn"),
     ("recording (registry, evidence, result built)", "torn", "end"),
+    ("  of which the run's registry + evidence commit", "torn", "recorded"),
     ("handler end → result visible (result commit, audit; polled)", "end", "seen"),
 ]
 AHEAD = [

@@ -145,9 +145,8 @@ fn execute_bash(ctx: JobCtx, params: Value) -> HandlerFuture {
             }
         })
         .await;
-        // The warm helpers this job's command used are replaced once it has been recorded,
-        // not while it runs (`sandbox::warm::reserve`).
-        crate::sandbox::warm::replenish();
+        // The warm helpers this job's command used are replaced once its result is committed
+        // (`supervisor::finisher`, `sandbox::warm::replenish`).
         out
     })
 }

@@ -452,6 +452,7 @@ async fn direct(
             permission_set: set_text,
         };
         record::run(job, &ran).await;
+        crate::sandbox::marks::mark("recorded");
     }
     match (next, r) {
         (Next::Cancelled, _) => Ok(Outcome::cancelled()),

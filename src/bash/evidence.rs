@@ -226,27 +226,33 @@ fn withdraw(
 
 /// The statistics learning reads for (client, command): evidence of one (mode, set) since the
 /// last denial or withdrawal; recent successes of all the client's runs (demotion only narrows).
+/// The last runs of (command, client), newest first: read for every recorded run, answered by
+/// the index `executions_client` (command_security step 11) with the window's rows only.
+pub(super) const RECENT_RUNS: &str =
+    "SELECT exit_code FROM executions WHERE command_hash = ?1 AND client_id = ?2
+     ORDER BY id DESC LIMIT ?3";
+
 fn stats(
     tx: &Transaction<'_>,
     client: &str,
     hash: &str,
     of: Option<(Mode, &str)>,
 ) -> rusqlite::Result<(Stats, bool)> {
-    let (dup_enabled, dup_ms): (bool, i64) = tx.query_row(
-        "SELECT duplicate_check_enabled, duplicate_threshold_ms FROM commands_registry WHERE command_hash = ?1",
-        [hash],
-        |r| Ok((r.get(0)?, r.get(1)?)),
-    )?;
-    let since: i64 = tx.query_row(
+    // Cached statements: this runs for every recorded run (issue 39).
+    let (dup_enabled, dup_ms): (bool, i64) = tx
+        .prepare_cached(
+            "SELECT duplicate_check_enabled, duplicate_threshold_ms FROM commands_registry WHERE command_hash = ?1",
+        )?
+        .query_row([hash], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    let since: i64 = tx.prepare_cached(
         "SELECT max(coalesce((SELECT max(id) FROM evidence WHERE client_id = ?1 AND command_hash = ?2
                                  AND source = 'human_denied'), 0),
                     coalesce((SELECT max(e.id) FROM evidence e JOIN promotions p
                                  ON p.client_id = e.client_id AND p.command_hash = e.command_hash
                               WHERE e.client_id = ?1 AND e.command_hash = ?2
                                  AND p.withdrawn_at IS NOT NULL AND e.created_at <= p.withdrawn_at), 0))",
-        params![client, hash],
-        |r| r.get(0),
-    )?;
+    )?
+    .query_row(params![client, hash], |r| r.get(0))?;
     let (mode, set) = of.map(|(m, s)| (m.as_str(), s)).unwrap_or(("", ""));
     let mut s = tx.prepare_cached(
         "SELECT success, created_at FROM evidence WHERE client_id = ?1 AND command_hash = ?2
@@ -259,10 +265,7 @@ fn stats(
         })?
         .collect::<rusqlite::Result<_>>()?;
     let mut recent: Vec<bool> = {
-        let mut s = tx.prepare_cached(
-            "SELECT exit_code FROM executions WHERE command_hash = ?1 AND client_id = ?2
-             ORDER BY id DESC LIMIT ?3",
-        )?;
+        let mut s = tx.prepare_cached(RECENT_RUNS)?;
         let v = s
             .query_map(params![hash, client, policy::DEMOTION_WINDOW as i64], |r| {
                 r.get::<_, Option<i64>>(0)
@@ -274,11 +277,10 @@ fn stats(
     recent.reverse();
     let ts: Vec<i64> = rows.iter().rev().take(100).rev().map(|r| r.1).collect();
     let promoted: bool = tx
-        .query_row(
+        .prepare_cached(
             "SELECT 1 FROM promotions WHERE client_id = ?1 AND command_hash = ?2 AND withdrawn_at IS NULL",
-            params![client, hash],
-            |_| Ok(()),
-        )
+        )?
+        .query_row(params![client, hash], |_| Ok(()))
         .optional()?
         .is_some();
     Ok((
@@ -304,11 +306,11 @@ pub fn learn(
     new: Option<&Evidence>,
     now: i64,
 ) -> rusqlite::Result<Vec<Change>> {
-    let (policy_now, ov): (String, Option<String>) = tx.query_row(
-        "SELECT current_policy, user_override FROM commands_registry WHERE command_hash = ?1",
-        [hash],
-        |r| Ok((r.get(0)?, r.get(1)?)),
-    )?;
+    let (policy_now, ov): (String, Option<String>) = tx
+        .prepare_cached(
+            "SELECT current_policy, user_override FROM commands_registry WHERE command_hash = ?1",
+        )?
+        .query_row([hash], |r| Ok((r.get(0)?, r.get(1)?)))?;
     let ov = ov.as_deref().and_then(Override::parse);
     let of = new.map(|e| (e.mode, e.permission_set.as_str()));
     let (st, promoted) = stats(tx, client, hash, of)?;

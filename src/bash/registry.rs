@@ -224,62 +224,103 @@ pub struct Run<'a> {
 
 /// Records one run (executions, statistics) and applies learning from the evidence ledger in the
 /// same transaction; returns the changes made.
+///
+/// Durability (issue 39): a run that carries evidence, or whose learning changes anything (a
+/// promotion withdrawn, the duplicate check), commits with command_security.db's own
+/// `synchronous = FULL`. A run that is only statistics — no evidence, nothing learnt — commits
+/// `NORMAL`: its WAL frames are written before this returns, so a kill -9 of the worker loses
+/// nothing (the next FULL commit of the file makes them durable too); a power loss can lose the
+/// last few such rows, no approval, override, evidence or policy. The transaction is tried
+/// `NORMAL` and, when its learning changed something, rolled back and done again `FULL`
+/// (`synchronous` cannot change inside a transaction).
 pub fn record_run(
     conn: &mut Connection,
     run: &Run<'_>,
     facts: &Facts,
     now: i64,
 ) -> Result<Vec<Change>> {
-    let hash = run.hash;
-    Ok(write_tx(conn, |tx| {
-        tx.execute(
-            "INSERT INTO executions(command_hash, job_id, exit_code, duration_ms, sandbox, executed_at, client_id, evidence)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-            params![hash, run.job_id, run.exit_code, run.duration_ms, run.sandbox, now, run.client_id, run.evidence.is_some()],
-        )?;
-        let e = tx.query_row(
-            &format!("SELECT {COLUMNS} FROM commands_registry WHERE command_hash = ?1"),
-            [hash],
-            row,
-        )?;
-        let mut ts = e.timestamps.clone();
-        ts.push(now);
-        if ts.len() > 100 {
-            ts.drain(..ts.len() - 100);
+    if run.evidence.is_none() {
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        let tried = (|| {
+            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let changes = record_in(&tx, run, facts, now)?;
+            if !changes.is_empty() {
+                return Ok(None); // rolled back on drop: done again FULL below
+            }
+            tx.commit()?;
+            Ok::<_, rusqlite::Error>(Some(changes))
+        })();
+        // Back to the database's own setting (`db::DbKind::synchronous`), whatever happened.
+        let back = conn.pragma_update(
+            None,
+            "synchronous",
+            crate::db::DbKind::Security.synchronous(),
+        );
+        let tried = tried?;
+        back?;
+        if let Some(changes) = tried {
+            return Ok(changes);
         }
-        let ts_text = ts
-            .iter()
-            .map(|t| t.to_string())
-            .collect::<Vec<_>>()
-            .join(";");
-        let (success, duration_ms) = (run.success, run.duration_ms);
-        tx.execute(
-            "UPDATE commands_registry SET
-                execution_count = execution_count + 1,
-                success_count = success_count + ?2,
-                failure_count = failure_count + ?3,
-                total_duration_ms = total_duration_ms + ?4,
-                avg_duration_ms = CAST(total_duration_ms + ?4 AS REAL) / (execution_count + 1),
-                min_duration_ms = min(coalesce(min_duration_ms, ?4), ?4),
-                max_duration_ms = max(coalesce(max_duration_ms, ?4), ?4),
-                last_executed = ?5,
-                last_100_timestamps = ?6
-             WHERE command_hash = ?1",
-            params![
-                hash,
-                success as i64,
-                (!success) as i64,
-                duration_ms,
-                now,
-                ts_text
-            ],
-        )?;
-        let new = match &run.evidence {
-            Some(ev) => super::evidence::record(tx, ev, now)?.then_some(ev),
-            None => None,
-        };
-        super::evidence::learn(tx, run.client_id, hash, facts, new, now)
-    })?)
+    }
+    Ok(write_tx(conn, |tx| record_in(tx, run, facts, now))?)
+}
+
+/// The statements of [`record_run`], inside its transaction.
+fn record_in(
+    tx: &Transaction<'_>,
+    run: &Run<'_>,
+    facts: &Facts,
+    now: i64,
+) -> rusqlite::Result<Vec<Change>> {
+    let hash = run.hash;
+    // Cached statements: every run of every command records through them (issue 39).
+    tx.prepare_cached(
+        "INSERT INTO executions(command_hash, job_id, exit_code, duration_ms, sandbox, executed_at, client_id, evidence)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+    )?
+    .execute(params![hash, run.job_id, run.exit_code, run.duration_ms, run.sandbox, now, run.client_id, run.evidence.is_some()])?;
+    let e = tx
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM commands_registry WHERE command_hash = ?1"
+        ))?
+        .query_row([hash], row)?;
+    let mut ts = e.timestamps.clone();
+    ts.push(now);
+    if ts.len() > 100 {
+        ts.drain(..ts.len() - 100);
+    }
+    let ts_text = ts
+        .iter()
+        .map(|t| t.to_string())
+        .collect::<Vec<_>>()
+        .join(";");
+    let (success, duration_ms) = (run.success, run.duration_ms);
+    tx.prepare_cached(
+        "UPDATE commands_registry SET
+            execution_count = execution_count + 1,
+            success_count = success_count + ?2,
+            failure_count = failure_count + ?3,
+            total_duration_ms = total_duration_ms + ?4,
+            avg_duration_ms = CAST(total_duration_ms + ?4 AS REAL) / (execution_count + 1),
+            min_duration_ms = min(coalesce(min_duration_ms, ?4), ?4),
+            max_duration_ms = max(coalesce(max_duration_ms, ?4), ?4),
+            last_executed = ?5,
+            last_100_timestamps = ?6
+         WHERE command_hash = ?1",
+    )?
+    .execute(params![
+        hash,
+        success as i64,
+        (!success) as i64,
+        duration_ms,
+        now,
+        ts_text
+    ])?;
+    let new = match &run.evidence {
+        Some(ev) => super::evidence::record(tx, ev, now)?.then_some(ev),
+        None => None,
+    };
+    super::evidence::learn(tx, run.client_id, hash, facts, new, now)
 }
 
 /// Sets or clears the operator override (`brainloop override` / `approve --always` / `deny --always`).
@@ -414,6 +455,33 @@ mod tests {
             .is_some()
     }
 
+    /// Every recorded run reads its command's last runs for the client (`evidence::stats`):
+    /// with the migrated schema SQLite must answer from an index in id order, not read and sort
+    /// every run of the command (3.5 ms at 10,000 runs, issue 39).
+    #[test]
+    fn a_runs_learning_reads_its_window_from_an_index_not_every_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        crate::db::migrate::ensure_data_dir(&data).unwrap();
+        crate::db::migrate::migrate(&data, crate::db::DbKind::Security).unwrap();
+        let c = crate::db::open(&data, crate::db::DbKind::Security).unwrap();
+        let plan: Vec<String> = c
+            .prepare(&format!(
+                "EXPLAIN QUERY PLAN {}",
+                super::super::evidence::RECENT_RUNS
+            ))
+            .unwrap()
+            .query_map(params!["h", "client", 20], |r| r.get::<_, String>(3))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        let plan = plan.join(" | ");
+        assert!(
+            plan.contains("executions_client") && !plan.contains("TEMP B-TREE"),
+            "plan: {plan}"
+        );
+    }
+
     #[test]
     fn runs_nobody_approved_teach_nothing() {
         let mut c = db();
@@ -544,6 +612,11 @@ mod tests {
             record_run(&mut c, &r, &f, 3000 + i).unwrap();
         }
         assert!(!promoted(&c, "h", "a"), "75% over the last 20 runs demotes");
+        // The demoting run changed a policy: its NORMAL try was rolled back and done again FULL,
+        // once; the connection is back at the database's own setting.
+        assert_eq!(row(&c, "h").2, 25, "every run counted once");
+        let sync: i64 = c.query_row("PRAGMA synchronous", [], |r| r.get(0)).unwrap();
+        assert_eq!(sync, 2, "back to FULL");
         run_at(&mut c, "h", 200, "a", true, 9000);
         assert!(
             !promoted(&c, "h", "a"),

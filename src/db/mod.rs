@@ -6,7 +6,7 @@
 //! | lifecycle | NORMAL (FULL for the `applying` row of `db::applies`) | a claim lost to power failure is re-claimed; the claim path skips any job whose final result exists, so nothing runs twice (see `supervisor::claim`); an apply is on disk before its first byte reaches the workspace |
 //! | output | FULL | a committed final result must survive power loss: it is the "done" proof |
 //! | metadata | NORMAL | telemetry and audit rows; losing the last few on power loss breaks no guarantee |
-//! | command_security | FULL | approvals and overrides must never be lost or replayed |
+//! | command_security | FULL (NORMAL for a run's statistics row with no evidence and no policy change: `bash::registry::record_run`) | approvals and overrides must never be lost or replayed; a statistics row survives a kill -9 in the WAL |
 //!
 //! Every database is in WAL mode (set once by [`migrate`]) with `busy_timeout`; every write
 //! transaction is `BEGIN IMMEDIATE` ([`write_tx`]), since a deferred read-then-write transaction

@@ -10,9 +10,9 @@
 //! ([`take`]) writes the spec on its stdin, and from there the helper does exactly what a cold
 //! one does: the spec's bind mounts and overlay, PID 1, the covers over the shared dirs, a fresh
 //! /proc, and per command Landlock and seccomp before the exec. Replacements are started in the
-//! background once the command's job has been recorded ([`replenish`], from `execute_bash`; other
-//! users of the sandbox leave it to the next reservation), or at once when no
-//! helper is left ready; each time a command finds none ready, one more is kept ready (up to
+//! background once a job's result has been committed ([`replenish`], from the result writer
+//! `supervisor::finisher`, after each group holding a job that ended: not while the command runs
+//! nor while its result is written), or at once when no helper is left ready; each time a command finds none ready, one more is kept ready (up to
 //! [`MAX_POOL`]: under load).
 //!
 //! Single use: a warm helper runs one command and exits; its namespaces die with it and its
@@ -146,7 +146,8 @@ pub fn discard(id: u64) {
 }
 
 /// Starts the helpers missing from the pool for the last reservation's binary and limits
-/// (`execute_bash` calls it once its job's command ran and was recorded).
+/// (the result writer calls it once a job's result is committed; nothing to do when the pool is
+/// full or no command ever reserved one).
 pub fn replenish() {
     if !enabled() {
         return;

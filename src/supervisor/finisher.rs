@@ -273,6 +273,12 @@ async fn run(
             }
             delay = (delay * 2).min(Duration::from_secs(2));
         }
+        // A job ended: the warm sandbox helpers its commands used are replaced now, once its
+        // result is committed, not while that result is written (issue 39: a replacement's exec,
+        // cgroup and namespaces took the CPU the commit needed on a small machine).
+        if group.iter().any(|f| f.disposition != Disposition::Started) {
+            crate::sandbox::warm::replenish();
+        }
         // Results arrived while this group was written: a stream, so the next commit waits
         // until PACE after this one began and takes them all (issue 24: a producer committing
         // job by job then shares the disk with a few large commits, not one per job). A client
