@@ -213,6 +213,7 @@ mod table {
     use crate::classify::{check, Context};
     use std::path::Path;
 
+    /// Long because it is one table of cases, a line each.
     #[test]
     fn subcommands_by_what_they_do() {
         let ws = Path::new("/ws");
