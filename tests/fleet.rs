@@ -8,66 +8,19 @@
 
 mod common;
 
+use common::fleet::{self, brainloop, ok};
 use common::pg::{self, Cluster};
-use common::{final_result, submit, Daemon, Env, BIN};
-use std::process::{Command, ExitStatus};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use common::{final_result, submit, Daemon, Env};
 use std::time::{Duration, Instant};
 
-/// `brainloop ARGS` with `BRAINLOOP_REGISTRY_URL = url`, from a data dir of its own (the
-/// operator's machine): (status, stdout, stderr).
-fn brainloop(url: &str, data: &std::path::Path, args: &[&str]) -> (ExitStatus, String, String) {
-    let out = Command::new(BIN)
-        .args(args)
-        .env("BRAINLOOP_DATA_DIR", data)
-        .env("BRAINLOOP_REGISTRY_URL", url)
-        .output()
-        .expect("run brainloop");
-    (
-        out.status,
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn ok(url: &str, data: &std::path::Path, args: &[&str]) -> String {
-    let (st, o, e) = brainloop(url, data, args);
-    assert!(st.success(), "brainloop {args:?}: {o}{e}");
-    o
-}
-
-static DBS: AtomicUsize = AtomicUsize::new(0);
-
-/// A migrated registry database of its own on `c`, with roles for the operator and `workers`
-/// (names prefixed by the database's, roles being cluster-wide): (db, operator role, workers).
+/// A migrated registry of this test's own: (db, operator role, workers); migrating again does
+/// nothing.
 fn registry(c: &Cluster, tag: &str, workers: &[&str]) -> (String, String, Vec<String>) {
-    let db = format!("reg_{tag}_{}", DBS.fetch_add(1, Ordering::SeqCst));
-    c.create_db(&db);
-    let admin = c.admin_url(&db);
+    let r = fleet::registry(c, tag, workers);
     let tmp = tempfile::tempdir().unwrap();
-    let out = ok(&admin, tmp.path(), &["registry", "migrate"]);
-    // (The latest version: later steps of issue 37 append to the migrations.)
-    assert!(out.contains("migrated from version 0 to "), "{out}");
-    // Idempotent.
-    let out = ok(&admin, tmp.path(), &["registry", "migrate"]);
+    let out = ok(&c.admin_url(&r.db), tmp.path(), &["registry", "migrate"]);
     assert!(out.contains(", nothing to do"), "{out}");
-    let op = format!("{db}_op");
-    ok(
-        &admin,
-        tmp.path(),
-        &["registry", "add-role", "operator", &op],
-    );
-    let mut ws = Vec::new();
-    for w in workers {
-        let name = format!("{db}_{w}");
-        ok(
-            &admin,
-            tmp.path(),
-            &["registry", "add-role", "worker", &name],
-        );
-        ws.push(name);
-    }
-    (db, op, ws)
+    (r.db, r.operator, r.workers)
 }
 
 fn setup_ws(env: &Env) {

@@ -10,67 +10,16 @@
 
 mod common;
 
+use common::fleet::{self, brainloop, ok};
 use common::pg::{self, Cluster};
 use common::{final_result, submit, Daemon, Env, BIN};
-use std::process::{Command, ExitStatus};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-fn brainloop(url: &str, data: &std::path::Path, args: &[&str]) -> (ExitStatus, String, String) {
-    let out = Command::new(BIN)
-        .args(args)
-        .env("BRAINLOOP_DATA_DIR", data)
-        .env("BRAINLOOP_REGISTRY_URL", url)
-        .output()
-        .expect("run brainloop");
-    (
-        out.status,
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn ok(url: &str, data: &std::path::Path, args: &[&str]) -> String {
-    let (st, o, e) = brainloop(url, data, args);
-    assert!(st.success(), "brainloop {args:?}: {o}{e}");
-    o
-}
-
-static DBS: AtomicUsize = AtomicUsize::new(0);
-
-/// A migrated registry of its own with an operator, a reviewer and `workers`:
-/// (db, operator, reviewer, workers).
+/// A migrated registry of this test's own: (db, operator, reviewer, workers).
 fn registry(c: &Cluster, tag: &str, workers: &[&str]) -> (String, String, String, Vec<String>) {
-    let db = format!("q_{tag}_{}", DBS.fetch_add(1, Ordering::SeqCst));
-    c.create_db(&db);
-    let admin = c.admin_url(&db);
-    let tmp = tempfile::tempdir().unwrap();
-    ok(&admin, tmp.path(), &["registry", "migrate"]);
-    let op = format!("{db}_op");
-    ok(
-        &admin,
-        tmp.path(),
-        &["registry", "add-role", "operator", &op],
-    );
-    let rv = format!("{db}_rv");
-    ok(
-        &admin,
-        tmp.path(),
-        &["registry", "add-role", "reviewer", &rv],
-    );
-    let ws = workers
-        .iter()
-        .map(|w| {
-            let name = format!("{db}_{w}");
-            ok(
-                &admin,
-                tmp.path(),
-                &["registry", "add-role", "worker", &name],
-            );
-            name
-        })
-        .collect();
-    (db, op, rv, ws)
+    let r = fleet::registry(c, tag, workers);
+    (r.db, r.operator, r.reviewer, r.workers)
 }
 
 fn read(env: &Env, rel: &str) -> Option<String> {

@@ -6,74 +6,23 @@
 
 mod common;
 
+use common::fleet::{self, ok, refused};
 use common::pg::{self, Cluster};
-use common::{final_result, submit, Daemon, Env, BIN};
+use common::{final_result, submit, Daemon, Env};
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-/// `brainloop ARGS` with `BRAINLOOP_REGISTRY_URL = url`, from data dir `data`: (status,
-/// stdout, stderr).
-fn brainloop(url: &str, data: &Path, args: &[&str]) -> (ExitStatus, String, String) {
-    let out = Command::new(BIN)
-        .args(args)
-        .env("BRAINLOOP_DATA_DIR", data)
-        .env("BRAINLOOP_REGISTRY_URL", url)
-        .output()
-        .expect("run brainloop");
-    (
-        out.status,
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn ok(url: &str, data: &Path, args: &[&str]) -> String {
-    let (st, o, e) = brainloop(url, data, args);
-    assert!(st.success(), "brainloop {args:?}: {o}{e}");
-    o
-}
-
-fn refused(url: &str, data: &Path, args: &[&str]) -> String {
-    let (st, o, e) = brainloop(url, data, args);
-    assert!(!st.success(), "brainloop {args:?} must fail: {o}{e}");
-    e
-}
-
-static DBS: AtomicUsize = AtomicUsize::new(0);
-
-/// A migrated registry database of its own on `c` (reached with `admin`'s URL for database
-/// `db`), with roles for the operator and `workers`: (db, operator role, workers).
+/// A migrated registry of this test's own, reached through `url_for(role, db)` as its owner
+/// (`postgres`): (db, operator role, workers).
 fn registry_with(
     c: &Cluster,
     url_for: &dyn Fn(&str, &str) -> String,
     tag: &str,
     workers: &[&str],
 ) -> (String, String, Vec<String>) {
-    let db = format!("regr_{tag}_{}", DBS.fetch_add(1, Ordering::SeqCst));
-    c.create_db(&db);
-    let admin = url_for("postgres", &db);
-    let tmp = tempfile::tempdir().unwrap();
-    let out = ok(&admin, tmp.path(), &["registry", "migrate"]);
-    assert!(out.contains("migrated from version 0 to"), "{out}");
-    let op = format!("{db}_op");
-    ok(
-        &admin,
-        tmp.path(),
-        &["registry", "add-role", "operator", &op],
-    );
-    let mut ws = Vec::new();
-    for w in workers {
-        let name = format!("{db}_{w}");
-        ok(
-            &admin,
-            tmp.path(),
-            &["registry", "add-role", "worker", &name],
-        );
-        ws.push(name);
-    }
-    (db, op, ws)
+    let r = fleet::registry_via(c, &|db| url_for("postgres", db), tag, workers);
+    (r.db, r.operator, r.workers)
 }
 
 fn registry(c: &Cluster, tag: &str, workers: &[&str]) -> (String, String, Vec<String>) {
@@ -709,7 +658,8 @@ fn a_worker_presenting_its_client_certificate_logs_in_under_cert_authentication(
     let cert_path = write("client.pem", &cli_cert);
     let key_path = write("client.key", &cli_key);
     let cluster = Cluster::start_tls_cert_auth(&srv_cert, &srv_key, &ca.pem(), "certw");
-    let db = format!("regr_cert_{}", DBS.fetch_add(1, Ordering::SeqCst));
+    // a cluster of this test's own: one database
+    let db = "regr_cert".to_string();
     cluster.create_db(&db);
     let tmp = tempfile::tempdir().unwrap();
     let admin = cluster.admin_url(&db);

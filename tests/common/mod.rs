@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod collector;
+pub mod fleet;
 pub mod http_server;
 pub mod mock_llm;
 pub mod pg;
