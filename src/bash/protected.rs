@@ -721,33 +721,26 @@ const CLONE_DIRS: &[&str] = &[
     "refs/remotes/origin",
 ];
 
+/// Where a clone's refs and reflogs go (files, and directories of branch names with `/`).
+const CLONE_REFS: &[&str] = &[
+    "refs/heads/",
+    "refs/tags/",
+    "refs/remotes/origin/",
+    "logs/refs/heads/",
+    "logs/refs/remotes/origin/",
+];
+
 /// Where `git clone` writes refs, reflogs and objects in the new git dir: data git reads as
 /// hashes and names, never as configuration or a program (never `objects/info/**`).
 fn clone_data(q: &str, dir: bool) -> bool {
     let beneath = |base: &str| q.strip_prefix(base).is_some_and(|r| !r.is_empty());
     if dir {
-        return [
-            "refs/heads/",
-            "refs/tags/",
-            "refs/remotes/origin/",
-            "logs/refs/heads/",
-            "logs/refs/remotes/origin/",
-        ]
-        .iter()
-        .any(|b| beneath(b))
+        return CLONE_REFS.iter().any(|b| beneath(b))
             || q.strip_prefix("objects/")
                 .is_some_and(|o| o.len() == 2 && o.chars().all(|c| c.is_ascii_hexdigit()));
     }
     matches!(q, "packed-refs" | "index" | "logs/HEAD")
-        || [
-            "refs/heads/",
-            "refs/tags/",
-            "refs/remotes/origin/",
-            "logs/refs/heads/",
-            "logs/refs/remotes/origin/",
-        ]
-        .iter()
-        .any(|b| beneath(b))
+        || CLONE_REFS.iter().any(|b| beneath(b))
         || q.strip_prefix("objects/pack/pack-")
             .is_some_and(|f| f.ends_with(".pack") || f.ends_with(".idx") || f.ends_with(".rev"))
         || q.strip_prefix("objects/").is_some_and(|o| {
