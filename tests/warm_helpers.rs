@@ -208,7 +208,17 @@ fn a_restart_removes_the_cgroups_of_a_worker_killed_with_sigkill_needs_writable_
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    let left = worker_cgroups(dead);
+    // The warm helpers' cgroups are made beside the job (one controller after another): the
+    // list is taken once it stopped growing, so the kill finds them all made.
+    let mut left = worker_cgroups(dead);
+    loop {
+        std::thread::sleep(Duration::from_millis(300));
+        let now = worker_cgroups(dead);
+        if now == left || t0.elapsed() > Duration::from_secs(30) {
+            break;
+        }
+        left = now;
+    }
     assert!(
         !left.is_empty(),
         "CANNOT RUN HERE: the worker made no cgroup (none writable?); log:\n{}",

@@ -111,7 +111,16 @@ def spawn_ms(argv, cwd):
 # did ahead of the job (a warm helper's cgroup, namespaces) are shown apart.
 STAGES = [
     ("insert committed → handler start (claim, slot, grants, `running`)", "inserted", "start"),
+    ("  insert committed → claimed (wake, claim transaction)", "inserted", "claimed"),
+    ("  claimed → picked (ready queue)", "claimed", "picked"),
+    ("  picked → task spawned (`running` in lifecycle.db)", "picked", "task"),
+    ("  task spawned → grants loaded", "task", "grants"),
+    ("  grants loaded → handler start", "grants", "start"),
     ("classification + policy", "start", "planned"),
+    ("  classification (parse, rules)", "start", "classified"),
+    ("  grants checked → signatures of the report", "classified", "signatures"),
+    ("  what is known (registry row, promotion, requests, signatures)", "signatures", "known"),
+    ("  situation + plan", "known", "planned"),
     ("sandbox prepare (tmp, warm helper, cgroup, spec)", "planned", "prepared"),
     ("egress proxy start", "prepared", "egress"),
     ("spec to the helper", "egress", "spawned"),

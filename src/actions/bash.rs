@@ -171,6 +171,7 @@ async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
             workdir: Some(workdir.clone()),
         },
     );
+    crate::sandbox::marks::mark("classified");
     if !report.valid {
         return Err(Outcome::failed(format!(
             "command refused: {}",

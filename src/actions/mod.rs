@@ -16,6 +16,7 @@ mod readers;
 mod runcode;
 mod testing;
 
+use crate::clients::ClientGrants;
 use crate::config::Config;
 use crate::permset::PermissionSet;
 use serde_json::{json, Value};
@@ -87,6 +88,8 @@ impl Action {
 
 pub struct Registry {
     actions: Vec<Action>,
+    /// The clients' loaded grants, reused while command_security.db is unchanged.
+    grants: Arc<crate::clients::cache::Cache<Config>>,
 }
 
 impl Registry {
@@ -119,7 +122,10 @@ impl Registry {
             });
         }
         actions.sort_by_key(|a| a.spec.name);
-        Ok(Registry { actions })
+        Ok(Registry {
+            actions,
+            grants: Arc::default(),
+        })
     }
 
     pub fn get(&self, name: &str) -> Option<&Action> {
@@ -290,13 +296,15 @@ pub async fn run(
         Run::Instant(f) => return f(registry, &params),
         Run::Async(h) => h,
     };
-    with_grants(ctx, act.spec.name, act.spec.grants, handler, params).await
+    let cache = Arc::clone(&registry.grants);
+    with_grants(ctx, cache, act.spec.name, act.spec.grants, handler, params).await
 }
 
 /// Loads the client's grants when the action needs some (refusing a missing one with
 /// `denied`), then runs the handler.
 async fn with_grants(
     ctx: JobCtx,
+    cache: Arc<GrantsCache>,
     name: &'static str,
     needs: &'static [Grant],
     handler: Handler,
@@ -304,13 +312,7 @@ async fn with_grants(
 ) -> Outcome {
     let mut ctx = ctx;
     if !needs.is_empty() {
-        let (config, client) = (Arc::clone(&ctx.config), ctx.client_id.clone());
-        let loaded = ctx
-            .stores
-            .security
-            .call(move |c| crate::clients::load(&config.clients, &config.workspace, c, &client))
-            .await;
-        let grants = match loaded {
+        let grants = match load_grants(&ctx, cache).await {
             Ok(g) => g,
             Err(e) => return Outcome::failed(format!("cannot load the client's grants: {e:#}")),
         };
@@ -319,9 +321,31 @@ async fn with_grants(
                 return Outcome::denied(grants.missing(p, name));
             }
         }
-        ctx.grants = Some(Arc::new(grants));
+        ctx.grants = Some(grants);
+        crate::sandbox::marks::early(ctx.job_id, "grants");
     }
     handler(ctx, params).await
+}
+
+type GrantsCache = crate::clients::cache::Cache<Config>;
+
+/// The client's grants as command_security.db has them now: the set loaded for an earlier job
+/// when the database is unchanged (checked at once when the connection is free: no hop to the
+/// blocking pool), else loaded there (`clients::cache`).
+async fn load_grants(ctx: &JobCtx, cache: Arc<GrantsCache>) -> anyhow::Result<Arc<ClientGrants>> {
+    let (config, client) = (Arc::clone(&ctx.config), ctx.client_id.clone());
+    let fresh = ctx
+        .stores
+        .security
+        .try_with(|c| cache.fresh(c, &config, &client))
+        .flatten();
+    if let Some(g) = fresh {
+        return Ok(g);
+    }
+    ctx.stores
+        .security
+        .call(move |c| cache.load(c, &config, &config.clients, &config.workspace, &client))
+        .await
 }
 
 /// An action a job calls on its own behalf (`job::Actions`): checked exactly as a job.
@@ -332,7 +356,15 @@ impl crate::job::Actions for Registry {
             Ok((act, params)) => match act.spec.handler {
                 Run::Instant(f) => Box::pin(std::future::ready(f(self, &params))),
                 Run::Async(h) => {
-                    Box::pin(with_grants(ctx, act.spec.name, act.spec.grants, h, params))
+                    let cache = Arc::clone(&self.grants);
+                    Box::pin(with_grants(
+                        ctx,
+                        cache,
+                        act.spec.name,
+                        act.spec.grants,
+                        h,
+                        params,
+                    ))
                 }
             },
         }

@@ -208,9 +208,14 @@ pub fn last_requested(
     command: &str,
     job_id: i64,
 ) -> Result<Option<i64>> {
+    // The newest of each index's newest row (output.db step 4), never a scan of them all.
     Ok(output.query_row(
-        "SELECT max(requested_at) FROM validations
-         WHERE (command_hash = ?1 OR command = ?3) AND job_id <> ?2",
+        "SELECT max(t) FROM (
+           SELECT (SELECT requested_at FROM validations WHERE command_hash = ?1 AND job_id <> ?2
+                   ORDER BY requested_at DESC LIMIT 1) AS t
+           UNION ALL
+           SELECT (SELECT requested_at FROM validations WHERE command = ?3 AND job_id <> ?2
+                   ORDER BY requested_at DESC LIMIT 1))",
         rusqlite::params![hash, job_id, command],
         |r| r.get(0),
     )?)
@@ -218,11 +223,15 @@ pub fn last_requested(
 
 /// When another job than `job_id` last ran this command (same reason as `last_requested`).
 pub fn last_executed(security: &Connection, hash: &str, job_id: i64) -> Result<Option<i64>> {
-    Ok(security.query_row(
-        "SELECT max(executed_at) FROM executions WHERE command_hash = ?1 AND (job_id IS NULL OR job_id <> ?2)",
-        rusqlite::params![hash, job_id],
-        |r| r.get(0),
-    )?)
+    // Newest first along `executions_hash`: the first row of another job, not every run's.
+    Ok(security
+        .query_row(
+            "SELECT executed_at FROM executions WHERE command_hash = ?1 AND (job_id IS NULL OR job_id <> ?2)
+             ORDER BY executed_at DESC LIMIT 1",
+            rusqlite::params![hash, job_id],
+            |r| r.get(0),
+        )
+        .optional()?)
 }
 
 pub fn set_status(output: &mut Connection, id: &str, status: &str, now: i64) -> Result<bool> {
@@ -1260,5 +1269,89 @@ mod tests {
         let b = new_id().unwrap();
         assert_eq!(a.len(), 32);
         assert_ne!(a, b);
+    }
+
+    /// The last request and run of a command by another job, read along their indexes (one
+    /// row each, never a scan that grows with every validation and run): same answers as the
+    /// plain `max(...)` over every row.
+    #[test]
+    fn last_requested_and_executed_read_one_row_and_agree_with_max() {
+        use crate::db::{migrate, open, DbKind};
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path();
+        migrate::migrate(data, DbKind::Output).unwrap();
+        migrate::migrate(data, DbKind::Security).unwrap();
+        let out = open(data, DbKind::Output).unwrap();
+        let sec = open(data, DbKind::Security).unwrap();
+        for i in 0..200i64 {
+            let (cmd, hash) = (format!("cmd{}", i % 3), format!("h{}", i % 5));
+            out.execute(
+                "INSERT INTO validations(id, job_id, client_id, command, command_hash, status, requested_at)
+                 VALUES (?1, ?2, 'c', ?3, ?4, 'denied', ?5)",
+                params![format!("v{i}"), i % 7, cmd, hash, (i * 37) % 1000],
+            )
+            .unwrap();
+            sec.execute(
+                "INSERT INTO executions(command_hash, job_id, executed_at) VALUES (?1, ?2, ?3)",
+                params![
+                    hash,
+                    if i % 11 == 0 { None } else { Some(i % 7) },
+                    (i * 53) % 1000
+                ],
+            )
+            .unwrap();
+        }
+        for (hash, cmd) in [
+            ("h0", "cmd0"),
+            ("h1", "cmd2"),
+            ("none", "cmd1"),
+            ("none", "none"),
+        ] {
+            for job in 0..8 {
+                let want: Option<i64> = out
+                    .query_row(
+                        "SELECT max(requested_at) FROM validations
+                         WHERE (command_hash = ?1 OR command = ?3) AND job_id <> ?2",
+                        params![hash, job, cmd],
+                        |r| r.get(0),
+                    )
+                    .unwrap();
+                assert_eq!(
+                    last_requested(&out, hash, cmd, job).unwrap(),
+                    want,
+                    "{hash} {cmd} {job}"
+                );
+                let want: Option<i64> = sec
+                    .query_row(
+                        "SELECT max(executed_at) FROM executions
+                         WHERE command_hash = ?1 AND (job_id IS NULL OR job_id <> ?2)",
+                        params![hash, job],
+                        |r| r.get(0),
+                    )
+                    .unwrap();
+                assert_eq!(
+                    last_executed(&sec, hash, job).unwrap(),
+                    want,
+                    "{hash} {job}"
+                );
+            }
+        }
+        let plan = |c: &Connection, sql: &str| -> String {
+            let mut st = c.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+            let rows = st
+                .query_map(params!["h0", 1, "cmd0"], |r| r.get::<_, String>(3))
+                .unwrap();
+            rows.map(|r| r.unwrap()).collect::<Vec<_>>().join("\n")
+        };
+        let requested = plan(
+            &out,
+            "SELECT (SELECT requested_at FROM validations WHERE command_hash = ?1 AND job_id <> ?2
+               ORDER BY requested_at DESC LIMIT 1), ?3",
+        );
+        assert!(
+            requested.contains("USING INDEX validations_hash"),
+            "{requested}"
+        );
+        assert!(!requested.contains("TEMP B-TREE"), "{requested}");
     }
 }

@@ -141,7 +141,9 @@ pub async fn run(job: &Job<'_>, c: &Command<'_>) -> Result<Outcome, Outcome> {
     let now = crate::time::now_ms();
     let ws = job.workspace();
     let sigs = signatures::of_report(c.report, c.workdir, &ws);
+    crate::sandbox::marks::mark("signatures");
     let k = known(job, hash, c.text, c.workdir, &f, &sigs, now).await?;
+    crate::sandbox::marks::mark("known");
     let s = situation(job, c, &f, &ws, &sigs, &k, now);
     let plan = plan::plan(&s);
     crate::sandbox::marks::mark("planned");

@@ -7,8 +7,10 @@
 //! - the grants the operator added at run time with `brainloop grant` (command_security.db
 //!   `client_permissions`, which only the operator's CLI and the worker can write).
 //!
-//! Grants are re-read for every job, so `brainloop revoke` takes effect on the next job.
+//! Grants are re-read for every job whenever the database changed, so `brainloop revoke` takes
+//! effect on the next job (`cache.rs`).
 
+pub mod cache;
 pub mod paths;
 pub mod store;
 pub mod write;

@@ -55,10 +55,12 @@ fn steps(kind: DbKind) -> Vec<&'static str> {
         ],
         // 2: store (data-dir identity, issue 21)
         // 3: heartbeat.problem (the worker's view of what blocks it, issue 21)
+        // 4: validations by command (a command's last request read in O(1), issue 39)
         DbKind::Output => vec![
             kind.schema(),
             STORE,
             include_str!("../../schema/output.3.sql"),
+            include_str!("../../schema/output.4.sql"),
         ],
         // 2: store (data-dir identity, issue 21)
         // 3: audit_keys (audit rows moved from lifecycle's outbox exactly once, issue 19)

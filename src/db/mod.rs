@@ -265,6 +265,18 @@ impl Db {
         f(&mut guard).with_context(|| self.kind.file_name().to_string())
     }
 
+    /// Runs `f` at once when no one holds the connection; `None` when someone does. For reads
+    /// of the WAL index only (`PRAGMA data_version`: shared memory, no disk), which a caller on
+    /// an async thread may afford where a hop to the blocking pool would cost more.
+    pub fn try_with<T>(&self, f: impl FnOnce(&mut Connection) -> T) -> Option<T> {
+        let mut guard = match self.conn.try_lock() {
+            Ok(g) => g,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        };
+        Some(f(&mut guard))
+    }
+
     /// Runs `f` on the blocking pool.
     pub async fn call<T: Send + 'static>(
         self: &Arc<Self>,

@@ -806,6 +806,7 @@ fn warm_main(p: &Prelude) -> i32 {
     mark("h_maps");
     // The seccomp programs, compiled before the command exists (installed per command).
     super::seccomp::prepare_all();
+    super::landlock::prepare_ahead();
     mark("h_bpf");
     let spec = match read_frame().and_then(|(prelude, json)| {
         if prelude {

@@ -16,8 +16,12 @@
 use super::Spec;
 use landlock::{
     Access, AccessFs, AccessNet, NetPort, PathBeneath, PathFd, Ruleset, RulesetAttr,
-    RulesetCreatedAttr, RulesetError, RulesetStatus, Scope, ABI,
+    RulesetCreated, RulesetCreatedAttr, RulesetError, RulesetStatus, Scope, ABI,
 };
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::os::unix::fs::FileTypeExt;
+use std::path::PathBuf;
+use std::sync::Mutex;
 
 /// The newest ABI this code was written and tested against (newer kernels are used at this
 /// level).
@@ -82,6 +86,182 @@ pub fn helper_abi(spec: &Spec) -> i64 {
     spec.landlock_abi.map_or(k, |a| a.clamp(0, k))
 }
 
+/// A path opened `O_PATH` for a rule, and whether it is a directory (of the opened file, so
+/// the two cannot disagree).
+struct Opened {
+    fd: PathFd,
+    dir: bool,
+}
+
+fn open(p: &PathBuf) -> Option<Opened> {
+    let fd = PathFd::new(p).ok()?;
+    let dir = is_dir(fd.as_fd())?;
+    Some(Opened { fd, dir })
+}
+
+fn is_dir(fd: BorrowedFd<'_>) -> Option<bool> {
+    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: fstat writes a `struct stat` into the buffer given; read only when it succeeded.
+    let ok = unsafe { libc::fstat(fd.as_raw_fd(), st.as_mut_ptr()) } == 0;
+    // SAFETY: initialised by the successful fstat above.
+    ok.then(|| unsafe { st.assume_init() }.st_mode & libc::S_IFMT == libc::S_IFDIR)
+}
+
+/// What a rule grants beneath its path: read + execute, everything, or read + write of a
+/// device node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Class {
+    Read,
+    Write,
+    Device,
+}
+
+/// The rights of a rule of `class` on a path (directory or not) at ABI `abi`.
+fn rights(class: Class, dir: bool, abi: ABI) -> landlock::BitFlags<AccessFs> {
+    let access = match class {
+        Class::Read => AccessFs::from_read(abi),
+        Class::Write => AccessFs::from_all(abi),
+        Class::Device => AccessFs::ReadFile | AccessFs::WriteFile,
+    };
+    // Directory-only rights on a file would leave the ruleset partially enforced.
+    if dir {
+        access
+    } else {
+        access & AccessFs::from_file(abi)
+    }
+}
+
+/// A ruleset created with what it handles for ABI `level` and a spec with or without network:
+/// every filesystem right, the TCP rights unless the set has network, every scope.
+fn created(level: i64, network: bool) -> Result<RulesetCreated, String> {
+    let abi = abi_enum(level);
+    let mut ruleset = Ruleset::default()
+        .handle_access(AccessFs::from_all(abi))
+        .map_err(|e| e.to_string())?;
+    // An empty set of rights is an error for the crate: ask only for what the ABI has.
+    let net = AccessNet::from_all(abi);
+    if !network && !net.is_empty() {
+        ruleset = ruleset.handle_access(net).map_err(|e| e.to_string())?;
+    }
+    let scope = Scope::from_all(abi);
+    if !scope.is_empty() {
+        ruleset = ruleset.scope(scope).map_err(|e| e.to_string())?;
+    }
+    ruleset.create().map_err(|e| e.to_string())
+}
+
+/// Adds a rule per opened path; a path that does not exist (or vanished) is simply not allowed.
+fn add(
+    created: RulesetCreated,
+    paths: &[(PathBuf, Class)],
+    abi: ABI,
+) -> Result<RulesetCreated, String> {
+    let opened: Vec<(Opened, Class)> = paths
+        .iter()
+        .filter_map(|(p, c)| open(p).map(|o| (o, *c)))
+        .collect();
+    let rules = opened.iter().map(|(o, c)| {
+        Ok::<_, RulesetError>(PathBeneath::new(o.fd.as_fd(), rights(*c, o.dir, abi)))
+    });
+    created.add_rules(rules).map_err(|e| e.to_string())
+}
+
+/// A ruleset a warm helper built before its spec (issue 39: opening the paths and adding their
+/// rules was most of the Landlock step): created for ABI `level` with or without network, and
+/// holding the rules of `holds` — the system directories and device nodes every set reads or
+/// uses (`super::SYSTEM_DIRS`, the directories among `super::ETC_ENTRIES`, the CPU topology,
+/// `super::DEVICES`). None is beneath a directory the helper covers with a tmpfs
+/// (`super::HIDDEN_DIRS`) or `/proc` (mounted afresh), and none is a regular file: `/etc`'s
+/// files, which package upgrades replace by renaming (a rule holds an inode), are opened per
+/// command. What is mounted on top later (the nosuid binds, the overlay) changes nothing: a
+/// rule holds an inode. Used only by a spec that asks for every rule it holds (a ruleset never
+/// grants what its spec did not ask for), once.
+struct Prepared {
+    level: i64,
+    network: bool,
+    created: RulesetCreated,
+    holds: Vec<(PathBuf, Class)>,
+}
+
+static AHEAD: Mutex<Vec<Prepared>> = Mutex::new(Vec::new());
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The rules a ruleset may hold before its spec: see [`Prepared`].
+fn fixed() -> Vec<(PathBuf, Class)> {
+    let read = super::SYSTEM_DIRS
+        .iter()
+        .chain(super::ETC_ENTRIES)
+        .chain(["/sys/devices/system/cpu"].iter())
+        .map(|p| (PathBuf::from(p), Class::Read));
+    let dev = super::DEVICES
+        .iter()
+        .map(|p| (PathBuf::from(p), Class::Device));
+    read.chain(dev)
+        .filter(|(p, _)| {
+            !super::HIDDEN_DIRS
+                .iter()
+                .chain(["/proc"].iter())
+                .any(|h| p.starts_with(h))
+        })
+        .filter(|(p, c)| match std::fs::metadata(p) {
+            Ok(m) if *c == Class::Device => m.file_type().is_char_device(),
+            Ok(m) => m.is_dir(),
+            Err(_) => false,
+        })
+        .collect()
+}
+
+/// In a warm helper, before its spec: the rulesets of the kernel's ABI, with and without
+/// network, holding [`fixed`]'s rules.
+pub fn prepare_ahead() {
+    let level = effective_abi();
+    if level < 1 {
+        return;
+    }
+    let holds = fixed();
+    let prepared: Vec<Prepared> = [false, true]
+        .into_iter()
+        .filter_map(|network| {
+            let c = created(level, network).ok()?;
+            let c = add(c, &holds, abi_enum(level)).ok()?;
+            Some(Prepared {
+                level,
+                network,
+                created: c,
+                holds: holds.clone(),
+            })
+        })
+        .collect();
+    *lock(&AHEAD) = prepared;
+}
+
+/// The ruleset prepared for `level` and `network` whose rules `wanted` all asks for, with the
+/// rules left to add; else a new ruleset and every rule.
+fn start(
+    level: i64,
+    network: bool,
+    wanted: Vec<(PathBuf, Class)>,
+) -> Result<(RulesetCreated, Vec<(PathBuf, Class)>), String> {
+    let mut ahead = lock(&AHEAD);
+    let at = ahead.iter().position(|p| {
+        p.level == level && p.network == network && p.holds.iter().all(|h| wanted.contains(h))
+    });
+    match at {
+        Some(i) => {
+            let p = ahead.swap_remove(i);
+            let rest = wanted
+                .into_iter()
+                .filter(|w| !p.holds.contains(w))
+                .collect();
+            Ok((p.created, rest))
+        }
+        None => Ok((created(level, network)?, wanted)),
+    }
+}
+
 /// Applies the rules for ABI `level` (≥ 1) to the calling process (and what it executes).
 /// Returns whether the kernel enforces every right requested (it does when `level` ≤ the
 /// kernel's ABI: the ruleset asks only for rights that ABI has).
@@ -90,45 +270,17 @@ pub fn apply(spec: &Spec, level: i64) -> Result<bool, String> {
     if abi == ABI::Unsupported {
         return Err("Landlock is unsupported by this kernel (ABI 0)".into());
     }
-    let read = AccessFs::from_read(abi);
-    let all = AccessFs::from_all(abi);
-    let dev = AccessFs::ReadFile | AccessFs::WriteFile;
-    let mut ruleset = Ruleset::default()
-        .handle_access(all)
-        .map_err(|e| e.to_string())?;
-    // An empty set of rights is an error for the crate: ask only for what the ABI has.
-    let net = AccessNet::from_all(abi);
-    if !spec.network && !net.is_empty() {
-        ruleset = ruleset.handle_access(net).map_err(|e| e.to_string())?;
-    }
-    let scope = Scope::from_all(abi);
-    if !scope.is_empty() {
-        ruleset = ruleset.scope(scope).map_err(|e| e.to_string())?;
-    }
-    // A path that does not exist (or vanished) is simply not allowed.
-    let rules = spec
+    let wanted: Vec<(PathBuf, Class)> = spec
         .read
         .iter()
-        .map(|p| (p, read))
-        .chain(spec.write.iter().map(|p| (p, all)))
-        .chain(spec.devices.iter().map(|p| (p, dev)))
-        .filter_map(|(p, access)| {
-            // Directory-only rights on a file would leave the ruleset partially enforced.
-            let access = if p.is_dir() {
-                access
-            } else {
-                access & AccessFs::from_file(abi)
-            };
-            PathFd::new(p)
-                .ok()
-                .map(|fd| Ok::<_, RulesetError>(PathBeneath::new(fd, access)))
-        });
-    let created = ruleset
-        .create()
-        .map_err(|e| e.to_string())?
-        .add_rules(rules)
-        .map_err(|e| e.to_string())?;
+        .map(|p| (p.clone(), Class::Read))
+        .chain(spec.write.iter().map(|p| (p.clone(), Class::Write)))
+        .chain(spec.devices.iter().map(|p| (p.clone(), Class::Device)))
+        .collect();
+    let (created, rest) = start(level, spec.network, wanted)?;
+    let created = add(created, &rest, abi)?;
     // A set without network that has the egress proxy (an overlay run) may connect to it.
+    let net = AccessNet::from_all(abi);
     let created = match &spec.egress {
         Some(e) if !spec.network && net.contains(AccessNet::ConnectTcp) => created
             .add_rule(NetPort::new(e.port, AccessNet::ConnectTcp))
@@ -164,4 +316,56 @@ pub fn truncate_guard() -> Result<(), String> {
     rules.insert(libc::SYS_open, vec![ro_trunc(1)?]);
     rules.insert(libc::SYS_openat, vec![ro_trunc(2)?]);
     super::seccomp::install_errno(rules, libc::EPERM)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A ruleset built ahead holds only directories and device nodes, and goes only to a spec
+    /// that asks for every rule in it; the spec's other rules are left to add.
+    #[test]
+    fn a_ruleset_built_ahead_goes_only_to_a_spec_asking_for_all_it_holds_needs_landlock() {
+        let level = effective_abi();
+        assert!(
+            level >= 1,
+            "this kernel has no Landlock: the test cannot run here"
+        );
+        let holds = fixed();
+        assert!(holds.contains(&(PathBuf::from("/usr"), Class::Read)));
+        assert!(holds.contains(&(PathBuf::from("/dev/null"), Class::Device)));
+        assert!(
+            !holds
+                .iter()
+                .any(|(p, _)| p == &PathBuf::from("/etc/passwd")),
+            "a regular file an upgrade may replace is opened per command"
+        );
+        assert!(!holds
+            .iter()
+            .any(|(p, _)| p.starts_with("/tmp") || p.starts_with("/proc")));
+        prepare_ahead();
+        assert_eq!(lock(&AHEAD).len(), 2, "with and without network");
+        let mut wanted = holds.clone();
+        wanted.push((PathBuf::from("/etc/passwd"), Class::Read));
+        wanted.push((PathBuf::from("/tmp/ws"), Class::Write));
+        // Missing one rule it holds: not this ruleset (it would grant more than asked).
+        let short: Vec<_> = wanted.iter().skip(1).cloned().collect();
+        let (_, rest) = start(level, false, short.clone()).unwrap();
+        assert_eq!(rest, short, "a fresh ruleset, every rule to add");
+        assert_eq!(lock(&AHEAD).len(), 2, "the prepared ones untouched");
+        // Another ABI: not this ruleset either.
+        let (_, rest) = start(level + 1, false, wanted.clone()).unwrap();
+        assert_eq!(rest, wanted);
+        // Everything it holds asked for: taken once, only the rest left to add.
+        let (_, rest) = start(level, false, wanted.clone()).unwrap();
+        assert_eq!(
+            rest,
+            vec![
+                (PathBuf::from("/etc/passwd"), Class::Read),
+                (PathBuf::from("/tmp/ws"), Class::Write)
+            ]
+        );
+        assert_eq!(lock(&AHEAD).len(), 1, "single use");
+        assert!(lock(&AHEAD).iter().all(|p| p.network));
+    }
 }

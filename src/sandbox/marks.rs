@@ -39,6 +39,7 @@ pub async fn scope<F: std::future::Future>(job_id: i64, f: F) -> F::Output {
     }
     MARKS
         .scope(RefCell::new(Vec::new()), async move {
+            take_early(job_id);
             mark("start");
             let out = f.await;
             mark("end");
@@ -51,6 +52,38 @@ pub async fn scope<F: std::future::Future>(job_id: i64, f: F) -> F::Output {
 /// Whether this task records marks (inside [`scope`], with the log asking).
 pub fn active() -> bool {
     MARKS.try_with(|_| ()).is_ok()
+}
+
+/// Marks made for a job before its handler's [`scope`] began (the supervisor's claim, start and
+/// the grants' load), by job id; [`scope`] takes them, [`forget`] drops those of a job that
+/// never reached one. Kept only while the log asks for the record.
+static EARLY: Mutex<Vec<(i64, &'static str, u64)>> = Mutex::new(Vec::new());
+
+/// Records `name` now for `job_id`, before its handler runs, when the log asks for the record.
+pub fn early(job_id: i64, name: &'static str) {
+    if enabled() {
+        let ns = super::deadline::monotonic_ns();
+        lock(&EARLY).push((job_id, name, ns));
+    }
+}
+
+/// Drops the early marks of `job_id` (its task was reaped).
+pub fn forget(job_id: i64) {
+    if enabled() {
+        lock(&EARLY).retain(|(j, _, _)| *j != job_id);
+    }
+}
+
+fn take_early(job_id: i64) {
+    let mine: Vec<(&'static str, u64)> = {
+        let mut all = lock(&EARLY);
+        let (mine, rest) = all.drain(..).partition(|(j, _, _)| *j == job_id);
+        *all = rest;
+        mine.into_iter().map(|(_, n, t)| (n, t)).collect::<Vec<_>>()
+    };
+    for (n, t) in mine {
+        mark_at(n, t);
+    }
 }
 
 /// Records `name` now (the first time only), when this task records marks.

@@ -19,6 +19,7 @@
 //! ([`prepare`] names it); with `[sandbox] required = false` it runs with every mechanism that
 //! works (`Spec::best_effort`), and unconfined only when none does.
 
+pub mod bpf;
 pub mod cgroup;
 pub mod deadline;
 pub mod detect;

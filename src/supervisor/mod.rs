@@ -130,6 +130,7 @@ impl Loop {
         // `not_before` becomes a monotonic deadline once, here (see `ready`).
         let now = crate::time::mono_ms();
         for c in claim.ready {
+            crate::sandbox::marks::early(c.id, "claimed");
             let job = Job::new(c.id, c.priority, &c.client_id);
             self.ready
                 .push(job, c.not_before.map(crate::time::mono_deadline), now);
@@ -151,6 +152,9 @@ impl Loop {
             return;
         }
         let ids: Vec<i64> = picked.iter().map(|p| p.id).collect();
+        for &id in &ids {
+            crate::sandbox::marks::early(id, "picked");
+        }
         // Inline, not on the blocking pool: lifecycle.db is synchronous=NORMAL and only this
         // connection writes it, so marking a few rows running takes microseconds, and the hop
         // would cost more than the write. The `running` results rows go through the finisher,
@@ -224,6 +228,7 @@ impl Loop {
     }
 
     fn spawn_job(&mut self, snap: Snapshot, slot: Arc<str>) {
+        crate::sandbox::marks::early(snap.job_id, "task");
         let cancel = self.job_cancel.child_token();
         let ctx = JobCtx {
             job_id: snap.job_id,
@@ -314,6 +319,7 @@ impl Loop {
             tracing::error!("a finished task had no job record");
             return;
         };
+        crate::sandbox::marks::forget(job.snap.job_id);
         // A started job gives its slot back here only: every task is reaped exactly once.
         self.ready.release(&job.slot);
         // Stopped by `brainloop cancel` (`cancels`): final, never requeued — unless it had
