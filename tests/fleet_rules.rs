@@ -304,6 +304,8 @@ const SED_FILE: &str = "b{n}.txt";
 const REDIRECT: &str = "echo hi{n} > c{n}.txt";
 const REDIRECT_FILE: &str = "c{n}.txt";
 const SIG: &str = "sed -i EXPR WS_PATH";
+const RM: &str = "rm d{n}.txt";
+const RM_FILE: &str = "d{n}.txt";
 
 /// The rule `id` as `url`'s role may read it (None: not visible to that role).
 fn rule_as(url: &str, data: &Path, id: i64) -> Option<serde_json::Value> {
@@ -520,6 +522,74 @@ fn a_never_override_keeps_applying_while_the_registry_is_down_an_allow_does_not(
     // Back: the permissive one applies again.
     c.resume();
     until_state(&env, SED, SED_FILE, "succeeded");
+}
+
+#[test]
+fn a_never_override_holds_after_a_kill_9_restart_while_the_registry_is_down_an_allow_does_not() {
+    common::require_sandbox();
+    // A cluster of its own: this test stops it.
+    let c = Cluster::start();
+    let (db, op, ws) = registry(&c, "restart", &["a"]);
+    let env = Env::new();
+    setup_ws(&env);
+    let url = c.url_as(&ws[0], &db);
+    let d = start_in_project(&env, &url, "web");
+    let operator = tempfile::tempdir().unwrap();
+    let op_url = c.url_as(&op, &db);
+    // The local policy runs the sed unasked: the operator of this machine set `always_allow`
+    // on its signature here (the signature is known once a sed asked).
+    until_state(&env, SED, SED_FILE, "pending_validation");
+    common::cli_ok(&env, &["override", SIG, "always_allow"]);
+    until_state(&env, SED, SED_FILE, "succeeded");
+    // The fleet forbids it (`never` for project web, stricter than the local allow) and
+    // allows the rm (`always_allow`, permissive; another family than the sed's, which the
+    // local allow covers).
+    add_rule(
+        &op_url,
+        operator.path(),
+        &[
+            "override", SIG, "--value", "never", "--scope", "project:web",
+        ],
+    );
+    add_rule(
+        &op_url,
+        operator.path(),
+        &["override", "rm WS_PATH", "--value", "always_allow"],
+    );
+    until_state(&env, SED, SED_FILE, "denied");
+    until_state(&env, RM, RM_FILE, "succeeded");
+
+    // The registry goes down, then the worker is killed -9 and restarted while it is down.
+    c.stop();
+    d.kill9();
+    let d = start_in_project(&env, &url, "web");
+    // The fleet's `never` still holds (the copy saved at the last pull): nothing ran.
+    let (st, v, after) = once(&env, SED, SED_FILE);
+    assert_eq!(st, "denied", "the fleet forbade it before the restart: {v}");
+    assert!(v["error"].as_str().unwrap_or("").contains(SIG), "{v}");
+    assert_eq!(after.as_deref(), Some("x\n"), "nothing ran");
+    // The permissive rule is not used from the saved copy: the rm waits for a human.
+    let n = N.fetch_add(1, Ordering::SeqCst).to_string();
+    let (cmd, file) = (RM.replace("{n}", &n), RM_FILE.replace("{n}", &n));
+    std::fs::write(env.workspace.join(&file), "x\n").unwrap();
+    let (waiting, st, v, _) = submit(&env, &cmd);
+    assert_eq!(st, "pending_validation", "{v}");
+    assert_eq!(read(&env, &file).as_deref(), Some("x\n"), "nothing ran");
+    let vid = common::vid(&v);
+
+    // Back: the permissive rule applies again, the `never` still holds, and the request made
+    // during the outage reaches the registry (nothing lost).
+    c.resume();
+    until_state(&env, RM, RM_FILE, "succeeded");
+    let (st, v, after) = once(&env, SED, SED_FILE);
+    assert_eq!(st, "denied", "{v}");
+    assert_eq!(after.as_deref(), Some("x\n"));
+    assert_eq!(wait_published(&c.admin_url(&db), &vid), ws[0]);
+    ok(&op_url, operator.path(), &["approve", &vid]);
+    let (st, v, _) = common::past(&env, waiting, &vid);
+    assert_eq!(st, "succeeded", "{v}");
+    assert_eq!(read(&env, &file), None, "the approved rm ran");
+    drop(d);
 }
 
 /// `curl` of `url` on `env` as client `local`; the up-front prompt, if any, approved by the

@@ -6,8 +6,12 @@
 //! pulls the active rules at each pass (a `brainloop_learned` notification, or the poll), and a
 //! copy older than `[registry] learned_fresh_ms` — the worker cut off from the registry — is
 //! not used at all, so a revocation made during an outage applies before any fleet rule is
-//! used again (fail closed). The copy lives in the worker's memory only: a restarted worker
-//! uses no fleet rule before its first pull.
+//! used again (fail closed). Each pull that changed the rules also saves them in the worker's
+//! command_security.db (`registry_copy`, this module its one writer), and a worker loads that
+//! copy at start-up: its restrictive rules (`never`, `always_ask` overrides) apply however old
+//! the copy is — a worker restarted while the registry is down still refuses what the fleet
+//! forbade — while its permissive ones (learned signatures, `always_allow`, host rules) are
+//! used only from a pull of the running worker, while fresh.
 //!
 //! Evidence and promotion come only from rows the operator's role wrote: a rule is inserted in
 //! the same transaction as the operator's decision that teaches it, naming that decision and
@@ -252,28 +256,130 @@ fn applies(r: &LearnedRule, client: &str, project: &str) -> bool {
         }
 }
 
+/// A restrictive rule: kept (in memory and in the saved copy) when the copy goes stale.
+fn restrictive(r: &LearnedRule) -> bool {
+    r.kind == "override" && matches!(r.value.as_deref(), Some("never" | "always_ask"))
+}
+
 /// Worker side (the bridge, at each pass): replaces the copy with the registry's active
-/// rules this worker may read, fresh from now. Returns whether the set changed.
-pub fn pull(c: &mut crate::registry::Client, fresh_ms: u64) -> Result<bool> {
+/// rules this worker may read, fresh from now, and saves it in `sec` (command_security.db)
+/// when it changed. Returns whether the set changed. Err (the registry, or the save failed):
+/// the restrictive rules just read are in force anyway; the permissive ones are not used.
+pub fn pull(
+    c: &mut crate::registry::Client,
+    sec: &mut rusqlite::Connection,
+    fresh_ms: u64,
+) -> Result<bool> {
     let rules = list(c, false, crate::time::now_ms())?;
     {
         let mut r = RESTRICTIVE.lock().unwrap_or_else(|p| p.into_inner());
-        *r = rules
-            .iter()
-            .filter(|r| {
-                r.kind == "override" && matches!(r.value.as_deref(), Some("never" | "always_ask"))
-            })
-            .cloned()
-            .collect();
+        *r = rules.iter().filter(|r| restrictive(r)).cloned().collect();
+    }
+    let changed = COPY
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .as_ref()
+        .is_none_or(|old| old.rules != rules);
+    if changed {
+        save(sec, &rules, crate::time::now_ms())?;
     }
     let mut g = COPY.lock().unwrap_or_else(|p| p.into_inner());
-    let changed = g.as_ref().is_none_or(|old| old.rules != rules);
     *g = Some(Copy {
         rules,
         pulled: crate::time::mono_ms(),
         fresh_ms: fresh_ms.min(i64::MAX as u64) as i64,
     });
     Ok(changed)
+}
+
+/// Replaces the saved copy (`registry_copy`) with `rules`, pulled at `now` (wall ms).
+fn save(sec: &mut rusqlite::Connection, rules: &[LearnedRule], now: i64) -> Result<()> {
+    let tx = sec
+        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        .context("saving the fleet's rules in command_security.db")?;
+    tx.execute("DELETE FROM registry_copy", [])?;
+    {
+        let mut st = tx.prepare(
+            "INSERT INTO registry_copy(id, kind, rule, client_id, scope, target, value, learned_by,
+               db_role, validation_id, created_at, expires_at, pulled_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+        )?;
+        for r in rules {
+            st.execute(rusqlite::params![
+                r.id,
+                r.kind,
+                r.rule,
+                r.client_id,
+                r.scope,
+                r.target,
+                r.value,
+                r.learned_by,
+                r.db_role,
+                r.validation_id,
+                r.created_at,
+                r.expires_at,
+                now
+            ])?;
+        }
+    }
+    tx.commit()
+        .context("saving the fleet's rules in command_security.db")?;
+    Ok(())
+}
+
+/// The saved copy (`registry_copy`): the rules of the last pull that changed them, and when
+/// it was made (wall ms; None: never pulled).
+pub fn saved(sec: &rusqlite::Connection) -> Result<(Vec<LearnedRule>, Option<i64>)> {
+    let mut st = sec.prepare(
+        "SELECT id, kind, rule, client_id, scope, learned_by, db_role, validation_id, created_at,
+                expires_at, target, value, pulled_at
+         FROM registry_copy ORDER BY id",
+    )?;
+    let mut pulled = None;
+    let rules = st
+        .query_map([], |r| {
+            Ok((
+                LearnedRule {
+                    id: r.get(0)?,
+                    kind: r.get(1)?,
+                    rule: r.get(2)?,
+                    client_id: r.get(3)?,
+                    scope: r.get(4)?,
+                    learned_by: r.get(5)?,
+                    db_role: r.get(6)?,
+                    validation_id: r.get(7)?,
+                    created_at: r.get(8)?,
+                    expires_at: r.get(9)?,
+                    revoked_at: None,
+                    revoked_by: None,
+                    target: r.get(10)?,
+                    value: r.get(11)?,
+                },
+                r.get::<_, i64>(12)?,
+            ))
+        })?
+        .map(|x| {
+            x.map(|(rule, at)| {
+                pulled = Some(pulled.map_or(at, |p: i64| p.max(at)));
+                rule
+            })
+        })
+        .collect::<rusqlite::Result<Vec<_>>>()
+        .context("reading the saved copy of the fleet's rules (command_security.db)")?;
+    Ok((rules, pulled))
+}
+
+/// Worker side, at start-up (before any job runs): the restrictive rules of the saved copy
+/// are in force until the first pull replaces them — however old the copy; its permissive
+/// rules are not used (only a pull of this process makes a copy fresh). Returns how many
+/// restrictive rules it restored.
+pub fn load(sec: &rusqlite::Connection) -> Result<usize> {
+    let (rules, _) = saved(sec)?;
+    let kept: Vec<LearnedRule> = rules.into_iter().filter(restrictive).collect();
+    let n = kept.len();
+    // Called before the bridge starts: no pull has run yet in this process.
+    *RESTRICTIVE.lock().unwrap_or_else(|p| p.into_inner()) = kept;
+    Ok(n)
 }
 
 /// Worker side (the bridge, when the registry fails): drops the copy at once — a cut the
