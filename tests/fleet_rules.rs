@@ -548,7 +548,12 @@ fn a_never_override_holds_after_a_kill_9_restart_while_the_registry_is_down_an_a
         &op_url,
         operator.path(),
         &[
-            "override", SIG, "--value", "never", "--scope", "project:web",
+            "override",
+            SIG,
+            "--value",
+            "never",
+            "--scope",
+            "project:web",
         ],
     );
     add_rule(

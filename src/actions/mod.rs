@@ -308,7 +308,11 @@ async fn with_grants(
         let loaded = ctx
             .stores
             .security
-            .call(move |c| crate::clients::load(&config.clients, &config.workspace, c, &client))
+            .call(move |c| {
+                // The fleet registry's grants for this client here (a fresh copy only).
+                let shared = crate::ask::learned::grants_for(&client, crate::time::now_ms());
+                crate::clients::load_with(&config.clients, &config.workspace, c, &client, shared)
+            })
             .await;
         let grants = match loaded {
             Ok(g) => g,

@@ -13,6 +13,11 @@
 //! forbade — while its permissive ones (learned signatures, `always_allow`, host rules) are
 //! used only from a pull of the running worker, while fresh.
 //!
+//! It also owns the clients' grants shared by scope (`client_grants`, `brainloop grant
+//! --scope`): written and revoked only by the operator's role, pulled with the rules, used
+//! (`grants_for`, added to a job's grants by `actions`) only while the copy is fresh, never
+//! saved — a grant widens, so a worker cut off from the registry has its local grants only.
+//!
 //! Evidence and promotion come only from rows the operator's role wrote: a rule is inserted in
 //! the same transaction as the operator's decision that teaches it, naming that decision and
 //! its validation; nothing a worker reports promotes anything. `bash::signatures` reads the
@@ -224,6 +229,8 @@ pub fn list(c: &mut crate::registry::Client, all: bool, now: i64) -> Result<Vec<
 
 struct Copy {
     rules: Vec<LearnedRule>,
+    /// The clients' grants shared with this worker's scope (permissive: never saved).
+    grants: Vec<SharedGrant>,
     /// `time::mono_ms()` of the last successful pull.
     pulled: i64,
     fresh_ms: i64,
@@ -275,17 +282,24 @@ pub fn pull(
         let mut r = RESTRICTIVE.lock().unwrap_or_else(|p| p.into_inner());
         *r = rules.iter().filter(|r| restrictive(r)).cloned().collect();
     }
-    let changed = COPY
+    let grants = list_grants(c, false, crate::time::now_ms())?;
+    let (rules_changed, changed) = COPY
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .as_ref()
-        .is_none_or(|old| old.rules != rules);
-    if changed {
+        .map_or((true, true), |old| {
+            (
+                old.rules != rules,
+                old.rules != rules || old.grants != grants,
+            )
+        });
+    if rules_changed {
         save(sec, &rules, crate::time::now_ms())?;
     }
     let mut g = COPY.lock().unwrap_or_else(|p| p.into_inner());
     *g = Some(Copy {
         rules,
+        grants,
         pulled: crate::time::mono_ms(),
         fresh_ms: fresh_ms.min(i64::MAX as u64) as i64,
     });
@@ -389,6 +403,16 @@ pub fn forget() {
     *g = None;
 }
 
+/// The copy when it is fresh (pulled less than its freshness bound ago), else None.
+fn fresh<T>(f: impl FnOnce(&Copy) -> T) -> Option<T> {
+    let g = COPY.lock().unwrap_or_else(|p| p.into_inner());
+    let copy = g.as_ref()?;
+    if crate::time::mono_ms().saturating_sub(copy.pulled) > copy.fresh_ms {
+        return None;
+    }
+    Some(f(copy))
+}
+
 /// The rules of `kind` of the copy usable now for `client`: none when the copy is older than
 /// its freshness bound.
 fn usable(kind: &str, client: &str, now: i64) -> Vec<LearnedRule> {
@@ -460,6 +484,214 @@ pub fn hosts_for(client: &str, now: i64) -> Vec<String> {
         .into_iter()
         .map(|r| r.rule)
         .collect()
+}
+
+// ---- Clients' grants shared by scope ----
+
+/// A client's grant in the registry (`client_grants`): what `brainloop grant --scope` shares.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct SharedGrant {
+    pub id: i64,
+    pub client_id: String,
+    /// FILE_READ, FILE_WRITE, SYSTEM_COMMAND, NETWORK, LLM, FORCE_EXECUTE or SECRET.
+    pub permission: String,
+    /// As a local grant's (`clients::store::check_pattern`); SECRET: the secret's name.
+    pub pattern: String,
+    /// FILE_WRITE only: writes there need no human validation.
+    pub auto: bool,
+    /// `fleet`, `project` or `worker`, with `target` as a rule's.
+    pub scope: String,
+    pub target: Option<String>,
+    /// The operator who granted it (`operator:…`) and the role that wrote it.
+    pub granted_by: String,
+    pub db_role: String,
+    pub created_at: i64,
+    pub expires_at: Option<i64>,
+    pub revoked_at: Option<i64>,
+    pub revoked_by: Option<String>,
+}
+
+impl SharedGrant {
+    /// In force at `now` (wall ms): not revoked, not expired.
+    pub fn active(&self, now: i64) -> bool {
+        self.revoked_at.is_none() && self.expires_at.is_none_or(|e| e > now)
+    }
+
+    /// `fleet`, `project:NAME` or `worker:ROLE`.
+    pub fn scope_text(&self) -> String {
+        match &self.target {
+            Some(t) => format!("{}:{t}", self.scope),
+            None => self.scope.clone(),
+        }
+    }
+}
+
+const GRANT_COLS: &str = "id, client_id, permission, pattern, auto, scope, target, granted_by, db_role, created_at, expires_at, revoked_at, revoked_by";
+
+fn grant_row(r: &postgres::Row) -> Result<SharedGrant> {
+    Ok(SharedGrant {
+        id: r.try_get(0)?,
+        client_id: r.try_get(1)?,
+        permission: r.try_get(2)?,
+        pattern: r.try_get(3)?,
+        auto: r.try_get(4)?,
+        scope: r.try_get(5)?,
+        target: r.try_get(6)?,
+        granted_by: r.try_get(7)?,
+        db_role: r.try_get(8)?,
+        created_at: r.try_get(9)?,
+        expires_at: r.try_get(10)?,
+        revoked_at: r.try_get(11)?,
+        revoked_by: r.try_get(12)?,
+    })
+}
+
+/// A grant the operator shares (`brainloop grant --scope`, `registry import`).
+#[derive(Debug, Clone)]
+pub struct NewGrant<'a> {
+    pub client: &'a str,
+    pub permission: crate::clients::Permission,
+    pub pattern: &'a str,
+    pub auto: bool,
+    pub scope: &'a Scope,
+    pub by: &'a str,
+    pub expires_at: Option<i64>,
+}
+
+/// Operator side: shares a grant (checked as a local one); the same active grant of that
+/// scope is kept (false: nothing new), one that differs only by `auto` is replaced. The
+/// registry refuses any role but the operator's.
+pub fn grant(
+    c: &mut crate::registry::Client,
+    g: &NewGrant<'_>,
+    now: i64,
+) -> Result<(SharedGrant, bool)> {
+    crate::clients::store::check_pattern(g.permission, g.pattern)?;
+    if g.auto && g.permission != crate::clients::Permission::FileWrite {
+        bail!("--auto applies only to FILE_WRITE grants");
+    }
+    let (scope, target) = g.scope.parts();
+    let perm = g.permission.as_str();
+    let mut tx = c.transaction()?;
+    let same = tx
+        .query_opt(
+            &format!(
+                "SELECT {GRANT_COLS} FROM client_grants
+                 WHERE client_id = $1 AND permission = $2 AND pattern = $3 AND scope = $4
+                   AND target IS NOT DISTINCT FROM $5 AND revoked_at IS NULL
+                 FOR UPDATE"
+            ),
+            &[&g.client, &perm, &g.pattern, &scope, &target],
+        )
+        .context("reading the registry's grants (is this the operator's role?)")?
+        .map(|r| grant_row(&r))
+        .transpose()?;
+    if let Some(old) = same {
+        if old.auto == g.auto && old.expires_at == g.expires_at {
+            tx.commit()?;
+            return Ok((old, false));
+        }
+        tx.execute(
+            "UPDATE client_grants SET revoked_at = $2, revoked_by = $3, revoked_role = current_user
+             WHERE id = $1",
+            &[&old.id, &now, &g.by],
+        )
+        .context("replacing the registry's grant (is this the operator's role?)")?;
+    }
+    let r = tx
+        .query_one(
+            &format!(
+                "INSERT INTO client_grants(client_id, permission, pattern, auto, scope, target, granted_by, created_at, expires_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING {GRANT_COLS}"
+            ),
+            &[&g.client, &perm, &g.pattern, &g.auto, &scope, &target, &g.by, &now, &g.expires_at],
+        )
+        .context("writing the grant in the registry (is this the operator's role?)")?;
+    let out = grant_row(&r)?;
+    tx.commit().context("writing the grant in the registry")?;
+    Ok((out, true))
+}
+
+/// Operator side: revokes the active grants of `client` `permission` `pattern` of `scope`
+/// (None: of every scope). Returns those revoked (none: nothing matched).
+pub fn revoke_grant(
+    c: &mut crate::registry::Client,
+    client: &str,
+    permission: crate::clients::Permission,
+    pattern: &str,
+    scope: Option<&Scope>,
+    by: &str,
+    now: i64,
+) -> Result<Vec<SharedGrant>> {
+    let (sc, target) = match scope {
+        Some(s) => {
+            let (a, b) = s.parts();
+            (Some(a), b)
+        }
+        None => (None, None),
+    };
+    let rows = c
+        .query(
+            &format!(
+                "UPDATE client_grants SET revoked_at = $5, revoked_by = $6, revoked_role = current_user
+                 WHERE client_id = $1 AND permission = $2 AND pattern = $3 AND revoked_at IS NULL
+                   AND ($4::text IS NULL OR (scope = $4 AND target IS NOT DISTINCT FROM $7))
+                 RETURNING {GRANT_COLS}"
+            ),
+            &[&client, &permission.as_str(), &pattern, &sc, &now, &by, &target],
+        )
+        .context("revoking in the registry (is this the operator's role?)")?;
+    rows.iter().map(grant_row).collect()
+}
+
+/// Any role: the registry's grants it may read (a worker: its scopes'), oldest first; `all`:
+/// revoked and expired ones too.
+pub fn list_grants(
+    c: &mut crate::registry::Client,
+    all: bool,
+    now: i64,
+) -> Result<Vec<SharedGrant>> {
+    let rows = c
+        .query(
+            &format!(
+                "SELECT {GRANT_COLS} FROM client_grants
+                 WHERE $1 OR (revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $2))
+                 ORDER BY id"
+            ),
+            &[&all, &now],
+        )
+        .context("reading the registry's grants")?;
+    rows.iter().map(grant_row).collect()
+}
+
+/// The grants the registry gives `client` on this worker now (a fresh copy only): what a
+/// job's grants add to the configuration's and the local operator's (`clients::load_with`).
+/// A grant whose permission this binary does not know is ignored, never widened.
+pub fn grants_for(client: &str, now: i64) -> Vec<crate::clients::Grant> {
+    let project = PROJECT.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    fresh(|copy| {
+        copy.grants
+            .iter()
+            .filter(|g| {
+                g.client_id == client
+                    && g.active(now)
+                    && match g.scope.as_str() {
+                        "fleet" | "worker" => true,
+                        "project" => g.target.as_deref() == Some(project.as_str()),
+                        _ => false,
+                    }
+            })
+            .filter_map(|g| {
+                Some(crate::clients::Grant {
+                    permission: crate::clients::Permission::parse(&g.permission).ok()?,
+                    pattern: g.pattern.clone(),
+                    auto: g.auto,
+                    source: crate::clients::Source::Registry,
+                })
+            })
+            .collect()
+    })
+    .unwrap_or_default()
 }
 
 #[cfg(test)]
