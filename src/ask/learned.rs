@@ -87,7 +87,7 @@ fn row(r: &postgres::Row) -> Result<LearnedRule> {
 }
 
 /// Operator side, inside the transaction of decision `decision_id`: learns `sigs` for `client`
-/// on the whole fleet. Returns the rules' ids.
+/// on every worker of `scope`. Returns the rules' ids.
 #[allow(clippy::too_many_arguments)]
 pub fn learn(
     tx: &mut postgres::Transaction<'_>,
@@ -95,17 +95,19 @@ pub fn learn(
     decision_id: i64,
     client: &str,
     sigs: &[String],
+    scope: &Scope,
     by: &str,
     now: i64,
     expires_at: Option<i64>,
 ) -> Result<Vec<i64>> {
+    let (sc, target) = scope.parts();
     let mut ids = Vec::new();
     for s in sigs {
         let id: i64 = tx
             .query_one(
-                "INSERT INTO learned_rules(kind, rule, client_id, scope, learned_by, validation_id, decision_id, created_at, expires_at)
-                 VALUES ('signature', $1, $2, 'fleet', $3, $4, $5, $6, $7) RETURNING id",
-                &[s, &client, &by, &validation_id, &decision_id, &now, &expires_at],
+                "INSERT INTO learned_rules(kind, rule, client_id, scope, target, learned_by, validation_id, decision_id, created_at, expires_at)
+                 VALUES ('signature', $1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
+                &[s, &client, &sc, &target, &by, &validation_id, &decision_id, &now, &expires_at],
             )
             .context("writing the learned rule in the registry (is this the operator's role?)")?
             .get(0);
@@ -136,6 +138,13 @@ impl Scope {
             Some(("worker", n)) => Scope::Worker(named("worker", n)?),
             _ => bail!("--scope {s:?}: fleet, project:NAME (the workers whose horos_name is NAME) or worker:ROLE (one worker's login role)"),
         })
+    }
+    /// `fleet`, `project:NAME` or `worker:ROLE` (what [`Scope::parse`] reads).
+    pub fn text(&self) -> String {
+        match self.parts() {
+            (s, Some(t)) => format!("{s}:{t}"),
+            (s, None) => s.to_string(),
+        }
     }
     fn parts(&self) -> (&'static str, Option<&str>) {
         match self {
@@ -174,6 +183,32 @@ pub fn add(c: &mut crate::registry::Client, r: &NewRule<'_>, now: i64) -> Result
         )
         .context("writing the rule in the registry (is this the operator's role?)")?;
     row(&inserted)
+}
+
+/// Operator side: [`add`] unless the same rule (kind, text, client, scope, value) is active
+/// already; (the rule, whether it is new).
+pub fn add_once(
+    c: &mut crate::registry::Client,
+    r: &NewRule<'_>,
+    now: i64,
+) -> Result<(LearnedRule, bool)> {
+    let (scope, target) = r.scope.parts();
+    let same = c
+        .query_opt(
+            &format!(
+                "SELECT {COLS} FROM learned_rules
+                 WHERE kind = $1 AND rule = $2 AND client_id = $3 AND scope = $4
+                   AND target IS NOT DISTINCT FROM $5 AND value IS NOT DISTINCT FROM $6
+                   AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $7)
+                 ORDER BY id LIMIT 1"
+            ),
+            &[&r.kind, &r.rule, &r.client, &scope, &target, &r.value, &now],
+        )
+        .context("reading the registry's rules")?;
+    match same {
+        Some(row_) => Ok((row(&row_)?, false)),
+        None => Ok((add(c, r, now)?, true)),
+    }
 }
 
 /// Operator side: revokes `key` — `fleet:N` (one rule) or a signature's exact text (every

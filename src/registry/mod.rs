@@ -498,8 +498,15 @@ CREATE POLICY worker_reads ON learned_rules FOR SELECT TO brainloop_worker
     // (`target` = the workers' `horos_name`) or one worker (`target` = its login role).
     // Written and revoked only by the operator's role, under its own name; a worker reads the
     // fleet's, the projects' and its own worker-scoped grants; an insert or a revocation is
-    // announced on `brainloop_learned` like a rule's.
+    // announced on `brainloop_learned` like a rule's. And `approve --learn --scope
+    // project:NAME|worker:ROLE`: a decision's `learn_scope` may name one (`worker` alone
+    // still means the worker that asked learns locally).
     r#"
+ALTER TABLE decisions DROP CONSTRAINT IF EXISTS decisions_learn_scope_check;
+ALTER TABLE decisions ADD CONSTRAINT decisions_learn_scope6
+  CHECK (learn_scope IN ('worker', 'fleet')
+      OR (learn_scope LIKE 'project:_%') OR (learn_scope LIKE 'worker:_%'));
+
 CREATE TABLE client_grants (
   id bigserial PRIMARY KEY,
   client_id text NOT NULL CHECK (client_id <> ''),
