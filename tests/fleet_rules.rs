@@ -304,6 +304,8 @@ const SED_FILE: &str = "b{n}.txt";
 const REDIRECT: &str = "echo hi{n} > c{n}.txt";
 const REDIRECT_FILE: &str = "c{n}.txt";
 const SIG: &str = "sed -i EXPR WS_PATH";
+const RM: &str = "rm d{n}.txt";
+const RM_FILE: &str = "d{n}.txt";
 
 /// The rule `id` as `url`'s role may read it (None: not visible to that role).
 fn rule_as(url: &str, data: &Path, id: i64) -> Option<serde_json::Value> {
@@ -522,6 +524,79 @@ fn a_never_override_keeps_applying_while_the_registry_is_down_an_allow_does_not(
     until_state(&env, SED, SED_FILE, "succeeded");
 }
 
+#[test]
+fn a_never_override_holds_after_a_kill_9_restart_while_the_registry_is_down_an_allow_does_not() {
+    common::require_sandbox();
+    // A cluster of its own: this test stops it.
+    let c = Cluster::start();
+    let (db, op, ws) = registry(&c, "restart", &["a"]);
+    let env = Env::new();
+    setup_ws(&env);
+    let url = c.url_as(&ws[0], &db);
+    let d = start_in_project(&env, &url, "web");
+    let operator = tempfile::tempdir().unwrap();
+    let op_url = c.url_as(&op, &db);
+    // The local policy runs the sed unasked: the operator of this machine set `always_allow`
+    // on its signature here (the signature is known once a sed asked).
+    until_state(&env, SED, SED_FILE, "pending_validation");
+    common::cli_ok(&env, &["override", SIG, "always_allow"]);
+    until_state(&env, SED, SED_FILE, "succeeded");
+    // The fleet forbids it (`never` for project web, stricter than the local allow) and
+    // allows the rm (`always_allow`, permissive; another family than the sed's, which the
+    // local allow covers).
+    add_rule(
+        &op_url,
+        operator.path(),
+        &[
+            "override",
+            SIG,
+            "--value",
+            "never",
+            "--scope",
+            "project:web",
+        ],
+    );
+    add_rule(
+        &op_url,
+        operator.path(),
+        &["override", "rm WS_PATH", "--value", "always_allow"],
+    );
+    until_state(&env, SED, SED_FILE, "denied");
+    until_state(&env, RM, RM_FILE, "succeeded");
+
+    // The registry goes down, then the worker is killed -9 and restarted while it is down.
+    c.stop();
+    d.kill9();
+    let d = start_in_project(&env, &url, "web");
+    // The fleet's `never` still holds (the copy saved at the last pull): nothing ran.
+    let (st, v, after) = once(&env, SED, SED_FILE);
+    assert_eq!(st, "denied", "the fleet forbade it before the restart: {v}");
+    assert!(v["error"].as_str().unwrap_or("").contains(SIG), "{v}");
+    assert_eq!(after.as_deref(), Some("x\n"), "nothing ran");
+    // The permissive rule is not used from the saved copy: the rm waits for a human.
+    let n = N.fetch_add(1, Ordering::SeqCst).to_string();
+    let (cmd, file) = (RM.replace("{n}", &n), RM_FILE.replace("{n}", &n));
+    std::fs::write(env.workspace.join(&file), "x\n").unwrap();
+    let (waiting, st, v, _) = submit(&env, &cmd);
+    assert_eq!(st, "pending_validation", "{v}");
+    assert_eq!(read(&env, &file).as_deref(), Some("x\n"), "nothing ran");
+    let vid = common::vid(&v);
+
+    // Back: the permissive rule applies again, the `never` still holds, and the request made
+    // during the outage reaches the registry (nothing lost).
+    c.resume();
+    until_state(&env, RM, RM_FILE, "succeeded");
+    let (st, v, after) = once(&env, SED, SED_FILE);
+    assert_eq!(st, "denied", "{v}");
+    assert_eq!(after.as_deref(), Some("x\n"));
+    assert_eq!(wait_published(&c.admin_url(&db), &vid), ws[0]);
+    ok(&op_url, operator.path(), &["approve", &vid]);
+    let (st, v, _) = common::past(&env, waiting, &vid);
+    assert_eq!(st, "succeeded", "{v}");
+    assert_eq!(read(&env, &file), None, "the approved rm ran");
+    drop(d);
+}
+
 /// `curl` of `url` on `env` as client `local`; the up-front prompt, if any, approved by the
 /// operator through the registry: the job's state past it and its result.
 fn curl_through_registry(
@@ -695,4 +770,142 @@ fn a_worker_presenting_its_client_certificate_logs_in_under_cert_authentication(
         &["registry", "status"],
     );
     assert!(e.contains("sslcert and sslkey go together"), "{e}");
+}
+
+/// Submits the sed on `env` (a fresh file), which must ask: (job id, validation id).
+fn sed_asking(env: &Env, admin: &str) -> (i64, String) {
+    let n = N.fetch_add(1, Ordering::SeqCst);
+    std::fs::write(env.workspace.join(format!("b{n}.txt")), "x\n").unwrap();
+    let (job, st, v, e) = submit(env, &format!("sed -i s/x/X/ b{n}.txt"));
+    assert_eq!(st, "pending_validation", "{v} {e}");
+    let vid = common::vid(&v);
+    wait_published(admin, &vid);
+    (job, vid)
+}
+
+#[test]
+fn approve_learn_teaches_one_worker_or_one_project_and_registry_import_copies_a_workers_local_rules(
+) {
+    common::require_sandbox();
+    let c = pg::shared();
+    let (db, op, ws) = registry(c, "learnscope", &["a", "b"]);
+    let envs = [Env::new(), Env::new()];
+    let _daemons: Vec<Daemon> = envs
+        .iter()
+        .zip(&ws)
+        .zip(["web", "batch"])
+        .map(|((e, w), p)| {
+            setup_ws(e);
+            start_in_project(e, &c.url_as(w, &db), p)
+        })
+        .collect();
+    let operator = tempfile::tempdir().unwrap();
+    let op_url = c.url_as(&op, &db);
+    let admin = c.admin_url(&db);
+    until_state(&envs[1], SED, SED_FILE, "pending_validation");
+
+    // A's sed, approved with --learn for worker B: A's job runs, A keeps asking, B learned it.
+    let (job, vid) = sed_asking(&envs[0], &admin);
+    let b_scope = format!("worker:{}", ws[1]);
+    let out = ok(
+        &op_url,
+        operator.path(),
+        &["approve", &vid, "--learn", "--scope", &b_scope],
+    );
+    assert!(
+        out.contains(&format!("and learn for client local on worker {}", ws[1])),
+        "{out}"
+    );
+    let (st, v, _) = common::past(&envs[0], job, &vid);
+    assert_eq!(st, "succeeded", "{v}");
+    let (v, after) = until_state(&envs[1], SED, SED_FILE, "succeeded");
+    assert_eq!(v["result"]["policy_used"], "signature_learned", "{v}");
+    assert_eq!(after.as_deref(), Some("X\n"));
+    let (st, v, _) = once(&envs[0], SED, SED_FILE);
+    assert_eq!(st, "pending_validation", "A was not taught: {v}");
+    let rules: serde_json::Value =
+        serde_json::from_str(&ok(&op_url, operator.path(), &["rules", "list", "--json"])).unwrap();
+    assert!(
+        rules
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["scope"] == "worker"
+                && r["target"] == ws[1].as_str()
+                && r["rule"] == SIG
+                && r["validation_id"] == vid.as_str()),
+        "{rules}"
+    );
+
+    // Another of A's, approved with --learn for project web: A runs the sed unasked from now.
+    let (job, vid) = sed_asking(&envs[0], &admin);
+    let out = ok(
+        &op_url,
+        operator.path(),
+        &["approve", &vid, "--learn", "--scope", "project:web"],
+    );
+    assert!(out.contains("on every worker of project web"), "{out}");
+    common::past(&envs[0], job, &vid);
+    let (v, _) = until_state(&envs[0], SED, SED_FILE, "succeeded");
+    assert_eq!(v["result"]["policy_used"], "signature_learned", "{v}");
+    let e = refused(
+        &op_url,
+        operator.path(),
+        &["approve", "nope", "--learn", "--scope", "galaxy:far"],
+    );
+    assert!(e.contains("--scope"), "{e}");
+
+    // `registry import` of B's local rules: a `never` override of a signature, a grant and a
+    // host `--always-host` would remember (a NETWORK grant).
+    // (B knows the redirect's signature once it saw one: it runs, covered by the sed's family.)
+    once(&envs[1], REDIRECT, REDIRECT_FILE);
+    common::cli_ok(&envs[1], &["override", "redirect:write WS_PATH", "never"]);
+    common::cli_ok(&envs[1], &["grant", "ci", "SYSTEM_COMMAND", "cat"]);
+    common::cli_ok(&envs[1], &["grant", "ci", "NETWORK", "pypi.org:443"]);
+    // Not with a worker's role.
+    let e = refused(
+        &c.url_as(&ws[1], &db),
+        &envs[1].data,
+        &["registry", "import", "--worker", &ws[1]],
+    );
+    assert!(e.contains("permission denied"), "{e}");
+    let out = ok(
+        &op_url,
+        &envs[1].data,
+        &["registry", "import", "--worker", &ws[1]],
+    );
+    assert!(out.contains("3 added, 0 already there"), "{out}");
+    assert!(
+        out.contains(&format!(
+            "[worker:{}] never of signature `redirect:write WS_PATH`",
+            ws[1]
+        )),
+        "{out}"
+    );
+    let again = ok(
+        &op_url,
+        &envs[1].data,
+        &["registry", "import", "--worker", &ws[1]],
+    );
+    assert!(again.contains("0 added, 3 already there"), "{again}");
+    // In the registry, as B's rules: B's role reads them, A's does not.
+    let grants = |url: &str, data: &Path| -> serde_json::Value {
+        serde_json::from_str(&ok(url, data, &["grants", "ci", "--json"])).unwrap()
+    };
+    let as_b = grants(&c.url_as(&ws[1], &db), &envs[1].data);
+    let shared = as_b["registry"].as_array().unwrap();
+    assert_eq!(shared.len(), 2, "{as_b}");
+    assert!(
+        shared
+            .iter()
+            .all(|g| g["scope"] == "worker" && g["target"] == ws[1].as_str()),
+        "{as_b}"
+    );
+    let as_a = grants(&c.url_as(&ws[0], &db), &envs[0].data);
+    assert_eq!(as_a["registry"].as_array().unwrap().len(), 0, "{as_a}");
+    // The imported grant applies on B from the registry too (its local one is dropped here to
+    // show it): ci runs cat.
+    common::cli_ok(&envs[1], &["revoke", "ci", "SYSTEM_COMMAND", "cat"]);
+    let (_, st, v, _) = common::submit_as(&envs[1], "ci", "cat a.txt");
+    assert_eq!(st, "succeeded", "{v}");
 }

@@ -329,22 +329,34 @@ async fn with_grants(
 
 type GrantsCache = crate::clients::cache::Cache<Config>;
 
-/// The client's grants as command_security.db has them now: the set loaded for an earlier job
-/// when the database is unchanged (checked at once when the connection is free: no hop to the
+/// The client's grants as command_security.db and the fleet registry have them now: the set
+/// loaded for an earlier job when the database is unchanged and the registry's grants for the
+/// client here are the same (checked at once when the connection is free: no hop to the
 /// blocking pool), else loaded there (`clients::cache`).
 async fn load_grants(ctx: &JobCtx, cache: Arc<GrantsCache>) -> anyhow::Result<Arc<ClientGrants>> {
     let (config, client) = (Arc::clone(&ctx.config), ctx.client_id.clone());
+    // The fleet registry's grants for this client here (a fresh copy only; none without one).
+    let shared = crate::ask::learned::grants_for(&client, crate::time::now_ms());
     let fresh = ctx
         .stores
         .security
-        .try_with(|c| cache.fresh(c, &config, &client))
+        .try_with(|c| cache.fresh(c, &config, &client, &shared))
         .flatten();
     if let Some(g) = fresh {
         return Ok(g);
     }
     ctx.stores
         .security
-        .call(move |c| cache.load(c, &config, &config.clients, &config.workspace, &client))
+        .call(move |c| {
+            cache.load(
+                c,
+                &config,
+                &config.clients,
+                &config.workspace,
+                &client,
+                shared,
+            )
+        })
         .await
 }
 

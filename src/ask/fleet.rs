@@ -11,8 +11,10 @@
 //! cause (`brainloop status`), a job that needs a human waits `pending_validation` (its
 //! validation is published once the registry is back), nothing is decided, and what needs no
 //! decision runs on — except the fleet's learned rules: the bridge pulls them at each pass
-//! (`ask::learned`) and drops them when the registry fails; a copy older than
-//! `[registry] learned_fresh_ms` is not used (the worker asks) until the next pull.
+//! (`ask::learned`), saves them in command_security.db when they changed, and drops them when
+//! the registry fails; a copy older than `[registry] learned_fresh_ms` is not used (the worker
+//! asks) until the next pull. The restrictive ones (`never`, `always_ask`) stay in force, also
+//! across a restart (the saved copy, loaded at start-up), until a pull lifts them.
 
 use super::{learned, validations};
 use crate::ask::validations::{FleetApplied, Validation};
@@ -112,7 +114,7 @@ fn session(
         let now = crate::time::now_ms();
         // The fleet's learned rules first: a revocation made while this worker was cut off
         // is in the copy before the copy is fresh again (`ask::learned`).
-        if learned::pull(&mut c, fresh_ms)? {
+        if learned::pull(&mut c, &mut sec, fresh_ms)? {
             tracing::info!("the fleet's learned rules changed (registry)");
         }
         sync(&mut c, &mut sec, stores, local, &mut published, since)?;

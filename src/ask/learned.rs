@@ -6,8 +6,17 @@
 //! pulls the active rules at each pass (a `brainloop_learned` notification, or the poll), and a
 //! copy older than `[registry] learned_fresh_ms` — the worker cut off from the registry — is
 //! not used at all, so a revocation made during an outage applies before any fleet rule is
-//! used again (fail closed). The copy lives in the worker's memory only: a restarted worker
-//! uses no fleet rule before its first pull.
+//! used again (fail closed). Each pull that changed the rules also saves them in the worker's
+//! command_security.db (`registry_copy`, this module its one writer), and a worker loads that
+//! copy at start-up: its restrictive rules (`never`, `always_ask` overrides) apply however old
+//! the copy is — a worker restarted while the registry is down still refuses what the fleet
+//! forbade — while its permissive ones (learned signatures, `always_allow`, host rules) are
+//! used only from a pull of the running worker, while fresh.
+//!
+//! It also owns the clients' grants shared by scope (`client_grants`, `brainloop grant
+//! --scope`): written and revoked only by the operator's role, pulled with the rules, used
+//! (`grants_for`, added to a job's grants by `actions`) only while the copy is fresh, never
+//! saved — a grant widens, so a worker cut off from the registry has its local grants only.
 //!
 //! Evidence and promotion come only from rows the operator's role wrote: a rule is inserted in
 //! the same transaction as the operator's decision that teaches it, naming that decision and
@@ -78,7 +87,7 @@ fn row(r: &postgres::Row) -> Result<LearnedRule> {
 }
 
 /// Operator side, inside the transaction of decision `decision_id`: learns `sigs` for `client`
-/// on the whole fleet. Returns the rules' ids.
+/// on every worker of `scope`. Returns the rules' ids.
 #[allow(clippy::too_many_arguments)]
 pub fn learn(
     tx: &mut postgres::Transaction<'_>,
@@ -86,17 +95,19 @@ pub fn learn(
     decision_id: i64,
     client: &str,
     sigs: &[String],
+    scope: &Scope,
     by: &str,
     now: i64,
     expires_at: Option<i64>,
 ) -> Result<Vec<i64>> {
+    let (sc, target) = scope.parts();
     let mut ids = Vec::new();
     for s in sigs {
         let id: i64 = tx
             .query_one(
-                "INSERT INTO learned_rules(kind, rule, client_id, scope, learned_by, validation_id, decision_id, created_at, expires_at)
-                 VALUES ('signature', $1, $2, 'fleet', $3, $4, $5, $6, $7) RETURNING id",
-                &[s, &client, &by, &validation_id, &decision_id, &now, &expires_at],
+                "INSERT INTO learned_rules(kind, rule, client_id, scope, target, learned_by, validation_id, decision_id, created_at, expires_at)
+                 VALUES ('signature', $1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
+                &[s, &client, &sc, &target, &by, &validation_id, &decision_id, &now, &expires_at],
             )
             .context("writing the learned rule in the registry (is this the operator's role?)")?
             .get(0);
@@ -127,6 +138,13 @@ impl Scope {
             Some(("worker", n)) => Scope::Worker(named("worker", n)?),
             _ => bail!("--scope {s:?}: fleet, project:NAME (the workers whose horos_name is NAME) or worker:ROLE (one worker's login role)"),
         })
+    }
+    /// `fleet`, `project:NAME` or `worker:ROLE` (what [`Scope::parse`] reads).
+    pub fn text(&self) -> String {
+        match self.parts() {
+            (s, Some(t)) => format!("{s}:{t}"),
+            (s, None) => s.to_string(),
+        }
     }
     fn parts(&self) -> (&'static str, Option<&str>) {
         match self {
@@ -165,6 +183,32 @@ pub fn add(c: &mut crate::registry::Client, r: &NewRule<'_>, now: i64) -> Result
         )
         .context("writing the rule in the registry (is this the operator's role?)")?;
     row(&inserted)
+}
+
+/// Operator side: [`add`] unless the same rule (kind, text, client, scope, value) is active
+/// already; (the rule, whether it is new).
+pub fn add_once(
+    c: &mut crate::registry::Client,
+    r: &NewRule<'_>,
+    now: i64,
+) -> Result<(LearnedRule, bool)> {
+    let (scope, target) = r.scope.parts();
+    let same = c
+        .query_opt(
+            &format!(
+                "SELECT {COLS} FROM learned_rules
+                 WHERE kind = $1 AND rule = $2 AND client_id = $3 AND scope = $4
+                   AND target IS NOT DISTINCT FROM $5 AND value IS NOT DISTINCT FROM $6
+                   AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $7)
+                 ORDER BY id LIMIT 1"
+            ),
+            &[&r.kind, &r.rule, &r.client, &scope, &target, &r.value, &now],
+        )
+        .context("reading the registry's rules")?;
+    match same {
+        Some(row_) => Ok((row(&row_)?, false)),
+        None => Ok((add(c, r, now)?, true)),
+    }
 }
 
 /// Operator side: revokes `key` — `fleet:N` (one rule) or a signature's exact text (every
@@ -220,6 +264,8 @@ pub fn list(c: &mut crate::registry::Client, all: bool, now: i64) -> Result<Vec<
 
 struct Copy {
     rules: Vec<LearnedRule>,
+    /// The clients' grants shared with this worker's scope (permissive: never saved).
+    grants: Vec<SharedGrant>,
     /// `time::mono_ms()` of the last successful pull.
     pulled: i64,
     fresh_ms: i64,
@@ -252,28 +298,137 @@ fn applies(r: &LearnedRule, client: &str, project: &str) -> bool {
         }
 }
 
+/// A restrictive rule: kept (in memory and in the saved copy) when the copy goes stale.
+fn restrictive(r: &LearnedRule) -> bool {
+    r.kind == "override" && matches!(r.value.as_deref(), Some("never" | "always_ask"))
+}
+
 /// Worker side (the bridge, at each pass): replaces the copy with the registry's active
-/// rules this worker may read, fresh from now. Returns whether the set changed.
-pub fn pull(c: &mut crate::registry::Client, fresh_ms: u64) -> Result<bool> {
+/// rules this worker may read, fresh from now, and saves it in `sec` (command_security.db)
+/// when it changed. Returns whether the set changed. Err (the registry, or the save failed):
+/// the restrictive rules just read are in force anyway; the permissive ones are not used.
+pub fn pull(
+    c: &mut crate::registry::Client,
+    sec: &mut rusqlite::Connection,
+    fresh_ms: u64,
+) -> Result<bool> {
     let rules = list(c, false, crate::time::now_ms())?;
     {
         let mut r = RESTRICTIVE.lock().unwrap_or_else(|p| p.into_inner());
-        *r = rules
-            .iter()
-            .filter(|r| {
-                r.kind == "override" && matches!(r.value.as_deref(), Some("never" | "always_ask"))
-            })
-            .cloned()
-            .collect();
+        *r = rules.iter().filter(|r| restrictive(r)).cloned().collect();
+    }
+    let grants = list_grants(c, false, crate::time::now_ms())?;
+    let (rules_changed, changed) = COPY
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .as_ref()
+        .map_or((true, true), |old| {
+            (
+                old.rules != rules,
+                old.rules != rules || old.grants != grants,
+            )
+        });
+    if rules_changed {
+        save(sec, &rules, crate::time::now_ms())?;
     }
     let mut g = COPY.lock().unwrap_or_else(|p| p.into_inner());
-    let changed = g.as_ref().is_none_or(|old| old.rules != rules);
     *g = Some(Copy {
         rules,
+        grants,
         pulled: crate::time::mono_ms(),
         fresh_ms: fresh_ms.min(i64::MAX as u64) as i64,
     });
     Ok(changed)
+}
+
+/// Replaces the saved copy (`registry_copy`) with `rules`, pulled at `now` (wall ms).
+fn save(sec: &mut rusqlite::Connection, rules: &[LearnedRule], now: i64) -> Result<()> {
+    let tx = sec
+        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        .context("saving the fleet's rules in command_security.db")?;
+    tx.execute("DELETE FROM registry_copy", [])?;
+    {
+        let mut st = tx.prepare(
+            "INSERT INTO registry_copy(id, kind, rule, client_id, scope, target, value, learned_by,
+               db_role, validation_id, created_at, expires_at, pulled_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+        )?;
+        for r in rules {
+            st.execute(rusqlite::params![
+                r.id,
+                r.kind,
+                r.rule,
+                r.client_id,
+                r.scope,
+                r.target,
+                r.value,
+                r.learned_by,
+                r.db_role,
+                r.validation_id,
+                r.created_at,
+                r.expires_at,
+                now
+            ])?;
+        }
+    }
+    tx.commit()
+        .context("saving the fleet's rules in command_security.db")?;
+    Ok(())
+}
+
+/// The saved copy (`registry_copy`): the rules of the last pull that changed them, and when
+/// it was made (wall ms; None: never pulled).
+pub fn saved(sec: &rusqlite::Connection) -> Result<(Vec<LearnedRule>, Option<i64>)> {
+    let mut st = sec.prepare(
+        "SELECT id, kind, rule, client_id, scope, learned_by, db_role, validation_id, created_at,
+                expires_at, target, value, pulled_at
+         FROM registry_copy ORDER BY id",
+    )?;
+    let mut pulled = None;
+    let rules = st
+        .query_map([], |r| {
+            Ok((
+                LearnedRule {
+                    id: r.get(0)?,
+                    kind: r.get(1)?,
+                    rule: r.get(2)?,
+                    client_id: r.get(3)?,
+                    scope: r.get(4)?,
+                    learned_by: r.get(5)?,
+                    db_role: r.get(6)?,
+                    validation_id: r.get(7)?,
+                    created_at: r.get(8)?,
+                    expires_at: r.get(9)?,
+                    revoked_at: None,
+                    revoked_by: None,
+                    target: r.get(10)?,
+                    value: r.get(11)?,
+                },
+                r.get::<_, i64>(12)?,
+            ))
+        })?
+        .map(|x| {
+            x.map(|(rule, at)| {
+                pulled = Some(pulled.map_or(at, |p: i64| p.max(at)));
+                rule
+            })
+        })
+        .collect::<rusqlite::Result<Vec<_>>>()
+        .context("reading the saved copy of the fleet's rules (command_security.db)")?;
+    Ok((rules, pulled))
+}
+
+/// Worker side, at start-up (before any job runs): the restrictive rules of the saved copy
+/// are in force until the first pull replaces them — however old the copy; its permissive
+/// rules are not used (only a pull of this process makes a copy fresh). Returns how many
+/// restrictive rules it restored.
+pub fn load(sec: &rusqlite::Connection) -> Result<usize> {
+    let (rules, _) = saved(sec)?;
+    let kept: Vec<LearnedRule> = rules.into_iter().filter(restrictive).collect();
+    let n = kept.len();
+    // Called before the bridge starts: no pull has run yet in this process.
+    *RESTRICTIVE.lock().unwrap_or_else(|p| p.into_inner()) = kept;
+    Ok(n)
 }
 
 /// Worker side (the bridge, when the registry fails): drops the copy at once — a cut the
@@ -281,6 +436,16 @@ pub fn pull(c: &mut crate::registry::Client, fresh_ms: u64) -> Result<bool> {
 pub fn forget() {
     let mut g = COPY.lock().unwrap_or_else(|p| p.into_inner());
     *g = None;
+}
+
+/// The copy when it is fresh (pulled less than its freshness bound ago), else None.
+fn fresh<T>(f: impl FnOnce(&Copy) -> T) -> Option<T> {
+    let g = COPY.lock().unwrap_or_else(|p| p.into_inner());
+    let copy = g.as_ref()?;
+    if crate::time::mono_ms().saturating_sub(copy.pulled) > copy.fresh_ms {
+        return None;
+    }
+    Some(f(copy))
 }
 
 /// The rules of `kind` of the copy usable now for `client`: none when the copy is older than
@@ -354,6 +519,214 @@ pub fn hosts_for(client: &str, now: i64) -> Vec<String> {
         .into_iter()
         .map(|r| r.rule)
         .collect()
+}
+
+// ---- Clients' grants shared by scope ----
+
+/// A client's grant in the registry (`client_grants`): what `brainloop grant --scope` shares.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct SharedGrant {
+    pub id: i64,
+    pub client_id: String,
+    /// FILE_READ, FILE_WRITE, SYSTEM_COMMAND, NETWORK, LLM, FORCE_EXECUTE or SECRET.
+    pub permission: String,
+    /// As a local grant's (`clients::store::check_pattern`); SECRET: the secret's name.
+    pub pattern: String,
+    /// FILE_WRITE only: writes there need no human validation.
+    pub auto: bool,
+    /// `fleet`, `project` or `worker`, with `target` as a rule's.
+    pub scope: String,
+    pub target: Option<String>,
+    /// The operator who granted it (`operator:…`) and the role that wrote it.
+    pub granted_by: String,
+    pub db_role: String,
+    pub created_at: i64,
+    pub expires_at: Option<i64>,
+    pub revoked_at: Option<i64>,
+    pub revoked_by: Option<String>,
+}
+
+impl SharedGrant {
+    /// In force at `now` (wall ms): not revoked, not expired.
+    pub fn active(&self, now: i64) -> bool {
+        self.revoked_at.is_none() && self.expires_at.is_none_or(|e| e > now)
+    }
+
+    /// `fleet`, `project:NAME` or `worker:ROLE`.
+    pub fn scope_text(&self) -> String {
+        match &self.target {
+            Some(t) => format!("{}:{t}", self.scope),
+            None => self.scope.clone(),
+        }
+    }
+}
+
+const GRANT_COLS: &str = "id, client_id, permission, pattern, auto, scope, target, granted_by, db_role, created_at, expires_at, revoked_at, revoked_by";
+
+fn grant_row(r: &postgres::Row) -> Result<SharedGrant> {
+    Ok(SharedGrant {
+        id: r.try_get(0)?,
+        client_id: r.try_get(1)?,
+        permission: r.try_get(2)?,
+        pattern: r.try_get(3)?,
+        auto: r.try_get(4)?,
+        scope: r.try_get(5)?,
+        target: r.try_get(6)?,
+        granted_by: r.try_get(7)?,
+        db_role: r.try_get(8)?,
+        created_at: r.try_get(9)?,
+        expires_at: r.try_get(10)?,
+        revoked_at: r.try_get(11)?,
+        revoked_by: r.try_get(12)?,
+    })
+}
+
+/// A grant the operator shares (`brainloop grant --scope`, `registry import`).
+#[derive(Debug, Clone)]
+pub struct NewGrant<'a> {
+    pub client: &'a str,
+    pub permission: crate::clients::Permission,
+    pub pattern: &'a str,
+    pub auto: bool,
+    pub scope: &'a Scope,
+    pub by: &'a str,
+    pub expires_at: Option<i64>,
+}
+
+/// Operator side: shares a grant (checked as a local one); the same active grant of that
+/// scope is kept (false: nothing new), one that differs only by `auto` is replaced. The
+/// registry refuses any role but the operator's.
+pub fn grant(
+    c: &mut crate::registry::Client,
+    g: &NewGrant<'_>,
+    now: i64,
+) -> Result<(SharedGrant, bool)> {
+    crate::clients::store::check_pattern(g.permission, g.pattern)?;
+    if g.auto && g.permission != crate::clients::Permission::FileWrite {
+        bail!("--auto applies only to FILE_WRITE grants");
+    }
+    let (scope, target) = g.scope.parts();
+    let perm = g.permission.as_str();
+    let mut tx = c.transaction()?;
+    let same = tx
+        .query_opt(
+            &format!(
+                "SELECT {GRANT_COLS} FROM client_grants
+                 WHERE client_id = $1 AND permission = $2 AND pattern = $3 AND scope = $4
+                   AND target IS NOT DISTINCT FROM $5 AND revoked_at IS NULL
+                 FOR UPDATE"
+            ),
+            &[&g.client, &perm, &g.pattern, &scope, &target],
+        )
+        .context("reading the registry's grants (is this the operator's role?)")?
+        .map(|r| grant_row(&r))
+        .transpose()?;
+    if let Some(old) = same {
+        if old.auto == g.auto && old.expires_at == g.expires_at {
+            tx.commit()?;
+            return Ok((old, false));
+        }
+        tx.execute(
+            "UPDATE client_grants SET revoked_at = $2, revoked_by = $3, revoked_role = current_user
+             WHERE id = $1",
+            &[&old.id, &now, &g.by],
+        )
+        .context("replacing the registry's grant (is this the operator's role?)")?;
+    }
+    let r = tx
+        .query_one(
+            &format!(
+                "INSERT INTO client_grants(client_id, permission, pattern, auto, scope, target, granted_by, created_at, expires_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING {GRANT_COLS}"
+            ),
+            &[&g.client, &perm, &g.pattern, &g.auto, &scope, &target, &g.by, &now, &g.expires_at],
+        )
+        .context("writing the grant in the registry (is this the operator's role?)")?;
+    let out = grant_row(&r)?;
+    tx.commit().context("writing the grant in the registry")?;
+    Ok((out, true))
+}
+
+/// Operator side: revokes the active grants of `client` `permission` `pattern` of `scope`
+/// (None: of every scope). Returns those revoked (none: nothing matched).
+pub fn revoke_grant(
+    c: &mut crate::registry::Client,
+    client: &str,
+    permission: crate::clients::Permission,
+    pattern: &str,
+    scope: Option<&Scope>,
+    by: &str,
+    now: i64,
+) -> Result<Vec<SharedGrant>> {
+    let (sc, target) = match scope {
+        Some(s) => {
+            let (a, b) = s.parts();
+            (Some(a), b)
+        }
+        None => (None, None),
+    };
+    let rows = c
+        .query(
+            &format!(
+                "UPDATE client_grants SET revoked_at = $5, revoked_by = $6, revoked_role = current_user
+                 WHERE client_id = $1 AND permission = $2 AND pattern = $3 AND revoked_at IS NULL
+                   AND ($4::text IS NULL OR (scope = $4 AND target IS NOT DISTINCT FROM $7))
+                 RETURNING {GRANT_COLS}"
+            ),
+            &[&client, &permission.as_str(), &pattern, &sc, &now, &by, &target],
+        )
+        .context("revoking in the registry (is this the operator's role?)")?;
+    rows.iter().map(grant_row).collect()
+}
+
+/// Any role: the registry's grants it may read (a worker: its scopes'), oldest first; `all`:
+/// revoked and expired ones too.
+pub fn list_grants(
+    c: &mut crate::registry::Client,
+    all: bool,
+    now: i64,
+) -> Result<Vec<SharedGrant>> {
+    let rows = c
+        .query(
+            &format!(
+                "SELECT {GRANT_COLS} FROM client_grants
+                 WHERE $1 OR (revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $2))
+                 ORDER BY id"
+            ),
+            &[&all, &now],
+        )
+        .context("reading the registry's grants")?;
+    rows.iter().map(grant_row).collect()
+}
+
+/// The grants the registry gives `client` on this worker now (a fresh copy only): what a
+/// job's grants add to the configuration's and the local operator's (`clients::load_with`).
+/// A grant whose permission this binary does not know is ignored, never widened.
+pub fn grants_for(client: &str, now: i64) -> Vec<crate::clients::Grant> {
+    let project = PROJECT.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    fresh(|copy| {
+        copy.grants
+            .iter()
+            .filter(|g| {
+                g.client_id == client
+                    && g.active(now)
+                    && match g.scope.as_str() {
+                        "fleet" | "worker" => true,
+                        "project" => g.target.as_deref() == Some(project.as_str()),
+                        _ => false,
+                    }
+            })
+            .filter_map(|g| {
+                Some(crate::clients::Grant {
+                    permission: crate::clients::Permission::parse(&g.permission).ok()?,
+                    pattern: g.pattern.clone(),
+                    auto: g.auto,
+                    source: crate::clients::Source::Registry,
+                })
+            })
+            .collect()
+    })
+    .unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -811,13 +811,16 @@ pub fn fleet_get(reg: &mut crate::registry::Client, id: &str) -> Result<Option<F
 }
 
 /// How far an operator's `approve --learn` through the registry teaches.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LearnScope {
     /// The worker that asked (it checks the gate and learns for the job's client).
     Worker,
-    /// Every worker: rules in the registry (`ask::learned`), for the job's client, until
-    /// revoked or expired.
-    Fleet { expires_at: Option<i64> },
+    /// Every worker of a scope (the fleet, a project, one worker): rules in the registry
+    /// (`ask::learned`), for the job's client, until revoked or expired.
+    Shared {
+        scope: super::learned::Scope,
+        expires_at: Option<i64>,
+    },
 }
 
 /// Operator side: decides validation `id` in the registry (the operator's role; a worker's is
@@ -856,9 +859,9 @@ pub fn fleet_decide(
         );
     }
     let now = crate::time::now_ms();
-    let scope = match learn {
-        Some(LearnScope::Fleet { .. }) => "fleet",
-        _ => "worker",
+    let scope = match &learn {
+        Some(LearnScope::Shared { scope, .. }) => scope.text(),
+        _ => "worker".to_string(),
     };
     let decision_id: i64 = tx
         .query_one(
@@ -869,7 +872,7 @@ pub fn fleet_decide(
         .context("writing the decision in the registry (is this the operator's role?)")?
         .get(0);
     let mut taught = Vec::new();
-    if let Some(LearnScope::Fleet { expires_at }) = learn {
+    if let Some(LearnScope::Shared { scope, expires_at }) = &learn {
         taught = f.signatures.clone();
         if taught.is_empty() {
             bail!("validation {id} has no change set signatures to learn (asked up front, or not a command): approve it without --learn, nothing decided");
@@ -880,9 +883,10 @@ pub fn fleet_decide(
             decision_id,
             &f.validation.client_id,
             &taught,
+            scope,
             by,
             now,
-            expires_at,
+            *expires_at,
         )?;
     }
     tx.commit()?;

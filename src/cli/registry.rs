@@ -33,6 +33,17 @@ pub enum RegistryCommand {
         /// The login role's name (letters, digits, '_' and '-').
         name: String,
     },
+    /// The operator's role, on a worker's machine (its data dir): copy that worker's local
+    /// signature overrides and operator grants (the hosts `approve --always-host` remembered
+    /// are NETWORK grants) into the registry, as rules and grants of scope worker:ROLE. The
+    /// local ones stay; a second run adds nothing.
+    Import {
+        /// The worker's login role in the registry (its name there).
+        #[arg(long)]
+        worker: String,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn settings(config: &Config) -> Result<&registry::Settings> {
@@ -73,6 +84,7 @@ pub fn run(config: &Config, a: &RegistryArgs) -> Result<i32> {
             println!("role {name} is a member of {}", role.group());
             Ok(0)
         }
+        RegistryCommand::Import { worker, json } => import(config, &mut c, worker, *json),
         RegistryCommand::Status { json } => {
             let version = registry::version(&mut c)?;
             let transport = registry::transport(&mut c)?;
@@ -136,4 +148,152 @@ pub fn run(config: &Config, a: &RegistryArgs) -> Result<i32> {
             Ok(if version == registry::latest() { 0 } else { 4 })
         }
     }
+}
+
+/// What `registry import` did with one local item.
+#[derive(serde::Serialize)]
+struct Imported {
+    /// `override`, `grant`.
+    kind: &'static str,
+    /// What it is (the signature and its value, or the grant).
+    what: String,
+    /// `added` (new in the registry), `present` (already there), `local` (not importable:
+    /// why in `id`'s place).
+    outcome: &'static str,
+    /// The registry's `fleet:N` / `fleet-grant:N`, or why it stays local.
+    id: String,
+}
+
+/// `registry import --worker ROLE`: this data dir's local overrides of signatures and operator
+/// grants → the registry, scope worker:ROLE (idempotent: `add_once`, `grant`).
+fn import(config: &Config, c: &mut registry::Client, worker: &str, json: bool) -> Result<i32> {
+    use crate::ask::learned::{self, NewGrant, NewRule, Scope};
+    use crate::db::{self, DbKind};
+    registry::check_version(c)?;
+    if !DbKind::Security.path(&config.data_dir).exists() {
+        bail!(
+            "{} does not exist: run `registry import` on the worker's machine, with its data dir (--data-dir or BRAINLOOP_DATA_DIR)",
+            DbKind::Security.path(&config.data_dir).display()
+        );
+    }
+    let scope = Scope::parse(&format!("worker:{worker}"))?;
+    let exists: bool = c
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)",
+            &[&worker],
+        )?
+        .get(0);
+    if !exists {
+        bail!("no role {worker:?} in the registry: name the worker's login role (`brainloop registry add-role worker NAME`)");
+    }
+    let sec = db::open_read_only(&config.data_dir, DbKind::Security)?;
+    let overrides: Vec<(String, String)> = {
+        let mut st = sec.prepare(
+            "SELECT signature, user_override FROM signatures WHERE user_override IS NOT NULL ORDER BY id",
+        )?;
+        let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()?
+    };
+    let command_overrides: i64 = sec.query_row(
+        "SELECT count(*) FROM commands_registry WHERE user_override IS NOT NULL",
+        [],
+        |r| r.get(0),
+    )?;
+    let grants = crate::clients::store::list_with_clients(&sec, None)?;
+    let by = super::operator();
+    let now = crate::time::now_ms();
+    let mut out = Vec::new();
+    for (sig, value) in &overrides {
+        let (r, new) = learned::add_once(
+            c,
+            &NewRule {
+                kind: "override",
+                rule: sig,
+                client: "*",
+                scope: &scope,
+                value: Some(value),
+                by: &by,
+                expires_at: None,
+            },
+            now,
+        )?;
+        out.push(Imported {
+            kind: "override",
+            what: format!("{value} of signature `{sig}`"),
+            outcome: if new { "added" } else { "present" },
+            id: format!("fleet:{}", r.id),
+        });
+    }
+    for (client, g) in &grants {
+        let what = format!(
+            "{client} {} {}{}",
+            g.permission.as_str(),
+            g.pattern,
+            if g.auto { " (auto)" } else { "" }
+        );
+        match learned::grant(
+            c,
+            &NewGrant {
+                client,
+                permission: g.permission,
+                pattern: &g.pattern,
+                auto: g.auto,
+                scope: &scope,
+                by: &by,
+                expires_at: None,
+            },
+            now,
+        ) {
+            Ok((r, new)) => out.push(Imported {
+                kind: "grant",
+                what,
+                outcome: if new { "added" } else { "present" },
+                id: format!("fleet-grant:{}", r.id),
+            }),
+            // A grant the registry's checks refuse (edited by hand) stays local, said so.
+            Err(e) if format!("{e:#}").contains("permission denied") => return Err(e),
+            Err(e) => out.push(Imported {
+                kind: "grant",
+                what,
+                outcome: "local",
+                id: format!("{e:#}"),
+            }),
+        }
+    }
+    if json {
+        println!(
+            "{}",
+            shown::json(&serde_json::json!({
+                "worker": worker,
+                "imported": out,
+                "command_overrides_kept_local": command_overrides,
+            }))?
+        );
+        return Ok(0);
+    }
+    let added = out.iter().filter(|i| i.outcome == "added").count();
+    let present = out.iter().filter(|i| i.outcome == "present").count();
+    for i in &out {
+        println!(
+            "{:<8} {:<8} {} [worker:{}] {}",
+            i.outcome,
+            i.kind,
+            shown::line(&i.id),
+            shown::line(worker),
+            shown::line(&i.what)
+        );
+    }
+    println!(
+        "imported into the registry for worker {}: {added} added, {present} already there ({} overrides of signatures, {} grants read from {}); the local ones stay in force beside them (the strictest override wins; grants add up)",
+        shown::line(worker),
+        overrides.len(),
+        grants.len(),
+        config.data_dir.display()
+    );
+    if command_overrides > 0 {
+        println!(
+            "{command_overrides} override(s) of a command hash stay local: a command's hash includes its working directory, one machine's (override its signature instead)"
+        );
+    }
+    Ok(0)
 }

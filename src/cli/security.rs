@@ -36,10 +36,15 @@ pub struct DecideArgs {
     /// (refused, saying why, for what a learned signature could never apply).
     #[arg(long)]
     pub learn: bool,
-    /// With --learn and a fleet registry: `worker` (default: the worker that asked learns) or
+    /// With --learn and a fleet registry: `worker` (default: the worker that asked learns),
     /// `fleet` (every worker learns the signatures for the job's client, until
-    /// `signatures --revoke`).
-    #[arg(long, value_name = "worker|fleet", requires = "learn")]
+    /// `signatures --revoke`), `project:NAME` (the workers whose horos_name is NAME) or
+    /// `worker:ROLE` (the worker whose login role is ROLE).
+    #[arg(
+        long,
+        value_name = "worker|fleet|project:NAME|worker:ROLE",
+        requires = "learn"
+    )]
     pub scope: Option<String>,
     /// With --learn --scope fleet: the rules expire after AGE (`30m`, `12h`, `7d`).
     #[arg(long, value_name = "AGE", requires = "learn")]
@@ -418,7 +423,8 @@ fn fleet_decide(reg: &crate::registry::Settings, a: &DecideArgs, approve: bool) 
             }
             Some(validations::LearnScope::Worker)
         }
-        (true, "fleet") => Some(validations::LearnScope::Fleet {
+        (true, shared) => Some(validations::LearnScope::Shared {
+            scope: crate::ask::learned::Scope::parse(shared)?,
             expires_at: match &a.expires {
                 Some(age) => Some(
                     crate::time::now_ms()
@@ -429,7 +435,6 @@ fn fleet_decide(reg: &crate::registry::Settings, a: &DecideArgs, approve: bool) 
                 None => None,
             },
         }),
-        (true, other) => bail!("--scope {}: worker or fleet", shown::line(other)),
     };
     let mut c = crate::registry::connect(reg)?;
     crate::registry::check_version(&mut c)?;
@@ -437,7 +442,7 @@ fn fleet_decide(reg: &crate::registry::Settings, a: &DecideArgs, approve: bool) 
         &mut c,
         &a.id,
         d,
-        learn,
+        learn.clone(),
         a.reason.as_deref(),
         &super::operator(),
     )?;
@@ -450,8 +455,19 @@ fn fleet_decide(reg: &crate::registry::Settings, a: &DecideArgs, approve: bool) 
         shown::line(f.validation.command.as_deref().unwrap_or(""))
     );
     if !taught.is_empty() {
+        let whom = match &learn {
+            Some(validations::LearnScope::Shared {
+                scope: crate::ask::learned::Scope::Project(p),
+                ..
+            }) => format!("every worker of project {}", shown::line(p)),
+            Some(validations::LearnScope::Shared {
+                scope: crate::ask::learned::Scope::Worker(w),
+                ..
+            }) => format!("worker {}", shown::line(w)),
+            _ => "every worker of the fleet".to_string(),
+        };
         println!(
-            "and learn for client {} on every worker of the fleet: {} (each worker still refuses one it never learns, overridden or denied there; `brainloop signatures --revoke SIG` stops it everywhere)",
+            "and learn for client {} on {whom}: {} (each worker still refuses one it never learns, overridden or denied there; `brainloop signatures --revoke SIG` stops it everywhere)",
             shown::line(&f.validation.client_id),
             taught
                 .iter()

@@ -6,9 +6,11 @@
 //! other commit by another connection) makes the next job load again, exactly as when every job
 //! re-read its grants. The version is read *before* the grants it stamps, so a commit landing
 //! between the two only costs a reload, never a stale set. Entries are also tied to the
-//! configuration they were built from (`owner`), and the cache holds at most [`MAX`] clients.
+//! configuration they were built from (`owner`) and to the fleet registry's grants they
+//! include (`shared`, compared whole: a pull that changes them, or a copy gone stale, reloads),
+//! and the cache holds at most [`MAX`] clients.
 
-use super::{ClientGrants, Configured};
+use super::{ClientGrants, Configured, Grant};
 use anyhow::{Context, Result};
 use rusqlite::Connection;
 use std::collections::HashMap;
@@ -27,6 +29,7 @@ pub fn data_version(c: &Connection) -> Result<i64> {
 struct Entry<K: ?Sized> {
     version: i64,
     owner: Arc<K>,
+    shared: Vec<Grant>,
     grants: Arc<ClientGrants>,
 }
 
@@ -48,16 +51,24 @@ impl<K: ?Sized> Cache<K> {
         self.slots.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// `client`'s grants loaded under `owner`, when `c` (the connection they were loaded on)
-    /// has seen no other connection's commit since.
-    pub fn fresh(&self, c: &Connection, owner: &Arc<K>, client: &str) -> Option<Arc<ClientGrants>> {
+    /// `client`'s grants loaded under `owner` with the registry's `shared`, when `c` (the
+    /// connection they were loaded on) has seen no other connection's commit since.
+    pub fn fresh(
+        &self,
+        c: &Connection,
+        owner: &Arc<K>,
+        client: &str,
+        shared: &[Grant],
+    ) -> Option<Arc<ClientGrants>> {
         let version = data_version(c).ok()?;
         let slots = self.slots();
         let e = slots.get(client)?;
-        (e.version == version && Arc::ptr_eq(&e.owner, owner)).then(|| Arc::clone(&e.grants))
+        (e.version == version && Arc::ptr_eq(&e.owner, owner) && e.shared == shared)
+            .then(|| Arc::clone(&e.grants))
     }
 
-    /// Loads `client`'s grants on `c` (`super::load`) and keeps them for [`Cache::fresh`].
+    /// Loads `client`'s grants on `c` with the registry's `shared` (`super::load_with`) and
+    /// keeps them for [`Cache::fresh`].
     pub fn load(
         &self,
         c: &Connection,
@@ -65,9 +76,16 @@ impl<K: ?Sized> Cache<K> {
         clients: &Configured,
         workspace: &Path,
         client: &str,
+        shared: Vec<Grant>,
     ) -> Result<Arc<ClientGrants>> {
         let version = data_version(c)?;
-        let grants = Arc::new(super::load(clients, workspace, c, client)?);
+        let grants = Arc::new(super::load_with(
+            clients,
+            workspace,
+            c,
+            client,
+            shared.clone(),
+        )?);
         let mut slots = self.slots();
         if slots.len() >= MAX && !slots.contains_key(client) {
             slots.clear();
@@ -77,6 +95,7 @@ impl<K: ?Sized> Cache<K> {
             Entry {
                 version,
                 owner: Arc::clone(owner),
+                shared,
                 grants: Arc::clone(&grants),
             },
         );
@@ -87,7 +106,7 @@ impl<K: ?Sized> Cache<K> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clients::{store, Permission};
+    use crate::clients::{store, Grant, Permission};
 
     use crate::db::{migrate, open, DbKind};
 
@@ -111,20 +130,22 @@ mod tests {
         let cache: Cache<()> = Cache::default();
         let ws = dir.path();
         assert!(
-            cache.fresh(&worker, &owner, "bot").is_none(),
+            cache.fresh(&worker, &owner, "bot", &[]).is_none(),
             "nothing loaded yet"
         );
-        let g = cache.load(&worker, &owner, &cfg, ws, "bot").unwrap();
+        let g = cache
+            .load(&worker, &owner, &cfg, ws, "bot", vec![])
+            .unwrap();
         assert!(!g.may_run("make"));
         assert!(
-            cache.fresh(&worker, &owner, "bot").is_some(),
+            cache.fresh(&worker, &owner, "bot", &[]).is_some(),
             "unchanged: reused"
         );
         // The worker's own write does not move its data_version.
         worker
             .execute_batch("CREATE TABLE IF NOT EXISTS scratch(x); INSERT INTO scratch VALUES (1)")
             .unwrap();
-        assert!(cache.fresh(&worker, &owner, "bot").is_some());
+        assert!(cache.fresh(&worker, &owner, "bot", &[]).is_some());
         // The operator's grant (another connection) does.
         store::grant(
             &mut cli,
@@ -136,22 +157,41 @@ mod tests {
         )
         .unwrap();
         assert!(
-            cache.fresh(&worker, &owner, "bot").is_none(),
+            cache.fresh(&worker, &owner, "bot", &[]).is_none(),
             "a grant must reload"
         );
-        let g = cache.load(&worker, &owner, &cfg, ws, "bot").unwrap();
+        let g = cache
+            .load(&worker, &owner, &cfg, ws, "bot", vec![])
+            .unwrap();
         assert!(g.may_run("make"));
         store::revoke(&mut cli, "bot", Permission::SystemCommand, "make").unwrap();
         assert!(
-            cache.fresh(&worker, &owner, "bot").is_none(),
+            cache.fresh(&worker, &owner, "bot", &[]).is_none(),
             "a revoke must reload"
         );
         assert!(!cache
-            .load(&worker, &owner, &cfg, ws, "bot")
+            .load(&worker, &owner, &cfg, ws, "bot", vec![])
             .unwrap()
             .may_run("make"));
         // Another configuration is another owner.
-        assert!(cache.fresh(&worker, &Arc::new(()), "bot").is_none());
+        assert!(cache.fresh(&worker, &Arc::new(()), "bot", &[]).is_none());
+        // The registry's grants for the client changed (a pull, or its copy gone stale).
+        let shared = vec![Grant {
+            permission: Permission::SystemCommand,
+            pattern: "make".into(),
+            auto: false,
+            source: crate::clients::Source::Registry,
+        }];
+        assert!(cache.fresh(&worker, &owner, "bot", &shared).is_none());
+        let g = cache
+            .load(&worker, &owner, &cfg, ws, "bot", shared.clone())
+            .unwrap();
+        assert!(g.may_run("make"));
+        assert!(cache.fresh(&worker, &owner, "bot", &shared).is_some());
+        assert!(
+            cache.fresh(&worker, &owner, "bot", &[]).is_none(),
+            "stale copy: none shared"
+        );
     }
 
     #[test]
@@ -161,7 +201,7 @@ mod tests {
         let (cfg, owner, cache) = (Configured::new(), Arc::new(()), Cache::<()>::default());
         for i in 0..(MAX + 10) {
             cache
-                .load(&c, &owner, &cfg, dir.path(), &format!("c{i}"))
+                .load(&c, &owner, &cfg, dir.path(), &format!("c{i}"), vec![])
                 .unwrap();
         }
         assert!(cache.slots().len() <= MAX);

@@ -5,7 +5,9 @@
 //!   none (`local`: the workspace, any program, LLM, network; anyone else: seed 004's minimal
 //!   default — read the workspace, run `echo`), and
 //! - the grants the operator added at run time with `brainloop grant` (command_security.db
-//!   `client_permissions`, which only the operator's CLI and the worker can write).
+//!   `client_permissions`, which only the operator's CLI and the worker can write), and
+//! - with a fleet registry, the grants shared with this worker's scope (`brainloop grant
+//!   --scope`, read from the worker's fresh copy of the registry by the job's caller).
 //!
 //! Grants are re-read for every job whenever the database changed, so `brainloop revoke` takes
 //! effect on the next job (`cache.rs`).
@@ -82,6 +84,9 @@ pub enum Source {
     Default,
     Config,
     Operator,
+    /// Shared through the fleet registry (`brainloop grant --scope`, `ask::learned`): in force
+    /// on this worker while its copy of the registry is fresh.
+    Registry,
 }
 
 /// One grant: a permission and the pattern it covers.
@@ -268,12 +273,25 @@ pub fn load(
     security: &rusqlite::Connection,
     client_id: &str,
 ) -> Result<ClientGrants> {
+    load_with(clients, workspace, security, client_id, Vec::new())
+}
+
+/// [`load`], plus `shared`: the grants the fleet registry gives the client on this worker now
+/// (`ask::learned::grants_for`, the job's caller passes them).
+pub fn load_with(
+    clients: &Configured,
+    workspace: &Path,
+    security: &rusqlite::Connection,
+    client_id: &str,
+    shared: Vec<Grant>,
+) -> Result<ClientGrants> {
     if client_id.is_empty() {
         bail!("empty client id");
     }
     let (cfg, source) = configured(clients, client_id);
     let mut grants = cfg.grants(source);
     grants.extend(store::list(security, Some(client_id))?);
+    grants.extend(shared);
     ClientGrants::new(client_id, grants, workspace)
 }
 

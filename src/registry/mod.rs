@@ -489,6 +489,69 @@ DROP POLICY worker_reads ON learned_rules;
 CREATE POLICY worker_reads ON learned_rules FOR SELECT TO brainloop_worker
   USING (scope IN ('fleet', 'project') OR (scope = 'worker' AND target = current_user));
 "#,
+    // 5: reserved for the evidence ledger counted from decision rows (issue 37, another part;
+    // numbered apart so that the two land in either order): a no-op until it merges.
+    "SELECT 1;",
+    // 6: clients' grants shared by scope (`brainloop grant --scope`): a permission and its
+    // pattern (as in each worker's `client_permissions`: a SECRET grant names the secret, whose
+    // value stays in each worker's own configuration) for a client, on the fleet, a project
+    // (`target` = the workers' `horos_name`) or one worker (`target` = its login role).
+    // Written and revoked only by the operator's role, under its own name; a worker reads the
+    // fleet's, the projects' and its own worker-scoped grants; an insert or a revocation is
+    // announced on `brainloop_learned` like a rule's. And `approve --learn --scope
+    // project:NAME|worker:ROLE`: a decision's `learn_scope` may name one (`worker` alone
+    // still means the worker that asked learns locally).
+    r#"
+ALTER TABLE decisions DROP CONSTRAINT IF EXISTS decisions_learn_scope_check;
+ALTER TABLE decisions ADD CONSTRAINT decisions_learn_scope6
+  CHECK (learn_scope IN ('worker', 'fleet')
+      OR (learn_scope LIKE 'project:_%') OR (learn_scope LIKE 'worker:_%'));
+
+CREATE TABLE client_grants (
+  id bigserial PRIMARY KEY,
+  client_id text NOT NULL CHECK (client_id <> ''),
+  permission text NOT NULL CHECK (permission IN
+    ('FILE_READ', 'FILE_WRITE', 'SYSTEM_COMMAND', 'NETWORK', 'LLM', 'FORCE_EXECUTE', 'SECRET')),
+  pattern text NOT NULL CHECK (pattern <> ''),
+  auto boolean NOT NULL DEFAULT false CHECK (NOT auto OR permission = 'FILE_WRITE'),
+  scope text NOT NULL,
+  target text,
+  granted_by text NOT NULL,
+  db_role text NOT NULL DEFAULT current_user,
+  created_at bigint NOT NULL,
+  expires_at bigint,
+  revoked_at bigint,
+  revoked_by text,
+  revoked_role text,
+  CONSTRAINT client_grants_scope CHECK ((scope = 'fleet' AND target IS NULL)
+      OR (scope IN ('project', 'worker') AND target IS NOT NULL AND target <> ''))
+);
+CREATE UNIQUE INDEX client_grants_active ON client_grants
+  (client_id, permission, pattern, scope, coalesce(target, '')) WHERE revoked_at IS NULL;
+
+CREATE FUNCTION brainloop_grant_notify() RETURNS trigger LANGUAGE plpgsql AS $f$
+BEGIN
+  PERFORM pg_notify('brainloop_learned', 'grant:' || NEW.id::text);
+  RETURN NEW;
+END $f$;
+CREATE TRIGGER client_grants_notify AFTER INSERT OR UPDATE ON client_grants
+  FOR EACH ROW EXECUTE FUNCTION brainloop_grant_notify();
+
+REVOKE ALL ON client_grants FROM PUBLIC;
+GRANT SELECT ON client_grants TO brainloop_worker;
+GRANT SELECT, INSERT ON client_grants TO brainloop_operator;
+GRANT UPDATE (revoked_at, revoked_by, revoked_role) ON client_grants TO brainloop_operator;
+GRANT USAGE ON SEQUENCE client_grants_id_seq TO brainloop_operator;
+
+ALTER TABLE client_grants ENABLE ROW LEVEL SECURITY;
+CREATE POLICY worker_reads ON client_grants FOR SELECT TO brainloop_worker
+  USING (scope IN ('fleet', 'project') OR (scope = 'worker' AND target = current_user));
+CREATE POLICY operator_reads ON client_grants FOR SELECT TO brainloop_operator USING (true);
+CREATE POLICY operator_grants ON client_grants FOR INSERT TO brainloop_operator
+  WITH CHECK (db_role = current_user AND revoked_at IS NULL);
+CREATE POLICY operator_revokes ON client_grants FOR UPDATE TO brainloop_operator
+  USING (true) WITH CHECK (revoked_role = current_user);
+"#,
 ];
 
 /// The version the binary's migrations reach.

@@ -111,6 +111,18 @@ pub(super) async fn start(
     if let Some(reg) = &config.registry {
         // The project whose registry rules apply here: the one this worker registers as.
         crate::ask::learned::set_project(&config.horos_name);
+        // The restrictive rules of the copy saved by the last pull, before any job runs: a
+        // worker restarted while the registry is down still refuses what the fleet forbade.
+        let kept = stores
+            .security
+            .call(|c| crate::ask::learned::load(c))
+            .await?;
+        if kept > 0 {
+            tracing::info!(
+                rules = kept,
+                "the fleet's restrictive rules restored from the saved copy until the registry's next pull"
+            );
+        }
         let local = Arc::new(super::fleet_local::FleetLocal {
             stores: Arc::clone(&stores),
             paths: config.hooks().paths,
