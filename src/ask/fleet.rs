@@ -12,9 +12,11 @@
 //! validation is published once the registry is back), nothing is decided, and what needs no
 //! decision runs on — except the fleet's learned rules: the bridge pulls them at each pass
 //! (`ask::learned`) and drops them when the registry fails; a copy older than
-//! `[registry] learned_fresh_ms` is not used (the worker asks) until the next pull.
+//! `[registry] learned_fresh_ms` is not used (the worker asks) until the next pull; the
+//! same for the fleet's evidence (`ask::evidence`: the human approvals of a signature counted
+//! from the registry's decision rows).
 
-use super::{learned, validations};
+use super::{evidence, learned, validations};
 use crate::ask::validations::{FleetApplied, Validation};
 use crate::db::Stores;
 use crate::registry::{self, Settings};
@@ -70,6 +72,7 @@ fn run(s: &Settings, stores: &Stores, stats: &Stats, local: &dyn Local, stop: &C
             Err(e) => {
                 // Fail closed: no fleet rule is used until the next successful pull.
                 learned::forget();
+                evidence::forget();
                 let why = format!(
                     "the fleet registry {} cannot be reached: {e:#} — requests wait pending (nothing unapproved runs) until it is back",
                     s.shown_url()
@@ -114,6 +117,10 @@ fn session(
         // is in the copy before the copy is fresh again (`ask::learned`).
         if learned::pull(&mut c, fresh_ms)? {
             tracing::info!("the fleet's learned rules changed (registry)");
+        }
+        // The fleet's evidence (human decisions counted in the registry, `ask::evidence`).
+        if evidence::pull(&mut c, fresh_ms)? {
+            tracing::info!("the fleet's evidence changed (registry)");
         }
         sync(&mut c, &mut sec, stores, local, &mut published, since)?;
         sync_applied(&mut c, local, &mut applied, since)?;
