@@ -122,7 +122,7 @@ fn session(
         if evidence::pull(&mut c, fresh_ms)? {
             tracing::info!("the fleet's evidence changed (registry)");
         }
-        sync(&mut c, &mut sec, stores, local, &mut published, since)?;
+        sync(&mut c, &mut sec, stores, local, &mut published, since, fresh_ms)?;
         sync_applied(&mut c, local, &mut applied, since)?;
         undo_requested(&mut c, local)?;
         since = now - 60_000;
@@ -145,6 +145,7 @@ fn sync(
     local: &dyn Local,
     published: &mut HashMap<String, String>,
     since: i64,
+    fresh_ms: u64,
 ) -> Result<()> {
     let mine = stores.output.with(|o| validations::to_publish(o, since))?;
     let changed: Vec<_> = mine
@@ -168,7 +169,13 @@ fn sync(
     if published.len() > 10_000 {
         published.retain(|_, st| st == "pending");
     }
-    for d in validations::undelivered(c)? {
+    let decided = validations::undelivered(c)?;
+    if !decided.is_empty() {
+        // A rule written with a decision (`approve --always`'s override) is in the copy
+        // before the decision is taken: the two were committed together.
+        learned::pull(c, fresh_ms)?;
+    }
+    for d in decided {
         // A reviewer's approve (the registry let its role write it) is held to this worker's
         // own limits too: refused, the human is asked.
         let refusals = match (super::By::of(&d.row.decided_by), d.row.decision) {

@@ -770,7 +770,7 @@ fn learned_for(conn: &Connection, client: &str, threshold: u32) -> rusqlite::Res
 }
 
 /// The more restrictive of two overrides (`never` > `always_ask` > `always_allow`).
-fn strictest(a: Option<Override>, b: Option<Override>) -> Option<Override> {
+pub(crate) fn strictest(a: Option<Override>, b: Option<Override>) -> Option<Override> {
     let rank = |o: &Option<Override>| match o {
         Some(Override::Never) => 3,
         Some(Override::AlwaysAsk) => 2,

@@ -38,8 +38,10 @@ pub struct DecideArgs {
     pub learn: bool,
     /// With --learn and a fleet registry: `worker` (default: the worker that asked learns) or
     /// `fleet` (every worker learns the signatures for the job's client, until
-    /// `signatures --revoke`).
-    #[arg(long, value_name = "worker|fleet", requires = "learn")]
+    /// `signatures --revoke`). With --always and a fleet registry: where the command's
+    /// override applies — `worker:ROLE` (default: the worker that asked), `project:NAME` or
+    /// `fleet` (a rule of the registry, `rules revoke` takes it back).
+    #[arg(long, value_name = "worker|fleet|project:NAME|worker:ROLE")]
     pub scope: Option<String>,
     /// With --learn --scope fleet: the rules expire after AGE (`30m`, `12h`, `7d`).
     #[arg(long, value_name = "AGE", requires = "learn")]
@@ -79,6 +81,10 @@ pub struct DenyArgs {
     /// Why (kept with the decision).
     #[arg(long)]
     pub reason: Option<String>,
+    /// With --always and a fleet registry: where the command's `never` applies —
+    /// `worker:ROLE` (default: the worker that asked), `project:NAME` or `fleet`.
+    #[arg(long, value_name = "fleet|project:NAME|worker:ROLE", requires = "always")]
+    pub scope: Option<String>,
 }
 
 impl From<DenyArgs> for DecideArgs {
@@ -87,6 +93,7 @@ impl From<DenyArgs> for DecideArgs {
             id: d.id,
             always: d.always,
             reason: d.reason,
+            scope: d.scope,
             ..DecideArgs::default()
         }
     }
@@ -240,6 +247,9 @@ fn print_denial_streaks(
 pub fn decide(config: &Config, a: &DecideArgs, approve: bool) -> Result<i32> {
     if let Some(reg) = &config.registry {
         return fleet_decide(reg, a, approve);
+    }
+    if a.scope.is_some() && !a.learn {
+        bail!("--scope goes with --learn, or with --always on a fleet registry");
     }
     if a.scope.as_deref().is_some_and(|s| s != "worker") || a.expires.is_some() {
         bail!("--scope fleet and --expires need a fleet registry ([registry] url): without one, --learn teaches this worker");
@@ -410,6 +420,15 @@ fn fleet_decide(reg: &crate::registry::Settings, a: &DecideArgs, approve: bool) 
     if a.learn && d != Decision::Approve {
         bail!("--learn goes with `approve ID` alone (not with deny or --always)");
     }
+    // With --always, --scope is where the command's override applies (default: the worker
+    // that asked); with --learn, what learns.
+    let override_scope = match (&a.scope, a.always) {
+        (Some(s), true) => Some(crate::ask::learned::Scope::parse(s)?),
+        (Some(_), false) if !a.learn => {
+            bail!("--scope goes with --learn, or with --always (where the command's override applies)")
+        }
+        _ => None,
+    };
     let learn = match (a.learn, a.scope.as_deref().unwrap_or("worker")) {
         (false, _) => None,
         (true, "worker") => {
@@ -433,11 +452,12 @@ fn fleet_decide(reg: &crate::registry::Settings, a: &DecideArgs, approve: bool) 
     };
     let mut c = crate::registry::connect(reg)?;
     crate::registry::check_version(&mut c)?;
-    let (f, taught) = validations::fleet_decide(
+    let (f, taught, rule) = validations::fleet_decide_in(
         &mut c,
         &a.id,
         d,
         learn,
+        override_scope.as_ref(),
         a.reason.as_deref(),
         &super::operator(),
     )?;
@@ -449,6 +469,13 @@ fn fleet_decide(reg: &crate::registry::Settings, a: &DecideArgs, approve: bool) 
         shown::line(&f.worker),
         shown::line(f.validation.command.as_deref().unwrap_or(""))
     );
+    if let Some(r) = &rule {
+        println!(
+            "and the command's override in the registry: {} (`brainloop rules revoke fleet:{}` takes it back)",
+            shown::line(&super::rules::line(r, crate::time::now_ms())),
+            r.id
+        );
+    }
     if !taught.is_empty() {
         println!(
             "and learn for client {} on every worker of the fleet: {} (each worker still refuses one it never learns, overridden or denied there; `brainloop signatures --revoke SIG` stops it everywhere)",

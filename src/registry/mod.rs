@@ -497,7 +497,8 @@ CREATE POLICY worker_reads ON learned_rules FOR SELECT TO brainloop_worker
     // only, and no role may write them (no grant; an aggregate view is not updatable) — nothing
     // a worker writes (its validations' status, its applied change sets, its own SQLite
     // counts) is in them. `brainloop_json_texts` reads a worker's published text without ever
-    // failing on it (a malformed list counts nothing, it does not break the view).
+    // failing on it (a malformed list counts nothing, it does not break the view). And a
+    // fourth kind of learned rule: a command's override (`kind = 'command'`).
     r#"
 CREATE FUNCTION brainloop_json_texts(t text) RETURNS SETOF text
 LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $f$
@@ -544,6 +545,18 @@ REVOKE ALL ON fleet_human_decisions, fleet_evidence, fleet_evidence_version FROM
 GRANT SELECT ON fleet_evidence, fleet_evidence_version
   TO brainloop_worker, brainloop_operator, brainloop_reviewer;
 GRANT SELECT ON fleet_human_decisions TO brainloop_operator;
+
+-- A command's override in the registry (`kind = 'command'`, `rule` = the command's exact
+-- text, `value` always_allow / always_ask / never): what `approve --always` / `deny --always`
+-- on a validation write in the decision's transaction, for the scope the operator names (the
+-- worker that asked by default), or `rules add command`.
+ALTER TABLE learned_rules DROP CONSTRAINT IF EXISTS learned_rules_kind3;
+ALTER TABLE learned_rules DROP CONSTRAINT IF EXISTS learned_rules_value3;
+ALTER TABLE learned_rules ADD CONSTRAINT learned_rules_kind5
+  CHECK (kind IN ('signature', 'override', 'host', 'command'));
+ALTER TABLE learned_rules ADD CONSTRAINT learned_rules_value5
+  CHECK ((kind IN ('override', 'command') AND value IN ('always_allow', 'always_ask', 'never'))
+      OR (kind NOT IN ('override', 'command') AND value IS NULL));
 "#,
 ];
 
