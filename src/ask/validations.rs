@@ -917,7 +917,7 @@ pub fn fleet_decide_in(
             now,
         )?);
     } else if override_scope.is_some() {
-        bail!("--scope without --learn goes with --always (the command's override): nothing decided");
+        bail!("validation {id} is not a command's (or not --always): --scope has no override to write, nothing decided");
     }
     tx.commit()?;
     Ok((f, taught, rule))
