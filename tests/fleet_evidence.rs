@@ -147,6 +147,14 @@ fn approvals_on_two_workers_teach_a_third_from_the_registrys_decision_rows() {
     runs_unasked(cw);
     let mut cr = c.connect(&r.workers[2], &r.db);
     assert_eq!(fleet_count(&mut cr), (3, 0, 2));
+    // `signatures` on C (its role, its data dir) shows the fleet's count.
+    let listed = ok(&c.url_as(&r.workers[2], &r.db), &cw.data, &["signatures"]);
+    assert!(
+        listed.contains(&format!(
+            "`{SIG}` for client local: 3 approval(s) from 2 worker(s), 0 denial(s)"
+        )),
+        "{listed}"
+    );
     // ... and A too, whose own count (2) is below the threshold.
     assert_eq!(local_approvals(a), 2);
     assert_eq!(local_approvals(cw), 0, "C learned nothing for itself");

@@ -1204,6 +1204,32 @@ pub fn signatures_list(config: &Config, a: &SignaturesArgs) -> Result<i32> {
             }
             Err(e) => println!("fleet rules: the registry cannot be read: {e:#}"),
         }
+        // And the fleet's evidence: the human approvals each signature has in the registry's
+        // decision rows (`ask::evidence`), which teach it on every worker at the threshold.
+        let counts = crate::registry::connect(reg).and_then(|mut c| {
+            crate::registry::check_version(&mut c)?;
+            crate::ask::evidence::list(&mut c)
+        });
+        match counts {
+            Ok(n) if n.is_empty() => println!("no fleet evidence in the registry"),
+            Ok(n) => {
+                println!(
+                    "fleet evidence (human decisions in the registry; {} approvals and no denial teach a signature here):",
+                    config.signature_approvals
+                );
+                for x in &n {
+                    println!(
+                        "  `{}` for client {}: {} approval(s) from {} worker(s), {} denial(s)",
+                        shown::line(&x.signature),
+                        shown::line(&x.client_id),
+                        x.approvals,
+                        x.workers,
+                        x.denials
+                    );
+                }
+            }
+            Err(e) => println!("fleet evidence: the registry cannot be read: {e:#}"),
+        }
     }
     Ok(0)
 }
