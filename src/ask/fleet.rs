@@ -14,9 +14,11 @@
 //! (`ask::learned`), saves them in command_security.db when they changed, and drops them when
 //! the registry fails; a copy older than `[registry] learned_fresh_ms` is not used (the worker
 //! asks) until the next pull. The restrictive ones (`never`, `always_ask`) stay in force, also
-//! across a restart (the saved copy, loaded at start-up), until a pull lifts them.
+//! across a restart (the saved copy, loaded at start-up), until a pull lifts them. The same
+//! freshness holds for the fleet's evidence (`ask::evidence`: the human approvals of a
+//! signature counted from the registry's decision rows), which is never saved.
 
-use super::{learned, validations};
+use super::{evidence, learned, validations};
 use crate::ask::validations::{FleetApplied, Validation};
 use crate::db::Stores;
 use crate::registry::{self, Settings};
@@ -72,6 +74,7 @@ fn run(s: &Settings, stores: &Stores, stats: &Stats, local: &dyn Local, stop: &C
             Err(e) => {
                 // Fail closed: no fleet rule is used until the next successful pull.
                 learned::forget();
+                evidence::forget();
                 let why = format!(
                     "the fleet registry {} cannot be reached: {e:#} — requests wait pending (nothing unapproved runs) until it is back",
                     s.shown_url()
@@ -117,7 +120,11 @@ fn session(
         if learned::pull(&mut c, &mut sec, fresh_ms)? {
             tracing::info!("the fleet's learned rules changed (registry)");
         }
-        sync(&mut c, &mut sec, stores, local, &mut published, since)?;
+        // The fleet's evidence (human decisions counted in the registry, `ask::evidence`).
+        if evidence::pull(&mut c, fresh_ms)? {
+            tracing::info!("the fleet's evidence changed (registry)");
+        }
+        sync(&mut c, &mut sec, stores, local, &mut published, since, fresh_ms)?;
         sync_applied(&mut c, local, &mut applied, since)?;
         undo_requested(&mut c, local)?;
         since = now - 60_000;
@@ -140,6 +147,7 @@ fn sync(
     local: &dyn Local,
     published: &mut HashMap<String, String>,
     since: i64,
+    fresh_ms: u64,
 ) -> Result<()> {
     let mine = stores.output.with(|o| validations::to_publish(o, since))?;
     let changed: Vec<_> = mine
@@ -163,7 +171,13 @@ fn sync(
     if published.len() > 10_000 {
         published.retain(|_, st| st == "pending");
     }
-    for d in validations::undelivered(c)? {
+    let decided = validations::undelivered(c)?;
+    if !decided.is_empty() {
+        // A rule written with a decision (`approve --always`'s override) is in the copy
+        // before the decision is taken: the two were committed together.
+        learned::pull(c, sec, fresh_ms)?;
+    }
+    for d in decided {
         // A reviewer's approve (the registry let its role write it) is held to this worker's
         // own limits too: refused, the human is asked.
         let refusals = match (super::By::of(&d.row.decided_by), d.row.decision) {

@@ -1,6 +1,6 @@
 //! Learning shared by scope (issue 37): **the fleet's learned rules and each worker's
 //! read-through copy of them**. It owns the statements on the registry's `learned_rules` (the
-//! operator's `approve --learn --scope fleet` inserts, `signatures --revoke` revokes; workers
+//! operator's `approve --learn --scope fleet` and `approve`/`deny --always` insert, `signatures --revoke` revokes; workers
 //! only read: PostgreSQL's grants and row security refuse them anything else) and the rule
 //! that a worker uses a fleet rule **only while its copy is fresh**: the bridge (`ask::fleet`)
 //! pulls the active rules at each pass (a `brainloop_learned` notification, or the poll), and a
@@ -114,6 +114,33 @@ pub fn learn(
         ids.push(id);
     }
     Ok(ids)
+}
+
+/// Operator side, inside the transaction of decision `decision_id` (`approve --always` →
+/// `always_allow`, `deny --always` → `never`): the override of `command` (its exact text) for
+/// every client, in `scope`. Returns the rule.
+#[allow(clippy::too_many_arguments)]
+pub fn learn_command(
+    tx: &mut postgres::Transaction<'_>,
+    validation_id: &str,
+    decision_id: i64,
+    command: &str,
+    value: &str,
+    scope: &Scope,
+    by: &str,
+    now: i64,
+) -> Result<LearnedRule> {
+    let (scope, target) = scope.parts();
+    let r = tx
+        .query_one(
+            &format!(
+                "INSERT INTO learned_rules(kind, rule, client_id, scope, target, value, learned_by, validation_id, decision_id, created_at)
+                 VALUES ('command', $1, '*', $2, $3, $4, $5, $6, $7, $8) RETURNING {COLS}"
+            ),
+            &[&command, &scope, &target, &value, &by, &validation_id, &decision_id, &now],
+        )
+        .context("writing the command's override in the registry (is this the operator's role?)")?;
+    row(&r)
 }
 
 /// Where a rule applies: `fleet`, `project:NAME` or `worker:ROLE`.
@@ -300,7 +327,8 @@ fn applies(r: &LearnedRule, client: &str, project: &str) -> bool {
 
 /// A restrictive rule: kept (in memory and in the saved copy) when the copy goes stale.
 fn restrictive(r: &LearnedRule) -> bool {
-    r.kind == "override" && matches!(r.value.as_deref(), Some("never" | "always_ask"))
+    matches!(r.kind.as_str(), "override" | "command")
+        && matches!(r.value.as_deref(), Some("never" | "always_ask"))
 }
 
 /// Worker side (the bridge, at each pass): replaces the copy with the registry's active
@@ -486,18 +514,47 @@ pub fn learned_for(client: &str, now: i64) -> Vec<String> {
 /// `always_allow`): a restrictive one from the last
 /// pull even when the copy is stale or dropped, `always_allow` from a fresh copy only.
 pub fn override_of(client: &str, sig: &str, now: i64) -> Option<String> {
+    strictest_of("override", client, sig, now)
+}
+
+/// The registry's override of `command` (its exact text) for a job of `client` now, as
+/// [`override_of`] for a signature: what `approve --always` / `deny --always` on a fleet
+/// validation wrote (`learn_command`), or `rules add command`.
+pub fn command_override(client: &str, command: &str, now: i64) -> Option<String> {
+    strictest_of("command", client, command, now)
+}
+
+/// Whether a rule of `kind` written with the decision of validation `vid` applies here now
+/// (from the copy, or the restrictive ones kept from the last pull): the worker that asked
+/// then leaves the command's override to the registry (`bash::decisions`), so revoking the
+/// rule takes it back there too.
+pub fn written_with(kind: &str, client: &str, vid: &str, now: i64) -> bool {
+    let project = PROJECT.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let of_v = |r: &LearnedRule| r.validation_id.as_deref() == Some(vid);
+    RESTRICTIVE
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .any(|r| r.kind == kind && of_v(r) && applies(r, client, &project) && r.active(now))
+        || usable(kind, client, now).iter().any(of_v)
+}
+
+/// The most restrictive value of the overrides of `kind` on `rule` for `client` now.
+fn strictest_of(kind: &str, client: &str, rule: &str, now: i64) -> Option<String> {
     let project = PROJECT.lock().unwrap_or_else(|p| p.into_inner()).clone();
     let mut found: Vec<LearnedRule> = RESTRICTIVE
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .iter()
-        .filter(|r| r.rule == sig && applies(r, client, &project) && r.active(now))
+        .filter(|r| {
+            r.kind == kind && r.rule == rule && applies(r, client, &project) && r.active(now)
+        })
         .cloned()
         .collect();
     found.extend(
-        usable("override", client, now)
+        usable(kind, client, now)
             .into_iter()
-            .filter(|r| r.rule == sig),
+            .filter(|r| r.rule == rule),
     );
     let rank = |v: &str| match v {
         "never" => 3,

@@ -837,6 +837,27 @@ pub fn fleet_decide(
     reason: Option<&str>,
     by: &str,
 ) -> Result<(FleetValidation, Vec<String>)> {
+    let (f, taught, _) = fleet_decide_in(reg, id, d, learn, None, reason, by)?;
+    Ok((f, taught))
+}
+
+/// [`fleet_decide`], and for `approve --always` / `deny --always` (`always_allow`,
+/// `always_ask`, `never`) the command's override in the registry, written in the same
+/// transaction (`ask::learned::learn_command`): for `scope`, by default the worker that asked
+/// (`worker:ROLE`). Returns the override rule too.
+pub fn fleet_decide_in(
+    reg: &mut crate::registry::Client,
+    id: &str,
+    d: Decision,
+    learn: Option<LearnScope>,
+    override_scope: Option<&super::learned::Scope>,
+    reason: Option<&str>,
+    by: &str,
+) -> Result<(
+    FleetValidation,
+    Vec<String>,
+    Option<super::learned::LearnedRule>,
+)> {
     let mut tx = reg.transaction()?;
     let Some(row) = tx.query_opt(
         &format!(
@@ -889,8 +910,30 @@ pub fn fleet_decide(
             *expires_at,
         )?;
     }
+    let value = match d {
+        Decision::AlwaysAllow => Some("always_allow"),
+        Decision::AlwaysAsk => Some("always_ask"),
+        Decision::Never => Some("never"),
+        Decision::Approve | Decision::Deny => None,
+    };
+    let mut rule = None;
+    if let (Some(value), Some(command)) = (value, f.validation.command.as_deref()) {
+        let default = super::learned::Scope::Worker(f.worker.clone());
+        rule = Some(super::learned::learn_command(
+            &mut tx,
+            id,
+            decision_id,
+            command,
+            value,
+            override_scope.unwrap_or(&default),
+            by,
+            now,
+        )?);
+    } else if override_scope.is_some() {
+        bail!("validation {id} is not a command's (or not --always): --scope has no override to write, nothing decided");
+    }
     tx.commit()?;
-    Ok((f, taught))
+    Ok((f, taught, rule))
 }
 
 /// A fleet reviewer's decision (`brainloop reviewer fleet`, the reviewer's role): approve or

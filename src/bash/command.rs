@@ -220,7 +220,15 @@ fn situation(
     let policy = Situation {
         facts: f.clone(),
         policy: e.current_policy,
-        user_override: e.user_override,
+        // This worker's override of the command and the registry's (`ask::learned`: what
+        // `approve`/`deny --always` on a fleet validation, or `rules add command`, wrote for
+        // this worker's scope): the more restrictive wins.
+        user_override: signatures::strictest(
+            e.user_override,
+            crate::ask::learned::command_override(job.client_id, c.text, now)
+                .as_deref()
+                .and_then(crate::bash::policy::Override::parse),
+        ),
         force_requested: c.force_requested,
         force_granted: job.grants.has(Permission::ForceExecute),
         approved: approved || hosts_approved,

@@ -86,6 +86,13 @@ fn set_override(stores: &Stores, a: &Answer, decision: Decision, decided_by: &st
         _ => return Ok(()),
     };
     let v = a.validation;
+    // Decided on a fleet registry, the override is the registry's rule written with the
+    // decision (`ask::learned::learn_command`, for this worker's scope by default): this worker
+    // applies it from there, so `rules revoke` takes it back here too.
+    if crate::ask::learned::written_with("command", &v.client_id, &v.id, a.now) {
+        tracing::info!(validation_id = %v.id, decision = decision.as_str(), "the command's override is the fleet registry's rule written with the decision");
+        return Ok(());
+    }
     // An approval of a change set binds to command + effects; the override is the command's.
     let hash = command_hash_of(a.data_dir, v.job_id, a.bound_hash);
     let reason = format!(

@@ -733,7 +733,10 @@ pub struct SigState {
 fn learned_for(conn: &Connection, client: &str, threshold: u32) -> rusqlite::Result<Vec<String>> {
     // The fleet's rules for this client (a fresh copy only, `ask::learned`), each still held to
     // this worker's stored verdict, overrides, denials and suspensions.
-    let fleet = crate::ask::learned::learned_for(client, crate::time::now_ms());
+    // And the signatures the fleet's human approvals alone teach (`ask::evidence`: decision
+    // rows of the registry; a fresh copy only), held to the same checks.
+    let mut fleet = crate::ask::learned::learned_for(client, crate::time::now_ms());
+    fleet.extend(crate::ask::evidence::reached(client, threshold));
     let mut out: Vec<String> = Vec::new();
     if !fleet.is_empty() {
         let mut st = conn.prepare_cached(
@@ -767,7 +770,7 @@ fn learned_for(conn: &Connection, client: &str, threshold: u32) -> rusqlite::Res
 }
 
 /// The more restrictive of two overrides (`never` > `always_ask` > `always_allow`).
-fn strictest(a: Option<Override>, b: Option<Override>) -> Option<Override> {
+pub(crate) fn strictest(a: Option<Override>, b: Option<Override>) -> Option<Override> {
     let rank = |o: &Option<Override>| match o {
         Some(Override::Never) => 3,
         Some(Override::AlwaysAsk) => 2,
@@ -818,6 +821,9 @@ pub fn observe(
             // Taught to the whole fleet by the operator (`ask::learned`: a fresh copy of the
             // registry's rules, none while this worker is cut off from it).
             let taught = taught || crate::ask::learned::teaches(client, &s.text, now).is_some();
+            // The human approvals that count: this worker's own, or the fleet's when the
+            // registry's decision rows have more (`ask::evidence`, the one owner).
+            let approvals = crate::ask::evidence::approvals(client, &s.text, approvals);
             // The registry's override of this signature for this client (`ask::learned`:
             // fleet, project or this worker), beside the local one: the more restrictive wins.
             let ov = strictest(

@@ -24,11 +24,12 @@ pub struct RulesArgs {
 #[derive(clap::Subcommand, Debug)]
 pub enum RulesCommand {
     /// Add a rule: `signature SIG` (learned), `override SIG --value always_allow|always_ask|never`,
-    /// or `host PATTERN` (`HOST[:PORT][+CLASS]`, as `egress` reads it).
+    /// `command 'TEXT' --value …` (a command's override, by its exact text), or `host PATTERN`
+    /// (`HOST[:PORT][+CLASS]`, as `egress` reads it).
     Add {
-        /// signature, override or host
+        /// signature, override, command or host
         kind: String,
-        /// The signature's text (see `brainloop signatures`) or the host rule.
+        /// The signature's text (see `brainloop signatures`), the command's or the host rule.
         rule: String,
         /// An override's value: always_allow, always_ask or never.
         #[arg(long)]
@@ -81,16 +82,16 @@ pub fn run(config: &Config, a: &RulesArgs) -> Result<i32> {
         }) => {
             let scope = Scope::parse(scope)?;
             match (kind.as_str(), value.as_deref()) {
-                ("override", Some(v)) => {
+                ("override" | "command", Some(v)) => {
                     if crate::bash::policy::Override::parse(v).is_none() {
                         bail!("--value {v:?}: always_allow, always_ask or never");
                     }
                 }
-                ("override", None) => {
+                ("override" | "command", None) => {
                     bail!("an override needs --value always_allow|always_ask|never")
                 }
                 ("signature" | "host", Some(_)) => {
-                    bail!("--value goes with `rules add override` only")
+                    bail!("--value goes with `rules add override` and `rules add command` only")
                 }
                 ("host", None) => {
                     if let Err(e) = crate::egress::rules::HostRule::parse(rule, "registry") {
@@ -98,7 +99,7 @@ pub fn run(config: &Config, a: &RulesArgs) -> Result<i32> {
                     }
                 }
                 ("signature", None) => {}
-                (other, _) => bail!("rules add {other:?}: signature, override or host"),
+                (other, _) => bail!("rules add {other:?}: signature, override, command or host"),
             }
             if rule.trim().is_empty() || client.trim().is_empty() {
                 bail!("the rule and --client must not be empty");
@@ -210,6 +211,7 @@ pub(crate) fn line(r: &learned::LearnedRule, now: i64) -> String {
     };
     let what = match (r.kind.as_str(), &r.value) {
         ("override", Some(v)) => format!("override {v} of signature `{}`", r.rule),
+        ("command", Some(v)) => format!("override {v} of command `{}`", r.rule),
         ("host", _) => format!("host `{}`", r.rule),
         _ => format!("`{}`", r.rule),
     };

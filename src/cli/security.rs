@@ -39,12 +39,11 @@ pub struct DecideArgs {
     /// With --learn and a fleet registry: `worker` (default: the worker that asked learns),
     /// `fleet` (every worker learns the signatures for the job's client, until
     /// `signatures --revoke`), `project:NAME` (the workers whose horos_name is NAME) or
-    /// `worker:ROLE` (the worker whose login role is ROLE).
-    #[arg(
-        long,
-        value_name = "worker|fleet|project:NAME|worker:ROLE",
-        requires = "learn"
-    )]
+    /// `worker:ROLE` (the worker whose login role is ROLE). With --always and a fleet
+    /// registry: where the command's override applies — `worker:ROLE` (default: the worker
+    /// that asked), `project:NAME` or `fleet` (a rule of the registry, `rules revoke` takes it
+    /// back).
+    #[arg(long, value_name = "worker|fleet|project:NAME|worker:ROLE")]
     pub scope: Option<String>,
     /// With --learn --scope fleet: the rules expire after AGE (`30m`, `12h`, `7d`).
     #[arg(long, value_name = "AGE", requires = "learn")]
@@ -84,6 +83,10 @@ pub struct DenyArgs {
     /// Why (kept with the decision).
     #[arg(long)]
     pub reason: Option<String>,
+    /// With --always and a fleet registry: where the command's `never` applies —
+    /// `worker:ROLE` (default: the worker that asked), `project:NAME` or `fleet`.
+    #[arg(long, value_name = "fleet|project:NAME|worker:ROLE", requires = "always")]
+    pub scope: Option<String>,
 }
 
 impl From<DenyArgs> for DecideArgs {
@@ -92,6 +95,7 @@ impl From<DenyArgs> for DecideArgs {
             id: d.id,
             always: d.always,
             reason: d.reason,
+            scope: d.scope,
             ..DecideArgs::default()
         }
     }
@@ -245,6 +249,9 @@ fn print_denial_streaks(
 pub fn decide(config: &Config, a: &DecideArgs, approve: bool) -> Result<i32> {
     if let Some(reg) = &config.registry {
         return fleet_decide(reg, a, approve);
+    }
+    if a.scope.is_some() && !a.learn {
+        bail!("--scope goes with --learn, or with --always on a fleet registry");
     }
     if a.scope.as_deref().is_some_and(|s| s != "worker") || a.expires.is_some() {
         bail!("--scope fleet and --expires need a fleet registry ([registry] url): without one, --learn teaches this worker");
@@ -415,6 +422,15 @@ fn fleet_decide(reg: &crate::registry::Settings, a: &DecideArgs, approve: bool) 
     if a.learn && d != Decision::Approve {
         bail!("--learn goes with `approve ID` alone (not with deny or --always)");
     }
+    // With --always, --scope is where the command's override applies (default: the worker
+    // that asked); with --learn, what learns.
+    let override_scope = match (&a.scope, a.always) {
+        (Some(s), true) => Some(crate::ask::learned::Scope::parse(s)?),
+        (Some(_), false) if !a.learn => {
+            bail!("--scope goes with --learn, or with --always (where the command's override applies)")
+        }
+        _ => None,
+    };
     let learn = match (a.learn, a.scope.as_deref().unwrap_or("worker")) {
         (false, _) => None,
         (true, "worker") => {
@@ -438,11 +454,12 @@ fn fleet_decide(reg: &crate::registry::Settings, a: &DecideArgs, approve: bool) 
     };
     let mut c = crate::registry::connect(reg)?;
     crate::registry::check_version(&mut c)?;
-    let (f, taught) = validations::fleet_decide(
+    let (f, taught, rule) = validations::fleet_decide_in(
         &mut c,
         &a.id,
         d,
         learn.clone(),
+        override_scope.as_ref(),
         a.reason.as_deref(),
         &super::operator(),
     )?;
@@ -454,6 +471,13 @@ fn fleet_decide(reg: &crate::registry::Settings, a: &DecideArgs, approve: bool) 
         shown::line(&f.worker),
         shown::line(f.validation.command.as_deref().unwrap_or(""))
     );
+    if let Some(r) = &rule {
+        println!(
+            "and the command's override in the registry: {} (`brainloop rules revoke fleet:{}` takes it back)",
+            shown::line(&super::rules::line(r, crate::time::now_ms())),
+            r.id
+        );
+    }
     if !taught.is_empty() {
         let whom = match &learn {
             Some(validations::LearnScope::Shared {
@@ -1192,6 +1216,32 @@ pub fn signatures_list(config: &Config, a: &SignaturesArgs) -> Result<i32> {
                 }
             }
             Err(e) => println!("fleet rules: the registry cannot be read: {e:#}"),
+        }
+        // And the fleet's evidence: the human approvals each signature has in the registry's
+        // decision rows (`ask::evidence`), which teach it on every worker at the threshold.
+        let counts = crate::registry::connect(reg).and_then(|mut c| {
+            crate::registry::check_version(&mut c)?;
+            crate::ask::evidence::list(&mut c)
+        });
+        match counts {
+            Ok(n) if n.is_empty() => println!("no fleet evidence in the registry"),
+            Ok(n) => {
+                println!(
+                    "fleet evidence (human decisions in the registry; {} approvals and no denial teach a signature here):",
+                    config.signature_approvals
+                );
+                for x in &n {
+                    println!(
+                        "  `{}` for client {}: {} approval(s) from {} worker(s), {} denial(s)",
+                        shown::line(&x.signature),
+                        shown::line(&x.client_id),
+                        x.approvals,
+                        x.workers,
+                        x.denials
+                    );
+                }
+            }
+            Err(e) => println!("fleet evidence: the registry cannot be read: {e:#}"),
         }
     }
     Ok(0)

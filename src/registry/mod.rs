@@ -489,9 +489,75 @@ DROP POLICY worker_reads ON learned_rules;
 CREATE POLICY worker_reads ON learned_rules FOR SELECT TO brainloop_worker
   USING (scope IN ('fleet', 'project') OR (scope = 'worker' AND target = current_user));
 "#,
-    // 5: reserved for the evidence ledger counted from decision rows (issue 37, another part;
-    // numbered apart so that the two land in either order): a no-op until it merges.
-    "SELECT 1;",
+    // 5: the fleet's evidence (`ask::evidence`): how many human approvals and denials each
+    // (client, signature) has in the registry, counted only from decision rows a member of
+    // `brainloop_operator` wrote (not a reviewer's: `decided_by 'reviewer:…'`), the first such
+    // decision of each validation, joined to the signatures its worker published with it (fixed
+    // once inserted). Views of the migration's owner: they read past row security, aggregate
+    // only, and no role may write them (no grant; an aggregate view is not updatable) — nothing
+    // a worker writes (its validations' status, its applied change sets, its own SQLite
+    // counts) is in them. `brainloop_json_texts` reads a worker's published text without ever
+    // failing on it (a malformed list counts nothing, it does not break the view). And a
+    // fourth kind of learned rule: a command's override (`kind = 'command'`).
+    r#"
+CREATE FUNCTION brainloop_json_texts(t text) RETURNS SETOF text
+LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $f$
+DECLARE
+  j jsonb;
+BEGIN
+  IF t IS NULL THEN
+    RETURN;
+  END IF;
+  BEGIN
+    j := t::jsonb;
+  EXCEPTION WHEN others THEN
+    RETURN;
+  END;
+  IF jsonb_typeof(j) = 'array' THEN
+    RETURN QUERY SELECT DISTINCT e.v #>> '{}' FROM jsonb_array_elements(j) e(v)
+                 WHERE jsonb_typeof(e.v) = 'string';
+  END IF;
+END $f$;
+
+CREATE VIEW fleet_human_decisions AS
+SELECT DISTINCT ON (d.validation_id) d.id, d.validation_id, d.decision, d.decided_by, d.db_role, d.created_at
+FROM decisions d
+WHERE d.decided_by NOT LIKE 'reviewer:%'
+  AND EXISTS (SELECT 1 FROM pg_roles r
+              WHERE r.rolname = d.db_role AND pg_has_role(r.oid, 'brainloop_operator', 'MEMBER'))
+ORDER BY d.validation_id, d.id;
+
+CREATE VIEW fleet_evidence AS
+SELECT v.client_id, s.signature,
+       count(*) FILTER (WHERE h.decision IN ('approve', 'always_allow', 'always_ask')) AS approvals,
+       count(*) FILTER (WHERE h.decision IN ('deny', 'never')) AS denials,
+       count(DISTINCT v.worker) FILTER (WHERE h.decision IN ('approve', 'always_allow', 'always_ask')) AS workers,
+       max(h.created_at) AS last_decided_at
+FROM fleet_human_decisions h
+JOIN validations v ON v.id = h.validation_id
+CROSS JOIN LATERAL brainloop_json_texts(v.signatures) s(signature)
+GROUP BY v.client_id, s.signature;
+
+CREATE VIEW fleet_evidence_version AS
+SELECT coalesce(max(id), 0) AS last_decision FROM decisions;
+
+REVOKE ALL ON fleet_human_decisions, fleet_evidence, fleet_evidence_version FROM PUBLIC;
+GRANT SELECT ON fleet_evidence, fleet_evidence_version
+  TO brainloop_worker, brainloop_operator, brainloop_reviewer;
+GRANT SELECT ON fleet_human_decisions TO brainloop_operator;
+
+-- A command's override in the registry (`kind = 'command'`, `rule` = the command's exact
+-- text, `value` always_allow / always_ask / never): what `approve --always` / `deny --always`
+-- on a validation write in the decision's transaction, for the scope the operator names (the
+-- worker that asked by default), or `rules add command`.
+ALTER TABLE learned_rules DROP CONSTRAINT IF EXISTS learned_rules_kind3;
+ALTER TABLE learned_rules DROP CONSTRAINT IF EXISTS learned_rules_value3;
+ALTER TABLE learned_rules ADD CONSTRAINT learned_rules_kind5
+  CHECK (kind IN ('signature', 'override', 'host', 'command'));
+ALTER TABLE learned_rules ADD CONSTRAINT learned_rules_value5
+  CHECK ((kind IN ('override', 'command') AND value IN ('always_allow', 'always_ask', 'never'))
+      OR (kind NOT IN ('override', 'command') AND value IS NULL));
+"#,
     // 6: clients' grants shared by scope (`brainloop grant --scope`): a permission and its
     // pattern (as in each worker's `client_permissions`: a SECRET grant names the secret, whose
     // value stays in each worker's own configuration) for a client, on the fleet, a project
