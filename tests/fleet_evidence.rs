@@ -179,7 +179,10 @@ fn a_workers_credentials_cannot_forge_the_fleets_evidence_and_promote_nothing() 
     approved_by_the_operator(c, &r.db, &op_url, &operator, a, 1);
     let real: String = c
         .connect("postgres", &r.db)
-        .query_one("SELECT validation_id FROM decisions ORDER BY id LIMIT 1", &[])
+        .query_one(
+            "SELECT validation_id FROM decisions ORDER BY id LIMIT 1",
+            &[],
+        )
         .unwrap()
         .get(0);
 
@@ -267,7 +270,10 @@ fn a_workers_credentials_cannot_forge_the_fleets_evidence_and_promote_nothing() 
 
     // The fleet counts the one human approval; C is not taught.
     assert_eq!(fleet_count(&mut w), (1, 0, 1));
-    still_asks(cw, "forged validations, reviewer approvals and a worker's counts teach nothing");
+    still_asks(
+        cw,
+        "forged validations, reviewer approvals and a worker's counts teach nothing",
+    );
     // The count is live: two more human approvals (on C) reach the threshold, and C learns.
     approved_by_the_operator(c, &r.db, &op_url, &operator, cw, 2);
     still_asks(cw, "two human approvals in the fleet are not three");
@@ -306,8 +312,8 @@ fn local_overrides(env: &Env) -> i64 {
 }
 
 #[test]
-fn approve_always_on_a_fleet_validation_is_a_registry_rule_for_the_worker_and_deny_always_reaches_its_scope()
-{
+fn approve_always_on_a_fleet_validation_is_a_registry_rule_for_the_worker_and_deny_always_reaches_its_scope(
+) {
     common::require_sandbox();
     let c = pg::shared();
     let r = fleet::registry(c, "always", &["a", "b"]);
@@ -385,7 +391,16 @@ fn approve_always_on_a_fleet_validation_is_a_registry_rule_for_the_worker_and_de
     let (st, _, e) = fleet::brainloop(
         &c.url_as(&r.workers[0], &r.db),
         &a.data,
-        &["rules", "add", "command", CMD, "--value", "always_allow", "--scope", "fleet"],
+        &[
+            "rules",
+            "add",
+            "command",
+            CMD,
+            "--value",
+            "always_allow",
+            "--scope",
+            "fleet",
+        ],
     );
     assert!(!st.success() && e.contains("permission denied"), "{e}");
 }

@@ -158,7 +158,10 @@ mod tests {
     #[test]
     fn a_fleet_denial_stops_the_fleets_approvals_and_the_larger_count_wins() {
         let mut m = HashMap::new();
-        m.insert(("local".to_string(), "sed -i EXPR WS_PATH".to_string()), (5, 0));
+        m.insert(
+            ("local".to_string(), "sed -i EXPR WS_PATH".to_string()),
+            (5, 0),
+        );
         m.insert(("local".to_string(), "rm WS_PATH".to_string()), (9, 1));
         assert_eq!(fleet_approvals(&m, "local", "sed -i EXPR WS_PATH"), 5);
         assert_eq!(fleet_approvals(&m, "ci", "sed -i EXPR WS_PATH"), 0);

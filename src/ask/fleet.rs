@@ -124,7 +124,15 @@ fn session(
         if evidence::pull(&mut c, fresh_ms)? {
             tracing::info!("the fleet's evidence changed (registry)");
         }
-        sync(&mut c, &mut sec, stores, local, &mut published, since, fresh_ms)?;
+        sync(
+            &mut c,
+            &mut sec,
+            stores,
+            local,
+            &mut published,
+            since,
+            fresh_ms,
+        )?;
         sync_applied(&mut c, local, &mut applied, since)?;
         undo_requested(&mut c, local)?;
         since = now - 60_000;

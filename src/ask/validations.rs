@@ -209,28 +209,27 @@ pub fn last_requested(
     job_id: i64,
 ) -> Result<Option<i64>> {
     // The newest of each index's newest row (output.db step 4), never a scan of them all.
-    Ok(output.query_row(
-        "SELECT max(t) FROM (
+    Ok(output
+        .prepare_cached(
+            "SELECT max(t) FROM (
            SELECT (SELECT requested_at FROM validations WHERE command_hash = ?1 AND job_id <> ?2
                    ORDER BY requested_at DESC LIMIT 1) AS t
            UNION ALL
            SELECT (SELECT requested_at FROM validations WHERE command = ?3 AND job_id <> ?2
                    ORDER BY requested_at DESC LIMIT 1))",
-        rusqlite::params![hash, job_id, command],
-        |r| r.get(0),
-    )?)
+        )?
+        .query_row(rusqlite::params![hash, job_id, command], |r| r.get(0))?)
 }
 
 /// When another job than `job_id` last ran this command (same reason as `last_requested`).
 pub fn last_executed(security: &Connection, hash: &str, job_id: i64) -> Result<Option<i64>> {
     // Newest first along `executions_hash`: the first row of another job, not every run's.
     Ok(security
-        .query_row(
+        .prepare_cached(
             "SELECT executed_at FROM executions WHERE command_hash = ?1 AND (job_id IS NULL OR job_id <> ?2)
              ORDER BY executed_at DESC LIMIT 1",
-            rusqlite::params![hash, job_id],
-            |r| r.get(0),
-        )
+        )?
+        .query_row(rusqlite::params![hash, job_id], |r| r.get(0))
         .optional()?)
 }
 

@@ -103,19 +103,18 @@ pub fn promotion(
     current_set: &str,
 ) -> Result<Option<Promotion>> {
     let p = conn
-        .query_row(
+        .prepare_cached(
             "SELECT mode, permission_set, reason, promoted_at FROM promotions
              WHERE client_id = ?1 AND command_hash = ?2 AND withdrawn_at IS NULL",
-            params![client, hash],
-            |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, String>(2)?,
-                    r.get::<_, i64>(3)?,
-                ))
-            },
-        )
+        )?
+        .query_row(params![client, hash], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, i64>(3)?,
+            ))
+        })
         .optional()?;
     Ok(p.and_then(|(mode, set, reason, at)| {
         // A classifier that now sees a different set (e.g. network) voids the promotion.

@@ -71,12 +71,12 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Entry> {
 }
 
 pub fn get(conn: &Connection, hash: &str) -> Result<Option<Entry>> {
+    // Read before every command (`bash::command::known`): the statement is kept prepared.
     Ok(conn
-        .query_row(
-            &format!("SELECT {COLUMNS} FROM commands_registry WHERE command_hash = ?1"),
-            [hash],
-            row,
-        )
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM commands_registry WHERE command_hash = ?1"
+        ))?
+        .query_row([hash], row)
         .optional()?)
 }
 

@@ -85,7 +85,11 @@ pub struct DenyArgs {
     pub reason: Option<String>,
     /// With --always and a fleet registry: where the command's `never` applies —
     /// `worker:ROLE` (default: the worker that asked), `project:NAME` or `fleet`.
-    #[arg(long, value_name = "fleet|project:NAME|worker:ROLE", requires = "always")]
+    #[arg(
+        long,
+        value_name = "fleet|project:NAME|worker:ROLE",
+        requires = "always"
+    )]
     pub scope: Option<String>,
 }
 
