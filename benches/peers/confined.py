@@ -148,7 +148,7 @@ AHEAD = [
     ("warm helper: cgroup join + rlimits (ahead)", "h_start", "h_cgroup"),
     ("warm helper: user+mount+PID+net namespaces (ahead)", "h_cgroup", "h_unshare"),
     ("warm helper: id maps + private mounts (ahead)", "h_unshare", "h_maps"),
-    ("warm helper: seccomp programs compiled (ahead)", "h_maps", "h_bpf"),
+    ("warm helper: seccomp programs + Landlock rulesets built (ahead)", "h_maps", "h_bpf"),
 ]
 
 

@@ -795,26 +795,79 @@ pub fn observe(
     threshold: u32,
     now: i64,
 ) -> Result<SigState> {
-    Ok(write_tx(conn, |tx| {
+    let mut write = false;
+    for s in sigs {
+        write = write || needs_write(conn, s, now)?;
+    }
+    if write {
+        return Ok(write_tx(conn, |tx| {
+            state(tx, client, sigs, threshold, now, true)
+        })?);
+    }
+    // Nothing to record: the same reads in one read transaction, no commit to sync.
+    let tx = conn.transaction()?;
+    let st = state(&tx, client, sigs, threshold, now, false)?;
+    tx.commit()?;
+    Ok(st)
+}
+
+/// How far a signature's `last_seen` may lag (issue 39): a signature seen again within this
+/// long, whose row already says what this sighting would write, is not written again — so a
+/// known command's plan reads, and commits (and syncs to disk) nothing.
+const SEEN_GRANULARITY_MS: i64 = 60_000;
+
+/// Whether seeing `s` now changes its row: new, newly not learnable, a first reason why not,
+/// or `last_seen` older than [`SEEN_GRANULARITY_MS`] (or in the future: a clock step).
+fn needs_write(c: &Connection, s: &Signature, now: i64) -> rusqlite::Result<bool> {
+    let row: Option<(bool, Option<String>, i64)> = c
+        .prepare_cached(
+            "SELECT learnable, why_not, last_seen FROM signatures WHERE signature = ?1",
+        )?
+        .query_row([&s.text], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .optional()?;
+    Ok(match row {
+        None => true,
+        Some((learnable, why_not, seen)) => {
+            (learnable && !s.learnable)
+                || (why_not.is_none() && s.why_not.is_some())
+                || now - seen >= SEEN_GRANULARITY_MS
+                || now < seen
+        }
+    })
+}
+
+/// [`observe`] inside its transaction; `write`: record the sighting first.
+fn state(
+    tx: &Connection,
+    client: &str,
+    sigs: &[Signature],
+    threshold: u32,
+    now: i64,
+    write: bool,
+) -> rusqlite::Result<SigState> {
+    {
         let mut st = SigState {
             all_learned: !sigs.is_empty(),
             ..Default::default()
         };
         for s in sigs {
-            tx.execute(
-                "INSERT INTO signatures(signature, program, learnable, why_not, first_seen, last_seen)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?5)
-                 ON CONFLICT(signature) DO UPDATE SET last_seen = ?5,
-                   learnable = learnable AND excluded.learnable,
-                   why_not = coalesce(why_not, excluded.why_not)",
-                params![s.text, s.program, s.learnable, s.why_not, now],
-            )?;
-            let (learnable, approvals, denials, ov, taught, suspended): (bool, i64, i64, Option<String>, bool, bool) = tx.query_row(
+            if write {
+                tx.prepare_cached(
+                    "INSERT INTO signatures(signature, program, learnable, why_not, first_seen, last_seen)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?5)
+                     ON CONFLICT(signature) DO UPDATE SET last_seen = ?5,
+                       learnable = learnable AND excluded.learnable,
+                       why_not = coalesce(why_not, excluded.why_not)",
+                )?
+                .execute(params![s.text, s.program, s.learnable, s.why_not, now])?;
+            }
+            let (learnable, approvals, denials, ov, taught, suspended): (bool, i64, i64, Option<String>, bool, bool) = tx.prepare_cached(
                 "SELECT s.learnable, coalesce(e.approvals, 0), coalesce(e.denials, 0), s.user_override,
                         e.learned_at IS NOT NULL, e.suspended IS NOT NULL
                  FROM signatures s LEFT JOIN signature_evidence e
                    ON e.signature = s.signature AND e.client_id = ?2
                  WHERE s.signature = ?1",
+            )?.query_row(
                 params![&s.text, client],
                 |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)),
             )?;
@@ -854,7 +907,7 @@ pub fn observe(
             }
         }
         Ok(st)
-    })?)
+    }
 }
 
 /// Remembers which signatures a waiting job's validation covers.
@@ -1514,5 +1567,66 @@ mod tests {
             t("sed -i 's/a/b/w .git/config' a.txt"),
             vec!["sed -i EXPR WS_PATH [writes or runs elsewhere]"]
         );
+    }
+
+    /// A signature seen again within the window, its row unchanged, is read and not written
+    /// (no commit on a known command's path); a downgrade, a first reason or the window's end
+    /// is written. The state read is the same either way.
+    #[test]
+    fn a_known_signature_seen_again_is_read_not_written_and_reads_the_same() {
+        use crate::db::{migrate, open, DbKind};
+        let dir = tempfile::tempdir().unwrap();
+        migrate::migrate(dir.path(), DbKind::Security).unwrap();
+        let mut c = open(dir.path(), DbKind::Security).unwrap();
+        let sig = |learnable: bool, why: Option<&str>| Signature {
+            text: "sed -i EXPR WS_PATH".into(),
+            program: "sed".into(),
+            learnable,
+            why_not: why.map(String::from),
+        };
+        let seen = |c: &Connection| -> (i64, bool, Option<String>) {
+            c.query_row(
+                "SELECT last_seen, learnable, why_not FROM signatures",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .unwrap()
+        };
+        let t0 = 1_000_000;
+        let first = observe(&mut c, "bot", &[sig(true, None)], 3, t0).unwrap();
+        assert_eq!(seen(&c), (t0, true, None));
+        let before = c.total_changes();
+        let again = observe(&mut c, "bot", &[sig(true, None)], 3, t0 + 59_000).unwrap();
+        assert_eq!(
+            c.total_changes(),
+            before,
+            "nothing written within the window"
+        );
+        assert_eq!(again, first);
+        assert_eq!(seen(&c).0, t0);
+        // The operator's override is read all the same.
+        c.execute(
+            "UPDATE signatures SET user_override = 'never' WHERE signature = 'sed -i EXPR WS_PATH'",
+            [],
+        )
+        .unwrap();
+        let st = observe(&mut c, "bot", &[sig(true, None)], 3, t0 + 59_500).unwrap();
+        assert_eq!(st.never.as_deref(), Some("sed -i EXPR WS_PATH"));
+        // A downgrade is written at once, with its reason.
+        observe(
+            &mut c,
+            "bot",
+            &[sig(false, Some("reads a secret"))],
+            3,
+            t0 + 59_600,
+        )
+        .unwrap();
+        assert_eq!(
+            seen(&c),
+            (t0 + 59_600, false, Some("reads a secret".into()))
+        );
+        // The window's end moves last_seen.
+        observe(&mut c, "bot", &[sig(false, None)], 3, t0 + 59_600 + 60_000).unwrap();
+        assert_eq!(seen(&c).0, t0 + 119_600);
     }
 }

@@ -6,7 +6,9 @@
 //! issue 19, a host daemon's UNIX socket is a way out and `connect`'s address is behind a pointer
 //! a filter cannot read, so the socket itself is refused; issue 33, `AF_VSOCK` ignores network
 //! namespaces and `AF_NETLINK` talks to the kernel; `socketpair` stays for pipes). x32 system
-//! call numbers kill the process ([`x32_guard`]).
+//! call numbers kill the process (`bpf::compile`'s guard: x32 calls are x86_64's with
+//! `__X32_SYSCALL_BIT`, under the same audit architecture, so a filter listing x86_64 numbers
+//! would let every one through on kernels built with `CONFIG_X86_X32_ABI`).
 //! `clone3` gets ENOSYS so libc falls back to `clone`, whose flags the filter can inspect.
 //!
 //! No privilege bits (issue 18): `chmod`, `fchmod`, `fchmodat`, `fchmodat2` with `S_ISUID` or
@@ -22,6 +24,10 @@
 //! `IORING_OP_OPENAT` or `IORING_OP_SOCKET` would act with no syscall to filter; io_uring users
 //! fall back to plain calls).
 //! An overlay run also gets EXDEV for hard links ([`apply_no_hard_links`]).
+//!
+//! This module owns the table ([`calls`]); `bpf.rs` lays it out as one program, a binary search
+//! over call numbers (issue 39). The small filters beside it (the overlay's EXDEV, Landlock's
+//! truncate guard below ABI 3) are still seccompiler's ([`install_errno`]).
 
 use super::bpf;
 use crate::permset::SocketFamily;
