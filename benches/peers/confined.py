@@ -231,6 +231,20 @@ def strace_bwrap(bwrap, ws, runs, tmp):
     return [(k, med(v)) for k, v in sums.items()], med(total)
 
 
+def command_cases(dm, seq):
+    """The three command jobs on daemon `dm`: readonly `ls -la`, a forced `touch` (filesystem,
+    direct) and an asked `touch` (overlay run up to its pending_validation)."""
+    return {
+        "readonly": lambda: dm.job("execute_bash", {"command": "ls -la"}),
+        "filesystem": lambda: dm.job("execute_bash",
+                                     {"command": "touch forced.txt", "force_execute": True},
+                                     client="ops"),
+        # A new command each time: the same one again would be a duplicate warning.
+        "overlay": lambda: dm.job("execute_bash",
+                                  {"command": f"touch asked{next(seq)}.txt"}),
+    }
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--brainloop", required=True)
@@ -258,24 +272,11 @@ def main():
             "bwrap": lambda: spawn_ms([bwrap, *BWRAP_ARGS, "--bind", ws, ws, "bash", "-c",
                                        "ls -la"], ws),
             "ping": lambda: d.job("ping", {}),
-            "readonly": lambda: d.job("execute_bash", {"command": "ls -la"}),
-            "filesystem": lambda: d.job("execute_bash",
-                                        {"command": "touch forced.txt", "force_execute": True},
-                                        client="ops"),
-            # A new command each time: the same one again would be a duplicate warning.
-            "overlay": lambda: d.job("execute_bash",
-                                     {"command": f"touch asked{next(seq)}.txt"}),
+            **command_cases(d, seq),
         }
         if base is not None:
-            cases.update({
-                "ping_b": lambda: base.job("ping", {}),
-                "readonly_b": lambda: base.job("execute_bash", {"command": "ls -la"}),
-                "filesystem_b": lambda: base.job(
-                    "execute_bash", {"command": "touch forced.txt", "force_execute": True},
-                    client="ops"),
-                "overlay_b": lambda: base.job("execute_bash",
-                                              {"command": f"touch asked{next(seq)}.txt"}),
-            })
+            cases["ping_b"] = lambda: base.job("ping", {})
+            cases.update({k + "_b": f for k, f in command_cases(base, seq).items()})
         # Warm-up: the first run of each (page cache, the registry's first rows, warm helpers).
         for _ in range(5):
             for f in cases.values():
@@ -302,14 +303,7 @@ def main():
         # The breakdown: the command jobs again, on a daemon that keeps the timing record.
         os.makedirs(os.path.join(tmp, "timed"))
         d = Daemon(a.brainloop, os.path.join(tmp, "timed"), {})
-        cmd_cases = {
-            "readonly": lambda: d.job("execute_bash", {"command": "ls -la"}),
-            "filesystem": lambda: d.job("execute_bash",
-                                        {"command": "touch forced.txt", "force_execute": True},
-                                        client="ops"),
-            "overlay": lambda: d.job("execute_bash",
-                                     {"command": f"touch asked{next(seq)}.txt"}),
-        }
+        cmd_cases = command_cases(d, seq)
         ids = {k: [] for k in cmd_cases}
         for i in range(5 + min(a.rounds, 100)):
             order = list(cmd_cases)
