@@ -337,11 +337,21 @@ async fn run(
         // Written only once the process group is recorded (the helper waits for its spec, so
         // nothing runs before), and concurrently: a command that never reads its input must
         // not block the worker; one that exits early just closes the pipe. A helper that dies
-        // before reading its spec shows up as its exit status, not here.
-        tokio::spawn(async move {
-            use tokio::io::AsyncWriteExt;
-            let _ = stdin.write_all(&bytes).await;
-        });
+        // before reading its spec shows up as its exit status, not here. What the pipe takes
+        // at once is written right here (a spec is far below a pipe's buffer: the helper does
+        // not wait for another task to be scheduled, issue 39); the rest in the background.
+        use futures_util::FutureExt;
+        use tokio::io::AsyncWriteExt;
+        let n = match stdin.write(&bytes).now_or_never() {
+            Some(Ok(n)) => n,
+            Some(Err(_)) => bytes.len(), // the helper is gone: its exit status says why
+            None => 0,
+        };
+        if n < bytes.len() {
+            tokio::spawn(async move {
+                let _ = stdin.write_all(&bytes[n..]).await;
+            });
+        }
     }
     let (Some(out), Some(err)) = (child.stdout.take(), child.stderr.take()) else {
         signal_group(pgid, Signal::SIGKILL);
