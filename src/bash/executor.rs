@@ -115,6 +115,24 @@ fn lock(c: &Shared) -> std::sync::MutexGuard<'_, Captured> {
     }
 }
 
+/// Writes `bytes` to the command's stdin: what the pipe takes at once right here (a spec is far
+/// below a pipe's buffer, so the helper does not wait for another task to be scheduled, issue
+/// 39), the rest in the background. A helper gone before reading shows up as its exit status.
+fn send_input(mut stdin: tokio::process::ChildStdin, bytes: Vec<u8>) {
+    use futures_util::FutureExt;
+    use tokio::io::AsyncWriteExt;
+    let n = match stdin.write(&bytes).now_or_never() {
+        Some(Ok(n)) => n,
+        Some(Err(_)) => bytes.len(),
+        None => 0,
+    };
+    if n < bytes.len() {
+        tokio::spawn(async move {
+            let _ = stdin.write_all(&bytes[n..]).await;
+        });
+    }
+}
+
 async fn pump<R: tokio::io::AsyncRead + Unpin>(mut r: R, shared: Shared, which: usize) {
     let mut buf = [0u8; 8192];
     loop {
@@ -333,25 +351,12 @@ async fn run(
         )));
     }
     crate::sandbox::marks::mark("spawned");
-    if let (Some(bytes), Some(mut stdin)) = (stdin_bytes, child.stdin.take()) {
+    if let (Some(bytes), Some(stdin)) = (stdin_bytes, child.stdin.take()) {
         // Written only once the process group is recorded (the helper waits for its spec, so
         // nothing runs before), and concurrently: a command that never reads its input must
         // not block the worker; one that exits early just closes the pipe. A helper that dies
-        // before reading its spec shows up as its exit status, not here. What the pipe takes
-        // at once is written right here (a spec is far below a pipe's buffer: the helper does
-        // not wait for another task to be scheduled, issue 39); the rest in the background.
-        use futures_util::FutureExt;
-        use tokio::io::AsyncWriteExt;
-        let n = match stdin.write(&bytes).now_or_never() {
-            Some(Ok(n)) => n,
-            Some(Err(_)) => bytes.len(), // the helper is gone: its exit status says why
-            None => 0,
-        };
-        if n < bytes.len() {
-            tokio::spawn(async move {
-                let _ = stdin.write_all(&bytes[n..]).await;
-            });
-        }
+        // before reading its spec shows up as its exit status, not here.
+        send_input(stdin, bytes);
     }
     let (Some(out), Some(err)) = (child.stdout.take(), child.stderr.take()) else {
         signal_group(pgid, Signal::SIGKILL);
