@@ -9,7 +9,7 @@
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 uid=65534
-tests="sandbox execute_bash overlay overlay_adversarial graded_sandbox learning_effects worker_process runcode_process first_run self_approval warm_helpers deadlines"
+tests="sandbox execute_bash overlay overlay_adversarial graded_sandbox learning_effects run_on_use worker_process runcode_process first_run self_approval warm_helpers deadlines"
 while [[ $# -gt 0 ]]; do
     case $1 in
         --uid) uid=$2; shift 2 ;;

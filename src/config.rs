@@ -115,7 +115,7 @@ pub struct Config {
     /// lowered to what is left (`BRAINLOOP_PENDING_MAX_BYTES_PER_CLIENT`). Default 1 GiB.
     pub pending_max_bytes_per_client: u64,
     /// Extra protected paths (globs relative to the workspace; `**/` matches at any depth), added
-    /// to the built-in table (`permset::PROTECTED`) and the rules of `bash::protected`: a change
+    /// to the built-in rules (`bash/run_on_use.toml`) and the rules of `bash::protected`: a change
     /// set touching one is never applied without a human, whatever was learned.
     pub protected_paths: Vec<String>,
     /// Extra data paths (globs like `protected_paths`), added to the built-in table of caches and

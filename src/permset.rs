@@ -531,103 +531,23 @@ pub fn markdown() -> String {
         }
         o.push('\n');
     }
-    o.push_str(&protected_markdown());
     o
 }
 
 /// The operator's lists beside the built-in path tables (config keys `protected_paths` and
 /// `data_paths`; globs relative to the workspace, `**/` for any depth): `protected` adds to
-/// [`PROTECTED`], `data` to [`DATA`]. `bash::protected` decides with them.
+/// `bash::protected`'s built-in rules (git's and `bash/run_on_use.toml`'s), `data` to [`DATA`].
+/// `bash::protected` decides with them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PathLists {
     pub protected: Vec<String>,
     pub data: Vec<String>,
 }
 
-/// Files that make the operator's tools run code when the filesystem set's change set is
-/// applied (issue 33): never applied without a human, whatever was learned, promoted or a
-/// reviewer said. Globs relative to the workspace, `/`-separated (`**/` matches at any depth, so
-/// nested projects are covered; `X/**` also matches `X` itself), each with why. Besides this
-/// table, `bash::protected` protects what no list of names can: everything under a `.git`
-/// (directory, file or symlink, at any depth) except what git itself writes through a declared
-/// companion; whatever a workspace repository's config points at (`core.hooksPath`,
-/// `include.path`, `core.fsmonitor`, ...); any directory shaped like a git dir; and, by default,
-/// every other dot-file and dot-directory, unless it is on [`DATA`].
-pub const PROTECTED: &[(&str, &str)] = &[
-    ("**/.git/**", "git reads its config, hooks, HEAD, refs, commondir and alternates from here: `git status` runs what they name"),
-    ("**/.gitmodules", "submodule URLs and update commands"),
-    ("**/.gitattributes", "selects filter and diff drivers, which run programs"),
-    ("**/.gitconfig", "git configuration: aliases, pagers, filters run programs"),
-    ("**/.hg/hgrc", "Mercurial hooks"),
-    ("**/.husky/**", "git hooks (husky)"),
-    ("**/lefthook.yml", "git hooks (lefthook)"),
-    ("**/lefthook.yaml", "git hooks (lefthook)"),
-    ("**/lefthook-local.yml", "git hooks (lefthook)"),
-    ("**/.pre-commit-config.yaml", "pre-commit runs the hooks it names"),
-    ("**/.envrc", "direnv runs it on `cd`"),
-    ("**/.env", "dotenv loads it into the environment at start-up"),
-    ("**/.env.*", "dotenv loads it into the environment at start-up"),
-    ("**/.bashrc", "shell start-up file"),
-    ("**/.bash_profile", "shell start-up file"),
-    ("**/.bash_login", "shell start-up file"),
-    ("**/.bash_logout", "shell start-up file"),
-    ("**/.profile", "shell start-up file"),
-    ("**/.zshrc", "shell start-up file"),
-    ("**/.zshenv", "shell start-up file"),
-    ("**/.zprofile", "shell start-up file"),
-    ("**/.zlogin", "shell start-up file"),
-    ("**/.zlogout", "shell start-up file"),
-    ("**/.inputrc", "readline start-up file"),
-    ("**/.lesskey", "`less` key bindings run commands"),
-    ("**/.github/workflows/**", "CI runs it with the project's credentials"),
-    ("**/.gitlab-ci.yml", "CI runs it with the project's credentials"),
-    ("**/.circleci/**", "CI runs it with the project's credentials"),
-    ("**/.travis.yml", "CI runs it with the project's credentials"),
-    ("**/Jenkinsfile", "CI runs it with the project's credentials"),
-    ("**/azure-pipelines.yml", "CI runs it with the project's credentials"),
-    ("**/bitbucket-pipelines.yml", "CI runs it with the project's credentials"),
-    ("**/.vscode/**", "editor tasks, launch configurations and settings run programs on open"),
-    ("**/.idea/**", "IDE run configurations and startup tasks"),
-    ("**/.devcontainer/**", "the editor builds and runs the container it describes"),
-    ("**/*.code-workspace", "VS Code workspace settings and tasks"),
-    ("**/.vimrc", "vim reads it in the current directory ('exrc') and runs its commands"),
-    ("**/.exrc", "vi/vim read it in the current directory ('exrc') and run its commands"),
-    ("**/.nvimrc", "neovim reads it in the current directory ('exrc')"),
-    ("**/.nvim.lua", "neovim runs it in the current directory ('exrc')"),
-    ("**/.dir-locals.el", "Emacs evaluates its forms on open"),
-    ("**/.npmrc", "npm/pnpm configuration: script-shell, node-options, registry"),
-    ("**/.yarnrc", "yarn configuration: yarn-path runs a program"),
-    ("**/.yarnrc.yml", "yarn configuration: yarnPath and plugins run programs"),
-    ("**/.pnpmfile.cjs", "pnpm runs it on install"),
-    ("**/.pnp.cjs", "node loads it (Yarn Plug'n'Play)"),
-    ("**/bunfig.toml", "bun configuration: preload scripts"),
-    ("**/pip.conf", "pip configuration: index URL, what `pip install` fetches and runs"),
-    ("**/.pypirc", "Python package index credentials and URLs"),
-    ("**/rust-toolchain", "rustup runs the toolchain it names (a path is allowed)"),
-    ("**/rust-toolchain.toml", "rustup runs the toolchain it names (a path is allowed)"),
-    ("**/.cargo/config", "cargo configuration: rustc-wrapper, runner, linker run programs"),
-    ("**/.cargo/config.toml", "cargo configuration: rustc-wrapper, runner, linker run programs"),
-    ("**/.mvn/jvm.config", "options of the JVM that runs Maven (-javaagent)"),
-    ("**/.mvn/maven.config", "Maven command-line options"),
-    ("**/.mvn/extensions.xml", "Maven loads the extensions it names"),
-    ("**/.mvn/wrapper/**", "the Maven wrapper downloads and runs what it names"),
-    ("**/gradle/wrapper/gradle-wrapper.properties", "the Gradle wrapper downloads and runs the distribution it names"),
-    ("**/gradle.properties", "Gradle properties: org.gradle.java.home, JVM arguments"),
-    ("**/mise.toml", "mise runs its hooks and tasks, sets the environment"),
-    ("**/.mise.toml", "mise runs its hooks and tasks, sets the environment"),
-    ("**/.python-version", "selects the Python interpreter"),
-    ("**/.tool-versions", "selects the toolchains (asdf, mise)"),
-    ("**/.sqliterc", "sqlite3 runs its dot-commands at start-up (.shell)"),
-    ("**/.psqlrc", "psql runs its commands at start-up (\\!)"),
-    ("**/.gdbinit", "gdb runs its commands at start-up"),
-    ("**/.pdbrc", "pdb runs its commands at start-up"),
-    ("**/.ssh/**", "ssh configuration: ProxyCommand, LocalCommand; keys"),
-    ("**/.config/**", "XDG configuration of every tool (git, fish, nvim, ...)"),
-];
-
 /// Tool-written caches and build output: data, not configuration. They lift only the default
 /// rule for dot-files (a `.fingerprint` under `target/`, `.pytest_cache/`), never a row of
-/// [`PROTECTED`], the operator's `protected_paths` or a git rule, so ordinary build and test runs
+/// `bash::protected`'s listed rules (git's, the operator's `protected_paths`, what
+/// `bash/run_on_use.toml` says a program runs or obeys), so ordinary build and test runs
 /// need no human. The operator adds to it with `data_paths`.
 pub const DATA: &[&str] = &[
     "**/target/**",
@@ -667,41 +587,6 @@ pub const DATA: &[&str] = &[
     "**/.prettierignore",
     "**/.eslintignore",
 ];
-
-/// The "Protected paths" section of `docs/permission-sets.md`, from [`PROTECTED`] and [`DATA`].
-fn protected_markdown() -> String {
-    let mut o = String::from(
-        "\n## Protected paths\n\n\
-         What the filesystem set's change sets never apply without a human, whatever was learned,\n\
-         promoted or a reviewer said (`bash::protected`; the prompt names the rule and why):\n\n\
-         - everything under a `.git` (directory, file or symlink, at any depth), except what git\n\
-         \x20 itself writes through a declared companion in the repository the command runs in\n\
-         \x20 (`git add`: `index`, `objects/**` but not `objects/info/**`; `git commit`: also\n\
-         \x20 `COMMIT_EDITMSG`, `logs/HEAD` and the ref and log of the branch `HEAD` names);\n\
-         - whatever a workspace repository's config points at (`core.hooksPath`, `include.path`,\n\
-         \x20 `includeIf.*.path`, `core.attributesFile`, `core.excludesFile`, `core.fsmonitor` and the\n\
-         \x20 other keys that name a program);\n\
-         - any directory shaped like a git dir (`HEAD` beside `objects`, `refs`, `commondir` or\n\
-         \x20 `config`), and everything in it;\n\
-         - the table below and the operator's `protected_paths`;\n\
-         - by default every other dot-file and dot-directory, unless it is data (below or the\n\
-         \x20 operator's `data_paths`).\n\n\
-         | protected | why |\n|---|---|\n",
-    );
-    for (p, why) in PROTECTED {
-        o.push_str(&format!("| `{p}` | {why} |\n"));
-    }
-    o.push_str("\nData (lifts only the default rule for dot-files): ");
-    o.push_str(
-        &DATA
-            .iter()
-            .map(|d| format!("`{d}`"))
-            .collect::<Vec<_>>()
-            .join(", "),
-    );
-    o.push_str(".\n");
-    o
-}
 
 #[cfg(test)]
 mod tests {

@@ -503,9 +503,10 @@ fn npm_tarball(dir: &Path, name: &str, package_json: &str) {
     std::fs::remove_dir_all(&src).unwrap();
 }
 
-/// (j) Issue 35: npm's local work is one family — `npm init -y` taught once, a local tarball
-/// installs unasked (manifest, lock file, node_modules); a tarball whose install script writes
-/// elsewhere asks and nothing is applied; a global or registry install asks up front.
+/// (j) Issue 35: npm's local work is one family — `npm init -y` taught once, an inert manifest
+/// edit applies unasked; a local tarball's `file:` dependency asks (issue 48); a tarball whose
+/// install script writes elsewhere asks and nothing is applied; a global or registry install
+/// asks up front.
 #[test]
 fn npm_init_taught_once_lets_local_installs_apply_and_nothing_else() {
     let (env, _d) = setup(None);
@@ -533,13 +534,21 @@ fn npm_init_taught_once_lets_local_installs_apply_and_nothing_else() {
     cli_ok(&env, &["approve", &common::vid(&v), "--learn"]);
     assert_eq!(final_result(&env, id).0, "succeeded");
     assert!(ws.join("proj/package.json").exists());
-    unasked(
+    // A local tarball is a `file:` dependency: the manifest key asks (issue 48: what a `file:`
+    // spec installs runs its lifecycle scripts on the operator's next `npm install`).
+    let (id, v) = asks(
         &env,
         "cd proj && npm install --no-audit --no-fund ../vendor/good-1.0.0.tgz",
+        "(rule **/package.json (npm, key by key): changes dependencies.good",
     );
+    assert!(!ws.join("proj/node_modules/good").exists());
+    cli_ok(&env, &["approve", &common::vid(&v)]);
+    assert_eq!(final_result(&env, id).0, "succeeded");
     assert!(ws.join("proj/node_modules/good/index.js").exists());
     let manifest = read(&ws.join("proj/package.json")).unwrap_or_default();
     assert!(manifest.contains("good"), "{manifest}");
+    // an inert edit of the manifest still applies unasked under the family
+    unasked(&env, "cd proj && npm pkg set description=kept");
     asks(
         &env,
         "cd proj && npm install --no-audit --no-fund ../vendor/evil-1.0.0.tgz",

@@ -1,4 +1,5 @@
-//! `docs/permission-sets.md` is rendered from the profile table (`brainloop::permset::markdown`):
+//! `docs/permission-sets.md` is rendered from the profile table (`brainloop::permset::markdown`)
+//! and the programs' entries of `src/bash/run_on_use.toml` (`bash::run_on_use::markdown`):
 //! the document and the code cannot drift. On a mismatch this fails and says how to regenerate;
 //! `BRAINLOOP_BLESS=1 cargo test --release --test permsets` writes the file.
 
@@ -7,7 +8,12 @@ use std::path::Path;
 #[test]
 fn the_permission_sets_document_is_rendered_from_the_table() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/permission-sets.md");
-    let want = brainloop::permset::markdown();
+    let want = brainloop::permset::markdown()
+        + &brainloop::bash::run_on_use::markdown(
+            brainloop::bash::protected::GIT_RULE,
+            brainloop::permset::DATA,
+        )
+        .unwrap();
     if std::env::var_os("BRAINLOOP_BLESS").is_some_and(|v| v == "1") {
         std::fs::write(&path, &want).expect("docs/permission-sets.md is writable");
         return;

@@ -35,6 +35,7 @@ fn the_security_tests_pass_as_uid_65534_when_run_as_root_else_this_suite_is_the_
         "overlay_adversarial",
         "graded_sandbox",
         "deadlines",
+        "run_on_use",
     ] {
         assert!(
             text.lines()

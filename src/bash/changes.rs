@@ -64,6 +64,12 @@ pub struct Change {
     /// removed, and the diff says so.
     #[serde(skip_serializing_if = "std::ops::Not::not", default)]
     pub privilege_bits_removed: bool,
+    /// For a manifest `bash::run_on_use` judges key by key (`package.json`, `Cargo.toml`,
+    /// `pyproject.toml`): the keys this change adds, changes or removes that a human must see,
+    /// read from both layers when the change set was computed ([`manifest_keys`]). None: not a
+    /// manifest, or not judged (`bash::protected` then asks).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub run_keys: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -75,7 +81,8 @@ pub struct ChangeSet {
 }
 
 /// A change set of `(path, kind, after)` entries whose `before` is `before` (unit tests of the
-/// modules that judge change sets).
+/// modules that judge change sets). A manifest's keys are taken as judged inert
+/// (`run_keys: Some([])`): `bash::run_on_use`'s tests judge real keys through [`compute`].
 #[cfg(test)]
 pub(crate) fn for_tests(paths: &[(&str, Kind, &str)], before: &str) -> ChangeSet {
     ChangeSet {
@@ -88,6 +95,7 @@ pub(crate) fn for_tests(paths: &[(&str, Kind, &str)], before: &str) -> ChangeSet
                 after: (*k != Kind::Deleted).then(|| after.to_string()),
                 diff: None,
                 privilege_bits_removed: false,
+                run_keys: Some(Vec::new()),
             })
             .collect(),
         hash: String::new(),
@@ -257,6 +265,7 @@ impl Walk<'_> {
                 after: None,
                 diff: None,
                 privilege_bits_removed: false,
+                run_keys: None,
             });
         }
         self.count()
@@ -298,6 +307,7 @@ impl Walk<'_> {
                             after: Some("dir".into()),
                             diff: None,
                             privilege_bits_removed: false,
+                run_keys: None,
                         });
                     }
                     self.count()?;
@@ -330,6 +340,7 @@ impl Walk<'_> {
                         after,
                         diff: None,
                         privilege_bits_removed: stripped,
+                        run_keys: None,
                     });
                     self.count()?;
                 }
@@ -475,6 +486,9 @@ pub fn compute(upper: &Path, lower: &Path) -> Result<ChangeSet> {
         );
         h.update(b"\n");
     }
+    for c in changes.iter_mut() {
+        c.run_keys = manifest_keys(c, upper, lower);
+    }
     let mut total = 0usize;
     let mut truncated = false;
     for c in changes.iter_mut() {
@@ -502,6 +516,39 @@ pub fn compute(upper: &Path, lower: &Path) -> Result<ChangeSet> {
         changes,
         hash: hex::encode(h.finalize()),
         diff_truncated: truncated,
+    })
+}
+
+/// The keys of a manifest change a human must see (`bash::run_on_use::offending_keys`), from
+/// the workspace's file (`lower`) and the run's (`upper`), each read beneath its root and
+/// checked against the change's states; None: not a manifest. A side that is not a plain file
+/// of at most `run_on_use::MAX_MANIFEST` bytes, or no longer in its state, is one offending key.
+pub fn manifest_keys(c: &Change, upper: &Beneath, lower: &Beneath) -> Option<Vec<String>> {
+    let k = crate::bash::run_on_use::knowledge().ok()?;
+    let (_, m) = k.manifest_of(&c.path)?;
+    let side = |b: &Beneath, state: &Option<String>| -> Result<Option<Vec<u8>>, String> {
+        let Some(state) = state else { return Ok(None) };
+        if !state.starts_with("file:") {
+            return Err(format!("{state} is not a file"));
+        }
+        let bytes = b
+            .read_up_to(&c.path, crate::bash::run_on_use::MAX_MANIFEST)
+            .map_err(|e| format!("{e:#}"))?
+            .ok_or("too large or gone")?;
+        let hash = hex::encode(Sha256::digest(&bytes));
+        match state
+            .strip_prefix("file:")
+            .and_then(|r| r.split(':').next())
+        {
+            Some(h) if h == hash => Ok(Some(bytes)),
+            _ => Err("changed since the run".into()),
+        }
+    };
+    Some(match (side(lower, &c.before), side(upper, &c.after)) {
+        (Ok(before), Ok(after)) => {
+            crate::bash::run_on_use::offending_keys(m, before.as_deref(), after.as_deref())
+        }
+        (Err(e), _) | (_, Err(e)) => vec![format!("(the whole file: {e})")],
     })
 }
 

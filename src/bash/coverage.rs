@@ -182,7 +182,7 @@ pub const FAMILIES: &[Family] = &[
     },
     Family {
         name: "git's local bookkeeping",
-        shows: "`git init|add|commit|tag|switch|checkout|branch|stash|merge|restore|mv|rm` without force, amend or hard reset, `git clone` of a workspace path (never config, hooks, remotes)",
+        shows: "`git init|add|commit|tag|switch|checkout|branch|stash|merge|restore|mv|rm` without force, amend or hard reset, `git clone` of a workspace path (never config, hooks, remotes); `restore`, `stash drop`, `branch -d` and `tag -d` discard work no commit holds — the uncommitted edits they drop, the stash, branch or tag they delete are applied only as loose files the journal keeps, so `brainloop undo JOB` restores them (a `packed-refs` rewrite asks)",
         members: Members::Subcommands(
             "git",
             &[

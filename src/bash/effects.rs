@@ -7,9 +7,10 @@
 //! The rule:
 //!
 //! 1. **Protected paths** (`bash::protected`, the one decision of what may make a tool run code:
-//!    git's own files, what a repository's config points at, the `permset::PROTECTED` table, the
-//!    operator's `protected_paths`, dot-files that are not data) are never applied without a
-//!    human, whatever was learned or promoted; each reason names the rule and why.
+//!    git's own files, what a repository's config points at, what `bash/run_on_use.toml` says
+//!    each program runs or obeys, the operator's `protected_paths`, dot-files that are not data)
+//!    are never applied without a human, whatever was learned or promoted; each reason names the
+//!    rule and why.
 //! 2. **Every path the change set touches is named by the command**: an argument of one of its
 //!    write operations (the ones the signature abstracts as `WS_PATH`, or a plain name, or a
 //!    `--flag=FILE` value), a redirect target, or what git writes through a declared *companion*
@@ -804,9 +805,14 @@ mod tests {
                     ("package-lock.json", A, F),
                     ("node_modules", A, "dir"),
                     ("node_modules/x/index.js", A, F),
-                    ("node_modules/.bin", A, "dir"),
                 ],
                 None,
+            ),
+            // `.bin` shims are run by the operator's next `npm test` (issue 48): shown, not applied
+            (
+                "npm install --no-audit -D ./vendor/x.tgz",
+                &[("node_modules/.bin", A, "dir")],
+                Some("(rule **/node_modules/.bin/**:"),
             ),
             (
                 "npm install ./vendor/x.tgz",
@@ -1221,10 +1227,16 @@ mod tests {
                 &[("main.go", M, F)],
                 Some("modifies main.go"),
             ),
+            // a new environment's start-up code is run by the operator's next `python` (issue 48)
+            (
+                "python3 -m venv .venv",
+                &[(".venv/lib/python3.11/site-packages", A, "dir")],
+                None,
+            ),
             (
                 "python3 -m venv .venv",
                 &[(".venv/bin/python", A, F), (".venv/pyvenv.cfg", A, F)],
-                None,
+                Some("(rule **/.venv/bin/**:"),
             ),
             (
                 "python3 -m venv .venv",

@@ -716,6 +716,7 @@ fn change_set(paths: &[(String, Kind)]) -> ChangeSet {
                 after: (*k != Kind::Deleted).then(|| "file:0:644".to_string()),
                 diff: None,
                 privilege_bits_removed: false,
+                run_keys: None,
             })
             .collect(),
         hash: String::new(),

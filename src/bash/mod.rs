@@ -38,6 +38,7 @@ pub mod protected;
 pub mod record;
 pub mod registry;
 pub mod result;
+pub mod run_on_use;
 pub mod runners;
 pub mod signatures;
 

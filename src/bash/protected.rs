@@ -23,22 +23,33 @@
 //!    write there ([`LOCAL_COMPANIONS`], issue 35: refs only of the names the command gives,
 //!    `HEAD` only as a ref to a branch it names — checked on the change set's content hash —,
 //!    a fresh `git init` git dir only byte for byte as git makes it);
-//! 3. the operator's `protected_paths` and the built-in table (`permset::PROTECTED`);
+//! 3. the operator's `protected_paths`, and **what the operator's tools run or obey** — every
+//!    program's entry of `bash/run_on_use.toml` (`bash::run_on_use`): the paths it runs or
+//!    obeys (`.npmrc`, `lefthook.toml`, `.venv/bin/**`), any directory holding an environment's
+//!    marker once the change set is applied (`pyvenv.cfg`: its `*.pth`, `sitecustomize.py`,
+//!    `bin/**`), the `package.json` of a package `node_modules/.bin` links to, and a manifest
+//!    (`package.json`, `Cargo.toml`, `pyproject.toml`) whose change adds, changes or removes a
+//!    key off its entry's inert list (`Change::run_keys`, judged when the change set was
+//!    computed);
 //! 4. by default any other dot-file or dot-directory — unless it is data (`permset::DATA` and
 //!    the operator's `data_paths`: caches and build output, so ordinary builds and test runs
 //!    need no human).
 
 use crate::bash::changes::{Change, ChangeSet, Kind as ChangeKind};
 use crate::bash::gitconfig::{self, Pointer};
+use crate::bash::run_on_use::{self, globs, Knowledge};
 use crate::bash::signatures;
 use crate::classify::CheckReport;
 use crate::fs::beneath::{Beneath, Kind as FileKind, Lookup};
-use crate::permset::{PathLists, DATA, PROTECTED};
-use anyhow::{Context, Result};
-use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
-use std::collections::{BTreeSet, HashMap};
+use crate::permset::{PathLists, DATA};
+use anyhow::Result;
+use globset::GlobSet;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+
+/// git's own files (rule 2 of the module doc), the first built-in rule.
+pub const GIT_RULE: (&str, &str) = ("**/.git/**", "git reads its config, hooks, HEAD, refs, commondir and alternates from here: `git status` runs what they name");
 
 /// The rule for dot-files not otherwise listed.
 pub const DOTFILE_RULE: &str = "**/.*";
@@ -266,36 +277,22 @@ const MAX_FILES: usize = 1024;
 /// Entries under one repository's `modules/` looked at (beyond: everything is protected).
 const MAX_MODULES: usize = 512;
 
-fn glob(p: &str) -> Result<Glob> {
-    GlobBuilder::new(p)
-        .literal_separator(true)
-        .build()
-        .with_context(|| format!("path pattern {p:?}"))
-}
-
-/// A glob set of patterns where `X/**` also matches `X`; `idx[i]`: the pattern of glob `i`.
-fn globs<'a>(patterns: impl Iterator<Item = &'a str>) -> Result<(GlobSet, Vec<usize>)> {
-    let mut b = GlobSetBuilder::new();
-    let mut idx = Vec::new();
-    for (i, p) in patterns.enumerate() {
-        b.add(glob(p)?);
-        idx.push(i);
-        if let Some(dir) = p.strip_suffix("/**") {
-            b.add(glob(dir)?);
-            idx.push(i);
-        }
-    }
-    Ok((b.build().context("path patterns")?, idx))
-}
-
 /// The path tables, built once from the configuration ([`Table::shared`]).
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Table {
-    /// The operator's `protected_paths`, then `permset::PROTECTED`: (pattern, why).
+    /// The operator's `protected_paths`, then [`GIT_RULE`] and the rules of every program of
+    /// `run_on_use.toml`: (pattern, why).
     rules: Vec<(String, String)>,
     set: GlobSet,
     idx: Vec<usize>,
     data: GlobSet,
+    known: &'static Knowledge,
+}
+
+impl std::fmt::Debug for Table {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Table").field("rules", &self.rules).finish()
+    }
 }
 
 impl Table {
@@ -312,11 +309,9 @@ impl Table {
                 )
             })
             .collect();
-        rules.extend(
-            PROTECTED
-                .iter()
-                .map(|(p, w)| (p.to_string(), w.to_string())),
-        );
+        let known = run_on_use::knowledge()?;
+        rules.push((GIT_RULE.0.to_string(), GIT_RULE.1.to_string()));
+        rules.extend(known.rules.iter().cloned());
         let (set, idx) = globs(rules.iter().map(|(p, _)| p.as_str()))?;
         let data_patterns: Vec<String> = DATA
             .iter()
@@ -334,6 +329,7 @@ impl Table {
             set,
             idx,
             data,
+            known,
         })
     }
 
@@ -359,16 +355,29 @@ impl Table {
     /// The listed or default rule a workspace-relative path matches, without the workspace's
     /// repositories (rule 3 and 4 of the module doc; `.git` components included).
     pub fn matching(&self, rel: &str) -> Option<(&str, &str)> {
-        if let Some(i) = self.set.matches(rel).first() {
-            let (p, w) = &self.rules[self.idx[*i]];
-            return Some((p, w));
-        }
+        self.listed(rel).or_else(|| self.default_rule(rel))
+    }
+
+    /// The listed rule (the operator's, git's, a program's) `rel` matches.
+    pub fn listed(&self, rel: &str) -> Option<(&str, &str)> {
+        let i = self.set.matches(rel).first().copied()?;
+        let (p, w) = &self.rules[self.idx[i]];
+        Some((p, w))
+    }
+
+    /// The dot-file rule, unless `rel` is data (rule 4).
+    pub fn default_rule(&self, rel: &str) -> Option<(&str, &str)> {
         if self.data.is_match(rel) {
             return None;
         }
         rel.split('/')
             .any(|c| c.starts_with('.') && c != "." && c != "..")
             .then_some((DOTFILE_RULE, DOTFILE_WHY))
+    }
+
+    /// What the programs of `run_on_use.toml` run or obey.
+    pub fn known(&self) -> &'static Knowledge {
+        self.known
     }
 }
 
@@ -451,6 +460,11 @@ pub struct Facts {
     pub templates: HashMap<String, BTreeSet<String>>,
     /// A repository read sets `core.hooksPath` (its hooks may write anything).
     pub hooks_path: bool,
+    /// Directories that hold an environment's marker once the change set is applied
+    /// (`pyvenv.cfg`): directory → marker.
+    pub environments: BTreeMap<String, String>,
+    /// The `package.json` of each changed package of a `node_modules` that its `.bin` links to.
+    pub linked: BTreeSet<String>,
 }
 
 /// The one decision: the protected paths of `cs` (a change set of `workspace`), each with its
@@ -470,6 +484,84 @@ pub fn judge(
         facts.templates = template_hashes();
     }
     decide_git(table, cs, &facts, &writes)
+}
+
+/// Why a FILE_WRITE `auto` grant may not write one file outside an overlay unasked
+/// (generate_file, a loop's commit or agent write; empty: it may): the judgement of a change set
+/// of that one file — against `workspace` when `real` lies in it, else against the grant's
+/// `root` —, its old content read beneath that root without following a symlink, a
+/// manifest's keys judged against `new` (None: the content is not a file's, as a SQL block's
+/// database — a manifest then asks). Blocking: reads the workspace.
+pub fn write_refusals(
+    lists: &PathLists,
+    workspace: &Path,
+    root: &Path,
+    real: &Path,
+    new: Option<&[u8]>,
+) -> Vec<String> {
+    let base = if real.starts_with(workspace) {
+        workspace
+    } else {
+        root
+    };
+    let refused = |why: String| {
+        vec![format!(
+            "{}: {why}; never written without a human",
+            real.display()
+        )]
+    };
+    let Some(rel) = real
+        .strip_prefix(base)
+        .ok()
+        .map(|r| r.to_string_lossy().into_owned())
+        .filter(|r| !r.is_empty())
+    else {
+        return refused("not beneath the workspace or its grant's root".into());
+    };
+    let table = match Table::shared(lists) {
+        Ok(t) => t,
+        Err(e) => return refused(format!("the protected-path table is unusable: {e:#}")),
+    };
+    let b = match Beneath::open(base) {
+        Ok(b) => b,
+        Err(e) => return refused(format!("cannot open {}: {e:#}", base.display())),
+    };
+    let before = match b.entry(&rel) {
+        Ok(e) => e.state(),
+        Err(e) => return refused(format!("cannot read it: {e:#}")),
+    };
+    let after = new.map(|n| format!("file:{}:644", file_hash(n)));
+    let run_keys = table.known().manifest_of(&rel).and_then(|(_, m)| {
+        let new = new?;
+        let old = match before.as_deref() {
+            Some(s) if s.starts_with("file:") => Some(
+                b.read_up_to(&rel, run_on_use::MAX_MANIFEST)
+                    .ok()
+                    .flatten()?,
+            ),
+            Some(_) => return None,
+            None => None,
+        };
+        Some(run_on_use::offending_keys(m, old.as_deref(), Some(new)))
+    });
+    let cs = ChangeSet {
+        changes: vec![Change {
+            path: rel,
+            kind: if before.is_some() {
+                ChangeKind::Modified
+            } else {
+                ChangeKind::Added
+            },
+            before,
+            after: after.or(Some("file".into())),
+            diff: None,
+            privilege_bits_removed: false,
+            run_keys,
+        }],
+        hash: String::new(),
+        diff_truncated: false,
+    };
+    judge(&table, &cs, base, None).reasons()
 }
 
 /// SHA-256 of each file of git's default template dirs (the operator's system files).
@@ -887,15 +979,64 @@ pub fn decide_git(table: &Table, cs: &ChangeSet, facts: &Facts, writes: &[GitWri
                     &format!("a directory shaped like a git dir ({})", if d.is_empty() { "." } else { d }),
                     "git reads its config, hooks and objects when a command runs in or is pointed at it",
                 ),
-                _ => hit(PROTECTED[0].0, PROTECTED[0].1),
+                _ => hit(GIT_RULE.0, GIT_RULE.1),
             });
             continue;
         }
-        if let Some((rule, why)) = table.matching(p) {
+        if let Some((rule, why)) = table.listed(p) {
+            j.hits.push(hit(rule, why));
+            continue;
+        }
+        if let Some((rule, why)) = run_on_use_rule(table.known(), facts, c) {
+            j.hits.push(hit(&rule, &why));
+            continue;
+        }
+        if let Some((rule, why)) = table.default_rule(p) {
             j.hits.push(hit(rule, why));
         }
     }
     j
+}
+
+/// What the workspace as it will be makes run-on-use beyond the listed globs (rule 3): a path of
+/// a directory holding an environment's marker, the manifest of a package `node_modules/.bin`
+/// links to, a manifest key a human must see. (rule, why).
+fn run_on_use_rule(known: &Knowledge, facts: &Facts, c: &Change) -> Option<(String, String)> {
+    let p = c.path.as_str();
+    for (d, marker) in &facts.environments {
+        let rel = match p.strip_prefix(d.as_str()) {
+            _ if d.is_empty() => p,
+            Some(r) => match r.strip_prefix('/') {
+                Some(r) => r,
+                None => continue,
+            },
+            None => continue,
+        };
+        if let Some(why) = known.in_marked(marker, rel) {
+            let at = if d.is_empty() { "." } else { d.as_str() };
+            return Some((
+                format!("an environment ({at} holds {marker})"),
+                why.to_string(),
+            ));
+        }
+    }
+    if facts.linked.contains(p) {
+        return Some((
+            "a package `node_modules/.bin` links to".into(),
+            "npm re-links its `bin` and runs its lifecycle `scripts` when the operator installs or rebuilds".into(),
+        ));
+    }
+    let (program, m) = known.manifest_of(p)?;
+    let glob = m.paths.first().map(String::as_str).unwrap_or(p);
+    let rule = format!("{glob} ({program}, key by key)");
+    match &c.run_keys {
+        Some(keys) if keys.is_empty() => None,
+        Some(keys) => Some((rule, format!("changes {} — {}", keys.join(", "), m.why))),
+        None => Some((
+            rule,
+            format!("its keys were not judged (the change set predates it, or the content is not at hand) — {}", m.why),
+        )),
+    }
 }
 
 /// Where a path git names lies: beneath the workspace (relative) or outside it (absolute).
@@ -1069,6 +1210,19 @@ pub fn gather(workspace: &Path, cs: &ChangeSet, workdir: Option<&Path>) -> Facts
             f.git_dirs.insert(d.clone());
         }
     }
+    // Environments (`pyvenv.cfg`) and packages `.bin` links to, as the change set leaves them.
+    if let Ok(k) = run_on_use::knowledge() {
+        for d in &dirs {
+            for m in k.markers() {
+                if present(&r, &child(d, m)) {
+                    f.environments.insert(d.clone(), m.to_string());
+                }
+            }
+        }
+        if k.linked_bins() {
+            f.linked = linked_packages(r.ws.as_ref(), cs);
+        }
+    }
     // The repository the command runs in: the nearest `.git` directory above the workdir.
     if let Some(w) = &wd_rel {
         let mut cur = w.as_str();
@@ -1150,6 +1304,67 @@ pub fn gather(workspace: &Path, cs: &ChangeSet, workdir: Option<&Path>) -> Facts
         }
     }
     f
+}
+
+/// `P/node_modules` and the package (`x`, `@scope/x`) whose `package.json` `rel` is.
+fn package_of(rel: &str) -> Option<(&str, &str)> {
+    let dir = rel.strip_suffix("/package.json")?;
+    let at = dir.rfind("node_modules/")?;
+    let (nm, pkg) = (
+        &dir[..at + "node_modules".len()],
+        &dir[at + "node_modules/".len()..],
+    );
+    let plain = |n: &str| !n.is_empty() && !n.contains('/') && n != ".bin";
+    let ok = match pkg.split_once('/') {
+        Some((scope, name)) => scope.starts_with('@') && plain(name),
+        None => plain(pkg),
+    };
+    ok.then_some((nm, pkg))
+}
+
+/// The `package.json` paths of `cs` whose package a `node_modules/.bin` symlink points into once
+/// the change set is applied (the change set's links first, then the workspace's, read beneath
+/// it): npm re-links what such a manifest's `bin` names and runs its lifecycle scripts.
+fn linked_packages(ws: Option<&Beneath>, cs: &ChangeSet) -> BTreeSet<String> {
+    let mut bins: HashMap<String, Vec<String>> = HashMap::new();
+    let mut out = BTreeSet::new();
+    for c in &cs.changes {
+        let Some((nm, pkg)) = package_of(&c.path) else {
+            continue;
+        };
+        let bin = format!("{nm}/.bin");
+        let targets = bins.entry(bin.clone()).or_insert_with(|| {
+            let mut t: Vec<String> = Vec::new();
+            let prefix = format!("{bin}/");
+            for x in &cs.changes {
+                let name = x.path.strip_prefix(&prefix).filter(|n| !n.contains('/'));
+                if let (Some(_), Some(l)) = (
+                    name,
+                    x.after.as_deref().and_then(|a| a.strip_prefix("link:")),
+                ) {
+                    t.push(l.to_string());
+                }
+            }
+            let on_disk = ws
+                .map(|b| b.list(&bin).unwrap_or_default())
+                .unwrap_or_default();
+            for name in on_disk {
+                let at = format!("{prefix}{name}");
+                if cs.changes.iter().any(|x| x.path == at) {
+                    continue;
+                }
+                if let Some(Ok(crate::fs::beneath::Entry::Link(l))) = ws.map(|b| b.entry(&at)) {
+                    t.push(l);
+                }
+            }
+            t
+        });
+        let want = format!("../{pkg}/");
+        if targets.iter().any(|t| t.starts_with(&want)) {
+            out.insert(c.path.clone());
+        }
+    }
+    out
 }
 
 /// What one repository's config (and its submodules') points at. `worktree`: the top of its
@@ -1340,9 +1555,15 @@ mod tests {
             ("target/debug/.fingerprint/x/y", None),
             ("target/.rustc_info.json", None),
             (".pytest_cache/v/cache/lastfailed", None),
-            ("node_modules/.bin/x", None),
             ("node_modules/.package-lock.json", None),
-            (".venv/bin/python", None),
+            (".venv/lib/python3.12/site-packages/x/y.py", None),
+            // what a tool runs on use is never data (issue 48)
+            ("node_modules/.bin/x", Some("**/node_modules/.bin/**")),
+            (".venv/bin/python", Some("**/.venv/bin/**")),
+            (
+                ".venv/lib/python3.12/site-packages/x.pth",
+                Some("**/.venv/**/*.pth"),
+            ),
             ("pkg/__pycache__/m.cpython-312.pyc", None),
             (".mypy_cache/3.12/x.json", None),
             (".ruff_cache/CACHEDIR.TAG", None),

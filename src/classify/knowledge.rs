@@ -175,7 +175,33 @@ pub struct Knowledge {
     pub load_error: Option<String>,
 }
 
+impl ProgramSpec {
+    /// Whether some form of the program may run another program or code nobody can read
+    /// statically (`process` / `unknown` in its effects, a flag's, a subcommand's, or a shell or
+    /// interpreter): what `bash::run_on_use` must have an entry for.
+    pub fn may_run_code(&self) -> bool {
+        let mut names: Vec<&String> = self.effects.iter().chain(&self.sub_default).collect();
+        for f in &self.flags {
+            names.extend(f.add.iter().chain(f.set.iter().flatten()));
+        }
+        names.extend(self.subcommands.values().flatten());
+        self.shell
+            || self.interpreter
+            || self.effects.is_empty()
+            || names
+                .iter()
+                .any(|n| matches!(n.as_str(), "process" | "unknown"))
+    }
+}
+
 impl Knowledge {
+    /// Every program name the table knows (aliases included), with its entry's name and spec.
+    pub fn programs(&self) -> impl Iterator<Item = (&str, &str, &ProgramSpec)> {
+        self.programs
+            .iter()
+            .map(|(n, (entry, spec))| (n.as_str(), entry.as_str(), spec))
+    }
+
     pub fn program(&self, name: &str) -> Option<&(String, ProgramSpec)> {
         self.programs.get(name)
     }

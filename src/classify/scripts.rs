@@ -363,9 +363,16 @@ pub fn awk(prog: &str) -> ScriptEffects {
 }
 
 /// Analyse a jq filter: jq has no command execution; `$ENV`/`env` read the environment,
-/// `input_filename` and `$__loc__` are harmless.
+/// `input_filename` and `$__loc__` are harmless; `include "M";` and `import "M" as N;` read
+/// modules (and `import … as $N` JSON data) from jq's search path (`~/.jq`, `$ORIGIN/../lib/jq`,
+/// `-L` directories) or the path given: files read, so never pure (issue 48).
 pub fn jq(filter: &str) -> ScriptEffects {
     let mut fx = ScriptEffects::default();
+    for m in jq_modules(filter) {
+        fx.notes
+            .push(format!("jq loads the module {m:?} from its search path"));
+        fx.reads.push(m);
+    }
     if filter.contains("$ENV")
         || filter
             .split(|c: char| !c.is_ascii_alphanumeric() && c != '_' && c != '$')
@@ -377,9 +384,46 @@ pub fn jq(filter: &str) -> ScriptEffects {
     fx
 }
 
+/// The module paths of a jq filter's `include` / `import` directives (a directive whose path
+/// cannot be read as a string literal: `(a jq module)`).
+fn jq_modules(filter: &str) -> Vec<String> {
+    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '$';
+    let mut out = Vec::new();
+    for word in ["include", "import"] {
+        let mut from = 0;
+        while let Some(i) = filter[from..].find(word).map(|i| i + from) {
+            from = i + word.len();
+            let before = filter[..i].chars().next_back();
+            let after = filter[from..].chars().next();
+            if before.is_some_and(ident) || after.is_some_and(ident) {
+                continue;
+            }
+            let rest = filter[from..].trim_start();
+            let path = rest
+                .strip_prefix('"')
+                .and_then(|r| r.find('"').map(|e| r[..e].to_string()))
+                .filter(|p| !p.contains('\\'));
+            out.push(path.unwrap_or_else(|| "(a jq module)".into()));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn jq_modules_are_reads() {
+        assert!(jq(".a | map(.b)").reads.is_empty());
+        assert!(jq(".name | contains(\"x\")").reads.is_empty());
+        assert_eq!(jq("include \"lib\"; f").reads, vec!["lib"]);
+        assert_eq!(jq("import \"/etc/x\" as $d; $d").reads, vec!["/etc/x"]);
+        assert_eq!(jq("import\t\"m\" as m; m::f").reads, vec!["m"]);
+        assert_eq!(jq("include (\"x\"); .").reads, vec!["(a jq module)"]);
+        assert!(jq(".included").reads.is_empty());
+        assert!(jq("$imported").reads.is_empty());
+    }
 
     #[test]
     fn sed_scripts() {

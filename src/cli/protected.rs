@@ -31,6 +31,7 @@ pub fn run(config: &Config, a: &ProtectedArgs) -> Result<i32> {
                 after: Some("file".into()),
                 diff: None,
                 privilege_bits_removed: false,
+                run_keys: None,
             })
             .collect(),
         hash: String::new(),

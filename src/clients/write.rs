@@ -167,6 +167,13 @@ pub fn check(
     }))
 }
 
+impl Target {
+    /// The root of the grant that allowed it.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+}
+
 /// Why a write did not happen.
 #[derive(Debug, Clone, PartialEq)]
 pub enum WriteError {

@@ -198,7 +198,12 @@ async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
     let hash = write_hash(NAME, &target.real_path, overwrite, &content);
     let inferred = js_permissions(ctx, &target.real_path, &content).await;
 
-    if target.auto {
+    let protected = if target.auto {
+        pending::auto_refusals(ctx, &target, Some(&content)).await
+    } else {
+        Vec::new()
+    };
+    if target.auto && protected.is_empty() {
         let (g, p, d, real, c) = (
             grants.clone(),
             output_path.clone(),
@@ -265,6 +270,7 @@ async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
             preview: shown,
             permission_set: PermissionSet::Filesystem,
             extra,
+            protected,
         },
     )
     .await)

@@ -381,7 +381,12 @@ async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
         o
     })?;
     let hash = write_hash(NAME, &real, false, &sql);
-    if target.auto {
+    let protected = if target.auto {
+        pending::auto_refusals(ctx, &target, None).await
+    } else {
+        Vec::new()
+    };
+    if target.auto && protected.is_empty() {
         let (open5, sql2) = (open.clone(), sql.clone());
         let (statements, changes) = blocking(move || {
             let opened = open5()?;
@@ -420,6 +425,7 @@ async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
             preview: sql.clone(),
             permission_set: PermissionSet::Filesystem,
             extra: json!({"sql": sql, "read_only": false, "llm": llm_info(&answer)}),
+            protected,
         },
     )
     .await)

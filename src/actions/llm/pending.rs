@@ -48,6 +48,31 @@ pub struct Ask<'a> {
     pub permission_set: PermissionSet,
     /// Extra fields for the pending result.
     pub extra: Value,
+    /// Why an `auto` grant did not cover it (a protected path: `auto_refusals`), shown first.
+    pub protected: Vec<String>,
+}
+
+/// Why a FILE_WRITE `auto` grant may not write `content` at `target` unasked (empty: it may):
+/// `bash::protected::write_refusals` — a path the operator's tools run or obey, a manifest key
+/// off its inert list (issue 48). `content` None: not a file's content (a SQL block's
+/// database). Off the runtime threads.
+pub async fn auto_refusals(
+    ctx: &JobCtx,
+    target: &crate::clients::write::Target,
+    content: Option<&str>,
+) -> Vec<String> {
+    let (lists, ws, root, real) = (
+        ctx.config.path_lists(),
+        ctx.config.workspace.clone(),
+        target.root().to_path_buf(),
+        target.real_path.clone(),
+    );
+    let content = content.map(|c| c.as_bytes().to_vec());
+    tokio::task::spawn_blocking(move || {
+        crate::bash::protected::write_refusals(&lists, &ws, &root, &real, content.as_deref())
+    })
+    .await
+    .unwrap_or_else(|e| vec![format!("the protected-path check failed: {e}")])
 }
 
 /// Stores the content, asks a human, and returns the `pending_validation` outcome.
@@ -71,11 +96,12 @@ pub async fn ask(ctx: &JobCtx, a: Ask<'_>) -> Outcome {
         Ok(id) => id,
         Err(o) => return o,
     };
-    let reasons = vec![
+    let mut reasons = a.protected.clone();
+    reasons.extend([
         a.summary.clone(),
         format!("content sha256 {}", sha256(a.content)),
         a.preview.clone(),
-    ];
+    ]);
     let request = crate::ask::Request {
         id: id.clone(),
         command: a.summary.clone(),

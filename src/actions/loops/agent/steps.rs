@@ -246,7 +246,12 @@ async fn write_file(
         }
         return write_now(grants, path, deny, target.real_path, content, "approved").await;
     }
-    if target.auto {
+    let protected = if target.auto {
+        pending::auto_refusals(ctx, &target, Some(content)).await
+    } else {
+        Vec::new()
+    };
+    if target.auto && protected.is_empty() {
         return write_now(grants, path, deny, target.real_path, content, "auto grant").await;
     }
     let old = if target.exists {
@@ -296,6 +301,7 @@ async fn write_file(
             preview: shown,
             permission_set: PermissionSet::Filesystem,
             extra: json!({}),
+            protected,
         },
     )
     .await;

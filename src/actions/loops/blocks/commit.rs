@@ -64,11 +64,17 @@ struct Manifest {
 /// What planning learnt beyond the item (not part of the approval).
 struct Planned {
     item: Item,
+    /// Covered by an `auto` grant, and nothing the operator's tools run or obey (`protected`).
     auto: bool,
+    /// Why an `auto` grant does not cover it (`pending::auto_refusals`' judgement).
+    protected: Vec<String>,
     grant: Option<String>,
     preview: String,
     what: String,
 }
+
+/// What `bash::protected` judges a write against: the operator's path lists and the workspace.
+type Where = (crate::permset::PathLists, PathBuf);
 
 fn manifest_hash(m: &str, session_id: &str) -> String {
     write_hash(NAME, Path::new(session_id), false, m)
@@ -91,8 +97,20 @@ fn with_block(b: &str, mut o: Outcome) -> Outcome {
 }
 
 /// Checks one block's target and content now.
-async fn plan_one(g: &Arc<ClientGrants>, deny: &[PathBuf], b: &Block) -> Result<Planned, Outcome> {
-    let (g, deny, b) = (Arc::clone(g), deny.to_vec(), b.clone());
+async fn plan_one(
+    g: &Arc<ClientGrants>,
+    deny: &[PathBuf],
+    b: &Block,
+    w: &Where,
+) -> Result<Planned, Outcome> {
+    let (g, deny, b, w) = (Arc::clone(g), deny.to_vec(), b.clone(), w.clone());
+    // an auto grant covers nothing the operator's tools run or obey (issue 48)
+    let refusals = move |t: &write::Target, new: Option<&[u8]>| {
+        if !t.auto {
+            return Vec::new();
+        }
+        crate::bash::protected::write_refusals(&w.0, &w.1, t.root(), &t.real_path, new)
+    };
     blocking(move || {
         if b.is_sql() {
             let opened = paths::open_for_read(&g, &b.target, &deny).map_err(Outcome::from)?;
@@ -100,7 +118,7 @@ async fn plan_one(g: &Arc<ClientGrants>, deny: &[PathBuf], b: &Block) -> Result<
                 Outcome::failed(format!("the block's SQL is refused or invalid: {e:#}"))
             })?;
             let real = opened.real_path.clone();
-            let (auto, grant) = if verdict.writes {
+            let (auto, grant, protected) = if verdict.writes {
                 let t = write::check(&g, &real.to_string_lossy(), &deny).map_err(|e| {
                     let mut o = Outcome::from(e);
                     o.error = Some(format!(
@@ -110,9 +128,10 @@ async fn plan_one(g: &Arc<ClientGrants>, deny: &[PathBuf], b: &Block) -> Result<
                     ));
                     o
                 })?;
-                (t.auto, Some(t.grant))
+                let protected = refusals(&t, None);
+                (t.auto && protected.is_empty(), Some(t.grant), protected)
             } else {
-                (true, None)
+                (true, None, Vec::new())
             };
             let what = if verdict.writes {
                 format!(
@@ -138,12 +157,14 @@ async fn plan_one(g: &Arc<ClientGrants>, deny: &[PathBuf], b: &Block) -> Result<
                     content: b.code.clone(),
                 },
                 auto,
+                protected,
                 grant,
                 preview: b.code.clone(),
                 what,
             });
         }
         let t = write::check(&g, &b.target, &deny).map_err(Outcome::from)?;
+        let protected = refusals(&t, Some(b.code.as_bytes()));
         let old = if t.exists {
             current(&g, &t.real_path, &deny)
         } else {
@@ -187,7 +208,8 @@ async fn plan_one(g: &Arc<ClientGrants>, deny: &[PathBuf], b: &Block) -> Result<
                 writes: true,
                 content: b.code.clone(),
             },
-            auto: t.auto,
+            auto: t.auto && protected.is_empty(),
+            protected,
             grant: Some(t.grant),
             preview,
             what,
@@ -248,6 +270,7 @@ pub async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
     let block_id = params.get("block_id").and_then(Value::as_str);
     let g = grants(ctx)?;
     let deny = paths::deny_roots(&ctx.config.data_dir);
+    let w: Where = (ctx.config.path_lists(), ctx.config.workspace.clone());
 
     // Resumed after a human approved: run exactly the stored manifest, nothing else.
     if let Some(approved) = pending::approved(ctx, NAME).await {
@@ -269,7 +292,7 @@ pub async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
                     it.block_id
                 ))
             })?;
-            let now = plan_one(&g, &deny, b)
+            let now = plan_one(&g, &deny, b, &w)
                 .await
                 .map_err(|o| with_block(&it.block_id, o))?;
             if now.item != *it {
@@ -303,7 +326,7 @@ pub async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
     let mut planned = Vec::with_capacity(blocks.len());
     for b in &blocks {
         planned.push(
-            plan_one(&g, &deny, b)
+            plan_one(&g, &deny, b, &w)
                 .await
                 .map_err(|o| with_block(&b.id, o))?,
         );
@@ -372,6 +395,7 @@ pub async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
             preview: shown,
             permission_set: PermissionSet::Filesystem,
             extra: json!({"session_id": id, "items": listed}),
+            protected: planned.iter().flat_map(|p| p.protected.clone()).collect(),
         },
     )
     .await)
