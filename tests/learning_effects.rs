@@ -335,8 +335,9 @@ fn find_by_one_name_pattern_deletes_only_what_the_pattern_names() {
     assert!(ws.join(".git/hooks").is_dir());
 }
 
-/// (h) Issue 35: python's virtual environment is one family: `python3 -m venv .venv` taught
-/// once, `pip install --no-index` run from it installs beneath it unasked. A `bin/pip` the agent
+/// (h) Issue 35: python's virtual environment is one family: `pip install --no-index` run from
+/// it, taught once, installs a pure library beneath it unasked (a new environment, whose start-up
+/// code the operator's `python` runs, asks each time: issue 48). A `bin/pip` the agent
 /// planted elsewhere names nothing; one planted beside a `pyvenv.cfg` it also planted may write
 /// beneath that directory only — what it writes beside asks, and nothing of it is applied.
 #[test]
@@ -346,21 +347,25 @@ fn a_venv_taught_once_lets_offline_pip_install_beneath_it_only() {
     // a wheel made by hand (a zip with the module and its dist-info): installing it needs no
     // build backend and no index
     std::fs::create_dir_all(ws.join("proj")).unwrap();
-    let made = std::process::Command::new("python3")
-        .arg("-c")
-        .arg(concat!(
-            "import zipfile,sys\n",
-            "z=zipfile.ZipFile(sys.argv[1],'w')\n",
-            "z.writestr('demo/__init__.py','X = 1\\n')\n",
-            "z.writestr('demo-0.1.0.dist-info/METADATA','Metadata-Version: 2.1\\nName: demo\\nVersion: 0.1.0\\n')\n",
-            "z.writestr('demo-0.1.0.dist-info/WHEEL','Wheel-Version: 1.0\\nGenerator: test\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n')\n",
-            "z.writestr('demo-0.1.0.dist-info/RECORD','')\n",
-            "z.close()\n",
-        ))
-        .arg(ws.join("proj/demo-0.1.0-py3-none-any.whl"))
-        .status()
-        .expect("python3 runs (the test makes a wheel with it)");
-    assert!(made.success(), "python3 made the wheel");
+    for name in ["demo", "demo2"] {
+        let made = std::process::Command::new("python3")
+            .arg("-c")
+            .arg(concat!(
+                "import zipfile,sys\n",
+                "n=sys.argv[2]\n",
+                "z=zipfile.ZipFile(sys.argv[1],'w')\n",
+                "z.writestr(n+'/__init__.py','X = 1\\n')\n",
+                "z.writestr(n+'-0.1.0.dist-info/METADATA','Metadata-Version: 2.1\\nName: '+n+'\\nVersion: 0.1.0\\n')\n",
+                "z.writestr(n+'-0.1.0.dist-info/WHEEL','Wheel-Version: 1.0\\nGenerator: test\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n')\n",
+                "z.writestr(n+'-0.1.0.dist-info/RECORD','')\n",
+                "z.close()\n",
+            ))
+            .arg(ws.join(format!("proj/{name}-0.1.0-py3-none-any.whl")))
+            .arg(name)
+            .status()
+            .expect("python3 runs (the test makes a wheel with it)");
+        assert!(made.success(), "python3 made the wheel");
+    }
     let (id, st, v, err) = submit(&env, "cd proj && python3 -m venv .venv");
     assert_eq!(st, "pending_validation", "{err} {v}");
     assert!(
@@ -369,11 +374,29 @@ fn a_venv_taught_once_lets_offline_pip_install_beneath_it_only() {
             .contains("python's virtual environment, offline"),
         "{v}"
     );
-    cli_ok(&env, &["approve", &common::vid(&v), "--learn"]);
+    // A new environment's `bin/**`, `pyvenv.cfg` and `.pth` run on the operator's next
+    // `python` (issue 48): `--learn` is refused, naming them; a plain approve applies it once.
+    let (st, out, errs) = env.cli(&["approve", &common::vid(&v), "--learn"]);
+    assert!(!st.success(), "{out}{errs}");
+    assert!(
+        errs.contains("touches a protected path proj/.venv/pyvenv.cfg")
+            && errs.contains("(rule **/.venv/bin/**"),
+        "{errs}"
+    );
+    cli_ok(&env, &["approve", &common::vid(&v)]);
     assert_eq!(final_result(&env, id).0, "succeeded");
-    unasked(
+    // A pure library (no console script, no `.pth`) into it teaches the family ...
+    let (id, st, v, err) = submit(
         &env,
         "cd proj && .venv/bin/pip install -q --no-index demo-0.1.0-py3-none-any.whl",
+    );
+    assert_eq!(st, "pending_validation", "{err} {v}");
+    cli_ok(&env, &["approve", &common::vid(&v), "--learn"]);
+    assert_eq!(final_result(&env, id).0, "succeeded");
+    // ... and applies another such install unasked, beneath the venv
+    unasked(
+        &env,
+        "cd proj && .venv/bin/pip install -q --no-index demo2-0.1.0-py3-none-any.whl",
     );
     let site = std::fs::read_dir(ws.join("proj/.venv/lib"))
         .unwrap()
@@ -385,7 +408,7 @@ fn a_venv_taught_once_lets_offline_pip_install_beneath_it_only() {
     assert!(
         std::fs::read_dir(&site)
             .unwrap()
-            .any(|e| e.unwrap().file_name() == "demo"),
+            .any(|e| e.unwrap().file_name() == "demo2"),
         "the install is applied beneath the venv"
     );
     // a planted pip: without pyvenv.cfg it names nothing; with one, only beneath its directory

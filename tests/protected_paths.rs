@@ -415,7 +415,7 @@ fn build_and_test_output_still_applies_without_a_human() {
     );
     applied(
         &env,
-        "mkdir -p node_modules/.bin && echo x > node_modules/.package-lock.json",
+        "mkdir -p node_modules/.cache/x && echo x > node_modules/.package-lock.json",
     );
     applied(&env, "mkdir -p .build-cache && echo x > .build-cache/x");
     applied(&env, "echo 'target/' > .gitignore");
