@@ -327,7 +327,12 @@ fn a_learned_npx_prettier_covers_sources_only() {
     let (_, st, v, err) = submit(&env, "npx prettier --write .");
     assert_eq!(st, "pending_validation", "{err} {v}");
     let reasons = v["reasons"].to_string();
-    assert!(reasons.contains("modifies package.json"), "{reasons}");
+    // package.json's scripts are judged key by key first (issue 48)
+    assert!(
+        reasons.contains("protected path package.json")
+            && reasons.contains("(npm, key by key): changes scripts.test"),
+        "{reasons}"
+    );
     assert!(reasons.contains("protected path .npmrc"), "{reasons}");
     assert!(reasons.contains("adds run.sh"), "{reasons}");
     assert_eq!(snapshot(&ws), before, "nothing applied");
