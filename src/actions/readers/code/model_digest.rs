@@ -167,6 +167,12 @@ pub async fn digest(ctx: &JobCtx, job: &JobUsage, subject: Subject<'_>) -> Resul
     {
         Ok(s) => (s.value, s.answer),
         Err(LlmError::Cancelled) => return Err(Outcome::cancelled()),
+        Err(LlmError::Schema { why, .. }) => {
+            return Ok(status(
+                None,
+                format!("invalid: the model's answer violates the digest schema (asked twice): {why}"),
+            ))
+        }
         Err(e) => return Ok(status(None, format!("failed: {e}"))),
     };
     let info = crate::actions::llm::llm_info(&answer);
