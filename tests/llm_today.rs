@@ -16,6 +16,8 @@ use std::time::{Duration, Instant};
 
 const REASONING: &str = "REASONING-CANARY the user wants";
 const THINK: &str = "THINK-CANARY";
+/// Reasoning carrying a clipboard write and a bidi override: `show --reasoning` escapes it.
+const HOSTILE_REASONING: &str = "HOSTILE-REASONING\x1b]52;c;cHduZWQ=\x07\u{202e}gnp.exe";
 
 /// Parameters the API refuses with 400: never sent.
 const REFUSED: &[&str] = &[
@@ -81,7 +83,11 @@ fn respond(req: &Seen) -> Reply {
         };
     }
     match schema.as_str() {
-        "sqlite_sql" => thought(json!({"sql": "SELECT count(*) AS n FROM t;"})),
+        "sqlite_sql" => Reply::reasoning(
+            HOSTILE_REASONING,
+            &json!({"sql": "SELECT count(*) AS n FROM t;"}).to_string(),
+        )
+        .with_headers(rate_headers(50_000, "30.5")),
         "code_audit" => thought(json!({"summary": "Small and clear.", "findings": [
             {"severity": "medium", "category": "bug", "line": 2, "title": "division by zero",
              "detail": "h may be 0", "recommendation": "check h first"}]})),
@@ -135,12 +141,13 @@ fn a_fresh_install_with_only_the_key_runs_every_llm_action_against_todays_api() 
     assert_eq!(v["llm"]["reasoning_tokens"], 7, "{v}");
 
     // generate_sql: a json_schema reply; the SQL alone runs.
-    let (st, v, err) = run(
+    let sql_job = job(
         &env,
         "agent",
         "generate_sql",
-        json!({"prompt": "count the rows", "db_path": "data.db"}),
+        &json!({"prompt": "count the rows", "db_path": "data.db"}),
     );
+    let (st, v, err) = settled(&env, sql_job);
     assert_eq!(st, "succeeded", "{err} {v}");
     assert_eq!(v["sql"], "SELECT count(*) AS n FROM t;");
     assert_eq!(v["statements"][0]["rows"], json!([[2]]));
@@ -264,6 +271,11 @@ fn a_fresh_install_with_only_the_key_runs_every_llm_action_against_todays_api() 
     let (st, out, e) = env.cli(&["show", &gen_job.to_string(), "--reasoning"]);
     assert!(st.success(), "{out}{e}");
     assert!(out.contains(REASONING) && out.contains(THINK), "{out}");
+    // Model text, printed through `shown`: the hostile reasoning escaped.
+    let (st, out, e) = env.cli(&["show", &sql_job.to_string(), "--reasoning"]);
+    assert!(st.success(), "{out}{e}");
+    assert!(out.contains("HOSTILE-REASONING"), "{out}");
+    assert!(!out.contains('\x1b') && !out.contains('\u{202e}') && !out.contains('\x07'), "{out:?}");
     let (st, out, e) = env.cli(&["show", &id.to_string(), "--reasoning"]);
     assert!(st.success(), "{out}{e}");
     assert!(out.contains("turn 1") && out.contains(REASONING), "{out}");

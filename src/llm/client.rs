@@ -164,7 +164,7 @@ impl Client {
         req: &ChatRequest,
         deadline: Instant,
         cancel: &CancellationToken,
-        observe: &dyn Fn(&RateHints),
+        observe: &(dyn Fn(&RateHints) + Sync),
         mut on_retry: impl FnMut(&LlmError, Duration),
     ) -> Result<Completion, LlmError> {
         let mut retries = 0u32;
