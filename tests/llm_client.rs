@@ -384,12 +384,21 @@ async fn reasoning_comes_apart_from_the_answer_in_the_field_and_in_think_blocks(
     let l = llm(&cfg(&mock));
     let stats = Stats::default();
     let a = call(&l, &stats).await.unwrap();
-    assert_eq!((a.text.as_str(), a.reasoning.as_str()), ("the answer", "first I plan"));
+    assert_eq!(
+        (a.text.as_str(), a.reasoning.as_str()),
+        ("the answer", "first I plan")
+    );
     assert_eq!(a.usage.reasoning_tokens(), 7);
     let b = call(&l, &stats).await.unwrap();
-    assert_eq!((b.text.as_str(), b.reasoning.as_str()), ("SELECT 1;", "secret plan"));
+    assert_eq!(
+        (b.text.as_str(), b.reasoning.as_str()),
+        ("SELECT 1;", "secret plan")
+    );
     let c = call(&l, &stats).await.unwrap();
-    assert_eq!((c.text.as_str(), c.reasoning.as_str()), ("whole answer", "whole plan"));
+    assert_eq!(
+        (c.text.as_str(), c.reasoning.as_str()),
+        ("whole answer", "whole plan")
+    );
     let r: Vec<_> = stats
         .take_metrics(0)
         .into_iter()
@@ -400,8 +409,17 @@ async fn reasoning_comes_apart_from_the_answer_in_the_field_and_in_think_blocks(
     let req = &mock.chats()[0];
     assert_eq!(req.body["reasoning_effort"], "medium");
     assert_eq!(req.body["reasoning_format"], "parsed");
-    assert_eq!(req.header("x-cerebras-3rd-party-integration"), Some("brainloop"));
-    for k in ["frequency_penalty", "presence_penalty", "logit_bias", "parallel_tool_calls", "service_tier"] {
+    assert_eq!(
+        req.header("x-cerebras-3rd-party-integration"),
+        Some("brainloop")
+    );
+    for k in [
+        "frequency_penalty",
+        "presence_penalty",
+        "logit_bias",
+        "parallel_tool_calls",
+        "service_tier",
+    ] {
         assert!(req.body.get(k).is_none(), "{k}");
     }
 }
@@ -414,7 +432,12 @@ async fn a_refused_reasoning_value_is_corrected_with_a_warning_not_a_failed_call
         ..cfg(&mock)
     };
     let l = llm(&c);
-    assert_eq!(l.reasoning_warnings().len(), 1, "{:?}", l.reasoning_warnings());
+    assert_eq!(
+        l.reasoning_warnings().len(),
+        1,
+        "{:?}",
+        l.reasoning_warnings()
+    );
     call(&l, &Stats::default()).await.unwrap();
     assert_eq!(mock.chats()[0].body["reasoning_effort"], "medium");
     // Qwen takes none and gets no strict tools.
@@ -427,18 +450,29 @@ async fn a_refused_reasoning_value_is_corrected_with_a_warning_not_a_failed_call
     assert!(l.reasoning_warnings().is_empty());
     let conv = brainloop::llm::Conversation {
         messages: vec![brainloop::llm::Message::user("hi")],
-        tools: vec![json!({"type": "function", "function": {"name": "f", "strict": true, "parameters": {"type": "object", "properties": {}}}})],
+        tools: vec![
+            json!({"type": "function", "function": {"name": "f", "strict": true, "parameters": {"type": "object", "properties": {}}}}),
+        ],
         temperature: 0.2,
         max_completion_tokens: None,
         action: "test",
         response_format: None,
     };
-    l.converse(&JobUsage::default(), &conv, &Stats::default(), &CancellationToken::new())
-        .await
-        .unwrap();
+    l.converse(
+        &JobUsage::default(),
+        &conv,
+        &Stats::default(),
+        &CancellationToken::new(),
+    )
+    .await
+    .unwrap();
     let req = mock.chats().last().unwrap().clone();
     assert_eq!(req.body["reasoning_effort"], "none");
-    assert!(req.body["tools"][0]["function"].get("strict").is_none(), "{}", req.body);
+    assert!(
+        req.body["tools"][0]["function"].get("strict").is_none(),
+        "{}",
+        req.body
+    );
     assert_eq!(req.body["tool_choice"], "auto");
 }
 
@@ -454,12 +488,19 @@ async fn a_non_streamed_reply_with_tool_calls_is_read() {
 }
 
 #[tokio::test]
-async fn a_json_schema_reply_is_used_and_a_malformed_one_retried_once_then_refused_naming_the_field() {
+async fn a_json_schema_reply_is_used_and_a_malformed_one_retried_once_then_refused_naming_the_field(
+) {
     let mock = MockLlm::script(vec![Reply::json(&json!({"sql": "SELECT 1;"}))]);
     let l = llm(&cfg(&mock));
     let cancel = CancellationToken::new();
     let s = l
-        .complete_json(&JobUsage::default(), &prompt(), &digest_schema(), &Stats::default(), &cancel)
+        .complete_json(
+            &JobUsage::default(),
+            &prompt(),
+            &digest_schema(),
+            &Stats::default(),
+            &cancel,
+        )
         .await
         .unwrap();
     assert_eq!(s.value.unwrap()["sql"], "SELECT 1;");
@@ -467,7 +508,9 @@ async fn a_json_schema_reply_is_used_and_a_malformed_one_retried_once_then_refus
     assert_eq!(rf["type"], "json_schema");
     assert_eq!(rf["json_schema"]["name"], "answer");
     assert_eq!(rf["json_schema"]["strict"], true);
-    assert!(rf["json_schema"]["schema"]["properties"]["sql"].get("minLength").is_none());
+    assert!(rf["json_schema"]["schema"]["properties"]["sql"]
+        .get("minLength")
+        .is_none());
 
     // Malformed, then right: used, after one more request that names the field.
     let mock = MockLlm::script(vec![
@@ -476,7 +519,13 @@ async fn a_json_schema_reply_is_used_and_a_malformed_one_retried_once_then_refus
     ]);
     let l = llm(&cfg(&mock));
     let s = l
-        .complete_json(&JobUsage::default(), &prompt(), &digest_schema(), &Stats::default(), &cancel)
+        .complete_json(
+            &JobUsage::default(),
+            &prompt(),
+            &digest_schema(),
+            &Stats::default(),
+            &cancel,
+        )
         .await
         .unwrap();
     assert_eq!(s.value.unwrap()["sql"], "SELECT 2;");
@@ -488,7 +537,13 @@ async fn a_json_schema_reply_is_used_and_a_malformed_one_retried_once_then_refus
     let mock = MockLlm::script(vec![Reply::json(&json!({"query": "SELECT 1;"}))]);
     let l = llm(&cfg(&mock));
     let e = l
-        .complete_json(&JobUsage::default(), &prompt(), &digest_schema(), &Stats::default(), &cancel)
+        .complete_json(
+            &JobUsage::default(),
+            &prompt(),
+            &digest_schema(),
+            &Stats::default(),
+            &cancel,
+        )
         .await
         .unwrap_err();
     assert!(matches!(e, LlmError::Schema { .. }), "{e:?}");
@@ -504,7 +559,13 @@ async fn a_json_schema_reply_is_used_and_a_malformed_one_retried_once_then_refus
     };
     let l = llm(&c);
     let s = l
-        .complete_json(&JobUsage::default(), &prompt(), &digest_schema(), &Stats::default(), &cancel)
+        .complete_json(
+            &JobUsage::default(),
+            &prompt(),
+            &digest_schema(),
+            &Stats::default(),
+            &cancel,
+        )
         .await
         .unwrap();
     assert!(s.value.is_none());
@@ -535,7 +596,10 @@ async fn each_error_status_names_its_cause_and_a_404_names_the_served_models() {
         };
         let e = call(&llm(&c), &Stats::default()).await.unwrap_err();
         let m = e.to_string();
-        assert!(m.contains(&status.to_string()) && m.contains(words), "{status}: {m}");
+        assert!(
+            m.contains(&status.to_string()) && m.contains(words),
+            "{status}: {m}"
+        );
     }
     // A model the key cannot use: 404, mapped to the served list and the config line.
     let mock = MockLlm::serving(TODAY, |_| Reply::text("unused"));
@@ -547,7 +611,8 @@ async fn each_error_status_names_its_cause_and_a_404_names_the_served_models() {
     assert!(matches!(e, LlmError::ModelNotServed { .. }), "{e:?}");
     let m = e.to_string();
     assert!(
-        m.contains("served: gpt-oss-120b, qwen-3.8-27b") && m.contains("[llm] model = \"gpt-oss-120b\""),
+        m.contains("served: gpt-oss-120b, qwen-3.8-27b")
+            && m.contains("[llm] model = \"gpt-oss-120b\""),
         "{m}"
     );
 }
@@ -566,7 +631,11 @@ async fn the_limiter_waits_on_the_reset_a_header_gave_and_fails_past_the_wait_li
     let t = std::time::Instant::now();
     let a = call(&l, &stats).await.unwrap();
     assert_eq!(a.text, "second");
-    assert!(t.elapsed() >= Duration::from_millis(1_400), "{:?}", t.elapsed());
+    assert!(
+        t.elapsed() >= Duration::from_millis(1_400),
+        "{:?}",
+        t.elapsed()
+    );
 
     // A day bucket exhausted: the job fails at once with the bucket and its reset.
     let mut day = rate_headers(50_000, "30.5");

@@ -222,8 +222,14 @@ fn a_fresh_install_with_only_the_key_runs_every_llm_action_against_todays_api() 
         1,
         "{v}"
     );
-    assert_eq!(v["reasoning"][0]["turn"], 1, "the session keeps each turn's reasoning: {v}");
-    assert!(v["reasoning"][0]["text"].as_str().unwrap().contains(REASONING));
+    assert_eq!(
+        v["reasoning"][0]["turn"], 1,
+        "the session keeps each turn's reasoning: {v}"
+    );
+    assert!(v["reasoning"][0]["text"]
+        .as_str()
+        .unwrap()
+        .contains(REASONING));
     let agent_chats: Vec<Seen> = mock.chats().into_iter().skip(chats_before).collect();
     assert_eq!(agent_chats.len(), 2, "two turns");
     let second = agent_chats[1].messages();
@@ -275,7 +281,10 @@ fn a_fresh_install_with_only_the_key_runs_every_llm_action_against_todays_api() 
     let (st, out, e) = env.cli(&["show", &sql_job.to_string(), "--reasoning"]);
     assert!(st.success(), "{out}{e}");
     assert!(out.contains("HOSTILE-REASONING"), "{out}");
-    assert!(!out.contains('\x1b') && !out.contains('\u{202e}') && !out.contains('\x07'), "{out:?}");
+    assert!(
+        !out.contains('\x1b') && !out.contains('\u{202e}') && !out.contains('\x07'),
+        "{out:?}"
+    );
     let (st, out, e) = env.cli(&["show", &id.to_string(), "--reasoning"]);
     assert!(st.success(), "{out}{e}");
     assert!(out.contains("turn 1") && out.contains(REASONING), "{out}");
@@ -292,10 +301,16 @@ fn a_fresh_install_with_only_the_key_runs_every_llm_action_against_todays_api() 
             .unwrap()
             .map(Result::unwrap)
             .collect();
-        if rows.iter().any(|(n, _, _)| n == "brainloop.llm.reasoning_tokens") {
+        if rows
+            .iter()
+            .any(|(n, _, _)| n == "brainloop.llm.reasoning_tokens")
+        {
             break rows;
         }
-        assert!(t0.elapsed() < Duration::from_secs(60), "no GenAI rows: {rows:?}");
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "no GenAI rows: {rows:?}"
+        );
         std::thread::sleep(Duration::from_millis(200));
     };
     drop(d);
@@ -303,8 +318,16 @@ fn a_fresh_install_with_only_the_key_runs_every_llm_action_against_todays_api() 
         .iter()
         .find(|(n, _, l)| n == "gen_ai.client.token.usage" && l.contains("\"input\""))
         .unwrap_or_else(|| panic!("no input token row: {rows:?}"));
-    assert!(input.2.contains("\"gen_ai.request.model\":\"gpt-oss-120b\""), "{input:?}");
-    assert!(input.2.contains("\"gen_ai.operation.name\":\"chat\""), "{input:?}");
+    assert!(
+        input
+            .2
+            .contains("\"gen_ai.request.model\":\"gpt-oss-120b\""),
+        "{input:?}"
+    );
+    assert!(
+        input.2.contains("\"gen_ai.operation.name\":\"chat\""),
+        "{input:?}"
+    );
     assert!(rows
         .iter()
         .any(|(n, _, l)| n == "gen_ai.client.token.usage" && l.contains("\"output\"")));
@@ -319,7 +342,11 @@ fn a_fresh_install_with_only_the_key_runs_every_llm_action_against_todays_api() 
 #[test]
 fn a_model_the_api_no_longer_serves_is_named_with_the_served_models_and_the_fix() {
     let env = Env::new();
-    std::fs::write(env.workspace.join("area.py"), "def area(w, h):\n    return w * h\n").unwrap();
+    std::fs::write(
+        env.workspace.join("area.py"),
+        "def area(w, h):\n    return w * h\n",
+    )
+    .unwrap();
     let mock = MockLlm::serving(TODAY, respond);
     let d = common::start_with_llm(
         &env,
@@ -355,7 +382,9 @@ fn a_model_the_api_no_longer_serves_is_named_with_the_served_models_and_the_fix(
     let (st, _, err) = run(&env, "agent", "audit_code", json!({"file_path": "area.py"}));
     assert_eq!(st, "failed");
     assert!(
-        err.contains("model \"zai-glm-4.6\" is not served") && err.contains(served) && err.contains(fix),
+        err.contains("model \"zai-glm-4.6\" is not served")
+            && err.contains(served)
+            && err.contains(fix),
         "{err}"
     );
     // `brainloop llm models` lists what the key can use and exits 1.
@@ -369,5 +398,8 @@ fn a_model_the_api_no_longer_serves_is_named_with_the_served_models_and_the_fix(
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{text}");
-    assert!(text.contains("gpt-oss-120b") && text.contains("qwen-3.8-27b") && text.contains(fix), "{text}");
+    assert!(
+        text.contains("gpt-oss-120b") && text.contains("qwen-3.8-27b") && text.contains(fix),
+        "{text}"
+    );
 }

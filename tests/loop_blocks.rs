@@ -372,7 +372,11 @@ fn another_client_cannot_audit_refine_commit_or_abandon_the_session() {
     let sid = v["session_id"].as_str().unwrap().to_string();
     let calls = mock.chats().len();
     let bogus = "blocks-00000000000000000000000000000000";
-    let (st, _, missing) = lp(&env, "other", json!({"mode": "status", "session_id": bogus}));
+    let (st, _, missing) = lp(
+        &env,
+        "other",
+        json!({"mode": "status", "session_id": bogus}),
+    );
     assert_eq!(st, "failed");
     let expected = missing.replace(bogus, &sid);
     for params in [

@@ -152,7 +152,9 @@ impl Client {
         }
         match sse::read(Box::pin(resp.bytes_stream()), stall, deadline, cancel).await {
             Ok(s) => Ok((s, hints)),
-            Err(LlmError::Timeout(_)) => Err((LlmError::Timeout(self.cfg.request_timeout_ms), hints)),
+            Err(LlmError::Timeout(_)) => {
+                Err((LlmError::Timeout(self.cfg.request_timeout_ms), hints))
+            }
             Err(e) => Err((e, hints)),
         }
     }

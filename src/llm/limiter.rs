@@ -287,7 +287,11 @@ mod tests {
         l.server_room(600, far, Duration::from_secs(60), &c)
             .await
             .unwrap();
-        assert!(t.elapsed() >= Duration::from_millis(250), "{:?}", t.elapsed());
+        assert!(
+            t.elapsed() >= Duration::from_millis(250),
+            "{:?}",
+            t.elapsed()
+        );
         let mut h = RateHints::default();
         h.set("remaining-requests-day", "0");
         h.set("reset-requests-day", "30000.5");

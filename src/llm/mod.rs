@@ -353,10 +353,8 @@ impl Llm {
                 Err(why) if before.is_none() => {
                     stats.incr("cerebras_schema_retries", 1.0);
                     tracing::warn!(schema = schema.name, why = %why, "a structured reply does not match its schema; asking once more");
-                    conv.messages.push(wire::Message::assistant(
-                        answer.text.clone(),
-                        Vec::new(),
-                    ));
+                    conv.messages
+                        .push(wire::Message::assistant(answer.text.clone(), Vec::new()));
                     conv.messages.push(wire::Message::user(format!(
                         "Your reply does not match the required JSON schema ({why}). Reply again with one JSON object that matches it exactly."
                     )));

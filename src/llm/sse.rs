@@ -249,8 +249,10 @@ mod tests {
 
     #[tokio::test]
     async fn reasoning_pieces_and_think_blocks_stay_out_of_the_answer() {
-        let r1 = "data: {\"choices\":[{\"delta\":{\"reasoning\":\"The user wants\"},\"index\":0}]}\n\n";
-        let r2 = "data: {\"choices\":[{\"delta\":{\"reasoning\":\" a greeting.\"},\"index\":0}]}\n\n";
+        let r1 =
+            "data: {\"choices\":[{\"delta\":{\"reasoning\":\"The user wants\"},\"index\":0}]}\n\n";
+        let r2 =
+            "data: {\"choices\":[{\"delta\":{\"reasoning\":\" a greeting.\"},\"index\":0}]}\n\n";
         let end = "data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\",\"index\":0}],\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":9,\"completion_tokens_details\":{\"reasoning_tokens\":6}}}\n\n";
         let s = go(&[r1, r2, C1, C2, end]).await.unwrap();
         assert_eq!(s.content, "Hello");

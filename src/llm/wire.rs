@@ -316,7 +316,13 @@ impl RateHints {
 
     /// Records one `x-ratelimit-` header (`rest` is the name after the prefix).
     pub fn set(&mut self, rest: &str, v: &str) {
-        let int = |v: &str| v.trim().parse::<f64>().ok().filter(|f| *f >= 0.0).map(|f| f as u64);
+        let int = |v: &str| {
+            v.trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|f| *f >= 0.0)
+                .map(|f| f as u64)
+        };
         let (field, name) = match ["limit-", "remaining-", "reset-"]
             .iter()
             .find_map(|f| rest.strip_prefix(f).map(|n| (*f, n)))

@@ -173,13 +173,28 @@ pub fn reasoning_pieces(reasoning: &str, content: &str) -> Vec<String> {
 pub fn rate_headers(tokens_left: u64, reset_s: &str) -> Vec<(String, String)> {
     let mut h = Vec::new();
     for (bucket, limit, remaining, reset) in [
-        ("requests-minute", "30".to_string(), "29".to_string(), "59.5"),
+        (
+            "requests-minute",
+            "30".to_string(),
+            "29".to_string(),
+            "59.5",
+        ),
         ("requests-hour", "900".into(), "899".into(), "3599.5"),
         ("requests-day", "14400".into(), "14399".into(), "86399.5"),
-        ("tokens-minute", "60000".into(), tokens_left.to_string(), reset_s),
+        (
+            "tokens-minute",
+            "60000".into(),
+            tokens_left.to_string(),
+            reset_s,
+        ),
         ("tokens-hour", "1000000".into(), "999000".into(), "3599.5"),
         ("tokens-day", "1000000".into(), "990000".into(), "86399.5"),
-        ("uncached-tokens-minute", "60000".into(), "59000".into(), "59.5"),
+        (
+            "uncached-tokens-minute",
+            "60000".into(),
+            "59000".into(),
+            "59.5",
+        ),
     ] {
         h.push((format!("x-ratelimit-limit-{bucket}"), limit));
         h.push((format!("x-ratelimit-remaining-{bucket}"), remaining));
@@ -212,7 +227,11 @@ impl Reply {
         if let Some(t) = &tool_calls {
             message["tool_calls"] = t.clone();
         }
-        let finish = if tool_calls.is_some() { "tool_calls" } else { "stop" };
+        let finish = if tool_calls.is_some() {
+            "tool_calls"
+        } else {
+            "stop"
+        };
         Reply::Status {
             status: 200,
             headers: vec![],
@@ -270,9 +289,10 @@ impl Reply {
         Reply::Status {
             status: 402,
             headers: vec![],
-            body: json!({"message": "Payment required: your organization has exhausted its credits.",
+            body:
+                json!({"message": "Payment required: your organization has exhausted its credits.",
                          "type": "payment_required_error", "param": "", "code": "payment_required"})
-            .to_string(),
+                .to_string(),
         }
     }
 

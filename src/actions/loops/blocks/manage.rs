@@ -9,8 +9,8 @@ use super::{block_json, event, internal, missing, open_session, str_param};
 use crate::actions::llm::audit::review;
 use crate::actions::llm::llm_info;
 use crate::actions::{JobCtx, Outcome};
-use crate::llm::JobUsage;
 use crate::db::sessions as store;
+use crate::llm::JobUsage;
 use serde_json::{json, Value};
 
 /// The model's audit of the block(s): per block its findings (audit_code's schema), the
@@ -20,9 +20,9 @@ pub async fn audit(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
     let block_id = params.get("block_id").and_then(Value::as_str);
     let (s, st) = open_session(ctx, id).await?;
     let chosen: Vec<&state::Block> = match block_id {
-        Some(b) => vec![st.block(b).ok_or_else(|| {
-            Outcome::failed(format!("loop session {id:?} has no block {b:?}"))
-        })?],
+        Some(b) => vec![st
+            .block(b)
+            .ok_or_else(|| Outcome::failed(format!("loop session {id:?} has no block {b:?}")))?],
         None => st.blocks.iter().collect(),
     };
     let job = JobUsage::default();
@@ -40,8 +40,15 @@ pub async fn audit(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| b.target.clone());
-        let (findings, audit, answer) =
-            review(ctx, &job, &name, &focus, &b.code, crate::actions::loops::NAME).await?;
+        let (findings, audit, answer) = review(
+            ctx,
+            &job,
+            &name,
+            &focus,
+            &b.code,
+            crate::actions::loops::NAME,
+        )
+        .await?;
         out.push(json!({
             "id": b.id,
             "iterations": b.iterations,
