@@ -411,7 +411,10 @@ impl Llm {
     }
 
     /// One turn of a conversation, with tools when `conv.tools` is not empty (the answer's
-    /// `tool_calls`); same budgets, limiter, retries and metrics as [`Llm::complete`].
+    /// `tool_calls`); same budgets, limiter, retries and metrics as [`Llm::complete`]. Long
+    /// because it is the one path every call takes, in order: budgets, both limiters, the call
+    /// (again without reasoning parameters if the server refuses them), the error explained,
+    /// usage settled, metrics.
     pub async fn converse(
         &self,
         job: &JobUsage,
