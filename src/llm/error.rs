@@ -61,7 +61,7 @@ pub fn hint(status: u16) -> &'static str {
         422 => "the request was understood but refused (unprocessable: a message, schema or tool definition the model cannot take)",
         429 => "rate limited (requests or tokens per minute, hour or day for this model): wait for the reset, or lower [llm] tokens_per_minute / max_completion_tokens",
         500 => "the API had an internal error; it is retried, try again later if it persists",
-        502 | 503 | 504 => "the API is overloaded or unavailable; it is retried, try again later if it persists",
+        502..=504 => "the API is overloaded or unavailable; it is retried, try again later if it persists",
         _ => "an unexpected status from the LLM API",
     }
 }
