@@ -47,6 +47,9 @@ fn main() {
     let times: Arc<Mutex<Vec<(Instant, Instant)>>> = Arc::new(Mutex::new(Vec::new()));
     let t2 = Arc::clone(&times);
     let mock = MockLlm::start(move |req| {
+        if req.method == "GET" {
+            return Reply::models(mock_llm::TODAY);
+        }
         let arrived = Instant::now();
         let turn = req.turns();
         let pieces = if turn + 1 >= steps {
