@@ -160,22 +160,23 @@ pub async fn digest(ctx: &JobCtx, job: &JobUsage, subject: Subject<'_>) -> Resul
         name: "code_digest",
         schema: schema(),
     };
-    let (value, answer) =
-        match ctx
-            .llm
-            .complete_json(job, &subject.prompt(), &wanted, &ctx.stats, &ctx.cancel)
-            .await
-        {
-            Ok(s) => (s.value, s.answer),
-            Err(LlmError::Cancelled) => return Err(Outcome::cancelled()),
-            Err(LlmError::Schema { why, .. }) => return Ok(status(
+    let (value, answer) = match ctx
+        .llm
+        .complete_json(job, &subject.prompt(), &wanted, &ctx.stats, &ctx.cancel)
+        .await
+    {
+        Ok(s) => (s.value, s.answer),
+        Err(LlmError::Cancelled) => return Err(Outcome::cancelled()),
+        Err(LlmError::Schema { why, .. }) => {
+            return Ok(status(
                 None,
                 format!(
                     "invalid: the model's answer violates the digest schema (asked twice): {why}"
                 ),
-            )),
-            Err(e) => return Ok(status(None, format!("failed: {e}"))),
-        };
+            ))
+        }
+        Err(e) => return Ok(status(None, format!("failed: {e}"))),
+    };
     let info = crate::actions::llm::llm_info(&answer);
     // Asked with response_format: already checked against the schema (retried once).
     let checked = match value {
