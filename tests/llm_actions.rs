@@ -24,6 +24,8 @@ fn respond(req: &Seen) -> Reply {
         .and_then(|s| s.split_whitespace().next())
         .unwrap_or("generated")
         .to_string();
+    // Asked with response_format (the default model takes json_schema): a JSON answer.
+    let structured = req.body["response_format"]["type"] == "json_schema";
     if p.contains("precise code generator") {
         Reply::text(&format!("```python\nprint('{mark}')\n```"))
     } else if p.contains("You write SQLite SQL") {
@@ -36,9 +38,19 @@ fn respond(req: &Seen) -> Reply {
         } else {
             "SELECT 1;"
         };
-        Reply::text(&format!("```sql\n{sql}\n```"))
+        if structured {
+            Reply::json(&json!({"sql": sql}))
+        } else {
+            Reply::text(&format!("```sql\n{sql}\n```"))
+        }
     } else if p.contains("code reviewer") {
-        Reply::text("# Code Audit Report\n\n## Problems\n- line 1: prints instead of logging\n")
+        if structured {
+            Reply::json(&json!({"summary": "A one-line script.", "findings": [
+                {"severity": "low", "category": "practice", "line": 1, "title": "prints instead of logging",
+                 "detail": "print() goes to stdout", "recommendation": "use logging"}]}))
+        } else {
+            Reply::text("# Code Audit Report\n\n## Problems\n- line 1: prints instead of logging\n")
+        }
     } else {
         Reply::text_no_done(
             &json!({"patterns": [{"name": "printing", "evidence": [{"path": "src/app.py", "line": 1}, {"path": "elsewhere.py", "line": 1}], "summary": "prints"}], "summary": "a tiny script"}).to_string(),
@@ -434,12 +446,17 @@ fn audit_code_reads_only_granted_files_and_writes_nothing_and_explore_has_its_sc
         json!({"file_path": "src/app.py", "audit_prompt": "security"}),
     );
     assert_eq!(st, "succeeded", "{err}");
+    // Structured: the findings, and seed 001's Markdown rendered from them.
+    assert_eq!(v["findings"][0]["line"], 1, "{v}");
+    assert_eq!(v["findings"][0]["severity"], "low", "{v}");
+    let audit = v["audit"].as_str().unwrap();
     assert!(
-        v["audit"]
-            .as_str()
-            .unwrap()
-            .starts_with("# Code Audit Report"),
+        audit.starts_with("## Summary") && audit.contains("prints instead of logging"),
         "{v}"
+    );
+    assert_eq!(
+        mock.chats().last().unwrap().body["response_format"]["json_schema"]["name"],
+        "code_audit"
     );
     assert!(v["message"].as_str().unwrap().contains("no files modified"));
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "print('hi')\n");

@@ -91,7 +91,7 @@ fn a_session_runs_pauses_twice_survives_kill9_and_finishes_without_repeating_a_s
     let r2 = Arc::clone(&release);
     let mock = MockLlm::start(move |req| {
         if req.method == "GET" {
-            return Reply::models(&["zai-glm-4.6"]);
+            return Reply::models(&["gpt-oss-120b"]);
         }
         match req.turns() {
             0 => run_cmd(0, "echo hello-agent"),
@@ -241,7 +241,7 @@ fn a_blocked_command_and_a_self_forced_one_are_refused_reported_and_never_run() 
     std::fs::write(env.workspace.join("canary.txt"), "alive").unwrap();
     let mock = MockLlm::start(|req| {
         if req.method == "GET" {
-            return Reply::models(&["zai-glm-4.6"]);
+            return Reply::models(&["gpt-oss-120b"]);
         }
         match req.turns() {
             0 => run_cmd(0, "rm -rf /"),
@@ -294,7 +294,7 @@ fn the_iteration_cap_and_the_token_budget_stop_the_session_with_their_status() {
     let env = Env::new();
     let mock = MockLlm::start(|req| {
         if req.method == "GET" {
-            return Reply::models(&["zai-glm-4.6"]);
+            return Reply::models(&["gpt-oss-120b"]);
         }
         let t = req.turns();
         if req.prompt().contains("Goal: spend") {
@@ -344,7 +344,7 @@ fn strict_json_fallback_when_the_server_refuses_tools_and_malformed_answers_are_
     let env = Env::new();
     let mock = MockLlm::start(|req| {
         if req.method == "GET" {
-            return Reply::models(&["zai-glm-4.6"]);
+            return Reply::models(&["gpt-oss-120b"]);
         }
         if req.body.get("tools").is_some() {
             return Reply::error(400, "tools are not supported by this model");
@@ -386,7 +386,7 @@ fn three_answers_without_a_step_end_the_session_at_the_failure_limit() {
     let env = Env::new();
     let mock = MockLlm::start(|req| {
         if req.method == "GET" {
-            return Reply::models(&["zai-glm-4.6"]);
+            return Reply::models(&["gpt-oss-120b"]);
         }
         Reply::text("I would rather chat.")
     });
@@ -407,7 +407,7 @@ fn an_approval_covers_only_the_step_that_waited_for_it() {
     let env = Env::new();
     let mock = MockLlm::start(|req| {
         if req.method == "GET" {
-            return Reply::models(&["zai-glm-4.6"]);
+            return Reply::models(&["gpt-oss-120b"]);
         }
         match req.turns() {
             0 => run_cmd(0, "echo once >> c.txt"),
@@ -452,7 +452,7 @@ fn a_step_cut_off_by_kill9_is_reported_interrupted_not_run_again() {
     let env = Env::new();
     let mock = MockLlm::start(|req| {
         if req.method == "GET" {
-            return Reply::models(&["zai-glm-4.6"]);
+            return Reply::models(&["gpt-oss-120b"]);
         }
         match req.turns() {
             0 => run_cmd(0, "sleep 20"),

@@ -29,8 +29,20 @@ fn system(req: &Seen) -> String {
         .to_string()
 }
 
-/// Propose answers `print('<MARK>')`, refine answers `print('<FIX>')`; SQL by keyword.
+/// Propose answers `print('<MARK>')`, refine answers `print('<FIX>')`; SQL by keyword. Asked
+/// with `response_format` (the default model takes json_schema), the code comes as `{"code"}`.
 fn respond(req: &Seen) -> Reply {
+    let text = answer(req);
+    if req.body["response_format"]["type"] == "json_schema" {
+        return Reply::json(&serde_json::json!({ "code": text }));
+    }
+    match text.strip_prefix("ERROR:") {
+        Some(e) => Reply::error(400, e),
+        None => Reply::text(&text),
+    }
+}
+
+fn answer(req: &Seen) -> String {
     let sys = system(req);
     let user = req.body["messages"][1]["content"]
         .as_str()
@@ -42,28 +54,28 @@ fn respond(req: &Seen) -> Reply {
         let fix = word_after(feedback, "FIX:").unwrap_or_else(|| "fixed".into());
         if sql && fix.starts_with("attach=") {
             let path = fix.trim_start_matches("attach=");
-            return Reply::text(&format!(
+            return format!(
                 "```sql\nATTACH DATABASE '{path}' AS e;\nCREATE TABLE e.stolen(a);\n```"
-            ));
+            );
         }
         if sql {
-            return Reply::text(
+            return String::from(
                 "```sql\nINSERT INTO t(a, b) VALUES (10, 'ten');\nINSERT INTO t(a, b) VALUES (11, 'eleven');\n```",
             );
         }
-        return Reply::text(&format!("```python\nprint('{fix}')\n```"));
+        return format!("```python\nprint('{fix}')\n```");
     }
     if sys.contains("You write one block") {
         if sql {
             // The second statement fails at run time: the transaction must roll back.
-            return Reply::text(
+            return String::from(
                 "```sql\nINSERT INTO t(a, b) VALUES (10, 'ten');\nINSERT INTO missing_table(a) VALUES (1);\n```",
             );
         }
         let mark = word_after(&user, "MARK:").unwrap_or_else(|| "generated".into());
-        return Reply::text(&format!("```python\nprint('{mark}')\n```"));
+        return format!("```python\nprint('{mark}')\n```");
     }
-    Reply::error(400, "unexpected prompt")
+    "ERROR:unexpected prompt".into()
 }
 
 fn config(env: &Env) -> String {
@@ -190,7 +202,7 @@ fn proposed_refined_twice_committed_writes_the_refined_code_without_asking_the_m
     let a = ok(lp(
         &env,
         "agent",
-        json!({"mode": "audit", "session_id": sid, "block_id": "b1"}),
+        json!({"mode": "status", "session_id": sid, "block_id": "b1"}),
     ));
     let b1 = &a["blocks"][0];
     assert_eq!(b1["code"], "print('two')\n");
@@ -315,7 +327,7 @@ fn a_commit_asks_a_human_writes_once_on_approval_and_nothing_on_denial() {
     let a = ok(lp(
         &env,
         "agent",
-        json!({"mode": "audit", "session_id": sid, "block_id": "b1"}),
+        json!({"mode": "status", "session_id": sid, "block_id": "b1"}),
     ));
     assert_eq!(a["blocks"][0]["status"], "committed");
     assert_eq!(a["blocks"][0]["committed"]["job_id"], id);
@@ -339,7 +351,7 @@ fn a_commit_asks_a_human_writes_once_on_approval_and_nothing_on_denial() {
     let a = ok(lp(
         &env,
         "agent",
-        json!({"mode": "audit", "session_id": sid, "block_id": "b2"}),
+        json!({"mode": "status", "session_id": sid, "block_id": "b2"}),
     ));
     assert_eq!(a["blocks"][0]["status"], "open");
     let r = ok(refine(&env, &sid, "b2", "FIX:yfixed"));
@@ -360,11 +372,15 @@ fn another_client_cannot_audit_refine_commit_or_abandon_the_session() {
     let sid = v["session_id"].as_str().unwrap().to_string();
     let calls = mock.chats().len();
     let bogus = "blocks-00000000000000000000000000000000";
-    let (st, _, missing) = lp(&env, "other", json!({"mode": "audit", "session_id": bogus}));
+    let (st, _, missing) = lp(
+        &env,
+        "other",
+        json!({"mode": "status", "session_id": bogus}),
+    );
     assert_eq!(st, "failed");
     let expected = missing.replace(bogus, &sid);
     for params in [
-        json!({"mode": "audit", "session_id": sid}),
+        json!({"mode": "status", "session_id": sid}),
         json!({"mode": "refine", "session_id": sid, "block_id": "b1", "feedback": "FIX:theirs"}),
         json!({"mode": "commit", "session_id": sid, "block_id": "b1"}),
         json!({"mode": "commit", "session_id": sid}),
@@ -389,7 +405,7 @@ fn another_client_cannot_audit_refine_commit_or_abandon_the_session() {
     ok(lp(
         &env,
         "agent",
-        json!({"mode": "audit", "session_id": sid}),
+        json!({"mode": "status", "session_id": sid}),
     ));
 }
 
@@ -443,7 +459,7 @@ fn abandon_expiry_and_heartbeat_counts() {
     // sids[1] is used: refused as expired, and marked so.
     for params in [
         json!({"mode": "refine", "session_id": sids[1], "block_id": "b1", "feedback": "FIX:late"}),
-        json!({"mode": "audit", "session_id": sids[1]}),
+        json!({"mode": "status", "session_id": sids[1]}),
         json!({"mode": "commit", "session_id": sids[1]}),
     ] {
         let (st, _, err) = lp(&env, "agent", params);
@@ -530,7 +546,7 @@ fn a_sql_block_commits_in_one_transaction_to_a_granted_database() {
     let a = ok(lp(
         &env,
         "agent",
-        json!({"mode": "audit", "session_id": sid}),
+        json!({"mode": "status", "session_id": sid}),
     ));
     assert_eq!(a["blocks"][0]["status"], "open");
     // A refinement that tries to reach another database through ATTACH is refused at commit.

@@ -147,13 +147,17 @@ fn a_malformed_or_schema_violating_answer_gives_the_extraction_saying_why_and_is
     )
     .unwrap();
 
+    let asked = chats(&mock);
     let (st, v, err) = read(&env, "agent", json!({"path": "m.py"}));
     assert_eq!(st, "succeeded", "{err}");
     assert_eq!(v["model_digest"], Value::Null);
+    // Asked with response_format: a reply that is no JSON object is asked again once, then
+    // the digest is refused naming the field (here the whole reply, `/`).
     assert_eq!(
         v["model_digest_status"],
-        "invalid: the model's answer is not a JSON object"
+        "invalid: the model's answer violates the digest schema (asked twice): field /: the reply is not a JSON object"
     );
+    assert_eq!(chats(&mock) - asked, 2, "asked once more, then refused");
     assert_eq!(
         v["digest"]["functions"][0]["name"], "f",
         "extraction kept: {v}"
@@ -163,7 +167,8 @@ fn a_malformed_or_schema_violating_answer_gives_the_extraction_saying_why_and_is
     assert_eq!(st, "succeeded", "{err}");
     let why = v["model_digest_status"].as_str().unwrap();
     assert!(
-        why.starts_with("invalid: the model's answer violates the digest schema"),
+        why.starts_with("invalid: the model's answer violates the digest schema")
+            && why.contains("field /: \"patterns\" is a required property"),
         "{why}"
     );
     assert_eq!(v["parser"], "tree-sitter-go");
@@ -175,7 +180,7 @@ fn a_malformed_or_schema_violating_answer_gives_the_extraction_saying_why_and_is
         .as_str()
         .unwrap()
         .starts_with("invalid"));
-    assert_eq!(chats(&mock), before + 1);
+    assert_eq!(chats(&mock), before + 2, "asked, asked again once, refused");
     let cached: i64 = env
         .lifecycle()
         .query_row("SELECT count(*) FROM code_digests", [], |r| r.get(0))

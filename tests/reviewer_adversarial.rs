@@ -57,7 +57,7 @@ fn the_mock_model_obeys_only_text_outside_json_strings() {
 fn obedient_model() -> MockLlm {
     MockLlm::start(|req: &Seen| {
         if req.method == "GET" {
-            return Reply::models(&["zai-glm-4.6"]);
+            return Reply::models(&["gpt-oss-120b"]);
         }
         if outside_json_strings(&req.prompt()).contains(FORGED) {
             Reply::text(r#"{"decision": "approve", "reason": "the operator note says so"}"#)
@@ -234,7 +234,7 @@ fn a_diff_over_a_cap_makes_the_llm_reviewer_ask_without_asking_the_model() {
     // A model that approves whatever it is shown.
     let mock = MockLlm::start(|req: &Seen| {
         if req.method == "GET" {
-            return Reply::models(&["zai-glm-4.6"]);
+            return Reply::models(&["gpt-oss-120b"]);
         }
         Reply::text(r#"{"decision": "approve", "reason": "looks fine"}"#)
     });

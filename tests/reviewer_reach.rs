@@ -107,7 +107,7 @@ fn the_documented_llm_reviewer_reaches_a_local_model_and_its_deny_is_applied() {
     let env = Env::new();
     let mock = MockLlm::start(|req: &Seen| {
         if req.method == "GET" {
-            return Reply::models(&["zai-glm-4.6"]);
+            return Reply::models(&["gpt-oss-120b"]);
         }
         Reply::text(r#"{"decision": "deny", "reason": "MODEL-SAYS-NO"}"#)
     });
@@ -211,7 +211,7 @@ else:
 
 fn respond(req: &Seen) -> Reply {
     if req.method == "GET" {
-        return Reply::models(&["zai-glm-4.6"]);
+        return Reply::models(&["gpt-oss-120b"]);
     }
     let p = req.prompt();
     // The agent loop: one write, then finish.

@@ -87,7 +87,7 @@ def ask_model(data, instructions=INSTRUCTIONS):
     if not key:
         answer("ask", "the reviewer has no API key (set llm = true in [reviewer])")
     body = {
-        "model": os.environ.get("BRAINLOOP_LLM_MODEL", "zai-glm-4.6"),
+        "model": os.environ.get("BRAINLOOP_LLM_MODEL", "gpt-oss-120b"),
         "messages": [
             {"role": "system", "content": instructions},
             {"role": "user", "content": json.dumps(data, ensure_ascii=True, sort_keys=True)},

@@ -13,6 +13,7 @@ mod grants;
 mod history;
 mod infer;
 mod init;
+mod llm;
 mod mcp;
 mod protected;
 mod prune;
@@ -119,6 +120,8 @@ pub enum Command {
     Mcp(mcp::McpArgs),
     /// The fleet registry (PostgreSQL, `[registry] url`): `migrate`, `status`, `add-role`.
     Registry(registry::RegistryArgs),
+    /// The LLM API as the key sees it: `llm models` lists the models it can use.
+    Llm(llm::LlmArgs),
 }
 
 /// Entry point of the binary; returns the process exit code.
@@ -207,6 +210,7 @@ pub fn main() -> i32 {
         Command::Mcp(args) => mcp::run(config, &args),
         Command::Repair(args) => repair::run(&config, &args),
         Command::Registry(args) => registry::run(&config, &args),
+        Command::Llm(args) => llm::run(&config, &args),
     };
     match res {
         Ok(code) => code,

@@ -873,6 +873,10 @@ pub struct ShowArgs {
     /// With a fleet registry: the worker whose job id this is (when several have one).
     #[arg(long, value_name = "NAME")]
     pub worker: Option<String>,
+    /// Print the model's reasoning the job's result kept apart from its answer (LLM actions,
+    /// each turn of a loop session).
+    #[arg(long)]
+    pub reasoning: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -916,6 +920,9 @@ pub struct SignaturesArgs {
 /// when (local time), kept until retention (`bash::journal`). An id that names no validation
 /// and no job is an error (exit 1). With a fleet registry: `cli::fleet::show`, from the registry.
 pub fn show(config: &Config, a: &ShowArgs) -> Result<i32> {
+    if a.reasoning {
+        return super::llm::show_reasoning(config, &a.id);
+    }
     if let Some(reg) = &config.registry {
         return super::fleet::show(reg, a);
     }

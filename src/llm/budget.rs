@@ -216,6 +216,7 @@ mod tests {
             Some(Usage {
                 prompt_tokens: 100,
                 completion_tokens: 850,
+                ..Usage::default()
             }),
         );
         let e = b.reserve(job.used(), 100, 8_192).unwrap_err();
@@ -238,6 +239,7 @@ mod tests {
             Some(Usage {
                 prompt_tokens: 50,
                 completion_tokens: 50,
+                ..Usage::default()
             }),
         );
         assert_eq!(b.used_today(), 100);
@@ -257,6 +259,7 @@ mod tests {
             Some(Usage {
                 prompt_tokens: 400,
                 completion_tokens: 500,
+                ..Usage::default()
             }),
         );
         let again = Budgets::new(0, 1_000, Some(db));

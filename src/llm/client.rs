@@ -2,7 +2,9 @@
 //! (`retry`), a stall timeout per read (`sse`), a deadline for the whole call
 //! (`request_timeout_ms`, retries and waits included) and cancellation; `GET {base_url}/models`
 //! for the start-up check. The key goes only into a sensitive `Authorization` header; redirects
-//! are not followed (a redirect could carry the header elsewhere).
+//! are not followed (a redirect could carry the header elsewhere). Every request carries
+//! `X-Cerebras-3rd-Party-Integration: brainloop`. A reply with a JSON body instead of a stream
+//! (a server ignoring `stream`) is read as one completion (`sse::from_json`).
 
 use super::key::ApiKey;
 use super::sse::{self, Streamed};
@@ -68,6 +70,10 @@ impl Client {
         }
         let mut headers = HeaderMap::new();
         headers.insert(AUTHORIZATION, self.auth.clone());
+        headers.insert(
+            "x-cerebras-3rd-party-integration",
+            HeaderValue::from_static("brainloop"),
+        );
         let built = reqwest::Client::builder()
             .default_headers(headers)
             .connect_timeout(Duration::from_millis(self.cfg.connect_timeout_ms))
@@ -85,7 +91,7 @@ impl Client {
         req: &ChatRequest,
         deadline: Instant,
         cancel: &CancellationToken,
-    ) -> Result<Streamed, (LlmError, RateHints)> {
+    ) -> Result<(Streamed, RateHints), (LlmError, RateHints)> {
         let stall = Duration::from_millis(self.cfg.stall_timeout_ms);
         let http = self.http().map_err(|e| (e, RateHints::default()))?;
         let send = http
@@ -124,28 +130,54 @@ impl Client {
                 hints,
             ));
         }
-        sse::read(Box::pin(resp.bytes_stream()), stall, deadline, cancel)
-            .await
-            .map_err(|e| match e {
-                LlmError::Timeout(_) => LlmError::Timeout(self.cfg.request_timeout_ms),
-                other => other,
-            })
-            .map_err(|e| (e, hints))
+        let json_body = resp
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("application/json"));
+        if json_body {
+            let wait = stall.min(deadline.saturating_duration_since(Instant::now()));
+            let body = tokio::select! {
+                _ = cancel.cancelled() => return Err((LlmError::Cancelled, hints)),
+                b = tokio::time::timeout(wait, resp.text()) => match b {
+                    Err(_) => return Err((LlmError::Stalled(self.cfg.stall_timeout_ms), hints)),
+                    Ok(Err(e)) => return Err((transport(&e), hints)),
+                    Ok(Ok(b)) => b,
+                },
+            };
+            return match sse::from_json(&body) {
+                Ok(s) => Ok((s, hints)),
+                Err(e) => Err((e, hints)),
+            };
+        }
+        match sse::read(Box::pin(resp.bytes_stream()), stall, deadline, cancel).await {
+            Ok(s) => Ok((s, hints)),
+            Err(LlmError::Timeout(_)) => {
+                Err((LlmError::Timeout(self.cfg.request_timeout_ms), hints))
+            }
+            Err(e) => Err((e, hints)),
+        }
     }
 
-    /// The completion of `req`, retried as `retry` says, within `deadline`.
+    /// The completion of `req`, retried as `retry` says, within `deadline`; `observe` sees the
+    /// rate-limit headers of every response.
     pub async fn chat(
         &self,
         req: &ChatRequest,
         deadline: Instant,
         cancel: &CancellationToken,
+        observe: &(dyn Fn(&RateHints) + Sync),
         mut on_retry: impl FnMut(&LlmError, Duration),
     ) -> Result<Completion, LlmError> {
         let mut retries = 0u32;
         loop {
             let started = Instant::now();
-            match self.attempt(req, deadline, cancel).await {
-                Ok(streamed) => {
+            let got = self.attempt(req, deadline, cancel).await;
+            match &got {
+                Ok((_, h)) | Err((_, h)) => observe(h),
+            }
+            match got {
+                Ok((streamed, _)) => {
                     return Ok(Completion {
                         streamed,
                         attempts: retries + 1,

@@ -9,8 +9,13 @@ use std::path::PathBuf;
 
 /// Cerebras's OpenAI-compatible endpoint.
 pub const DEFAULT_BASE_URL: &str = "https://api.cerebras.ai/v1";
-/// The model seed 001 uses.
-pub const DEFAULT_MODEL: &str = "zai-glm-4.6";
+/// A model Cerebras's shared inference serves (2026-10; seed 001's `zai-glm-4.6` was deprecated
+/// on 2026-01-20).
+pub const DEFAULT_MODEL: &str = "gpt-oss-120b";
+/// `reasoning_effort` values the API defines (each model takes a subset: `llm::models`).
+pub const EFFORTS: &[&str] = &["none", "low", "medium", "high"];
+/// `reasoning_format` values the API defines.
+pub const FORMATS: &[&str] = &["parsed", "raw", "hidden", "none"];
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
@@ -55,6 +60,18 @@ pub struct LlmConfig {
     /// object per step instead (servers without tool calling; a 400/422 naming tools switches a
     /// session to that fallback by itself) (`BRAINLOOP_LLM_TOOL_CALLING`).
     pub tool_calling: bool,
+    /// `reasoning_effort` sent to reasoning models (`low` / `medium` / `high` / `none`); unset:
+    /// the model's default (`llm::models`). A value the model refuses is replaced by its
+    /// default with a warning (`BRAINLOOP_LLM_REASONING_EFFORT`).
+    pub reasoning_effort: Option<String>,
+    /// `reasoning_format` (`parsed`: a separate `reasoning` field; `raw`: `<think>` in the
+    /// content; `hidden`; `none`); unset: the model's default. Reasoning is kept apart from the
+    /// answer whatever the format (`BRAINLOOP_LLM_REASONING_FORMAT`).
+    pub reasoning_format: Option<String>,
+    /// Ask for `response_format: json_schema` (constrained decoding) where an action expects
+    /// structure and the model supports it; false: prompts and parsing only
+    /// (`BRAINLOOP_LLM_STRUCTURED_OUTPUTS`).
+    pub structured_outputs: bool,
 }
 
 impl Default for LlmConfig {
@@ -76,6 +93,9 @@ impl Default for LlmConfig {
             tokens_per_minute: 150_000,
             check_models: true,
             tool_calling: true,
+            reasoning_effort: None,
+            reasoning_format: None,
+            structured_outputs: true,
         }
     }
 }
@@ -142,6 +162,15 @@ impl LlmConfig {
         if let Some(v) = get("BRAINLOOP_LLM_TOOL_CALLING") {
             self.tool_calling = matches!(v.trim(), "1" | "true" | "yes");
         }
+        if let Some(v) = get("BRAINLOOP_LLM_STRUCTURED_OUTPUTS") {
+            self.structured_outputs = matches!(v.trim(), "1" | "true" | "yes");
+        }
+        if let Some(v) = get("BRAINLOOP_LLM_REASONING_EFFORT") {
+            self.reasoning_effort = Some(v.trim().to_string()).filter(|s| !s.is_empty());
+        }
+        if let Some(v) = get("BRAINLOOP_LLM_REASONING_FORMAT") {
+            self.reasoning_format = Some(v.trim().to_string()).filter(|s| !s.is_empty());
+        }
         Ok(())
     }
 
@@ -178,6 +207,16 @@ impl LlmConfig {
         }
         if self.max_completion_tokens == 0 {
             bail!("[llm] max_completion_tokens must be positive");
+        }
+        for (key, v, allowed) in [
+            ("reasoning_effort", &self.reasoning_effort, EFFORTS),
+            ("reasoning_format", &self.reasoning_format, FORMATS),
+        ] {
+            if let Some(v) = v {
+                if !allowed.contains(&v.as_str()) {
+                    bail!("[llm] {key} {v:?} is not one of {}", allowed.join(", "));
+                }
+            }
         }
         if self.retry_base_ms > self.retry_max_ms {
             bail!("[llm] retry_base_ms must not exceed retry_max_ms");

@@ -85,11 +85,9 @@ mod tests {
         };
         let d = delay(&cfg, 0, &err, &h).unwrap();
         assert!(d >= Duration::from_millis(1_500) && d < Duration::from_millis(1_600));
-        let h = RateHints {
-            remaining_requests_day: Some(0),
-            reset_requests_day: Some(Duration::from_secs(40_000)),
-            ..RateHints::default()
-        };
+        let mut h = RateHints::default();
+        h.set("remaining-requests-day", "0");
+        h.set("reset-requests-day", "40000");
         let e = delay(&cfg, 0, &err, &h).unwrap_err();
         assert!(
             matches!(e, LlmError::RateLimited(ref m) if m.contains("40000.0 s")),

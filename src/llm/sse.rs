@@ -3,7 +3,9 @@
 //! `[DONE]`); a body that ends before any `finish_reason` was cut off (a transport error, worth
 //! a retry). A mid-stream `{"error": ..., "status_code": N}` chunk becomes an API error with that
 //! status. Every wait is bounded by the stall timeout and the call's deadline, and gives way to
-//! cancellation.
+//! cancellation. Reasoning — `delta.reasoning` pieces and `<think>` blocks in the content — is
+//! collected apart from the answer ([`Streamed::reasoning`]); a server that answers with one JSON
+//! body instead of a stream is read by [`from_json`] into the same shape.
 
 use super::tools::Accumulator;
 use super::wire::{parse_error_body, Chunk, ToolCall, Usage};
@@ -18,7 +20,10 @@ use tokio_util::sync::CancellationToken;
 /// A finished completion.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Streamed {
+    /// The answer, reasoning removed.
     pub content: String,
+    /// The reasoning text (`reasoning` field and `<think>` blocks), never part of `content`.
+    pub reasoning: String,
     pub finish_reason: Option<String>,
     pub usage: Option<Usage>,
     pub time_info: Option<Value>,
@@ -111,6 +116,14 @@ where
                 }
                 out.content.push_str(&text);
             }
+            if let Some(r) = delta.reasoning {
+                if out.content.len() + out.reasoning.len() + r.len() > MAX_CONTENT_BYTES {
+                    return Err(LlmError::Malformed(format!(
+                        "the completion exceeds {MAX_CONTENT_BYTES} bytes"
+                    )));
+                }
+                out.reasoning.push_str(&r);
+            }
             if choice.finish_reason.is_some() {
                 out.finish_reason = choice.finish_reason;
             }
@@ -146,7 +159,50 @@ fn finish(
     if !calls.is_empty() {
         out.tool_calls = calls.finish()?;
     }
-    Ok(out)
+    Ok(split(out))
+}
+
+/// Moves `<think>` blocks of the content to the reasoning.
+fn split(mut out: Streamed) -> Streamed {
+    let (answer, think) = super::text::split_reasoning(&out.content);
+    if !think.is_empty() {
+        out.content = answer;
+        if !out.reasoning.is_empty() {
+            out.reasoning.push_str("\n\n");
+        }
+        out.reasoning.push_str(&think);
+    }
+    out
+}
+
+/// A non-streamed reply (`{choices: [{message: {content, reasoning?, tool_calls?},
+/// finish_reason}], usage, model}`), read into the shape of a stream.
+pub fn from_json(body: &str) -> Result<Streamed, LlmError> {
+    if body.len() > MAX_CONTENT_BYTES {
+        return Err(LlmError::Malformed(format!(
+            "the completion exceeds {MAX_CONTENT_BYTES} bytes"
+        )));
+    }
+    let chunk: Chunk = serde_json::from_str(body).map_err(|e| {
+        LlmError::Malformed(format!(
+            "the reply is not JSON ({e}): {}",
+            body.chars().take(200).collect::<String>()
+        ))
+    })?;
+    let Some(choice) = chunk.choices.into_iter().next() else {
+        return Err(LlmError::Malformed("the reply has no choices".into()));
+    };
+    let m = choice.message.unwrap_or_default();
+    Ok(split(Streamed {
+        content: m.content.unwrap_or_default(),
+        reasoning: m.reasoning.unwrap_or_default(),
+        finish_reason: choice.finish_reason,
+        usage: chunk.usage,
+        time_info: chunk.time_info,
+        model: chunk.model,
+        first_token: None,
+        tool_calls: m.tool_calls,
+    }))
 }
 
 #[cfg(test)]
@@ -189,6 +245,28 @@ mod tests {
         let (a, b) = LAST.split_at(20);
         let s = go(&[C1, ": keep-alive\n\n", C2, a, b]).await.unwrap();
         assert_eq!(s.content, "Hello");
+    }
+
+    #[tokio::test]
+    async fn reasoning_pieces_and_think_blocks_stay_out_of_the_answer() {
+        let r1 =
+            "data: {\"choices\":[{\"delta\":{\"reasoning\":\"The user wants\"},\"index\":0}]}\n\n";
+        let r2 =
+            "data: {\"choices\":[{\"delta\":{\"reasoning\":\" a greeting.\"},\"index\":0}]}\n\n";
+        let end = "data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\",\"index\":0}],\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":9,\"completion_tokens_details\":{\"reasoning_tokens\":6}}}\n\n";
+        let s = go(&[r1, r2, C1, C2, end]).await.unwrap();
+        assert_eq!(s.content, "Hello");
+        assert_eq!(s.reasoning, "The user wants a greeting.");
+        assert_eq!(s.usage.unwrap().reasoning_tokens(), 6);
+        let t = "data: {\"choices\":[{\"delta\":{\"content\":\"<think>hidden plan</think>SELECT 1;\"},\"index\":0}]}\n\n";
+        let s = go(&[t, LAST]).await.unwrap();
+        assert_eq!(s.content, "SELECT 1;");
+        assert_eq!(s.reasoning, "hidden plan");
+        let j = r#"{"model":"gpt-oss-120b","choices":[{"index":0,"finish_reason":"tool_calls","message":{"role":"assistant","content":"","reasoning":"use ls","tool_calls":[{"id":"c1","type":"function","function":{"name":"run_command","arguments":"{\"command\":\"ls\"}"}}]}}],"usage":{"prompt_tokens":3,"completion_tokens":4}}"#;
+        let s = from_json(j).unwrap();
+        assert_eq!(s.reasoning, "use ls");
+        assert_eq!(s.tool_calls[0].function.name, "run_command");
+        assert_eq!(s.finish_reason.as_deref(), Some("tool_calls"));
     }
 
     #[tokio::test]

@@ -1,8 +1,48 @@
-//! Post-processing of model output: reasoning blocks dropped, code fences stripped (code and SQL
-//! generation), JSON found in a reply (digests and explore), with seed 001's fallback
-//! `{summary, source_type}` when the model returned no JSON.
+//! Post-processing of model output: reasoning blocks split off the answer
+//! ([`split_reasoning`], applied by `sse` to every reply, so no action ever sees them), code
+//! fences stripped (code and SQL generation), JSON found in a reply (digests and explore), with
+//! seed 001's fallback `{summary, source_type}` when the model returned no JSON.
 
 use serde_json::{json, Value};
+
+/// Splits `<think>…</think>` blocks (`reasoning_format: raw`, Qwen's default) out of a reply:
+/// (the answer, the reasoning). Every block anywhere in the text is taken out; an opening tag
+/// never closed (the model stopped while thinking) makes the rest reasoning; a closing tag with
+/// no opening one (templates that open the block in the prompt) makes what precedes it
+/// reasoning.
+pub fn split_reasoning(s: &str) -> (String, String) {
+    const OPEN: &str = "<think>";
+    const CLOSE: &str = "</think>";
+    let mut answer = String::new();
+    let mut reasoning: Vec<&str> = Vec::new();
+    let mut rest = s;
+    if let Some(c) = rest.find(CLOSE) {
+        if !rest[..c].contains(OPEN) {
+            reasoning.push(rest[..c].trim());
+            rest = &rest[c + CLOSE.len()..];
+        }
+    }
+    while let Some(o) = rest.find(OPEN) {
+        answer.push_str(&rest[..o]);
+        let inner = &rest[o + OPEN.len()..];
+        match inner.find(CLOSE) {
+            Some(c) => {
+                reasoning.push(inner[..c].trim());
+                rest = &inner[c + CLOSE.len()..];
+            }
+            None => {
+                reasoning.push(inner.trim());
+                rest = "";
+            }
+        }
+    }
+    answer.push_str(rest);
+    if reasoning.is_empty() {
+        return (s.to_string(), String::new());
+    }
+    let reasoning: Vec<&str> = reasoning.into_iter().filter(|r| !r.is_empty()).collect();
+    (answer.trim_start().to_string(), reasoning.join("\n\n"))
+}
 
 /// Drops a leading `<think>…</think>` block some reasoning models put in the content.
 pub fn without_reasoning(s: &str) -> &str {
@@ -114,6 +154,30 @@ mod tests {
         assert_eq!(
             strip_code_fences("<think>hmm</think>\n```rs\nfn main() {}\n```", false),
             "fn main() {}\n"
+        );
+    }
+
+    #[test]
+    fn think_blocks_are_split_off_wherever_they_are() {
+        assert_eq!(
+            split_reasoning("<think>plan</think>\nSELECT 1;"),
+            ("SELECT 1;".to_string(), "plan".to_string())
+        );
+        assert_eq!(
+            split_reasoning("a <think>x</think>b<think>y</think>c"),
+            ("a bc".to_string(), "x\n\ny".to_string())
+        );
+        assert_eq!(
+            split_reasoning("<think>never closed"),
+            (String::new(), "never closed".to_string())
+        );
+        assert_eq!(
+            split_reasoning("opened by the template</think>answer"),
+            ("answer".to_string(), "opened by the template".to_string())
+        );
+        assert_eq!(
+            split_reasoning("no tags"),
+            ("no tags".to_string(), String::new())
         );
     }
 

@@ -12,8 +12,17 @@
 //!   by `tools::Accumulator`) and ends with `finish_reason: "tool_calls"`; the next request
 //!   carries the assistant message with its `tool_calls` and one `{role: "tool", tool_call_id,
 //!   content}` message per call;
-//! - rate-limit headers: `x-ratelimit-{limit,remaining}-{requests-day,tokens-minute}`,
-//!   `x-ratelimit-reset-{requests-day,tokens-minute}` (float seconds), `retry-after(-ms)`.
+//! - reasoning (issue 51): `reasoning_effort` and `reasoning_format` in the request (sent as
+//!   `llm::models` says the model takes them); `delta.reasoning` in the stream (`message.reasoning`
+//!   in a non-streamed reply), `usage.completion_tokens_details.reasoning_tokens`; `raw` puts
+//!   `<think>…</think>` in the content instead (split off by `text::split_reasoning`);
+//! - structured replies: `response_format: {type: "json_schema", json_schema: {name, strict:
+//!   true, schema}}`; `frequency_penalty`, `presence_penalty`, `logit_bias`,
+//!   `parallel_tool_calls` and `service_tier` are refused with 400 and never sent (the request
+//!   type has no field for them);
+//! - rate-limit headers: `x-ratelimit-{limit,remaining,reset}-{BUCKET}` for every bucket the
+//!   server names (`requests-minute`, `tokens-day`, `uncached-tokens-minute`, …; reset in float
+//!   seconds), `retry-after(-ms)`.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -116,6 +125,15 @@ pub struct ChatRequest {
     /// `"auto"` with tools (Cerebras accepts only `auto` / `none`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_choice: Option<&'static str>,
+    /// `low` / `medium` / `high` / `none`, as the model takes it (`llm::models`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_effort: Option<String>,
+    /// `parsed` / `raw` / `hidden` / `none`, as the model takes it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_format: Option<String>,
+    /// `{type: "json_schema", json_schema: {name, strict: true, schema}}`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub response_format: Option<Value>,
 }
 
 #[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq)]
@@ -124,11 +142,36 @@ pub struct Usage {
     pub prompt_tokens: u64,
     #[serde(default)]
     pub completion_tokens: u64,
+    /// `completion_tokens_details.reasoning_tokens` (part of `completion_tokens`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion_tokens_details: Option<CompletionDetails>,
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq)]
+pub struct CompletionDetails {
+    #[serde(default)]
+    pub reasoning_tokens: u64,
 }
 
 impl Usage {
     pub fn total(&self) -> u64 {
         self.prompt_tokens + self.completion_tokens
+    }
+    /// Reasoning tokens the server reported (0 when it said nothing).
+    pub fn reasoning_tokens(&self) -> u64 {
+        self.completion_tokens_details
+            .map_or(0, |d| d.reasoning_tokens)
+    }
+    /// The sum of two calls' usage (a structured reply retried once).
+    pub fn plus(&self, o: &Usage) -> Usage {
+        let r = self.reasoning_tokens() + o.reasoning_tokens();
+        Usage {
+            prompt_tokens: self.prompt_tokens + o.prompt_tokens,
+            completion_tokens: self.completion_tokens + o.completion_tokens,
+            completion_tokens_details: (r > 0).then_some(CompletionDetails {
+                reasoning_tokens: r,
+            }),
+        }
     }
 }
 
@@ -136,6 +179,9 @@ impl Usage {
 pub struct Delta {
     #[serde(default)]
     pub content: Option<String>,
+    /// Reasoning text (`reasoning_format: parsed`), kept apart from the answer.
+    #[serde(default)]
+    pub reasoning: Option<String>,
     #[serde(default)]
     pub tool_calls: Option<Vec<ToolCallDelta>>,
 }
@@ -144,8 +190,22 @@ pub struct Delta {
 pub struct Choice {
     #[serde(default)]
     pub delta: Option<Delta>,
+    /// A non-streamed reply's whole message.
+    #[serde(default)]
+    pub message: Option<FullMessage>,
     #[serde(default)]
     pub finish_reason: Option<String>,
+}
+
+/// The message of a non-streamed reply (`choices[0].message`).
+#[derive(Debug, Default, Deserialize)]
+pub struct FullMessage {
+    #[serde(default)]
+    pub content: Option<String>,
+    #[serde(default)]
+    pub reasoning: Option<String>,
+    #[serde(default)]
+    pub tool_calls: Vec<ToolCall>,
 }
 
 /// Error details, flat or nested.
@@ -200,15 +260,31 @@ pub fn parse_error_body(body: &str) -> ErrorBody {
     e
 }
 
+/// One rate-limit bucket the server reported (`x-ratelimit-*-{name}`), e.g. `tokens-minute`,
+/// `requests-day`, `uncached-tokens-hour`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Bucket {
+    pub name: String,
+    pub limit: Option<u64>,
+    pub remaining: Option<u64>,
+    /// Time until the bucket refills.
+    pub reset: Option<Duration>,
+}
+
+impl Bucket {
+    /// A token bucket (charged input + `max_completion_tokens`) or a request bucket (1).
+    pub fn counts_tokens(&self) -> bool {
+        self.name.contains("tokens")
+    }
+}
+
 /// What the server said about waiting, from the response headers.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RateHints {
     /// `retry-after-ms`, else `retry-after` (seconds).
     pub retry_after: Option<Duration>,
-    pub remaining_tokens_minute: Option<u64>,
-    pub remaining_requests_day: Option<u64>,
-    pub reset_tokens_minute: Option<Duration>,
-    pub reset_requests_day: Option<Duration>,
+    /// Every `x-ratelimit-{limit,remaining,reset}-{bucket}` bucket, by name.
+    pub buckets: Vec<Bucket>,
 }
 
 fn secs(v: &str) -> Option<Duration> {
@@ -219,41 +295,82 @@ fn secs(v: &str) -> Option<Duration> {
 impl RateHints {
     pub fn from_headers(h: &reqwest::header::HeaderMap) -> RateHints {
         let get = |k: &str| h.get(k).and_then(|v| v.to_str().ok());
-        let int = |k: &str| {
-            get(k)
-                .and_then(|v| v.trim().parse::<f64>().ok())
-                .map(|f| f as u64)
-        };
         let retry_after = get("retry-after-ms")
             .and_then(|v| v.trim().parse::<f64>().ok())
             .filter(|f| f.is_finite() && *f >= 0.0)
             .map(|ms| Duration::from_millis(ms as u64))
             .or_else(|| get("retry-after").and_then(secs));
-        RateHints {
+        let mut hints = RateHints {
             retry_after,
-            remaining_tokens_minute: int("x-ratelimit-remaining-tokens-minute"),
-            remaining_requests_day: int("x-ratelimit-remaining-requests-day"),
-            reset_tokens_minute: get("x-ratelimit-reset-tokens-minute").and_then(secs),
-            reset_requests_day: get("x-ratelimit-reset-requests-day").and_then(secs),
+            buckets: Vec::new(),
+        };
+        for (k, v) in h {
+            let Some(rest) = k.as_str().strip_prefix("x-ratelimit-") else {
+                continue;
+            };
+            let Ok(v) = v.to_str() else { continue };
+            hints.set(rest, v);
+        }
+        hints
+    }
+
+    /// Records one `x-ratelimit-` header (`rest` is the name after the prefix).
+    pub fn set(&mut self, rest: &str, v: &str) {
+        let int = |v: &str| {
+            v.trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|f| *f >= 0.0)
+                .map(|f| f as u64)
+        };
+        let (field, name) = match ["limit-", "remaining-", "reset-"]
+            .iter()
+            .find_map(|f| rest.strip_prefix(f).map(|n| (*f, n)))
+        {
+            Some((f, n)) if !n.is_empty() => (f, n),
+            _ => return,
+        };
+        let pos = match self.buckets.iter().position(|b| b.name == name) {
+            Some(p) => p,
+            None => {
+                self.buckets.push(Bucket {
+                    name: name.to_string(),
+                    ..Bucket::default()
+                });
+                self.buckets.len() - 1
+            }
+        };
+        let b = &mut self.buckets[pos];
+        match field {
+            "limit-" => b.limit = int(v),
+            "remaining-" => b.remaining = int(v),
+            _ => b.reset = secs(v),
         }
     }
 
-    /// How long the server wants us to wait before the next attempt, if it said so.
+    pub fn bucket(&self, name: &str) -> Option<&Bucket> {
+        self.buckets.iter().find(|b| b.name == name)
+    }
+
+    /// How long the server wants us to wait before the next attempt, if it said so: its
+    /// `retry-after`, else the longest reset among the exhausted buckets.
     pub fn wait(&self) -> Option<Duration> {
         if let Some(d) = self.retry_after {
             return Some(d);
         }
-        if self.remaining_requests_day == Some(0) {
-            if let Some(d) = self.reset_requests_day {
-                return Some(d);
-            }
-        }
-        if self.remaining_tokens_minute == Some(0) {
-            if let Some(d) = self.reset_tokens_minute {
-                return Some(d);
-            }
-        }
-        None
+        self.buckets
+            .iter()
+            .filter(|b| b.remaining == Some(0))
+            .filter_map(|b| b.reset)
+            .max()
+    }
+
+    /// The exhausted bucket the wait comes from (for messages).
+    pub fn exhausted(&self) -> Option<&Bucket> {
+        self.buckets
+            .iter()
+            .filter(|b| b.remaining == Some(0) && b.reset.is_some())
+            .max_by_key(|b| b.reset)
     }
 }
 
@@ -276,6 +393,37 @@ mod tests {
             parse_error_body("upstream down").message.as_deref(),
             Some("upstream down")
         );
+    }
+
+    #[test]
+    fn every_bucket_parses_by_the_same_pattern_the_uncached_one_too() {
+        let mut h = HeaderMap::new();
+        for (k, v) in [
+            ("x-ratelimit-limit-requests-minute", "30"),
+            ("x-ratelimit-remaining-requests-minute", "29"),
+            ("x-ratelimit-reset-requests-minute", "30.5"),
+            ("x-ratelimit-limit-tokens-hour", "1000000"),
+            ("x-ratelimit-remaining-tokens-hour", "999"),
+            ("x-ratelimit-reset-tokens-hour", "1200.25"),
+            ("x-ratelimit-remaining-uncached-tokens-minute", "0"),
+            ("x-ratelimit-reset-uncached-tokens-minute", "7.5"),
+        ] {
+            h.insert(k, HeaderValue::from_static(v));
+        }
+        let r = RateHints::from_headers(&h);
+        let b = r.bucket("requests-minute").unwrap();
+        assert_eq!(
+            (b.limit, b.remaining, b.reset),
+            (Some(30), Some(29), Some(Duration::from_millis(30_500)))
+        );
+        assert!(!b.counts_tokens());
+        let t = r.bucket("tokens-hour").unwrap();
+        assert_eq!(t.remaining, Some(999));
+        assert!(t.counts_tokens());
+        let u = r.bucket("uncached-tokens-minute").unwrap();
+        assert!(u.counts_tokens());
+        assert_eq!(r.wait(), Some(Duration::from_millis(7_500)));
+        assert_eq!(r.exhausted().unwrap().name, "uncached-tokens-minute");
     }
 
     #[test]

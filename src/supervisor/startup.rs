@@ -97,6 +97,9 @@ pub(super) async fn start(
         &config.llm,
         Some(Arc::clone(&stores.lifecycle)),
     ));
+    for w in llm.reasoning_warnings() {
+        tracing::warn!("{w}");
+    }
     spawn_model_check(&llm, &stores, &background, config.llm.check_models);
 
     // `[notify]` / `[reviewer]`: off the dispatch path (issue 22).

@@ -1,7 +1,11 @@
-//! A mock OpenAI-compatible server on 127.0.0.1 speaking Cerebras's exact wire format
-//! (CRATES.md): SSE chunks whose last one carries `finish_reason`, `usage` and `time_info`,
-//! optional `data: [DONE]`, mid-stream `{"error": ..., "status_code": N}` chunks, flat error
-//! bodies, rate-limit headers, stalls. Plain threads and HTTP/1.1 with `connection: close`.
+//! A mock OpenAI-compatible server on 127.0.0.1 speaking Cerebras's wire format as of 2026-10
+//! (issue 51): SSE chunks whose last one carries `finish_reason`, `usage` (with
+//! `completion_tokens_details.reasoning_tokens`) and `time_info`, optional `data: [DONE]`,
+//! `delta.reasoning` pieces, `<think>` in the content, `tool_calls` split across chunks, JSON
+//! bodies for non-streamed replies and json_schema answers, mid-stream `{"error": ...,
+//! "status_code": N}` chunks, flat error bodies (402, 404 for a model it does not serve:
+//! [`MockLlm::serving`]), every `x-ratelimit-*` bucket, stalls. Plain threads and HTTP/1.1 with
+//! `connection: close`.
 #![allow(dead_code)]
 
 use serde_json::{json, Value};
@@ -9,6 +13,11 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+/// The model the chunks name (brainloop's default).
+pub const MODEL: &str = "gpt-oss-120b";
+/// What Cerebras's shared inference lists in 2026-10.
+pub const TODAY: &[&str] = &["gpt-oss-120b", "qwen-3.8-27b"];
 
 /// One request as the server saw it.
 #[derive(Debug, Clone)]
@@ -77,7 +86,7 @@ pub enum Reply {
 pub fn chunk(content: &str) -> String {
     format!(
         "data: {}\n\n",
-        json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "zai-glm-4.6",
+        json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": MODEL,
                "choices": [{"index": 0, "delta": {"content": content}}]})
     )
 }
@@ -85,7 +94,7 @@ pub fn chunk(content: &str) -> String {
 pub fn last_chunk(prompt_tokens: u64, completion_tokens: u64) -> String {
     format!(
         "data: {}\n\n",
-        json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "zai-glm-4.6",
+        json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": MODEL,
                "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
                "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens},
                "time_info": {"queue_time": 0.0001, "prompt_time": 0.001, "completion_time": 0.01, "total_time": 0.02, "created": 1}})
@@ -105,7 +114,7 @@ pub fn tool_call_pieces(
     let frame = |delta: Value| {
         format!(
             "data: {}\n\n",
-            json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "zai-glm-4.6",
+            json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": MODEL,
                    "choices": [{"index": 0, "delta": delta}]})
         )
     };
@@ -120,7 +129,7 @@ pub fn tool_call_pieces(
     }
     pieces.push(format!(
         "data: {}\n\n",
-        json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "zai-glm-4.6",
+        json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": MODEL,
                "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}],
                "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens}})
     ));
@@ -128,7 +137,165 @@ pub fn tool_call_pieces(
     pieces
 }
 
+/// `reasoning` streamed as `delta.reasoning` pieces, then `content`, usage with 7 reasoning
+/// tokens, `[DONE]`.
+pub fn reasoning_pieces(reasoning: &str, content: &str) -> Vec<String> {
+    let frame = |delta: Value| {
+        format!(
+            "data: {}\n\n",
+            json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": MODEL,
+                   "choices": [{"index": 0, "delta": delta}]})
+        )
+    };
+    let mut pieces = vec![frame(json!({"role": "assistant", "content": ""}))];
+    let r: Vec<char> = reasoning.chars().collect();
+    for c in r.chunks(8) {
+        pieces.push(frame(json!({"reasoning": c.iter().collect::<String>()})));
+    }
+    let t: Vec<char> = content.chars().collect();
+    for c in t.chunks(7) {
+        pieces.push(chunk(&c.iter().collect::<String>()));
+    }
+    pieces.push(format!(
+        "data: {}\n\n",
+        json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": MODEL,
+               "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+               "usage": {"prompt_tokens": 10, "completion_tokens": 12, "total_tokens": 22,
+                         "completion_tokens_details": {"reasoning_tokens": 7}}})
+    ));
+    pieces.push("data: [DONE]\n\n".into());
+    pieces
+}
+
+/// Rate-limit headers as Cerebras sends them: requests and tokens per minute, hour and day,
+/// and the uncached-token bucket; `tokens_left` tokens left this minute, resetting in
+/// `reset_s` seconds.
+pub fn rate_headers(tokens_left: u64, reset_s: &str) -> Vec<(String, String)> {
+    let mut h = Vec::new();
+    for (bucket, limit, remaining, reset) in [
+        (
+            "requests-minute",
+            "30".to_string(),
+            "29".to_string(),
+            "59.5",
+        ),
+        ("requests-hour", "900".into(), "899".into(), "3599.5"),
+        ("requests-day", "14400".into(), "14399".into(), "86399.5"),
+        (
+            "tokens-minute",
+            "60000".into(),
+            tokens_left.to_string(),
+            reset_s,
+        ),
+        ("tokens-hour", "1000000".into(), "999000".into(), "3599.5"),
+        ("tokens-day", "1000000".into(), "990000".into(), "86399.5"),
+        (
+            "uncached-tokens-minute",
+            "60000".into(),
+            "59000".into(),
+            "59.5",
+        ),
+    ] {
+        h.push((format!("x-ratelimit-limit-{bucket}"), limit));
+        h.push((format!("x-ratelimit-remaining-{bucket}"), remaining));
+        h.push((format!("x-ratelimit-reset-{bucket}"), reset.to_string()));
+    }
+    h
+}
+
 impl Reply {
+    /// Reasoning in `delta.reasoning`, then the answer (`reasoning_format: parsed`).
+    pub fn reasoning(reasoning: &str, content: &str) -> Reply {
+        Reply::Stream {
+            pieces: reasoning_pieces(reasoning, content),
+            stall: false,
+            headers: vec![],
+        }
+    }
+
+    /// A structured (json_schema) answer: the object's JSON text, streamed.
+    pub fn json(v: &Value) -> Reply {
+        Reply::text(&v.to_string())
+    }
+
+    /// A non-streamed reply (`choices[0].message`), for a server that ignores `stream`.
+    pub fn whole(content: &str, reasoning: Option<&str>, tool_calls: Option<Value>) -> Reply {
+        let mut message = json!({"role": "assistant", "content": content});
+        if let Some(r) = reasoning {
+            message["reasoning"] = json!(r);
+        }
+        if let Some(t) = &tool_calls {
+            message["tool_calls"] = t.clone();
+        }
+        let finish = if tool_calls.is_some() {
+            "tool_calls"
+        } else {
+            "stop"
+        };
+        Reply::Status {
+            status: 200,
+            headers: vec![],
+            body: json!({"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": MODEL,
+                         "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                         "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
+                .to_string(),
+        }
+    }
+
+    /// The same reply with these headers added.
+    pub fn with_headers(self, extra: Vec<(String, String)>) -> Reply {
+        match self {
+            Reply::Stream {
+                pieces,
+                stall,
+                mut headers,
+            } => {
+                headers.extend(extra);
+                Reply::Stream {
+                    pieces,
+                    stall,
+                    headers,
+                }
+            }
+            Reply::Status {
+                status,
+                mut headers,
+                body,
+            } => {
+                headers.extend(extra);
+                Reply::Status {
+                    status,
+                    headers,
+                    body,
+                }
+            }
+            Reply::Hangup => Reply::Hangup,
+        }
+    }
+
+    /// Cerebras's 404 for a model it does not serve.
+    pub fn model_not_found(model: &str) -> Reply {
+        Reply::Status {
+            status: 404,
+            headers: vec![],
+            body: json!({"message": format!("Model {model} does not exist or you do not have access to it."),
+                         "type": "not_found_error", "param": "model", "code": "model_not_found"})
+            .to_string(),
+        }
+    }
+
+    /// 402: the organisation has no credit left.
+    pub fn payment_required() -> Reply {
+        Reply::Status {
+            status: 402,
+            headers: vec![],
+            body:
+                json!({"message": "Payment required: your organization has exhausted its credits.",
+                         "type": "payment_required_error", "param": "", "code": "payment_required"})
+                .to_string(),
+        }
+    }
+
     /// One streamed tool call (usage 10 prompt, 5 completion).
     pub fn tool_call(id: &str, name: &str, arguments: Value) -> Reply {
         Reply::tool_call_with_usage(id, name, arguments, 10, 5)
@@ -246,10 +413,33 @@ pub struct MockLlm {
     seen: Arc<Mutex<Vec<Seen>>>,
 }
 
+/// The models a mock serves: `GET /models` lists them, a chat for another model gets 404.
+type Served = Option<Vec<String>>;
+
 impl MockLlm {
     /// Starts a server answering chat requests with `respond`; `GET /v1/models` lists
-    /// `zai-glm-4.6` unless `respond` handles it (it sees every request).
+    /// today's models ([`TODAY`]) unless `respond` handles it (it sees every request).
     pub fn start(respond: impl Fn(&Seen) -> Reply + Send + Sync + 'static) -> MockLlm {
+        MockLlm::start_with(None, respond)
+    }
+
+    /// A server that serves exactly `models`: `GET /v1/models` lists them, a chat naming any
+    /// other model is answered 404 (`model_not_found`) as Cerebras does, before `respond`.
+    pub fn serving(
+        models: &[&str],
+        respond: impl Fn(&Seen) -> Reply + Send + Sync + 'static,
+    ) -> MockLlm {
+        MockLlm::start_with(
+            Some(models.iter().map(|m| m.to_string()).collect()),
+            respond,
+        )
+    }
+
+    fn start_with(
+        served: Served,
+        respond: impl Fn(&Seen) -> Reply + Send + Sync + 'static,
+    ) -> MockLlm {
+        let served = Arc::new(served);
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind the mock");
         let addr = listener.local_addr().unwrap();
         let seen = Arc::new(Mutex::new(Vec::new()));
@@ -258,8 +448,9 @@ impl MockLlm {
         std::thread::spawn(move || {
             for conn in listener.incoming() {
                 let Ok(conn) = conn else { continue };
-                let (s, respond) = (Arc::clone(&s), Arc::clone(&respond));
-                std::thread::spawn(move || serve(conn, &s, &*respond));
+                let (s, respond, served) =
+                    (Arc::clone(&s), Arc::clone(&respond), Arc::clone(&served));
+                std::thread::spawn(move || serve(conn, &s, &*respond, &served));
             }
         });
         MockLlm { addr, seen }
@@ -270,7 +461,7 @@ impl MockLlm {
         let q = Mutex::new((replies, 0usize));
         MockLlm::start(move |req| {
             if req.method == "GET" {
-                return Reply::models(&["zai-glm-4.6", "llama-3.3-70b"]);
+                return Reply::models(TODAY);
             }
             let mut g = q.lock().unwrap();
             let i = g.1.min(g.0.len() - 1);
@@ -296,7 +487,7 @@ impl MockLlm {
     }
 }
 
-fn serve(conn: TcpStream, seen: &Mutex<Vec<Seen>>, respond: &Responder) {
+fn serve(conn: TcpStream, seen: &Mutex<Vec<Seen>>, respond: &Responder, served: &Served) {
     let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
     let mut reader = BufReader::new(conn.try_clone().unwrap());
     let mut line = String::new();
@@ -330,13 +521,19 @@ fn serve(conn: TcpStream, seen: &Mutex<Vec<Seen>>, respond: &Responder) {
         body: serde_json::from_slice(&body).unwrap_or(Value::Null),
     };
     seen.lock().unwrap().push(req.clone());
-    let reply = if req.method == "GET" && req.path.ends_with("/models") {
-        match respond(&req) {
-            r @ Reply::Status { .. } => r,
-            _ => Reply::models(&["zai-glm-4.6"]),
+    let model = req.body["model"].as_str().unwrap_or_default().to_string();
+    let reply = match served {
+        Some(list) if req.method == "GET" && req.path.ends_with("/models") => {
+            Reply::models(&list.iter().map(String::as_str).collect::<Vec<_>>())
         }
-    } else {
-        respond(&req)
+        Some(list) if req.method == "POST" && !list.contains(&model) => {
+            Reply::model_not_found(&model)
+        }
+        _ if req.method == "GET" && req.path.ends_with("/models") => match respond(&req) {
+            r @ Reply::Status { .. } => r,
+            _ => Reply::models(TODAY),
+        },
+        _ => respond(&req),
     };
     let mut w = conn;
     match reply {

@@ -5,11 +5,11 @@
 //! path that is not a source or a line that does not exist is dropped; a reply without JSON
 //! becomes `{patterns: [], summary, source_type}` (seed 001's digest fallback).
 
-use super::{ask_model, llm_info, str_param};
+use super::{ask_structured, llm_info, str_param};
 use crate::actions::readers::{read_text, sqlite};
 use crate::actions::{ActionSpec, Grant, HandlerFuture, JobCtx, Outcome};
 use crate::clients::paths;
-use crate::llm::{text, JobUsage, Prompt};
+use crate::llm::{text, JobUsage, JsonSchema, Prompt};
 use crate::permset::PermissionSet;
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -105,6 +105,39 @@ fn load(ctx: &JobCtx, sources: Vec<String>) -> Result<Vec<Source>, Outcome> {
     Ok(out)
 }
 
+/// The shape of an exploration (asked with `response_format` where the model takes it).
+fn schema() -> JsonSchema {
+    JsonSchema {
+        name: "exploration",
+        schema: json!({
+            "type": "object",
+            "required": ["patterns", "summary"],
+            "additionalProperties": false,
+            "properties": {
+                "patterns": {"type": "array", "maxItems": 100, "items": {
+                    "type": "object",
+                    "required": ["name", "evidence", "summary"],
+                    "additionalProperties": false,
+                    "properties": {
+                        "name": {"type": "string", "maxLength": 500},
+                        "evidence": {"type": "array", "maxItems": 100, "items": {
+                            "type": "object",
+                            "required": ["path", "line"],
+                            "additionalProperties": false,
+                            "properties": {
+                                "path": {"type": "string", "maxLength": 4096},
+                                "line": {"type": "integer", "minimum": 1}
+                            }
+                        }},
+                        "summary": {"type": "string", "maxLength": 20000}
+                    }
+                }},
+                "summary": {"type": "string", "maxLength": 20000}
+            }
+        }),
+    }
+}
+
 /// Brings the model's reply to the fixed shape.
 fn normalise(reply: &str, kind: &str, sources: &[Source]) -> Value {
     let Some(v) = text::extract_json(reply) else {
@@ -112,6 +145,11 @@ fn normalise(reply: &str, kind: &str, sources: &[Source]) -> Value {
         d["patterns"] = json!([]);
         return d;
     };
+    normalise_value(&v, sources)
+}
+
+/// Keeps the patterns with a name and the evidence that cites a line of a source given.
+fn normalise_value(v: &Value, sources: &[Source]) -> Value {
     let lines: HashMap<&str, usize> = sources.iter().map(|s| (s.path.as_str(), s.lines)).collect();
     let patterns: Vec<Value> = v["patterns"]
         .as_array()
@@ -185,18 +223,17 @@ async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
         "\nReply with one JSON object only: {\"patterns\": [{\"name\": string, \"evidence\": [{\"path\": source path as given, \"line\": number}], \"summary\": string}], \"summary\": string}.",
     );
     let job = JobUsage::default();
-    let answer = ask_model(
-        ctx,
-        &job,
-        Prompt {
-            system: "You explore code and data creatively but rigorously: name the patterns you see, cite evidence by source path and line, and summarise.".into(),
-            user,
-            temperature: 0.6,
-            action: NAME,
-        },
-    )
-    .await?;
-    let mut result = normalise(&answer.text, &kind, &sources);
+    let prompt = Prompt {
+        system: "You explore code and data creatively but rigorously: name the patterns you see, cite evidence by source path and line, and summarise.".into(),
+        user,
+        temperature: 0.6,
+        action: NAME,
+    };
+    let (value, answer) = ask_structured(ctx, &job, prompt, &schema()).await?;
+    let mut result = match &value {
+        Some(v) => normalise_value(v, &sources),
+        None => normalise(&answer.text, &kind, &sources),
+    };
     result["success"] = json!(true);
     result["topic"] = json!(topic);
     result["sources"] = json!(sources.iter().map(|s| &s.path).collect::<Vec<_>>());

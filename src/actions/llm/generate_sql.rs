@@ -10,12 +10,12 @@
 //!   ATTACH, transactions, savepoints, virtual tables and writing pragmas refused.
 
 use super::pending::{self, write_hash, Ask};
-use super::{ask_model, llm_info, str_param};
+use super::{ask_model, ask_structured, llm_info, str_param};
 use crate::actions::readers::sqlite;
 use crate::actions::{ActionSpec, Grant, HandlerFuture, JobCtx, Outcome};
 use crate::clients::paths::{self, Opened};
 use crate::clients::write;
-use crate::llm::{text, JobUsage, Prompt};
+use crate::llm::{text, JobUsage, JsonSchema, Prompt};
 use crate::permset::PermissionSet;
 use anyhow::{bail, Context, Result};
 use rusqlite::fallible_iterator::FallibleIterator;
@@ -31,6 +31,19 @@ pub const NAME: &str = "generate_sql";
 const MAX_ROWS: usize = 500;
 /// Time budget of an approved writing script.
 const WRITE_BUDGET: Duration = Duration::from_secs(30);
+
+/// The shape of a structured reply: the statements in `sql`.
+fn sql_schema() -> JsonSchema {
+    JsonSchema {
+        name: "sqlite_sql",
+        schema: json!({
+            "type": "object",
+            "required": ["sql"],
+            "additionalProperties": false,
+            "properties": {"sql": {"type": "string", "minLength": 1, "description": "SQLite statements separated by semicolons"}}
+        }),
+    }
+}
 
 pub fn spec() -> ActionSpec {
     ActionSpec {
@@ -325,18 +338,27 @@ async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
     .await?;
     let prompt = str_param(params, &["prompt", "verified_prompt"]).unwrap_or_default();
     let job = JobUsage::default();
-    let answer = ask_model(
-        ctx,
-        &job,
-        Prompt {
+    let (value, answer) = if ctx.llm.structured() {
+        let p = Prompt {
+            system: "You write SQLite SQL. Reply with one JSON object whose \"sql\" field holds the SQL statements, separated by semicolons, with no explanation. Never use ATTACH, DETACH, PRAGMA, BEGIN, COMMIT or SAVEPOINT.".into(),
+            user: format!("Database schema:\n{schema}\n\nTask: {prompt}\n"),
+            temperature: 0.1,
+            action: NAME,
+        };
+        ask_structured(ctx, &job, p, &sql_schema()).await?
+    } else {
+        let p = Prompt {
             system: "You write SQLite SQL. Reply with SQL statements only, separated by semicolons: no explanation, no Markdown code fences. Never use ATTACH, DETACH, PRAGMA, BEGIN, COMMIT or SAVEPOINT.".into(),
             user: format!("Database schema:\n{schema}\n\nTask: {prompt}\n"),
             temperature: 0.1,
             action: NAME,
-        },
-    )
-    .await?;
-    let sql = text::strip_code_fences(&answer.text, false);
+        };
+        (None, ask_model(ctx, &job, p).await?)
+    };
+    let sql = match &value {
+        Some(v) => v["sql"].as_str().unwrap_or_default().to_string(),
+        None => text::strip_code_fences(&answer.text, false),
+    };
     let sql = sql.trim().to_string();
     let (open3, sql2) = (open.clone(), sql.clone());
     let verdict = blocking(move || {

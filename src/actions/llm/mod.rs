@@ -4,7 +4,7 @@
 //! is written (a file, a writing SQL script): that asks a human exactly like a shell write,
 //! unless a FILE_WRITE grant with `auto` covers the target (see `pending`).
 
-mod audit;
+pub(in crate::actions) mod audit;
 mod explore;
 mod generate_file;
 mod generate_sql;
@@ -12,7 +12,7 @@ pub(in crate::actions) mod pending;
 pub(in crate::actions) mod preview;
 
 use super::{ActionSpec, JobCtx, Outcome};
-use crate::llm::{Answer, JobUsage, LlmError, Prompt};
+use crate::llm::{Answer, JobUsage, JsonSchema, LlmError, Prompt};
 use serde_json::{json, Value};
 
 pub fn specs() -> Vec<ActionSpec> {
@@ -46,6 +46,22 @@ pub(super) async fn ask_model(
         .map_err(llm_failure)
 }
 
+/// A structured completion (`Llm::complete_json`): `Some(object)` checked against `schema`
+/// when the model was asked with `response_format`, None when the caller must parse
+/// `answer.text` itself (no structured outputs).
+pub(in crate::actions) async fn ask_structured(
+    ctx: &JobCtx,
+    job: &JobUsage,
+    prompt: Prompt,
+    schema: &JsonSchema,
+) -> Result<(Option<Value>, Answer), Outcome> {
+    ctx.llm
+        .complete_json(job, &prompt, schema, &ctx.stats, &ctx.cancel)
+        .await
+        .map(|s| (s.value, s.answer))
+        .map_err(llm_failure)
+}
+
 /// How an LLM error ends the job: cancellation runs it again; the rest fail with the message.
 pub(super) fn llm_failure(e: LlmError) -> Outcome {
     match e {
@@ -60,12 +76,26 @@ pub(in crate::actions) fn llm_info(a: &Answer) -> Value {
         "model": a.model,
         "prompt_tokens": a.usage.prompt_tokens,
         "completion_tokens": a.usage.completion_tokens,
+        "reasoning_tokens": a.usage.reasoning_tokens(),
+        "reasoning": (!a.reasoning.is_empty()).then(|| reasoning_text(&a.reasoning)),
         "usage_estimated": a.usage_estimated,
         "finish_reason": a.finish_reason,
         "attempts": a.attempts,
         "latency_ms": a.latency_ms,
         "first_token_ms": a.first_token_ms,
     })
+}
+
+/// Characters of reasoning kept in a result (`brainloop show JOB --reasoning` prints them).
+pub const REASONING_KEPT: usize = 32 * 1024;
+
+/// The reasoning as a result keeps it: at most [`REASONING_KEPT`] characters.
+fn reasoning_text(r: &str) -> String {
+    if r.chars().count() <= REASONING_KEPT {
+        return r.to_string();
+    }
+    let kept: String = r.chars().take(REASONING_KEPT).collect();
+    format!("{kept}\n[... reasoning cut at {REASONING_KEPT} characters]")
 }
 
 /// The inferred permission set of JS/TS code (seed 002), or None for other languages.

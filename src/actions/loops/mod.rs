@@ -1,7 +1,7 @@
 //! The `loop` action (issue 10): resumable LLM sessions persisted in lifecycle.db `sessions`.
 //!
 //! - Block mode ([`blocks`]): `propose` creates a session and generates code per block,
-//!   `audit` returns a block, `refine` improves one with feedback, `commit` writes the refined
+//!   `status` returns a block's state, `audit` asks the model for its findings, `refine` improves one with feedback, `commit` writes the refined
 //!   code (files like generate_file, SQL like generate_sql) and closes the block, `abandon`
 //!   ends the session.
 //! - Agent mode ([`agent`]): `agent` runs one session of model-proposed steps (tool calls),
@@ -26,7 +26,7 @@ pub fn specs() -> Vec<ActionSpec> {
 fn spec() -> ActionSpec {
     ActionSpec {
         name: NAME,
-        description: "Resumable LLM sessions. Block mode: mode=propose {blocks:[{description,type,target}]} creates a session and generates code per block (a file target must not exist unless the block has overwrite: true); audit {session_id, block_id?} returns blocks; refine {session_id, block_id, feedback} improves one; commit {session_id, block_id?} writes the refined code (files under FILE_WRITE with a human's validation, SQL with generate_sql's rules) and closes the block; abandon {session_id} ends the session. Agent mode: mode=agent {goal, workdir?, max_iterations?, token_budget?} lets the model run one step at a time (run_command, read_file, write_file, finish); every command passes command security, a step needing validation pauses the session until a human approves it.",
+        description: "Resumable LLM sessions. Block mode: mode=propose {blocks:[{description,type,target}]} creates a session and generates code per block (a file target must not exist unless the block has overwrite: true); status {session_id, block_id?} returns the blocks (code, versions, feedback; no LLM call); audit {session_id, block_id?} asks the model to audit each block's code (findings: severity, category, line, title, detail, recommendation, and a Markdown audit); refine {session_id, block_id, feedback} improves one; commit {session_id, block_id?} writes the refined code (files under FILE_WRITE with a human's validation, SQL with generate_sql's rules) and closes the block; abandon {session_id} ends the session. Agent mode: mode=agent {goal, workdir?, max_iterations?, token_budget?} lets the model run one step at a time (run_command, read_file, write_file, finish); every command passes command security, a step needing validation pauses the session until a human approves it.",
         aliases: &[],
         params_schema,
         grants: &[Grant::Llm],
@@ -43,7 +43,7 @@ fn params_schema() -> Value {
     json!({
         "type": "object",
         "properties": {
-            "mode": {"type": "string", "enum": ["propose", "audit", "refine", "commit", "abandon", "agent"]},
+            "mode": {"type": "string", "enum": ["propose", "status", "audit", "refine", "commit", "abandon", "agent"]},
             "blocks": {
                 "type": "array", "minItems": 1, "maxItems": 50,
                 "items": {
@@ -69,7 +69,7 @@ fn params_schema() -> Value {
         "required": ["mode"],
         "allOf": [
             {"if": {"properties": {"mode": {"const": "propose"}}}, "then": {"required": ["blocks"]}},
-            {"if": {"properties": {"mode": {"enum": ["audit", "commit", "abandon"]}}}, "then": {"required": ["session_id"]}},
+            {"if": {"properties": {"mode": {"enum": ["status", "audit", "commit", "abandon"]}}}, "then": {"required": ["session_id"]}},
             {"if": {"properties": {"mode": {"const": "refine"}}}, "then": {"required": ["session_id", "block_id", "feedback"]}},
             {"if": {"properties": {"mode": {"const": "agent"}}}, "then": {"required": ["goal"]}}
         ],
@@ -82,7 +82,7 @@ fn handle(ctx: JobCtx, params: Value) -> HandlerFuture {
         let mode = params.get("mode").and_then(Value::as_str).unwrap_or("");
         match mode {
             "agent" => agent::run(&ctx, &params).await,
-            "propose" | "audit" | "refine" | "commit" | "abandon" => {
+            "propose" | "status" | "audit" | "refine" | "commit" | "abandon" => {
                 blocks::run(&ctx, mode, &params).await
             }
             other => Outcome::failed(format!("unknown loop mode {other:?}")),

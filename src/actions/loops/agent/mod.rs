@@ -29,7 +29,13 @@ use crate::db::sessions::{self as store, Session};
 use crate::llm::{rejects_tools, Conversation, JobUsage, LlmError, Message};
 use observe::{cap, CAP};
 use serde_json::{json, Value};
-use state::{AgentState, End, Pending, Phase, StepRecord, DEFAULT_MAX_ITERATIONS, FAILURE_LIMIT};
+use state::{
+    AgentState, End, Pending, Phase, StepRecord, TurnReasoning, DEFAULT_MAX_ITERATIONS,
+    FAILURE_LIMIT,
+};
+
+/// Bytes of one turn's reasoning kept in the session.
+const REASONING_CAP: usize = 16 * 1024;
 use std::sync::atomic::AtomicU64;
 use steps::StepResult;
 use tools::Tool;
@@ -152,6 +158,8 @@ async fn create(
         pending: None,
         steps: Vec::new(),
         summary: None,
+        reasoning: Vec::new(),
+        reasoning_tokens: 0,
     };
     let now = crate::time::now_ms();
     let s = Session {
@@ -230,6 +238,8 @@ impl Runner<'_> {
             "iterations": self.st.iterations,
             "max_iterations": self.st.max_iterations,
             "tokens_used": self.st.tokens_used,
+            "reasoning_tokens": self.st.reasoning_tokens,
+            "reasoning": self.st.reasoning,
             "token_budget": self.st.token_budget,
             "strict_json_fallback": self.st.fallback,
             "workdir": self.st.workdir,
@@ -392,6 +402,7 @@ impl Runner<'_> {
                 temperature: 0.2,
                 max_completion_tokens: remaining,
                 action: super::NAME,
+                response_format: None,
             };
             let answer = match ctx.llm.converse(&job, &conv, &ctx.stats, &ctx.cancel).await {
                 Ok(a) => a,
@@ -410,7 +421,14 @@ impl Runner<'_> {
             };
             self.st.iterations += 1;
             self.st.tokens_used += answer.usage.total();
+            self.st.reasoning_tokens += answer.usage.reasoning_tokens();
             let index = self.st.iterations;
+            if !answer.reasoning.trim().is_empty() {
+                self.st.reasoning.push(TurnReasoning {
+                    turn: index,
+                    text: cap(&answer.reasoning, REASONING_CAP),
+                });
+            }
             let proposed = if self.st.fallback {
                 self.st
                     .messages

@@ -57,6 +57,20 @@ pub struct AgentState {
     pub pending: Option<Pending>,
     pub steps: Vec<StepRecord>,
     pub summary: Option<String>,
+    /// The model's reasoning per turn (issue 51), never part of the transcript the model sees
+    /// again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reasoning: Vec<TurnReasoning>,
+    /// Reasoning tokens the server reported, all turns.
+    #[serde(default)]
+    pub reasoning_tokens: u64,
+}
+
+/// The reasoning of one model turn (`turn` = the iteration that produced it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TurnReasoning {
+    pub turn: u32,
+    pub text: String,
 }
 
 /// Consecutive failed steps that end a session.

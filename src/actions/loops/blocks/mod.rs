@@ -11,7 +11,7 @@
 //! | `propose.rs` | `propose`: checks every target, generates the blocks, creates the session |
 //! | `refine.rs` | `refine`: the model improves a block's current code with feedback |
 //! | `commit.rs` | `commit`: plan, claim, ask a human or write, resume after approval |
-//! | `manage.rs` | `audit` (event `session_audit`) and `abandon` |
+//! | `manage.rs` | `status` (event `session_audit`), `audit` (the model's findings) and `abandon` |
 //!
 //! Sessions belong to the client that proposed them: another client's session answers exactly
 //! like a missing one.
@@ -35,6 +35,7 @@ pub async fn run(ctx: &JobCtx, mode: &str, params: &Value) -> Outcome {
     let r = match mode {
         "propose" => propose::run(ctx, params).await,
         "audit" => manage::audit(ctx, params).await,
+        "status" => manage::status(ctx, params).await,
         "refine" => refine::run(ctx, params).await,
         "commit" => commit::run(ctx, params).await,
         "abandon" => manage::abandon(ctx, params).await,
@@ -73,7 +74,7 @@ async fn open_session(ctx: &JobCtx, id: &str) -> Result<(Session, State), Outcom
         .ok_or_else(|| missing(id))?;
     if s.mode != MODE {
         return Err(Outcome::failed(format!(
-            "loop session {id:?} is an {} session; block modes (audit, refine, commit, abandon) do not apply",
+            "loop session {id:?} is an {} session; block modes (status, audit, refine, commit, abandon) do not apply",
             s.mode
         )));
     }

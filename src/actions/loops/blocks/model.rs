@@ -3,10 +3,10 @@
 //! and generate_sql check them — before any token is spent), the prompts (temperature 0.1),
 //! one generation with code fences stripped, and SQLite's read-only verdict on sql code.
 
-use crate::actions::llm::{ask_model, is_markdown, judge, schema_text};
+use crate::actions::llm::{ask_model, ask_structured, is_markdown, judge, schema_text};
 use crate::actions::{JobCtx, Outcome};
 use crate::clients::{paths, write, ClientGrants};
-use crate::llm::{text, Answer, JobUsage, Prompt};
+use crate::llm::{text, Answer, JobUsage, JsonSchema, Prompt};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::sync::Arc;
@@ -145,7 +145,21 @@ pub fn refine_prompt(
     }
 }
 
-/// One generation: the model's answer with code fences stripped (kept inside Markdown files).
+/// The shape of a structured generation: the block's code in `code`.
+fn code_schema() -> JsonSchema {
+    JsonSchema {
+        name: "code_block",
+        schema: serde_json::json!({
+            "type": "object",
+            "required": ["code"],
+            "additionalProperties": false,
+            "properties": {"code": {"type": "string", "minLength": 1}}
+        }),
+    }
+}
+
+/// One generation (asked as [`code_schema`] where the model takes structured outputs): the
+/// model's answer with code fences stripped (kept inside Markdown files).
 pub async fn generate(
     ctx: &JobCtx,
     job: &JobUsage,
@@ -153,9 +167,23 @@ pub async fn generate(
     kind: &str,
     target: &str,
 ) -> Result<(String, Answer), Outcome> {
-    let answer = ask_model(ctx, job, prompt).await?;
     let markdown = !super::state::is_sql(kind) && is_markdown(Path::new(target), Some(kind));
-    let code = text::strip_code_fences(&answer.text, markdown);
+    let (code, answer) = if ctx.llm.structured() {
+        let mut prompt = prompt;
+        prompt.system.push_str(
+            " Reply with one JSON object whose \"code\" field holds the block's complete code (no explanation).",
+        );
+        let (v, answer) = ask_structured(ctx, job, prompt, &code_schema()).await?;
+        let code = v
+            .as_ref()
+            .and_then(|v| v["code"].as_str())
+            .unwrap_or_default()
+            .to_string();
+        (text::strip_code_fences(&code, markdown), answer)
+    } else {
+        let answer = ask_model(ctx, job, prompt).await?;
+        (text::strip_code_fences(&answer.text, markdown), answer)
+    };
     let code = if super::state::is_sql(kind) {
         code.trim().to_string()
     } else {

@@ -483,6 +483,20 @@ mod tests {
     }
 
     #[test]
+    fn a_python_signature_ends_at_the_declaration_not_the_next_lines_comment() {
+        let v = x(
+            "c.py",
+            "def area(w: int, h: int) -> int:\n    # the next line's comment\n    return w * h\n\n\
+             def f(x):  # same-line comment\n    return x\n",
+        );
+        assert_eq!(
+            find(&v, "functions", "area")["signature"],
+            "def area(w: int, h: int) -> int"
+        );
+        assert_eq!(find(&v, "functions", "f")["signature"], "def f(x)");
+    }
+
+    #[test]
     fn python_decorators_methods_nested_functions_and_all() {
         let v = x(
             "app.py",

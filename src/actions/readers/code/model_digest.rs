@@ -5,12 +5,14 @@
 //! unchanged file or project costs no tokens twice, and a digest answers only the request that
 //! produced it. Calls go through
 //! `Llm::complete`, so the per-job and daily token budgets apply and usage is recorded like every
-//! LLM action. A model answer that is not a JSON object or violates the schema is never cached
-//! and never fails the job: the result carries the extraction alone and says why.
+//! LLM action. Where the model takes structured outputs the digest is asked with
+//! `response_format: json_schema` (issue 51) and a reply violating it is asked again once. A
+//! model answer that is not a JSON object or violates the schema is never cached and never fails
+//! the job: the result carries the extraction alone and says why.
 
 use crate::actions::{JobCtx, Outcome};
 use crate::db::write_tx;
-use crate::llm::{JobUsage, LlmError, Prompt};
+use crate::llm::{JobUsage, JsonSchema, LlmError, Prompt};
 use rusqlite::{params, OptionalExtension};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
@@ -154,23 +156,39 @@ pub async fn digest(ctx: &JobCtx, job: &JobUsage, subject: Subject<'_>) -> Resul
     if let Some(v) = cached(ctx, &hash, &model).await {
         return Ok(status(Some(v), "cached".into()));
     }
-    let answer = match ctx
+    let wanted = JsonSchema {
+        name: "code_digest",
+        schema: schema(),
+    };
+    let (value, answer) = match ctx
         .llm
-        .complete(job, &subject.prompt(), &ctx.stats, &ctx.cancel)
+        .complete_json(job, &subject.prompt(), &wanted, &ctx.stats, &ctx.cancel)
         .await
     {
-        Ok(a) => a,
+        Ok(s) => (s.value, s.answer),
         Err(LlmError::Cancelled) => return Err(Outcome::cancelled()),
+        Err(LlmError::Schema { why, .. }) => {
+            return Ok(status(
+                None,
+                format!(
+                    "invalid: the model's answer violates the digest schema (asked twice): {why}"
+                ),
+            ))
+        }
         Err(e) => return Ok(status(None, format!("failed: {e}"))),
     };
     let info = crate::actions::llm::llm_info(&answer);
-    let checked = crate::llm::text::extract_json(&answer.text)
-        .ok_or_else(|| "the model's answer is not a JSON object".to_string())
-        .and_then(|v| {
-            validate(&v)
-                .map(|()| v)
-                .map_err(|e| format!("the model's answer violates the digest schema: {e}"))
-        });
+    // Asked with response_format: already checked against the schema (retried once).
+    let checked = match value {
+        Some(v) => Ok(v),
+        None => crate::llm::text::extract_json(&answer.text)
+            .ok_or_else(|| "the model's answer is not a JSON object".to_string())
+            .and_then(|v| {
+                validate(&v)
+                    .map(|()| v)
+                    .map_err(|e| format!("the model's answer violates the digest schema: {e}"))
+            }),
+    };
     let mut out = match checked {
         Ok(v) => {
             store(ctx, &hash, &model, &v, &answer.usage).await;

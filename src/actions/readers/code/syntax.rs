@@ -190,12 +190,23 @@ impl<'a> Out<'a> {
         }
     }
 
-    /// The signature: the item's text up to its body (the whole item when it has none).
+    /// The signature: the item's text up to its body (the whole item when it has none), ending
+    /// at the declaration's last token — a comment between the declaration and the body (the
+    /// line after a Python `def …:`) is not part of it.
     fn signature(&self, item: Node, body_of: Node) -> String {
-        let end = body_of
-            .child_by_field_name("body")
-            .map(|b| b.start_byte())
-            .unwrap_or(item.end_byte());
+        let end = match body_of.child_by_field_name("body") {
+            Some(b) => {
+                let mut cursor = body_of.walk();
+                body_of
+                    .children(&mut cursor)
+                    .filter(|c| c.end_byte() <= b.start_byte() && !c.kind().contains("comment"))
+                    .map(|c| c.end_byte())
+                    .max()
+                    .filter(|e| *e > item.start_byte())
+                    .unwrap_or(b.start_byte())
+            }
+            None => item.end_byte(),
+        };
         let s = self.src.get(item.start_byte()..end).unwrap_or("");
         one_line(s.trim_end().trim_end_matches([';', ':', '{']))
     }
