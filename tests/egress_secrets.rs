@@ -56,7 +56,8 @@ fn respond<S: Write>(s: &mut S, head: &str, other_port: u16) {
         let _ = s.write_all(&answer(head, other_port));
         return;
     };
-    let _ = s.write_all(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n");
+    let _ =
+        s.write_all(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n");
     for piece in body.iter().filter(|p| !p.is_empty()) {
         let _ = s.write_all(format!("{:x}\r\n", piece.len()).as_bytes());
         let _ = s.write_all(piece);
@@ -338,7 +339,8 @@ fn the_upstream_gets_the_value_the_command_only_a_placeholder_and_another_host_a
     let (_, st, v, e) = submit(env, "local", &cmd);
     assert_eq!(st, "succeeded", "{e} {v}");
     let out = v["stdout"].as_str().unwrap();
-    assert!(out.contains("Authorization: Bearer [masked]"), "{out}");
+    // The whole header value the proxy sent is one form of the value: masked whole.
+    assert!(out.contains("Authorization: [masked]\r\n"), "{out}");
     assert!(!out.contains(CANARY) && !out.contains("****"), "{out}");
     // Split, printed, encoded: the command learns only pieces of the placeholder (the bound
     // host gets them unreplaced: the value is put in only for the whole placeholder).
@@ -450,7 +452,10 @@ fn a_bound_hosts_echo_is_masked_in_every_form_the_proxy_sent_whatever_the_framin
         .iter()
         .find(|h| h.contains("/basic/echo-chunked"))
         .unwrap();
-    assert!(basic.contains(&format!("Authorization: Basic {b64}")), "{basic}");
+    assert!(
+        basic.contains(&format!("Authorization: Basic {b64}")),
+        "{basic}"
+    );
     for h in heads.iter().filter(|h| h.contains("echo")) {
         let enc: Vec<&str> = h
             .lines()

@@ -338,7 +338,10 @@ fn duplicates_blocks_force_and_grants() {
     let (st, v, e) = bash(&env, "ops", "touch dup.txt");
     assert_eq!(st, "pending_validation", "{e} {v}");
     let (st, _, _) = bash(&env, "ops", "touch dup.txt");
-    assert_eq!(st, "duplicate_warning", "the same client's repeat still is one");
+    assert_eq!(
+        st, "duplicate_warning",
+        "the same client's repeat still is one"
+    );
 
     // Blocked: nothing lifts it, not even force_execute from a client granted FORCE_EXECUTE.
     for cmd in [

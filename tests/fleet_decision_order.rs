@@ -114,7 +114,11 @@ fn a_reviewers_approve_held_open_while_the_human_denies_loses_whatever_its_id() 
     let _d = start_worker(&env, &url);
     let (st, v, e) = final_result(&env, job);
     assert_eq!(st, "denied", "{v} {e}");
-    assert_eq!(read(&env, "a.txt"), "one\n", "the change set was never applied");
+    assert_eq!(
+        read(&env, "a.txt"),
+        "one\n",
+        "the change set was never applied"
+    );
     wait_until(
         c,
         &r.db,
@@ -196,10 +200,7 @@ fn a_denial_after_the_worker_applied_a_reviewers_approve_is_recorded_and_names_t
     let (st, out, err) = brainloop(&op_url, operator.path(), &["deny", &vid]);
     assert!(st.success(), "{out}{err}");
     assert!(
-        out.contains(&format!(
-            "`brainloop undo {job} --worker {}`",
-            r.workers[0]
-        )),
+        out.contains(&format!("`brainloop undo {job} --worker {}`", r.workers[0])),
         "{out}"
     );
     let n: i64 = c

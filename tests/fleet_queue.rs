@@ -565,16 +565,16 @@ fn what_a_worker_writes_in_the_registry_reaches_the_operators_terminal_inert() {
     let operator = tempfile::tempdir().unwrap();
     let inert = |what: &str, out: &str| {
         for bad in ['\u{1b}', '\u{7}', '\u{9b}', '\u{202e}'] {
-            assert!(
-                !out.contains(bad),
-                "{what} printed {bad:?} raw: {out:?}"
-            );
+            assert!(!out.contains(bad), "{what} printed {bad:?} raw: {out:?}");
         }
         assert!(out.contains("\\x1b]52;c;"), "{what}: {out:?}");
     };
     let out = ok(&op_url, operator.path(), &["validations"]);
     inert("validations", &out);
-    assert!(out.contains("\\x1b[8m") && out.contains("\\x9b1A"), "{out:?}");
+    assert!(
+        out.contains("\\x1b[8m") && out.contains("\\x9b1A"),
+        "{out:?}"
+    );
     let out = ok(&op_url, operator.path(), &["show", id]);
     inert("show", &out);
     // The status a worker may update.
@@ -589,9 +589,12 @@ fn what_a_worker_writes_in_the_registry_reaches_the_operators_terminal_inert() {
     let out = ok(&op_url, operator.path(), &["show", id]);
     inert("show", &out);
     // --json: the exact values.
-    let rows: serde_json::Value =
-        serde_json::from_str(&ok(&op_url, operator.path(), &["validations", "--all", "--json"]))
-            .unwrap();
+    let rows: serde_json::Value = serde_json::from_str(&ok(
+        &op_url,
+        operator.path(),
+        &["validations", "--all", "--json"],
+    ))
+    .unwrap();
     let row = &rows.as_array().unwrap()[0];
     assert_eq!(row["id"], id);
     assert_eq!(row["status"], status);

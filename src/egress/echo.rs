@@ -527,7 +527,10 @@ mod tests {
         let mut m = Masked::new(values.clone(), "GET", 1);
         let out = through(&mut m, &[&wire]);
         let text = String::from_utf8_lossy(&out);
-        assert!(text.starts_with("HTTP/1.1 100 Continue\r\nX-Seen: [masked]\r\n\r\n"), "{text}");
+        assert!(
+            text.starts_with("HTTP/1.1 100 Continue\r\nX-Seen: [masked]\r\n\r\n"),
+            "{text}"
+        );
         assert!(!text.contains("Content-Length"), "{text}");
         assert!(text.contains("X-Echo: [masked]"), "{text}");
         let second = out.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;

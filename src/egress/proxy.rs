@@ -19,9 +19,9 @@
 //! the first [`MAX_RECORDS`] attempts one by one, then one aggregate per host, port and outcome
 //! (attempts, bytes, first and last), so every refused host is kept whatever came before.
 
+use super::echo::Masked;
 use super::resolve::Resolver;
 use super::rules::{Rules, Verdict};
-use super::echo::Masked;
 use super::secrets::{Applied, RunSecrets, EXFILTRATION};
 use super::tls::RunTls;
 use serde::Serialize;
@@ -612,13 +612,7 @@ async fn splice_masked<C, U>(
     let (mut cr, mut cw) = tokio::io::split(client);
     let (mut ur, mut uw) = tokio::io::split(upstream);
     let up = pump(&mut cr, &mut uw, &entry.up, None, None);
-    let down = pump(
-        &mut ur,
-        &mut cw,
-        &entry.down,
-        mask.as_mut(),
-        heads.as_mut(),
-    );
+    let down = pump(&mut ur, &mut cw, &entry.down, mask.as_mut(), heads.as_mut());
     tokio::join!(up, down);
 }
 

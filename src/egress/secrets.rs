@@ -807,7 +807,13 @@ mod tests {
     #[test]
     fn paths_are_judged_on_every_reading_of_the_path() {
         let api = vec!["/api/".to_string()];
-        for ok in ["/api/x", "/api/x/../y", "/api/./x", "/api/x?q=/../..", "/api/a%2Fb"] {
+        for ok in [
+            "/api/x",
+            "/api/x/../y",
+            "/api/./x",
+            "/api/x?q=/../..",
+            "/api/a%2Fb",
+        ] {
             assert_eq!(path_within(&api, ok), Ok(true), "{ok}");
         }
         for out in ["/x", "/apix", "/", "/API/x", "/api\\..\\x"] {
