@@ -415,6 +415,8 @@ impl Masked {
             self.buf.clear();
             return;
         }
+        // `chunked` only in an HTTP/1.1 response (an HTTP/1.0 one is read up to the end).
+        self.rechunk &= head.starts_with(b"HTTP/1.1");
         if self.rechunk {
             kept.extend_from_slice(b"Transfer-Encoding: chunked\r\n");
         }
@@ -536,10 +538,19 @@ mod tests {
         let second = out.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
         let (_, b) = dechunk(&out[second..]);
         assert_eq!(b, b"Authorization: [masked]\n");
-        // An HTTP/1.0 client: the body up to the end, no chunked framing.
-        let mut m = Masked::new(values, "GET", 0);
+        // An HTTP/1.0 client, or an HTTP/1.0 response: the body up to the end, not chunked.
+        let mut m = Masked::new(values.clone(), "GET", 0);
         let out = through(&mut m, &[&wire]);
         assert!(String::from_utf8_lossy(&out).ends_with("\r\n\r\nAuthorization: [masked]\n"));
+        let old = [
+            &b"HTTP/1.0 200 OK\r\nContent-Length: 14\r\n\r\n"[..],
+            V,
+            b"!",
+        ]
+        .concat();
+        let mut m = Masked::new(values, "GET", 1);
+        let out = String::from_utf8_lossy(&through(&mut m, &[&old])).into_owned();
+        assert_eq!(out, "HTTP/1.0 200 OK\r\n\r\n[masked]!");
     }
 
     #[test]
