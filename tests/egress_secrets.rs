@@ -22,7 +22,7 @@ const CANARY2: &str = "canary-apikey-0a1b2c3d4e5f";
 /// What an upstream does with a request (by path).
 fn answer(head: &str, other_port: u16) -> Vec<u8> {
     let path = head.split_whitespace().nth(1).unwrap_or("/").to_string();
-    if path.starts_with("/echo") {
+    if path.starts_with("/echo") || path.starts_with("/api/echo") {
         // A server that reflects the request's headers (error pages, debug endpoints do).
         let body = head.to_string();
         return format!(
@@ -38,6 +38,34 @@ fn answer(head: &str, other_port: u16) -> Vec<u8> {
         .into_bytes();
     }
     b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\nConnection: close\r\n\r\nupstream\n".to_vec()
+}
+
+/// Writes the answer to `head`: [`answer`]'s, or a `chunked` body streamed in pieces, each
+/// flushed and a moment apart (so the proxy reads them apart): `/chunked/K` sends `v=VALUE;`
+/// split after K bytes of the value; `/basic/echo-chunked` reflects the request head in 64-byte
+/// chunks.
+fn respond<S: Write>(s: &mut S, head: &str, other_port: u16) {
+    let path = head.split_whitespace().nth(1).unwrap_or("/").to_string();
+    let body = if let Some(k) = path.strip_prefix("/chunked/") {
+        let k: usize = k.parse().unwrap_or(0).min(CANARY.len());
+        let (a, b) = CANARY.split_at(k);
+        vec![format!("v={a}").into_bytes(), format!("{b};").into_bytes()]
+    } else if path.starts_with("/basic/echo-chunked") {
+        head.as_bytes().chunks(64).map(|c| c.to_vec()).collect()
+    } else {
+        let _ = s.write_all(&answer(head, other_port));
+        return;
+    };
+    let _ =
+        s.write_all(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n");
+    for piece in body.iter().filter(|p| !p.is_empty()) {
+        let _ = s.write_all(format!("{:x}\r\n", piece.len()).as_bytes());
+        let _ = s.write_all(piece);
+        let _ = s.write_all(b"\r\n");
+        let _ = s.flush();
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let _ = s.write_all(b"0\r\n\r\n");
 }
 
 /// A tiny HTTP/1.1 upstream on 127.0.0.1 that keeps every request head it received.
@@ -60,7 +88,7 @@ impl Upstream {
                 std::thread::spawn(move || {
                     let head = read_head(&mut s);
                     h.lock().unwrap().push(head.clone());
-                    let _ = s.write_all(&answer(&head, other));
+                    respond(&mut s, &head, other);
                 });
             }
         });
@@ -104,7 +132,8 @@ fn setup(extra_config: &str, extra_env: &[(&str, &str)]) -> Setup {
     std::fs::set_permissions(&tok, std::fs::Permissions::from_mode(0o600)).unwrap();
     let config = format!(
         "[secrets.GH_TOKEN]\nfile = {tok:?}\nhosts = [\"127.0.0.1:{b}\"]\n\n\
-         [secrets.API_KEY]\nenv = \"BL_TEST_API_KEY\"\nhosts = [\"127.0.0.1:{b}\"]\nheader = \"X-Api-Key: {{value}}\"\npaths = [\"/api/\"]\n\n{extra_config}",
+         [secrets.API_KEY]\nenv = \"BL_TEST_API_KEY\"\nhosts = [\"127.0.0.1:{b}\"]\nheader = \"X-Api-Key: {{value}}\"\npaths = [\"/api/\"]\n\n{}",
+        extra_config.replace("@BOUND@", &bound.port.to_string()),
         b = bound.port
     );
     let path = env.root.path().join("brainloop.toml");
@@ -310,13 +339,9 @@ fn the_upstream_gets_the_value_the_command_only_a_placeholder_and_another_host_a
     let (_, st, v, e) = submit(env, "local", &cmd);
     assert_eq!(st, "succeeded", "{e} {v}");
     let out = v["stdout"].as_str().unwrap();
-    assert!(
-        out.contains(&format!(
-            "Authorization: Bearer {}",
-            "*".repeat(CANARY.len())
-        )),
-        "{out}"
-    );
+    // The whole header value the proxy sent is one form of the value: masked whole.
+    assert!(out.contains("Authorization: [masked]\r\n"), "{out}");
+    assert!(!out.contains(CANARY) && !out.contains("****"), "{out}");
     // Split, printed, encoded: the command learns only pieces of the placeholder (the bound
     // host gets them unreplaced: the value is put in only for the whole placeholder).
     let cmd = format!(
@@ -375,6 +400,110 @@ fn the_upstream_gets_the_value_the_command_only_a_placeholder_and_another_host_a
     );
     let shown = cli_ok(env, &["show", &id.to_string()]);
     assert!(!shown.contains(CANARY), "{shown}");
+    assert_no_canary(env);
+}
+
+const CANARY3: &str = "canary-basic-9e8d7c6b5a4f";
+
+/// Issue 49: a bound host's echo never hands the command the value, whatever the response's
+/// framing and in every form the proxy itself sent — the value split across chunks at every
+/// offset (each chunk a read of its own), the `basic_user` credential's Base64 and a `header`
+/// template's rendered value echoed in 64-byte chunks —, never as one `*` per byte (its length),
+/// and a compression the command asks for never reaches the bound host.
+#[test]
+fn a_bound_hosts_echo_is_masked_in_every_form_the_proxy_sent_whatever_the_framing() {
+    let s = setup(
+        "[secrets.BASIC_TOK]\nenv = \"BL_TEST_BASIC\"\nhosts = [\"127.0.0.1:@BOUND@\"]\nbasic_user = \"x-access-token\"\npaths = [\"/basic/\"]\n",
+        &[("BL_TEST_BASIC", CANARY3)],
+    );
+    let (env, b) = (&s.env, s.bound.port);
+    cli_ok(env, &["grant", "local", "SECRET", "BASIC_TOK"]);
+    // The value split after 0, 1, … all of its bytes, in two chunks the proxy reads apart.
+    let n = CANARY.len();
+    let cmd = format!(
+        "for k in $(seq 0 {n}); do curl -sS -m 20 -H \"Authorization: Bearer $GH_TOKEN\" http://127.0.0.1:{b}/chunked/$k; echo; done"
+    );
+    let (_, st, v, e) = submit(env, "local", &cmd);
+    assert_eq!(st, "succeeded", "{e} {v}");
+    let out = v["stdout"].as_str().unwrap();
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), n + 1, "{out}");
+    for (k, l) in lines.iter().enumerate() {
+        assert_eq!(*l, "v=[masked];", "split after {k} bytes: {out}");
+    }
+    // The proxy's own Basic credential (basic_user) and the rendered X-Api-Key header, echoed
+    // in 64-byte chunks, asked compressed.
+    let cmd = format!(
+        "curl -sS -m 20 --compressed http://127.0.0.1:{b}/basic/echo-chunked; curl -sS -m 20 --compressed -H 'Accept-Encoding: gzip' http://127.0.0.1:{b}/api/echo"
+    );
+    let (_, st, v, e) = submit(env, "local", &cmd);
+    assert_eq!(st, "succeeded", "{e} {v}");
+    let out = v["stdout"].as_str().unwrap();
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::STANDARD.encode(format!("x-access-token:{CANARY3}"));
+    for leak in [CANARY, CANARY2, CANARY3, b64.as_str(), "****"] {
+        assert!(!out.contains(leak), "{leak} reached the command: {out}");
+    }
+    assert!(out.contains("Authorization: [masked]"), "{out}");
+    assert!(out.contains("X-Api-Key: [masked]"), "{out}");
+    // What the bound host was asked: the value, and no compression.
+    let heads = s.bound.heads();
+    let basic = heads
+        .iter()
+        .find(|h| h.contains("/basic/echo-chunked"))
+        .unwrap();
+    assert!(
+        basic.contains(&format!("Authorization: Basic {b64}")),
+        "{basic}"
+    );
+    for h in heads.iter().filter(|h| h.contains("echo")) {
+        let enc: Vec<&str> = h
+            .lines()
+            .filter(|l| l.to_ascii_lowercase().starts_with("accept-encoding"))
+            .collect();
+        assert_eq!(enc, ["Accept-Encoding: identity"], "{h}");
+    }
+    assert_no_canary(env);
+}
+
+/// Issue 49: a secret's `paths` are judged on the path as servers read it: dot-segments take a
+/// request out of `/api/` (no value sent), and a path whose readings disagree (percent-encoded
+/// dots, `..;`, backslashes) gets no secret at all — refused 403 and recorded.
+#[test]
+fn a_secrets_paths_are_judged_on_the_normalised_path_and_an_ambiguous_one_is_refused() {
+    let s = setup("", &[]);
+    let (env, b) = (&s.env, s.bound.port);
+    let cmd = format!(
+        "for p in api/ok api/../x 'api/%2e%2e/x' 'api/..;/x' 'api/..%2fx' 'api/..\\x'; do curl -sS -m 20 --path-as-is \"http://127.0.0.1:{b}/$p\"; echo; done"
+    );
+    let (id, st, v, e) = submit(env, "local", &cmd);
+    assert_eq!(st, "succeeded", "{e} {v}");
+    let out = v["stdout"].as_str().unwrap();
+    let heads = s.bound.heads();
+    // /api/ok carries the value; /api/../x reaches the upstream without it.
+    let ok = heads.iter().find(|h| h.contains("GET /api/ok ")).unwrap();
+    assert!(ok.contains(&format!("X-Api-Key: {CANARY2}")), "{ok}");
+    let out_of = heads
+        .iter()
+        .find(|h| h.contains("GET /api/../x "))
+        .unwrap_or_else(|| panic!("{heads:?}"));
+    assert!(!out_of.contains(CANARY2), "{out_of}");
+    // The ambiguous ones never reach it, and are refused, recorded.
+    assert_eq!(heads.len(), 2, "{heads:?}");
+    assert_eq!(
+        out.matches("cannot be judged unambiguously").count(),
+        4,
+        "{out}"
+    );
+    let rows: i64 = env
+        .db("command_security.db")
+        .query_row(
+            "SELECT count(*) FROM egress_connections WHERE job_id = ?1 AND outcome = 'refused' AND reason LIKE '%secret API_KEY is bound to some paths only%'",
+            [id],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(rows, 4, "{out}");
     assert_no_canary(env);
 }
 
@@ -459,7 +588,7 @@ fn tls_upstream(cfg: Arc<rustls::ServerConfig>) -> Upstream {
                     return;
                 }
                 h.lock().unwrap().push(head.clone());
-                let _ = tls.write_all(&answer(&head, 0));
+                respond(&mut tls, &head, 0);
                 tls.conn.send_close_notify();
                 let _ = tls.flush();
             });

@@ -333,6 +333,15 @@ fn duplicates_blocks_force_and_grants() {
     let (st, v, _) = bash(&env, "local", "touch dup.txt");
     assert_eq!(st, "duplicate_warning");
     assert!(v["seconds_since_last"].as_f64().unwrap() < 2.0);
+    // Per client (issue 49): another client's identical request is its own, asked as usual —
+    // one client's request never makes another's run nothing.
+    let (st, v, e) = bash(&env, "ops", "touch dup.txt");
+    assert_eq!(st, "pending_validation", "{e} {v}");
+    let (st, _, _) = bash(&env, "ops", "touch dup.txt");
+    assert_eq!(
+        st, "duplicate_warning",
+        "the same client's repeat still is one"
+    );
 
     // Blocked: nothing lifts it, not even force_execute from a client granted FORCE_EXECUTE.
     for cmd in [

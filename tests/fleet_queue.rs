@@ -541,3 +541,62 @@ fn a_fleet_reviewer_decides_beside_the_operator_within_a_reviewers_limits() {
         .get(0);
     assert_eq!(n, 0);
 }
+
+/// Issue 49: what a worker's role may write in the registry — a validation's id, policy and
+/// set (its insert), its status (its update) — reaches the operator's terminal through the
+/// sanitiser in `validations`, `show` and `review --json` stays exact.
+#[test]
+fn what_a_worker_writes_in_the_registry_reaches_the_operators_terminal_inert() {
+    let c = pg::shared();
+    let (db, op, _, ws) = registry(c, "hostile", &["w"]);
+    let mut w = c.connect(&ws[0], &db);
+    // A clipboard write (OSC 52), a screen clear, a C1 CSI, a bidi override.
+    let id = "v1\u{1b}]52;c;aGFjaw==\u{7}\u{1b}[2J";
+    let policy = "ask\u{1b}[8m";
+    let set = "minimal\u{9b}1A\u{202e}";
+    w.execute(
+        "INSERT INTO validations(id, job_id, client_id, command, command_hash, policy, risk_score,
+                                 permission_set, reasons, status, requested_at)
+         VALUES ($1, 7, 'local', 'echo hi', 'h', $2, 0.5, $3, '[]', 'pending', 1)",
+        &[&id, &policy, &set],
+    )
+    .unwrap();
+    let op_url = c.url_as(&op, &db);
+    let operator = tempfile::tempdir().unwrap();
+    let inert = |what: &str, out: &str| {
+        for bad in ['\u{1b}', '\u{7}', '\u{9b}', '\u{202e}'] {
+            assert!(!out.contains(bad), "{what} printed {bad:?} raw: {out:?}");
+        }
+        assert!(out.contains("\\x1b]52;c;"), "{what}: {out:?}");
+    };
+    let out = ok(&op_url, operator.path(), &["validations"]);
+    inert("validations", &out);
+    assert!(
+        out.contains("\\x1b[8m") && out.contains("\\x9b1A"),
+        "{out:?}"
+    );
+    let out = ok(&op_url, operator.path(), &["show", id]);
+    inert("show", &out);
+    // The status a worker may update.
+    let status = "pending\u{1b}]52;c;aGFjaw==\u{7}";
+    w.execute(
+        "UPDATE validations SET status = $1, decided_at = 2 WHERE id = $2",
+        &[&status, &id],
+    )
+    .unwrap();
+    let out = ok(&op_url, operator.path(), &["validations", "--all"]);
+    inert("validations --all", &out);
+    let out = ok(&op_url, operator.path(), &["show", id]);
+    inert("show", &out);
+    // --json: the exact values.
+    let rows: serde_json::Value = serde_json::from_str(&ok(
+        &op_url,
+        operator.path(),
+        &["validations", "--all", "--json"],
+    ))
+    .unwrap();
+    let row = &rows.as_array().unwrap()[0];
+    assert_eq!(row["id"], id);
+    assert_eq!(row["status"], status);
+    assert_eq!(row["permission_set"], set);
+}

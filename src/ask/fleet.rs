@@ -185,7 +185,12 @@ fn sync(
         // before the decision is taken: the two were committed together.
         learned::pull(c, sec, fresh_ms)?;
     }
-    for d in decided {
+    for (d, superseded) in human_first(decided) {
+        if let Some(why) = superseded {
+            validations::take(sec, c, &d, Some(&why))?;
+            tracing::info!(validation_id = %d.row.validation_id, decided_by = %d.row.decided_by, "a reviewer's decision from the registry is superseded by a human's");
+            continue;
+        }
         // A reviewer's approve (the registry let its role write it) is held to this worker's
         // own limits too: refused, the human is asked.
         let refusals = match (super::By::of(&d.row.decided_by), d.row.decision) {
@@ -212,6 +217,34 @@ fn sync(
         }
     }
     Ok(())
+}
+
+/// The decisions not taken yet, in the order they are taken, a human's before a reviewer's on
+/// the same validation whatever their ids (issue 49): a reviewer's decision on a validation that
+/// also has a human's comes with why it is not acted on (recorded as its delivery's refusal),
+/// so a worker back from an outage, finding both, acts on the human's.
+fn human_first(
+    decided: Vec<validations::FleetDecision>,
+) -> Vec<(validations::FleetDecision, Option<String>)> {
+    let human: HashMap<String, i64> = decided
+        .iter()
+        .filter(|d| super::By::of(&d.row.decided_by) == super::By::Human)
+        .fold(HashMap::new(), |mut m, d| {
+            m.entry(d.row.validation_id.clone()).or_insert(d.id);
+            m
+        });
+    decided
+        .into_iter()
+        .map(|d| {
+            let why = match (super::By::of(&d.row.decided_by), human.get(&d.row.validation_id)) {
+                (super::By::Reviewer, Some(h)) => Some(format!(
+                    "superseded by the human's decision #{h} on the same validation (a human's decision wins over a reviewer's)"
+                )),
+                _ => None,
+            };
+            (d, why)
+        })
+        .collect()
 }
 
 /// Publishes the change sets applied or undone since `since` that the registry has not seen.

@@ -198,38 +198,47 @@ pub fn latest_of_job(output: &Connection, job_id: i64) -> Result<Option<Validati
         .optional()?)
 }
 
-/// When this command was last asked for (for the duplicate check).
-/// When another job than `job_id` last asked for this command (a job's own earlier attempt, cut
-/// off by a crash, is not a duplicate of it).
-/// A change set's validation binds to the effect hash, so the command text finds those too.
+/// When another job than `job_id` of the same client last asked for this command (for the
+/// duplicate check, which is per client: another client's request never makes this one's run
+/// nothing, issue 49; a job's own earlier attempt, cut off by a crash, is not a duplicate of
+/// it). A change set's validation binds to the effect hash, so the command text finds those too.
 pub fn last_requested(
     output: &Connection,
     hash: &str,
     command: &str,
     job_id: i64,
+    client: &str,
 ) -> Result<Option<i64>> {
     // The newest of each index's newest row (output.db step 4), never a scan of them all.
     Ok(output
         .prepare_cached(
             "SELECT max(t) FROM (
            SELECT (SELECT requested_at FROM validations WHERE command_hash = ?1 AND job_id <> ?2
-                   ORDER BY requested_at DESC LIMIT 1) AS t
+                   AND client_id = ?4 ORDER BY requested_at DESC LIMIT 1) AS t
            UNION ALL
            SELECT (SELECT requested_at FROM validations WHERE command = ?3 AND job_id <> ?2
-                   ORDER BY requested_at DESC LIMIT 1))",
+                   AND client_id = ?4 ORDER BY requested_at DESC LIMIT 1))",
         )?
-        .query_row(rusqlite::params![hash, job_id, command], |r| r.get(0))?)
+        .query_row(rusqlite::params![hash, job_id, command, client], |r| {
+            r.get(0)
+        })?)
 }
 
-/// When another job than `job_id` last ran this command (same reason as `last_requested`).
-pub fn last_executed(security: &Connection, hash: &str, job_id: i64) -> Result<Option<i64>> {
+/// When another job than `job_id` of the same client last ran this command (same reasons as
+/// `last_requested`).
+pub fn last_executed(
+    security: &Connection,
+    hash: &str,
+    job_id: i64,
+    client: &str,
+) -> Result<Option<i64>> {
     // Newest first along `executions_hash`: the first row of another job, not every run's.
     Ok(security
         .prepare_cached(
             "SELECT executed_at FROM executions WHERE command_hash = ?1 AND (job_id IS NULL OR job_id <> ?2)
-             ORDER BY executed_at DESC LIMIT 1",
+             AND client_id = ?3 ORDER BY executed_at DESC LIMIT 1",
         )?
-        .query_row(rusqlite::params![hash, job_id], |r| r.get(0))
+        .query_row(rusqlite::params![hash, job_id, client], |r| r.get(0))
         .optional()?)
 }
 
@@ -735,6 +744,16 @@ pub fn take(
 const DECIDED: &str = "EXISTS (SELECT 1 FROM decisions d WHERE d.validation_id = v.id
     AND NOT EXISTS (SELECT 1 FROM deliveries x WHERE x.decision_id = d.id AND x.refused IS NOT NULL))";
 
+/// Whether validation `v` has a human's decision (not a reviewer's) its worker did not refuse.
+const HUMAN_DECIDED: &str = "EXISTS (SELECT 1 FROM decisions d WHERE d.validation_id = v.id
+    AND d.decided_by NOT LIKE 'reviewer:%'
+    AND NOT EXISTS (SELECT 1 FROM deliveries x WHERE x.decision_id = d.id AND x.refused IS NOT NULL))";
+
+/// Whether validation `v` has a reviewer's decision its worker did not refuse.
+const REVIEWER_DECIDED: &str = "EXISTS (SELECT 1 FROM decisions d WHERE d.validation_id = v.id
+    AND d.decided_by LIKE 'reviewer:%'
+    AND NOT EXISTS (SELECT 1 FROM deliveries x WHERE x.decision_id = d.id AND x.refused IS NOT NULL))";
+
 const FLEET_COLS: &str = "v.worker, v.id, v.job_id, v.client_id, v.command, v.command_hash, v.policy, v.risk_score, v.permission_set, v.reasons, v.status, v.requested_at, v.decided_at, v.expires_at, v.signatures";
 
 /// A validation in the registry and the worker that asked.
@@ -860,7 +879,7 @@ pub fn fleet_decide_in(
     let mut tx = reg.transaction()?;
     let Some(row) = tx.query_opt(
         &format!(
-            "SELECT {FLEET_COLS}, {DECIDED}
+            "SELECT {FLEET_COLS}, {HUMAN_DECIDED}, {REVIEWER_DECIDED}
              FROM validations v WHERE v.id = $1"
         ),
         &[&id],
@@ -869,7 +888,12 @@ pub fn fleet_decide_in(
         bail!("no validation {id} in the registry (see `brainloop validations`)");
     };
     let f = fleet_row(&row)?;
-    if f.validation.status != "pending" {
+    // A human's decision wins over a reviewer's (issue 49): a reviewer's decision does not
+    // stop this one; until the worker acted on it, the worker takes this one instead. Once it
+    // did (the validation is closed), a denial is still recorded: the caller names the undo.
+    let by_reviewer = row.try_get::<_, bool>(16)?;
+    let late_denial = f.validation.status == "approved" && by_reviewer && !d.runs();
+    if f.validation.status != "pending" && !late_denial {
         bail!("validation {id} is already {}", f.validation.status);
     }
     if row.try_get::<_, bool>(15)? {
@@ -1333,16 +1357,17 @@ mod tests {
             let (cmd, hash) = (format!("cmd{}", i % 3), format!("h{}", i % 5));
             out.execute(
                 "INSERT INTO validations(id, job_id, client_id, command, command_hash, status, requested_at)
-                 VALUES (?1, ?2, 'c', ?3, ?4, 'denied', ?5)",
-                params![format!("v{i}"), i % 7, cmd, hash, (i * 37) % 1000],
+                 VALUES (?1, ?2, ?6, ?3, ?4, 'denied', ?5)",
+                params![format!("v{i}"), i % 7, cmd, hash, (i * 37) % 1000, if i % 4 == 0 { "d" } else { "c" }],
             )
             .unwrap();
             sec.execute(
-                "INSERT INTO executions(command_hash, job_id, executed_at) VALUES (?1, ?2, ?3)",
+                "INSERT INTO executions(command_hash, job_id, executed_at, client_id) VALUES (?1, ?2, ?3, ?4)",
                 params![
                     hash,
                     if i % 11 == 0 { None } else { Some(i % 7) },
-                    (i * 53) % 1000
+                    (i * 53) % 1000,
+                    if i % 4 == 0 { "d" } else { "c" }
                 ],
             )
             .unwrap();
@@ -1353,32 +1378,32 @@ mod tests {
             ("none", "cmd1"),
             ("none", "none"),
         ] {
-            for job in 0..8 {
+            for (job, client) in (0..8).flat_map(|j| [(j, "c"), (j, "d"), (j, "e")]) {
                 let want: Option<i64> = out
                     .query_row(
                         "SELECT max(requested_at) FROM validations
-                         WHERE (command_hash = ?1 OR command = ?3) AND job_id <> ?2",
-                        params![hash, job, cmd],
+                         WHERE (command_hash = ?1 OR command = ?3) AND job_id <> ?2 AND client_id = ?4",
+                        params![hash, job, cmd, client],
                         |r| r.get(0),
                     )
                     .unwrap();
                 assert_eq!(
-                    last_requested(&out, hash, cmd, job).unwrap(),
+                    last_requested(&out, hash, cmd, job, client).unwrap(),
                     want,
-                    "{hash} {cmd} {job}"
+                    "{hash} {cmd} {job} {client}"
                 );
                 let want: Option<i64> = sec
                     .query_row(
                         "SELECT max(executed_at) FROM executions
-                         WHERE command_hash = ?1 AND (job_id IS NULL OR job_id <> ?2)",
-                        params![hash, job],
+                         WHERE command_hash = ?1 AND (job_id IS NULL OR job_id <> ?2) AND client_id = ?3",
+                        params![hash, job, client],
                         |r| r.get(0),
                     )
                     .unwrap();
                 assert_eq!(
-                    last_executed(&sec, hash, job).unwrap(),
+                    last_executed(&sec, hash, job, client).unwrap(),
                     want,
-                    "{hash} {job}"
+                    "{hash} {job} {client}"
                 );
             }
         }

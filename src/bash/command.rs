@@ -332,8 +332,8 @@ async fn known(
                     let entry =
                         registry::get_or_create(c, &h, &text, &wd, &f, version, false, now)?;
                     let promotion = evidence::promotion(c, &client, &h, f.permission_set.as_str())?;
-                    let last =
-                        validations::last_executed(c, &h, job_id).unwrap_or(entry.last_executed);
+                    let last = validations::last_executed(c, &h, job_id, &client)
+                        .unwrap_or(entry.last_executed);
                     Ok((entry, promotion, last))
                 })
             })
@@ -342,7 +342,7 @@ async fn known(
             .output_readers
             .get()
             .ok()
-            .and_then(|c| validations::last_requested(&c, &h, &text, job_id).ok())
+            .and_then(|c| validations::last_requested(&c, &h, &text, job_id, &client).ok())
             .flatten();
         let pending = changes::load_manifest(&data_dir, job_id)
             .ok()

@@ -99,7 +99,7 @@ pub fn show(reg: &Settings, a: &ShowArgs) -> Result<i32> {
                 println!(
                     "--- generated content for {} ({} bytes{})",
                     shown::line(g["path"].as_str().unwrap_or("?")),
-                    g["bytes"],
+                    shown::line(&g["bytes"].to_string()),
                     if g["content_truncated"].as_bool() == Some(true) {
                         ", cut"
                     } else {
@@ -119,15 +119,19 @@ fn print_validation(c: &mut registry::Client, f: &FleetValidation, now: i64) -> 
     let v = &f.validation;
     println!(
         "validation {} [{}]  client {}  policy {}  risk {:.2}  set {}",
-        v.id,
-        v.status,
+        shown::line(&v.id),
+        shown::line(&v.status),
         shown::line(&v.client_id),
-        v.policy.as_deref().unwrap_or("?"),
+        shown::line(v.policy.as_deref().unwrap_or("?")),
         v.risk_score.unwrap_or(0.0),
-        v.permission_set.as_deref().unwrap_or("?")
+        shown::line(v.permission_set.as_deref().unwrap_or("?"))
     );
     let decided = match v.decided_at {
-        Some(t) => format!(", {} {}", v.status, crate::time::local_ago(t, now)),
+        Some(t) => format!(
+            ", {} {}",
+            shown::line(&v.status),
+            crate::time::local_ago(t, now)
+        ),
         None => String::new(),
     };
     println!(

@@ -497,7 +497,7 @@ impl App {
         let mut lines = vec![
             Line::from(format!(
                 "validation {}  job {}  client {}{}",
-                i.v.id,
+                crate::shown::line(&i.v.id),
                 i.v.job_id,
                 crate::shown::line(&i.v.client_id),
                 i.worker

@@ -156,7 +156,7 @@ fn fleet_cmd(config: &Config, a: &FleetArgs) -> Result<i32> {
             let Some(p) = validations::fleet_detail(&mut c, &v.id)? else {
                 println!(
                     "{}: no payload published (an older worker): left to the human",
-                    v.id
+                    shown::line(&v.id)
                 );
                 continue;
             };
@@ -173,7 +173,7 @@ fn fleet_cmd(config: &Config, a: &FleetArgs) -> Result<i32> {
                 Answer::Ask => {
                     println!(
                         "{} (worker {}): {} — left to the human{}",
-                        v.id,
+                        shown::line(&v.id),
                         shown::line(&f.worker),
                         answer.as_str(),
                         if refusals.is_empty() {
@@ -189,7 +189,7 @@ fn fleet_cmd(config: &Config, a: &FleetArgs) -> Result<i32> {
             match validations::fleet_review(&mut c, &v.id, d, why, &by) {
                 Ok(()) => println!(
                     "{} (worker {}): {} by the reviewer{}",
-                    v.id,
+                    shown::line(&v.id),
                     shown::line(&f.worker),
                     d.as_str(),
                     why.map(|r| format!(": {}", shown::line(r)))
@@ -197,7 +197,7 @@ fn fleet_cmd(config: &Config, a: &FleetArgs) -> Result<i32> {
                 ),
                 Err(e) => println!(
                     "{} (worker {}): the reviewer's {} is refused, left to the human: {}",
-                    v.id,
+                    shown::line(&v.id),
                     shown::line(&f.worker),
                     d.as_str(),
                     shown::line(&format!("{e:#}"))

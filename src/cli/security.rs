@@ -212,9 +212,9 @@ fn print_request(v: &crate::ask::validations::Validation, now: i64) {
     );
     println!(
         "  policy {}   risk {:.2}   set {}   {}",
-        v.policy.as_deref().unwrap_or("?"),
+        shown::line(v.policy.as_deref().unwrap_or("?")),
         v.risk_score.unwrap_or(0.0),
-        v.permission_set.as_deref().unwrap_or("?"),
+        shown::line(v.permission_set.as_deref().unwrap_or("?")),
         v.expires_at
             .filter(|_| v.status == "pending")
             .map(|t| format!("expires in {} min", (t - now).max(0) / 60_000))
@@ -383,11 +383,11 @@ fn fleet_validations(reg: &crate::registry::Settings, a: &ValidationsArgs) -> Re
         let v = &f.validation;
         println!(
             "{}  worker {}  job {}  client {}  [{}]",
-            v.id,
+            shown::line(&v.id),
             shown::line(&f.worker),
             v.job_id,
             shown::line(&v.client_id),
-            v.status
+            shown::line(&v.status)
         );
         print_request(v, now);
         if !f.signatures.is_empty() {
@@ -403,7 +403,8 @@ fn fleet_validations(reg: &crate::registry::Settings, a: &ValidationsArgs) -> Re
         if v.status == "pending" {
             println!(
                 "  → brainloop approve {} [--always] [--learn [--scope fleet]]   |   brainloop deny {} [--always]",
-                v.id, v.id
+                shown::line(&v.id),
+                shown::line(&v.id)
             );
         }
     }
@@ -470,11 +471,25 @@ fn fleet_decide(reg: &crate::registry::Settings, a: &DecideArgs, approve: bool) 
     println!(
         "{} validation {} (job {} on worker {}): {}",
         d.as_str(),
-        f.validation.id,
+        shown::line(&f.validation.id),
         f.validation.job_id,
         shown::line(&f.worker),
         shown::line(f.validation.command.as_deref().unwrap_or(""))
     );
+    if f.validation.status != "pending" {
+        // A denial after the worker acted on a reviewer's approve (issue 49): recorded (a
+        // human's denial, evidence against the command), but the run already happened.
+        let applied = validations::fleet_applied_of(&mut c, f.validation.job_id, Some(&f.worker))?;
+        let still = applied.iter().any(|x| x.undone_at.is_none());
+        println!(
+            "recorded, but worker {} already acted on a reviewer's approve of it{}: `brainloop undo {} --worker {}` takes the change set back",
+            shown::line(&f.worker),
+            if still { " and applied its change set" } else { "" },
+            f.validation.job_id,
+            shown::line(&f.worker)
+        );
+        return Ok(0);
+    }
     if let Some(r) = &rule {
         println!(
             "and the command's override in the registry: {} (`brainloop rules revoke fleet:{}` takes it back)",

@@ -24,6 +24,7 @@
 //!   attempts one by one, then per-host aggregates, every refused host kept); the sockets live
 //!   in a short per-worker directory ([`sockdir`]) whatever `$TMPDIR` is.
 
+pub mod echo;
 pub mod job;
 pub mod named;
 pub mod proxy;

@@ -19,9 +19,10 @@
 //! the first [`MAX_RECORDS`] attempts one by one, then one aggregate per host, port and outcome
 //! (attempts, bytes, first and last), so every refused host is kept whatever came before.
 
+use super::echo::Masked;
 use super::resolve::Resolver;
 use super::rules::{Rules, Verdict};
-use super::secrets::{Applied, Mask, RunSecrets, EXFILTRATION};
+use super::secrets::{Applied, RunSecrets, EXFILTRATION};
 use super::tls::RunTls;
 use serde::Serialize;
 use std::collections::HashMap;
@@ -592,16 +593,17 @@ where
     C: AsyncRead + AsyncWrite + Unpin,
     U: AsyncRead + AsyncWrite + Unpin,
 {
-    splice_masked(client, upstream, entry, Mask::default(), None).await
+    splice_masked(client, upstream, entry, None, None).await
 }
 
-/// [`splice`], the values in `mask` hidden in what comes back (a request that carried them);
-/// `heads`: the response to a request the proxy read and sent on ([`CloseHeads`]).
+/// [`splice`], what comes back to a request that carried secrets given to the command through
+/// `mask` (`egress::echo`: decoded, masked, re-framed); `heads`: the response to a request the
+/// proxy read and sent on ([`CloseHeads`]).
 async fn splice_masked<C, U>(
     client: C,
     upstream: U,
     entry: &Entry,
-    mut mask: Mask,
+    mut mask: Option<Masked>,
     mut heads: Option<CloseHeads>,
 ) where
     C: AsyncRead + AsyncWrite + Unpin,
@@ -610,13 +612,7 @@ async fn splice_masked<C, U>(
     let (mut cr, mut cw) = tokio::io::split(client);
     let (mut ur, mut uw) = tokio::io::split(upstream);
     let up = pump(&mut cr, &mut uw, &entry.up, None, None);
-    let down = pump(
-        &mut ur,
-        &mut cw,
-        &entry.down,
-        Some(&mut mask),
-        heads.as_mut(),
-    );
+    let down = pump(&mut ur, &mut cw, &entry.down, mask.as_mut(), heads.as_mut());
     tokio::join!(up, down);
 }
 
@@ -624,7 +620,7 @@ async fn pump<R, W>(
     r: &mut R,
     w: &mut W,
     count: &AtomicU64,
-    mut mask: Option<&mut Mask>,
+    mut mask: Option<&mut Masked>,
     mut heads: Option<&mut CloseHeads>,
 ) where
     R: AsyncRead + Unpin,
@@ -876,6 +872,7 @@ async fn http(mut s: UnixStream, mut buf: Vec<u8>, sh: &Shared, by: Instant) {
             return;
         }
     };
+    let mask = masked(sh, &used, &mut headers, &method, version);
     let head = request_head(&method, &path, version, &authority, &headers);
     let (entry, res) = open(sh, &host, port, "http").await;
     match res {
@@ -888,7 +885,7 @@ async fn http(mut s: UnixStream, mut buf: Vec<u8>, sh: &Shared, by: Instant) {
             }
             entry.up.fetch_add(first.len() as u64, Ordering::Relaxed);
             let heads = Some(CloseHeads::default());
-            splice_masked(s, up, &entry, sh.secrets.mask_for(&used), heads).await;
+            splice_masked(s, up, &entry, mask, heads).await;
         }
         Err(c) => {
             let _ = s.write_all(&closed_response(&host, port, &c)).await;
@@ -982,6 +979,7 @@ async fn intercept(
         (false, 443) => host.clone(),
         (false, _) => format!("{host}:{port}"),
     };
+    let mask = masked(sh, &used, &mut headers, &method, version);
     let head = request_head(&method, &path, version, &authority, &headers);
     let (entry, res) = open(sh, &host, port, "https").await;
     let up = match res {
@@ -1016,7 +1014,7 @@ async fn intercept(
     }
     entry.up.fetch_add(first.len() as u64, Ordering::Relaxed);
     let heads = Some(CloseHeads::default());
-    splice_masked(c, upt, &entry, sh.secrets.mask_for(&used), heads).await;
+    splice_masked(c, upt, &entry, mask, heads).await;
 }
 
 /// TLS to the upstream of an intercepted connection, verified as [`RunTls::client`] says (the
@@ -1075,6 +1073,27 @@ fn request_head(
     head
 }
 
+/// The response's mask for a request head that carries the secrets `used` (None: it carries
+/// none): the head asks for it unencoded (`echo::identity_only`), and every form of the values
+/// it carries is masked in what comes back.
+fn masked(
+    sh: &Shared,
+    used: &[String],
+    headers: &mut Vec<(String, Vec<u8>)>,
+    method: &str,
+    version: u8,
+) -> Option<Masked> {
+    if used.is_empty() {
+        return None;
+    }
+    super::echo::identity_only(headers);
+    Some(Masked::new(
+        sh.secrets.mask_for(used, headers),
+        method,
+        version,
+    ))
+}
+
 /// Says on an allowed connection's record which secrets it carried (names only).
 fn note_secrets(entry: &Entry, used: &[String]) {
     if !used.is_empty() {
@@ -1114,6 +1133,17 @@ fn secrets_or_refusal(
                 &refusal_text(at.host, at.port, &why),
             ))
         }
+        Applied::AmbiguousPath(name, path) => {
+            let why = format!(
+                "secret {name} is bound to some paths only, and {path}: nothing sent (a path that cannot be judged unambiguously gets no secret)"
+            );
+            record_refusal(sh, at.host, at.port, at.protocol, &why);
+            tracing::warn!(secret = %name, host = %crate::quote::prefix(at.host, 100), port = at.port, "egress proxy: a request toward a secret's host had a path that cannot be judged unambiguously; refused");
+            Err(http_error(
+                "403 Forbidden",
+                &refusal_text(at.host, at.port, &why),
+            ))
+        }
     }
 }
 
@@ -1121,6 +1151,14 @@ fn exfiltration(sh: &Shared, host: &str, port: u16, protocol: &str, name: &str) 
     let why = format!(
         "the request carries the placeholder of secret {name}, which is not bound to it (recorded as an exfiltration attempt)"
     );
+    record_refusal(sh, host, port, protocol, &why);
+    tracing::warn!(secret = %name, host = %crate::quote::prefix(host, 100), port, "egress proxy: a request carried a secret's placeholder toward a host it is not bound to; refused");
+    why
+}
+
+/// Records a request refused for a secret's sake (outcome [`EXFILTRATION`], stored `refused`
+/// with `why`; never connected).
+fn record_refusal(sh: &Shared, host: &str, port: u16, protocol: &str, why: &str) {
     let shown_host = if host
         .bytes()
         .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_' | b':'))
@@ -1138,7 +1176,7 @@ fn exfiltration(sh: &Shared, host: &str, port: u16, protocol: &str, name: &str) 
             outcome: EXFILTRATION.to_string(),
             rule: None,
             address: None,
-            reason: Some(why.clone()),
+            reason: Some(why.to_string()),
             bytes_up: 0,
             bytes_down: 0,
             at_ms: now,
@@ -1147,8 +1185,6 @@ fn exfiltration(sh: &Shared, host: &str, port: u16, protocol: &str, name: &str) 
         },
         true,
     );
-    tracing::warn!(secret = %name, host = %crate::quote::prefix(host, 100), port, "egress proxy: a request carried a secret's placeholder toward a host it is not bound to; refused");
-    why
 }
 
 fn closed_response(host: &str, port: u16, c: &Closed) -> Vec<u8> {

@@ -19,8 +19,8 @@
 //! - a head (request line, headers, host, the body bytes read with it) carrying the placeholder
 //!   of a secret toward anything it is not bound to is refused and recorded as an exfiltration
 //!   attempt (outcome [`EXFILTRATION`]);
-//! - the value coming back in a response of a bound host is masked (same length, `*`) before the
-//!   command sees it ([`Mask`]), so a server that echoes headers does not hand it over.
+//! - the value coming back in a response of a bound host is masked before the command sees it
+//!   (`egress::echo`), so a server that echoes headers does not hand it over.
 //!
 //! Through a tunnel the proxy does not open (CONNECT to an unbound host, SOCKS) the placeholder
 //! is only the meaningless string it is.
@@ -221,10 +221,15 @@ impl Bound {
         self.hosts.iter().any(|r| r.matches(host, port))
     }
 
-    fn binds(&self, host: &str, port: u16, method: &str, path: &str) -> bool {
-        self.binds_host(host, port)
-            && (self.methods.is_empty() || self.methods.iter().any(|m| m == method))
-            && (self.paths.is_empty() || self.paths.iter().any(|p| path.starts_with(p.as_str())))
+    /// Whether the value goes to `host:port`, `method`, `path`; Err(why): the host and method
+    /// are bound but the path's readings disagree about its `paths` ([`path_within`]).
+    fn binds(&self, host: &str, port: u16, method: &str, path: &str) -> Result<bool, String> {
+        if !self.binds_host(host, port)
+            || !(self.methods.is_empty() || self.methods.iter().any(|m| m == method))
+        {
+            return Ok(false);
+        }
+        path_within(&self.paths, path)
     }
 
     /// The hosts as written (shown to the human).
@@ -246,6 +251,9 @@ pub enum Applied {
     Send(Vec<String>),
     /// It carries the placeholder of this secret toward somewhere the secret does not go.
     Exfiltration(String),
+    /// Secret `.0` would go to this host and method, but whether the path is within its `paths`
+    /// depends on how the server reads it (`.1`: why): nothing is sent.
+    AmbiguousPath(String, String),
 }
 
 /// A random placeholder: [`PLACEHOLDER_PREFIX`] + 128 random bits in hex — nothing of the
@@ -368,15 +376,20 @@ impl RunSecrets {
         self.bound.iter().find(|b| carries(bytes, &b.placeholder))
     }
 
-    /// The values to mask in what comes back from a request that carried them.
-    pub fn mask_for(&self, names: &[String]) -> Mask {
-        Mask::new(
-            self.bound
-                .iter()
-                .filter(|b| names.contains(&b.name))
-                .map(|b| b.value.0.as_ref().clone())
-                .collect(),
-        )
+    /// What to mask in what comes back from a request that carried the secrets `names`, its
+    /// head as sent being `headers`: every form of their values the head carries
+    /// (`egress::echo::forms`).
+    pub fn mask_for(&self, names: &[String], headers: &[(String, Vec<u8>)]) -> Vec<Vec<u8>> {
+        let values: Vec<&[u8]> = self
+            .bound
+            .iter()
+            .filter(|b| names.contains(&b.name))
+            .map(|b| b.value.0.as_slice())
+            .collect();
+        if values.is_empty() {
+            return Vec::new();
+        }
+        super::echo::forms(&values, headers)
     }
 
     /// Decides about one request head going to `host:port` (see the module doc) and, where a
@@ -396,12 +409,20 @@ impl RunSecrets {
         }
         let mut used = Vec::new();
         for b in &self.bound {
-            let goes = b.binds(host, port, method, path);
             let in_headers = headers
                 .iter()
                 .any(|(n, v)| carries(n.as_bytes(), &b.placeholder) || carries(v, &b.placeholder));
             let elsewhere = carries(host.as_bytes(), &b.placeholder)
                 || extra.iter().any(|e| carries(e, &b.placeholder));
+            let goes = match b.binds(host, port, method, path) {
+                Ok(goes) => goes,
+                // The value would be sent (its header, or the placeholder the command put in):
+                // not toward a path the server may read outside the secret's paths.
+                Err(why) if in_headers || elsewhere || b.send != Send::Placeholder => {
+                    return Applied::AmbiguousPath(b.name.clone(), why);
+                }
+                Err(_) => false,
+            };
             if !goes {
                 if in_headers || elsewhere {
                     return Applied::Exfiltration(b.name.clone());
@@ -439,6 +460,87 @@ impl RunSecrets {
         }
         Applied::Send(used)
     }
+}
+
+/// Whether request target `path` is beneath one of the secret's `paths` (empty: any path),
+/// judged on the path as servers read it: every reading — percent-decoding applied zero, one or
+/// two times (`%2e`, `%2f`, `%5c`, `%252e`…), backslashes as slashes or not, `;` parameters of a
+/// segment dropped or not (`..;`), duplicate slashes merged or not — with its dot-segments
+/// removed. Err(why) when the readings disagree: the path cannot be judged unambiguously.
+pub fn path_within(paths: &[String], path: &str) -> Result<bool, String> {
+    if paths.is_empty() {
+        return Ok(true);
+    }
+    let raw = path.split(['?', '#']).next().unwrap_or("");
+    let mut verdict = None;
+    for rounds in 0..3 {
+        let mut decoded = raw.as_bytes().to_vec();
+        for _ in 0..rounds {
+            decoded = percent_encoding::percent_decode(&decoded).collect();
+        }
+        for backslash in [false, true] {
+            for params in [false, true] {
+                for merge in [false, true] {
+                    let p = reading(&decoded, backslash, params, merge);
+                    let within = paths.iter().any(|pre| p.starts_with(pre.as_bytes()));
+                    match verdict {
+                        None => verdict = Some(within),
+                        Some(v) if v != within => {
+                            return Err(format!(
+                                "the path {:?} is within the secret's paths for some servers and not for others (dot-segments, percent-encoding, `;` parameters, backslashes or duplicate slashes)",
+                                crate::quote::prefix(raw, 200)
+                            ))
+                        }
+                        Some(_) => {}
+                    }
+                }
+            }
+        }
+    }
+    Ok(verdict.unwrap_or(false))
+}
+
+/// One reading of a (decoded) path: its segments, dot-segments removed (RFC 3986 5.2.4, `..`
+/// above the root staying at the root).
+fn reading(path: &[u8], backslash: bool, params: bool, merge: bool) -> Vec<u8> {
+    let path: Vec<u8> = if backslash {
+        path.iter()
+            .map(|b| if *b == b'\\' { b'/' } else { *b })
+            .collect()
+    } else {
+        path.to_vec()
+    };
+    let mut out: Vec<&[u8]> = Vec::new();
+    let segs: Vec<&[u8]> = path.split(|b| *b == b'/').skip(1).collect();
+    let last = segs.len().saturating_sub(1);
+    for (i, seg) in segs.into_iter().enumerate() {
+        let seg = if params {
+            seg.split(|b| *b == b';').next().unwrap_or_default()
+        } else {
+            seg
+        };
+        match seg {
+            b"." | b".." => {
+                if seg == b".." {
+                    out.pop();
+                }
+                if i == last {
+                    out.push(b"");
+                }
+            }
+            b"" if merge && i != last => {}
+            s => out.push(s),
+        }
+    }
+    let mut p = Vec::with_capacity(path.len() + 1);
+    for s in out {
+        p.push(b'/');
+        p.extend_from_slice(s);
+    }
+    if p.is_empty() {
+        p.push(b'/');
+    }
+    p
 }
 
 /// What a human is shown about a command's secrets, never a value (issue 38): each secret the
@@ -577,63 +679,6 @@ fn replace_in_header(v: &mut Vec<u8>, from: &[u8], to: &[u8]) {
     }
 }
 
-/// Masks values in a byte stream (what a bound host sends back), across chunk boundaries:
-/// each occurrence becomes as many `*` (the framing of the response stays intact).
-#[derive(Debug, Default)]
-pub struct Mask {
-    values: Vec<Vec<u8>>,
-    held: Vec<u8>,
-}
-
-impl Mask {
-    pub fn new(values: Vec<Vec<u8>>) -> Mask {
-        Mask {
-            values,
-            held: Vec::new(),
-        }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.values.is_empty()
-    }
-
-    /// Takes `chunk`, returns what may be passed on now: only the end that could begin a value
-    /// (the longest end that is a proper prefix of one) is held back until the next chunk or
-    /// [`Mask::finish`] — the rest goes now, so a response whose connection stays open after
-    /// it still reaches the command whole.
-    pub fn push(&mut self, chunk: &[u8]) -> Vec<u8> {
-        if self.values.is_empty() {
-            return chunk.to_vec();
-        }
-        self.held.extend_from_slice(chunk);
-        for v in &self.values {
-            let mut from = 0;
-            while let Some(i) = find(&self.held[from..], v) {
-                let at = from + i;
-                self.held[at..at + v.len()].fill(b'*');
-                from = at + v.len();
-            }
-        }
-        let longest = self.values.iter().map(|v| v.len()).max().unwrap_or(1) - 1;
-        let n = self.held.len();
-        let keep = (1..=longest.min(n))
-            .rev()
-            .find(|k| {
-                let end = &self.held[n - k..];
-                self.values
-                    .iter()
-                    .any(|v| v.len() > *k && v.starts_with(end))
-            })
-            .unwrap_or(0);
-        self.held.drain(..n - keep).collect()
-    }
-
-    /// What was held back (the stream ended).
-    pub fn finish(&mut self) -> Vec<u8> {
-        std::mem::take(&mut self.held)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -760,23 +805,47 @@ mod tests {
     }
 
     #[test]
-    fn a_mask_hides_the_value_across_chunks() {
-        let mut m = Mask::new(vec![b"s3cr3t".to_vec()]);
-        let mut out = m.push(b"hello s3c");
-        out.extend(m.push(b"r3t world s3cr3t"));
-        out.extend(m.finish());
-        assert_eq!(out, b"hello ****** world ******");
-        // What cannot begin the value is passed on at once (nothing waits for the next chunk).
-        let mut m = Mask::new(vec![b"s3cr3t".to_vec()]);
-        assert_eq!(
-            m.push(b"HTTP/1.1 200 OK\r\n\r\nok\n"),
-            b"HTTP/1.1 200 OK\r\n\r\nok\n"
-        );
-        assert_eq!(m.push(b"done s3"), b"done ");
-        assert_eq!(m.push(b"x"), b"s3x");
-        assert_eq!(m.push(b"s3cr"), b"");
-        assert_eq!(m.push(b"3t!"), b"******!");
-        assert!(m.finish().is_empty());
+    fn paths_are_judged_on_every_reading_of_the_path() {
+        let api = vec!["/api/".to_string()];
+        for ok in [
+            "/api/x",
+            "/api/x/../y",
+            "/api/./x",
+            "/api/x?q=/../..",
+            "/api/a%2Fb",
+        ] {
+            assert_eq!(path_within(&api, ok), Ok(true), "{ok}");
+        }
+        for out in ["/x", "/apix", "/", "/API/x", "/api\\..\\x"] {
+            assert_eq!(path_within(&api, out), Ok(false), "{out}");
+        }
+        // Plain dot-segments are judged normalised: outside, so not bound.
+        assert_eq!(path_within(&api, "/api/../x"), Ok(false));
+        assert_eq!(path_within(&api, "/api/x/../../y"), Ok(false));
+        for amb in [
+            "/api/%2e%2e/x",
+            "/api/%2E%2E/x",
+            "/api/..;/x",
+            "/api/..%2fx",
+            "/api/..\\x",
+            "/api/%252e%252e/x",
+            "//api/x",
+            "/api/x/..//../y",
+        ] {
+            assert!(path_within(&api, amb).is_err(), "{amb}");
+        }
+        assert_eq!(path_within(&[], "/api/%2e%2e/x"), Ok(true), "no paths: any");
+        let r = run({
+            let mut c = cfg(Some("X-Key: {value}"), None);
+            c.paths = api.clone();
+            c
+        });
+        let mut h = vec![];
+        assert!(matches!(
+            r.apply("api.example.com", 443, "GET", "/api/..;/x", &mut h, &[]),
+            Applied::AmbiguousPath(n, _) if n == "GH_TOKEN"
+        ));
+        assert!(h.is_empty());
     }
 
     #[test]

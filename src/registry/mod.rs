@@ -618,7 +618,30 @@ CREATE POLICY operator_grants ON client_grants FOR INSERT TO brainloop_operator
 CREATE POLICY operator_revokes ON client_grants FOR UPDATE TO brainloop_operator
   USING (true) WITH CHECK (revoked_role = current_user);
 "#,
+    STEP_7_DECISIONS_SERIALISED,
 ];
+
+/// 7 (issue 49): **a human's decision wins over a reviewer's.** Every insert into `decisions`
+/// (the operator's and the reviewer's roles alike) first locks its validation's row
+/// (`brainloop_decision_lock`, a BEFORE trigger of the owner's, so neither role needs a grant
+/// on `validations` for it): two decisions on one validation are serialised. And
+/// `brainloop_reviewer_may` becomes VOLATILE, so its "no decision yet" reads the decisions
+/// committed while the insert waited for that lock (a STABLE function sees only the statement's
+/// snapshot, taken before the wait): a reviewer's insert made while a human's decision is
+/// uncommitted waits for it, then fails. A reviewer's decision committed first does not stop the
+/// human: the operator's CLI decides over it, and the worker takes a human's decision over a
+/// reviewer's it has not acted on (`ask::validations::undelivered`).
+const STEP_7_DECISIONS_SERIALISED: &str = r#"
+CREATE FUNCTION brainloop_decision_lock() RETURNS trigger LANGUAGE plpgsql
+SECURITY DEFINER SET search_path = public, pg_temp AS $f$
+BEGIN
+  PERFORM 1 FROM validations WHERE id = NEW.validation_id FOR UPDATE;
+  RETURN NEW;
+END $f$;
+CREATE TRIGGER decisions_lock BEFORE INSERT ON decisions
+  FOR EACH ROW EXECUTE FUNCTION brainloop_decision_lock();
+ALTER FUNCTION brainloop_reviewer_may(text, text, text, boolean, text) VOLATILE;
+"#;
 
 /// The version the binary's migrations reach.
 pub fn latest() -> i64 {
