@@ -154,7 +154,10 @@ async fn vacuum(db: &Arc<crate::db::Db>, stop: &CancellationToken) {
             Ok(Some(0)) => return,
             Ok(Some(_)) => {}
             Ok(None) => {
-                tracing::debug!(db = name, "made before incremental vacuum: free pages stay until a full VACUUM");
+                tracing::debug!(
+                    db = name,
+                    "made before incremental vacuum: free pages stay until a full VACUUM"
+                );
                 return;
             }
             Err(e) => {

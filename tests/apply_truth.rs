@@ -67,7 +67,13 @@ impl Tmpfs {
             "CANNOT RUN HERE: mounting a small tmpfs as the workspace needs root"
         );
         let st = std::process::Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size},mode=0755"), "tmpfs"])
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size},mode=0755"),
+                "tmpfs",
+            ])
             .arg(at)
             .status()
             .unwrap();
@@ -92,7 +98,7 @@ fn an_apply_stopped_by_a_full_disk_names_what_landed_and_undo_takes_it_back() {
     let _fs = Tmpfs::mount(&env.workspace, "1m");
     let d = env.start(&[]);
     // Three files of 400 kB: the first two fit the 1 MiB workspace, the third does not.
-    let cmd = "for f in a1 a2 a3; do head -c 400000 /dev/zero > $f; done";
+    let cmd = "head -c 400000 /dev/zero > a1 && head -c 400000 /dev/zero > a2 && head -c 400000 /dev/zero > a3";
     let (id, st, v, err) = submit(&env, cmd);
     assert_eq!(st, "pending_validation", "{err} {v}");
     cli_ok(&env, &["approve", &common::vid(&v)]);
@@ -168,14 +174,25 @@ fn kill_9_at_random_points_of_a_10k_file_apply_leaves_no_temp_file_and_undo_rest
     common::require_sandbox();
     let env = Env::new();
     std::fs::write(env.workspace.join("keep.txt"), "mine\n").unwrap();
+    let src = env.workspace.join("src");
+    std::fs::create_dir(&src).unwrap();
+    for i in 1..=9_999 {
+        std::fs::write(src.join(format!("f{i}")), format!("{i}\n")).unwrap();
+    }
     let mut rng = Rng::new();
-    let mut d = env.start(&[]);
+    // Never learned (five approvals would teach `cp -r` and apply it unasked).
+    let never_learn = [("BRAINLOOP_SIGNATURE_APPROVALS", "1000")];
+    let mut d = env.start(&never_learn);
     // One directory and 9,999 files in it: 10,000 paths, the change set's cap.
-    let cmd = "mkdir d && cd d && for i in $(seq 1 9999); do echo $i > f$i; done";
+    let cmd = "cp -r src d";
     let (mut mid_apply, mut temps_at_kill) = (0, 0);
     for round in 0..10 {
         let (id, st, v, err) = submit(&env, cmd);
-        assert_eq!(st, "pending_validation", "round {round}: {err} {v}");
+        assert_eq!(
+            st, "pending_validation",
+            "round {round}: {err} {}",
+            v["policy_used"]
+        );
         cli_ok(&env, &["approve", &common::vid(&v)]);
         let t0 = Instant::now();
         while apply_state(&env, id).is_none() {
@@ -188,9 +205,18 @@ fn kill_9_at_random_points_of_a_10k_file_apply_leaves_no_temp_file_and_undo_rest
         let temps = temp_files(&env.workspace).len();
         mid_apply += usize::from(landed < 9_999 || temps > 0);
         temps_at_kill += usize::from(temps > 0);
-        d = env.start(&[]);
+        let t0 = Instant::now();
+        d = env.start_within(&[], &never_learn, Duration::from_secs(120));
+        eprintln!(
+            "round {round}: killed with {landed} of 9,999 files and {temps} temp file(s) in the workspace; ready again in {:?}",
+            t0.elapsed()
+        );
         let (st, v, err) = settled(&env, id);
-        assert_eq!(st, "succeeded", "round {round}: {err} {v}");
+        assert_eq!(
+            st, "succeeded",
+            "round {round}: {err} {} {}",
+            v["status"], v["recovered"]
+        );
         assert_eq!(
             temp_files(&env.workspace),
             Vec::<String>::new(),
@@ -200,7 +226,10 @@ fn kill_9_at_random_points_of_a_10k_file_apply_leaves_no_temp_file_and_undo_rest
         assert_eq!(n, 9_999, "round {round}: applied whole");
         assert_eq!(journal(&env, id).unwrap().0, "applied", "round {round}");
         let out = cli_ok(&env, &["undo", &id.to_string()]);
-        assert!(out.contains("10000 path(s) restored"), "round {round}: {out}");
+        assert!(
+            out.contains("10000 path(s) restored"),
+            "round {round}: {out}"
+        );
         assert!(!env.workspace.join("d").exists(), "round {round}");
         assert_eq!(
             std::fs::read_to_string(env.workspace.join("keep.txt")).unwrap(),
@@ -249,7 +278,7 @@ fn approve_and_deny_at_once(env: &Env, vid: &str) -> [(bool, String); 2] {
 fn of_two_decisions_at_once_the_first_stands_and_the_second_cli_is_refused() {
     common::require_sandbox();
     let env = Env::new();
-    let mut d = env.start(&[]);
+    let d = env.start(&[]);
     let mut outcomes = Vec::new();
     for round in 0..6 {
         // Half the rounds with the worker stopped, so both decisions wait unconsumed.
@@ -268,7 +297,11 @@ fn of_two_decisions_at_once_the_first_stands_and_the_second_cli_is_refused() {
             a.0 != b.0,
             "round {round}: exactly one decision is accepted: approve {a:?}, deny {b:?}"
         );
-        let (won, lost) = if a.0 { ("approve", &b.1) } else { ("deny", &a.1) };
+        let (won, lost) = if a.0 {
+            ("approve", &b.1)
+        } else {
+            ("deny", &a.1)
+        };
         assert!(
             lost.contains(&format!("validation {vid} was already decided: {won} by "))
                 && lost.contains("the first decision stands"),
@@ -284,8 +317,15 @@ fn of_two_decisions_at_once_the_first_stands_and_the_second_cli_is_refused() {
             .unwrap();
         assert_eq!(rows, 1, "round {round}: one decision row");
         let (st, v, err) = common::final_result(&env, id);
-        let expect = if won == "approve" { "succeeded" } else { "denied" };
-        assert_eq!(st, expect, "round {round}: the job follows the decision that stood: {err} {v}");
+        let expect = if won == "approve" {
+            "succeeded"
+        } else {
+            "denied"
+        };
+        assert_eq!(
+            st, expect,
+            "round {round}: the job follows the decision that stood: {err} {v}"
+        );
         let shown = cli_ok(&env, &["show", &vid]);
         assert!(
             shown.contains(&format!(": {won}")) && shown.contains("decided by"),

@@ -698,7 +698,12 @@ pub fn pending_bytes(data_dir: &Path, client_id: &str) -> Result<u64> {
         let Ok(md) = fs::metadata(e.path().join("manifest.json")) else {
             continue; // no manifest yet (a run in progress) or gone
         };
-        let key = (job, md.ino(), md.len(), md.mtime_nsec() + md.mtime() * 1_000_000_000);
+        let key = (
+            job,
+            md.ino(),
+            md.len(),
+            md.mtime_nsec() + md.mtime() * 1_000_000_000,
+        );
         let entry = match known.remove(&key) {
             Some(v) => Some(v),
             // A manifest unreadable or corrupt is not counted (the job fails when it resumes).
@@ -721,8 +726,10 @@ pub fn pending_bytes(data_dir: &Path, client_id: &str) -> Result<u64> {
 
 /// Per data dir: (job, manifest inode, size, mtime ns) → (client, upper_bytes); see
 /// [`pending_bytes`].
-type PendingIndex =
-    std::collections::HashMap<PathBuf, std::collections::HashMap<(i64, u64, u64, i64), (String, u64)>>;
+type PendingIndex = std::collections::HashMap<
+    PathBuf,
+    std::collections::HashMap<(i64, u64, u64, i64), (String, u64)>,
+>;
 static PENDING_INDEX: std::sync::LazyLock<std::sync::Mutex<PendingIndex>> =
     std::sync::LazyLock::new(Default::default);
 
@@ -991,7 +998,10 @@ pub fn apply(data_dir: &Path, m: &Manifest) -> Result<Journal> {
 fn landed_of(root: &Beneath, m: &Manifest) -> Vec<usize> {
     let cs = &m.change_set.changes;
     (0..cs.len())
-        .filter(|&i| root.entry(&cs[i].path).is_ok_and(|e| e.state() == cs[i].after))
+        .filter(|&i| {
+            root.entry(&cs[i].path)
+                .is_ok_and(|e| e.state() == cs[i].after)
+        })
         .collect()
 }
 

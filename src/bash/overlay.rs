@@ -12,11 +12,11 @@ use super::command::{self, Asked, Cmd, HostAsk, Job};
 use super::confined::{self, Egress, Ended, Report};
 use super::evidence::Mode;
 use super::executor::{self, ExecResult};
+use super::journal;
 use super::plan::{self, Effects, Next, Plan};
 use super::record::{self, Happened, Ran};
 use super::result;
 use super::Outcome;
-use super::journal;
 use crate::db::applies;
 use crate::db::output::JobStatus;
 use crate::db::Stores;
@@ -639,12 +639,18 @@ pub fn recover_apply(stores: &Stores, job_id: i64) -> anyhow::Result<Option<Outc
 fn settle_cut_off(stores: &Stores, job_id: i64) -> String {
     let data_dir = &stores.data_dir;
     if let Err(e) = changes::remove_temps(data_dir, job_id) {
-        tracing::warn!(error = format!("{e:#}"), job_id, "cannot remove the temp files of the cut-off apply");
+        tracing::warn!(
+            error = format!("{e:#}"),
+            job_id,
+            "cannot remove the temp files of the cut-off apply"
+        );
     }
     let j = match changes::load_journal(data_dir, job_id) {
         Ok(Some(j)) => j,
         Ok(None) => return "nothing of it reached the workspace (no journal was written)".into(),
-        Err(e) => return format!("part of it may be in the workspace (its journal is unreadable: {e:#})"),
+        Err(e) => {
+            return format!("part of it may be in the workspace (its journal is unreadable: {e:#})")
+        }
     };
     let landed = match changes::landed_in(&j) {
         Ok(l) => l,
@@ -664,7 +670,11 @@ fn settle_cut_off(stores: &Stores, job_id: i64) -> String {
         }
     });
     if let Err(e) = settled {
-        tracing::warn!(error = format!("{e:#}"), job_id, "cannot record how far the cut-off apply got");
+        tracing::warn!(
+            error = format!("{e:#}"),
+            job_id,
+            "cannot record how far the cut-off apply got"
+        );
     }
     match landed.len() {
         0 => "nothing of it reached the workspace".into(),
@@ -747,7 +757,5 @@ fn journal_row(
         applied_paths,
     };
     let now = crate::time::now_ms();
-    stores
-        .security
-        .with(|c| journal::record(c, &applied, now))
+    stores.security.with(|c| journal::record(c, &applied, now))
 }

@@ -65,7 +65,10 @@ fn without_output(config: &Config, e: &anyhow::Error) -> Value {
         boot: crate::time::boot_id(),
     };
     let life = liveness(config, None, file.as_ref(), lock, holder, &clocks);
-    let reported = file.as_ref().map(|f| f.problems.clone()).unwrap_or_default();
+    let reported = file
+        .as_ref()
+        .map(|f| f.problems.clone())
+        .unwrap_or_default();
     let mut problems = vec![json!({"cause": "output.db unreadable", "detail": format!(
         "{} cannot be read: {e:#} — results, heartbeats and validations are there; if it was deleted, stop the worker and run `brainloop repair`",
         DbKind::Output.path(dir).display())})];

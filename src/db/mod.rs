@@ -461,10 +461,15 @@ impl Stores {
 
     /// The databases the worker writes that cannot be written now ([`Db::file_unwritable`]).
     pub fn files_unwritable(&self) -> Vec<String> {
-        [&self.lifecycle, &self.output, &self.metadata, &self.security]
-            .iter()
-            .filter_map(|d| d.file_unwritable())
-            .collect()
+        [
+            &self.lifecycle,
+            &self.output,
+            &self.metadata,
+            &self.security,
+        ]
+        .iter()
+        .filter_map(|d| d.file_unwritable())
+        .collect()
     }
 
     /// Opens every database. The schema must already be applied ([`migrate::migrate_all`]).
@@ -503,13 +508,16 @@ mod tests {
         c.pragma_update(None, "journal_mode", "WAL").unwrap();
         c.execute_batch("CREATE TABLE t(b BLOB)").unwrap();
         for _ in 0..2000 {
-            c.execute("INSERT INTO t VALUES (zeroblob(4000))", []).unwrap();
+            c.execute("INSERT INTO t VALUES (zeroblob(4000))", [])
+                .unwrap();
         }
         c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
             .unwrap();
         let full = std::fs::metadata(&p).unwrap().len();
         c.execute("DELETE FROM t", []).unwrap();
-        let free: i64 = c.query_row("PRAGMA freelist_count", [], |r| r.get(0)).unwrap();
+        let free: i64 = c
+            .query_row("PRAGMA freelist_count", [], |r| r.get(0))
+            .unwrap();
         assert!(free > 1000, "{free}");
         // One bounded step frees at most its pages.
         assert_eq!(vacuum_step(&mut c, 100).unwrap(), Some(free - 100));

@@ -480,10 +480,12 @@ impl Beneath {
             bail!("invalid temporary name {tmp:?} for {rel}");
         }
         let (dir, name) = self.parent_for_write(rel)?;
-        remove_non_dir(&dir, tmp).with_context(|| format!("remove the stale {tmp} beside {rel}"))?;
+        remove_non_dir(&dir, tmp)
+            .with_context(|| format!("remove the stale {tmp} beside {rel}"))?;
         match (content, link) {
-            (_, Some(target)) => symlinkat(target, dir.as_fd(), tmp)
-                .with_context(|| format!("symlink for {rel}"))?,
+            (_, Some(target)) => {
+                symlinkat(target, dir.as_fd(), tmp).with_context(|| format!("symlink for {rel}"))?
+            }
             (Some(src), None) => {
                 let fd = openat(
                     dir.as_fd(),
@@ -625,9 +627,17 @@ mod tests {
         let b = Beneath::open(&ws).unwrap();
         let mut evil: &[u8] = b"evil";
         assert!(b
-            .put("out/secret.db", ".brainloop-t.tmp", Some(&mut evil), 0o644, None)
+            .put(
+                "out/secret.db",
+                ".brainloop-t.tmp",
+                Some(&mut evil),
+                0o644,
+                None
+            )
             .is_err());
-        assert!(b.put("out/new.db", ".brainloop-t.tmp", None, 0, Some("/etc")).is_err());
+        assert!(b
+            .put("out/new.db", ".brainloop-t.tmp", None, 0, Some("/etc"))
+            .is_err());
         assert!(b.make_dir("out/newdir").is_err());
         assert!(b.remove("out/secret.db").is_err());
         assert_eq!(
@@ -637,7 +647,8 @@ mod tests {
         assert_eq!(fs::read_dir(&outside).unwrap().count(), 1);
         // Replacing the symlink itself is a workspace change, and leaves the outside alone.
         let mut c: &[u8] = b"mine";
-        b.put("out", ".brainloop-t.tmp", Some(&mut c), 0o640, None).unwrap();
+        b.put("out", ".brainloop-t.tmp", Some(&mut c), 0o640, None)
+            .unwrap();
         assert_eq!(fs::read_to_string(ws.join("out")).unwrap(), "mine");
         assert_eq!(
             fs::metadata(ws.join("out")).unwrap().permissions().mode() & 0o777,
@@ -656,13 +667,16 @@ mod tests {
         b.make_dir("d/sub").unwrap();
         b.make_dir("d/sub").unwrap();
         let mut c: &[u8] = b"x";
-        b.put("d/sub/f", ".brainloop-t.tmp", Some(&mut c), 0o600, None).unwrap();
-        b.put("d/l", ".brainloop-t.tmp", None, 0, Some("sub/f")).unwrap();
+        b.put("d/sub/f", ".brainloop-t.tmp", Some(&mut c), 0o600, None)
+            .unwrap();
+        b.put("d/l", ".brainloop-t.tmp", None, 0, Some("sub/f"))
+            .unwrap();
         assert_eq!(fs::read_link(ws.join("d/l")).unwrap(), Path::new("sub/f"));
         // An empty directory is replaced by a file.
         b.make_dir("d/e").unwrap();
         let mut c: &[u8] = b"y";
-        b.put("d/e", ".brainloop-t.tmp", Some(&mut c), 0o644, None).unwrap();
+        b.put("d/e", ".brainloop-t.tmp", Some(&mut c), 0o644, None)
+            .unwrap();
         assert_eq!(fs::read_to_string(ws.join("d/e")).unwrap(), "y");
         b.remove("d/sub/f").unwrap();
         b.remove("d/sub").unwrap();
