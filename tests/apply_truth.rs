@@ -302,9 +302,12 @@ fn of_two_decisions_at_once_the_first_stands_and_the_second_cli_is_refused() {
         } else {
             ("deny", &a.1)
         };
+        // Refused before (`was already decided: …`) or after the worker took the first
+        // (`is already approved: …`): either way naming the decision that stood.
         assert!(
-            lost.contains(&format!("validation {vid} was already decided: {won} by "))
-                && lost.contains("the first decision stands"),
+            lost.contains(&format!("validation {vid} "))
+                && lost.contains(&format!(": {won} by "))
+                && (lost.contains("already decided") || lost.contains("is already ")),
             "round {round}: the second CLI says who decided what: {lost}"
         );
         let rows: i64 = env

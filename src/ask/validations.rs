@@ -385,10 +385,14 @@ pub fn decide(
     let Some(v) = get(output, id)? else {
         bail!("no validation {id} (see `brainloop validations`)");
     };
-    ensure_undecided(security, id)?;
     if v.status != "pending" {
-        bail!("validation {id} is already {}", v.status);
+        // Said with the decision that stands, when it is a decision's.
+        let first = first_decision(security, id)?
+            .map(|a| format!(": {}", decided_line(&a)))
+            .unwrap_or_default();
+        bail!("validation {id} is already {}{first}", v.status);
     }
+    ensure_undecided(security, id)?;
     record(security, id, d, learn, reason, by)?;
     Ok(v)
 }
@@ -416,12 +420,20 @@ pub fn first_decision(security: &Connection, id: &str) -> Result<Option<Approval
         .optional()?)
 }
 
-fn already_decided(id: &str, a: &ApprovalRow) -> anyhow::Error {
-    anyhow::anyhow!(
-        "validation {id} was already decided: {} by {} at {} — the first decision stands, nothing recorded (`brainloop show {id}`)",
+/// `DECISION by WHO at WHEN` of a decision row.
+fn decided_line(a: &ApprovalRow) -> String {
+    format!(
+        "{} by {} at {}",
         a.decision.map_or("?", |d| d.as_str()),
         crate::shown::line(&a.decided_by),
         crate::time::local(a.created_at)
+    )
+}
+
+fn already_decided(id: &str, a: &ApprovalRow) -> anyhow::Error {
+    anyhow::anyhow!(
+        "validation {id} was already decided: {} — the first decision stands, nothing recorded (`brainloop show {id}`)",
+        decided_line(a)
     )
 }
 
