@@ -278,7 +278,8 @@ fn approve_and_deny_at_once(env: &Env, vid: &str) -> [(bool, String); 2] {
 fn of_two_decisions_at_once_the_first_stands_and_the_second_cli_is_refused() {
     common::require_sandbox();
     let env = Env::new();
-    let d = env.start(&[]);
+    // Never learned: the approvals of these edits would teach `> f` and apply it unasked.
+    let d = env.start(&[("BRAINLOOP_SIGNATURE_APPROVALS", "1000")]);
     let mut outcomes = Vec::new();
     for round in 0..6 {
         // Half the rounds with the worker stopped, so both decisions wait unconsumed.
