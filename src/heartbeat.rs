@@ -130,6 +130,24 @@ async fn beat(
         sandbox_level: Some(sandbox_level.to_string()),
         uptime_ms: started.elapsed().as_millis() as i64,
     };
+    // The databases' identity on the heartbeat's cadence (issue 50): a file deleted or replaced
+    // under the worker is a problem `status` names; claims stop while it lasts.
+    let st = Arc::clone(stores);
+    match tokio::task::spawn_blocking(move || (st.files_gone(), st.files_unwritable())).await {
+        Ok((gone, unwritable)) => {
+            for (cause, why) in [
+                (crate::stats::DATABASE_FILES, gone),
+                (crate::stats::DATABASE_UNWRITABLE, unwritable),
+            ] {
+                if why.is_empty() {
+                    stats.clear_problem(cause);
+                } else {
+                    stats.set_problem(cause, why.join("; "));
+                }
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, "the database file check failed"),
+    }
     let metrics = stats.take_metrics(now);
     let problem = stats.problems_json();
     let st = Arc::clone(stats);

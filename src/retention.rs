@@ -4,7 +4,8 @@
 //! stored inferences; expires `loop` block sessions idle past `loop_session_ttl_ms` and closes
 //! agent sessions whose job ended outside them; discards the change sets (`changes/<job>`) of
 //! jobs whose final result is committed; then checkpoints each database's WAL (`TRUNCATE`) so
-//! the `-wal` files stay small and runs `incremental_vacuum` so freed pages go back to the disk.
+//! the `-wal` files stay small, and after a pass that deleted rows runs `incremental_vacuum` to
+//! completion in bounded steps (`db::vacuum_step`) so freed pages go back to the disk.
 //! The diff an applied change set kept for `brainloop show` (`bash::journal`) is dropped after
 //! `results_days`, the rest of its journal row kept. The audit trail and policy history are kept. (input.db belongs to the producers: the worker never deletes there.)
 
@@ -129,8 +130,42 @@ pub async fn pass(
         &stores.security,
     ] {
         checkpoint(db).await;
+        if total > 0 {
+            vacuum(db, stop).await;
+            checkpoint(db).await;
+        }
     }
     Ok(total)
+}
+
+/// Gives the database's free pages back to the disk after a pass that deleted rows: bounded
+/// `incremental_vacuum` steps (`db::vacuum_step`, each its own transaction on the writer
+/// connection, so jobs' writes wait at most one step) until none is left or the worker stops.
+async fn vacuum(db: &Arc<crate::db::Db>, stop: &CancellationToken) {
+    let name = db.kind().file_name();
+    loop {
+        if stop.is_cancelled() {
+            return;
+        }
+        let step = db
+            .call(|c| Ok(crate::db::vacuum_step(c, crate::db::VACUUM_STEP_PAGES)?))
+            .await;
+        match step {
+            Ok(Some(0)) => return,
+            Ok(Some(_)) => {}
+            Ok(None) => {
+                tracing::debug!(
+                    db = name,
+                    "made before incremental vacuum: free pages stay until a full VACUUM"
+                );
+                return;
+            }
+            Err(e) => {
+                tracing::debug!(db = name, error = format!("{e:#}"), "vacuum step skipped");
+                return;
+            }
+        }
+    }
 }
 
 /// `wal_checkpoint(TRUNCATE)`; a busy reader only makes it partial, which is fine.

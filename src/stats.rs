@@ -26,6 +26,14 @@ impl WorkerState {
     }
 }
 
+/// The problem cause of a database deleted or replaced under the running worker
+/// (`db::Db::file_gone`): while it lasts nothing is claimed and results go to the spool.
+pub const DATABASE_FILES: &str = "database files";
+
+/// The problem cause of a database the worker writes that cannot be written now
+/// (`db::Db::file_unwritable`): the jobs that need it wait (`db::retry_while_locked`).
+pub const DATABASE_UNWRITABLE: &str = "database unwritable";
+
 #[derive(Default)]
 pub struct Stats {
     pub jobs_running: AtomicI64,

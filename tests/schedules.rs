@@ -154,3 +154,44 @@ fn invalid_expressions_are_reported_and_grants_still_apply() {
     assert!(out.contains("INVALID") && out.contains("funday"), "{out}");
     assert!(d.log_text().contains("invalid schedule"));
 }
+
+const FAKETIME_LIB: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+
+/// Issue 50: an every-5-s schedule keeps firing right after the worker's wall clock steps two
+/// hours back (libfaketime, wall clock only; the offset file is read at every call) and after a
+/// step forward — it used to stop for the size of a backward step.
+#[test]
+fn a_schedule_keeps_firing_across_backward_and_forward_clock_steps() {
+    assert!(
+        std::path::Path::new(FAKETIME_LIB).exists(),
+        "CANNOT RUN HERE: apt-get install faketime ({FAKETIME_LIB} is missing)"
+    );
+    let env = Env::new();
+    let offset = env.root.path().join("faketime-offset");
+    std::fs::write(&offset, "+0\n").unwrap();
+    let off = offset.display().to_string();
+    let d = env.start(&[
+        ("LD_PRELOAD", FAKETIME_LIB),
+        ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
+        ("FAKETIME_TIMESTAMP_FILE", off.as_str()),
+        ("FAKETIME_NO_CACHE", "1"),
+    ]);
+    schedule(&env, "every5", "*/5 * * * * *", "ping", "{}", "local");
+    let done = |env: &Env| fired(env).iter().filter(|f| f.1 == "succeeded").count();
+    wait_for("a first firing", || done(&env) >= 1);
+    for (step, name) in [("-2h", "back two hours"), ("+0", "forward again")] {
+        std::fs::write(&offset, format!("{step}\n")).unwrap();
+        let before = done(&env);
+        let t0 = Instant::now();
+        while done(&env) < before + 2 {
+            assert!(
+                t0.elapsed() < Duration::from_secs(20),
+                "no two firings within 20 s after the clock stepped {name} (had {before}); log:\n{}",
+                d.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        eprintln!("stepped {name}: two more firings in {:?}", t0.elapsed());
+    }
+    d.kill9();
+}

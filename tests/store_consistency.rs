@@ -297,6 +297,9 @@ fn a_data_dir_from_before_identities_is_upgraded_and_nothing_reruns() {
         if f == "command_security.db" {
             c.execute_batch(
                 "DROP TABLE cancellations;
+                 DROP INDEX signature_evidence_sig;
+                 ALTER TABLE journal DROP COLUMN state;
+                 ALTER TABLE journal DROP COLUMN applied_paths;
                  ALTER TABLE journal DROP COLUMN diff;
                  ALTER TABLE journal DROP COLUMN validation_id;
                  ALTER TABLE journal DROP COLUMN decided_by;",

@@ -115,6 +115,9 @@ fn session(
     let fresh_ms = s.learned_fresh_ms.max(2 * poll.as_millis() as u64 + 500);
     loop {
         let now = crate::time::now_ms();
+        // A registry migrated past this binary's schema while connected (issue 50): nothing is
+        // written from this pass on; the session ends and the `registry` problem says why.
+        registry::check_version(&mut c)?;
         // The fleet's learned rules first: a revocation made while this worker was cut off
         // is in the copy before the copy is fresh again (`ask::learned`).
         if learned::pull(&mut c, &mut sec, fresh_ms)? {

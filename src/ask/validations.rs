@@ -379,7 +379,9 @@ impl Decision {
     }
 }
 
-/// Operator side: records a decision for a pending validation.
+/// Operator side: records a decision for a pending validation. Refused (Err naming who decided
+/// what and when, nothing written) when it already has a decision: the first committed one
+/// wins (issue 50).
 pub fn decide(
     security: &mut Connection,
     output: &Connection,
@@ -393,15 +395,62 @@ pub fn decide(
         bail!("no validation {id} (see `brainloop validations`)");
     };
     if v.status != "pending" {
-        bail!("validation {id} is already {}", v.status);
+        // Said with the decision that stands, when it is a decision's.
+        let first = first_decision(security, id)?
+            .map(|a| format!(": {}", decided_line(&a)))
+            .unwrap_or_default();
+        bail!("validation {id} is already {}{first}", v.status);
     }
+    ensure_undecided(security, id)?;
     record(security, id, d, learn, reason, by)?;
     Ok(v)
 }
 
+/// Err naming the decision validation `id` already has (who decided what, and when), if any:
+/// what a second `approve` / `deny` is told before it writes anything (the host rules of an
+/// approve come before its decision row).
+pub fn ensure_undecided(security: &Connection, id: &str) -> Result<()> {
+    match first_decision(security, id)? {
+        Some(a) => Err(already_decided(id, &a)),
+        None => Ok(()),
+    }
+}
+
+/// The first decision row written for validation `id` (consumed or not): the one that stands
+/// and that the worker acted on, and who decided (a reviewer's `decided_by` starts with
+/// `ask::REVIEWER_PREFIX`) — what `validations` and `show` mark.
+pub fn first_decision(security: &Connection, id: &str) -> Result<Option<ApprovalRow>> {
+    Ok(security
+        .query_row(
+            "SELECT id, validation_id, decision, reason, decided_by, created_at, learn FROM approvals WHERE validation_id = ?1 ORDER BY id LIMIT 1",
+            [id],
+            approval_row,
+        )
+        .optional()?)
+}
+
+/// `DECISION by WHO at WHEN` of a decision row.
+fn decided_line(a: &ApprovalRow) -> String {
+    format!(
+        "{} by {} at {}",
+        a.decision.map_or("?", |d| d.as_str()),
+        crate::shown::line(&a.decided_by),
+        crate::time::local(a.created_at)
+    )
+}
+
+fn already_decided(id: &str, a: &ApprovalRow) -> anyhow::Error {
+    anyhow::anyhow!(
+        "validation {id} was already decided: {} — the first decision stands, nothing recorded (`brainloop show {id}`)",
+        decided_line(a)
+    )
+}
+
 /// Writes one decision row for the worker to consume (`decide` checks the validation first).
 /// `learn`: `approve --learn` (the worker learns the change set's signatures for the client,
-/// `bash::learn`).
+/// `bash::learn`). Refused when the validation already has a decision: the check and the
+/// insert are one `BEGIN IMMEDIATE` transaction, so of two decisions at once the first
+/// committed wins and the second is told who decided what and when.
 pub fn record(
     security: &mut Connection,
     id: &str,
@@ -410,10 +459,14 @@ pub fn record(
     reason: Option<&str>,
     by: &str,
 ) -> Result<()> {
-    record_at(security, id, d, learn, reason, by, crate::time::now_ms())
+    match record_at(security, id, d, learn, reason, by, crate::time::now_ms())? {
+        Some(first) => Err(already_decided(id, &first)),
+        None => Ok(()),
+    }
 }
 
-/// [`record`] with the time the decision was made (a registry decision keeps the operator's).
+/// [`record`] with the time the decision was made (a registry decision keeps the operator's);
+/// Some(the decision that stands) when there already is one (nothing written).
 fn record_at(
     security: &mut Connection,
     id: &str,
@@ -422,14 +475,24 @@ fn record_at(
     reason: Option<&str>,
     by: &str,
     at: i64,
-) -> Result<()> {
-    write_tx(security, |tx| {
-        tx.execute(
-            "INSERT INTO approvals(validation_id, decision, reason, decided_by, created_at, learn) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            params![id, d.as_str(), reason, by, at, learn],
-        )
+) -> Result<Option<ApprovalRow>> {
+    let first = write_tx(security, |tx| {
+        let first = tx
+            .query_row(
+                "SELECT id, validation_id, decision, reason, decided_by, created_at, learn FROM approvals WHERE validation_id = ?1 ORDER BY id LIMIT 1",
+                [id],
+                approval_row,
+            )
+            .optional()?;
+        if first.is_none() {
+            tx.execute(
+                "INSERT INTO approvals(validation_id, decision, reason, decided_by, created_at, learn) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![id, d.as_str(), reason, by, at, learn],
+            )?;
+        }
+        Ok(first)
     })?;
-    Ok(())
+    Ok(first)
 }
 
 /// An unconsumed approval row.
@@ -467,19 +530,6 @@ pub fn unconsumed(security: &Connection) -> Result<Vec<ApprovalRow>> {
         .query_map([], approval_row)?
         .collect::<rusqlite::Result<Vec<_>>>()?;
     Ok(v)
-}
-
-/// The last decision row written for validation `id` (consumed or not): who decided (a
-/// reviewer's `decided_by` starts with `ask::REVIEWER_PREFIX`) — what `validations` and `show`
-/// mark.
-pub fn last_decision(security: &Connection, id: &str) -> Result<Option<ApprovalRow>> {
-    Ok(security
-        .query_row(
-            "SELECT id, validation_id, decision, reason, decided_by, created_at, learn FROM approvals WHERE validation_id = ?1 ORDER BY id DESC LIMIT 1",
-            [id],
-            approval_row,
-        )
-        .optional()?)
 }
 
 /// The newest decision rows (any validation, consumed or not), newest first: what
@@ -722,7 +772,7 @@ pub fn take(
         .context("recording the refusal in the registry")?;
         return Ok(());
     }
-    record_at(
+    if let Some(first) = record_at(
         security,
         &r.validation_id,
         decision,
@@ -730,7 +780,15 @@ pub fn take(
         r.reason.as_deref(),
         &r.decided_by,
         r.created_at,
-    )?;
+    )? {
+        // Already decided here (the first decision stands): delivered, not acted on again.
+        tracing::warn!(
+            validation_id = %r.validation_id,
+            decision_id = d.id,
+            first = %crate::shown::line(&first.decided_by),
+            "a second decision from the registry for a validation already decided on this worker; the first stands"
+        );
+    }
     reg.execute(
         "INSERT INTO deliveries(decision_id, delivered_at) VALUES ($1, $2) ON CONFLICT DO NOTHING",
         &[&d.id, &crate::time::now_ms()],
@@ -897,9 +955,11 @@ pub fn fleet_decide_in(
         bail!("validation {id} is already {}", f.validation.status);
     }
     if row.try_get::<_, bool>(15)? {
+        let first = fleet_first_decision(&mut tx, id)?;
         bail!(
-            "validation {id} is already decided (worker {} has not taken the decision yet)",
-            f.worker
+            "validation {id} is already decided{} (worker {} has not taken the decision yet) — the first decision stands, nothing recorded",
+            first,
+            crate::shown::line(&f.worker)
         );
     }
     let now = crate::time::now_ms();
@@ -907,14 +967,24 @@ pub fn fleet_decide_in(
         Some(LearnScope::Shared { scope, .. }) => scope.text(),
         _ => "worker".to_string(),
     };
-    let decision_id: i64 = tx
-        .query_one(
-            "INSERT INTO decisions(validation_id, decision, reason, decided_by, created_at, learn, learn_scope)
-             VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
-            &[&id, &d.as_str(), &reason, &by, &now, &learn.is_some(), &scope],
-        )
-        .context("writing the decision in the registry (is this the operator's role?)")?
-        .get(0);
+    let inserted = tx.query_one(
+        "INSERT INTO decisions(validation_id, decision, reason, decided_by, created_at, learn, learn_scope)
+         VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
+        &[&id, &d.as_str(), &reason, &by, &now, &learn.is_some(), &scope],
+    );
+    let decision_id: i64 = match inserted {
+        Ok(r) => r.get(0),
+        Err(e) if e.code() == Some(&postgres::error::SqlState::UNIQUE_VIOLATION) => {
+            // Another operator's decision committed first (the unique key of migration 7).
+            drop(tx);
+            let first = fleet_first_decision(reg, id)?;
+            bail!("validation {id} was already decided{first} — the first decision stands, nothing recorded");
+        }
+        Err(e) => {
+            return Err(anyhow::Error::from(e)
+                .context("writing the decision in the registry (is this the operator's role?)"))
+        }
+    };
     let mut taught = Vec::new();
     if let Some(LearnScope::Shared { scope, expires_at }) = &learn {
         taught = f.signatures.clone();
@@ -957,6 +1027,26 @@ pub fn fleet_decide_in(
     }
     tx.commit()?;
     Ok((f, taught, rule))
+}
+
+/// `: DECISION by WHO at WHEN` of the first decision of validation `id` that its worker did not
+/// refuse (the one that stands), or "" when none can be read.
+fn fleet_first_decision(c: &mut impl postgres::GenericClient, id: &str) -> Result<String> {
+    let row = c.query_opt(
+        "SELECT d.decision, d.decided_by, d.created_at FROM decisions d WHERE d.validation_id = $1
+           AND NOT EXISTS (SELECT 1 FROM deliveries x WHERE x.decision_id = d.id AND x.refused IS NOT NULL)
+         ORDER BY d.id LIMIT 1",
+        &[&id],
+    )?;
+    Ok(match row {
+        Some(r) => format!(
+            ": {} by {} at {}",
+            crate::shown::line(&r.try_get::<_, String>(0)?),
+            crate::shown::line(&r.try_get::<_, String>(1)?),
+            crate::time::local(r.try_get(2)?)
+        ),
+        None => String::new(),
+    })
 }
 
 /// A fleet reviewer's decision (`brainloop reviewer fleet`, the reviewer's role): approve or

@@ -715,28 +715,70 @@ pub fn upper_bytes(upper: &Path) -> u64 {
 /// The sum of `upper_bytes` over the change sets of `client_id` kept under
 /// `data_dir/changes/` (waiting for a human, or applied and not yet swept): what the client's
 /// `pending_max_bytes_per_client` is compared with before another overlay run starts.
+///
+/// Every overlay run asks, so the answer must not cost a read of every waiting manifest (issue
+/// 50: 1,000 pending change sets made 10 runs open 10,044 manifests). [`PENDING_INDEX`] keeps,
+/// per data dir, the client and bytes of each manifest already read, keyed by its identity
+/// (inode, size, modification time: a manifest is written once, by rename, so a rewrite or a
+/// re-created job dir is another key); a run lists `changes/` and stats each manifest, and
+/// parses only those it has not seen.
 pub fn pending_bytes(data_dir: &Path, client_id: &str) -> Result<u64> {
+    use std::os::unix::fs::MetadataExt;
     let dir = data_dir.join("changes");
     let rd = match fs::read_dir(&dir) {
         Ok(rd) => rd,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
         Err(e) => return Err(e).with_context(|| format!("read {}", dir.display())),
     };
+    let mut index = match PENDING_INDEX.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    };
+    let known = index.entry(data_dir.to_path_buf()).or_default();
+    let mut seen = std::collections::HashMap::with_capacity(known.len());
     let mut total = 0u64;
     for e in rd {
         let e = e.with_context(|| format!("read {}", dir.display()))?;
         let Some(job) = e.file_name().to_str().and_then(|n| n.parse::<i64>().ok()) else {
             continue;
         };
-        // A manifest unreadable or corrupt is not counted (the job fails when it resumes).
-        if let Ok(Some(m)) = load_manifest(data_dir, job) {
-            if m.client_id == client_id {
-                total = total.saturating_add(m.upper_bytes);
+        let Ok(md) = fs::metadata(e.path().join("manifest.json")) else {
+            continue; // no manifest yet (a run in progress) or gone
+        };
+        let key = (
+            job,
+            md.ino(),
+            md.len(),
+            md.mtime_nsec() + md.mtime() * 1_000_000_000,
+        );
+        let entry = match known.remove(&key) {
+            Some(v) => Some(v),
+            // A manifest unreadable or corrupt is not counted (the job fails when it resumes).
+            None => load_manifest(data_dir, job)
+                .ok()
+                .flatten()
+                .map(|m| (m.client_id, m.upper_bytes)),
+        };
+        if let Some((client, bytes)) = entry {
+            if client == client_id {
+                total = total.saturating_add(bytes);
             }
+            seen.insert(key, (client, bytes));
         }
     }
+    // What was not listed this time is gone (discarded, swept).
+    *known = seen;
     Ok(total)
 }
+
+/// Per data dir: (job, manifest inode, size, mtime ns) → (client, upper_bytes); see
+/// [`pending_bytes`].
+type PendingIndex = std::collections::HashMap<
+    PathBuf,
+    std::collections::HashMap<(i64, u64, u64, i64), (String, u64)>,
+>;
+static PENDING_INDEX: std::sync::LazyLock<std::sync::Mutex<PendingIndex>> =
+    std::sync::LazyLock::new(Default::default);
 
 /// Name of the file (in `changes/<job>/`) where the sandbox helper records that an overlay run
 /// went over its cap: `bytes LIMIT MEASURED`, `entries LIMIT MEASURED` or `unmeasured`.
@@ -829,6 +871,22 @@ fn ensure_no_conflicts<'a>(
     items: impl Iterator<Item = (&'a str, &'a Option<String>, &'a Option<String>)>,
     what: &str,
 ) -> Result<()> {
+    let out = conflicts(root, items)?;
+    if !out.is_empty() {
+        bail!("conflict: {what} ({}){}", out.join("; "), CONFLICT_HINT);
+    }
+    Ok(())
+}
+
+/// What a conflict message tells the operator to do.
+const CONFLICT_HINT: &str = " — put each path named back in one of the two states (or move the later change aside), then try again";
+
+/// [`ensure_no_conflicts`]' check: the offending paths, each with what was expected and found.
+/// Err: a path could not be read.
+fn conflicts<'a>(
+    root: &Beneath,
+    items: impl Iterator<Item = (&'a str, &'a Option<String>, &'a Option<String>)>,
+) -> Result<Vec<String>> {
     let mut order: Vec<&str> = Vec::new();
     let mut span: std::collections::HashMap<&str, (&Option<String>, &Option<String>)> =
         std::collections::HashMap::new();
@@ -862,20 +920,23 @@ fn ensure_no_conflicts<'a>(
             ));
         }
     }
-    if !out.is_empty() {
-        bail!("conflict: {what} ({})", out.join("; "));
-    }
-    Ok(())
+    Ok(out)
 }
 
-/// Puts state `to` at `rel` beneath `root`, taking file content from `src` (a regular file
-/// beneath `src_root`). Nothing follows a symlink: see `beneath.rs`.
-fn put(root: &Beneath, rel: &str, to: &str, src: Option<(&Beneath, &str)>) -> Result<()> {
+/// Puts state `to` at `rel` beneath `root` through the temp file `tmp`, taking file content
+/// from `src` (a regular file beneath `src_root`). Nothing follows a symlink: see `beneath.rs`.
+fn put(
+    root: &Beneath,
+    rel: &str,
+    tmp: &str,
+    to: &str,
+    src: Option<(&Beneath, &str)>,
+) -> Result<()> {
     if to == "dir" {
         return root.make_dir(rel);
     }
     if let Some(link) = to.strip_prefix("link:") {
-        return root.put(rel, None, 0, Some(link));
+        return root.put(rel, tmp, None, 0, Some(link));
     }
     let (src_root, src_rel) = src.ok_or_else(|| anyhow::anyhow!("no content for {rel}"))?;
     let mut f = src_root
@@ -886,7 +947,90 @@ fn put(root: &Beneath, rel: &str, to: &str, src: Option<(&Beneath, &str)>) -> Re
         .next()
         .and_then(|m| u32::from_str_radix(m, 8).ok())
         .unwrap_or(0o644);
-    root.put(rel, Some(&mut f), mode, None)
+    root.put(rel, tmp, Some(&mut f), mode, None)
+}
+
+/// The temp file through which the apply (or the undo) of job `job_id` writes the journal's
+/// entry `i`, in that path's own directory. A fixed name derived from the journal: a kill -9
+/// half-way through a write leaves only names that recovery finds again ([`remove_temps`]),
+/// and the next write of the same entry replaces it.
+pub fn temp_name(job_id: i64, i: usize, undo: bool) -> String {
+    let phase = if undo { "undo" } else { "apply" };
+    format!(".brainloop-{job_id}-{phase}-{i}.tmp")
+}
+
+/// Removes the temp files a killed apply or undo of `j` may have left beside its paths;
+/// returns how many there were.
+fn sweep_temps(root: &Beneath, j: &Journal) -> Result<usize> {
+    let mut n = 0;
+    for (i, e) in j.entries.iter().enumerate() {
+        for undo in [false, true] {
+            if root.remove_temp(&e.path, &temp_name(j.job_id, i, undo))? {
+                n += 1;
+            }
+        }
+    }
+    Ok(n)
+}
+
+/// Job `job_id`'s journal as written before its apply's first byte (`journal/<job>/entries.json`),
+/// if there is one.
+pub fn load_journal(data_dir: &Path, job_id: i64) -> Result<Option<Journal>> {
+    let f = journal_dir(data_dir, job_id).join("entries.json");
+    match fs::read(&f) {
+        Ok(b) => Ok(Some(
+            serde_json::from_slice(&b).with_context(|| format!("corrupt {}", f.display()))?,
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("read {}", f.display())),
+    }
+}
+
+/// Start-up recovery: removes the temp files that a worker killed during job `job_id`'s apply
+/// or undo left in its workspace (none when the job has no journal). How many.
+pub fn remove_temps(data_dir: &Path, job_id: i64) -> Result<usize> {
+    let Some(j) = load_journal(data_dir, job_id)? else {
+        return Ok(0);
+    };
+    let root = Beneath::open(&j.workspace)?;
+    sweep_temps(&root, &j)
+}
+
+/// The paths of `j` that are in their applied state in its workspace now (what a cut-off
+/// apply wrote, once its change set is gone).
+pub fn landed_in(j: &Journal) -> Result<Vec<String>> {
+    let root = Beneath::open(&j.workspace)?;
+    let mut out = Vec::new();
+    for e in &j.entries {
+        if root.entry(&e.path)?.state() == e.after && e.after != e.before {
+            out.push(e.path.clone());
+        }
+    }
+    Ok(out)
+}
+
+/// Why an apply stopped, and how far it got: what the job's result and the journal say.
+#[derive(Debug)]
+pub struct ApplyError {
+    /// Refused before this apply wrote anything: a path changed since the run.
+    pub conflict: bool,
+    /// The changes (indices into the change set) that are in their post-run state in the
+    /// workspace: written by this apply, or by the cut-off one it resumed.
+    pub landed: Vec<usize>,
+    /// The journal, when it was written before the stop: `undo` takes `landed` back with it.
+    pub journal: Option<Journal>,
+    pub error: anyhow::Error,
+}
+
+impl ApplyError {
+    fn new(error: anyhow::Error) -> ApplyError {
+        ApplyError {
+            conflict: false,
+            landed: Vec::new(),
+            journal: None,
+            error,
+        }
+    }
 }
 
 /// Applies a pending change set to the workspace: refuses (nothing written) if any touched path
@@ -894,103 +1038,181 @@ fn put(root: &Beneath, rel: &str, to: &str, src: Option<(&Beneath, &str)>) -> Re
 /// Returns the journal. `bash::overlay::apply_recorded` is the worker's one caller (it records
 /// the apply in `db::applies` around this).
 pub fn apply(data_dir: &Path, m: &Manifest) -> Result<Journal> {
-    apply_with(data_dir, m, &mut |_| {})
+    apply_with(data_dir, m, &mut |_| Ok(()), &mut |_| {}).map_err(|e| e.error)
 }
 
-/// [`apply`], calling `written(n)` after the `n`-th path it wrote (1-based; a path already in
-/// its post-run state is not written again): the test hook that holds an apply half-way.
+/// The indices of `m`'s changes whose path is in its post-run state now.
+fn landed_of(root: &Beneath, m: &Manifest) -> Vec<usize> {
+    let cs = &m.change_set.changes;
+    (0..cs.len())
+        .filter(|&i| {
+            root.entry(&cs[i].path)
+                .is_ok_and(|e| e.state() == cs[i].after)
+        })
+        .collect()
+}
+
+/// The journal of `m` (its paths' previous contents saved under `journal/<job>/`), written
+/// durably before the apply's first byte.
+fn write_journal(data_dir: &Path, root: &Beneath, m: &Manifest) -> Result<Journal> {
+    let jdir = journal_dir(data_dir, m.job_id);
+    fs::create_dir_all(&jdir).with_context(|| format!("create {}", jdir.display()))?;
+    let _ = fs::set_permissions(&jdir, fs::Permissions::from_mode(0o700));
+    let mut entries = Vec::new();
+    for (i, c) in m.change_set.changes.iter().enumerate() {
+        let saved = if c.before.as_deref().is_some_and(|b| b.starts_with("file:")) {
+            let name = i.to_string();
+            let mut from = root
+                .open_file(&c.path)
+                .with_context(|| format!("journal {}", c.path))?;
+            let mut to = fs::File::create(jdir.join(&name))
+                .with_context(|| format!("journal {}", c.path))?;
+            std::io::copy(&mut from, &mut to).with_context(|| format!("journal {}", c.path))?;
+            to.sync_all()
+                .with_context(|| format!("journal {}", c.path))?;
+            Some(name)
+        } else {
+            None
+        };
+        entries.push(JournalEntry {
+            path: c.path.clone(),
+            before: c.before.clone(),
+            after: c.after.clone(),
+            saved,
+        });
+    }
+    let j = Journal {
+        job_id: m.job_id,
+        workspace: m.workspace.clone(),
+        entries,
+    };
+    write_durable(&jdir.join("entries.json"), &serde_json::to_vec(&j)?)?;
+    Ok(j)
+}
+
+/// [`apply`], calling `journaled(journal)` once the journal is durable and before the first
+/// byte reaches the workspace (an Err there stops the apply, nothing written), and `written(n)`
+/// after the `n`-th path it wrote (1-based; a path already in its post-run state is not
+/// written again): the test hook that holds an apply half-way. A resumed apply (its journal
+/// already written for this very change set) first removes the temp files the cut-off one
+/// left. Err: how far it got ([`ApplyError`]).
 pub fn apply_with(
     data_dir: &Path,
     m: &Manifest,
+    journaled: &mut dyn FnMut(&Journal) -> Result<()>,
     written: &mut dyn FnMut(usize),
-) -> Result<Journal> {
-    let ws = &m.workspace;
-    let root = Beneath::open(ws)?;
-    let upper = Beneath::open(&job_dir(data_dir, m.job_id).join("upper"))?;
-    ensure_no_conflicts(
+) -> Result<Journal, ApplyError> {
+    let root = Beneath::open(&m.workspace).map_err(ApplyError::new)?;
+    let upper =
+        Beneath::open(&job_dir(data_dir, m.job_id).join("upper")).map_err(ApplyError::new)?;
+    // An apply cut off by a crash: the journal written before it is the truth — if it was
+    // written for this very change set (a job's journal of another one is never reused).
+    let resumed = load_journal(data_dir, m.job_id).map_err(ApplyError::new)?;
+    if let Some(j) = &resumed {
+        let same = j.entries.len() == m.change_set.changes.len()
+            && j.entries
+                .iter()
+                .zip(&m.change_set.changes)
+                .all(|(e, c)| e.path == c.path && e.before == c.before && e.after == c.after);
+        if !same {
+            return Err(ApplyError::new(anyhow::anyhow!(
+                "the journal of job {} records another change set; nothing was applied",
+                m.job_id
+            )));
+        }
+        sweep_temps(&root, j).map_err(|e| ApplyError {
+            landed: landed_of(&root, m),
+            journal: resumed.clone(),
+            ..ApplyError::new(e.context("removing the temp files of the cut-off apply"))
+        })?;
+    }
+    let found = conflicts(
         &root,
         m.change_set
             .changes
             .iter()
             .map(|c| (c.path.as_str(), &c.before, &c.after)),
-        "the workspace changed since the command ran, so nothing was applied",
-    )?;
-    let jdir = journal_dir(data_dir, m.job_id);
-    let jfile = jdir.join("entries.json");
-    let journal: Journal = match fs::read(&jfile) {
-        // An apply cut off by a crash: the journal written before it is the truth — if it was
-        // written for this very change set (a job's journal of another one is never reused).
-        Ok(b) => {
-            let j: Journal = serde_json::from_slice(&b).context("corrupt journal")?;
-            let same = j.entries.len() == m.change_set.changes.len()
-                && j.entries
-                    .iter()
-                    .zip(&m.change_set.changes)
-                    .all(|(e, c)| e.path == c.path && e.before == c.before && e.after == c.after);
-            if !same {
-                bail!(
-                    "the journal of job {} records another change set; nothing was applied",
-                    m.job_id
-                );
-            }
-            j
-        }
-        Err(_) => {
-            fs::create_dir_all(&jdir)?;
-            let _ = fs::set_permissions(&jdir, fs::Permissions::from_mode(0o700));
-            let mut entries = Vec::new();
-            for (i, c) in m.change_set.changes.iter().enumerate() {
-                let saved = if c.before.as_deref().is_some_and(|b| b.starts_with("file:")) {
-                    let name = i.to_string();
-                    let mut from = root
-                        .open_file(&c.path)
-                        .with_context(|| format!("journal {}", c.path))?;
-                    let mut to = fs::File::create(jdir.join(&name))
-                        .with_context(|| format!("journal {}", c.path))?;
-                    std::io::copy(&mut from, &mut to)
-                        .with_context(|| format!("journal {}", c.path))?;
-                    if let Ok(f) = fs::File::open(jdir.join(&name)) {
-                        let _ = f.sync_all();
-                    }
-                    Some(name)
-                } else {
-                    None
-                };
-                entries.push(JournalEntry {
-                    path: c.path.clone(),
-                    before: c.before.clone(),
-                    after: c.after.clone(),
-                    saved,
-                });
-            }
-            let j = Journal {
-                job_id: m.job_id,
-                workspace: ws.clone(),
-                entries,
-            };
-            write_durable(&jfile, &serde_json::to_vec(&j)?)?;
-            j
-        }
+    );
+    let stop = |conflict: bool, e: anyhow::Error| ApplyError {
+        conflict,
+        landed: if resumed.is_some() {
+            landed_of(&root, m)
+        } else {
+            Vec::new()
+        },
+        journal: resumed.clone(),
+        error: e,
     };
+    match found {
+        Err(e) => return Err(stop(false, e)),
+        Ok(found) if !found.is_empty() => {
+            return Err(stop(
+                true,
+                anyhow::anyhow!(
+                    "conflict: the workspace changed since the command ran, so nothing was applied ({}){CONFLICT_HINT}",
+                    found.join("; ")
+                ),
+            ))
+        }
+        Ok(_) => {}
+    }
+    let journal = match &resumed {
+        Some(j) => j.clone(),
+        None => write_journal(data_dir, &root, m)
+            .map_err(|e| stop(false, e.context("saving what the apply replaces")))?,
+    };
+    journaled(&journal).map_err(|e| ApplyError {
+        journal: Some(journal.clone()),
+        ..stop(false, e)
+    })?;
+    let mut landed = Vec::new();
     let mut n = 0;
-    for c in &m.change_set.changes {
-        if root.entry(&c.path)?.state() == c.after {
-            continue;
+    for (i, c) in m.change_set.changes.iter().enumerate() {
+        let step = || -> Result<bool> {
+            if root.entry(&c.path)?.state() == c.after {
+                return Ok(false);
+            }
+            match &c.after {
+                None => root.remove(&c.path)?,
+                Some(to) => put(
+                    &root,
+                    &c.path,
+                    &temp_name(m.job_id, i, false),
+                    to,
+                    Some((&upper, &c.path)),
+                )?,
+            }
+            Ok(true)
+        };
+        match step() {
+            Ok(wrote) => {
+                landed.push(i);
+                if wrote {
+                    n += 1;
+                    written(n);
+                }
+            }
+            Err(e) => {
+                return Err(ApplyError {
+                    conflict: false,
+                    landed,
+                    journal: Some(journal),
+                    error: e.context(format!("applying {}", c.path)),
+                })
+            }
         }
-        match &c.after {
-            None => root.remove(&c.path)?,
-            Some(to) => put(&root, &c.path, to, Some((&upper, &c.path)))?,
-        }
-        n += 1;
-        written(n);
     }
     Ok(journal)
 }
 
-/// Restores what a journaled apply replaced; refuses (nothing written) if any path changed
-/// since the apply.
+/// Restores what a journaled apply replaced — all of it, or the part a failed or cut-off apply
+/// wrote (a path still in its previous state is left alone); refuses (nothing written) if any
+/// path changed since the apply, naming each. A stop half-way (an I/O error) leaves every path
+/// in one of its two states, so undoing again resumes: the error says which path stopped it
+/// and what was restored already.
 pub fn undo(data_dir: &Path, j: &Journal) -> Result<Vec<String>> {
     let root = Beneath::open(&j.workspace)?;
+    sweep_temps(&root, j).context("removing the temp files of a cut-off apply or undo")?;
     ensure_no_conflicts(
         &root,
         // In the order undo writes them (reverse).
@@ -1004,18 +1226,33 @@ pub fn undo(data_dir: &Path, j: &Journal) -> Result<Vec<String>> {
     let saved = Beneath::open(&jdir)?;
     let mut restored = Vec::new();
     // Reverse order: contents before their directories are removed, directories before contents.
-    for e in j.entries.iter().rev() {
-        if root.entry(&e.path)?.state() == e.before {
-            continue;
-        }
-        match &e.before {
-            None => root.remove(&e.path)?,
-            Some(to) => {
-                let src = e.saved.as_deref().map(|s| (&saved, s));
-                put(&root, &e.path, to, src)?
+    for (i, e) in j.entries.iter().enumerate().rev() {
+        let step = || -> Result<bool> {
+            if root.entry(&e.path)?.state() == e.before {
+                return Ok(false);
+            }
+            match &e.before {
+                None => root.remove(&e.path)?,
+                Some(to) => {
+                    let src = e.saved.as_deref().map(|s| (&saved, s));
+                    put(&root, &e.path, &temp_name(j.job_id, i, true), to, src)?
+                }
+            }
+            Ok(true)
+        };
+        match step() {
+            Ok(true) => restored.push(e.path.clone()),
+            Ok(false) => {}
+            Err(err) => {
+                return Err(err.context(format!(
+                    "the undo of job {} stopped at {} after restoring {} path(s); nothing is marked undone and every path is in its applied or its previous state — fix the cause, then run `brainloop undo {}` again (it resumes)",
+                    j.job_id,
+                    e.path,
+                    restored.len(),
+                    j.job_id
+                )))
             }
         }
-        restored.push(e.path.clone());
     }
     Ok(restored)
 }

@@ -6,10 +6,24 @@
 //! it answered and who or what decided stay after the overlay is swept, so `brainloop show` and
 //! `brainloop history` can say what changed the workspace; the diff alone is dropped by the
 //! retention pass ([`prune_diffs`]), the rest of the row is kept.
+//!
+//! The row tells the truth about how far an apply got (issue 50): it is written `applying`
+//! before the first byte reaches the workspace ([`state`]), then `applied`, or `partial` with
+//! the paths that landed when the apply stopped on an error — so `undo` can take back what a
+//! failed or cut-off apply wrote — or removed when nothing landed.
 
 use crate::db::write_tx;
 use anyhow::Result;
 use rusqlite::{params, Connection, OptionalExtension};
+
+/// `journal.state` values.
+pub mod state {
+    /// Written before the first byte; a crash leaves it until start-up recovery.
+    pub const APPLYING: &str = "applying";
+    pub const APPLIED: &str = "applied";
+    /// The apply stopped on an error: only `applied_paths` landed.
+    pub const PARTIAL: &str = "partial";
+}
 
 /// An applied change set, as recorded.
 pub struct Applied {
@@ -26,6 +40,10 @@ pub struct Applied {
     pub validation_id: Option<String>,
     /// Who or what decided: the approval's `decided_by`, or `worker: …`.
     pub decided_by: String,
+    /// One of [`state`].
+    pub state: &'static str,
+    /// For a `partial` apply: the paths that landed, as a JSON array.
+    pub applied_paths: Option<String>,
 }
 
 /// An applied change set as `show` and `history` read it.
@@ -42,9 +60,13 @@ pub struct Row {
     pub diff: Option<String>,
     pub validation_id: Option<String>,
     pub decided_by: Option<String>,
+    /// One of [`state`].
+    pub state: String,
+    /// For a `partial` apply: the paths that landed (JSON array).
+    pub applied_paths: Option<String>,
 }
 
-const ROW_COLS: &str = "job_id, command, workspace, policy_used, summary, applied_at, undone_at, diff, validation_id, decided_by";
+const ROW_COLS: &str = "job_id, command, workspace, policy_used, summary, applied_at, undone_at, diff, validation_id, decided_by, state, applied_paths";
 
 fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
     Ok(Row {
@@ -58,6 +80,8 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
         diff: r.get(7)?,
         validation_id: r.get(8)?,
         decided_by: r.get(9)?,
+        state: r.get(10)?,
+        applied_paths: r.get(11)?,
     })
 }
 
@@ -83,10 +107,11 @@ pub fn recent(security: &Connection, limit: usize) -> Result<Vec<Row>> {
     Ok(rows)
 }
 
-/// The change sets applied or undone at or after `since` (unix ms), oldest first.
+/// The change sets applied (whole or in part) or undone at or after `since` (unix ms), oldest
+/// first; an apply still `applying` is not among them (its row is rewritten when it ends).
 pub fn since(security: &Connection, since: i64) -> Result<Vec<Row>> {
     let mut st = security.prepare_cached(&format!(
-        "SELECT {ROW_COLS} FROM journal WHERE applied_at >= ?1 OR undone_at >= ?1 ORDER BY applied_at"
+        "SELECT {ROW_COLS} FROM journal WHERE (applied_at >= ?1 OR undone_at >= ?1) AND state <> 'applying' ORDER BY applied_at"
     ))?;
     let rows = st
         .query_map([since], row)?
@@ -108,13 +133,43 @@ pub fn prune_diffs(
     )
 }
 
-/// Records (or replaces) a job's applied change set, not undone.
+/// Records (or replaces) a job's change set in `a.state`, not undone: `applying` before the
+/// apply's first byte, then `applied` or `partial`.
 pub fn record(security: &mut Connection, a: &Applied, now: i64) -> Result<()> {
     write_tx(security, |tx| {
         tx.execute(
-            "INSERT OR REPLACE INTO journal(job_id, command, workspace, policy_used, summary, entries, applied_at, undone_at, diff, validation_id, decided_by)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, NULL, ?8, ?9, ?10)",
-            params![a.job_id, a.command, a.workspace, a.policy_used, a.summary, a.entries, now, a.diff, a.validation_id, a.decided_by],
+            "INSERT OR REPLACE INTO journal(job_id, command, workspace, policy_used, summary, entries, applied_at, undone_at, diff, validation_id, decided_by, state, applied_paths)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, NULL, ?8, ?9, ?10, ?11, ?12)",
+            params![a.job_id, a.command, a.workspace, a.policy_used, a.summary, a.entries, now, a.diff, a.validation_id, a.decided_by, a.state, a.applied_paths],
+        )
+    })?;
+    Ok(())
+}
+
+/// Sets the row's state (an apply cut off by a stop whose change set is gone at restart: what
+/// landed is `partial`).
+pub fn settle(
+    security: &mut Connection,
+    job_id: i64,
+    state: &str,
+    applied_paths: Option<&str>,
+) -> Result<()> {
+    write_tx(security, |tx| {
+        tx.execute(
+            "UPDATE journal SET state = ?2, applied_paths = ?3 WHERE job_id = ?1",
+            params![job_id, state, applied_paths],
+        )
+    })?;
+    Ok(())
+}
+
+/// Removes the row of a job whose apply wrote nothing after all (refused before its first
+/// byte): there is nothing to undo.
+pub fn forget(security: &mut Connection, job_id: i64) -> Result<()> {
+    write_tx(security, |tx| {
+        tx.execute(
+            "DELETE FROM journal WHERE job_id = ?1 AND undone_at IS NULL",
+            [job_id],
         )
     })?;
     Ok(())
@@ -134,6 +189,17 @@ pub fn for_undo(
         .optional()?)
 }
 
+/// The row's [`state`] (None: no row).
+fn state_of(security: &Connection, job_id: i64) -> Result<Option<String>> {
+    Ok(security
+        .query_row(
+            "SELECT state FROM journal WHERE job_id = ?1",
+            [job_id],
+            |r| r.get(0),
+        )
+        .optional()?)
+}
+
 /// Marks a job's change set undone.
 pub fn mark_undone(security: &mut Connection, job_id: i64, now: i64) -> Result<()> {
     write_tx(security, |tx| {
@@ -145,8 +211,10 @@ pub fn mark_undone(security: &mut Connection, job_id: i64, now: i64) -> Result<(
     Ok(())
 }
 
-/// Undoes job `job_id`'s applied change set in its workspace (`changes::undo`: refused, nothing
-/// written, when a later change touched a path) and marks it undone; the paths restored. The
+/// Undoes job `job_id`'s applied change set — all of it, or what a `partial` apply wrote — in
+/// its workspace (`changes::undo`: refused, nothing written, when a later change touched a
+/// path, naming each; an I/O error half-way marks nothing and a second undo resumes) and marks
+/// it undone; the paths restored. Refused while the apply is `applying`. The
 /// one undo of the operator's `undo`, `review` and of a fleet worker carrying out an undo
 /// request (`ask::fleet`).
 pub fn undo(
@@ -159,6 +227,9 @@ pub fn undo(
     };
     if let Some(t) = undone {
         anyhow::bail!("job {job_id}'s change set was already undone (at {t})");
+    }
+    if state_of(security, job_id)?.as_deref() == Some(state::APPLYING) {
+        anyhow::bail!("job {job_id}'s change set is being applied, or its apply was cut off by a stop and the worker has not restarted since (start-up recovery completes or reports it): wait for the job's result (`brainloop show {job_id}`), then undo it");
     }
     let j = super::changes::Journal {
         job_id,
@@ -193,6 +264,8 @@ mod tests {
             diff: "--- a/f\n+++ b/f\n".into(),
             validation_id: Some("v1".into()),
             decided_by: "operator:uid 0".into(),
+            state: state::APPLIED,
+            applied_paths: None,
         };
         record(&mut c, &a, 10).unwrap();
         let r = of_job(&c, 7).unwrap().unwrap();

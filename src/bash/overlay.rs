@@ -12,6 +12,7 @@ use super::command::{self, Asked, Cmd, HostAsk, Job};
 use super::confined::{self, Egress, Ended, Report};
 use super::evidence::Mode;
 use super::executor::{self, ExecResult};
+use super::journal;
 use super::plan::{self, Effects, Next, Plan};
 use super::record::{self, Happened, Ran};
 use super::result;
@@ -385,9 +386,12 @@ pub(super) async fn apply(
 }
 
 /// The one way a change set reaches the workspace (blocking): `applying` committed durably in
-/// `db::applies` before the first byte, the resumable apply (`changes::apply_with`; `written`
-/// after each path), the `journal` row, then `applied` with the outcome the job ends with — or
-/// `failed` and the conflict outcome (nothing written, the change set discarded). A crash
+/// `db::applies` before the first byte, the resumable apply (`changes::apply_with`: the journal
+/// of previous contents, then the `journal` row `applying` — both before the first byte —, then
+/// `written` after each path), the row `applied`, then `applies` `applied` with the outcome the
+/// job ends with. An apply that stops on any error (a conflict before the first byte, or disk
+/// full, a permission, any I/O error half-way) ends in [`failed_apply`]: the result names what
+/// landed, what did not and why, and the journal row lets `undo` take back what landed. A crash
 /// anywhere in between leaves a record [`recover_apply`] finishes from.
 pub(crate) fn apply_recorded(
     stores: &Stores,
@@ -413,37 +417,29 @@ pub(crate) fn apply_recorded(
             "cannot record the apply in the lifecycle database, so nothing was applied: {e:#} — make the data dir writable, then submit the job again"
         )));
     }
-    let journal = match changes::apply_with(data_dir, m, written) {
-        Ok(j) => j,
-        Err(e) => {
-            changes::discard(data_dir, job_id);
-            let msg = format!("{e:#}");
-            let now = crate::time::now_ms();
-            if let Err(e) = stores
-                .lifecycle
-                .with(|c| applies::failed(c, job_id, effect, &msg, now))
-            {
-                tracing::warn!(
-                    error = format!("{e:#}"),
-                    job_id,
-                    "cannot record the refused apply"
-                );
-            }
-            return Err(Outcome {
-                status: JobStatus::Failed,
-                result: Some(json!({
-                    "status": "conflict",
-                    "command": m.command,
-                    "policy_used": policy_used,
-                    "effects": result::effects_json(m),
-                    "applied": [],
-                    "error": msg,
-                })),
-                error: Some(msg),
-            });
-        }
+    let row = |j: &changes::Journal, state: &'static str, paths: Option<String>| {
+        journal_row(stores, m, policy_used, validation_id, j, state, paths)
     };
-    journal_row(stores, m, policy_used, validation_id, &journal);
+    let applied = changes::apply_with(
+        data_dir,
+        m,
+        &mut |j| {
+            row(j, journal::state::APPLYING, None)
+                .map_err(|e| e.context("cannot record the journal row, so nothing was applied"))
+        },
+        written,
+    );
+    let journal = match applied {
+        Ok(j) => j,
+        Err(f) => return Err(failed_apply(stores, m, policy_used, validation_id, f)),
+    };
+    if let Err(e) = row(&journal, journal::state::APPLIED, None) {
+        tracing::error!(
+            error = format!("{e:#}"),
+            job_id,
+            "applied, but cannot record the journal row as applied (journal/{job_id}/entries.json has it)"
+        );
+    }
     let out = result::on_overlay(
         m,
         policy_used,
@@ -466,6 +462,98 @@ pub(crate) fn apply_recorded(
     Ok(out)
 }
 
+/// The outcome of an apply that stopped (`f`): the change set discarded; the journal row
+/// `partial` with the paths that landed (or removed when none did: nothing to undo); the
+/// apply's record `failed`; the job `failed` with a result naming what was applied, what was not
+/// and why — `"status": "conflict"` only for a refusal before the first byte.
+fn failed_apply(
+    stores: &Stores,
+    m: &Manifest,
+    policy_used: &str,
+    validation_id: Option<&str>,
+    f: changes::ApplyError,
+) -> Outcome {
+    let (data_dir, job_id) = (&stores.data_dir, m.job_id);
+    changes::discard(data_dir, job_id);
+    let cs = &m.change_set.changes;
+    let landed: std::collections::BTreeSet<usize> = f.landed.iter().copied().collect();
+    let list = |on: bool| -> Vec<serde_json::Value> {
+        (0..cs.len())
+            .filter(|i| landed.contains(i) == on)
+            .map(|i| json!({"path": cs[i].path, "kind": cs[i].kind}))
+            .collect()
+    };
+    let (applied, not_applied) = (list(true), list(false));
+    let why = format!("{:#}", f.error);
+    let kept = match (&f.journal, landed.is_empty()) {
+        (_, true) => stores.security.with(|c| journal::forget(c, job_id)),
+        (Some(j), false) => {
+            let paths: Vec<&str> = landed.iter().map(|&i| cs[i].path.as_str()).collect();
+            let paths = serde_json::to_string(&paths).unwrap_or_else(|_| "[]".into());
+            journal_row(
+                stores,
+                m,
+                policy_used,
+                validation_id,
+                j,
+                journal::state::PARTIAL,
+                Some(paths),
+            )
+        }
+        (None, false) => Err(anyhow::anyhow!("no journal of the paths that landed")),
+    };
+    if let Err(e) = kept {
+        tracing::error!(
+            error = format!("{e:#}"),
+            job_id,
+            "cannot record how far the stopped apply got"
+        );
+    }
+    let msg = if landed.is_empty() {
+        why.clone()
+    } else {
+        format!(
+            "the apply stopped after {} of {} path(s): {why} — the paths in `applied` are in the workspace, those in `not_applied` are not; `brainloop undo {job_id}` takes back the applied part",
+            landed.len(),
+            cs.len()
+        )
+    };
+    let now = crate::time::now_ms();
+    let effect = m.effect_hash.as_str();
+    if let Err(e) = stores
+        .lifecycle
+        .with(|c| applies::failed(c, job_id, effect, &msg, now))
+    {
+        tracing::warn!(
+            error = format!("{e:#}"),
+            job_id,
+            "cannot record the stopped apply"
+        );
+    }
+    let status = if f.conflict && landed.is_empty() {
+        "conflict"
+    } else {
+        "apply_failed"
+    };
+    let mut result = json!({
+        "status": status,
+        "command": m.command,
+        "policy_used": policy_used,
+        "effects": result::effects_json(m),
+        "applied": applied,
+        "not_applied": not_applied,
+        "error": msg,
+    });
+    if !landed.is_empty() {
+        result["undo"] = json!(format!("brainloop undo {job_id}"));
+    }
+    Outcome {
+        status: JobStatus::Failed,
+        result: Some(result),
+        error: Some(msg),
+    }
+}
+
 /// Start-up recovery's answer for an `execute_bash` job the worker stopped in (no final result):
 /// the outcome of its journaled apply, saying what happened in `recovered` — an `applied` change
 /// set ends the job with the outcome stored with it; an `applying` one is completed now (the
@@ -479,7 +567,7 @@ pub fn recover_apply(stores: &Stores, job_id: i64) -> anyhow::Result<Option<Outc
     };
     let undone = stores
         .security
-        .with(|c| crate::bash::journal::for_undo(c, job_id))?
+        .with(|c| journal::for_undo(c, job_id))?
         .and_then(|(_, _, undone)| undone);
     let by = a
         .validation_id
@@ -504,8 +592,9 @@ pub fn recover_apply(stores: &Stores, job_id: i64) -> anyhow::Result<Option<Outc
         .flatten()
         .filter(|m| m.effect_hash == a.effect_hash);
     let Some(m) = m else {
+        let landed = settle_cut_off(stores, job_id);
         let msg = format!(
-            "the worker stopped while applying the change set{by}, and its record is gone, so the apply cannot be completed at restart: part of it may be in the workspace (`brainloop show {job_id}`; previous contents in the data dir's journal/{job_id}/)"
+            "the worker stopped while applying the change set{by}, and its record is gone, so the apply cannot be completed at restart: {landed} (`brainloop show {job_id}`; previous contents in the data dir's journal/{job_id}/)"
         );
         let mut out = Outcome::failed(msg.clone());
         say(&mut out, msg);
@@ -536,15 +625,65 @@ pub fn recover_apply(stores: &Stores, job_id: i64) -> anyhow::Result<Option<Outc
         }
         Err(mut out) => {
             let why = out.error.clone().unwrap_or_default();
-            let msg = format!("the worker stopped while applying the change set{by}; completing the apply at restart was refused ({why}): paths it had already written stay in the workspace, their previous contents in the data dir's journal/{job_id}/");
-            if let Some(r) = out.result.as_mut().and_then(|r| r.as_object_mut()) {
-                r.insert("applied".into(), serde_json::Value::Null);
-            }
+            let msg = format!("the worker stopped while applying the change set{by}; completing the apply at restart was refused ({why}); previous contents in the data dir's journal/{job_id}/");
             out.error = Some(msg.clone());
             say(&mut out, msg);
             out
         }
     }))
+}
+
+/// An apply cut off by a stop whose change set is gone at restart: its temp files removed and
+/// its journal row (`applying`) made `partial` with the paths that landed, so `undo` takes them
+/// back; what to say about them.
+fn settle_cut_off(stores: &Stores, job_id: i64) -> String {
+    let data_dir = &stores.data_dir;
+    if let Err(e) = changes::remove_temps(data_dir, job_id) {
+        tracing::warn!(
+            error = format!("{e:#}"),
+            job_id,
+            "cannot remove the temp files of the cut-off apply"
+        );
+    }
+    let j = match changes::load_journal(data_dir, job_id) {
+        Ok(Some(j)) => j,
+        Ok(None) => return "nothing of it reached the workspace (no journal was written)".into(),
+        Err(e) => {
+            return format!("part of it may be in the workspace (its journal is unreadable: {e:#})")
+        }
+    };
+    let landed = match changes::landed_in(&j) {
+        Ok(l) => l,
+        Err(e) => return format!("part of it may be in the workspace ({e:#})"),
+    };
+    let paths = serde_json::to_string(&landed).unwrap_or_else(|_| "[]".into());
+    let state = if landed.len() == j.entries.len() {
+        journal::state::APPLIED
+    } else {
+        journal::state::PARTIAL
+    };
+    let settled = stores.security.with(|c| {
+        if landed.is_empty() {
+            journal::forget(c, job_id)
+        } else {
+            journal::settle(c, job_id, state, Some(&paths))
+        }
+    });
+    if let Err(e) = settled {
+        tracing::warn!(
+            error = format!("{e:#}"),
+            job_id,
+            "cannot record how far the cut-off apply got"
+        );
+    }
+    match landed.len() {
+        0 => "nothing of it reached the workspace".into(),
+        n => format!(
+            "{n} of {} path(s) reached the workspace ({}); `brainloop undo {job_id}` takes them back",
+            j.entries.len(),
+            crate::quote::prefix(&landed.join(", "), 500)
+        ),
+    }
 }
 
 /// Adds what recovery did to an outcome's result (`recovered`).
@@ -557,18 +696,21 @@ fn say(out: &mut Outcome, said: String) {
     }
 }
 
-/// The `journal` row of an applied change set (`brainloop undo` reads it; the entries are also
-/// in `journal/<job>/entries.json`), with what `show` and `history` audit: the diff, the
-/// validation and who or what decided.
+/// The `journal` row of a change set in `state` (`bash::journal::state`: written `applying`
+/// before the apply's first byte, then `applied` or `partial` with the paths that landed):
+/// `brainloop undo` reads it (the entries are also in `journal/<job>/entries.json`), with what
+/// `show` and `history` audit: the diff, the validation and who or what decided.
 fn journal_row(
     stores: &Stores,
     m: &Manifest,
     policy_used: &str,
     validation_id: Option<&str>,
     journal: &changes::Journal,
-) {
+    state: &'static str,
+    applied_paths: Option<String>,
+) -> anyhow::Result<()> {
     let job_id = m.job_id;
-    let entries = serde_json::to_string(&journal.entries).unwrap_or_else(|_| "[]".into());
+    let entries = serde_json::to_string(&journal.entries)?;
     let decided_by = match validation_id {
         Some(v) => stores
             .security
@@ -590,26 +732,30 @@ fn journal_row(
             p => format!("worker: {p}"),
         },
     };
-    let applied = crate::bash::journal::Applied {
+    let summary = match (state, &applied_paths) {
+        (journal::state::PARTIAL, Some(p)) => {
+            let n = serde_json::from_str::<Vec<String>>(p).map_or(0, |v| v.len());
+            format!(
+                "partly applied, {n} of {} path(s) (the apply stopped on an error): {}",
+                m.change_set.changes.len(),
+                m.change_set.summary()
+            )
+        }
+        _ => m.change_set.summary(),
+    };
+    let applied = journal::Applied {
         job_id,
         command: m.command.clone(),
         workspace: m.workspace.display().to_string(),
         policy_used: policy_used.to_string(),
-        summary: m.change_set.summary(),
+        summary,
         entries,
         diff: m.change_set.diff(),
         validation_id: validation_id.map(str::to_string),
         decided_by,
+        state,
+        applied_paths,
     };
     let now = crate::time::now_ms();
-    let stored = stores
-        .security
-        .with(|c| crate::bash::journal::record(c, &applied, now));
-    if let Err(e) = stored {
-        tracing::error!(
-            error = format!("{e:#}"),
-            job_id,
-            "applied, but cannot record the journal row (journal/{job_id}/entries.json has it)"
-        );
-    }
+    stores.security.with(|c| journal::record(c, &applied, now))
 }

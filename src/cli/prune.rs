@@ -1,8 +1,9 @@
 //! `brainloop prune-input [--days N]`: input.db belongs to the producers and the worker never
 //! writes it, so its `jobs` table only shrinks when an operator (a producer too) prunes it. Only
 //! rows the worker has already claimed (id ≤ the high-water mark: their snapshot lives in
-//! lifecycle.db) and older than N days are deleted; the file is then checkpointed and vacuumed
-//! incrementally.
+//! lifecycle.db) and older than N days are deleted; the file is then checkpointed and its free
+//! pages given back to the disk (`db::vacuum`: incremental vacuum run to completion in bounded
+//! steps).
 
 use crate::config::Config;
 use crate::db::{self, input, lifecycle, DbKind};
@@ -30,7 +31,13 @@ pub fn run(config: &Config, a: &PruneArgs) -> Result<i32> {
         }
     }
     conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
-    conn.execute_batch("PRAGMA incremental_vacuum")?;
+    // Every free page back to the disk, in bounded steps (producers wait at most one), then
+    // the checkpoint that shrinks the file.
+    let left = db::vacuum(&mut conn, usize::MAX)?;
+    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
     println!("deleted {total} claimed jobs older than {days} days from input.db (claimed up to id {hwm})");
+    if left.is_none() {
+        println!("input.db was created without incremental vacuum: its free pages stay in the file until a full `VACUUM` (sqlite3 brainloop.input.db VACUUM, with no producer writing)");
+    }
     Ok(0)
 }

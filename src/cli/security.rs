@@ -160,7 +160,7 @@ pub fn validations(config: &Config, a: &ValidationsArgs) -> Result<i32> {
         for v in &list {
             let mut row = serde_json::to_value(v)?;
             let d = match &sec {
-                Some(c) => validations::last_decision(c, &v.id)?,
+                Some(c) => validations::first_decision(c, &v.id)?,
                 None => None,
             };
             row["decided_by"] = serde_json::json!(d.as_ref().map(|d| &d.decided_by));
@@ -307,6 +307,7 @@ pub fn decide(config: &Config, a: &DecideArgs, approve: bool) -> Result<i32> {
             refuse_learning(config, &a.id, &open(config, DbKind::Security)?, &out)?;
         }
         let mut sec = open(config, DbKind::Security)?;
+        validations::ensure_undecided(&sec, &v.id)?;
         approve_hosts(&mut sec, &v, request.as_ref(), &hosts)?;
         if a.always_host {
             remember_hosts(&mut sec, &v.client_id, &hosts)?;
@@ -1009,14 +1010,26 @@ pub fn show(config: &Config, a: &ShowArgs) -> Result<i32> {
         if v.is_none() {
             println!("command: {}", shown::block(&j.command));
         }
+        let what = match j.state.as_str() {
+            journal::state::APPLYING => "change set being applied, or cut off by a stop (start-up recovery completes or reports it)",
+            journal::state::PARTIAL => "change set partly applied",
+            _ => "change set applied",
+        };
         println!(
-            "change set applied ({}) {}: {}",
+            "{what} ({}) {}: {}",
             shown::line(&j.policy_used),
             crate::time::local_ago(j.applied_at, now),
             shown::line(&j.summary),
         );
         if let Some(by) = &j.decided_by {
             println!("applied on the decision of {}", shown::line(by));
+        }
+        if let Some(p) = &j.applied_paths {
+            let paths: Vec<String> = serde_json::from_str(p).unwrap_or_default();
+            println!(
+                "paths that reached the workspace: {}",
+                shown::line(&crate::quote::prefix(&paths.join(", "), 2000))
+            );
         }
         match j.undone_at {
             Some(u) => println!("undone {}", crate::time::local_ago(u, now)),

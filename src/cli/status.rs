@@ -31,7 +31,12 @@ pub struct StatusArgs {
 
 pub fn run(config: &Config, args: &StatusArgs) -> Result<i32> {
     loop {
-        let report = collect(config)?;
+        let report = match collect(config) {
+            Ok(r) => r,
+            // output.db deleted or unreadable: still say whether the worker lives and what it
+            // reports (issue 50), rather than fail.
+            Err(e) => without_output(config, &e),
+        };
         if args.json {
             println!("{}", crate::shown::json(&report)?);
         } else {
@@ -45,6 +50,40 @@ pub fn run(config: &Config, args: &StatusArgs) -> Result<i32> {
         }
         std::thread::sleep(Duration::from_secs(2));
     }
+}
+
+/// The report when output.db cannot be read (deleted, replaced by something unreadable): the
+/// worker's life from its lock and its status file, its own problems, and this one.
+fn without_output(config: &Config, e: &anyhow::Error) -> Value {
+    let dir = &config.data_dir;
+    let file = status_file::read(dir).ok().flatten();
+    let lock = lock_held(config);
+    let holder = lock_pid(config);
+    let clocks = Clocks {
+        wall: crate::time::now_ms(),
+        mono: crate::time::mono_ms(),
+        boot: crate::time::boot_id(),
+    };
+    let life = liveness(config, None, file.as_ref(), lock, holder, &clocks);
+    let reported = file
+        .as_ref()
+        .map(|f| f.problems.clone())
+        .unwrap_or_default();
+    let mut problems = vec![json!({"cause": "output.db unreadable", "detail": format!(
+        "{} cannot be read: {e:#} — results, heartbeats and validations are there; if it was deleted, stop the worker and run `brainloop repair`",
+        DbKind::Output.path(dir).display())})];
+    if let Some(why) = life.stuck {
+        problems.push(json!({"cause": "stuck", "detail": why}));
+    }
+    problems.extend(super::diagnose::problems(config, &reported, holder));
+    json!({
+        "data_dir": dir.display().to_string(),
+        "alive": life.alive,
+        "state": life.state,
+        "age_ms": life.age_ms,
+        "pid": holder,
+        "problems": problems,
+    })
 }
 
 /// 0: alive and nothing wrong; 4: alive but something blocks it (`problems`); 3: not running.

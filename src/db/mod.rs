@@ -191,19 +191,53 @@ pub fn is_busy(e: &anyhow::Error) -> bool {
     })
 }
 
+/// Whether `e` (anywhere in its chain) says the database file cannot be written now — read-only
+/// (`chattr +i`, a mode change, a read-only mount), an I/O error, a file that cannot be opened,
+/// a full disk: a state of the machine the operator repairs, after which the same write
+/// succeeds (issue 50), never a fault of the job.
+pub fn is_unwritable(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<rusqlite::Error>()
+            .and_then(|e| e.sqlite_error_code())
+            .is_some_and(|c| {
+                matches!(
+                    c,
+                    rusqlite::ErrorCode::ReadOnly
+                        | rusqlite::ErrorCode::SystemIoFailure
+                        | rusqlite::ErrorCode::CannotOpen
+                        | rusqlite::ErrorCode::PermissionDenied
+                        | rusqlite::ErrorCode::DiskFull
+                )
+            })
+    })
+}
+
 /// How long work that has changed nothing yet (a job's first reads and writes of the command
 /// registry) keeps retrying a database another process keeps locked, [`BUSY_TIMEOUT`] at a
 /// time, before it fails naming the lock: an operator's open `sqlite3` transaction delays jobs,
 /// it does not fail them.
 pub const LOCKED_RETRY_FOR: Duration = Duration::from_secs(30);
 
+/// The pause between two attempts at a database that cannot be written ([`is_unwritable`]).
+const UNWRITABLE_RETRY_EVERY: Duration = Duration::from_millis(500);
+
 /// Runs `f` (which must change nothing when it fails: one transaction, or reads) again while it
-/// fails with [`is_busy`], for up to [`LOCKED_RETRY_FOR`], not once shutdown was signalled. The
-/// error past that says how long the file was locked and what to do.
+/// fails with [`is_busy`], for up to [`LOCKED_RETRY_FOR`], and while it fails with
+/// [`is_unwritable`] for as long as that lasts (the job waits, it does not fail: issue 50) —
+/// never once shutdown was signalled. The error past that says how long the file was locked
+/// and what to do.
 pub fn retry_while_locked<T>(what: &str, mut f: impl FnMut() -> Result<T>) -> Result<T> {
     let start = std::time::Instant::now();
+    let mut logged: Option<std::time::Instant> = None;
     loop {
         match f() {
+            Err(e) if is_unwritable(&e) && !crate::shutdown::signalled() => {
+                if logged.is_none_or(|t| t.elapsed() >= Duration::from_secs(30)) {
+                    tracing::warn!(what, waited_ms = start.elapsed().as_millis() as u64, error = format!("{e:#}"), "{what} cannot be written; the job waits until it can");
+                    logged = Some(std::time::Instant::now());
+                }
+                std::thread::sleep(UNWRITABLE_RETRY_EVERY);
+            }
             Err(e)
                 if is_busy(&e)
                     && start.elapsed() < LOCKED_RETRY_FOR
@@ -233,6 +267,50 @@ pub fn write_tx<T>(
     Ok(out)
 }
 
+/// Pages [`vacuum_step`] frees per write transaction: a writer waits at most one step.
+pub const VACUUM_STEP_PAGES: i64 = 2048;
+
+/// One bounded step of giving a database's free pages back to the file system (issue 50):
+/// `PRAGMA incremental_vacuum(N)` for at most `max_pages`, in its own write transaction, every
+/// row of the statement stepped (a single step frees a single page). Returns the free pages
+/// left (0: done); Ok(None) when the file is not in `auto_vacuum = INCREMENTAL` (made before
+/// that mode: only a full `VACUUM` can shrink it). The file itself shrinks at the next
+/// checkpoint (WAL mode).
+pub fn vacuum_step(conn: &mut Connection, max_pages: i64) -> rusqlite::Result<Option<i64>> {
+    let mode: i64 = conn.query_row("PRAGMA auto_vacuum", [], |r| r.get(0))?;
+    if mode != 2 {
+        return Ok(None);
+    }
+    let free: i64 = conn.query_row("PRAGMA freelist_count", [], |r| r.get(0))?;
+    if free == 0 {
+        return Ok(Some(0));
+    }
+    write_tx(conn, |tx| {
+        let mut st = tx.prepare(&format!(
+            "PRAGMA incremental_vacuum({})",
+            free.min(max_pages.max(1))
+        ))?;
+        let mut rows = st.query([])?;
+        while rows.next()?.is_some() {}
+        Ok(())
+    })?;
+    let left: i64 = conn.query_row("PRAGMA freelist_count", [], |r| r.get(0))?;
+    Ok(Some(left))
+}
+
+/// [`vacuum_step`] until no free page is left or `max_steps` steps ran; the free pages left
+/// (None: not an incremental-vacuum file). For a connection the caller owns alone (the CLI).
+pub fn vacuum(conn: &mut Connection, max_steps: usize) -> rusqlite::Result<Option<i64>> {
+    let mut left = Some(0);
+    for _ in 0..max_steps {
+        left = vacuum_step(conn, VACUUM_STEP_PAGES)?;
+        if left.is_none_or(|n| n == 0) {
+            break;
+        }
+    }
+    Ok(left)
+}
+
 /// One database's single writer connection inside the worker.
 ///
 /// Calls are short and synchronous; async code goes through [`Db::call`], which moves the work
@@ -240,14 +318,65 @@ pub fn write_tx<T>(
 pub struct Db {
     kind: DbKind,
     conn: Mutex<Connection>,
+    /// The file's path and its (device, inode) when the connection opened it.
+    path: PathBuf,
+    file: Option<(u64, u64)>,
+}
+
+/// (device, inode) of the file at `p`.
+fn file_id(p: &Path) -> std::io::Result<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let md = std::fs::metadata(p)?;
+    Ok((md.dev(), md.ino()))
 }
 
 impl Db {
     pub fn open(data_dir: &Path, kind: DbKind) -> Result<Arc<Db>> {
+        let conn = open(data_dir, kind)?;
+        let path = kind.path(data_dir);
         Ok(Arc::new(Db {
             kind,
-            conn: Mutex::new(open(data_dir, kind)?),
+            conn: Mutex::new(conn),
+            file: file_id(&path).ok(),
+            path,
         }))
+    }
+
+    /// Whether the file at this database's path is no longer the one its connection opened
+    /// (issue 50): Some(why, naming the file) when it was deleted or replaced under the running
+    /// worker — its writes would go to a file nobody reads again. Checked on the heartbeat's
+    /// cadence (`heartbeat`), before each group of results (`supervisor::finisher`) and on
+    /// every failed call ([`Db::with`]).
+    pub fn file_gone(&self) -> Option<String> {
+        let name = self.kind.file_name();
+        let path = self.path.display();
+        match (file_id(&self.path), self.file) {
+            (Err(e), _) if e.kind() == std::io::ErrorKind::NotFound => Some(format!(
+                "{name} was deleted under the running worker ({path} is missing): what the worker writes there is lost — stop the worker, put the file back or run `brainloop repair`, then start it"
+            )),
+            (Err(e), _) => Some(format!(
+                "{name} cannot be checked ({path}: {e}) — the worker does not know whether its writes reach it"
+            )),
+            (Ok(now), Some(then)) if now != then => Some(format!(
+                "{name} was replaced under the running worker ({path} is another file than the one it opened): its writes go to the old file — stop the worker, then start it (the start-up check compares the files)"
+            )),
+            _ => None,
+        }
+    }
+
+    /// Whether the worker cannot write this database's file now (`access(W_OK)`: an immutable
+    /// flag, its mode, a read-only mount): Some(why, naming the file). Never for input.db, which
+    /// the worker only reads.
+    pub fn file_unwritable(&self) -> Option<String> {
+        if self.kind == DbKind::Input {
+            return None;
+        }
+        let err = nix::unistd::access(&self.path, nix::unistd::AccessFlags::W_OK).err()?;
+        Some(format!(
+            "{} cannot be written ({}: {err}; an immutable flag — `lsattr` —, its mode or a read-only mount): what needs it waits — make it writable again",
+            self.kind.file_name(),
+            self.path.display()
+        ))
     }
 
     pub fn kind(&self) -> DbKind {
@@ -262,7 +391,16 @@ impl Db {
             Ok(g) => g,
             Err(poisoned) => poisoned.into_inner(),
         };
-        f(&mut guard).with_context(|| self.kind.file_name().to_string())
+        let out = f(&mut guard);
+        drop(guard);
+        match out {
+            Ok(v) => Ok(v),
+            // A write failure may come from a file deleted or replaced under the worker: say so.
+            Err(e) => Err(match self.file_gone().or_else(|| self.file_unwritable()) {
+                Some(why) => e.context(why),
+                None => e.context(self.kind.file_name().to_string()),
+            }),
+        }
     }
 
     /// Runs `f` at once when no one holds the connection; `None` when someone does. For reads
@@ -306,6 +444,34 @@ pub struct Stores {
 }
 
 impl Stores {
+    /// The databases deleted or replaced under the running worker ([`Db::file_gone`]): why,
+    /// per file.
+    pub fn files_gone(&self) -> Vec<String> {
+        [
+            &self.input,
+            &self.lifecycle,
+            &self.output,
+            &self.metadata,
+            &self.security,
+        ]
+        .iter()
+        .filter_map(|d| d.file_gone())
+        .collect()
+    }
+
+    /// The databases the worker writes that cannot be written now ([`Db::file_unwritable`]).
+    pub fn files_unwritable(&self) -> Vec<String> {
+        [
+            &self.lifecycle,
+            &self.output,
+            &self.metadata,
+            &self.security,
+        ]
+        .iter()
+        .filter_map(|d| d.file_unwritable())
+        .collect()
+    }
+
     /// Opens every database. The schema must already be applied ([`migrate::migrate_all`]).
     pub fn open(data_dir: &Path) -> Result<Arc<Stores>> {
         let manager = r2d2_sqlite::SqliteConnectionManager::file(DbKind::Output.path(data_dir))
@@ -326,5 +492,43 @@ impl Stores {
             output_readers,
             telemetry: crate::telemetry::Queue::default(),
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vacuum_gives_every_free_page_back_in_bounded_steps() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("t.db");
+        let mut c = Connection::open(&p).unwrap();
+        c.pragma_update(None, "auto_vacuum", "INCREMENTAL").unwrap();
+        c.pragma_update(None, "journal_mode", "WAL").unwrap();
+        c.execute_batch("CREATE TABLE t(b BLOB)").unwrap();
+        for _ in 0..2000 {
+            c.execute("INSERT INTO t VALUES (zeroblob(4000))", [])
+                .unwrap();
+        }
+        c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+            .unwrap();
+        let full = std::fs::metadata(&p).unwrap().len();
+        c.execute("DELETE FROM t", []).unwrap();
+        let free: i64 = c
+            .query_row("PRAGMA freelist_count", [], |r| r.get(0))
+            .unwrap();
+        assert!(free > 1000, "{free}");
+        // One bounded step frees at most its pages.
+        assert_eq!(vacuum_step(&mut c, 100).unwrap(), Some(free - 100));
+        assert_eq!(vacuum(&mut c, usize::MAX).unwrap(), Some(0));
+        c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+            .unwrap();
+        let after = std::fs::metadata(&p).unwrap().len();
+        assert!(after * 20 < full, "{after} of {full} bytes left");
+        // A file made without incremental vacuum says so.
+        let mut n = Connection::open(dir.path().join("n.db")).unwrap();
+        n.execute_batch("CREATE TABLE t(x)").unwrap();
+        assert_eq!(vacuum_step(&mut n, 10).unwrap(), None);
     }
 }

@@ -464,23 +464,32 @@ impl Beneath {
 
     /// Atomically puts a regular file with `content`'s bytes and `mode` (setuid/setgid removed)
     /// at `rel`, or a symlink to `link` (exactly one of the two), replacing what is there (an
-    /// empty directory too).
+    /// empty directory too). The bytes go first to `tmp` (a bare name, no `/`) in `rel`'s
+    /// directory, then are renamed onto `rel`: a caller that may be killed half-way names the
+    /// temp file so that its recovery finds it ([`Beneath::remove_temp`]); a stale `tmp` left
+    /// there by an earlier kill is replaced.
     pub fn put(
         &self,
         rel: &str,
+        tmp: &str,
         content: Option<&mut dyn Read>,
         mode: u32,
         link: Option<&str>,
     ) -> Result<()> {
+        if tmp.is_empty() || tmp.contains('/') || tmp == "." || tmp == ".." {
+            bail!("invalid temporary name {tmp:?} for {rel}");
+        }
         let (dir, name) = self.parent_for_write(rel)?;
-        let tmp = tmp_name();
+        remove_non_dir(&dir, tmp)
+            .with_context(|| format!("remove the stale {tmp} beside {rel}"))?;
         match (content, link) {
-            (_, Some(target)) => symlinkat(target, dir.as_fd(), tmp.as_str())
-                .with_context(|| format!("symlink for {rel}"))?,
+            (_, Some(target)) => {
+                symlinkat(target, dir.as_fd(), tmp).with_context(|| format!("symlink for {rel}"))?
+            }
             (Some(src), None) => {
                 let fd = openat(
                     dir.as_fd(),
-                    tmp.as_str(),
+                    tmp,
                     OFlag::O_WRONLY
                         | OFlag::O_CREAT
                         | OFlag::O_EXCL
@@ -498,7 +507,7 @@ impl Beneath {
                         fchmod(&f, Mode::from_bits_truncate(mode & !0o6000)).map_err(Into::into)
                     });
                 if let Err(e) = written {
-                    let _ = unlinkat(dir.as_fd(), tmp.as_str(), UnlinkatFlags::NoRemoveDir);
+                    let _ = unlinkat(dir.as_fd(), tmp, UnlinkatFlags::NoRemoveDir);
                     return Err(e.context(format!("write {rel}")));
                 }
             }
@@ -507,16 +516,31 @@ impl Beneath {
         if let Ok(st) = fstatat(dir.as_fd(), name.as_str(), AtFlags::AT_SYMLINK_NOFOLLOW) {
             if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFDIR {
                 if let Err(e) = unlinkat(dir.as_fd(), name.as_str(), UnlinkatFlags::RemoveDir) {
-                    let _ = unlinkat(dir.as_fd(), tmp.as_str(), UnlinkatFlags::NoRemoveDir);
+                    let _ = unlinkat(dir.as_fd(), tmp, UnlinkatFlags::NoRemoveDir);
                     return Err(e).with_context(|| format!("rmdir {rel}"));
                 }
             }
         }
-        if let Err(e) = renameat(dir.as_fd(), tmp.as_str(), dir.as_fd(), name.as_str()) {
-            let _ = unlinkat(dir.as_fd(), tmp.as_str(), UnlinkatFlags::NoRemoveDir);
+        if let Err(e) = renameat(dir.as_fd(), tmp, dir.as_fd(), name.as_str()) {
+            let _ = unlinkat(dir.as_fd(), tmp, UnlinkatFlags::NoRemoveDir);
             return Err(e).with_context(|| format!("rename onto {rel}"));
         }
         Ok(())
+    }
+
+    /// Removes the temp file `tmp` that a killed [`Beneath::put`] of `rel` may have left in
+    /// `rel`'s directory (not a directory; a missing directory or file is fine). Whether one
+    /// was removed.
+    pub fn remove_temp(&self, rel: &str, tmp: &str) -> Result<bool> {
+        if tmp.is_empty() || tmp.contains('/') {
+            bail!("invalid temporary name {tmp:?} for {rel}");
+        }
+        match self.parent(rel)? {
+            (Parent::Open(dir), _) => {
+                remove_non_dir(&dir, tmp).with_context(|| format!("remove {tmp} beside {rel}"))
+            }
+            _ => Ok(false),
+        }
     }
 
     /// Removes `rel` (an empty directory, a file or a symlink); absent is fine.
@@ -540,10 +564,20 @@ impl Beneath {
     }
 }
 
-fn tmp_name() -> String {
-    let mut b = [0u8; 6];
-    let _ = getrandom::fill(&mut b);
-    format!(".brainloop-{}.tmp", hex::encode(b))
+/// Removes `name` in `dir` unless it is a directory (absent is fine): a temp file or symlink
+/// that [`Beneath::put`] left there when its process was killed.
+fn remove_non_dir(dir: &OwnedFd, name: &str) -> Result<bool> {
+    match fstatat(dir.as_fd(), name, AtFlags::AT_SYMLINK_NOFOLLOW) {
+        Err(Errno::ENOENT) => Ok(false),
+        Err(e) => Err(e.into()),
+        Ok(st) if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFDIR => {
+            bail!("{name} is a directory")
+        }
+        Ok(_) => match unlinkat(dir.as_fd(), name, UnlinkatFlags::NoRemoveDir) {
+            Ok(()) | Err(Errno::ENOENT) => Ok(true),
+            Err(e) => Err(e.into()),
+        },
+    }
 }
 
 #[cfg(test)]
@@ -593,9 +627,17 @@ mod tests {
         let b = Beneath::open(&ws).unwrap();
         let mut evil: &[u8] = b"evil";
         assert!(b
-            .put("out/secret.db", Some(&mut evil), 0o644, None)
+            .put(
+                "out/secret.db",
+                ".brainloop-t.tmp",
+                Some(&mut evil),
+                0o644,
+                None
+            )
             .is_err());
-        assert!(b.put("out/new.db", None, 0, Some("/etc")).is_err());
+        assert!(b
+            .put("out/new.db", ".brainloop-t.tmp", None, 0, Some("/etc"))
+            .is_err());
         assert!(b.make_dir("out/newdir").is_err());
         assert!(b.remove("out/secret.db").is_err());
         assert_eq!(
@@ -605,7 +647,8 @@ mod tests {
         assert_eq!(fs::read_dir(&outside).unwrap().count(), 1);
         // Replacing the symlink itself is a workspace change, and leaves the outside alone.
         let mut c: &[u8] = b"mine";
-        b.put("out", Some(&mut c), 0o640, None).unwrap();
+        b.put("out", ".brainloop-t.tmp", Some(&mut c), 0o640, None)
+            .unwrap();
         assert_eq!(fs::read_to_string(ws.join("out")).unwrap(), "mine");
         assert_eq!(
             fs::metadata(ws.join("out")).unwrap().permissions().mode() & 0o777,
@@ -624,13 +667,16 @@ mod tests {
         b.make_dir("d/sub").unwrap();
         b.make_dir("d/sub").unwrap();
         let mut c: &[u8] = b"x";
-        b.put("d/sub/f", Some(&mut c), 0o600, None).unwrap();
-        b.put("d/l", None, 0, Some("sub/f")).unwrap();
+        b.put("d/sub/f", ".brainloop-t.tmp", Some(&mut c), 0o600, None)
+            .unwrap();
+        b.put("d/l", ".brainloop-t.tmp", None, 0, Some("sub/f"))
+            .unwrap();
         assert_eq!(fs::read_link(ws.join("d/l")).unwrap(), Path::new("sub/f"));
         // An empty directory is replaced by a file.
         b.make_dir("d/e").unwrap();
         let mut c: &[u8] = b"y";
-        b.put("d/e", Some(&mut c), 0o644, None).unwrap();
+        b.put("d/e", ".brainloop-t.tmp", Some(&mut c), 0o644, None)
+            .unwrap();
         assert_eq!(fs::read_to_string(ws.join("d/e")).unwrap(), "y");
         b.remove("d/sub/f").unwrap();
         b.remove("d/sub").unwrap();
@@ -646,5 +692,17 @@ mod tests {
             names.iter().all(|n| !n.starts_with(".brainloop-")),
             "{names:?}"
         );
+        // A temp file a killed put left is replaced by the next put, and removed by name.
+        fs::write(ws.join("d/.brainloop-t.tmp"), "stale").unwrap();
+        let mut c: &[u8] = b"z";
+        b.put("d/z", ".brainloop-t.tmp", Some(&mut c), 0o644, None)
+            .unwrap();
+        assert_eq!(fs::read_to_string(ws.join("d/z")).unwrap(), "z");
+        assert!(!ws.join("d/.brainloop-t.tmp").exists());
+        fs::write(ws.join("d/.brainloop-t.tmp"), "stale").unwrap();
+        assert!(b.remove_temp("d/z", ".brainloop-t.tmp").unwrap());
+        assert!(!b.remove_temp("d/z", ".brainloop-t.tmp").unwrap());
+        assert!(!b.remove_temp("missing/z", ".brainloop-t.tmp").unwrap());
+        assert!(b.put("d/z", "a/b", Some(&mut c), 0o644, None).is_err());
     }
 }

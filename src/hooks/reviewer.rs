@@ -190,7 +190,7 @@ pub fn marks(
 ) -> anyhow::Result<Vec<String>> {
     let short = |s: &str| crate::quote::prefix(s, crate::quote::VALUE_MAX);
     let mut out = Vec::new();
-    if let Some(d) = validations::last_decision(security, &v.id)? {
+    if let Some(d) = validations::first_decision(security, &v.id)? {
         let word = d.decision.map(|d| d.as_str()).unwrap_or("?");
         let reason = d
             .reason

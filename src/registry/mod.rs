@@ -619,6 +619,25 @@ CREATE POLICY operator_revokes ON client_grants FOR UPDATE TO brainloop_operator
   USING (true) WITH CHECK (revoked_role = current_user);
 "#,
     STEP_7_DECISIONS_SERIALISED,
+    // 8: one human decision per validation (issue 50): a unique key on the validation among
+    // the decisions not written as a reviewer's, so of two operators deciding at once the
+    // first committed wins and the second's insert fails (`ask::validations::fleet_decide_in`
+    // says who decided what and when). Rows older than the key that already break it (two
+    // human decisions written before this step) are left as they are: the key covers the
+    // decisions after the newest of them.
+    r#"
+DO $one$
+DECLARE
+  last bigint;
+BEGIN
+  SELECT coalesce(max(d.id), 0) INTO last FROM decisions d
+  WHERE d.decided_by NOT LIKE 'reviewer:%'
+    AND EXISTS (SELECT 1 FROM decisions e WHERE e.validation_id = d.validation_id
+                AND e.id < d.id AND e.decided_by NOT LIKE 'reviewer:%');
+  EXECUTE format('CREATE UNIQUE INDEX decisions_one_human ON decisions(validation_id)
+                  WHERE decided_by NOT LIKE %L AND id > %s', 'reviewer:%', last);
+END $one$;
+"#,
 ];
 
 /// 7 (issue 49): **a human's decision wins over a reviewer's.** Every insert into `decisions`

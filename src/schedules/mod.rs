@@ -132,6 +132,9 @@ pub struct Scheduler {
     entries: BTreeMap<String, Entry>,
     first_load: bool,
     tz: chrono_tz::Tz,
+    /// The wall clock as [`Scheduler::fire_due`] last saw it: a later call that sees it earlier
+    /// knows the clock stepped back.
+    last_seen_ms: Option<i64>,
 }
 
 impl Scheduler {
@@ -140,6 +143,7 @@ impl Scheduler {
             entries: BTreeMap::new(),
             first_load: true,
             tz,
+            last_seen_ms: None,
         }
     }
 
@@ -199,6 +203,27 @@ impl Scheduler {
             .filter_map(|e| e.next)
             .min()
             .map(|t| t.timestamp_millis())
+    }
+
+    /// Takes a backward step of the wall clock into account (issue 50): when `now_ms` is
+    /// earlier than the clock last seen, every next firing computed before the step (as far
+    /// ahead as the step was long) is brought back to the first one after `now_ms`. A forward
+    /// step needs nothing: what it skipped is due at once and fires once. Whether it stepped.
+    pub fn observe_clock(&mut self, now_ms: i64) -> bool {
+        let stepped_back = self.last_seen_ms.is_some_and(|t| now_ms < t);
+        self.last_seen_ms = Some(now_ms);
+        if !stepped_back {
+            return false;
+        }
+        let (now, tz) = (ms_to_dt(now_ms), self.tz);
+        for e in self.entries.values_mut() {
+            if let (Some(next), Some(s)) = (e.next, &e.schedule) {
+                if let Some(sooner) = cronexpr::next_after(s, now, tz).filter(|t| *t < next) {
+                    e.next = Some(sooner);
+                }
+            }
+        }
+        true
     }
 
     /// Claims a job for every schedule that is due and whose previous job has finished.
@@ -275,4 +300,46 @@ fn claim(conn: &mut Connection, row: &Row, now_ms: i64) -> rusqlite::Result<i64>
         )?;
         Ok(id)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn every_5s() -> Scheduler {
+        let mut s = Scheduler::new(chrono_tz::UTC);
+        let schedule = cronexpr::parse("*/5 * * * * *").unwrap();
+        s.entries.insert(
+            "tick".into(),
+            Entry {
+                row: Row {
+                    name: "tick".into(),
+                    cron: "*/5 * * * * *".into(),
+                    action: "ping".into(),
+                    params: "{}".into(),
+                    client_id: "local".into(),
+                    enabled: true,
+                },
+                schedule: Some(schedule),
+                next: None,
+            },
+        );
+        s
+    }
+
+    #[test]
+    fn a_backward_clock_step_brings_the_next_firing_back_and_a_forward_one_changes_nothing() {
+        let mut s = every_5s();
+        let t = 1_800_000_000_000_i64; // a multiple of 5 s
+        s.entries.get_mut("tick").unwrap().next = Some(ms_to_dt(t + 5_000));
+        assert!(!s.observe_clock(t + 1_000));
+        assert_eq!(s.next_due(), Some(t + 5_000));
+        // Two hours back: the next firing is 5 s after the new time, not in two hours.
+        let back = t - 7_200_000;
+        assert!(s.observe_clock(back + 1_000));
+        assert_eq!(s.next_due(), Some(back + 5_000));
+        // Forward: nothing re-planned (what was skipped is due at once).
+        assert!(!s.observe_clock(back + 3_600_000));
+        assert_eq!(s.next_due(), Some(back + 5_000));
+    }
 }

@@ -233,6 +233,19 @@ async fn run(
         let group = Arc::new(group);
         let mut delay = Duration::from_millis(50);
         loop {
+            if !spooling {
+                if let Some(why) = gone(&stores).await {
+                    // output.db or lifecycle.db deleted or replaced under the worker: a commit
+                    // would land in a file nobody reads again. From now on every group goes to
+                    // the fsynced spool, in order; the next start replays it (issue 50).
+                    tracing::error!(
+                        error = why,
+                        "results go to the results spool: a database was deleted or replaced under the worker"
+                    );
+                    stats.set_problem(crate::stats::DATABASE_FILES, why);
+                    spooling = true;
+                }
+            }
             if spooling {
                 to_spool(&stores, &group, &stats).await;
                 break;
@@ -298,6 +311,22 @@ async fn run(
             stats.incr(counter_name(f.row.status), 1.0);
         }
     }
+}
+
+/// Why the results cannot be committed where they would be read: output.db or lifecycle.db
+/// deleted or replaced under the worker (`db::Db::file_gone`, two stats on the blocking pool).
+async fn gone(stores: &Arc<Stores>) -> Option<String> {
+    let st = Arc::clone(stores);
+    tokio::task::spawn_blocking(move || {
+        let why: Vec<String> = [&st.output, &st.lifecycle]
+            .iter()
+            .filter_map(|d| d.file_gone())
+            .collect();
+        (!why.is_empty()).then(|| why.join("; "))
+    })
+    .await
+    .ok()
+    .flatten()
 }
 
 /// Writes `group` to the results spool (`spool`), on the blocking pool. If even that fails, the

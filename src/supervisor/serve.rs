@@ -83,6 +83,18 @@ type Claimed = (i64, Claim, bool, i64);
 /// requested meanwhile does not wait for the claim (a locked database would make it wait): the
 /// drain starts, and whatever the claim took is recovered at the next start like any claim.
 async fn claim(jobs: &mut Loop, wake: &mut Wake, ask: ClaimAsk, shutdown: &Shutdown) {
+    if jobs.stats.has_problem(crate::stats::DATABASE_FILES) {
+        // A database deleted or replaced under the worker (the heartbeat's check): nothing new
+        // is taken on until the operator repairs and restarts it (`brainloop status` says why).
+        let failure = wake.claim_failed();
+        if let Some(suppressed) = failure.log {
+            tracing::warn!(
+                suppressed,
+                "not claiming: a database was deleted or replaced under the worker (see `brainloop status`)"
+            );
+        }
+        return;
+    }
     let (st, reg) = (Arc::clone(&jobs.stores), Arc::clone(&jobs.registry));
     let c = &jobs.config;
     let limits = (c.claim_batch, c.params_max_bytes, c.claim_max_bytes);
@@ -170,6 +182,12 @@ async fn refresh_schedules(jobs: &Loop, scheduler: &mut Scheduler) {
 /// previous job still runs is skipped (and recorded).
 async fn fire_schedules(jobs: &mut Loop, scheduler: &mut Scheduler) {
     let now = crate::time::now_ms();
+    if scheduler.observe_clock(now) {
+        tracing::info!(
+            next_due = scheduler.next_due(),
+            "the wall clock stepped back: schedules re-planned from the new time"
+        );
+    }
     if scheduler.next_due().is_none_or(|t| t > now) {
         return;
     }

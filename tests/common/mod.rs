@@ -85,6 +85,17 @@ impl Env {
     /// Like [`Env::start`], with the worker run through `prefix` (e.g. `setpriv --reuid=…`,
     /// which execs it: the pid stays the worker's).
     pub fn start_as(&self, prefix: &[&str], extra_env: &[(&str, &str)]) -> Daemon {
+        self.start_within(prefix, extra_env, Duration::from_secs(20))
+    }
+
+    /// Like [`Env::start_as`], waiting up to `ready` (scaled) for the worker to be running: a
+    /// start-up that has much to recover (a 10,000-path apply cut by kill -9) takes longer.
+    pub fn start_within(
+        &self,
+        prefix: &[&str],
+        extra_env: &[(&str, &str)],
+        ready: Duration,
+    ) -> Daemon {
         let log = self
             .root
             .path()
@@ -117,7 +128,7 @@ impl Env {
         }
         let child = cmd.spawn().expect("spawn brainloop run");
         let d = Daemon { child, log };
-        d.wait_ready(&self.data);
+        d.wait_ready(&self.data, ready);
         d
     }
 
@@ -227,7 +238,7 @@ impl Daemon {
         self.child.id() as i32
     }
 
-    fn wait_ready(&self, data: &Path) {
+    fn wait_ready(&self, data: &Path, ready: Duration) {
         let t0 = Instant::now();
         loop {
             let ok = Connection::open_with_flags(
@@ -250,9 +261,9 @@ impl Daemon {
                 return;
             }
             assert!(
-                t0.elapsed() < scaled(Duration::from_secs(20)),
+                t0.elapsed() < scaled(ready),
                 "worker not ready after {:?}; log:\n{}",
-                scaled(Duration::from_secs(20)),
+                scaled(ready),
                 self.log_text()
             );
             std::thread::sleep(Duration::from_millis(20));
