@@ -975,7 +975,7 @@ pub fn fleet_decide_in(
     let decision_id: i64 = match inserted {
         Ok(r) => r.get(0),
         Err(e) if e.code() == Some(&postgres::error::SqlState::UNIQUE_VIOLATION) => {
-            // Another operator's decision committed first (the unique key of migration 7).
+            // Another operator's decision committed first (the unique key of migration 8).
             drop(tx);
             let first = fleet_first_decision(reg, id)?;
             bail!("validation {id} was already decided{first} — the first decision stands, nothing recorded");
