@@ -998,6 +998,24 @@ pub fn decide_git(table: &Table, cs: &ChangeSet, facts: &Facts, writes: &[GitWri
     j
 }
 
+/// A manifest's offending keys as the prompt names them: the first 20, each cut at 100
+/// characters (the agent chose them: a manifest of a million keys makes no million-key prompt).
+fn shown_keys(keys: &[String]) -> String {
+    const KEYS: usize = 20;
+    let mut out: Vec<String> = keys
+        .iter()
+        .take(KEYS)
+        .map(|k| match k.char_indices().nth(100) {
+            Some((i, _)) => format!("{}…", &k[..i]),
+            None => k.clone(),
+        })
+        .collect();
+    if keys.len() > KEYS {
+        out.push(format!("and {} more", keys.len() - KEYS));
+    }
+    out.join(", ")
+}
+
 /// What the workspace as it will be makes run-on-use beyond the listed globs (rule 3): a path of
 /// a directory holding an environment's marker, the manifest of a package `node_modules/.bin`
 /// links to, a manifest key a human must see. (rule, why).
@@ -1031,7 +1049,7 @@ fn run_on_use_rule(known: &Knowledge, facts: &Facts, c: &Change) -> Option<(Stri
     let rule = format!("{glob} ({program}, key by key)");
     match &c.run_keys {
         Some(keys) if keys.is_empty() => None,
-        Some(keys) => Some((rule, format!("changes {} — {}", keys.join(", "), m.why))),
+        Some(keys) => Some((rule, format!("changes {} — {}", shown_keys(keys), m.why))),
         None => Some((
             rule,
             format!("its keys were not judged (the change set predates it, or the content is not at hand) — {}", m.why),

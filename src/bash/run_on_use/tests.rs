@@ -156,6 +156,17 @@ fn a_manifest_prompt_names_its_keys_and_unjudged_ones_ask() {
     unjudged.changes[0].run_keys = None;
     let got = rule_of(&t, &unjudged).unwrap();
     assert!(got.contains("its keys were not judged"), "{got}");
+    // the agent's keys are named, bounded
+    let many: String = (0..50)
+        .map(|i| format!("\"k{i}{}\":1", "x".repeat(300)))
+        .collect::<Vec<_>>()
+        .join(",");
+    let got = judge_manifest(&t, "package.json", Some("{}"), &format!("{{{many}}}")).unwrap();
+    assert!(
+        got.contains("and 30 more") && got.len() < 4000,
+        "{}",
+        got.len()
+    );
     // a manifest under node_modules is a package's source, not the project's manifest
     assert_eq!(rule_of(&t, &modified("node_modules/x/package.json")), None);
 }
