@@ -32,9 +32,7 @@ fn learn_writes(env: &Env) {
 
 /// The command is applied without a human (under what was learned).
 fn applied(env: &Env, cmd: &str) {
-    let (_, st, v, err) = submit(env, cmd);
-    assert_eq!(st, "succeeded", "{cmd} should apply unasked: {err} {v}");
-    assert_eq!(v["policy_used"], "signature_learned", "{cmd}: {v}");
+    common::applied_unasked(env, cmd);
 }
 
 /// The command asks (nothing applied); its prompt says each of `why`.

@@ -417,6 +417,13 @@ pub fn submit(env: &Env, cmd: &str) -> (i64, String, serde_json::Value, String) 
     submit_as(env, "local", cmd)
 }
 
+/// Submits `cmd` as `local`: it must be applied without a human, under what was learned.
+pub fn applied_unasked(env: &Env, cmd: &str) {
+    let (_, st, v, err) = submit(env, cmd);
+    assert_eq!(st, "succeeded", "{cmd} should apply unasked: {err} {v}");
+    assert_eq!(v["policy_used"], "signature_learned", "{cmd}: {v}");
+}
+
 /// `brainloop ARGS`, which must succeed; its stdout.
 pub fn cli_ok(env: &Env, args: &[&str]) -> String {
     let (st, out, err) = env.cli(args);
