@@ -115,7 +115,7 @@ pub struct Config {
     /// lowered to what is left (`BRAINLOOP_PENDING_MAX_BYTES_PER_CLIENT`). Default 1 GiB.
     pub pending_max_bytes_per_client: u64,
     /// Extra protected paths (globs relative to the workspace; `**/` matches at any depth), added
-    /// to the built-in rules (`bash/run_on_use.toml`) and the rules of `bash::protected`: a change
+    /// to the built-in rules (the program entries, `src/programs/`) and the rules of `bash::protected`: a change
     /// set touching one is never applied without a human, whatever was learned.
     pub protected_paths: Vec<String>,
     /// Extra data paths (globs like `protected_paths`), added to the built-in table of caches and
@@ -131,6 +131,13 @@ pub struct Config {
     /// `[registry]`: the fleet's PostgreSQL registry (issue 37, `docs/fleet.md`). Absent: the
     /// validations and decisions stay in this data dir's SQLite files, as on one machine.
     pub registry: Option<crate::registry::Settings>,
+    /// `[programs]`: more directories of program entries (`dirs`), read after the `programs.d/`
+    /// beside the configuration file (`crate::programs::operator`, docs/programs.md).
+    pub programs: crate::programs::operator::Settings,
+    /// The configuration file this was read from (none: the embedded defaults); its directory
+    /// holds `programs.d/`.
+    #[serde(skip)]
+    pub config_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -206,6 +213,8 @@ impl Default for Config {
             notify: None,
             reviewer: None,
             registry: None,
+            programs: Default::default(),
+            config_file: None,
         }
     }
 }
@@ -250,6 +259,16 @@ impl Config {
         }
     }
 
+    /// The operator's program entries, in the order they are read: `programs.d/` beside the
+    /// configuration file (when there is one and it exists), then `[programs] dirs`.
+    pub fn program_places(&self) -> Result<Vec<PathBuf>> {
+        let implicit = self
+            .config_file
+            .as_deref()
+            .map(|f| f.parent().unwrap_or(Path::new(".")).join("programs.d"));
+        crate::programs::operator::files(implicit.as_deref(), &self.programs.dirs)
+    }
+
     /// Builds the effective configuration: defaults < file < environment < flags.
     pub fn load(flags: &Overrides) -> Result<Config> {
         let file = flags
@@ -260,6 +279,7 @@ impl Config {
             Some(path) => Config::from_file(path)?,
             None => Config::default(),
         };
+        cfg.config_file = file.clone();
         cfg.apply_env(|k| std::env::var(k).ok())?;
         if let Some(d) = &flags.data_dir {
             cfg.data_dir = d.clone();
@@ -444,7 +464,15 @@ impl Config {
             bail!("overlay_max_bytes, overlay_max_inodes and pending_max_bytes_per_client must be at least 1");
         }
         self.llm.validate()?;
-        crate::bash::protected::Table::new(&self.path_lists())?;
+        // the operator's path globs compile (the built-in rules are the program table's, which
+        // is installed after the configuration loads)
+        for (key, list) in [
+            ("protected_paths", &self.protected_paths),
+            ("data_paths", &self.data_paths),
+        ] {
+            crate::bash::run_on_use::globs(list.iter().map(String::as_str))
+                .with_context(|| format!("{key}: not a valid path pattern"))?;
+        }
         Ok(())
     }
 

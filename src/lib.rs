@@ -25,6 +25,7 @@ pub mod lockfile;
 pub mod mcp;
 pub mod memory;
 pub mod permset;
+pub mod programs;
 pub mod quote;
 pub mod registry;
 pub mod retention;

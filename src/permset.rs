@@ -536,7 +536,7 @@ pub fn markdown() -> String {
 
 /// The operator's lists beside the built-in path tables (config keys `protected_paths` and
 /// `data_paths`; globs relative to the workspace, `**/` for any depth): `protected` adds to
-/// `bash::protected`'s built-in rules (git's and `bash/run_on_use.toml`'s), `data` to [`DATA`].
+/// `bash::protected`'s built-in rules (git's and the program entries'), `data` to [`DATA`].
 /// `bash::protected` decides with them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PathLists {
@@ -547,7 +547,7 @@ pub struct PathLists {
 /// Tool-written caches and build output: data, not configuration. They lift only the default
 /// rule for dot-files (a `.fingerprint` under `target/`, `.pytest_cache/`), never a row of
 /// `bash::protected`'s listed rules (git's, the operator's `protected_paths`, what
-/// `bash/run_on_use.toml` says a program runs or obeys), so ordinary build and test runs
+/// a program entry says the program runs or obeys), so ordinary build and test runs
 /// need no human. The operator adds to it with `data_paths`.
 pub const DATA: &[&str] = &[
     "**/target/**",

@@ -1,6 +1,8 @@
 //! The labeled classification corpus (issue 4): every case in
-//! `tests/data/classify_corpus.txt` asserts blocked/not (or refused), pure/not and the
-//! command's category. Classification only — nothing in the corpus is ever executed.
+//! `tests/data/classify_corpus.txt` (the shell's own cases) and every command example of the
+//! program entries (`src/programs/*.toml`, issue 52; pure when its category is pure and its
+//! verdict ok) asserts blocked/not (or refused), pure/not and the command's category.
+//! Classification only — nothing in the corpus is ever executed.
 
 use std::collections::BTreeMap;
 
@@ -32,6 +34,27 @@ fn cases() -> Vec<Case> {
             category: parts[3].trim().to_string(),
             command: parts[4].replace('⏎', "\n"),
         });
+    }
+    for e in brainloop::programs::builtin().unwrap().programs {
+        for x in &e.examples {
+            let (Some(cmd), Some(verdict), Some(category)) = (&x.command, &x.verdict, &x.category)
+            else {
+                continue;
+            };
+            let pure = category == "pure" && verdict == "ok";
+            out.push(Case {
+                line: x.from.as_ref().map(|o| o.line).unwrap_or(0),
+                group: e
+                    .origin
+                    .file
+                    .trim_start_matches("src/programs/")
+                    .to_string(),
+                verdict: verdict.clone(),
+                purity: if pure { "pure" } else { "impure" }.to_string(),
+                category: category.clone(),
+                command: cmd.clone(),
+            });
+        }
     }
     out
 }

@@ -1,5 +1,5 @@
 //! `docs/permission-sets.md` is rendered from the profile table (`brainloop::permset::markdown`)
-//! and the programs' entries of `src/bash/run_on_use.toml` (`bash::run_on_use::markdown`):
+//! and the programs' entries of `src/programs/*.toml` (`bash::run_on_use::markdown`):
 //! the document and the code cannot drift. On a mismatch this fails and says how to regenerate;
 //! `BRAINLOOP_BLESS=1 cargo test --release --test permsets` writes the file.
 

@@ -103,6 +103,24 @@ pub(crate) fn for_tests(paths: &[(&str, Kind, &str)], before: &str) -> ChangeSet
     }
 }
 
+/// A change set that modifies the file `path` (a manifest's keys taken as inert): how a path
+/// alone is judged (`bash::examples`).
+pub fn hypothetical(path: &str) -> ChangeSet {
+    ChangeSet {
+        changes: vec![Change {
+            path: path.to_string(),
+            kind: Kind::Modified,
+            before: Some("file:00:644".into()),
+            after: Some("file:11:644".into()),
+            diff: None,
+            privilege_bits_removed: false,
+            run_keys: Some(Vec::new()),
+        }],
+        hash: String::new(),
+        diff_truncated: false,
+    }
+}
+
 impl ChangeSet {
     pub fn is_empty(&self) -> bool {
         self.changes.is_empty()

@@ -7,7 +7,7 @@
 //! The rule:
 //!
 //! 1. **Protected paths** (`bash::protected`, the one decision of what may make a tool run code:
-//!    git's own files, what a repository's config points at, what `bash/run_on_use.toml` says
+//!    git's own files, what a repository's config points at, what its program entry says
 //!    each program runs or obeys, the operator's `protected_paths`, dot-files that are not data)
 //!    are never applied without a human, whatever was learned or promoted; each reason names the
 //!    rule and why.
@@ -173,7 +173,7 @@ const CARGO_BUILDS: &[&str] = &[
 ];
 
 /// (program, subcommand or `""` for none, a flag that must be given or `""`, companion). The
-/// classifier (`programs.toml`) decides which of these are local; the network ones never have a
+/// classifier (the program entries) decides which of these are local; the network ones never have a
 /// learnable signature, so their companions are never used.
 pub const RUNNER_COMPANIONS: &[(&str, &[&str], &str, Companion)] = &[
     ("cargo", CARGO_BUILDS, "", Companion::Lock(&["Cargo.lock"])),

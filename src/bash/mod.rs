@@ -25,6 +25,7 @@ pub mod coverage;
 pub mod decisions;
 pub mod effects;
 pub mod evidence;
+pub mod examples;
 pub mod executor;
 pub mod explain;
 pub mod gitconfig;

@@ -24,7 +24,7 @@
 //!    `HEAD` only as a ref to a branch it names — checked on the change set's content hash —,
 //!    a fresh `git init` git dir only byte for byte as git makes it);
 //! 3. the operator's `protected_paths`, and **what the operator's tools run or obey** — every
-//!    program's entry of `bash/run_on_use.toml` (`bash::run_on_use`): the paths it runs or
+//!    program's entry (`src/programs/*.toml`, `bash::run_on_use`): the paths it runs or
 //!    obeys (`.npmrc`, `lefthook.toml`, `.venv/bin/**`), any directory holding an environment's
 //!    marker once the change set is applied (`pyvenv.cfg`: its `*.pth`, `sitecustomize.py`,
 //!    `bin/**`), the `package.json` of a package `node_modules/.bin` links to, and a manifest
@@ -281,7 +281,7 @@ const MAX_MODULES: usize = 512;
 #[derive(Clone)]
 pub struct Table {
     /// The operator's `protected_paths`, then [`GIT_RULE`] and the rules of every program of
-    /// `run_on_use.toml`: (pattern, why).
+    /// The program entries' run-on-use rules: (pattern, why).
     rules: Vec<(String, String)>,
     set: GlobSet,
     idx: Vec<usize>,
@@ -375,7 +375,7 @@ impl Table {
             .then_some((DOTFILE_RULE, DOTFILE_WHY))
     }
 
-    /// What the programs of `run_on_use.toml` run or obey.
+    /// What the program entries say programs run or obey.
     pub fn known(&self) -> &'static Knowledge {
         self.known
     }

@@ -1,7 +1,7 @@
 //! What the operator's tools run or obey (issue 48): this module owns *the knowledge of which
 //! workspace paths, environments and manifest fields each program runs or obeys when the
-//! operator uses it for something other than running that very file* — `run_on_use.toml`, one
-//! entry per program, with its examples — and the pure judgements that need only that knowledge:
+//! operator uses it for something other than running that very file* — the run-on-use part of each program's
+//! entry (`src/programs/*.toml`, `crate::programs`), with its examples — and the pure judgements that need only that knowledge:
 //! the rules a path may match, whether a path lies in a program's environment, which keys of a
 //! manifest change a human must see ([`offending_keys`]). `bash::protected::judge` is the one
 //! decision that uses it; `bash::changes` records a manifest's keys when it computes a change set.
@@ -9,122 +9,18 @@
 //! Data lifts only the dot-file rule (`permset::DATA`), and only for content no known tool
 //! executes: every rule here is consulted before it.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
-use serde::Deserialize;
 use serde_json::{Map, Value};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::OnceLock;
 
-const SOURCE: &str = include_str!("run_on_use.toml");
+pub use crate::programs::{
+    Environment, Examples, Format, Manifest, ManifestExample, Placeholder, Rule, RunOnUse as Entry,
+};
 
 /// Bytes of a manifest read to judge its keys; a larger one asks.
 pub const MAX_MANIFEST: u64 = 1024 * 1024;
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Doc {
-    programs: BTreeMap<String, Entry>,
-}
-
-/// One program's entry.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Entry {
-    /// The program names it speaks for (empty in the file: the entry's key).
-    #[serde(default)]
-    pub names: Vec<String>,
-    /// The program runs or obeys no workspace file beyond what it is told: why.
-    #[serde(default)]
-    pub none: Option<String>,
-    #[serde(default)]
-    pub rules: Vec<Rule>,
-    #[serde(default)]
-    pub environments: Vec<Environment>,
-    #[serde(default)]
-    pub manifests: Vec<Manifest>,
-    #[serde(default)]
-    pub examples: Examples,
-    #[serde(default)]
-    pub manifest_examples: Vec<ManifestExample>,
-}
-
-/// Paths the program runs or obeys, and why.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Rule {
-    pub why: String,
-    pub paths: Vec<String>,
-}
-
-/// Directories the program runs code from: by name at any depth, or any directory holding
-/// `marker` once the change set is applied; `run`: globs relative to the directory.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Environment {
-    pub why: String,
-    pub names: Vec<String>,
-    #[serde(default)]
-    pub marker: Option<String>,
-    pub run: Vec<String>,
-}
-
-/// A manifest judged key by key, by an allowlist.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Manifest {
-    pub why: String,
-    pub paths: Vec<String>,
-    #[serde(default)]
-    pub except: Vec<String>,
-    pub format: Format,
-    /// Dotted keys that may change freely, with everything beneath them.
-    #[serde(default)]
-    pub inert: Vec<String>,
-    /// Dotted keys of dependency tables (or lists): an entry may change when its new value is a
-    /// registry version.
-    #[serde(default)]
-    pub deps: Vec<String>,
-    /// Exact values a key may take.
-    #[serde(default)]
-    pub placeholders: Vec<Placeholder>,
-    /// The `package.json` of a package `node_modules/.bin` links to is run-on-use.
-    #[serde(default)]
-    pub linked_bins: bool,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Format {
-    Json,
-    Toml,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Placeholder {
-    pub key: String,
-    pub value: String,
-}
-
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Examples {
-    #[serde(default)]
-    pub asks: Vec<String>,
-    #[serde(default)]
-    pub ordinary: Vec<String>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ManifestExample {
-    pub path: String,
-    #[serde(default)]
-    pub before: Option<String>,
-    pub after: String,
-    pub verdict: String,
-}
 
 /// A named environment's run-on-use paths, as workspace globs (`**/.venv/bin/**`).
 struct Marked {
@@ -173,30 +69,34 @@ pub fn globs<'a>(patterns: impl Iterator<Item = &'a str>) -> Result<(GlobSet, Ve
     Ok((b.build().context("path patterns")?, idx))
 }
 
-/// The knowledge of `run_on_use.toml` (parsed and checked once; Err: the shipped file is
-/// broken, which its unit tests catch before a release).
+/// The run-on-use knowledge of the program table in use (compiled once; Err: a glob of the
+/// table does not compile, which `programs check` and start-up refuse first).
 pub fn knowledge() -> Result<&'static Knowledge> {
     static K: OnceLock<std::result::Result<Knowledge, String>> = OnceLock::new();
-    K.get_or_init(|| load(SOURCE).map_err(|e| format!("{e:#}")))
-        .as_ref()
-        .map_err(|e| anyhow::anyhow!("bash/run_on_use.toml: {e}"))
+    K.get_or_init(|| {
+        crate::programs::table()
+            .and_then(compile)
+            .map_err(|e| format!("{e:#}"))
+    })
+    .as_ref()
+    .map_err(|e| anyhow::anyhow!("the program table's run-on-use rules: {e}"))
 }
 
-fn load(source: &str) -> Result<Knowledge> {
-    let doc: Doc = toml::from_str(source).context("parsing")?;
+/// Compiles the run-on-use knowledge of a program table.
+pub fn compile(t: &crate::programs::Table) -> Result<Knowledge> {
     let mut rules = Vec::new();
     let mut marked = Vec::new();
     let mut manifests = Vec::new();
     let mut entries = Vec::new();
-    for (key, mut e) in doc.programs {
-        if e.names.is_empty() {
-            e.names.push(key.clone());
-        }
-        let knows = !e.rules.is_empty() || !e.environments.is_empty() || !e.manifests.is_empty();
-        if knows == e.none.is_some() {
-            bail!("[programs.{key}]: either rules, environments or manifests, or `none` with a reason");
-        }
+    let mut sorted: Vec<&crate::programs::Entry> = t.programs.iter().collect();
+    sorted.sort_by(|a, b| a.name.cmp(&b.name));
+    for p in sorted {
+        let Some(e) = p.run_on_use.clone() else {
+            continue;
+        };
+        let key = p.name.clone();
         for r in &e.rules {
+            globs(r.paths.iter().map(String::as_str)).with_context(|| p.origin.to_string())?;
             rules.extend(r.paths.iter().map(|p| (p.clone(), r.why.clone())));
         }
         for env in &e.environments {
@@ -281,7 +181,7 @@ pub fn markdown(git: (&str, &str), data: &[&str]) -> Result<String> {
          What the filesystem set's change sets never apply without a human, whatever was learned,\n\
          promoted, a reviewer said or a client's `auto` grant allows (`bash::protected`; the prompt\n\
          names the rule and why). The rules: [security.md](security.md#protected-paths). Generated\n\
-         from `src/bash/run_on_use.toml`, one entry per program.\n\n\
+         from the program entries, `src/programs/*.toml`.\n\n\
          | program | protected | why |\n|---|---|---|\n",
     );
     o.push_str(&format!("| git | `{}` | {} |\n", git.0, git.1));
@@ -372,7 +272,34 @@ pub fn offending_keys(m: &Manifest, before: Option<&[u8]>, after: Option<&[u8]>)
     };
     let mut out = Vec::new();
     walk(m, &mut Vec::new(), Some(&b), Some(&a), &mut out);
+    if !m.fields.is_empty() {
+        fields(m, &b, &a, &mut out);
+    }
     out
+}
+
+/// `fields`, keys that always ask: added to what the allowlist found, or — a manifest with
+/// no allowlist (an operator's) — the only keys that ask.
+fn fields(m: &Manifest, b: &Value, a: &Value, out: &mut Vec<String>) {
+    let bare = Manifest {
+        inert: Vec::new(),
+        deps: Vec::new(),
+        placeholders: Vec::new(),
+        ..m.clone()
+    };
+    let mut changed = Vec::new();
+    walk(&bare, &mut Vec::new(), Some(b), Some(a), &mut changed);
+    let hit = |k: &String| {
+        covered_by(k, &m.fields) || m.fields.iter().any(|f| f.starts_with(&format!("{k}.")))
+    };
+    if m.inert.is_empty() && m.deps.is_empty() && m.placeholders.is_empty() {
+        out.clear();
+    }
+    for k in changed.into_iter().filter(hit) {
+        if !out.contains(&k) {
+            out.push(k);
+        }
+    }
 }
 
 fn covered_by(key: &str, list: &[String]) -> bool {

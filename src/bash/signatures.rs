@@ -179,7 +179,7 @@ pub fn found(a: &str) -> Option<(&str, &str)> {
 /// effects are captured. Anything else with process, unknown, env or network effects asks up
 /// front.
 ///
-/// Package managers and toolchains (issue 35) are runners too: `programs.toml` gives their
+/// Package managers and toolchains (issue 35) are runners too: their program entries give their
 /// subcommands that reach the network (`cargo install`, `npm install`, `go get`, `npx` of a tool
 /// it would download) the `network` effect, which no runner lifts, so only the ones that build,
 /// test, lint, format or run the workspace's own code reach the overlay. Their build output and
@@ -254,34 +254,8 @@ fn category_learnable(op: &Operation) -> Option<String> {
 /// Programs whose script argument `classify::scripts` analyses (sed, awk, jq).
 const SCRIPT_PROGRAMS: &[&str] = &["sed", "gsed", "awk", "gawk", "mawk", "nawk", "jq"];
 
-/// Flags with which an operation writes or runs something its operands do not name: such a
-/// signature is never learned (the flag's effect is not what the abstracted arguments say).
-/// Long flags match also as `--flag=VALUE`; one-letter flags also with the value attached.
-const NEVER_LEARNED_FLAGS: &[(&str, &[&str])] = &[
-    (
-        "find",
-        &[
-            "-fprint", "-fprint0", "-fprintf", "-fls", "-exec", "-execdir", "-ok", "-okdir",
-            "-delete",
-        ],
-    ),
-    (
-        "tar",
-        &[
-            "--to-command",
-            "--checkpoint-action",
-            "-I",
-            "--use-compress-program",
-            "--info-script",
-            "--new-volume-script",
-            "-F",
-        ],
-    ),
-    ("sort", &["--compress-program"]),
-    ("git", &["--config-env", "--exec-path"]),
-    ("rsync", &["-e", "--rsh", "--rsync-path"]),
-];
-
+/// Whether `arg` is `flag` (a flag its entry marks `learn = "never"`): long flags match also as
+/// `--flag=VALUE`; one-letter flags also with the value attached.
 fn flag_hit(arg: &str, flag: &str) -> bool {
     if arg == flag {
         return true;
@@ -305,7 +279,7 @@ fn is_operand(op: &Operation, path: &str) -> bool {
 
 /// Why an operation's signature cannot stand for its effects, naming the construct: a script
 /// (sed `w`/`W`/`r`/`R`/`e`, `s///w`, `s///e`, awk redirections, pipes, `system()`, `getline`)
-/// that writes, reads or runs something beyond its operands, a flag of `NEVER_LEARNED_FLAGS`, or
+/// that writes, reads or runs something beyond its operands, a flag its program entry marks `learn = "never"`, or
 /// classified writes to a path that is not one of its arguments.
 pub fn construct_why_not(op: &Operation) -> Option<String> {
     construct(op).map(|(why, _)| why)
@@ -353,19 +327,20 @@ fn construct(op: &Operation) -> Option<(String, bool)> {
     // `find ROOT -name PATTERN -delete`: its writes say what it deletes (`found`)
     let found_delete =
         prog == "find" && !op.writes.is_empty() && op.writes.iter().all(|w| found(w).is_some());
-    for (p, flags) in NEVER_LEARNED_FLAGS {
-        if *p != prog {
-            continue;
-        }
-        if let Some(a) = op
-            .args
-            .iter()
-            .filter(|a| !(found_delete && *a == "-delete"))
-            .find(|a| flags.iter().any(|f| flag_hit(a, f)))
-        {
-            let why = format!("{prog} {a} writes or runs what its operands do not name");
-            return Some((why, false));
-        }
+    // the flags its program entry marks `learn = "never"` (a table that failed to load
+    // learns nothing: every flag is then suspect)
+    let never = match crate::programs::table() {
+        Ok(t) => t.never_learned(prog),
+        Err(e) => return Some((format!("the program table failed to load: {e:#}"), false)),
+    };
+    if let Some(a) = op
+        .args
+        .iter()
+        .filter(|a| !(found_delete && *a == "-delete"))
+        .find(|a| never.iter().any(|f| flag_hit(a, f)))
+    {
+        let why = format!("{prog} {a} writes or runs what its operands do not name");
+        return Some((why, false));
     }
     if op.kind == crate::classify::types::OpKind::Command && !found_delete {
         if let Some(w) = op.writes.iter().find(|w| !is_operand(op, w)) {

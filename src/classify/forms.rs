@@ -105,7 +105,7 @@ pub(super) fn interpreter(prog: &str, spec: &ProgramSpec, args: &[String], a: &m
             a.writes = g.writes;
             a.notes.extend(g.notes);
             a.notes.push(format!(
-                "{prog} -m {module}: judged as `{target}` (programs.toml)"
+                "{prog} -m {module}: judged as `{target}` (its program entry, src/programs/)"
             ));
             return;
         }

@@ -1,5 +1,5 @@
 //! git's options and subcommand forms that write, execute or reach the network although their
-//! subcommand reads (issue 19 item 2). `programs.toml` gives each subcommand its effects; this
+//! subcommand reads (issue 19 item 2). the program entry (`src/programs/git.toml`) gives each subcommand its effects; this
 //! refines them by position (a global `-p` pages, `git log -p` does not) and by operand
 //! (`git branch` lists, `git branch X` creates), and records why in the notes `brainloop check`
 //! shows. The configuration-driven programs (pager, fsmonitor, textconv, filters, gpg…) are
@@ -752,7 +752,7 @@ pub fn apply(args: &[String], fx: &mut Effects, notes: &mut Vec<String>, writes:
         .collect();
     if !own.is_empty() {
         notes.push(format!(
-            "not read-only: this git subcommand itself is {} (programs.toml)",
+            "not read-only: this git subcommand itself is {} (its program entry, src/programs/)",
             own.join(" + ")
         ));
     } else if r.add.is_empty() {

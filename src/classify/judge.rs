@@ -103,8 +103,9 @@ pub fn analyze(prog: &str, dir: Option<&str>, args: &[String]) -> Analysis {
             return a;
         }
     }
-    // special forms first
-    match prog {
+    // special forms first (an entry names its form: `form = "find"`)
+    let form = k.program(prog).and_then(|(_, s)| s.form.as_deref());
+    match form.unwrap_or(prog) {
         "find" => return find(args),
         "xargs" => return xargs(args),
         "env" => return env(args),

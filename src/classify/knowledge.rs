@@ -1,19 +1,17 @@
-//! The knowledge base: loads the data-driven table `programs.toml` (programs, flags,
-//! wrappers → effects) once, and the effect set type. Option parsing is in `opts.rs`,
+//! The knowledge base: the classification of every program and wrapper of the program table
+//! (`crate::programs`, `src/programs/*.toml`), indexed by name once, and the effect set type. Option parsing is in `opts.rs`,
 //! judging one argv against the table in `judge.rs`, the special forms (shells,
 //! interpreters, wrappers, `find`, `xargs`, `env`, `command`) in `forms.rs`.
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
-use serde::Deserialize;
-
 use super::types::Category;
 
 pub use super::judge::{analyze, is_shell_name, Analysis, Nested};
 pub use super::opts::{opt_matches, parse_opts, Opt, Parsed};
 
-const TABLE: &str = include_str!("programs.toml");
+pub use crate::programs::{FlagRule, ProgramSpec, WrapperSpec};
 
 /// Directories programs are resolved from (DESIGN §5.2: a fixed PATH, never the workspace).
 pub const TRUSTED_DIRS: &[&str] = &[
@@ -100,73 +98,6 @@ impl Effects {
     }
 }
 
-#[derive(Debug, Deserialize, Default, Clone)]
-#[serde(default, deny_unknown_fields)]
-pub struct FlagRule {
-    pub opt: String,
-    pub value: Option<String>,
-    pub add: Vec<String>,
-    /// Effects the option takes away, after every `add` (`cargo --offline`: no registry).
-    pub remove: Vec<String>,
-    pub set: Option<Vec<String>>,
-    /// Overrides what operands are (`gzip -c FILE` reads FILE instead of replacing it).
-    pub operands: Option<String>,
-    pub note: String,
-}
-
-#[derive(Debug, Deserialize, Default, Clone)]
-#[serde(default, deny_unknown_fields)]
-pub struct ProgramSpec {
-    pub aliases: Vec<String>,
-    pub effects: Vec<String>,
-    pub operands: String,
-    pub value_opts: Vec<String>,
-    pub opt_value_opts: Vec<String>,
-    pub data_operands: usize,
-    pub data_opts: Vec<String>,
-    pub read_opts: Vec<String>,
-    pub write_opts: Vec<String>,
-    pub script: Option<String>,
-    pub flags: Vec<FlagRule>,
-    pub subcommands: HashMap<String, Vec<String>>,
-    pub sub_default: Vec<String>,
-    /// Effects with no subcommand (default: readonly).
-    pub sub_none: Option<Vec<String>>,
-    /// Interpreters: `-m MODULE` → the program of the table that judges the module's arguments.
-    pub modules: HashMap<String, String>,
-    /// Interpreters: options with which it runs workspace files it finds itself (`node --test`).
-    pub run_opts: Vec<String>,
-    pub shell: bool,
-    pub interpreter: bool,
-    pub code_opts: Vec<String>,
-    pub decoder_flags: Vec<String>,
-    /// Always decodes its input (zcat, gunzip).
-    pub decoder: bool,
-    pub source_kind: Option<String>,
-    pub block: Option<String>,
-    pub note: Option<String>,
-}
-
-#[derive(Debug, Deserialize, Default, Clone)]
-#[serde(default, deny_unknown_fields)]
-pub struct WrapperSpec {
-    pub aliases: Vec<String>,
-    pub value_opts: Vec<String>,
-    pub string_opts: Vec<String>,
-    pub skip_operands: usize,
-    pub join_operands: bool,
-    pub no_command: bool,
-    pub effects: Vec<String>,
-    pub block: Option<String>,
-    pub remote: bool,
-}
-
-#[derive(Deserialize)]
-struct RawTable {
-    programs: HashMap<String, ProgramSpec>,
-    wrappers: HashMap<String, WrapperSpec>,
-}
-
 /// The loaded table, with aliases resolved.
 pub struct Knowledge {
     programs: HashMap<String, (String, ProgramSpec)>,
@@ -216,39 +147,39 @@ impl Knowledge {
     }
 }
 
-/// Parse a table text (public for tests of alternative tables).
-pub fn load(text: &str) -> Result<Knowledge, String> {
-    let raw: RawTable = toml::from_str(text).map_err(|e| e.to_string())?;
+/// Indexes a program table's classifications by name and alias.
+pub fn load(t: &crate::programs::Table) -> Knowledge {
     let mut programs = HashMap::new();
-    for (name, spec) in raw.programs {
-        for a in spec.aliases.clone() {
-            programs.insert(a, (name.clone(), spec.clone()));
+    for e in &t.programs {
+        let Some(spec) = &e.spec else { continue };
+        for n in e.names() {
+            programs.insert(n.to_string(), (e.name.clone(), spec.clone()));
         }
-        programs.insert(name.clone(), (name, spec));
     }
     let mut wrappers = HashMap::new();
-    for (name, spec) in raw.wrappers {
-        for a in spec.aliases.clone() {
-            wrappers.insert(a, (name.clone(), spec.clone()));
+    for w in &t.wrappers {
+        let name = &w.spec.name;
+        for a in std::iter::once(name).chain(&w.spec.aliases) {
+            wrappers.insert(a.clone(), (name.clone(), w.spec.clone()));
         }
-        wrappers.insert(name.clone(), (name, spec));
     }
-    Ok(Knowledge {
+    Knowledge {
         programs,
         wrappers,
         load_error: None,
-    })
+    }
 }
 
-/// The shipped table (parsed once).
+/// The table in use (indexed once; a table that failed to load classifies everything as
+/// `unknown`: fail closed).
 pub fn knowledge() -> &'static Knowledge {
     static K: OnceLock<Knowledge> = OnceLock::new();
-    K.get_or_init(|| match load(TABLE) {
-        Ok(k) => k,
+    K.get_or_init(|| match crate::programs::table() {
+        Ok(t) => load(t),
         Err(e) => Knowledge {
             programs: HashMap::new(),
             wrappers: HashMap::new(),
-            load_error: Some(e),
+            load_error: Some(format!("{e:#}")),
         },
     })
 }

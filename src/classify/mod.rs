@@ -9,7 +9,7 @@
 //!   scripts (`env`, `timeout`, `xargs`, `find -exec`, `sh -c`, `eval`, `env -S`...);
 //!   `words` evaluates words statically (quotes, escapes, `$IFS`, braces, known variables);
 //!   `rawop` holds the result.
-//! - `knowledge` (+ the data file `programs.toml`), `opts`, `judge`, `forms`, `scripts`,
+//! - `knowledge` (the classification of `crate::programs`' entries), `opts`, `judge`, `forms`, `scripts`,
 //!   `git` and `npm` (forms the table cannot tell apart) — programs and flags → effects, GTFOBins flag rules, sed/awk/jq program analysis.
 //! - `danger` (AST rules) with `paths` and `regexes` (second line) — blocking findings.
 //! - `risk`, `permset` (+ confidence), `dag` (layers), `report` ([`CheckReport`], text),

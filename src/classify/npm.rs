@@ -1,4 +1,4 @@
-//! npm's forms that reach no registry (issue 35), which `programs.toml`'s per-subcommand table
+//! npm's forms that reach no registry (issue 35), which its program entry's per-subcommand table
 //! cannot tell apart from the ones that do: `npm init -y` (writes `package.json`; `npm init
 //! NAME` runs `create-NAME` from the registry) and `npm install` of packages that are all local
 //! paths (`./x.tgz`, `../vendor/x`, `file:./x`; a bare name, `user/repo`, a URL or `x@1` is the

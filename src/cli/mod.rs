@@ -15,6 +15,7 @@ mod infer;
 mod init;
 mod llm;
 mod mcp;
+mod programs;
 mod protected;
 mod prune;
 mod registry;
@@ -92,6 +93,9 @@ pub enum Command {
     Signatures(security::SignaturesArgs),
     /// What a change set may never apply without a human, and why; with paths, the rule each matches.
     Protected(protected::ProtectedArgs),
+    /// What brainloop knows about each program (`list`, `show NAME`) and from which file; `check
+    /// FILE` validates an operator's entry (docs/programs.md).
+    Programs(programs::ProgramsArgs),
     /// Review pending validations in one terminal screen: diff, output, approve / --learn / deny, undo.
     Review(review::ReviewArgs),
     /// The configured [reviewer] measured: `reviewer eval` replays the validations a human decided.
@@ -172,6 +176,22 @@ pub fn main() -> i32 {
         eprintln!("brainloop: {e:#}");
         return 1;
     }
+    // The program table, before anything classifies: an operator's entry that is refused
+    // stops the process here, naming the file, the line and the rule.
+    if !matches!(
+        cli.command,
+        Command::Programs(programs::ProgramsArgs {
+            what: programs::What::Check { .. }
+        })
+    ) {
+        if let Err(e) = programs::install(&config) {
+            eprintln!("brainloop: {}", crate::shown::block(&format!("{e:#}")));
+            if matches!(cli.command, Command::Mcp(_)) {
+                mcp::refused(e);
+            }
+            return 1;
+        }
+    }
     // The workspace as the worker resolves it (`run` does it itself, creating the default):
     // `{workspace}` in a grant expands to an absolute path, as path grants must be.
     if !matches!(cli.command, Command::Run(_)) {
@@ -200,6 +220,7 @@ pub fn main() -> i32 {
         Command::Signatures(args) => security::signatures_list(&config, &args),
         Command::Rules(args) => rules::run(&config, &args),
         Command::Protected(args) => protected::run(&config, &args),
+        Command::Programs(args) => programs::run(&config, &args),
         Command::Review(args) => review::run(&config, &args),
         Command::Reviewer(args) => reviewer::run(&config, &args),
         Command::Grant(args) => grants::grant(&config, &args),

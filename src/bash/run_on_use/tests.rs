@@ -32,22 +32,23 @@ fn the_file_loads_and_every_entry_knows_something_or_says_why_not() {
         if knows {
             assert!(
                 !e.examples.asks.is_empty() || !e.manifest_examples.is_empty(),
-                "[programs.{key}] has run-on-use paths but no example that asks"
+                "program {key} has run-on-use paths but no example that asks"
             );
         } else {
             assert!(
                 e.none.as_deref().is_some_and(|w| w.len() > 20),
-                "[programs.{key}]: `none` needs a reason"
+                "program {key}: `run_on_use_none` needs a reason"
             );
         }
     }
-    // An entry that is neither is refused.
-    assert!(load("[programs.x]\nnames = [\"x\"]\n").is_err());
-    assert!(load(
-        "[programs.x]\nnone = \"r\"\n[[programs.x.rules]]\nwhy = \"w\"\npaths = [\"a\"]\n"
+    // An entry whose rules contradict `none`, or with an unknown key, is refused.
+    let parse = |t: &str| crate::programs::parse("x.toml", t, true);
+    assert!(parse(
+        "[program]\nname = \"x\"\nrun_on_use_none = \"r\"\n[[run_on_use]]\nreason = \"w\"\npaths = [\"a\"]\n"
     )
     .is_err());
-    assert!(load("[programs.x]\nnone = \"r\"\nunknown_key = 1\n").is_err());
+    assert!(parse("[program]\nname = \"x\"\nrun_on_use_none = \"r\"\nunknown_key = 1\n").is_err());
+    assert!(parse("[program]\nname = \"x\"\n[[run_on_use]]\nreason = \"w\"\n").is_err());
 }
 
 /// Every path example of every entry: `asks` paths are never applied without a human,
@@ -62,7 +63,7 @@ fn every_example_is_judged_as_written() {
             let got = rule_of(&t, &modified(p));
             assert!(
                 got.is_some(),
-                "[programs.{key}] {p} should ask: no rule matched"
+                "program {key}: {p} should ask: no rule matched"
             );
             n += 1;
         }
@@ -70,7 +71,7 @@ fn every_example_is_judged_as_written() {
             let got = rule_of(&t, &modified(p));
             assert!(
                 got.is_none(),
-                "[programs.{key}] {p} should be ordinary, got {got:?}"
+                "program {key}: {p} should be ordinary, got {got:?}"
             );
             n += 1;
         }
@@ -112,19 +113,19 @@ fn every_manifest_example_is_judged_key_by_key() {
             match x.verdict.as_str() {
                 "asks" => assert!(
                     got.is_some(),
-                    "[programs.{key}] {} {:?} -> {:?} should ask",
+                    "program {key}: {} {:?} -> {:?} should ask",
                     x.path,
                     x.before,
                     x.after
                 ),
                 "ordinary" => assert!(
                     got.is_none(),
-                    "[programs.{key}] {} {:?} -> {:?}: {got:?}",
+                    "program {key}: {} {:?} -> {:?}: {got:?}",
                     x.path,
                     x.before,
                     x.after
                 ),
-                v => panic!("[programs.{key}] verdict {v:?}"),
+                v => panic!("program {key}: verdict {v:?}"),
             }
             n += 1;
         }
@@ -284,7 +285,7 @@ fn keys_are_judged_by_the_allowlist() {
     );
 }
 
-/// The names of an entry of `classify/programs.toml` that may run code.
+/// The names of a classified program entry that may run code.
 fn programs_that_may_run_code() -> Vec<String> {
     let t = crate::classify::knowledge::knowledge();
     assert!(t.load_error.is_none(), "{:?}", t.load_error);
@@ -378,7 +379,7 @@ fn every_program_that_may_run_code_has_an_entry_or_says_none() {
     missing.dedup();
     assert!(
         missing.is_empty(),
-        "no entry in bash/run_on_use.toml (add one with its paths, or `none` with the reason): {missing:?}"
+        "no run-on-use knowledge in src/programs/ (add one with its paths, or `none` with the reason): {missing:?}"
     );
 }
 
