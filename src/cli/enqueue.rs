@@ -366,6 +366,18 @@ fn pending(config: &Config, id: i64) -> Result<Option<Pending>> {
     for r in &reasons {
         text += &format!("  - {}\n", shown::line(r));
     }
+    if let Some(m) = v
+        .as_ref()
+        .and_then(|v| super::security::bound_change_set(config, v))
+    {
+        text += &format!("  --- changes ({})\n", shown::line(&m.change_set.summary()));
+        text += &crate::bash::changes::shown_diff_lines(
+            &m.change_set,
+            "    ",
+            super::security::LISTED_DIFF_LINES,
+            &vid,
+        );
+    }
     text += &format!("  see it:   {show}\n  approve:  {approve}\n  deny:     {deny}\n");
     text += &format!(
         "  then:     brainloop enqueue get_result --params '{{\"job_id\": {id}}}' --wait{dd}\n"

@@ -102,6 +102,21 @@ pub struct Snapshot {
     pub retry: Option<String>,
 }
 
+/// A job's snapshot as the worker took it at its claim (`brainloop show`): action, params,
+/// client, the producer's `created_at` and the claim's time.
+pub fn snapshot_of(
+    conn: &Connection,
+    job_id: i64,
+) -> Result<Option<(Option<String>, Option<String>, String, Option<i64>, i64)>> {
+    Ok(conn
+        .query_row(
+            "SELECT action, params, client_id, created_at, claimed_at FROM queue WHERE job_id = ?1",
+            [job_id],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+        )
+        .optional()?)
+}
+
 /// Marks jobs running (one more attempt each) and returns their snapshots.
 pub fn start(tx: &Transaction<'_>, ids: &[i64], now: i64) -> rusqlite::Result<Vec<Snapshot>> {
     let mut upd = tx.prepare_cached(
