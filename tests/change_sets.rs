@@ -88,7 +88,10 @@ fn generated_files_are_change_sets_shown_applied_listed_and_undone() {
         json!({"prompt": "A CLI. MARK:one", "output_path": "tools/cli.py", "code_type": "python"}),
     );
     assert_eq!(st, "pending_validation", "{err} {v}");
-    assert!(read(&env, "tools/cli.py").is_none(), "nothing before approval");
+    assert!(
+        read(&env, "tools/cli.py").is_none(),
+        "nothing before approval"
+    );
     let vid = common::vid(&v);
     let diff = ["+import sys", "+", "+def main():", "+    print('one')"];
     let shown = cli_ok(&env, &["show", &vid]);
@@ -102,7 +105,11 @@ fn generated_files_are_change_sets_shown_applied_listed_and_undone() {
     );
     let note = hook.wait_matching(1, "the notify payload", |b| b["job_id"] == id);
     let text = note[0]["text"].as_str().unwrap();
-    assert_multiline("the notify text", text, &["  +import sys", "  +", "  +def main():"]);
+    assert_multiline(
+        "the notify text",
+        text,
+        &["  +import sys", "  +", "  +def main():"],
+    );
     assert!(
         note[0]["change_set"]["diff"]
             .as_str()
@@ -115,7 +122,10 @@ fn generated_files_are_change_sets_shown_applied_listed_and_undone() {
     cli_ok(&env, &["approve", &vid]);
     let (st, v, err) = final_result(&env, id);
     assert_eq!(st, "succeeded", "{err} {v}");
-    assert_eq!(read(&env, "tools/cli.py").as_deref(), Some(&*content("one")));
+    assert_eq!(
+        read(&env, "tools/cli.py").as_deref(),
+        Some(&*content("one"))
+    );
     assert_eq!(v["policy_used"], "approved", "{v}");
     assert_eq!(v["undo"], format!("brainloop undo {id}"), "{v}");
     assert!(v["applied"].to_string().contains("tools/cli.py"), "{v}");
@@ -145,8 +155,14 @@ fn generated_files_are_change_sets_shown_applied_listed_and_undone() {
         "{history}"
     );
     cli_ok(&env, &["undo", &id.to_string()]);
-    assert!(read(&env, "tools/cli.py").is_none(), "undo removes the new file");
-    assert!(!env.workspace.join("tools").exists(), "and its new directory");
+    assert!(
+        read(&env, "tools/cli.py").is_none(),
+        "undo removes the new file"
+    );
+    assert!(
+        !env.workspace.join("tools").exists(),
+        "and its new directory"
+    );
 
     // An overwrite: a diff against the file it replaces; undo refused after a later change.
     std::fs::write(env.workspace.join("keep.py"), "print('old')\n").unwrap();
@@ -158,16 +174,30 @@ fn generated_files_are_change_sets_shown_applied_listed_and_undone() {
     assert_eq!(st, "pending_validation", "{err} {v}");
     let vid = common::vid(&v);
     let shown = cli_ok(&env, &["show", &vid]);
-    assert_multiline("show of an overwrite", &shown, &["-print('old')", "+import sys"]);
-    assert!(shown.contains("--- a/keep.py") && shown.contains("+++ b/keep.py"), "{shown}");
+    assert_multiline(
+        "show of an overwrite",
+        &shown,
+        &["-print('old')", "+import sys"],
+    );
+    assert!(
+        shown.contains("--- a/keep.py") && shown.contains("+++ b/keep.py"),
+        "{shown}"
+    );
     cli_ok(&env, &["approve", &vid]);
     assert_eq!(final_result(&env, id).0, "succeeded");
     assert_eq!(read(&env, "keep.py").as_deref(), Some(&*content("two")));
     std::fs::write(env.workspace.join("keep.py"), "later\n").unwrap();
     let (st, out, err) = env.cli(&["undo", &id.to_string()]);
     assert!(!st.success(), "undo after a later change: {out}{err}");
-    assert!(err.contains("later changes") && err.contains("keep.py"), "{err}");
-    assert_eq!(read(&env, "keep.py").as_deref(), Some("later\n"), "untouched");
+    assert!(
+        err.contains("later changes") && err.contains("keep.py"),
+        "{err}"
+    );
+    assert_eq!(
+        read(&env, "keep.py").as_deref(),
+        Some("later\n"),
+        "untouched"
+    );
     std::fs::write(env.workspace.join("keep.py"), content("two")).unwrap();
     cli_ok(&env, &["undo", &id.to_string()]);
     assert_eq!(read(&env, "keep.py").as_deref(), Some("print('old')\n"));
@@ -184,7 +214,8 @@ fn generated_files_are_change_sets_shown_applied_listed_and_undone() {
     assert_eq!(read(&env, "auto/x.py").as_deref(), Some(&*content("three")));
     let shown = cli_ok(&env, &["show", &id.to_string()]);
     assert!(
-        shown.contains("change set applied (auto_grant)") && shown.contains("FILE_WRITE auto grant"),
+        shown.contains("change set applied (auto_grant)")
+            && shown.contains("FILE_WRITE auto grant"),
         "{shown}"
     );
     assert_multiline("show of an auto write", &shown, &["+import sys", "+"]);
@@ -204,8 +235,15 @@ fn generated_files_are_change_sets_shown_applied_listed_and_undone() {
     assert_eq!(story["params"]["command"], "echo story-out", "{story}");
     assert_eq!(story["result"]["stdout"], "story-out\n", "{story}");
     assert_eq!(story["client"], "local", "{story}");
-    assert!(story["started_at"].is_i64() && story["change_set"].is_null(), "{story}");
-    assert_eq!(mock.chats().len(), 3, "each file generated once, never again on approval");
+    assert!(
+        story["started_at"].is_i64() && story["change_set"].is_null(),
+        "{story}"
+    );
+    assert_eq!(
+        mock.chats().len(),
+        3,
+        "each file generated once, never again on approval"
+    );
 }
 
 /// Killed -9 after the approved file was applied, before the job's result: after the restart
@@ -240,11 +278,23 @@ fn a_generated_file_killed_after_its_apply_ends_succeeded_applied_once() {
     d.kill9();
     let _d = common::start_with_llm(&env, &cfg, &mock, &[]);
     let (st, v, err) = final_result(&env, id);
-    assert_eq!(st, "succeeded", "never denied with the file applied: {err} {v}");
+    assert_eq!(
+        st, "succeeded",
+        "never denied with the file applied: {err} {v}"
+    );
     assert_eq!(read(&env, "c.py").as_deref(), Some(&*content("crash")));
     let said = v["recovered"].as_str().unwrap_or_default();
     assert!(said.contains("applied before the worker stopped"), "{v}");
-    assert_eq!(v["path"], env.workspace.canonicalize().unwrap().join("c.py").display().to_string(), "{v}");
+    assert_eq!(
+        v["path"],
+        env.workspace
+            .canonicalize()
+            .unwrap()
+            .join("c.py")
+            .display()
+            .to_string(),
+        "{v}"
+    );
     assert_eq!(common::validations_count(&env, id), 1, "asked once");
     assert_eq!(mock.chats().len(), 1, "generated once");
     cli_ok(&env, &["undo", &id.to_string()]);

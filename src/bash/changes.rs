@@ -1225,7 +1225,7 @@ pub fn apply_with(
             return Err(stop(
                 true,
                 anyhow::anyhow!(
-                    "conflict: the workspace changed since the command ran, so nothing was applied ({}){CONFLICT_HINT}",
+                    "conflict: the workspace changed since the change set was made (the command ran, or the file was generated), so nothing was applied ({}){CONFLICT_HINT}",
                     found.join("; ")
                 ),
             ))

@@ -364,7 +364,7 @@ fn pending(config: &Config, id: i64) -> Result<Option<Pending>> {
         );
     }
     for r in &reasons {
-        text += &format!("  - {}\n", shown::line(r));
+        text += &format!("  - {}\n", shown::item(r, "    "));
     }
     if let Some(m) = v
         .as_ref()

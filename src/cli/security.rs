@@ -249,7 +249,7 @@ fn print_request(v: &crate::ask::validations::Validation, now: i64) {
         .and_then(|r| serde_json::from_str(r).ok())
         .unwrap_or_default();
     for r in reasons {
-        println!("  - {}", shown::line(&r));
+        println!("  - {}", shown::item(&r, "    "));
     }
 }
 
@@ -1135,7 +1135,11 @@ impl Told {
     fn read(config: &Config, out: &rusqlite::Connection, job_id: i64) -> Result<Told> {
         let snapshot = db::open_read_only(&config.data_dir, DbKind::Lifecycle)
             .ok()
-            .and_then(|lc| crate::db::lifecycle::snapshot_of(&lc, job_id).ok().flatten());
+            .and_then(|lc| {
+                crate::db::lifecycle::snapshot_of(&lc, job_id)
+                    .ok()
+                    .flatten()
+            });
         Ok(Told {
             job_id,
             snapshot,
@@ -1174,15 +1178,15 @@ impl Told {
             .as_ref()
             .map(|s| s.2.clone())
             .or_else(|| self.result.as_ref().and_then(|r| r.client_id.clone()));
-        let mut line = format!(
-            "client {}",
-            shown::line(client.as_deref().unwrap_or("?"))
-        );
+        let mut line = format!("client {}", shown::line(client.as_deref().unwrap_or("?")));
         if let Some((.., created, claimed)) = &self.snapshot {
             if let Some(c) = created {
                 line.push_str(&format!("  submitted {}", crate::time::local_ago(*c, now)));
             }
-            line.push_str(&format!("  claimed {}", crate::time::local_ago(*claimed, now)));
+            line.push_str(&format!(
+                "  claimed {}",
+                crate::time::local_ago(*claimed, now)
+            ));
         }
         if let Some(r) = &self.result {
             if let Some(t) = r.started_at {

@@ -245,7 +245,7 @@ fn text(
         summary.map(line).unwrap_or_else(|| "asked up front".into())
     ));
     for r in reasons {
-        t.push_str(&format!("- {}\n", line(r)));
+        t.push_str(&format!("- {}\n", crate::shown::item(r, "  ")));
     }
     if let Some(d) = diff {
         t.push_str(d);

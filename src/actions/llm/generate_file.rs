@@ -8,6 +8,7 @@
 use super::pending::{self, write_hash, Ask};
 use super::{ask_model, js_permissions, llm_info, str_param};
 use crate::actions::{ActionSpec, Grant, HandlerFuture, JobCtx, Outcome};
+use crate::bash::changes::{self, Manifest};
 use crate::clients::paths;
 use crate::clients::write;
 use crate::clients::ClientGrants;
@@ -15,7 +16,6 @@ use crate::llm::{text, JobUsage, Prompt};
 use crate::permset::PermissionSet;
 use serde_json::{json, Value};
 use std::io::Read;
-use crate::bash::changes::{self, Manifest};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
@@ -90,7 +90,11 @@ pub(crate) fn current(
 /// Where a write at `target` is staged as a change set: (root, its path beneath it) — the
 /// workspace when the file is beneath it (the paths `show`, `history` and `undo` name), else the
 /// root of the grant that allows it; both by their real paths (`target.real_path` is real).
-fn staged_at(workspace: &Path, real_path: &Path, grant_root: &Path) -> Result<(PathBuf, String), String> {
+fn staged_at(
+    workspace: &Path,
+    real_path: &Path,
+    grant_root: &Path,
+) -> Result<(PathBuf, String), String> {
     for root in [workspace, grant_root] {
         let Ok(real) = std::fs::canonicalize(root) else {
             continue;
@@ -261,6 +265,14 @@ async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
                 a.target
             )));
         };
+        if target.exists && !overwrite {
+            pending::forget(ctx).await;
+            changes::discard(&ctx.config.data_dir, ctx.job_id);
+            return Err(Outcome::failed(format!(
+                "{} already exists; nothing was written (pass \"overwrite\": true to replace it)",
+                target.real_path.display()
+            )));
+        }
         let out = apply(ctx, m, "approved", Some(a.validation_id.clone())).await;
         pending::forget(ctx).await;
         return out.map(|mut o| {
