@@ -1127,7 +1127,7 @@ pub fn show(config: &Config, a: &ShowArgs) -> Result<i32> {
 /// lifecycle database is the worker's: an operator who cannot read it sees the rest).
 struct Told {
     job_id: i64,
-    snapshot: Option<(Option<String>, Option<String>, String, Option<i64>, i64)>,
+    snapshot: Option<crate::db::lifecycle::Claimed>,
     result: Option<crate::db::output::ShownResult>,
 }
 
@@ -1150,14 +1150,14 @@ impl Told {
     fn action(&self) -> Option<&str> {
         self.snapshot
             .as_ref()
-            .and_then(|s| s.0.as_deref())
+            .and_then(|s| s.action.as_deref())
             .or_else(|| self.result.as_ref().and_then(|r| r.action.as_deref()))
     }
 
     fn params(&self) -> Value {
         self.snapshot
             .as_ref()
-            .and_then(|s| s.1.as_deref())
+            .and_then(|s| s.params.as_deref())
             .and_then(|p| serde_json::from_str(p).ok())
             .unwrap_or(Value::Null)
     }
@@ -1176,16 +1176,16 @@ impl Told {
         let client = self
             .snapshot
             .as_ref()
-            .map(|s| s.2.clone())
+            .map(|s| s.client_id.clone())
             .or_else(|| self.result.as_ref().and_then(|r| r.client_id.clone()));
         let mut line = format!("client {}", shown::line(client.as_deref().unwrap_or("?")));
-        if let Some((.., created, claimed)) = &self.snapshot {
-            if let Some(c) = created {
-                line.push_str(&format!("  submitted {}", crate::time::local_ago(*c, now)));
+        if let Some(s) = &self.snapshot {
+            if let Some(c) = s.created_at {
+                line.push_str(&format!("  submitted {}", crate::time::local_ago(c, now)));
             }
             line.push_str(&format!(
                 "  claimed {}",
-                crate::time::local_ago(*claimed, now)
+                crate::time::local_ago(s.claimed_at, now)
             ));
         }
         if let Some(r) = &self.result {
@@ -1284,10 +1284,10 @@ fn story(
     Ok(json!({
         "job_id": t.job_id,
         "action": t.action(),
-        "client": t.snapshot.as_ref().map(|s| s.2.clone()).or_else(|| r.and_then(|r| r.client_id.clone())),
+        "client": t.snapshot.as_ref().map(|s| s.client_id.clone()).or_else(|| r.and_then(|r| r.client_id.clone())),
         "params": t.params(),
-        "submitted_at": t.snapshot.as_ref().and_then(|s| s.3),
-        "claimed_at": t.snapshot.as_ref().map(|s| s.4),
+        "submitted_at": t.snapshot.as_ref().and_then(|s| s.created_at),
+        "claimed_at": t.snapshot.as_ref().map(|s| s.claimed_at),
         "status": r.map(|r| r.status.as_str()),
         "attempts": r.map(|r| r.attempts),
         "started_at": r.and_then(|r| r.started_at),

@@ -102,17 +102,32 @@ pub struct Snapshot {
     pub retry: Option<String>,
 }
 
-/// A job's snapshot as the worker took it at its claim (`brainloop show`): action, params,
-/// client, the producer's `created_at` and the claim's time.
-pub fn snapshot_of(
-    conn: &Connection,
-    job_id: i64,
-) -> Result<Option<(Option<String>, Option<String>, String, Option<i64>, i64)>> {
+/// A job's snapshot as the worker took it at its claim, as `brainloop show` tells it.
+#[derive(Debug, Clone)]
+pub struct Claimed {
+    pub action: Option<String>,
+    pub params: Option<String>,
+    pub client_id: String,
+    /// `jobs.created_at` as the producer wrote it.
+    pub created_at: Option<i64>,
+    pub claimed_at: i64,
+}
+
+/// Job `job_id`'s snapshot, if it was claimed.
+pub fn snapshot_of(conn: &Connection, job_id: i64) -> Result<Option<Claimed>> {
     Ok(conn
         .query_row(
             "SELECT action, params, client_id, created_at, claimed_at FROM queue WHERE job_id = ?1",
             [job_id],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+            |r| {
+                Ok(Claimed {
+                    action: r.get(0)?,
+                    params: r.get(1)?,
+                    client_id: r.get(2)?,
+                    created_at: r.get(3)?,
+                    claimed_at: r.get(4)?,
+                })
+            },
         )
         .optional()?)
 }
