@@ -1073,6 +1073,17 @@ pub fn show(config: &Config, a: &ShowArgs) -> Result<i32> {
     if manifest.is_none() {
         told.print_output();
     }
+    print_change_set(config, manifest, applied.as_ref());
+    Ok(0)
+}
+
+/// `show`'s change set: the one waiting (staged by an action, or a command's overlay run with
+/// its output) through the one previewer, else the diff as applied from the journal row.
+fn print_change_set(
+    config: &Config,
+    manifest: Option<changes::Manifest>,
+    applied: Option<&journal::Row>,
+) {
     match manifest {
         Some(m) if m.action() != "execute_bash" => {
             println!(
@@ -1102,7 +1113,7 @@ pub fn show(config: &Config, a: &ShowArgs) -> Result<i32> {
             println!("--- changes");
             print!("{}", changes::shown_diff(&m.change_set));
         }
-        None => match &applied {
+        None => match applied {
             Some(j) => match &j.diff {
                 Some(d) => {
                     println!("--- changes (as applied to {})", shown::line(&j.workspace));
@@ -1118,7 +1129,6 @@ pub fn show(config: &Config, a: &ShowArgs) -> Result<i32> {
             ),
         },
     }
-    Ok(0)
 }
 
 /// What `show` tells of a job beyond its validation and change set: its snapshot (action,
