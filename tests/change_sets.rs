@@ -300,3 +300,76 @@ fn a_generated_file_killed_after_its_apply_ends_succeeded_applied_once() {
     cli_ok(&env, &["undo", &id.to_string()]);
     assert!(read(&env, "c.py").is_none());
 }
+
+/// `brainloop review` in tmux (a tmux server of its own, killed at the end): a waiting generated
+/// file's diff is drawn line under line, and `a` applies exactly it. tmux missing: the test fails
+/// saying CANNOT RUN HERE.
+#[test]
+fn review_in_tmux_shows_a_generated_file_on_many_lines_and_applies_it() {
+    use std::process::Command;
+    let v = Command::new("tmux").arg("-V").output();
+    assert!(
+        v.as_ref().is_ok_and(|o| o.status.success()),
+        "CANNOT RUN HERE: tmux is missing ({v:?}); install tmux to test `brainloop review`"
+    );
+    let env = Env::new();
+    let mock = MockLlm::start(respond);
+    let _d = common::start_with_llm(&env, &config(&env, None), &mock, &[]);
+    let (id, st, v, err) = gen(
+        &env,
+        "local",
+        json!({"prompt": "MARK:tui", "output_path": "t.py"}),
+    );
+    assert_eq!(st, "pending_validation", "{err} {v}");
+    let socket = format!("brainloop-change-sets-{}", std::process::id());
+    /// Kills the test's own tmux server however the test ends.
+    struct Server(String);
+    impl Drop for Server {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("tmux")
+                .args(["-L", &self.0, "kill-server"])
+                .output();
+        }
+    }
+    let _server = Server(socket.clone());
+    let tmux = |args: &[&str]| {
+        Command::new("tmux")
+            .args(["-L", &socket])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let cmd = format!("{} --data-dir {} review", common::BIN, env.data.display());
+    assert!(tmux(&[
+        "new-session",
+        "-d",
+        "-s",
+        "r",
+        "-x",
+        "160",
+        "-y",
+        "45",
+        &cmd
+    ])
+    .status
+    .success());
+    let screen =
+        || String::from_utf8_lossy(&tmux(&["capture-pane", "-p", "-t", "r"]).stdout).into_owned();
+    let t0 = Instant::now();
+    let mut s = screen();
+    while !(s.contains("+import sys") && s.contains("+def main():") && s.contains("print('tui')")) {
+        assert!(t0.elapsed() < Duration::from_secs(20), "never drawn:\n{s}");
+        std::thread::sleep(Duration::from_millis(100));
+        s = screen();
+    }
+    assert!(
+        !s.lines()
+            .any(|l| l.contains("+import sys") && l.contains("+def main():"))
+            && !s.contains("\\x0a"),
+        "one line under the other:\n{s}"
+    );
+    tmux(&["send-keys", "-t", "r", "a"]);
+    let (st, v, err) = final_result(&env, id);
+    assert_eq!(st, "succeeded", "{err} {v}");
+    assert_eq!(read(&env, "t.py").as_deref(), Some(&*content("tui")));
+}
