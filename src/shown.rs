@@ -38,6 +38,17 @@ pub fn block(s: &str) -> String {
     shown(s, true)
 }
 
+/// A reason (or any other listed text) under a listing's bullet: one escaped [`line`], or — when
+/// it holds several lines (a preview of generated content) — [`block`] with every line after the
+/// first indented by `indent`, so it reads as one item and never as the listing's own lines.
+pub fn item(s: &str, indent: &str) -> String {
+    if s.contains('\n') {
+        block(s.trim_end_matches('\n')).replace('\n', &format!("\n{indent}"))
+    } else {
+        line(s)
+    }
+}
+
 /// `value` as pretty JSON, the `--json` form: the exact value for any JSON parser, and inert on a
 /// terminal too. serde_json escapes only U+0000–U+001F, `"` and `\`; here every other Cc, Cf,
 /// Zl, Zp character in a string (DEL, the C1 controls, bidi overrides, U+2028…) is written

@@ -603,6 +603,82 @@ pub struct Manifest {
     pub timed_out: bool,
     #[serde(default)]
     pub timeout_ms: u64,
+    /// The action whose effect this is (None: `execute_bash`, a command's overlay run). Another
+    /// action (`generate_file`) stages its write as this same change set ([`stage_file`]): the
+    /// same store, journal, apply and undo; `command` then says what it writes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<String>,
+    /// For another action's change set: the result fields the job ends with once it is applied
+    /// (`bash::result::on_overlay` adds `policy_used`, `effects`, `applied`, `undo`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<serde_json::Value>,
+}
+
+impl Manifest {
+    /// The action that made this change set (`execute_bash` for a command's overlay run).
+    pub fn action(&self) -> &str {
+        self.action.as_deref().unwrap_or("execute_bash")
+    }
+}
+
+/// The one previewer (issue 54): the text a human reads for a change set, whatever action made
+/// it — `show`, `validations`, `enqueue --wait`, the review TUI and the notify payload's `text`
+/// print this and nothing else: the capped unified diff, multi-line, escaped by `shown::block`
+/// (the agent chose every byte of it).
+pub fn shown_diff(cs: &ChangeSet) -> String {
+    crate::shown::block(&cs.diff())
+}
+
+/// [`shown_diff`] for a listing (`validations`, `enqueue --wait`, the notify payload's `text`):
+/// each line after `indent`, at most `max_lines` of them, then how many more and where to see
+/// them (`brainloop show ID`).
+pub fn shown_diff_lines(cs: &ChangeSet, indent: &str, max_lines: usize, id: &str) -> String {
+    let shown = shown_diff(cs);
+    let lines: Vec<&str> = shown.lines().collect();
+    let mut out: String = lines
+        .iter()
+        .take(max_lines)
+        .map(|l| format!("{indent}{l}\n"))
+        .collect();
+    if lines.len() > max_lines {
+        out.push_str(&format!(
+            "{indent}… ({} more lines: brainloop show {id})\n",
+            lines.len() - max_lines
+        ));
+    }
+    out
+}
+
+/// Stages the write of `content` at `rel` (a file beneath `root`, `/`-separated, its missing
+/// parent directories created) as job `job_id`'s change set: the upper layer of a fresh
+/// `changes/<job>/` holds the file (mode `mode`: the replaced file's, or 0644), computed against
+/// `root` by [`compute`] exactly as a command's overlay run is. Returns the change set and the
+/// upper layer's bytes. Blocking.
+pub fn stage_file(
+    data_dir: &Path,
+    job_id: i64,
+    root: &Path,
+    rel: &str,
+    content: &[u8],
+    mode: u32,
+) -> Result<(ChangeSet, u64)> {
+    if rel.is_empty()
+        || rel
+            .split('/')
+            .any(|c| c.is_empty() || c == "." || c == "..")
+    {
+        bail!("{rel:?} is not a plain path beneath {}", root.display());
+    }
+    let (upper, _) = create_layers(data_dir, job_id)?;
+    let file = upper.join(rel);
+    if let Some(parent) = file.parent() {
+        fs::create_dir_all(parent).with_context(|| format!("create {}", parent.display()))?;
+    }
+    write_durable(&file, content)?;
+    fs::set_permissions(&file, fs::Permissions::from_mode(mode & 0o777))
+        .with_context(|| format!("chmod {}", file.display()))?;
+    let cs = compute(&upper, root)?;
+    Ok((cs, upper_bytes(&upper)))
 }
 
 pub fn job_dir(data_dir: &Path, job_id: i64) -> PathBuf {
@@ -1167,7 +1243,7 @@ pub fn apply_with(
             return Err(stop(
                 true,
                 anyhow::anyhow!(
-                    "conflict: the workspace changed since the command ran, so nothing was applied ({}){CONFLICT_HINT}",
+                    "conflict: the workspace changed since the change set was made (the command ran, or the file was generated), so nothing was applied ({}){CONFLICT_HINT}",
                     found.join("; ")
                 ),
             ))
@@ -1303,6 +1379,8 @@ mod tests {
             signal: None,
             timed_out: false,
             timeout_ms: 0,
+            action: None,
+            result: None,
         }
     }
 
@@ -1449,6 +1527,8 @@ mod tests {
             signal: None,
             timed_out: false,
             timeout_ms: 0,
+            action: None,
+            result: None,
         };
         let e = apply(&data, &m).unwrap_err().to_string();
         assert!(e.contains("conflict"), "{e}");

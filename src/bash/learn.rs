@@ -59,6 +59,12 @@ pub fn refusals_with(
             "the change set on disk is not the one this validation shows".into(),
         ]);
     }
+    if m.action() != "execute_bash" {
+        return Ok(vec![format!(
+            "the change set is content {} generated: generated content is never learned (each write is asked)",
+            m.action()
+        )]);
+    }
     let report = check(
         &m.command,
         &Context {

@@ -43,4 +43,4 @@ pub mod run_on_use;
 pub mod runners;
 pub mod signatures;
 
-pub use overlay::recover_apply;
+pub use overlay::{apply_recorded, recover_apply, test_knob};

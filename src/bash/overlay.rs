@@ -189,7 +189,13 @@ async fn test_pause(job: &Job<'_>, var: &'static str) {
 }
 
 fn test_ms(job: &Job<'_>, var: &str) -> Option<u64> {
-    if !job.settings.test_actions {
+    test_knob(job.settings.test_actions, var)
+}
+
+/// The milliseconds of the test hook `var` ([`test_pause`]'s knobs), only with `test_actions`;
+/// another action's apply (`generate_file`) holds on the same knobs.
+pub fn test_knob(test_actions: bool, var: &str) -> Option<u64> {
+    if !test_actions {
         return None;
     }
     std::env::var(var).ok().and_then(|v| v.parse::<u64>().ok())
@@ -297,6 +303,8 @@ async fn capture(
         signal: r.signal,
         timed_out: r.timed_out,
         timeout_ms: c.timeout.as_millis() as u64,
+        action: None,
+        result: None,
     })
 }
 
@@ -393,7 +401,7 @@ pub(super) async fn apply(
 /// full, a permission, any I/O error half-way) ends in [`failed_apply`]: the result names what
 /// landed, what did not and why, and the journal row lets `undo` take back what landed. A crash
 /// anywhere in between leaves a record [`recover_apply`] finishes from.
-pub(crate) fn apply_recorded(
+pub fn apply_recorded(
     stores: &Stores,
     m: &Manifest,
     policy_used: &str,
@@ -729,6 +737,7 @@ fn journal_row(
                 m.signatures.join(" | ")
             ),
             "promoted" => "worker: the client's overlay promotion".to_string(),
+            "auto_grant" => "worker: the client's FILE_WRITE auto grant".to_string(),
             p => format!("worker: {p}"),
         },
     };

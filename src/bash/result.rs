@@ -97,7 +97,8 @@ pub fn finished(f: &Finished<'_>, extra: Map<String, Value>) -> Outcome {
     }
 }
 
-/// The result of a command that ran on the overlay: its effects, what was applied, how to undo.
+/// The result of a command that ran on the overlay: its effects, what was applied, how to undo;
+/// of another action's change set, that action's result (`Manifest::result`) with the same fields.
 pub fn on_overlay(
     m: &Manifest,
     policy_used: &str,
@@ -109,6 +110,17 @@ pub fn on_overlay(
     extra.insert("applied".into(), applied);
     if let Some(u) = undo {
         extra.insert("undo".into(), json!(u));
+    }
+    // Another action's change set (`generate_file`): its own result, with the same fields.
+    if let Some(Value::Object(own)) = &m.result {
+        let mut result = own.clone();
+        result.insert("policy_used".into(), json!(policy_used));
+        result.extend(extra);
+        return Outcome {
+            status: JobStatus::Succeeded,
+            error: None,
+            result: Some(Value::Object(result)),
+        };
     }
     finished(&Finished::of_manifest(m, policy_used), extra)
 }

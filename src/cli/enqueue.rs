@@ -364,7 +364,19 @@ fn pending(config: &Config, id: i64) -> Result<Option<Pending>> {
         );
     }
     for r in &reasons {
-        text += &format!("  - {}\n", shown::line(r));
+        text += &format!("  - {}\n", shown::item(r, "    "));
+    }
+    if let Some(m) = v
+        .as_ref()
+        .and_then(|v| super::security::bound_change_set(config, v))
+    {
+        text += &format!("  --- changes ({})\n", shown::line(&m.change_set.summary()));
+        text += &crate::bash::changes::shown_diff_lines(
+            &m.change_set,
+            "    ",
+            super::security::LISTED_DIFF_LINES,
+            &vid,
+        );
     }
     text += &format!("  see it:   {show}\n  approve:  {approve}\n  deny:     {deny}\n");
     text += &format!(

@@ -12,6 +12,7 @@ use crate::config::Config;
 use crate::db::{self, DbKind};
 use crate::shown;
 use anyhow::{bail, Result};
+use serde_json::{json, Value};
 
 #[derive(clap::Args, Debug)]
 pub struct ValidationsArgs {
@@ -192,6 +193,13 @@ pub fn validations(config: &Config, a: &ValidationsArgs) -> Result<i32> {
         print_marks(sec.as_ref(), meta.as_ref(), &v, "  ");
         print_request(&v, now);
         if v.status == "pending" {
+            if let Some(m) = bound_change_set(config, &v) {
+                println!("  --- changes ({})", shown::line(&m.change_set.summary()));
+                print!(
+                    "{}",
+                    changes::shown_diff_lines(&m.change_set, "    ", LISTED_DIFF_LINES, &v.id)
+                );
+            }
             println!(
                 "  → brainloop approve {} [--always]   |   brainloop deny {} [--always]",
                 v.id, v.id
@@ -199,6 +207,21 @@ pub fn validations(config: &Config, a: &ValidationsArgs) -> Result<i32> {
         }
     }
     Ok(0)
+}
+
+/// How many lines of a waiting change set's diff `validations` and `enqueue --wait` print.
+pub(crate) const LISTED_DIFF_LINES: usize = 60;
+
+/// The change set validation `v` is bound to (its manifest on disk, whose effect hash is the
+/// validation's), whatever action staged it.
+pub(crate) fn bound_change_set(
+    config: &Config,
+    v: &validations::Validation,
+) -> Option<changes::Manifest> {
+    changes::load_manifest(&config.data_dir, v.job_id)
+        .ok()
+        .flatten()
+        .filter(|m| v.command_hash.as_deref() == Some(m.effect_hash.as_str()))
 }
 
 /// The clients whose reviewer denied `every` or more of their validations in a row (the human
@@ -226,7 +249,7 @@ fn print_request(v: &crate::ask::validations::Validation, now: i64) {
         .and_then(|r| serde_json::from_str(r).ok())
         .unwrap_or_default();
     for r in reasons {
-        println!("  - {}", shown::line(&r));
+        println!("  - {}", shown::item(&r, "    "));
     }
 }
 
@@ -893,6 +916,10 @@ pub struct ShowArgs {
     /// each turn of a loop session).
     #[arg(long)]
     pub reasoning: bool,
+    /// The whole story as one JSON object (the action, client, params, status and timings, the
+    /// result and output, the validation and who decided, the change set and its diff).
+    #[arg(long, conflicts_with = "reasoning")]
+    pub json: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -964,10 +991,17 @@ pub fn show(config: &Config, a: &ShowArgs) -> Result<i32> {
         );
     }
     let now = crate::time::now_ms();
+    let told = Told::read(config, &out, job_id)?;
+    if a.json {
+        let story = story(&told, v.as_ref(), &sec, applied.as_ref(), manifest.as_ref())?;
+        println!("{}", shown::json(&story)?);
+        return Ok(0);
+    }
     match &status {
         Some(s) => println!("job {job_id}  {}", shown::line(s)),
         None => println!("job {job_id}"),
     }
+    told.print_head(now, v.is_none() && applied.is_none());
     if let Some(v) = &v {
         println!(
             "validation {} [{}]  policy {}  risk {:.2}",
@@ -1036,7 +1070,31 @@ pub fn show(config: &Config, a: &ShowArgs) -> Result<i32> {
             None => println!("undo: brainloop undo {job_id}"),
         }
     }
+    if manifest.is_none() {
+        told.print_output();
+    }
+    print_change_set(config, manifest, applied.as_ref());
+    Ok(0)
+}
+
+/// `show`'s change set: the one waiting (staged by an action, or a command's overlay run with
+/// its output) through the one previewer, else the diff as applied from the journal row.
+fn print_change_set(
+    config: &Config,
+    manifest: Option<changes::Manifest>,
+    applied: Option<&journal::Row>,
+) {
     match manifest {
+        Some(m) if m.action() != "execute_bash" => {
+            println!(
+                "change set staged by {} beneath {}: {}",
+                shown::line(m.action()),
+                m.workspace.display(),
+                shown::line(&m.change_set.summary())
+            );
+            println!("--- changes");
+            print!("{}", changes::shown_diff(&m.change_set));
+        }
         Some(m) => {
             println!(
                 "ran on an overlay of {} (exit {}, {} ms): {}",
@@ -1053,9 +1111,9 @@ pub fn show(config: &Config, a: &ShowArgs) -> Result<i32> {
             println!("--- stdout\n{}", shown::block(&m.stdout));
             println!("--- stderr\n{}", shown::block(&m.stderr));
             println!("--- changes");
-            print!("{}", shown::block(&m.change_set.diff()));
+            print!("{}", changes::shown_diff(&m.change_set));
         }
-        None => match &applied {
+        None => match applied {
             Some(j) => match &j.diff {
                 Some(d) => {
                     println!("--- changes (as applied to {})", shown::line(&j.workspace));
@@ -1071,7 +1129,186 @@ pub fn show(config: &Config, a: &ShowArgs) -> Result<i32> {
             ),
         },
     }
-    Ok(0)
+}
+
+/// What `show` tells of a job beyond its validation and change set: its snapshot (action,
+/// client, params, when it was submitted and claimed) and its result row (status, attempts,
+/// timings, the result and error). Each part None when its database does not have it (the
+/// lifecycle database is the worker's: an operator who cannot read it sees the rest).
+struct Told {
+    job_id: i64,
+    snapshot: Option<crate::db::lifecycle::Claimed>,
+    result: Option<crate::db::output::ShownResult>,
+}
+
+impl Told {
+    fn read(config: &Config, out: &rusqlite::Connection, job_id: i64) -> Result<Told> {
+        let snapshot = db::open_read_only(&config.data_dir, DbKind::Lifecycle)
+            .ok()
+            .and_then(|lc| {
+                crate::db::lifecycle::snapshot_of(&lc, job_id)
+                    .ok()
+                    .flatten()
+            });
+        Ok(Told {
+            job_id,
+            snapshot,
+            result: crate::db::output::result_of(out, job_id)?,
+        })
+    }
+
+    fn action(&self) -> Option<&str> {
+        self.snapshot
+            .as_ref()
+            .and_then(|s| s.action.as_deref())
+            .or_else(|| self.result.as_ref().and_then(|r| r.action.as_deref()))
+    }
+
+    fn params(&self) -> Value {
+        self.snapshot
+            .as_ref()
+            .and_then(|s| s.params.as_deref())
+            .and_then(|p| serde_json::from_str(p).ok())
+            .unwrap_or(Value::Null)
+    }
+
+    fn result_json(&self) -> Value {
+        self.result
+            .as_ref()
+            .and_then(|r| r.result.as_deref())
+            .and_then(|r| serde_json::from_str(r).ok())
+            .unwrap_or(Value::Null)
+    }
+
+    /// Client, timings and (`with_params`: nothing else prints it) the params — the command of
+    /// an `execute_bash` job.
+    fn print_head(&self, now: i64, with_params: bool) {
+        let client = self
+            .snapshot
+            .as_ref()
+            .map(|s| s.client_id.clone())
+            .or_else(|| self.result.as_ref().and_then(|r| r.client_id.clone()));
+        let mut line = format!("client {}", shown::line(client.as_deref().unwrap_or("?")));
+        if let Some(s) = &self.snapshot {
+            if let Some(c) = s.created_at {
+                line.push_str(&format!("  submitted {}", crate::time::local_ago(c, now)));
+            }
+            line.push_str(&format!(
+                "  claimed {}",
+                crate::time::local_ago(s.claimed_at, now)
+            ));
+        }
+        if let Some(r) = &self.result {
+            if let Some(t) = r.started_at {
+                line.push_str(&format!("  started {}", crate::time::local_ago(t, now)));
+            }
+            if let Some(d) = r.duration_ms {
+                line.push_str(&format!("  took {d} ms"));
+            }
+            line.push_str(&format!("  attempts {}", r.attempts));
+        }
+        println!("{line}");
+        if !with_params {
+            return;
+        }
+        let params = self.params();
+        match (self.action(), params["command"].as_str()) {
+            (Some("execute_bash"), Some(c)) => println!("command: {}", shown::block(c)),
+            _ if !params.is_null() => {
+                println!("params: {}", shown::line(&params.to_string()))
+            }
+            _ => {}
+        }
+    }
+
+    /// The job's output as its result stores it: a command's stdout and stderr, another
+    /// action's result JSON; and its error.
+    fn print_output(&self) {
+        let Some(r) = &self.result else { return };
+        let v = self.result_json();
+        if !v.is_null() && r.status != "pending_validation" {
+            if v.get("stdout").is_some() || v.get("stderr").is_some() {
+                println!(
+                    "--- stdout\n{}",
+                    shown::block(v["stdout"].as_str().unwrap_or(""))
+                );
+                println!(
+                    "--- stderr\n{}",
+                    shown::block(v["stderr"].as_str().unwrap_or(""))
+                );
+            } else {
+                let pretty = serde_json::to_string_pretty(&v).unwrap_or_default();
+                println!("--- result\n{}", shown::block(&pretty));
+            }
+        }
+        if let Some(e) = &r.error {
+            println!("error: {}", shown::line(e));
+        }
+    }
+}
+
+/// `show --json`: the whole story of a job as one object.
+fn story(
+    t: &Told,
+    v: Option<&validations::Validation>,
+    sec: &rusqlite::Connection,
+    applied: Option<&journal::Row>,
+    manifest: Option<&changes::Manifest>,
+) -> Result<Value> {
+    let decisions = match v {
+        Some(v) => validations::decisions_of(sec, &v.id)?
+            .into_iter()
+            .map(|d| {
+                json!({"decision": d.decision.map(|x| x.as_str()), "decided_by": d.decided_by, "at": d.created_at, "reason": d.reason})
+            })
+            .collect(),
+        None => Vec::new(),
+    };
+    let change_set = match (manifest, applied) {
+        (Some(m), _) => json!({
+            "state": match applied { Some(j) => j.state.as_str(), None => "waiting" },
+            "action": m.action(),
+            "root": m.workspace,
+            "summary": m.change_set.summary(),
+            "paths": m.change_set.paths_json(),
+            "diff": m.change_set.diff(),
+            "diff_truncated": m.change_set.diff_truncated,
+            "policy_used": applied.map(|j| &j.policy_used),
+            "decided_by": applied.and_then(|j| j.decided_by.as_ref()),
+            "applied_at": applied.map(|j| j.applied_at),
+            "undone_at": applied.and_then(|j| j.undone_at),
+        }),
+        (None, Some(j)) => json!({
+            "state": if j.undone_at.is_some() { "undone" } else { j.state.as_str() },
+            "root": j.workspace,
+            "summary": j.summary,
+            "diff": j.diff,
+            "policy_used": j.policy_used,
+            "decided_by": j.decided_by,
+            "applied_at": j.applied_at,
+            "undone_at": j.undone_at,
+        }),
+        (None, None) => Value::Null,
+    };
+    let r = t.result.as_ref();
+    Ok(json!({
+        "job_id": t.job_id,
+        "action": t.action(),
+        "client": t.snapshot.as_ref().map(|s| s.client_id.clone()).or_else(|| r.and_then(|r| r.client_id.clone())),
+        "params": t.params(),
+        "submitted_at": t.snapshot.as_ref().and_then(|s| s.created_at),
+        "claimed_at": t.snapshot.as_ref().map(|s| s.claimed_at),
+        "status": r.map(|r| r.status.as_str()),
+        "attempts": r.map(|r| r.attempts),
+        "started_at": r.and_then(|r| r.started_at),
+        "finished_at": r.and_then(|r| r.finished_at),
+        "duration_ms": r.and_then(|r| r.duration_ms),
+        "result": t.result_json(),
+        "error": r.and_then(|r| r.error.as_deref()),
+        "validation": v,
+        "decisions": decisions,
+        "change_set": change_set,
+    }))
 }
 
 /// The job's final status from its result row (`succeeded`, `pending_validation`, …) or

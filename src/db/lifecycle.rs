@@ -102,6 +102,36 @@ pub struct Snapshot {
     pub retry: Option<String>,
 }
 
+/// A job's snapshot as the worker took it at its claim, as `brainloop show` tells it.
+#[derive(Debug, Clone)]
+pub struct Claimed {
+    pub action: Option<String>,
+    pub params: Option<String>,
+    pub client_id: String,
+    /// `jobs.created_at` as the producer wrote it.
+    pub created_at: Option<i64>,
+    pub claimed_at: i64,
+}
+
+/// Job `job_id`'s snapshot, if it was claimed.
+pub fn snapshot_of(conn: &Connection, job_id: i64) -> Result<Option<Claimed>> {
+    Ok(conn
+        .query_row(
+            "SELECT action, params, client_id, created_at, claimed_at FROM queue WHERE job_id = ?1",
+            [job_id],
+            |r| {
+                Ok(Claimed {
+                    action: r.get(0)?,
+                    params: r.get(1)?,
+                    client_id: r.get(2)?,
+                    created_at: r.get(3)?,
+                    claimed_at: r.get(4)?,
+                })
+            },
+        )
+        .optional()?)
+}
+
 /// Marks jobs running (one more attempt each) and returns their snapshots.
 pub fn start(tx: &Transaction<'_>, ids: &[i64], now: i64) -> rusqlite::Result<Vec<Snapshot>> {
     let mut upd = tx.prepare_cached(

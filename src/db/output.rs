@@ -434,6 +434,43 @@ impl Outcome {
     }
 }
 
+/// One job's row of `results`, as `brainloop show` tells it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ShownResult {
+    pub action: Option<String>,
+    pub client_id: Option<String>,
+    pub status: String,
+    pub result: Option<String>,
+    pub error: Option<String>,
+    pub attempts: i64,
+    pub duration_ms: Option<i64>,
+    pub started_at: Option<i64>,
+    pub finished_at: Option<i64>,
+}
+
+/// Job `job_id`'s result row, if it has one.
+pub fn result_of(conn: &Connection, job_id: i64) -> Result<Option<ShownResult>> {
+    Ok(conn
+        .query_row(
+            "SELECT action, client_id, status, result, error, attempts, duration_ms, started_at, finished_at FROM results WHERE job_id = ?1",
+            [job_id],
+            |r| {
+                Ok(ShownResult {
+                    action: r.get(0)?,
+                    client_id: r.get(1)?,
+                    status: r.get(2)?,
+                    result: r.get(3)?,
+                    error: r.get(4)?,
+                    attempts: r.get(5)?,
+                    duration_ms: r.get(6)?,
+                    started_at: r.get(7)?,
+                    finished_at: r.get(8)?,
+                })
+            },
+        )
+        .optional()?)
+}
+
 #[cfg(test)]
 mod status_names {
     use super::JobStatus::{self, *};

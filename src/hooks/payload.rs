@@ -29,6 +29,9 @@ pub const DIFF_MAX: usize = 64 * 1024;
 /// The longest generated content a payload carries (bytes).
 pub const CONTENT_MAX: usize = 64 * 1024;
 
+/// How many lines of the diff `text` carries (the whole capped diff is in `change_set.diff`).
+pub const TEXT_DIFF_LINES: usize = 80;
+
 /// The longest purpose a payload carries (bytes).
 pub const PURPOSE_MAX: usize = 4000;
 
@@ -54,8 +57,12 @@ pub fn build_with(
         .and_then(|r| serde_json::from_str(r).ok())
         .unwrap_or_default();
     let mut cut = Vec::new();
+    let manifest = manifest.filter(|m| v.command_hash.as_deref() == Some(m.effect_hash.as_str()));
+    // What `text` shows of it: the one previewer's lines (`changes::shown_diff_lines`).
+    let diff_text = manifest
+        .as_ref()
+        .map(|m| changes::shown_diff_lines(&m.change_set, "  ", TEXT_DIFF_LINES, &v.id));
     let change_set = manifest
-        .filter(|m| v.command_hash.as_deref() == Some(m.effect_hash.as_str()))
         .map(|m| {
             let cs = &m.change_set;
             let full = cs.diff();
@@ -112,9 +119,11 @@ pub fn build_with(
             "content_truncated": content.len() > CONTENT_MAX,
         })
     });
+    // Generated content staged as a change set (`generate_file`) carries both, and stays of
+    // kind `generated`: a reviewer never approves it.
     let kind = match (&change_set, &generated) {
-        (Some(_), _) => "change_set",
-        (None, Some(_)) => "generated",
+        (_, Some(_)) => "generated",
+        (Some(_), None) => "change_set",
         (None, None) => "command",
     };
     let (action, purpose, purpose_cut) = job_of(lifecycle, v.job_id);
@@ -129,6 +138,7 @@ pub fn build_with(
         v,
         purpose.as_deref(),
         change_set.as_ref().and_then(|c| c["summary"].as_str()),
+        diff_text.as_deref(),
         &reasons,
         &cli,
     );
@@ -209,11 +219,13 @@ pub fn cut(p: &Value) -> Vec<String> {
 }
 
 /// The validation as lines a human reads, every agent-derived value one escaped line
-/// (`shown::line`): what asks, what for, what it changes, why, and how to answer.
+/// (`shown::line`): what asks, what for, what it changes (and its diff, multi-line, from the one
+/// previewer), why, and how to answer.
 fn text(
     v: &Validation,
     purpose: Option<&str>,
     summary: Option<&str>,
+    diff: Option<&str>,
     reasons: &[String],
     cli: &str,
 ) -> String {
@@ -233,7 +245,10 @@ fn text(
         summary.map(line).unwrap_or_else(|| "asked up front".into())
     ));
     for r in reasons {
-        t.push_str(&format!("- {}\n", line(r)));
+        t.push_str(&format!("- {}\n", crate::shown::item(r, "  ")));
+    }
+    if let Some(d) = diff {
+        t.push_str(d);
     }
     t.push_str(&format!(
         "{cli} show {id}\n{cli} approve {id}\n{cli} deny {id}",

@@ -333,13 +333,15 @@ fn cut_before_waiting(
     }))
 }
 
-/// The outcome of an `execute_bash` job's change set that reached the workspace before the
-/// worker stopped (`bash::recover_apply`: the apply's outcome, or the apply completed now).
+/// The outcome of a job's change set that reached the workspace before the worker stopped
+/// (`bash::recover_apply`: the apply's outcome, or the apply completed now): an `execute_bash`
+/// job's, or one of the actions that stage their write as a change set and apply it alone
+/// (`generate_file`; `run_code` is asked again instead, its script must go on).
 fn applied_outcome(
     stores: &Stores,
     j: &lifecycle::OpenJob,
 ) -> Result<Option<crate::db::output::Outcome>> {
-    if j.action.as_deref() != Some("execute_bash") {
+    if !matches!(j.action.as_deref(), Some("execute_bash" | "generate_file")) {
         return Ok(None);
     }
     let out = crate::bash::recover_apply(stores, j.job_id)?;

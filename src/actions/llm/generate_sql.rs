@@ -448,6 +448,7 @@ async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
             permission_set: PermissionSet::Filesystem,
             extra: json!({"sql": sql, "read_only": false, "llm": llm_info(&answer)}),
             protected,
+            change_set: None,
         },
     )
     .await)

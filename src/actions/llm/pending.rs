@@ -50,6 +50,10 @@ pub struct Ask<'a> {
     pub extra: Value,
     /// Why an `auto` grant did not cover it (a protected path: `auto_refusals`), shown first.
     pub protected: Vec<String>,
+    /// The write staged as a change set (`bash::changes::stage_file`, saved): the approval binds
+    /// to its effect hash (`hash` must be it), the reasons name it and `brainloop show`, and
+    /// the preview is its diff, never folded into a reason. None: the preview is a reason.
+    pub change_set: Option<&'a crate::bash::changes::Manifest>,
 }
 
 /// Why a FILE_WRITE `auto` grant may not write `content` at `target` unasked (empty: it may):
@@ -100,8 +104,15 @@ pub async fn ask(ctx: &JobCtx, a: Ask<'_>) -> Outcome {
     reasons.extend([
         a.summary.clone(),
         format!("content sha256 {}", sha256(a.content)),
-        a.preview.clone(),
     ]);
+    match a.change_set {
+        Some(m) => reasons.push(format!(
+            "its effects: {} — `brainloop show {id}` for the diff; approve applies exactly this change set, deny discards it, `brainloop undo {}` takes it back once applied",
+            m.change_set.summary(),
+            ctx.job_id
+        )),
+        None => reasons.push(a.preview.clone()),
+    }
     let request = crate::ask::Request {
         id: id.clone(),
         command: a.summary.clone(),
@@ -121,6 +132,10 @@ pub async fn ask(ctx: &JobCtx, a: Ask<'_>) -> Outcome {
     result.insert("bytes".into(), json!(a.content.len()));
     result.insert("content_sha256".into(), json!(sha256(a.content)));
     result.insert("preview".into(), json!(a.preview));
+    if let Some(m) = a.change_set {
+        result.insert("effects".into(), crate::bash::result::effects_json(m));
+        result.insert("diff".into(), json!(m.change_set.diff()));
+    }
     result.insert(
         "message".into(),
         json!(format!("waiting for a human: brainloop approve {id} (or deny); the approved content is written as shown, never regenerated")),

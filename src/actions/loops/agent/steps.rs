@@ -302,6 +302,7 @@ async fn write_file(
             permission_set: PermissionSet::Filesystem,
             extra: json!({}),
             protected,
+            change_set: None,
         },
     )
     .await;

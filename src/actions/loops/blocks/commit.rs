@@ -396,6 +396,7 @@ pub async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
             permission_set: PermissionSet::Filesystem,
             extra: json!({"session_id": id, "items": listed}),
             protected: planned.iter().flat_map(|p| p.protected.clone()).collect(),
+            change_set: None,
         },
     )
     .await)

@@ -1,0 +1,375 @@
+//! Issue 54, through the real binary and the LLM mock: an action other than a command that
+//! writes — `generate_file`, a new file and an overwrite — is one change set in the same store
+//! as a command's overlay run. `show`, `validations` and the notify payload show its diff on
+//! many lines (never `\x0a`-folded); `approve` applies exactly it, `history` lists it, `undo`
+//! restores the previous bytes (the file gone for a new one) and refuses when a later change
+//! touched the path; an auto FILE_WRITE grant applies it unasked as a change set `show` and
+//! `undo` know. `show JOB` of a command that ran at once prints its command and output, `--json`
+//! the whole story. A kill -9 between the approval and the job's result applies the file once,
+//! the result saying so (the same journal as commands). Temp dirs only; nothing leaves
+//! 127.0.0.1.
+
+mod common;
+
+use common::collector::Collector;
+use common::mock_llm::{MockLlm, Reply, Seen};
+use common::{cli_ok, final_result, job, settled, Env};
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+/// The generated file: several lines, `MARK:word` in the prompt shows up in it.
+fn respond(req: &Seen) -> Reply {
+    let mark = req
+        .prompt()
+        .split("MARK:")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .unwrap_or("generated")
+        .to_string();
+    Reply::text(&format!(
+        "```python\nimport sys\n\ndef main():\n    print('{mark}')\n```"
+    ))
+}
+
+fn content(mark: &str) -> String {
+    format!("import sys\n\ndef main():\n    print('{mark}')\n")
+}
+
+fn config(env: &Env, notify: Option<&Collector>) -> String {
+    let p = env.root.path().join("brainloop.toml");
+    let mut cfg = String::from(
+        "[clients.agent]\nfile_read = [\"{workspace}/**\"]\nfile_write_auto = [\"{workspace}/auto/**\"]\nllm = true\n",
+    );
+    if let Some(h) = notify {
+        cfg = format!(
+            "[notify]\ncommand = \"{}\"\ntimeout_ms = 10000\nhosts = [\"127.0.0.1\"]\n\n{cfg}",
+            h.command().replace('"', "\\\"")
+        );
+    }
+    std::fs::write(&p, cfg).unwrap();
+    p.display().to_string()
+}
+
+fn gen(env: &Env, client: &str, params: Value) -> (i64, String, Value, String) {
+    let id = job(env, client, "generate_file", &params);
+    let (st, v, e) = settled(env, id);
+    (id, st, v, e)
+}
+
+/// `show ID` prints the lines of `diff` one under the other, and no escaped newline.
+fn assert_multiline(what: &str, text: &str, lines: &[&str]) {
+    let joined = lines.join("\n");
+    assert!(
+        text.contains(&joined),
+        "{what} shows the diff on many lines ({joined:?}):\n{text}"
+    );
+    assert!(!text.contains("\\x0a"), "{what} folds the diff:\n{text}");
+}
+
+fn read(env: &Env, rel: &str) -> Option<String> {
+    std::fs::read_to_string(env.workspace.join(rel)).ok()
+}
+
+/// Long because it is one worker's story (one daemon for the file): a new file and an overwrite
+/// asked, shown everywhere, applied, listed, undone (and refused); an auto grant's write; a
+/// command that ran at once.
+#[test]
+fn generated_files_are_change_sets_shown_applied_listed_and_undone() {
+    common::require_sandbox();
+    let env = Env::new();
+    let hook = Collector::start();
+    let mock = MockLlm::start(respond);
+    let _d = common::start_with_llm(&env, &config(&env, Some(&hook)), &mock, &[]);
+
+    // A new file in a directory that does not exist yet.
+    let (id, st, v, err) = gen(
+        &env,
+        "local",
+        json!({"prompt": "A CLI. MARK:one", "output_path": "tools/cli.py", "code_type": "python"}),
+    );
+    assert_eq!(st, "pending_validation", "{err} {v}");
+    assert!(
+        read(&env, "tools/cli.py").is_none(),
+        "nothing before approval"
+    );
+    let vid = common::vid(&v);
+    let diff = ["+import sys", "+", "+def main():", "+    print('one')"];
+    let shown = cli_ok(&env, &["show", &vid]);
+    assert_multiline("show", &shown, &diff);
+    assert!(shown.contains("tools/cli.py"), "{shown}");
+    let listing = cli_ok(&env, &["validations"]);
+    assert_multiline(
+        "validations",
+        &listing,
+        &["    +import sys", "    +", "    +def main():"],
+    );
+    let note = hook.wait_matching(1, "the notify payload", |b| b["job_id"] == id);
+    let text = note[0]["text"].as_str().unwrap();
+    assert_multiline(
+        "the notify text",
+        text,
+        &["  +import sys", "  +", "  +def main():"],
+    );
+    assert!(
+        note[0]["change_set"]["diff"]
+            .as_str()
+            .unwrap()
+            .contains("+import sys\n+\n+def main():\n"),
+        "{}",
+        note[0]
+    );
+    assert_eq!(note[0]["kind"], "generated", "a reviewer never approves it");
+    cli_ok(&env, &["approve", &vid]);
+    let (st, v, err) = final_result(&env, id);
+    assert_eq!(st, "succeeded", "{err} {v}");
+    assert_eq!(
+        read(&env, "tools/cli.py").as_deref(),
+        Some(&*content("one"))
+    );
+    assert_eq!(v["policy_used"], "approved", "{v}");
+    assert_eq!(v["undo"], format!("brainloop undo {id}"), "{v}");
+    assert!(v["applied"].to_string().contains("tools/cli.py"), "{v}");
+    let shown = cli_ok(&env, &["show", &id.to_string()]);
+    assert!(shown.contains("change set applied"), "{shown}");
+    assert_multiline("show after the apply", &shown, &diff);
+    let story: Value =
+        serde_json::from_str(&cli_ok(&env, &["show", &id.to_string(), "--json"])).unwrap();
+    assert_eq!(story["action"], "generate_file", "{story}");
+    assert_eq!(story["params"]["output_path"], "tools/cli.py", "{story}");
+    assert_eq!(story["status"], "succeeded", "{story}");
+    assert_eq!(story["change_set"]["state"], "applied", "{story}");
+    assert!(
+        story["change_set"]["diff"]
+            .as_str()
+            .unwrap()
+            .contains("+def main():\n"),
+        "{story}"
+    );
+    assert!(
+        story["decisions"].to_string().contains("approve"),
+        "{story}"
+    );
+    let history = cli_ok(&env, &["history"]);
+    assert!(
+        history.contains("tools/cli.py") && history.contains(&format!("job {id}")),
+        "{history}"
+    );
+    cli_ok(&env, &["undo", &id.to_string()]);
+    assert!(
+        read(&env, "tools/cli.py").is_none(),
+        "undo removes the new file"
+    );
+    assert!(
+        !env.workspace.join("tools").exists(),
+        "and its new directory"
+    );
+
+    // An overwrite: a diff against the file it replaces; undo refused after a later change.
+    std::fs::write(env.workspace.join("keep.py"), "print('old')\n").unwrap();
+    let (id, st, v, err) = gen(
+        &env,
+        "local",
+        json!({"prompt": "MARK:two", "output_path": "keep.py", "overwrite": true}),
+    );
+    assert_eq!(st, "pending_validation", "{err} {v}");
+    let vid = common::vid(&v);
+    let shown = cli_ok(&env, &["show", &vid]);
+    assert_multiline(
+        "show of an overwrite",
+        &shown,
+        &["-print('old')", "+import sys"],
+    );
+    assert!(
+        shown.contains("--- a/keep.py") && shown.contains("+++ b/keep.py"),
+        "{shown}"
+    );
+    cli_ok(&env, &["approve", &vid]);
+    assert_eq!(final_result(&env, id).0, "succeeded");
+    assert_eq!(read(&env, "keep.py").as_deref(), Some(&*content("two")));
+    std::fs::write(env.workspace.join("keep.py"), "later\n").unwrap();
+    let (st, out, err) = env.cli(&["undo", &id.to_string()]);
+    assert!(!st.success(), "undo after a later change: {out}{err}");
+    assert!(
+        err.contains("later changes") && err.contains("keep.py"),
+        "{err}"
+    );
+    assert_eq!(
+        read(&env, "keep.py").as_deref(),
+        Some("later\n"),
+        "untouched"
+    );
+    std::fs::write(env.workspace.join("keep.py"), content("two")).unwrap();
+    cli_ok(&env, &["undo", &id.to_string()]);
+    assert_eq!(read(&env, "keep.py").as_deref(), Some("print('old')\n"));
+
+    // An auto FILE_WRITE grant: applied unasked, as a change set show and undo know.
+    std::fs::create_dir(env.workspace.join("auto")).unwrap();
+    let (id, st, v, err) = gen(
+        &env,
+        "agent",
+        json!({"prompt": "MARK:three", "output_path": "auto/x.py"}),
+    );
+    assert_eq!(st, "succeeded", "{err} {v}");
+    assert_eq!(v["policy_used"], "auto_grant", "{v}");
+    assert_eq!(read(&env, "auto/x.py").as_deref(), Some(&*content("three")));
+    let shown = cli_ok(&env, &["show", &id.to_string()]);
+    assert!(
+        shown.contains("change set applied (auto_grant)")
+            && shown.contains("FILE_WRITE auto grant"),
+        "{shown}"
+    );
+    assert_multiline("show of an auto write", &shown, &["+import sys", "+"]);
+    cli_ok(&env, &["undo", &id.to_string()]);
+    assert!(read(&env, "auto/x.py").is_none());
+
+    // A command that ran at once: show prints its command and output, --json carries them.
+    let (id, st, v, err) = common::submit(&env, "echo story-out");
+    assert_eq!(st, "succeeded", "{err} {v}");
+    let shown = cli_ok(&env, &["show", &id.to_string()]);
+    assert!(
+        shown.contains("command: echo story-out") && shown.contains("--- stdout\nstory-out"),
+        "{shown}"
+    );
+    let story: Value =
+        serde_json::from_str(&cli_ok(&env, &["show", &id.to_string(), "--json"])).unwrap();
+    assert_eq!(story["params"]["command"], "echo story-out", "{story}");
+    assert_eq!(story["result"]["stdout"], "story-out\n", "{story}");
+    assert_eq!(story["client"], "local", "{story}");
+    assert!(
+        story["started_at"].is_i64() && story["change_set"].is_null(),
+        "{story}"
+    );
+    assert_eq!(
+        mock.chats().len(),
+        3,
+        "each file generated once, never again on approval"
+    );
+}
+
+/// Killed -9 after the approved file was applied, before the job's result: after the restart
+/// the job ends `succeeded` with the file applied once and the result saying so; nobody is
+/// asked again, and it undoes like any change set.
+#[test]
+fn a_generated_file_killed_after_its_apply_ends_succeeded_applied_once() {
+    let env = Env::new();
+    let mock = MockLlm::start(respond);
+    let cfg = config(&env, None);
+    let d = common::start_with_llm(
+        &env,
+        &cfg,
+        &mock,
+        &[("BRAINLOOP_TEST_PAUSE_AFTER_APPLY_MS", "60000")],
+    );
+    let (id, st, v, err) = gen(
+        &env,
+        "local",
+        json!({"prompt": "MARK:crash", "output_path": "c.py"}),
+    );
+    assert_eq!(st, "pending_validation", "{err} {v}");
+    cli_ok(&env, &["approve", &common::vid(&v)]);
+    let t0 = Instant::now();
+    while !d.log_text().contains("BRAINLOOP_TEST_PAUSE_AFTER_APPLY_MS") {
+        assert!(t0.elapsed() < Duration::from_secs(60), "{}", d.log_text());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(read(&env, "c.py").as_deref(), Some(&*content("crash")));
+    let before = env.result(id).unwrap().0;
+    assert!(["running", "queued"].contains(&before.as_str()), "{before}");
+    d.kill9();
+    let _d = common::start_with_llm(&env, &cfg, &mock, &[]);
+    let (st, v, err) = final_result(&env, id);
+    assert_eq!(
+        st, "succeeded",
+        "never denied with the file applied: {err} {v}"
+    );
+    assert_eq!(read(&env, "c.py").as_deref(), Some(&*content("crash")));
+    let said = v["recovered"].as_str().unwrap_or_default();
+    assert!(said.contains("applied before the worker stopped"), "{v}");
+    assert_eq!(
+        v["path"],
+        env.workspace
+            .canonicalize()
+            .unwrap()
+            .join("c.py")
+            .display()
+            .to_string(),
+        "{v}"
+    );
+    assert_eq!(common::validations_count(&env, id), 1, "asked once");
+    assert_eq!(mock.chats().len(), 1, "generated once");
+    cli_ok(&env, &["undo", &id.to_string()]);
+    assert!(read(&env, "c.py").is_none());
+}
+
+/// `brainloop review` in tmux (a tmux server of its own, killed at the end): a waiting generated
+/// file's diff is drawn line under line, and `a` applies exactly it. tmux missing: the test fails
+/// saying CANNOT RUN HERE.
+#[test]
+fn review_in_tmux_shows_a_generated_file_on_many_lines_and_applies_it() {
+    use std::process::Command;
+    let v = Command::new("tmux").arg("-V").output();
+    assert!(
+        v.as_ref().is_ok_and(|o| o.status.success()),
+        "CANNOT RUN HERE: tmux is missing ({v:?}); install tmux to test `brainloop review`"
+    );
+    let env = Env::new();
+    let mock = MockLlm::start(respond);
+    let _d = common::start_with_llm(&env, &config(&env, None), &mock, &[]);
+    let (id, st, v, err) = gen(
+        &env,
+        "local",
+        json!({"prompt": "MARK:tui", "output_path": "t.py"}),
+    );
+    assert_eq!(st, "pending_validation", "{err} {v}");
+    let socket = format!("brainloop-change-sets-{}", std::process::id());
+    /// Kills the test's own tmux server however the test ends.
+    struct Server(String);
+    impl Drop for Server {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("tmux")
+                .args(["-L", &self.0, "kill-server"])
+                .output();
+        }
+    }
+    let _server = Server(socket.clone());
+    let tmux = |args: &[&str]| {
+        Command::new("tmux")
+            .args(["-L", &socket])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let cmd = format!("{} --data-dir {} review", common::BIN, env.data.display());
+    assert!(tmux(&[
+        "new-session",
+        "-d",
+        "-s",
+        "r",
+        "-x",
+        "160",
+        "-y",
+        "45",
+        &cmd
+    ])
+    .status
+    .success());
+    let screen =
+        || String::from_utf8_lossy(&tmux(&["capture-pane", "-p", "-t", "r"]).stdout).into_owned();
+    let t0 = Instant::now();
+    let mut s = screen();
+    while !(s.contains("+import sys") && s.contains("+def main():") && s.contains("print('tui')")) {
+        assert!(t0.elapsed() < Duration::from_secs(20), "never drawn:\n{s}");
+        std::thread::sleep(Duration::from_millis(100));
+        s = screen();
+    }
+    assert!(
+        !s.lines()
+            .any(|l| l.contains("+import sys") && l.contains("+def main():"))
+            && !s.contains("\\x0a"),
+        "one line under the other:\n{s}"
+    );
+    tmux(&["send-keys", "-t", "r", "a"]);
+    let (st, v, err) = final_result(&env, id);
+    assert_eq!(st, "succeeded", "{err} {v}");
+    assert_eq!(read(&env, "t.py").as_deref(), Some(&*content("tui")));
+}
