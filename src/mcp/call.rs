@@ -27,7 +27,7 @@ use crate::clients::{self, Permission};
 use crate::config::Config;
 use crate::db::metadata::AuditRow;
 use crate::db::{self, DbKind};
-use rmcp::model::{JsonObject, ProgressNotificationParam, ProgressToken};
+use rmcp::model::{CreateTaskResult, JsonObject, ProgressNotificationParam, ProgressToken};
 use rmcp::{Peer, RoleServer};
 use serde_json::Value;
 use std::sync::Arc;
@@ -68,6 +68,28 @@ pub struct Frontend {
     pub queue: Arc<Queue>,
     pub watch: OutputWatch,
     pub auditor: Arc<Auditor>,
+}
+
+/// What a call answers: a reply, or (for a client that declared the Tasks extension) the task
+/// its job became.
+pub enum Answer {
+    Reply(Reply),
+    Task(CreateTaskResult),
+}
+
+impl From<Reply> for Answer {
+    fn from(r: Reply) -> Answer {
+        Answer::Reply(r)
+    }
+}
+
+/// How a call is served: which tool it came through, and whether its job becomes a task.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Mode {
+    /// Through `brainloop_read`: only [`super::tool::READ_ACTIONS`], never a model call.
+    pub read_only: bool,
+    /// The client declared `io.modelcontextprotocol/tasks`: a queued job answers as a task.
+    pub as_task: bool,
 }
 
 /// The parsed arguments.
@@ -180,20 +202,31 @@ impl Frontend {
     pub async fn call(
         &self,
         args: Option<JsonObject>,
+        mode: Mode,
         ct: CancellationToken,
         progress: Option<Progress>,
-    ) -> Reply {
+    ) -> Answer {
         let t0 = Instant::now();
-        let call = match parse_arguments(args) {
+        let mut call = match parse_arguments(args) {
             Ok(c) => c,
-            Err(e) => return self.refuse(None, None, status::FAILED, e, t0).await,
+            Err(e) => return self.refuse(None, None, status::FAILED, e, t0).await.into(),
         };
+        if mode.read_only {
+            if let Err(e) = super::tool::read_only(&call.action, &mut call.params) {
+                let attempted = short(&call.action);
+                return self
+                    .refuse(Some(&attempted), None, status::DENIED, e, t0)
+                    .await
+                    .into();
+            }
+        }
         let Some(action) = self.registry.get(&call.action) else {
             let e = self.registry.unknown(&short(&call.action));
             let attempted = short(&call.action);
             return self
                 .refuse(Some(&attempted), None, status::FAILED, e, t0)
-                .await;
+                .await
+                .into();
         };
         let name = action.spec.name;
         let params_text = call.params.to_string();
@@ -204,15 +237,15 @@ impl Frontend {
                 params_text.len(),
                 self.config.params_max_bytes
             );
-            return self.refuse(Some(name), p, status::FAILED, e, t0).await;
+            return self.refuse(Some(name), p, status::FAILED, e, t0).await.into();
         }
         if asks_force(&call.params) {
             if let Err(e) = self.check_force().await {
-                return self.refuse(Some(name), p, status::DENIED, e, t0).await;
+                return self.refuse(Some(name), p, status::DENIED, e, t0).await.into();
             }
         }
         if let Err(e) = self.registry.check_params(action, &call.params) {
-            return self.refuse(Some(name), p, status::FAILED, e, t0).await;
+            return self.refuse(Some(name), p, status::FAILED, e, t0).await.into();
         }
         match name {
             "list_actions" => {
@@ -220,7 +253,7 @@ impl Frontend {
                 self.auditor
                     .record(self.audit_row(Some(name), p, status::SUCCEEDED, t0))
                     .await;
-                return Reply::answered(v);
+                return Reply::answered(v).into();
             }
             "get_schema" => {
                 return match actions::get_schema_answer(&self.registry, &call.params) {
@@ -228,9 +261,9 @@ impl Frontend {
                         self.auditor
                             .record(self.audit_row(Some(name), p, status::SUCCEEDED, t0))
                             .await;
-                        Reply::answered(v)
+                        Reply::answered(v).into()
                     }
-                    Err(e) => self.refuse(Some(name), p, status::FAILED, e, t0).await,
+                    Err(e) => self.refuse(Some(name), p, status::FAILED, e, t0).await.into(),
                 };
             }
             _ => {}
@@ -239,12 +272,28 @@ impl Frontend {
             Ok(Liveness::Alive) => {}
             Ok(Liveness::Down(why)) => {
                 let e = format!("{why} (nothing was queued)");
-                return self.refuse(Some(name), p, status::UNAVAILABLE, e, t0).await;
+                return self.refuse(Some(name), p, status::UNAVAILABLE, e, t0).await.into();
             }
             Err(e) => {
                 let e = format!("cannot read the worker's heartbeat in brainloop.output.db: {e:#} (nothing was queued)");
-                return self.refuse(Some(name), p, status::UNAVAILABLE, e, t0).await;
+                return self.refuse(Some(name), p, status::UNAVAILABLE, e, t0).await.into();
             }
+        }
+        if mode.as_task {
+            return match self
+                .queue
+                .insert_task(name.to_string(), params_text.clone(), self.client.clone())
+                .await
+            {
+                Ok((job_id, task_id)) => {
+                    tracing::debug!(client = %self.client, action = name, job_id, "queued as a task");
+                    Answer::Task(self.created(job_id, &task_id))
+                }
+                Err(e) => {
+                    let e = format!("{e:#} (nothing was queued)");
+                    self.refuse(Some(name), p, status::FAILED, e, t0).await.into()
+                }
+            };
         }
         let job_id = match self
             .queue
@@ -254,11 +303,11 @@ impl Frontend {
             Ok(id) => id,
             Err(e) => {
                 let e = format!("{e:#} (nothing was queued)");
-                return self.refuse(Some(name), p, status::FAILED, e, t0).await;
+                return self.refuse(Some(name), p, status::FAILED, e, t0).await.into();
             }
         };
         tracing::debug!(client = %self.client, action = name, job_id, "queued");
-        self.wait(job_id, ct, progress).await
+        self.wait(job_id, ct, progress).await.into()
     }
 
     /// FORCE_EXECUTE of `--client`, from the configuration and the operator's grants.
@@ -289,6 +338,21 @@ impl Frontend {
              and a command that needs a human returns a validation id for an operator to approve.",
             c = self.client
         ))
+    }
+
+    /// `[mcp] cancel_on_abandon`: the client abandoned a blocking call, and that withdraws its
+    /// job (the worker cancels it as for `tasks/cancel`).
+    async fn abandoned(&self, job_id: i64, current: Option<&str>) -> Reply {
+        match self.queue.withdraw(job_id, self.client.clone()).await {
+            Ok(_) => {
+                tracing::info!(job_id, "call cancelled by the client; its job is withdrawn (cancel_on_abandon)");
+                Reply::still_open(job_id, current, "cancelled by the client, and its job withdrawn (cancel_on_abandon)")
+            }
+            Err(e) => {
+                tracing::warn!(job_id, error = %format!("{e:#}"), "cannot withdraw the abandoned job");
+                Reply::still_open(job_id, current, "cancelled by the client; the withdrawal failed")
+            }
+        }
     }
 
     /// Waits for the job's final result (or `pending_validation`), woken by output.db changes.
@@ -354,6 +418,9 @@ impl Frontend {
                     );
                 }
                 _ = ct.cancelled() => {
+                    if self.config.mcp.cancel_on_abandon {
+                        return self.abandoned(job_id, current.as_deref()).await;
+                    }
                     tracing::info!(job_id, "call cancelled by the client; the job stays queued");
                     return Reply::still_open(job_id, current.as_deref(), "cancelled by the client");
                 }
