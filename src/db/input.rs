@@ -422,7 +422,9 @@ pub fn insert_task_job(
 pub fn task_of(conn: &Connection, job_id: i64) -> Result<Option<(String, Option<String>, i64)>> {
     use rusqlite::OptionalExtension;
     Ok(conn
-        .prepare_cached("SELECT client_id, task_id, coalesce(created_at, 0) FROM jobs WHERE id = ?1")?
+        .prepare_cached(
+            "SELECT client_id, task_id, coalesce(created_at, 0) FROM jobs WHERE id = ?1",
+        )?
         .query_row([job_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
         .optional()?)
 }
@@ -473,7 +475,11 @@ pub fn withdrawals_after(conn: &Connection, after: i64, limit: usize) -> Result<
 
 /// The highest withdrawal id (0 when none): a skipped malformed row must not be read forever.
 pub fn last_withdrawal(conn: &Connection) -> Result<i64> {
-    Ok(conn.query_row("SELECT coalesce(max(id), 0) FROM withdrawals", [], |r| r.get(0))?)
+    Ok(
+        conn.query_row("SELECT coalesce(max(id), 0) FROM withdrawals", [], |r| {
+            r.get(0)
+        })?,
+    )
 }
 
 /// What a producer adds to a job beyond [`insert_job`]'s columns (issue 36).
@@ -609,15 +615,24 @@ mod tests {
         let (id, task) = insert_task_job(&mut c, "sleep", "{}", "agent", "00ff").unwrap();
         assert_eq!(task, format!("bl-{id}-00ff"));
         let (client, t, _) = task_of(&c, id).unwrap().unwrap();
-        assert_eq!((client.as_str(), t.as_deref()), ("agent", Some(task.as_str())));
+        assert_eq!(
+            (client.as_str(), t.as_deref()),
+            ("agent", Some(task.as_str()))
+        );
         assert!(task_of(&c, id + 1).unwrap().is_none());
         assert!(withdraw(&mut c, id, "agent", 5).unwrap());
         assert!(!withdraw(&mut c, id, "agent", 6).unwrap(), "once");
-        c.execute("INSERT INTO withdrawals(job_id, client_id, requested_at) VALUES ('x', 1, 0)", [])
-            .unwrap();
+        c.execute(
+            "INSERT INTO withdrawals(job_id, client_id, requested_at) VALUES ('x', 1, 0)",
+            [],
+        )
+        .unwrap();
         let w = withdrawals_after(&c, 0, 10).unwrap();
         assert_eq!(w.len(), 1, "the malformed raw row is skipped: {w:?}");
-        assert_eq!((w[0].job_id, w[0].client_id.as_str(), w[0].requested_at), (id, "agent", 5));
+        assert_eq!(
+            (w[0].job_id, w[0].client_id.as_str(), w[0].requested_at),
+            (id, "agent", 5)
+        );
         assert_eq!(last_withdrawal(&c).unwrap(), 2);
     }
 

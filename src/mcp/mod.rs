@@ -16,10 +16,12 @@
 //! | `liveness.rs` | is the worker running (heartbeat age, state) |
 //! | `audit.rs` | the front-end's own audit rows (a second writer of metadata.db) |
 //! | `reply.rs` | JSON text + structured content, `isError` |
+//! | `lines.rs` | stdin/stdout line by line: a parse error for a line that is not JSON (rate-limited) |
 //! | `refuse.rs` | a front-end that cannot start answers `initialize` with why, not a closed pipe |
 
 mod audit;
 mod call;
+mod lines;
 mod liveness;
 mod queue;
 mod refuse;
@@ -67,12 +69,20 @@ pub fn check_client_name(name: &str) -> Result<()> {
 pub async fn serve(config: Arc<Config>, opts: Options) -> Result<()> {
     let frontend = frontend(&config, &opts).map_err(|e| anyhow::Error::new(StartError(e)))?;
     tracing::info!(client = %opts.client, data_dir = %config.data_dir.display(), "MCP front-end on stdio");
+    let (from_client, to_client, writer) = lines::stdio();
     let service = server::Server::new(frontend, opts.one_tool)
-        .serve(rmcp::transport::stdio())
+        .serve((from_client, to_client))
         .await
         .context("MCP initialization failed")?;
     let reason = service.waiting().await.context("MCP service failed")?;
     tracing::info!(?reason, "MCP client disconnected");
+    // rmcp has closed its side: let the writer pass on the last answers.
+    if tokio::time::timeout(Duration::from_secs(2), writer)
+        .await
+        .is_err()
+    {
+        tracing::warn!("stdout did not drain within 2 s");
+    }
     Ok(())
 }
 

@@ -49,8 +49,7 @@ fn iso(ms: i64) -> String {
 /// Whether two task ids are equal, in time independent of where they differ.
 fn same(a: &str, b: &str) -> bool {
     a.len() == b.len()
-        && a
-            .bytes()
+        && a.bytes()
             .zip(b.bytes())
             .fold(0u8, |acc, (x, y)| acc | (x ^ y))
             == 0
@@ -210,7 +209,10 @@ mod tests {
         assert_eq!(detail(1, None).0, TaskStatus::Working);
         let (st, msg, _) = detail(
             1,
-            Some(&row("pending_validation", Some(json!({"validation_id": "v-1"})))),
+            Some(&row(
+                "pending_validation",
+                Some(json!({"validation_id": "v-1"})),
+            )),
         );
         assert_eq!(st, TaskStatus::Working);
         assert!(msg.contains("brainloop approve v-1"), "{msg}");
