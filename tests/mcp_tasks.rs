@@ -553,7 +553,6 @@ fn no_message_approves(env: &Env) {
             .contains(&vid),
         "{got}"
     );
-    drop(send);
     drop(line); // EOF ends the server
     let st = child.wait().unwrap();
     assert!(st.success(), "{st:?}");
