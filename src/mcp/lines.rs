@@ -44,7 +44,12 @@ fn verdict(line: &[u8]) -> Verdict {
     if line.iter().all(u8::is_ascii_whitespace) {
         return Verdict::Pass;
     }
-    match serde_json::from_slice::<IgnoredAny>(line) {
+    // UTF-8 first: serde skips the bytes of an ignored string without checking them, and rmcp
+    // would then drop the line in silence.
+    let Ok(text) = std::str::from_utf8(line) else {
+        return Verdict::Unparseable("Parse error: the line is not UTF-8".to_string());
+    };
+    match serde_json::from_str::<IgnoredAny>(text) {
         Ok(_) => Verdict::Pass,
         Err(e) => match e.classify() {
             serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
