@@ -81,6 +81,8 @@ pub struct Config {
     /// MCP tool → permission set mapping merged over the shipped `config/mcp-permissions.toml`
     /// (`BRAINLOOP_MCP_PERMISSIONS`); none: the shipped defaults.
     pub mcp_permissions: Option<PathBuf>,
+    /// `[mcp]`: how `brainloop mcp` serves tasks (issue 55).
+    pub mcp: McpConfig,
     pub retention: Retention,
     /// Clients and their grants (`[clients.NAME]`); `[clients.default]` replaces the minimal
     /// default of unlisted clients. See `clients::ClientConfig`.
@@ -155,6 +157,26 @@ pub struct Retention {
     pub journal_size_limit: i64,
 }
 
+/// `[mcp]`: the MCP front-end's task settings (issue 55, docs/mcp.md).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct McpConfig {
+    /// The `pollIntervalMs` a task suggests to its client (ms). Default 2000.
+    pub poll_interval_ms: u64,
+    /// A blocking (non-task) call the client abandons (`notifications/cancelled`) also
+    /// withdraws its job, instead of only stopping the wait. Default false.
+    pub cancel_on_abandon: bool,
+}
+
+impl Default for McpConfig {
+    fn default() -> Self {
+        McpConfig {
+            poll_interval_ms: 2000,
+            cancel_on_abandon: false,
+        }
+    }
+}
+
 impl Default for Retention {
     fn default() -> Self {
         Retention {
@@ -196,6 +218,7 @@ impl Default for Config {
             log_file: None,
             test_actions: false,
             mcp_permissions: None,
+            mcp: McpConfig::default(),
             retention: Retention::default(),
             clients: Default::default(),
             retry: Default::default(),

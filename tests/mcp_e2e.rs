@@ -209,9 +209,11 @@ async fn one_tool_direct_answers_queued_jobs_errors_and_an_audit_row_per_call() 
     assert_eq!(server.server_info.as_ref().unwrap().name, "brainloop");
     assert!(!server.protocol_version.to_string().is_empty());
 
-    // tools/list: exactly one tool whose inline enum lists every action.
+    // tools/list: `brainloop`, whose inline enum lists every action, then `brainloop_read`
+    // (tests/mcp_tasks.rs checks the read tool and `--one-tool`).
     let tools = mcp.service.list_all_tools().await.unwrap();
-    assert_eq!(tools.len(), 1, "{tools:?}");
+    assert_eq!(tools.len(), 2, "{tools:?}");
+    assert_eq!(tools[1].name, "brainloop_read");
     assert_eq!(tools[0].name, "brainloop");
     let schema = Value::Object((*tools[0].input_schema).clone());
     assert_eq!(schema["required"], json!(["action", "params"]));
@@ -650,11 +652,22 @@ async fn a_cancelled_or_timed_out_call_stops_waiting_and_the_job_stays_queued() 
     let (err, v) = short.call("sleep", json!({"ms": 3500})).await;
     assert!(err, "{v}");
     let job_id = v["job_id"].as_i64().unwrap();
-    // Progress told the client which job it waited for (after 1 s of waiting).
+    // Progress told the client each status change of the job it waited for, with its id:
+    // queued, then running (the call stopped waiting before it was done).
     let t0 = Instant::now();
     loop {
         let told = short.progress.lock().unwrap().clone();
-        if told.iter().any(|m| m.contains(&format!("job {job_id} "))) {
+        let at = |s: &str| {
+            told.iter()
+                .position(|m| m.starts_with(&format!("job {job_id} {s};")))
+        };
+        if let (Some(q), Some(r)) = (at("queued"), at("running")) {
+            assert!(q < r, "{told:?}");
+            assert!(
+                told.iter()
+                    .all(|m| m.contains(&format!("\"job_id\": {job_id}"))),
+                "{told:?}"
+            );
             break;
         }
         assert!(t0.elapsed() < Duration::from_secs(5), "{told:?}");

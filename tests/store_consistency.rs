@@ -277,12 +277,14 @@ fn a_data_dir_from_before_identities_is_upgraded_and_nothing_reruns() {
             c.execute_batch("ALTER TABLE heartbeat DROP COLUMN problem")
                 .unwrap();
         }
-        // Job control and the audited journal (issue 36) came later too.
+        // Job control and the audited journal (issue 36) came later too, and MCP tasks (55).
         if f == "brainloop.input.db" {
             c.execute_batch(
                 "DROP INDEX jobs_unique_key;
                  ALTER TABLE jobs DROP COLUMN unique_key;
-                 ALTER TABLE jobs DROP COLUMN retry;",
+                 ALTER TABLE jobs DROP COLUMN retry;
+                 ALTER TABLE jobs DROP COLUMN task_id;
+                 DROP TABLE withdrawals;",
             )
             .unwrap();
         }

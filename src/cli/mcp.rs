@@ -15,6 +15,9 @@ pub struct McpArgs {
     /// How long a call waits for its job's final result before returning (the job stays queued).
     #[arg(long, default_value_t = 300, value_name = "N")]
     pub timeout_s: u64,
+    /// Serve only the `brainloop` tool (seed 001's single tool), without `brainloop_read`.
+    #[arg(long)]
+    pub one_tool: bool,
 }
 
 pub fn run(config: Config, args: &McpArgs) -> Result<i32> {
@@ -30,6 +33,7 @@ pub fn run(config: Config, args: &McpArgs) -> Result<i32> {
     let opts = crate::mcp::Options {
         client: args.client.clone(),
         timeout: Duration::from_secs(args.timeout_s.max(1)),
+        one_tool: args.one_tool,
     };
     let res = runtime.block_on(crate::mcp::serve(Arc::new(config), opts));
     runtime.shutdown_timeout(Duration::from_secs(1));

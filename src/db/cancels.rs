@@ -3,8 +3,10 @@
 //! here and no final result never runs again (claim, recovery and the loop ask [`among`] /
 //! [`open`]); the row is consumed only once the job's final result is committed.
 //!
-//! Only the operator's CLI and the worker write command_security.db (DESIGN §2): a producer, a
-//! job or an MCP client cannot cancel anything, its own jobs or another client's.
+//! Only the operator's CLI and the worker write command_security.db (DESIGN §2): only the
+//! operator cancels another client's job. A client withdraws its own (issue 55): its row in
+//! input.db `withdrawals` becomes, in the worker (`supervisor::cancels::adopt`), a request here
+//! with `requested_by = client:NAME` when the job's claimed client is the row's.
 
 use super::write_tx;
 use anyhow::Result;

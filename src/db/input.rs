@@ -393,6 +393,95 @@ pub fn insert_job(
     })?)
 }
 
+/// Inserts a job of the MCP front-end as a task (issue 55): the row and its task id
+/// `bl-<job id>-<nonce>` in one transaction, so the task exists only once the job row is
+/// committed. `nonce`: 64 random bits, hex. Returns (job id, task id).
+pub fn insert_task_job(
+    conn: &mut Connection,
+    action: &str,
+    params: &str,
+    client_id: &str,
+    nonce: &str,
+) -> Result<(i64, String)> {
+    Ok(super::write_tx(conn, |tx| {
+        tx.execute(
+            "INSERT INTO jobs(action, params, client_id, priority, created_at) VALUES (?1, ?2, ?3, 0, ?4)",
+            params![action, params, client_id, crate::time::now_ms()],
+        )?;
+        let id = tx.last_insert_rowid();
+        let task_id = format!("bl-{id}-{nonce}");
+        tx.execute(
+            "UPDATE jobs SET task_id = ?2 WHERE id = ?1",
+            params![id, task_id],
+        )?;
+        Ok((id, task_id))
+    })?)
+}
+
+/// A job's producer-side facts a task lookup needs: (client_id, task_id, created_at).
+pub fn task_of(conn: &Connection, job_id: i64) -> Result<Option<(String, Option<String>, i64)>> {
+    use rusqlite::OptionalExtension;
+    Ok(conn
+        .prepare_cached(
+            "SELECT client_id, task_id, coalesce(created_at, 0) FROM jobs WHERE id = ?1",
+        )?
+        .query_row([job_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .optional()?)
+}
+
+/// A client's request to withdraw its own job (`withdrawals`, issue 55).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Withdrawal {
+    pub id: i64,
+    pub job_id: i64,
+    pub client_id: String,
+    pub requested_at: i64,
+}
+
+/// Producer side (`tasks/cancel`): records that `client_id` withdraws job `job_id`. A second
+/// request for the same job and client adds nothing; returns whether this one was new.
+pub fn withdraw(conn: &mut Connection, job_id: i64, client_id: &str, now: i64) -> Result<bool> {
+    Ok(super::write_tx(conn, |tx| {
+        let n = tx.execute(
+            "INSERT INTO withdrawals(job_id, client_id, requested_at)
+             SELECT ?1, ?2, ?3 WHERE NOT EXISTS
+               (SELECT 1 FROM withdrawals WHERE job_id = ?1 AND client_id = ?2)",
+            params![job_id, client_id, now],
+        )?;
+        Ok(n == 1)
+    })?)
+}
+
+/// Worker side: withdrawals with `id > after`, in id order, at most `limit`. Rows whose
+/// columns are not what the schema says (a producer's raw row) are skipped, not fatal.
+pub fn withdrawals_after(conn: &Connection, after: i64, limit: usize) -> Result<Vec<Withdrawal>> {
+    let mut s = conn.prepare_cached(
+        "SELECT id, job_id, client_id, requested_at FROM withdrawals WHERE id > ?1
+         AND typeof(job_id) = 'integer' AND typeof(client_id) = 'text'
+         AND octet_length(client_id) <= ?3 ORDER BY id LIMIT ?2",
+    )?;
+    let rows = s
+        .query_map(params![after, limit as i64, NAME_MAX], |r| {
+            Ok(Withdrawal {
+                id: r.get(0)?,
+                job_id: r.get(1)?,
+                client_id: r.get(2)?,
+                requested_at: r.get::<_, Option<i64>>(3)?.unwrap_or(0),
+            })
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(rows)
+}
+
+/// The highest withdrawal id (0 when none): a skipped malformed row must not be read forever.
+pub fn last_withdrawal(conn: &Connection) -> Result<i64> {
+    Ok(
+        conn.query_row("SELECT coalesce(max(id), 0) FROM withdrawals", [], |r| {
+            r.get(0)
+        })?,
+    )
+}
+
 /// What a producer adds to a job beyond [`insert_job`]'s columns (issue 36).
 #[derive(Debug, Default, Clone)]
 pub struct JobControl<'a> {
@@ -515,7 +604,36 @@ mod tests {
             .unwrap();
         c.execute_batch(include_str!("../../schema/input.3.sql"))
             .unwrap();
+        c.execute_batch(include_str!("../../schema/input.4.sql"))
+            .unwrap();
         c
+    }
+
+    #[test]
+    fn a_task_job_carries_its_id_and_a_withdrawal_is_recorded_once() {
+        let mut c = db();
+        let (id, task) = insert_task_job(&mut c, "sleep", "{}", "agent", "00ff").unwrap();
+        assert_eq!(task, format!("bl-{id}-00ff"));
+        let (client, t, _) = task_of(&c, id).unwrap().unwrap();
+        assert_eq!(
+            (client.as_str(), t.as_deref()),
+            ("agent", Some(task.as_str()))
+        );
+        assert!(task_of(&c, id + 1).unwrap().is_none());
+        assert!(withdraw(&mut c, id, "agent", 5).unwrap());
+        assert!(!withdraw(&mut c, id, "agent", 6).unwrap(), "once");
+        c.execute(
+            "INSERT INTO withdrawals(job_id, client_id, requested_at) VALUES ('x', 1, 0)",
+            [],
+        )
+        .unwrap();
+        let w = withdrawals_after(&c, 0, 10).unwrap();
+        assert_eq!(w.len(), 1, "the malformed raw row is skipped: {w:?}");
+        assert_eq!(
+            (w[0].job_id, w[0].client_id.as_str(), w[0].requested_at),
+            (id, "agent", 5)
+        );
+        assert_eq!(last_withdrawal(&c).unwrap(), 2);
     }
 
     #[test]

@@ -76,10 +76,12 @@ fn steps(kind: DbKind) -> Vec<&'static str> {
         ],
         // 2: store (data-dir identity, issue 21)
         // 3: jobs.unique_key, jobs.retry (job control, issue 36)
+        // 4: jobs.task_id, withdrawals (MCP tasks, a client withdrawing its own job, issue 55)
         DbKind::Input => vec![
             kind.schema(),
             STORE,
             include_str!("../../schema/input.3.sql"),
+            include_str!("../../schema/input.4.sql"),
         ],
     }
 }

@@ -27,7 +27,7 @@ use crate::clients::{self, Permission};
 use crate::config::Config;
 use crate::db::metadata::AuditRow;
 use crate::db::{self, DbKind};
-use rmcp::model::{JsonObject, ProgressNotificationParam, ProgressToken};
+use rmcp::model::{CreateTaskResult, JsonObject, ProgressNotificationParam, ProgressToken};
 use rmcp::{Peer, RoleServer};
 use serde_json::Value;
 use std::sync::Arc;
@@ -37,15 +37,53 @@ use tokio_util::sync::CancellationToken;
 /// How often a waiting call re-checks the worker's heartbeat (and its job, as a fallback).
 const RECHECK: Duration = Duration::from_secs(1);
 
-/// When a waiting call first tells a client that asked for progress which job it waits for
-/// (quick calls send nothing), then how often it repeats that it is still waiting.
-const FIRST_PROGRESS: Duration = Duration::from_secs(1);
+/// A waiting call tells a client that asked for progress each status change of its job
+/// (queued → running → waiting for the operator → done), at most one per `PROGRESS_GAP` (a
+/// change inside the gap is told at the next wake-up, within [`RECHECK`]; the last one always),
+/// and repeats the current one every `PROGRESS_EVERY` while nothing changes.
+const PROGRESS_GAP: Duration = Duration::from_millis(250);
 const PROGRESS_EVERY: Duration = Duration::from_secs(10);
 
 /// Where progress notifications go: the caller's peer and the token of its request.
 pub struct Progress {
     pub peer: Peer<RoleServer>,
     pub token: ProgressToken,
+}
+
+/// One waiting call's progress: what it last told, and when (see [`PROGRESS_GAP`]).
+struct Teller {
+    progress: Option<Progress>,
+    step: u32,
+    told: Option<String>,
+    at: Option<Instant>,
+}
+
+impl Teller {
+    /// Tells `state` unless it was the last told (then only the beat), or a change was told
+    /// less than `PROGRESS_GAP` ago and this one is not the `last`.
+    async fn tell(&mut self, job_id: i64, state: &str, last: bool) {
+        let Some(p) = &self.progress else { return };
+        let changed = self.told.as_deref() != Some(state);
+        let since = self.at.map(|t| t.elapsed());
+        let due = match (changed, since) {
+            (_, None) => true,
+            (true, Some(s)) => last || s >= PROGRESS_GAP,
+            (false, Some(s)) => s >= PROGRESS_EVERY,
+        };
+        if !due {
+            return;
+        }
+        let poll = if last {
+            String::new()
+        } else {
+            format!("; waiting for its result (poll: get_result {{\"job_id\": {job_id}}})")
+        };
+        p.send(self.step, format!("job {job_id} {state}{poll}"))
+            .await;
+        self.step += 1;
+        self.told = Some(state.to_string());
+        self.at = Some(Instant::now());
+    }
 }
 
 impl Progress {
@@ -68,6 +106,28 @@ pub struct Frontend {
     pub queue: Arc<Queue>,
     pub watch: OutputWatch,
     pub auditor: Arc<Auditor>,
+}
+
+/// What a call answers: a reply, or (for a client that declared the Tasks extension) the task
+/// its job became.
+pub enum Answer {
+    Reply(Reply),
+    Task(CreateTaskResult),
+}
+
+impl From<Reply> for Answer {
+    fn from(r: Reply) -> Answer {
+        Answer::Reply(r)
+    }
+}
+
+/// How a call is served: which tool it came through, and whether its job becomes a task.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Mode {
+    /// Through `brainloop_read`: only [`super::tool::READ_ACTIONS`], never a model call.
+    pub read_only: bool,
+    /// The client declared `io.modelcontextprotocol/tasks`: a queued job answers as a task.
+    pub as_task: bool,
 }
 
 /// The parsed arguments.
@@ -175,25 +235,37 @@ impl Frontend {
     }
 
     /// Handles one call of the tool.
-    /// `progress`, when the client asked for it, gets the job id once the call has waited 1 s
-    /// (so a client that gives up still knows what to poll), then a beat every 10 s.
+    /// `progress`, when the client asked for it, gets each status change of the queued job
+    /// (rate-limited, see [`PROGRESS_GAP`]) with the job id, so a client that gives up still
+    /// knows what to poll.
     pub async fn call(
         &self,
         args: Option<JsonObject>,
+        mode: Mode,
         ct: CancellationToken,
         progress: Option<Progress>,
-    ) -> Reply {
+    ) -> Answer {
         let t0 = Instant::now();
-        let call = match parse_arguments(args) {
+        let mut call = match parse_arguments(args) {
             Ok(c) => c,
-            Err(e) => return self.refuse(None, None, status::FAILED, e, t0).await,
+            Err(e) => return self.refuse(None, None, status::FAILED, e, t0).await.into(),
         };
+        if mode.read_only {
+            if let Err(e) = super::tool::read_only(&call.action, &mut call.params) {
+                let attempted = short(&call.action);
+                return self
+                    .refuse(Some(&attempted), None, status::DENIED, e, t0)
+                    .await
+                    .into();
+            }
+        }
         let Some(action) = self.registry.get(&call.action) else {
             let e = self.registry.unknown(&short(&call.action));
             let attempted = short(&call.action);
             return self
                 .refuse(Some(&attempted), None, status::FAILED, e, t0)
-                .await;
+                .await
+                .into();
         };
         let name = action.spec.name;
         let params_text = call.params.to_string();
@@ -204,15 +276,24 @@ impl Frontend {
                 params_text.len(),
                 self.config.params_max_bytes
             );
-            return self.refuse(Some(name), p, status::FAILED, e, t0).await;
+            return self
+                .refuse(Some(name), p, status::FAILED, e, t0)
+                .await
+                .into();
         }
         if asks_force(&call.params) {
             if let Err(e) = self.check_force().await {
-                return self.refuse(Some(name), p, status::DENIED, e, t0).await;
+                return self
+                    .refuse(Some(name), p, status::DENIED, e, t0)
+                    .await
+                    .into();
             }
         }
         if let Err(e) = self.registry.check_params(action, &call.params) {
-            return self.refuse(Some(name), p, status::FAILED, e, t0).await;
+            return self
+                .refuse(Some(name), p, status::FAILED, e, t0)
+                .await
+                .into();
         }
         match name {
             "list_actions" => {
@@ -220,7 +301,7 @@ impl Frontend {
                 self.auditor
                     .record(self.audit_row(Some(name), p, status::SUCCEEDED, t0))
                     .await;
-                return Reply::answered(v);
+                return Reply::answered(v).into();
             }
             "get_schema" => {
                 return match actions::get_schema_answer(&self.registry, &call.params) {
@@ -228,9 +309,12 @@ impl Frontend {
                         self.auditor
                             .record(self.audit_row(Some(name), p, status::SUCCEEDED, t0))
                             .await;
-                        Reply::answered(v)
+                        Reply::answered(v).into()
                     }
-                    Err(e) => self.refuse(Some(name), p, status::FAILED, e, t0).await,
+                    Err(e) => self
+                        .refuse(Some(name), p, status::FAILED, e, t0)
+                        .await
+                        .into(),
                 };
             }
             _ => {}
@@ -239,12 +323,36 @@ impl Frontend {
             Ok(Liveness::Alive) => {}
             Ok(Liveness::Down(why)) => {
                 let e = format!("{why} (nothing was queued)");
-                return self.refuse(Some(name), p, status::UNAVAILABLE, e, t0).await;
+                return self
+                    .refuse(Some(name), p, status::UNAVAILABLE, e, t0)
+                    .await
+                    .into();
             }
             Err(e) => {
                 let e = format!("cannot read the worker's heartbeat in brainloop.output.db: {e:#} (nothing was queued)");
-                return self.refuse(Some(name), p, status::UNAVAILABLE, e, t0).await;
+                return self
+                    .refuse(Some(name), p, status::UNAVAILABLE, e, t0)
+                    .await
+                    .into();
             }
+        }
+        if mode.as_task {
+            return match self
+                .queue
+                .insert_task(name.to_string(), params_text.clone(), self.client.clone())
+                .await
+            {
+                Ok((job_id, task_id)) => {
+                    tracing::debug!(client = %self.client, action = name, job_id, "queued as a task");
+                    Answer::Task(self.created(job_id, &task_id))
+                }
+                Err(e) => {
+                    let e = format!("{e:#} (nothing was queued)");
+                    self.refuse(Some(name), p, status::FAILED, e, t0)
+                        .await
+                        .into()
+                }
+            };
         }
         let job_id = match self
             .queue
@@ -254,11 +362,14 @@ impl Frontend {
             Ok(id) => id,
             Err(e) => {
                 let e = format!("{e:#} (nothing was queued)");
-                return self.refuse(Some(name), p, status::FAILED, e, t0).await;
+                return self
+                    .refuse(Some(name), p, status::FAILED, e, t0)
+                    .await
+                    .into();
             }
         };
         tracing::debug!(client = %self.client, action = name, job_id, "queued");
-        self.wait(job_id, ct, progress).await
+        self.wait(job_id, ct, progress).await.into()
     }
 
     /// FORCE_EXECUTE of `--client`, from the configuration and the operator's grants.
@@ -291,42 +402,68 @@ impl Frontend {
         ))
     }
 
+    /// `[mcp] cancel_on_abandon`: the client abandoned a blocking call, and that withdraws its
+    /// job (the worker cancels it as for `tasks/cancel`).
+    async fn abandoned(&self, job_id: i64, current: Option<&str>) -> Reply {
+        match self.queue.withdraw(job_id, self.client.clone()).await {
+            Ok(_) => {
+                tracing::info!(
+                    job_id,
+                    "call cancelled by the client; its job is withdrawn (cancel_on_abandon)"
+                );
+                Reply::still_open(
+                    job_id,
+                    current,
+                    "cancelled by the client, and its job withdrawn (cancel_on_abandon)",
+                )
+            }
+            Err(e) => {
+                tracing::warn!(job_id, error = %format!("{e:#}"), "cannot withdraw the abandoned job");
+                Reply::still_open(
+                    job_id,
+                    current,
+                    "cancelled by the client; the withdrawal failed",
+                )
+            }
+        }
+    }
+
     /// Waits for the job's final result (or `pending_validation`), woken by output.db changes.
     async fn wait(&self, job_id: i64, ct: CancellationToken, progress: Option<Progress>) -> Reply {
         let deadline = tokio::time::Instant::now() + self.timeout;
         let mut rx = self.watch.subscribe();
         let mut last_live = Instant::now();
         let mut current: Option<String> = None;
-        let mut step = 0u32;
-        let mut next_progress = Instant::now() + FIRST_PROGRESS;
+        let mut teller = Teller {
+            progress,
+            step: 0,
+            told: None,
+            at: None,
+        };
         loop {
-            if let Some(p) = &progress {
-                if Instant::now() >= next_progress {
-                    next_progress = Instant::now() + PROGRESS_EVERY;
-                    p.send(
-                        step,
-                        format!(
-                            "job {job_id} {}; waiting for its result (poll: get_result {{\"job_id\": {job_id}}})",
-                            current.as_deref().unwrap_or("queued")
-                        ),
-                    )
-                    .await;
-                    step += 1;
-                }
-            }
             rx.borrow_and_update();
             match self.queue.row(job_id).await {
                 Ok(Some(row)) if row.is_final() => {
-                    return Reply::finished(job_id, &row.status, row.result, row.error)
+                    let state = format!("done: {}", crate::shown::line(&row.status));
+                    teller.tell(job_id, &state, true).await;
+                    return Reply::finished(job_id, &row.status, row.result, row.error);
                 }
                 Ok(Some(row)) if row.status == "pending_validation" => {
-                    return Reply::pending(job_id, row.result)
+                    let vid = super::reply::validation_id(row.result.as_ref());
+                    let state = super::reply::waiting_message(job_id, &crate::shown::line(&vid));
+                    let state = state
+                        .trim_start_matches(&format!("job {job_id} "))
+                        .to_string();
+                    teller.tell(job_id, &state, true).await;
+                    return Reply::pending(job_id, row.result);
                 }
                 Ok(row) => current = row.map(|r| r.status),
                 Err(e) => {
                     tracing::warn!(job_id, error = %format!("{e:#}"), "cannot read the job's result; retrying")
                 }
             }
+            let state = crate::shown::line(current.as_deref().unwrap_or("queued"));
+            teller.tell(job_id, &state, false).await;
             if last_live.elapsed() >= RECHECK {
                 last_live = Instant::now();
                 if let Ok(Liveness::Down(why)) = self.queue.liveness(Arc::clone(&self.config)).await
@@ -354,6 +491,9 @@ impl Frontend {
                     );
                 }
                 _ = ct.cancelled() => {
+                    if self.config.mcp.cancel_on_abandon {
+                        return self.abandoned(job_id, current.as_deref()).await;
+                    }
                     tracing::info!(job_id, "call cancelled by the client; the job stays queued");
                     return Reply::still_open(job_id, current.as_deref(), "cancelled by the client");
                 }

@@ -18,6 +18,8 @@ pub struct JobRow {
     pub status: String,
     pub result: Option<Value>,
     pub error: Option<String>,
+    /// When the worker last moved it (finished, else started), unix ms.
+    pub updated_at: Option<i64>,
 }
 
 impl JobRow {
@@ -84,13 +86,69 @@ impl Queue {
         .context("insert task failed")?
     }
 
+    /// Inserts the job as a task (issue 55): the task id is written in the job's own
+    /// transaction; returns (job id, task id) once both are committed.
+    pub async fn insert_task(
+        self: &Arc<Self>,
+        action: String,
+        params_text: String,
+        client: String,
+    ) -> Result<(i64, String)> {
+        let me = Arc::clone(self);
+        tokio::task::spawn_blocking(move || {
+            let mut nonce = [0u8; 8];
+            getrandom::fill(&mut nonce).map_err(|e| anyhow::anyhow!("no random bytes: {e}"))?;
+            let nonce: String = nonce.iter().map(|b| format!("{b:02x}")).collect();
+            let mut conn = match me.input.lock() {
+                Ok(g) => g,
+                Err(poisoned) => poisoned.into_inner(),
+            };
+            input::insert_task_job(&mut conn, &action, &params_text, &client, &nonce)
+                .context("cannot insert the job into brainloop.input.db")
+        })
+        .await
+        .context("insert task failed")?
+    }
+
+    /// A job's (client_id, task_id, created_at) in input.db.
+    pub async fn task(
+        self: &Arc<Self>,
+        job_id: i64,
+    ) -> Result<Option<(String, Option<String>, i64)>> {
+        let me = Arc::clone(self);
+        tokio::task::spawn_blocking(move || {
+            let conn = match me.input.lock() {
+                Ok(g) => g,
+                Err(poisoned) => poisoned.into_inner(),
+            };
+            input::task_of(&conn, job_id).context("cannot read the job in brainloop.input.db")
+        })
+        .await
+        .context("task lookup failed")?
+    }
+
+    /// Records that `client` withdraws job `job_id` (the worker decides what it changes).
+    pub async fn withdraw(self: &Arc<Self>, job_id: i64, client: String) -> Result<bool> {
+        let me = Arc::clone(self);
+        tokio::task::spawn_blocking(move || {
+            let mut conn = match me.input.lock() {
+                Ok(g) => g,
+                Err(poisoned) => poisoned.into_inner(),
+            };
+            input::withdraw(&mut conn, job_id, &client, crate::time::now_ms())
+                .context("cannot record the withdrawal in brainloop.input.db")
+        })
+        .await
+        .context("withdrawal task failed")?
+    }
+
     /// The job's current row, if the worker wrote one yet.
     pub async fn row(self: &Arc<Self>, job_id: i64) -> Result<Option<JobRow>> {
         let pool = self.output.clone();
         tokio::task::spawn_blocking(move || -> Result<Option<JobRow>> {
             let conn = pool.get()?;
             let row = conn
-                .prepare_cached("SELECT status, result, error FROM results WHERE job_id = ?1")?
+                .prepare_cached("SELECT status, result, error, coalesce(finished_at, started_at) FROM results WHERE job_id = ?1")?
                 .query_row([job_id], |r| {
                     let result: Option<String> = r.get(1)?;
                     Ok(JobRow {
@@ -98,6 +156,7 @@ impl Queue {
                         result: result
                             .map(|s| serde_json::from_str::<Value>(&s).unwrap_or(Value::String(s))),
                         error: r.get(2)?,
+                        updated_at: r.get(3)?,
                     })
                 })
                 .optional()?;

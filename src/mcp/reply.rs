@@ -44,12 +44,7 @@ impl Reply {
 
     /// The job waits for a human: returned at once with the validation id and the way out.
     pub fn pending(job_id: i64, result: Option<Value>) -> Reply {
-        let validation_id = result
-            .as_ref()
-            .and_then(|r| r.get("validation_id"))
-            .and_then(Value::as_str)
-            .unwrap_or("?")
-            .to_string();
+        let validation_id = validation_id(result.as_ref());
         Reply {
             body: json!({
                 "job_id": job_id,
@@ -84,6 +79,14 @@ impl Reply {
         }
     }
 
+    /// The reply as the `CallToolResult` JSON object (a task's `completed` payload).
+    pub fn into_object(self) -> rmcp::model::JsonObject {
+        match serde_json::to_value(self.into_result()) {
+            Ok(Value::Object(m)) => m,
+            _ => rmcp::model::JsonObject::new(),
+        }
+    }
+
     pub fn into_result(self) -> CallToolResult {
         if self.is_error {
             CallToolResult::structured_error(self.body)
@@ -91,6 +94,25 @@ impl Reply {
             CallToolResult::structured(self.body)
         }
     }
+}
+
+/// The validation id a `pending_validation` result names (`?` when it names none).
+pub fn validation_id(result: Option<&Value>) -> String {
+    result
+        .and_then(|r| r.get("validation_id"))
+        .and_then(Value::as_str)
+        .unwrap_or("?")
+        .to_string()
+}
+
+/// What a task waiting for the operator says: the validation and the operator's command line,
+/// never an offer to approve (there is no approve path over MCP).
+pub fn waiting_message(job_id: i64, validation_id: &str) -> String {
+    format!(
+        "job {job_id} waits for the operator: validation {validation_id}; an operator approves it on \
+         the worker's host with `brainloop approve {validation_id}` (or refuses with `brainloop deny \
+         {validation_id}`). There is no approve path over MCP: keep polling tasks/get."
+    )
 }
 
 #[cfg(test)]

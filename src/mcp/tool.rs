@@ -11,12 +11,73 @@ use std::sync::Arc;
 /// The tool's name.
 pub const TOOL_NAME: &str = "brainloop";
 
+/// The read tool's name (issue 55): reads that prompt nobody.
+pub const READ_TOOL_NAME: &str = "brainloop_read";
+
+/// The actions `brainloop_read` serves: each reads, sends nothing to a third party, and changes
+/// nothing a human would be asked about (`read_code` only without its model digest). Actions
+/// that call the LLM (`read_code` with a digest, `audit_code`, `explore`) stay on `brainloop`.
+pub const READ_ACTIONS: [&str; 10] = [
+    "list_actions",
+    "get_schema",
+    "get_result",
+    "get_stats",
+    "check_command",
+    "infer_permissions",
+    "read_sqlite",
+    "read_markdown",
+    "read_config",
+    "read_code",
+];
+
+/// Checks a call of `brainloop_read`: one of [`READ_ACTIONS`]; `read_code` gets
+/// `"digest": false` when it does not say (a read never calls the model) and is refused with
+/// `"digest": true`.
+pub fn read_only(action: &str, params: &mut Value) -> Result<(), String> {
+    if !READ_ACTIONS.contains(&action) {
+        return Err(format!(
+            "{READ_TOOL_NAME} serves only reads ({}): call {TOOL_NAME} for this action (nothing was queued)",
+            READ_ACTIONS.join(", ")
+        ));
+    }
+    if action == "read_code" {
+        match params.get("digest") {
+            None | Some(Value::Bool(false)) => {
+                if let Value::Object(m) = params {
+                    m.insert("digest".into(), Value::Bool(false));
+                }
+            }
+            Some(_) => {
+                return Err(format!(
+                    "read_code with a digest sends workspace text to the model: call {TOOL_NAME} for it (nothing was queued)"
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The argument names the tool accepts; anything else is refused.
 pub const ARGUMENTS: [&str; 2] = ["action", "params"];
 
 /// The tool's input schema.
 pub fn input_schema(registry: &Registry) -> JsonObject {
-    let names: Vec<Value> = registry.names().into_iter().map(Value::from).collect();
+    schema_of(registry.names())
+}
+
+/// The read tool's input schema: the same shape, its enum only the reads the registry has.
+pub fn read_schema(registry: &Registry) -> JsonObject {
+    let names = registry.names();
+    schema_of(
+        READ_ACTIONS
+            .into_iter()
+            .filter(|a| names.contains(a))
+            .collect(),
+    )
+}
+
+fn schema_of(names: Vec<&str>) -> JsonObject {
+    let names: Vec<Value> = names.into_iter().map(Value::from).collect();
     let schema = json!({
         "type": "object",
         "properties": {
@@ -57,6 +118,25 @@ pub fn tool(registry: &Registry, client: &str) -> Tool {
         .idempotent(false)
         .open_world(true);
     Tool::new(TOOL_NAME, description, Arc::new(input_schema(registry)))
+        .with_annotations(annotations)
+}
+
+/// `brainloop_read` as listed by `tools/list`: honest read-only annotations, so clients need
+/// not ask before each read or poll.
+pub fn read_tool(registry: &Registry, client: &str) -> Tool {
+    let description = format!(
+        "Reads through brainloop, as client {client:?}, without changing anything: {}. \
+         Same arguments as {TOOL_NAME} ({{action, params}}); read_code runs without its model \
+         digest here. Poll a job with action=get_result, params={{\"job_id\": N}}. Anything \
+         else (commands, writes, model calls) is refused: use {TOOL_NAME}.",
+        READ_ACTIONS.join(", ")
+    );
+    let annotations = ToolAnnotations::with_title("brainloop (read-only)")
+        .read_only(true)
+        .destructive(false)
+        .idempotent(true)
+        .open_world(false);
+    Tool::new(READ_TOOL_NAME, description, Arc::new(read_schema(registry)))
         .with_annotations(annotations)
 }
 

@@ -11,6 +11,12 @@
 //!
 //! A job claimed after the request ends in the claim (`claim::cancel_unclaimed`); one a crash
 //! left open ends in recovery: a cancelled job never runs again.
+//!
+//! A client withdraws its own job (issue 55): `brainloop mcp`'s `tasks/cancel` (or a producer's
+//! raw row) writes input.db `withdrawals`; [`adopt`] turns each row whose `client_id` is the
+//! job's — the claimed snapshot's, never what input.db says now — into the worker's own cancel
+//! request, `requested_by = client:NAME`, and from there it is the path above. Rows naming
+//! another client's job, a job that already ended, or no job at all change nothing.
 
 use super::finisher::Finished;
 use super::Loop;
@@ -69,6 +75,121 @@ fn look(stores: &crate::db::Stores) -> Result<Vec<Seen>> {
         });
     }
     Ok(out)
+}
+
+/// How many withdrawals one pass reads at most (the rest wait for the next pass).
+const WITHDRAWALS_BATCH: usize = 256;
+
+/// What [`adopt`] decided for one withdrawal.
+#[derive(Debug, PartialEq)]
+enum Adopt {
+    /// Became a cancel request (new or already there).
+    Cancel,
+    /// Changes nothing (another client's job, ended, unknown): logged and passed over.
+    Ignore(&'static str),
+    /// Its job is not claimed yet: read again at the next pass.
+    Later,
+}
+
+/// Reads the withdrawals above `after` and decides each; returns the new watermark and how
+/// many became cancel requests. Blocking (SQLite).
+fn adopt_blocking(stores: &crate::db::Stores, after: i64) -> Result<(i64, usize)> {
+    use crate::db::input;
+    let rows = stores
+        .input
+        .with(|c| input::withdrawals_after(c, after, WITHDRAWALS_BATCH))?;
+    let hwm = stores
+        .lifecycle
+        .with(|c| crate::db::lifecycle::high_water_mark(c))?;
+    let mut mark = after;
+    let mut adopted = 0;
+    for w in &rows {
+        let decided = decide(stores, w, hwm)?;
+        if decided == Adopt::Later {
+            return Ok((mark, adopted));
+        }
+        match decided {
+            Adopt::Cancel => {
+                adopted += 1;
+                tracing::info!(job_id = w.job_id, client = %crate::shown::line(&w.client_id), "withdrawn by its client: cancelling");
+            }
+            Adopt::Ignore(why) => {
+                tracing::info!(job_id = w.job_id, client = %crate::shown::line(&w.client_id), why, "withdrawal ignored");
+            }
+            Adopt::Later => {}
+        }
+        mark = w.id;
+    }
+    if rows.len() < WITHDRAWALS_BATCH {
+        // Malformed raw rows are skipped by the read: step past them too.
+        mark = mark.max(stores.input.with(|c| input::last_withdrawal(c))?);
+    }
+    Ok((mark, adopted))
+}
+
+fn decide(stores: &crate::db::Stores, w: &crate::db::input::Withdrawal, hwm: i64) -> Result<Adopt> {
+    if w.job_id > hwm {
+        return Ok(Adopt::Later);
+    }
+    let owner = stores.lifecycle.with(|c| {
+        Ok(c.query_row(
+            "SELECT client_id FROM queue WHERE job_id = ?1",
+            [w.job_id],
+            |r| r.get::<_, String>(0),
+        )
+        .optional()?)
+    })?;
+    let Some(owner) = owner else {
+        return Ok(Adopt::Ignore("no open job with that id"));
+    };
+    if owner != w.client_id {
+        return Ok(Adopt::Ignore("the job is another client's"));
+    }
+    let ended = stores.output.with(|c| {
+        Ok(c.query_row(
+            &format!(
+                "SELECT 1 FROM results WHERE job_id = ?1 AND status IN {}",
+                crate::db::output::FINAL_SQL
+            ),
+            [w.job_id],
+            |_| Ok(()),
+        )
+        .optional()?)
+    })?;
+    if ended.is_some() {
+        return Ok(Adopt::Ignore("the job already ended"));
+    }
+    let by = format!("client:{owner}");
+    stores.security.with(|c| {
+        cancels::request(
+            c,
+            w.job_id,
+            &by,
+            Some("withdrawn by its client"),
+            crate::time::now_ms(),
+        )
+    })?;
+    Ok(Adopt::Cancel)
+}
+
+/// Turns new withdrawals into cancel requests (module doc), then runs a [`pass`] if any did.
+/// Called after each claim (a withdrawal is a write to input.db).
+pub(super) async fn adopt(jobs: &mut Loop) {
+    let st = Arc::clone(&jobs.stores);
+    let after = jobs.withdrawn;
+    match tokio::task::spawn_blocking(move || adopt_blocking(&st, after)).await {
+        Ok(Ok((mark, adopted))) => {
+            jobs.withdrawn = mark;
+            if adopted > 0 {
+                pass(jobs).await;
+            }
+        }
+        Ok(Err(e)) => tracing::warn!(
+            error = format!("{e:#}"),
+            "cannot read withdrawals; retrying"
+        ),
+        Err(e) => tracing::error!(error = %e, "withdrawal task panicked"),
+    }
 }
 
 /// One pass over the open cancel requests (see the module doc).

@@ -114,6 +114,9 @@ struct Loop {
     cancelling: std::collections::HashSet<i64>,
     /// Jobs whose `cancelled` end was handed to the result writer, until their request is closed.
     ended: std::collections::HashSet<i64>,
+    /// The last input.db `withdrawals` row decided (`cancels::adopt`; 0 at start: every row is
+    /// read again once, and adopting one twice changes nothing).
+    withdrawn: i64,
 }
 
 impl Loop {

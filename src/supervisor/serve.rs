@@ -33,6 +33,7 @@ pub(super) async fn serve(jobs: &mut Loop, watcher: &InputWatcher, hwm: i64, shu
         if let Some(ask) = wake.claim_now(Instant::now()) {
             claim(jobs, &mut wake, ask, shutdown).await;
             watcher.looked();
+            super::cancels::adopt(jobs).await;
         }
         if wake.take_schedules_check() {
             refresh_schedules(jobs, &mut scheduler).await;

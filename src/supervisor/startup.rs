@@ -156,6 +156,7 @@ pub(super) async fn start(
         start_log: crate::stats::Every::default(),
         cancelling: Default::default(),
         ended: Default::default(),
+        withdrawn: 0,
     };
     Ok(Started {
         jobs,
