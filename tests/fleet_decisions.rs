@@ -271,11 +271,7 @@ fn a_registry_that_hangs_is_a_problem_and_the_worker_reconnects() {
     }
     let (_, st, v, err) = submit(&env, "echo 1 > f1");
     assert_eq!(st, "pending_validation", "{err} {v}");
-    wait_published(
-        &mut admin,
-        &common::vid(&v),
-        "the worker's backend stopped",
-    );
+    wait_published(&mut admin, &common::vid(&v), "the worker's backend stopped");
     let now = backends(&mut admin);
     assert!(
         now.iter().any(|p| !stopped.contains(p)),
@@ -313,7 +309,9 @@ fn a_registry_that_hangs_is_a_problem_and_the_worker_reconnects() {
     let vid = common::vid(&v);
     let mut admin = c.connect("postgres", &r.db);
     wait_published(&mut admin, &vid, "the server resumed");
-    status_until(&env, "a clean status once resumed", |code, _| code == Some(0));
+    status_until(&env, "a clean status once resumed", |code, _| {
+        code == Some(0)
+    });
     let operator = tempfile::tempdir().unwrap();
     fleet::ok(
         &c.url_as(&r.operator, &r.db),
@@ -450,7 +448,9 @@ fn a_registry_restored_from_an_older_dump_is_noticed_until_the_operator_accepts(
     // The operator accepts: the registry's rules apply again, the re-published request runs.
     let out = fleet::ok(&op_url, operator.path(), &["registry", "accept-restore"]);
     assert!(out.contains("new epoch"), "{out}");
-    status_until(&env, "a clean status once accepted", |code, _| code == Some(0));
+    status_until(&env, "a clean status once accepted", |code, _| {
+        code == Some(0)
+    });
     runs_unasked(&env, "sed -i s/x/X/ c.txt", "c.txt");
     fleet::ok(&op_url, operator.path(), &["approve", &after_dump]);
     let t0 = Instant::now();

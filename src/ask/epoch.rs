@@ -116,7 +116,9 @@ pub fn judge(saved: Option<&Saved>, cur: &Identity) -> Verdict {
     match why {
         // Accepted before this worker noticed the database or tables change: not restored for
         // it (a generation gone back with the same oids is a restore whatever the epoch says).
-        Some(_) if accepted && (cur.database_oid, cur.table_oid) != (t.database_oid, t.table_oid) => {
+        Some(_)
+            if accepted && (cur.database_oid, cur.table_oid) != (t.database_oid, t.table_oid) =>
+        {
             Verdict::Accepted
         }
         Some(w) => Verdict::NewlyRestored(w),

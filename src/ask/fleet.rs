@@ -279,7 +279,7 @@ fn restore_noticed(
 ) -> Result<bool> {
     let problem = |why: &str| {
         format!(
-            "the fleet registry {} went back in time: {why} — its permissive rules (learned signatures, always_allow, host rules, shared grants, the fleet's approvals) are not used, the restrictive ones (never, always_ask) from before the restore and after stay in force, and this worker's requests were published again; check the registry's rules (revoke again what was revoked after the backup), then run `brainloop registry accept-restore` with the operator's role",
+            "the fleet registry {} went back in time: {why} — check its rules (revoke again what was revoked after the backup), then run `brainloop registry accept-restore` (operator's role); until then its permissive rules (learned signatures, always_allow, hosts, shared grants, the fleet's approvals) are not used, its and this worker's restrictive ones hold, and this worker's requests were published again",
             s.shown_url()
         )
     };
@@ -297,7 +297,9 @@ fn restore_noticed(
         }
         epoch::Verdict::Accepted => {
             if stats.has_problem(epoch::PROBLEM) {
-                tracing::info!("the operator accepted the registry's restore: its rules are used again");
+                tracing::info!(
+                    "the operator accepted the registry's restore: its rules are used again"
+                );
             }
             stats.clear_problem(epoch::PROBLEM);
             Ok(false)

@@ -110,7 +110,10 @@ pub fn connect(s: &Settings) -> Result<Client> {
     cfg.application_name("brainloop");
     // The server's own deadline on each statement (a backend that runs but takes too long);
     // one that cannot run at all (stopped) is the bridge's client-side deadline's (`ask::fleet`).
-    cfg.options(&format!("-c statement_timeout={}", s.statement_timeout_ms()));
+    cfg.options(&format!(
+        "-c statement_timeout={}",
+        s.statement_timeout_ms()
+    ));
     cfg.keepalives(true);
     cfg.keepalives_idle(Duration::from_secs(30));
     let host = cfg

@@ -295,7 +295,11 @@ impl Cluster {
             .arg(file)
             .output()
             .expect("run pg_dump");
-        assert!(out.status.success(), "pg_dump: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "pg_dump: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 
     /// Drops database `db` (its connections ended) and recreates it from `file` with
@@ -303,16 +307,28 @@ impl Cluster {
     pub fn restore(&self, db: &str, file: &Path) {
         let mut c =
             postgres::Client::connect(&self.admin_url("postgres"), postgres::NoTls).unwrap();
-        c.batch_execute(&format!("DROP DATABASE {db} WITH (FORCE); CREATE DATABASE {db}"))
+        c.batch_execute(&format!("DROP DATABASE {db} WITH (FORCE)"))
             .unwrap();
+        c.batch_execute(&format!("CREATE DATABASE {db}")).unwrap();
         let out = Command::new(pg_bin("pg_restore"))
-            .args(["-h", "127.0.0.1", "-U", "postgres", "--exit-on-error", "-p"])
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-U",
+                "postgres",
+                "--single-transaction",
+                "-p",
+            ])
             .arg(self.port.to_string())
             .args(["-d", db])
             .arg(file)
             .output()
             .expect("run pg_restore");
-        assert!(out.status.success(), "pg_restore: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "pg_restore: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 
     /// The server's processes: the postmaster and its children (to SIGSTOP the whole server).
