@@ -432,18 +432,23 @@ fn a_registry_restored_from_an_older_dump_is_noticed_until_the_operator_accepts(
     assert!(revoked.is_none(), "the dump predates the revoke");
     wait_published(&mut owner, &after_dump, "the restored registry");
     // The revoked signature's command asks, however many passes later.
+    // (Another file each time: the same command twice within 2 s is a duplicate warning.)
     for i in 0..3 {
-        asks(&env, "sed -i s/x/X/ c.txt", "c.txt");
+        asks(
+            &env,
+            &format!("sed -i s/x/X/ c{i}.txt"),
+            &format!("c{i}.txt"),
+        );
         std::thread::sleep(Duration::from_millis(300 * i));
     }
     // A restart does not forget it.
     d.kill9();
     let d = start_fleet_worker(&env, &url);
-    asks(&env, "sed -i s/x/X/ c.txt", "c.txt");
+    asks(&env, "sed -i s/x/X/ c3.txt", "c3.txt");
     status_until(&env, "the restore after a restart", |code, t| {
         code == Some(4) && t.contains("accept-restore")
     });
-    asks(&env, "sed -i s/x/X/ c.txt", "c.txt");
+    asks(&env, "sed -i s/x/X/ c4.txt", "c4.txt");
 
     // The operator accepts: the registry's rules apply again, the re-published request runs.
     let out = fleet::ok(&op_url, operator.path(), &["registry", "accept-restore"]);
