@@ -3,11 +3,13 @@
 # pending_validation) with 0, 1,000 and 10,000 change sets already waiting, in one worker run;
 # (2) `brainloop signatures` with 100,000 signatures; (3) output.db's size after the retention
 # pass pruned 1,000,000 results, against the size of what remains (its rows alone, vacuumed).
-# BIN: the binary (default target/release/brainloop). Needs sqlite3. Temp dirs only.
+# BIN: the binary (default target/release/brainloop); PARTS: which of 1 2 3 (default all).
+# Needs sqlite3. Temp dirs only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=$(realpath "${BIN:-target/release/brainloop}")
 RUNS=${RUNS:-5}
+PARTS=${PARTS:-123}
 T=$(mktemp -d)
 trap 'kill "${PID:-0}" 2>/dev/null || true; rm -rf "$T"' EXIT
 ms() { date +%s%3N; }
@@ -46,6 +48,7 @@ done
 kill "$PID"; wait "$PID" 2>/dev/null || true; PID=
 
 # (2) signatures with 100,000 rows.
+if [[ $PARTS == *2* ]]; then
 D=$T/d2
 "$BIN" init --data-dir "$D" >/dev/null
 sqlite3 "$D/command_security.db" "
@@ -56,6 +59,9 @@ sqlite3 "$D/command_security.db" "
     SELECT 'local', signature, 1, 0, 0 FROM signatures;"
 t0=$(ms); BRAINLOOP_DATA_DIR=$D "$BIN" signatures >/dev/null; t1=$(ms)
 echo "signatures with ${SIGS:-100000} rows: $((t1 - t0)) ms"
+fi
+
+[[ $PARTS == *3* ]] || exit 0
 
 # (3) output.db after retention prunes 1,000,000 results.
 D=$T/d3; W=$T/w3; mkdir -p "$W"

@@ -92,7 +92,7 @@ impl Drop for Tmpfs {
 }
 
 #[test]
-fn an_apply_stopped_by_a_full_disk_names_what_landed_and_undo_takes_it_back() {
+fn an_apply_stopped_by_a_full_disk_names_what_landed_and_undo_takes_it_back_as_root() {
     common::require_sandbox();
     let env = Env::new();
     let _fs = Tmpfs::mount(&env.workspace, "1m");

@@ -133,7 +133,7 @@ impl Drop for Mutable {
 }
 
 #[test]
-fn an_unwritable_command_security_db_makes_command_jobs_wait_not_fail() {
+fn an_unwritable_command_security_db_makes_command_jobs_wait_not_fail_as_root() {
     common::require_sandbox();
     let env = Env::new();
     let d = env.start(&[]);

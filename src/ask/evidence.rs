@@ -113,6 +113,10 @@ pub fn forget() {
 
 /// `f` over the copy's counts, if the copy is fresh.
 fn fresh<T>(f: impl FnOnce(&HashMap<(String, String), (i64, i64)>) -> T) -> Option<T> {
+    // A registry restored from a backup counts approvals the operator may have taken back.
+    if super::epoch::restored() {
+        return None;
+    }
     let g = COPY.lock().unwrap_or_else(|p| p.into_inner());
     let copy = g.as_ref()?;
     if crate::time::mono_ms().saturating_sub(copy.pulled) > copy.fresh_ms {

@@ -18,13 +18,14 @@
 //! freshness holds for the fleet's evidence (`ask::evidence`: the human approvals of a
 //! signature counted from the registry's decision rows), which is never saved.
 
-use super::{evidence, learned, validations};
+use super::{epoch, evidence, learned, validations};
 use crate::ask::validations::{FleetApplied, Validation};
 use crate::db::Stores;
 use crate::registry::{self, Settings};
 use crate::stats::Stats;
-use anyhow::Result;
+use anyhow::{bail, Context, Result};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -63,13 +64,60 @@ pub fn spawn(
 ) -> Result<std::thread::JoinHandle<()>> {
     Ok(std::thread::Builder::new()
         .name("registry".into())
-        .spawn(move || run(&settings, &stores, &stats, &*local, &stop))?)
+        .spawn(move || run(&settings, &stores, &stats, &local, &stop))?)
 }
 
-fn run(s: &Settings, stores: &Stores, stats: &Stats, local: &dyn Local, stop: &CancellationToken) {
+/// What the bridge's supervisor sees of the session it runs (issue 50, a registry that hangs):
+/// whether a pass — the connection included — is under way and since when, and whether the
+/// supervisor gave the session up.
+#[derive(Default)]
+struct Watch {
+    /// `time::mono_ms()` when the current pass began; 0 while the session waits for a
+    /// notification (no statement is under way then).
+    busy_since: AtomicI64,
+    /// Set when the supervisor gave the session up (past its deadline, or stopping): a session
+    /// that comes back from a hang writes nothing more and ends.
+    abandoned: AtomicBool,
+}
+
+impl Watch {
+    fn begin(&self) {
+        self.busy_since
+            .store(crate::time::mono_ms().max(1), Ordering::SeqCst);
+    }
+    fn idle(&self) {
+        self.busy_since.store(0, Ordering::SeqCst);
+    }
+    /// How long the current pass has run (ms); None while idle.
+    fn busy_for(&self) -> Option<i64> {
+        match self.busy_since.load(Ordering::SeqCst) {
+            0 => None,
+            t => Some(crate::time::mono_ms().saturating_sub(t)),
+        }
+    }
+    /// Err once the session was given up: checked between the steps of a pass.
+    fn live(&self) -> Result<()> {
+        if self.abandoned.load(Ordering::SeqCst) {
+            bail!("this registry session was given up (past its deadline)");
+        }
+        Ok(())
+    }
+}
+
+/// The supervisor: runs one session at a time on a thread of its own and reconnects when it
+/// fails — or when a pass outlives `[registry] pass_timeout_ms` (a stopped server or backend
+/// answers nothing, and no socket error ever comes): that session is given up, left to end on
+/// its own once its socket does, and a new one connects.
+fn run(
+    s: &Settings,
+    stores: &Arc<Stores>,
+    stats: &Arc<Stats>,
+    local: &Arc<dyn Local>,
+    stop: &CancellationToken,
+) {
     let mut backoff = Duration::from_millis(200);
     while !stop.is_cancelled() {
-        match session(s, stores, stats, local, stop) {
+        match supervise(s, stores, stats, local, stop) {
             Ok(()) => return,
             Err(e) => {
                 // Fail closed: no fleet rule is used until the next successful pull.
@@ -90,6 +138,58 @@ fn run(s: &Settings, stores: &Stores, stats: &Stats, local: &dyn Local, stop: &C
     }
 }
 
+/// One session under its deadline: Ok when stopped, Err when it failed or hung.
+fn supervise(
+    s: &Settings,
+    stores: &Arc<Stores>,
+    stats: &Arc<Stats>,
+    local: &Arc<dyn Local>,
+    stop: &CancellationToken,
+) -> Result<()> {
+    let deadline = s.pass_timeout_ms.max(100) as i64;
+    let watch = Arc::new(Watch::default());
+    let (tx, rx) = std::sync::mpsc::channel();
+    {
+        let (s, stores, stats, local, stop, watch) = (
+            s.clone(),
+            Arc::clone(stores),
+            Arc::clone(stats),
+            Arc::clone(local),
+            stop.clone(),
+            Arc::clone(&watch),
+        );
+        std::thread::Builder::new()
+            .name("registry-session".into())
+            .spawn(move || {
+                let r = session(&s, &stores, &stats, &*local, &stop, &watch);
+                let _ = tx.send(r);
+            })
+            .context("starting the registry session's thread")?;
+    }
+    loop {
+        match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(r) => return r,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                bail!("the registry session ended without a result (it panicked)")
+            }
+        }
+        match watch.busy_for() {
+            Some(ms) if ms > deadline => {
+                watch.abandoned.store(true, Ordering::SeqCst);
+                bail!(
+                    "a pass has not finished after {ms} ms ([registry] pass_timeout_ms = {deadline}): the registry, or this worker's backend, hangs — reconnecting"
+                );
+            }
+            None if stop.is_cancelled() => {
+                watch.abandoned.store(true, Ordering::SeqCst);
+                return Ok(());
+            }
+            _ => {}
+        }
+    }
+}
+
 /// One connection's life: returns Ok when stopped, Err when the registry failed.
 fn session(
     s: &Settings,
@@ -97,7 +197,9 @@ fn session(
     stats: &Stats,
     local: &dyn Local,
     stop: &CancellationToken,
+    watch: &Watch,
 ) -> Result<()> {
+    watch.begin();
     let mut c = registry::connect(s)?;
     registry::check_version(&mut c)?;
     registry::listen(&mut c)?;
@@ -114,19 +216,31 @@ fn session(
     // The copy of the fleet's rules must outlive one poll (and a slow pass) to be used at all.
     let fresh_ms = s.learned_fresh_ms.max(2 * poll.as_millis() as u64 + 500);
     loop {
+        watch.begin();
         let now = crate::time::now_ms();
         // A registry migrated past this binary's schema while connected (issue 50): nothing is
         // written from this pass on; the session ends and the `registry` problem says why.
         registry::check_version(&mut c)?;
+        watch.live()?;
+        // A registry restored from a backup (issue 50) before any rule is pulled: its
+        // permissive rules stop at once, and what it lost is published again.
+        if restore_noticed(&mut c, &sec, stats, s)? {
+            published.clear();
+            applied.clear();
+            since = now - REPUBLISH_MS;
+        }
+        watch.live()?;
         // The fleet's learned rules first: a revocation made while this worker was cut off
         // is in the copy before the copy is fresh again (`ask::learned`).
         if learned::pull(&mut c, &mut sec, fresh_ms)? {
             tracing::info!("the fleet's learned rules changed (registry)");
         }
+        watch.live()?;
         // The fleet's evidence (human decisions counted in the registry, `ask::evidence`).
         if evidence::pull(&mut c, fresh_ms)? {
             tracing::info!("the fleet's evidence changed (registry)");
         }
+        watch.live()?;
         sync(
             &mut c,
             &mut sec,
@@ -135,9 +249,13 @@ fn session(
             &mut published,
             since,
             fresh_ms,
+            watch,
         )?;
+        watch.live()?;
         sync_applied(&mut c, local, &mut applied, since)?;
+        watch.live()?;
         undo_requested(&mut c, local)?;
+        watch.live()?;
         since = now - 60_000;
         if stats.has_problem(PROBLEM) {
             tracing::info!("the fleet registry is reachable again");
@@ -146,11 +264,55 @@ fn session(
         if stop.is_cancelled() {
             return Ok(());
         }
+        watch.idle();
         registry::wait(&mut c, poll)?;
     }
 }
 
+/// Checks the registry's epoch (`ask::epoch`) and sets or clears its `status` problem; true
+/// when a restore is noticed at this pass (the bridge then publishes everything again).
+fn restore_noticed(
+    c: &mut registry::Client,
+    sec: &rusqlite::Connection,
+    stats: &Stats,
+    s: &Settings,
+) -> Result<bool> {
+    let problem = |why: &str| {
+        format!(
+            "the fleet registry {} went back in time: {why} — check its rules (revoke again what was revoked after the backup), then run `brainloop registry accept-restore` (operator's role); until then its permissive rules (learned signatures, always_allow, hosts, shared grants, the fleet's approvals) are not used, its and this worker's restrictive ones hold, and this worker's requests were published again",
+            s.shown_url()
+        )
+    };
+    match epoch::check(c, sec)? {
+        epoch::Verdict::NewlyRestored(why) => {
+            tracing::warn!(why = %why, "the registry went back in time: its permissive rules are not used until `brainloop registry accept-restore`");
+            learned::forget();
+            evidence::forget();
+            stats.set_problem(epoch::PROBLEM, problem(&why));
+            Ok(true)
+        }
+        epoch::Verdict::StillRestored(why) => {
+            stats.set_problem(epoch::PROBLEM, problem(&why));
+            Ok(false)
+        }
+        epoch::Verdict::Accepted => {
+            if stats.has_problem(epoch::PROBLEM) {
+                tracing::info!(
+                    "the operator accepted the registry's restore: its rules are used again"
+                );
+            }
+            stats.clear_problem(epoch::PROBLEM);
+            Ok(false)
+        }
+        epoch::Verdict::Trusted { .. } => {
+            stats.clear_problem(epoch::PROBLEM);
+            Ok(false)
+        }
+    }
+}
+
 /// One pass: publish what changed, then take the new decisions.
+#[allow(clippy::too_many_arguments)]
 fn sync(
     c: &mut registry::Client,
     sec: &mut rusqlite::Connection,
@@ -159,6 +321,7 @@ fn sync(
     published: &mut HashMap<String, String>,
     since: i64,
     fresh_ms: u64,
+    watch: &Watch,
 ) -> Result<()> {
     let mine = stores.output.with(|o| validations::to_publish(o, since))?;
     let changed: Vec<_> = mine
@@ -189,6 +352,7 @@ fn sync(
         learned::pull(c, sec, fresh_ms)?;
     }
     for (d, superseded) in human_first(decided) {
+        watch.live()?;
         if let Some(why) = superseded {
             validations::take(sec, c, &d, Some(&why))?;
             tracing::info!(validation_id = %d.row.validation_id, decided_by = %d.row.decided_by, "a reviewer's decision from the registry is superseded by a human's");

@@ -341,6 +341,20 @@ pub fn pull(
     fresh_ms: u64,
 ) -> Result<bool> {
     let rules = list(c, false, crate::time::now_ms())?;
+    if super::epoch::restored() {
+        // A registry restored from a backup (`ask::epoch`): its restrictive rules add to the
+        // ones in force from before the restore — a `never` it lost still holds —, none of its
+        // permissive ones is used, and the saved copy stays the one from before.
+        let mut r = RESTRICTIVE.lock().unwrap_or_else(|p| p.into_inner());
+        for n in rules.iter().filter(|r| restrictive(r)) {
+            if !r.iter().any(|o| o == n) {
+                r.push(n.clone());
+            }
+        }
+        drop(r);
+        forget();
+        return Ok(false);
+    }
     {
         let mut r = RESTRICTIVE.lock().unwrap_or_else(|p| p.into_inner());
         *r = rules.iter().filter(|r| restrictive(r)).cloned().collect();
@@ -466,8 +480,12 @@ pub fn forget() {
     *g = None;
 }
 
-/// The copy when it is fresh (pulled less than its freshness bound ago), else None.
+/// The copy when it is fresh (pulled less than its freshness bound ago) and the registry is
+/// not restored (`ask::epoch`), else None.
 fn fresh<T>(f: impl FnOnce(&Copy) -> T) -> Option<T> {
+    if super::epoch::restored() {
+        return None;
+    }
     let g = COPY.lock().unwrap_or_else(|p| p.into_inner());
     let copy = g.as_ref()?;
     if crate::time::mono_ms().saturating_sub(copy.pulled) > copy.fresh_ms {
@@ -479,6 +497,9 @@ fn fresh<T>(f: impl FnOnce(&Copy) -> T) -> Option<T> {
 /// The rules of `kind` of the copy usable now for `client`: none when the copy is older than
 /// its freshness bound.
 fn usable(kind: &str, client: &str, now: i64) -> Vec<LearnedRule> {
+    if super::epoch::restored() {
+        return Vec::new();
+    }
     let project = PROJECT.lock().unwrap_or_else(|p| p.into_inner()).clone();
     let g = COPY.lock().unwrap_or_else(|p| p.into_inner());
     let Some(copy) = g.as_ref() else {

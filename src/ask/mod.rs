@@ -18,6 +18,7 @@
 //! change set) is the action's `on_decision` entry, called by `answers::collect`.
 
 pub mod answers;
+pub mod epoch;
 pub mod evidence;
 pub mod fleet;
 pub mod learned;

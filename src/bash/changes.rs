@@ -706,10 +706,12 @@ fn write_durable(p: &Path, bytes: &[u8]) -> Result<()> {
 }
 
 pub fn save_manifest(data_dir: &Path, m: &Manifest) -> Result<()> {
-    write_durable(
+    let r = write_durable(
         &job_dir(data_dir, m.job_id).join("manifest.json"),
         &serde_json::to_vec(m)?,
-    )
+    );
+    unindex(data_dir, m.job_id);
+    r
 }
 
 pub fn load_manifest(data_dir: &Path, job_id: i64) -> Result<Option<Manifest>> {
@@ -810,14 +812,17 @@ pub fn upper_bytes(upper: &Path) -> u64 {
 /// `data_dir/changes/` (waiting for a human, or applied and not yet swept): what the client's
 /// `pending_max_bytes_per_client` is compared with before another overlay run starts.
 ///
-/// Every overlay run asks, so the answer must not cost a read of every waiting manifest (issue
-/// 50: 1,000 pending change sets made 10 runs open 10,044 manifests). [`PENDING_INDEX`] keeps,
-/// per data dir, the client and bytes of each manifest already read, keyed by its identity
-/// (inode, size, modification time: a manifest is written once, by rename, so a rewrite or a
-/// re-created job dir is another key); a run lists `changes/` and stats each manifest, and
-/// parses only those it has not seen.
+/// Every overlay run asks, so the answer must not cost a read — nor a `stat` — of every waiting
+/// manifest (issue 50: 1,000 pending change sets made 10 runs open 10,044 manifests; one `stat`
+/// each still made a run with 10,000 waiting 2.2× slower). [`PENDING_INDEX`] keeps, per data
+/// dir, each job dir by its inode (what listing `changes/` returns without a `stat`) with the
+/// client and bytes of its manifest once read: a run lists `changes/` and looks each entry up,
+/// and reads only the manifests of job dirs it has not seen with one (new, re-created, or still
+/// running). A manifest is written only by [`save_manifest`] and a job dir removed by
+/// [`discard`], which both drop the job's entry; a job dir removed by anything else is gone
+/// from the next listing.
 pub fn pending_bytes(data_dir: &Path, client_id: &str) -> Result<u64> {
-    use std::os::unix::fs::MetadataExt;
+    use std::os::unix::fs::DirEntryExt;
     let dir = data_dir.join("changes");
     let rd = match fs::read_dir(&dir) {
         Ok(rd) => rd,
@@ -829,48 +834,89 @@ pub fn pending_bytes(data_dir: &Path, client_id: &str) -> Result<u64> {
         Err(p) => p.into_inner(),
     };
     let known = index.entry(data_dir.to_path_buf()).or_default();
-    let mut seen = std::collections::HashMap::with_capacity(known.len());
+    known.pass = known.pass.wrapping_add(1);
+    let pass = known.pass;
     let mut total = 0u64;
+    let mut listed = 0usize;
+    let mut unread: Vec<(i64, u64)> = Vec::new();
     for e in rd {
         let e = e.with_context(|| format!("read {}", dir.display()))?;
-        let Some(job) = e.file_name().to_str().and_then(|n| n.parse::<i64>().ok()) else {
+        let name = e.file_name();
+        let Some(job) = name.to_str().and_then(|n| n.parse::<i64>().ok()) else {
             continue;
         };
-        let Ok(md) = fs::metadata(e.path().join("manifest.json")) else {
-            continue; // no manifest yet (a run in progress) or gone
-        };
-        let key = (
-            job,
-            md.ino(),
-            md.len(),
-            md.mtime_nsec() + md.mtime() * 1_000_000_000,
-        );
-        let entry = match known.remove(&key) {
-            Some(v) => Some(v),
-            // A manifest unreadable or corrupt is not counted (the job fails when it resumes).
-            None => load_manifest(data_dir, job)
-                .ok()
-                .flatten()
-                .map(|m| (m.client_id, m.upper_bytes)),
-        };
-        if let Some((client, bytes)) = entry {
-            if client == client_id {
-                total = total.saturating_add(bytes);
+        match known.jobs.get_mut(&job) {
+            Some(k) if k.ino == e.ino() && k.manifest.is_some() => {
+                k.pass = pass;
+                listed += 1;
+                if let Some((client, bytes)) = &k.manifest {
+                    if client == client_id {
+                        total = total.saturating_add(*bytes);
+                    }
+                }
             }
-            seen.insert(key, (client, bytes));
+            _ => unread.push((job, e.ino())),
         }
     }
+    for (job, ino) in unread {
+        // No manifest yet (a run in progress), gone, unreadable or corrupt: not counted (a
+        // corrupt one fails its job when it resumes), looked at again at the next run.
+        let manifest = load_manifest(data_dir, job)
+            .ok()
+            .flatten()
+            .map(|m| (m.client_id, m.upper_bytes));
+        if let Some((client, bytes)) = &manifest {
+            if client == client_id {
+                total = total.saturating_add(*bytes);
+            }
+        }
+        listed += 1;
+        known.jobs.insert(
+            job,
+            Pending {
+                ino,
+                manifest,
+                pass,
+            },
+        );
+    }
     // What was not listed this time is gone (discarded, swept).
-    *known = seen;
+    if listed != known.jobs.len() {
+        known.jobs.retain(|_, k| k.pass == pass);
+    }
     Ok(total)
 }
 
-/// Per data dir: (job, manifest inode, size, mtime ns) → (client, upper_bytes); see
-/// [`pending_bytes`].
-type PendingIndex = std::collections::HashMap<
-    PathBuf,
-    std::collections::HashMap<(i64, u64, u64, i64), (String, u64)>,
->;
+/// Drops job `job_id`'s entry of [`PENDING_INDEX`]: its manifest was (re)written or its job
+/// dir removed.
+fn unindex(data_dir: &Path, job_id: i64) {
+    let mut index = match PENDING_INDEX.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    };
+    if let Some(k) = index.get_mut(data_dir) {
+        k.jobs.remove(&job_id);
+    }
+}
+
+/// One job dir of `changes/` as [`pending_bytes`] last listed it.
+struct Pending {
+    /// The job dir's inode (a re-created dir is another).
+    ino: u64,
+    /// Its manifest's (client, upper_bytes); None: none read yet.
+    manifest: Option<(String, u64)>,
+    /// The listing that last saw it.
+    pass: u64,
+}
+
+/// Per data dir: the job dirs of `changes/` (see [`pending_bytes`]).
+#[derive(Default)]
+struct PendingDirs {
+    jobs: std::collections::HashMap<i64, Pending>,
+    pass: u64,
+}
+
+type PendingIndex = std::collections::HashMap<PathBuf, PendingDirs>;
 static PENDING_INDEX: std::sync::LazyLock<std::sync::Mutex<PendingIndex>> =
     std::sync::LazyLock::new(Default::default);
 
@@ -885,6 +931,7 @@ pub fn over_cap(data_dir: &Path, job_id: i64) -> Option<String> {
 
 /// Removes a job's overlay layers and manifest (the overlay's work dir is made removable first).
 pub fn discard(data_dir: &Path, job_id: i64) {
+    unindex(data_dir, job_id);
     let d = job_dir(data_dir, job_id);
     let work = d.join("work").join("work");
     if work.exists() {
@@ -1685,8 +1732,25 @@ mod tests {
         let mut v: serde_json::Value = serde_json::from_slice(&fs::read(&p).unwrap()).unwrap();
         v.as_object_mut().unwrap().remove("client_id");
         v.as_object_mut().unwrap().remove("upper_bytes");
-        fs::write(&p, v.to_string()).unwrap();
+        write_durable(&p, v.to_string().as_bytes()).unwrap();
+        unindex(&data, 1); // as save_manifest does
         assert_eq!(load_manifest(&data, 1).unwrap().unwrap().upper_bytes, 0);
         assert_eq!(pending_bytes(&data, "local").unwrap(), 10);
+        // A job dir removed by something else is gone from the next listing; one re-created
+        // under the same job (another inode) is read again.
+        fs::remove_dir_all(job_dir(&data, 3)).unwrap();
+        assert_eq!(pending_bytes(&data, "local").unwrap(), 0);
+        // Moved away (not removed), so the new dir cannot reuse its inode.
+        fs::rename(job_dir(&data, 2), t.path().join("old2")).unwrap();
+        create_layers(&data, 2).unwrap();
+        let mut m = manifest(2, &ws, ChangeSet::default());
+        m.client_id = "agent".into();
+        m.upper_bytes = 7;
+        write_durable(
+            &job_dir(&data, 2).join("manifest.json"),
+            &serde_json::to_vec(&m).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(pending_bytes(&data, "agent").unwrap(), 7);
     }
 }

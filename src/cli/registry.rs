@@ -1,4 +1,4 @@
-//! `brainloop registry migrate|status|add-role` (issue 37): the fleet registry's schema and
+//! `brainloop registry migrate|status|add-role|import|accept-restore` (issue 37, 50): the fleet registry's schema and
 //! roles (`crate::registry`), with the URL of `[registry] url` (or `BRAINLOOP_REGISTRY_URL`).
 //! `migrate` and `add-role` need the database owner's URL; `status` works with any role.
 
@@ -33,6 +33,11 @@ pub enum RegistryCommand {
         /// The login role's name (letters, digits, '_' and '-').
         name: String,
     },
+    /// The operator's role, after restoring the registry from a backup: every worker that
+    /// noticed the restore (`status`: registry-restored) uses the registry's permissive rules
+    /// again from its next pass. Check the restored rules first: what was revoked after the
+    /// backup is in force again until revoked again.
+    AcceptRestore,
     /// The operator's role, on a worker's machine (its data dir): copy that worker's local
     /// signature overrides and operator grants (the hosts `approve --always-host` remembered
     /// are NETWORK grants) into the registry, as rules and grants of scope worker:ROLE. The
@@ -85,6 +90,15 @@ pub fn run(config: &Config, a: &RegistryArgs) -> Result<i32> {
             Ok(0)
         }
         RegistryCommand::Import { worker, json } => import(config, &mut c, worker, *json),
+        RegistryCommand::AcceptRestore => {
+            let epoch =
+                crate::ask::epoch::accept(&mut c, &super::operator(), crate::time::now_ms())?;
+            println!(
+                "registry {}: new epoch {epoch} — the workers that noticed the restore use its rules again at their next pass (a rule revoked after the backup is in force again: revoke it again with `brainloop signatures --revoke` / `rules revoke`)",
+                s.shown_url()
+            );
+            Ok(0)
+        }
         RegistryCommand::Status { json } => {
             let version = registry::version(&mut c)?;
             let transport = registry::transport(&mut c)?;

@@ -43,6 +43,7 @@ fn steps(kind: DbKind) -> Vec<&'static str> {
         // 12: registry_copy (a fleet worker's saved copy of the registry's rules, issue 37)
         // 13: journal.state/applied_paths (the row written before an apply's first byte), index
         //     signature_evidence(signature) (`signatures` listed in linear time), issue 50
+        // 14: registry_epoch (what a fleet worker last trusted of its registry, issue 50)
         DbKind::Security => vec![
             kind.schema(),
             include_str!("../../schema/command_security.2.sql"),
@@ -57,6 +58,7 @@ fn steps(kind: DbKind) -> Vec<&'static str> {
             include_str!("../../schema/command_security.11.sql"),
             include_str!("../../schema/command_security.12.sql"),
             include_str!("../../schema/command_security.13.sql"),
+            include_str!("../../schema/command_security.14.sql"),
         ],
         // 2: store (data-dir identity, issue 21)
         // 3: heartbeat.problem (the worker's view of what blocks it, issue 21)

@@ -52,6 +52,11 @@ pub struct Settings {
     /// the registry stops using them, so a revocation made meanwhile applies before any is
     /// used again (fail closed).
     pub learned_fresh_ms: u64,
+    /// The deadline of every registry statement (`statement_timeout` on each connection) and of
+    /// each pass of the worker's bridge, its connection included (ms): a pass past it — a
+    /// registry, or the worker's backend, that hangs — is the `registry` problem, and the
+    /// bridge reconnects (issue 50).
+    pub pass_timeout_ms: u64,
 }
 
 impl Default for Settings {
@@ -61,11 +66,16 @@ impl Default for Settings {
             poll_ms: 1000,
             connect_timeout_ms: 3000,
             learned_fresh_ms: 5000,
+            pass_timeout_ms: 10_000,
         }
     }
 }
 
 impl Settings {
+    /// `statement_timeout` of every connection (ms): [`Settings::pass_timeout_ms`], at least 100.
+    pub fn statement_timeout_ms(&self) -> u64 {
+        self.pass_timeout_ms.max(100)
+    }
     /// The URL with any password replaced by `***` (for messages and `status`).
     pub fn shown_url(&self) -> String {
         shown_url(&self.url)
@@ -98,6 +108,14 @@ pub fn connect(s: &Settings) -> Result<Client> {
         .with_context(|| format!("[registry] url {} is not a PostgreSQL URL", s.shown_url()))?;
     cfg.connect_timeout(Duration::from_millis(s.connect_timeout_ms.max(100)));
     cfg.application_name("brainloop");
+    // The server's own deadline on each statement (a backend that runs but takes too long);
+    // one that cannot run at all (stopped) is the bridge's client-side deadline's (`ask::fleet`).
+    cfg.options(&format!(
+        "-c statement_timeout={}",
+        s.statement_timeout_ms()
+    ));
+    cfg.keepalives(true);
+    cfg.keepalives_idle(Duration::from_secs(30));
     let host = cfg
         .get_hosts()
         .iter()
@@ -638,6 +656,7 @@ BEGIN
                   WHERE decided_by NOT LIKE %L AND id > %s', 'reviewer:%', last);
 END $one$;
 "#,
+    STEP_9_EPOCH,
 ];
 
 /// 7 (issue 49): **a human's decision wins over a reviewer's.** Every insert into `decisions`
@@ -662,6 +681,54 @@ CREATE TRIGGER decisions_lock BEFORE INSERT ON decisions
 ALTER FUNCTION brainloop_reviewer_may(text, text, text, boolean, text) VOLATILE;
 "#;
 
+/// 9 (issue 50): **a registry that goes back in time is noticed** (`ask::epoch`). The
+/// generation — `registry_generation`, moved forward by every statement that writes a registry
+/// table (a trigger of the owner's, so no role needs a grant on it) — and the epochs:
+/// `registry_epochs`, none at first and one per operator's `brainloop registry
+/// accept-restore`, each recording the database and table it was written in (a dump restored
+/// elsewhere carries the old ones). Workers read both; only the operator's role adds an epoch.
+const STEP_9_EPOCH: &str = r#"
+CREATE SEQUENCE registry_generation;
+CREATE TABLE registry_epochs (
+  id bigserial PRIMARY KEY,
+  epoch uuid NOT NULL DEFAULT gen_random_uuid() UNIQUE,
+  accepted_by text NOT NULL,
+  db_role text NOT NULL DEFAULT current_user,
+  created_at bigint NOT NULL,
+  database_oid bigint NOT NULL,
+  table_oid bigint NOT NULL
+);
+
+CREATE FUNCTION brainloop_generation_bump() RETURNS trigger LANGUAGE plpgsql
+SECURITY DEFINER SET search_path = public, pg_temp AS $f$
+BEGIN
+  PERFORM nextval('registry_generation');
+  RETURN NULL;
+END $f$;
+DO $bump$
+DECLARE
+  t text;
+BEGIN
+  FOREACH t IN ARRAY ARRAY['validations', 'decisions', 'deliveries', 'learned_rules',
+                           'client_grants', 'applied_changes', 'undo_requests', 'registry_epochs']
+  LOOP
+    EXECUTE format('CREATE TRIGGER %I AFTER INSERT OR UPDATE OR DELETE ON %I
+                    FOR EACH STATEMENT EXECUTE FUNCTION brainloop_generation_bump()',
+                   t || '_generation', t);
+  END LOOP;
+END $bump$;
+
+REVOKE ALL ON registry_epochs, registry_generation FROM PUBLIC;
+GRANT SELECT ON registry_generation TO brainloop_worker, brainloop_operator, brainloop_reviewer;
+GRANT SELECT ON registry_epochs TO brainloop_worker, brainloop_operator, brainloop_reviewer;
+GRANT INSERT ON registry_epochs TO brainloop_operator;
+GRANT USAGE ON SEQUENCE registry_epochs_id_seq TO brainloop_operator;
+ALTER TABLE registry_epochs ENABLE ROW LEVEL SECURITY;
+CREATE POLICY all_read ON registry_epochs FOR SELECT USING (true);
+CREATE POLICY operator_accepts ON registry_epochs FOR INSERT TO brainloop_operator
+  WITH CHECK (db_role = current_user);
+"#;
+
 /// The version the binary's migrations reach.
 pub fn latest() -> i64 {
     STEPS.len() as i64
@@ -671,6 +738,9 @@ pub fn latest() -> i64 {
 /// `migrate` at once apply each step once). Returns (version before, version after). Run with a
 /// role that owns the database (not a worker's or the operator's).
 pub fn migrate(c: &mut Client) -> Result<(i64, i64)> {
+    // A migration may rewrite big tables: the owner's session has no statement deadline.
+    c.batch_execute("SET statement_timeout = 0")
+        .context("lifting statement_timeout for the migration")?;
     c.batch_execute(
         "CREATE TABLE IF NOT EXISTS registry_migrations (
            version bigint PRIMARY KEY, applied_at bigint NOT NULL)",

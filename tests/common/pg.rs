@@ -286,6 +286,77 @@ impl Cluster {
         c.batch_execute(&format!("CREATE DATABASE {db}")).unwrap();
     }
 
+    /// `pg_dump -Fc` of database `db` into `file` (the superuser's).
+    pub fn dump(&self, db: &str, file: &Path) {
+        let out = Command::new(pg_bin("pg_dump"))
+            .args(["-Fc", "-h", "127.0.0.1", "-U", "postgres", "-p"])
+            .arg(self.port.to_string())
+            .args(["-d", db, "-f"])
+            .arg(file)
+            .output()
+            .expect("run pg_dump");
+        assert!(
+            out.status.success(),
+            "pg_dump: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Drops database `db` (its connections ended) and recreates it from `file` with
+    /// `pg_restore`: a registry restored from a backup.
+    pub fn restore(&self, db: &str, file: &Path) {
+        let mut c =
+            postgres::Client::connect(&self.admin_url("postgres"), postgres::NoTls).unwrap();
+        c.batch_execute(&format!("DROP DATABASE {db} WITH (FORCE)"))
+            .unwrap();
+        c.batch_execute(&format!("CREATE DATABASE {db}")).unwrap();
+        let out = Command::new(pg_bin("pg_restore"))
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-U",
+                "postgres",
+                "--single-transaction",
+                "-p",
+            ])
+            .arg(self.port.to_string())
+            .args(["-d", db])
+            .arg(file)
+            .output()
+            .expect("run pg_restore");
+        assert!(
+            out.status.success(),
+            "pg_restore: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// The server's processes: the postmaster and its children (to SIGSTOP the whole server).
+    pub fn pids(&self) -> Vec<i32> {
+        let Some(pm) = *self.child.lock().unwrap() else {
+            return Vec::new();
+        };
+        // The keeper spawns setpriv, which execs postgres: the pid is the postmaster's.
+        let mut out = vec![pm as i32];
+        for e in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+                continue;
+            };
+            // pid (comm) state ppid …: the fields after the last ')'.
+            let ppid = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+                .and_then(|p| p.parse::<u32>().ok());
+            if ppid == Some(pm) {
+                out.push(pid);
+            }
+        }
+        out
+    }
+
     pub fn connect(&self, role: &str, db: &str) -> postgres::Client {
         postgres::Client::connect(&self.url_as(role, db), postgres::NoTls).unwrap()
     }
