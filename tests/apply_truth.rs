@@ -170,7 +170,8 @@ fn apply_state(env: &Env, id: i64) -> Option<String> {
 }
 
 #[test]
-fn kill_9_at_random_points_of_a_10k_file_apply_leaves_no_temp_file_and_undo_restores_in_the_root_pass_only() {
+fn kill_9_at_random_points_of_a_10k_file_apply_leaves_no_temp_file_and_undo_restores_in_the_root_pass_only(
+) {
     common::require_sandbox();
     let env = Env::new();
     std::fs::write(env.workspace.join("keep.txt"), "mine\n").unwrap();

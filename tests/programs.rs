@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{cli_ok, final_result, submit, Env};
+use common::{final_result, submit, Env};
 use std::path::{Path, PathBuf};
 
 /// The made-up tool (a shell script in the fixed PATH, removed when the test ends): `save F`
@@ -138,7 +138,9 @@ fn an_operator_entry_classifies_learns_and_protects_a_new_program() {
     // learned: one approval with --learn, then the same operation applies unasked
     let (id, st, v, err) = submit(&env, &format!("{TOOL} save a.txt"));
     assert_eq!(st, "pending_validation", "{err} {v}");
-    cli_ok(&env, &["approve", &common::vid(&v), "--learn"]);
+    // the operator's CLI reads the same configuration (and so the same entries) as the worker
+    let (code, out, err) = cli(&env, &cfg, &["approve", &common::vid(&v), "--learn"]);
+    assert_eq!(code, 0, "{out}{err}");
     assert_eq!(final_result(&env, id).0, "succeeded");
     assert_eq!(
         std::fs::read_to_string(env.workspace.join("a.txt")).unwrap(),

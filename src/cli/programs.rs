@@ -29,7 +29,11 @@ pub enum What {
 /// The table for this process: built-in entries, then the operator's files (`extra` too).
 fn load(config: &Config, extra: Option<&PathBuf>) -> Result<Table> {
     let mut places = config.program_places()?;
-    places.extend(extra.cloned());
+    let canon = |p: &PathBuf| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone());
+    // a file checked from the configured programs.d is loaded once, where it is
+    if let Some(x) = extra.filter(|x| !places.iter().any(|p| canon(p) == canon(x))) {
+        places.push(x.clone());
+    }
     let mut forbidden = vec![config.workspace.clone()];
     forbidden.extend(config.sandbox.readable_roots.iter().cloned());
     let uid = nix::unistd::geteuid().as_raw();
