@@ -67,13 +67,7 @@ fn corpus() {
     let mut by_group: BTreeMap<String, (usize, usize)> = BTreeMap::new();
     for c in &cases {
         let r = check(&c.command, &ctx);
-        let verdict = if !r.valid {
-            "invalid"
-        } else if r.blocked {
-            "block"
-        } else {
-            "ok"
-        };
+        let verdict = r.verdict();
         let purity = if r.pure { "pure" } else { "impure" };
         let category = r.category.as_str();
         let e = by_group.entry(c.group.clone()).or_default();

@@ -42,13 +42,7 @@ fn judge(ex: &Example, rules: &Rules) -> std::result::Result<(), String> {
 
 fn judge_command(cmd: &str, ex: &Example) -> std::result::Result<(), String> {
     let r = classify(cmd, &Context::default());
-    let verdict = if !r.valid {
-        "invalid"
-    } else if r.blocked {
-        "block"
-    } else {
-        "ok"
-    };
+    let verdict = r.verdict();
     let mut wrong = Vec::new();
     let mut want = |what: &str, want: &Option<String>, got: &str| {
         if let Some(w) = want {

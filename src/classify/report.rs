@@ -50,6 +50,20 @@ pub struct CheckReport {
     pub executed_path: Vec<String>,
 }
 
+impl CheckReport {
+    /// `invalid` (refused), `block` (a dangerous pattern) or `ok`: what a corpus case and an
+    /// entry's example call the verdict.
+    pub fn verdict(&self) -> &'static str {
+        if !self.valid {
+            "invalid"
+        } else if self.blocked {
+            "block"
+        } else {
+            "ok"
+        }
+    }
+}
+
 /// A readable explanation of a report.
 pub fn render_text(r: &CheckReport) -> String {
     let mut s = String::new();

@@ -330,7 +330,7 @@ impl RawRun {
 
 impl Example {
     /// Adds a path example to `r`'s examples; false: not a path example.
-    pub(super) fn into_run(&self, r: &mut RunOnUse) -> bool {
+    pub(super) fn add_to(&self, r: &mut RunOnUse) -> bool {
         let (Some(path), Some(asks)) = (&self.path, self.run_on_use) else {
             return false;
         };

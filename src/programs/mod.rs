@@ -286,7 +286,7 @@ fn entry(mut t: toml::Table, origin: Origin) -> Result<Entry> {
     }
     for ex in &mut examples {
         ex.from = Some(origin.clone());
-        if !ex.into_run(&mut run) && ex.command.is_none() {
+        if !ex.add_to(&mut run) && ex.command.is_none() {
             bail!("an example needs `command`, or `path` with `run_on_use`");
         }
     }
