@@ -20,7 +20,12 @@ fn two_operators_deciding_at_once_leave_one_decision_and_the_second_is_told_who_
     let c = pg::shared();
     let r = fleet::registry(c, "onedecision", &["a"]);
     let env = Env::new();
-    let d = env.start(&[("BRAINLOOP_REGISTRY_URL", &c.url_as(&r.workers[0], &r.db))]);
+    // Never learned: five approvals of `echo N > fN` would teach its signature, and a later
+    // round would apply unasked (the race decides how many approvals win).
+    let d = env.start(&[
+        ("BRAINLOOP_REGISTRY_URL", &c.url_as(&r.workers[0], &r.db)),
+        ("BRAINLOOP_SIGNATURE_APPROVALS", "1000"),
+    ]);
     let op_url = c.url_as(&r.operator, &r.db);
     let operator = tempfile::tempdir().unwrap();
     let mut reg = c.connect("postgres", &r.db);
