@@ -7,13 +7,14 @@
 //!
 //! [`canon`] reduces a signature text to a *class*:
 //!
-//! - flags that change nothing the command writes are dropped, per program ([`NEUTRAL`]: `-q`,
-//!   `-v`, `rm -f`, `sed -E`, `cargo --offline` …), git's safe `-c KEY=…` options (identity,
-//!   colour: `classify::git::SAFE_CONFIG_KEYS`) too, and a repeated argument kind is one
+//! - flags that change nothing the command writes are dropped, per program (its entry's flags
+//!   with `learn = "neutral"` and its subcommands' `neutral`: `-q`, `-v`, `rm -f`, `sed -E`,
+//!   `cargo --offline` …), git's safe `-c KEY=…` options (identity,
+//!   colour: git's `safe_config_keys`) too, and a repeated argument kind is one
 //!   (`WS_PATH...` → `WS_PATH`: each named path is still checked by `bash::effects`);
-//! - spellings of one operation are one (`git checkout -b X` is `git switch -c X`; `git add -A`,
-//!   `-u`, `.` and named paths all stage into the index);
-//! - a [`FAMILIES`] member's class is its family: operations of one kind a human teaches in one
+//! - spellings of one operation are one (the entry's `same_as`: `git checkout -b X` is
+//!   `git switch -c X`; `git add -A`, `-u`, `.` and named paths all stage into the index);
+//! - a family member's class is its family (`[[family]]` in `src/programs/`, built-in only): operations of one kind a human teaches in one
 //!   answer, the prompt naming the family and its members ([`taught_lines`]) — writing named
 //!   workspace files (`> f`, `sed -i`, `tee`, `touch`, `mkdir`, `cp`), moving or deleting them,
 //!   git's local bookkeeping (no force, amend, hard reset, config, hooks or remotes), a build
@@ -27,337 +28,21 @@
 //! protected one) — the same bound for every member of a family, which is what makes a family.
 //! A signature text the table does not know is its own class: nothing is covered by default.
 
-use crate::classify::git::{safe_config_key, GLOBAL_VALUE};
+use crate::classify::git::{is_global_value, safe_config_key};
+use crate::programs::{self, Family, Member, MemberFlags, Table};
 
-/// Flags that change nothing a program writes or runs, per program (`*`: of every git
-/// subcommand). Bundles are split first for the programs in [`RECURSIVE_FLAG`].
-const NEUTRAL: &[(&str, &[&str])] = &[
-    ("git", &["-q", "--quiet", "-v", "--verbose"]),
-    ("mkdir", &["-v", "--verbose"]),
-    ("rm", &["-f", "--force", "-v", "--verbose"]),
-    ("cp", &["-f", "--force", "-v", "--verbose"]),
-    ("mv", &["-f", "--force", "-v", "--verbose"]),
-    (
-        "sed",
-        &[
-            "-E",
-            "-r",
-            "--regexp-extended",
-            "-e",
-            "--expression",
-            "-s",
-            "-u",
-        ],
-    ),
-    (
-        "cargo",
-        &[
-            "-q",
-            "--quiet",
-            "-v",
-            "--verbose",
-            "--offline",
-            "--frozen",
-            "--locked",
-        ],
-    ),
-    (
-        "npm",
-        &[
-            "-s",
-            "--silent",
-            "-q",
-            "--quiet",
-            "--no-audit",
-            "--no-fund",
-            "--offline",
-        ],
-    ),
-    ("go", &["-v"]),
-];
-
-/// git subcommands' own neutral flags (what they write is the same with or without them).
-const GIT_NEUTRAL: &[(&str, &[&str])] = &[
-    (
-        "add",
-        // not `-f`: staging what `.gitignore` keeps out (an `.env`) is more
-        &["-A", "--all", "-u", "--update", "--no-all"],
-    ),
-    (
-        "commit",
-        &["-a", "--all", "-s", "--signoff", "-n", "--no-verify"],
-    ),
-    // a merge of the branch it names, however it records it
-    (
-        "merge",
-        &[
-            "--no-edit",
-            "--ff",
-            "--ff-only",
-            "--no-ff",
-            "--stat",
-            "--no-stat",
-        ],
-    ),
-    (
-        "stash",
-        &["-u", "--include-untracked", "-k", "--keep-index"],
-    ),
-];
-
-/// Programs whose recursive flag is kept as `-r` out of any bundle (`-rf`, `-Rv`, `-a`).
-const RECURSIVE_FLAG: &[(&str, &[char], &[&str])] = &[
-    ("rm", &['r', 'R'], &["--recursive"]),
-    ("cp", &['r', 'R', 'a'], &["--recursive", "--archive"]),
-];
-
-/// A family: operations of one kind taught together. A human's `approve --learn` of one member
-/// (or enough approvals of it) teaches the client the whole family — the prompt says so, naming
-/// the members ([`taught_line`]) — because each member is bounded the same way: it runs on the
-/// overlay, and its change set applies only the paths the command names or its program declares
-/// (`bash::effects`), never a protected one (`bash::protected`).
-pub struct Family {
-    pub name: &'static str,
-    /// The members, as the human reads them.
-    pub shows: &'static str,
-    members: Members,
-}
-
-enum Members {
-    /// Signature classes (after [`normalise`] and [`SAME_AS`]), exactly.
-    Classes(&'static [&'static str]),
-    /// Subcommands of one program, each with the flags it may carry besides its neutral ones;
-    /// operands only of the kinds inside the workspace or plain data (`WS_PATH`, `LITERAL`,
-    /// `NUM`, `MSG`): never `PATH(…)`, a glob or an expansion.
-    Subcommands(&'static str, &'static [(&'static str, Flags)]),
-}
-
-/// The flags a family's subcommand may carry.
-#[derive(Clone, Copy)]
-enum Flags {
-    Only(&'static [&'static str]),
-    /// Any: a build tool's flags change what it builds or runs, all of it inside the sandbox,
-    /// and what it writes is bounded by its declared companions like the rest.
-    Any,
-    /// This flag must be given, and any other is one of these.
-    Requires(&'static str, &'static [&'static str]),
-}
-
-const CARGO_SHOWS: &str = "`cargo build|check|test|run|bench|clippy|doc|fmt|clean|tree|metadata|new|init`, `cargo add|remove|update --offline` (Cargo.toml and Cargo.lock; a dependency from the workspace or the local cache; not install, package, publish or the registry)";
-
-/// npm's work on the package it runs in: its scripts and tools, its manifest, and installs of
-/// local packages (a registry install asks up front: `classify::npm`).
-const NPM: &str = "npm's scripts, tools and manifest, offline";
-const NPM_SHOWS: &str = "`npm run SCRIPT`, `npm test`, `npm start`, `npx TOOL` of node_modules/.bin, `npm pkg set|get|delete`, `npm version X`, `npm init -y`, `npm install ./LOCAL.tgz` (package.json, its lock file, node_modules, the build's dist/ build/ coverage/; never the registry, `-g`, `init NAME`, exec or publish; a commit or tag it makes is `.git`, which asks)";
-
-pub const FAMILIES: &[Family] = &[
-    Family {
-        name: "write named workspace files",
-        shows: "`> f`, `>> f`, `tee [-a] f`, `sed -i EXPR f`, `touch f`, `mkdir [-p] d`, `cp [-r] SRC DEST`",
-        members: Members::Classes(&[
-            "redirect:write WS_PATH",
-            "redirect:append WS_PATH",
-            "tee WS_PATH",
-            "tee -a WS_PATH",
-            "sed -i EXPR WS_PATH",
-            "touch WS_PATH",
-            "mkdir WS_PATH",
-            "mkdir -p WS_PATH",
-            "cp WS_PATH",
-            "cp -r WS_PATH",
-        ]),
-    },
-    Family {
-        name: "move or delete named workspace files",
-        shows: "`mv SRC DEST`, `rm [-r] f`, `rmdir d`, `find D -name PATTERN -delete|-exec rm [-r] {} +` (only what lies beneath D and the pattern names)",
-        members: Members::Classes(&[
-            "mv WS_PATH",
-            "rm WS_PATH",
-            "rm -r WS_PATH",
-            "rmdir WS_PATH",
-            "rm FOUND",
-            "rm -r FOUND",
-            "find -delete FOUND",
-        ]),
-    },
-    Family {
-        name: "git's local bookkeeping",
-        shows: "`git init|add|commit|tag|switch|checkout|branch|stash|merge|restore|mv|rm` without force, amend or hard reset, `git clone` of a workspace path (never config, hooks, remotes); `restore`, `stash drop`, `branch -d` and `tag -d` discard work no commit holds — the uncommitted edits they drop, the stash, branch or tag they delete are applied only as loose files the journal keeps, so `brainloop undo JOB` restores them (a `packed-refs` rewrite asks)",
-        members: Members::Subcommands(
-            "git",
-            &[
-                ("init", Flags::Only(&["-b", "--initial-branch"])),
-                (
-                    "clone",
-                    Flags::Only(&["-b", "--branch", "--progress", "--no-progress"]),
-                ),
-                ("add", Flags::Only(&[])),
-                ("commit", Flags::Only(&["-m", "--message"])),
-                ("tag", Flags::Only(&["-a", "--annotate", "-m", "--message", "-d", "--delete"])),
-                ("switch", Flags::Only(&["-c", "--create", "--detach"])),
-                ("checkout", Flags::Only(&["-b"])),
-                ("branch", Flags::Only(&["-d", "--delete", "-m", "--move"])),
-                ("stash", Flags::Only(&["-m", "--message", "-p", "--patch"])),
-                ("merge", Flags::Only(&["-m"])),
-                ("restore", Flags::Only(&["--staged", "-S", "--worktree", "-W"])),
-                ("mv", Flags::Only(&[])),
-                ("rm", Flags::Only(&["--cached", "-r"])),
-            ],
-        ),
-    },
-    Family {
-        name: "cargo's local build, test and format",
-        shows: CARGO_SHOWS,
-        members: Members::Subcommands(
-            "cargo",
-            &[
-                ("build", Flags::Any),
-                ("check", Flags::Any),
-                ("test", Flags::Any),
-                ("run", Flags::Any),
-                ("bench", Flags::Any),
-                ("clippy", Flags::Any),
-                ("doc", Flags::Any),
-                ("fmt", Flags::Any),
-                ("clean", Flags::Any),
-                ("tree", Flags::Any),
-                ("metadata", Flags::Any),
-                ("new", Flags::Any),
-                ("init", Flags::Any),
-            ],
-        ),
-    },
-    Family {
-        // one family with the build: a human who lets cargo build and run the project's code
-        // lets it edit the manifest offline (a `cargo add` from the registry asks up front)
-        name: "cargo's local build, test and format",
-        shows: CARGO_SHOWS,
-        members: Members::Subcommands(
-            "cargo",
-            &[
-                (
-                    "add",
-                    Flags::Only(&[
-                        "--path", "--dev", "--build", "-p", "--package", "--features", "-F",
-                        "--rename", "--optional", "--no-default-features", "--default-features",
-                        "--dry-run", "-n",
-                    ]),
-                ),
-                ("remove", Flags::Only(&["--dev", "--build", "-p", "--package", "--dry-run", "-n"])),
-                ("rm", Flags::Only(&["--dev", "--build", "-p", "--package", "--dry-run", "-n"])),
-                ("update", Flags::Only(&["-p", "--package", "--precise", "-w", "--workspace", "--dry-run", "-n"])),
-            ],
-        ),
-    },
-    Family {
-        name: "go's local build, test and format",
-        shows: "`go build|test|vet|run|list|fmt`, `gofmt -w` (not get, install, mod)",
-        members: Members::Subcommands(
-            "go",
-            &[
-                ("build", Flags::Any),
-                ("test", Flags::Any),
-                ("vet", Flags::Any),
-                ("run", Flags::Any),
-                ("list", Flags::Any),
-                ("fmt", Flags::Any),
-            ],
-        ),
-    },
-    Family {
-        name: "go's local build, test and format",
-        shows: "`go build|test|vet|run|list|fmt`, `gofmt -w` (not get, install, mod)",
-        members: Members::Classes(&["gofmt -w WS_PATH", "gofmt -l -w WS_PATH"]),
-    },
-    Family {
-        name: "python's virtual environment, offline",
-        shows: "`python3 -m venv D`, `D/bin/pip install --no-index [--find-links DIR] [-r FILE] [-e DIR] PKG`, `D/bin/pip uninstall -y PKG` (installs beneath the environment it runs from; never the index, `--target`, `--prefix` or `--user`)",
-        members: Members::Classes(&["python3 -m venv WS_PATH", "python -m venv WS_PATH"]),
-    },
-    Family {
-        name: "python's virtual environment, offline",
-        shows: "`python3 -m venv D`, `D/bin/pip install --no-index [--find-links DIR] [-r FILE] [-e DIR] PKG`, `D/bin/pip uninstall -y PKG` (installs beneath the environment it runs from; never the index, `--target`, `--prefix` or `--user`)",
-        members: Members::Subcommands("pip", PIP_OFFLINE),
-    },
-    Family {
-        name: "python's virtual environment, offline",
-        shows: "`python3 -m venv D`, `D/bin/pip install --no-index [--find-links DIR] [-r FILE] [-e DIR] PKG`, `D/bin/pip uninstall -y PKG` (installs beneath the environment it runs from; never the index, `--target`, `--prefix` or `--user`)",
-        members: Members::Subcommands("pip3", PIP_OFFLINE),
-    },
-    Family {
-        name: NPM,
-        shows: NPM_SHOWS,
-        members: Members::Subcommands(
-            "npm",
-            &[
-                ("run", Flags::Any),
-                ("run-script", Flags::Any),
-                ("test", Flags::Any),
-                ("start", Flags::Any),
-                ("pkg", Flags::Any),
-                ("version", Flags::Only(&["--no-git-tag-version"])),
-                ("init", Flags::Only(crate::classify::npm::INIT_FLAGS)),
-                ("install", Flags::Only(crate::classify::npm::INSTALL_FLAGS)),
-                ("i", Flags::Only(crate::classify::npm::INSTALL_FLAGS)),
-                ("add", Flags::Only(crate::classify::npm::INSTALL_FLAGS)),
-            ],
-        ),
-    },
-    Family {
-        name: NPM,
-        shows: NPM_SHOWS,
-        // any tool name: on the overlay npx runs only what node_modules/.bin holds
-        // (`classify` asks up front for `-p`, `--yes`, `-c`, which download or run a string)
-        members: Members::Subcommands("npx", &[(ANY_NAME, Flags::Any)]),
-    },
-];
-
-/// pip's offline installs and uninstalls (what they write: `bash::effects`' `Environment`).
-const PIP_OFFLINE: &[(&str, Flags)] = &[
-    (
-        "install",
-        Flags::Requires(
-            "--no-index",
-            &[
-                "--find-links",
-                "-f",
-                "-r",
-                "--requirement",
-                "-c",
-                "--constraint",
-                "-e",
-                "--editable",
-                "--no-build-isolation",
-                "--no-deps",
-                "-U",
-                "--upgrade",
-                "-q",
-                "--quiet",
-                "--no-cache-dir",
-                "--disable-pip-version-check",
-            ],
-        ),
-    ),
-    ("uninstall", Flags::Only(&["-y", "--yes", "-q", "--quiet"])),
-];
-
-/// A [`Members::Subcommands`] entry standing for any name the program takes as its first
-/// operand (not an argument kind: `WS_PATH`, `LITERAL`…).
+/// A member's subcommand standing for any name the program takes as its first operand (not an
+/// argument kind: `WS_PATH`, `LITERAL`…).
 const ANY_NAME: &str = "*";
 
-/// Operand kinds a [`Members::Subcommands`] member may carry.
+/// Operand kinds a subcommand member may carry: inside the workspace or plain data, never
+/// `PATH(…)`, a glob or an expansion.
 const FAMILY_KINDS: &[&str] = &["WS_PATH", "LITERAL", "NUM", "MSG"];
 
-/// One spelling for operations git spells several ways.
-const SAME_AS: &[(&str, &str)] = &[
-    ("git checkout -b LITERAL", "git switch -c LITERAL"),
-    ("git checkout LITERAL", "git switch LITERAL"),
-    ("git stash -m LITERAL MSG", "git stash"),
-    ("git init -b LITERAL", "git init"),
-    ("git tag -a -m LITERAL MSG", "git tag LITERAL"),
-    ("git checkout WS_PATH", "git restore WS_PATH"),
-    ("git add", "git add WS_PATH"),
-];
+/// The program table (None: it failed to load, and nothing is covered but a signature itself).
+fn table() -> Option<&'static Table> {
+    programs::table().ok()
+}
 
 /// A signature's class: its family's name, or the normalised signature text.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -408,75 +93,70 @@ pub fn taught_line(f: &Family) -> String {
     )
 }
 
-/// The normalised text, one spelling for git's several ([`SAME_AS`]).
+/// The normalised text, one spelling for a program's several (its entry's `same_as`).
 fn spelled(text: &str) -> String {
     let normal = normalise(text);
-    SAME_AS
-        .iter()
-        .find(|(from, _)| *from == normal)
-        .map_or(normal, |(_, to)| to.to_string())
+    match table().and_then(|t| t.same_as(&normal)) {
+        Some(to) => to.to_string(),
+        None => normal,
+    }
 }
 
 fn family_of_normal(normal: &str) -> Option<&'static Family> {
-    FAMILIES.iter().find(|f| member(&f.members, normal))
+    table()?.families.iter().find(|f| {
+        f.classes.iter().any(|c| c == normal) || f.members.iter().any(|m| member(m, normal))
+    })
 }
 
-fn member(m: &Members, normal: &str) -> bool {
-    match m {
-        Members::Classes(cs) => cs.contains(&normal),
-        Members::Subcommands(prog, subs) => {
-            let toks: Vec<&str> = normal.split(' ').collect();
-            if toks.first() != Some(prog) {
-                return false;
-            }
-            // git's subcommand comes right after it ([`normalise`] keeps any global option
-            // before it, and one there is not a member); another program's flags are sorted
-            // before its subcommand.
-            let at = if *prog == "git" {
-                1
-            } else {
-                match toks.iter().skip(1).position(|t| !t.starts_with('-')) {
-                    Some(i) => i + 1,
-                    None => return false,
-                }
-            };
-            let named = |sub: &str, s: &str| {
-                s == sub
-                    || (s == ANY_NAME
-                        && !sub.starts_with("PATH(")
-                        && sub.chars().any(|c| c.is_ascii_lowercase()))
-            };
-            let Some((_, flags)) = toks
-                .get(at)
-                .and_then(|sub| subs.iter().find(|(s, _)| named(sub, s)))
-            else {
-                return false;
-            };
-            let flag_name = |t: &&str| t.split_once('=').map_or(*t, |(n, _)| n).to_string();
-            if let Flags::Requires(needed, _) = flags {
-                if !toks.iter().any(|t| flag_name(t) == *needed) {
-                    return false;
-                }
-            }
-            toks.iter()
-                .enumerate()
-                .filter(|(i, _)| *i != 0 && *i != at)
-                .all(|(_, t)| {
-                    if t.starts_with('-') {
-                        let name = flag_name(t);
-                        match flags {
-                            Flags::Any => true,
-                            Flags::Only(ok) => ok.contains(&name.as_str()),
-                            Flags::Requires(needed, ok) => {
-                                name == *needed || ok.contains(&name.as_str())
-                            }
-                        }
-                    } else {
-                        FAMILY_KINDS.contains(t)
-                    }
-                })
+/// Whether the normalised text is a subcommand of the member's programs with only the flags
+/// and operand kinds it may carry.
+fn member(m: &Member, normal: &str) -> bool {
+    let toks: Vec<&str> = normal.split(' ').collect();
+    let Some(prog) = toks.first().filter(|p| m.programs.iter().any(|x| x == *p)) else {
+        return false;
+    };
+    // git's subcommand comes right after it ([`normalise`] keeps any global option before it,
+    // and one there is not a member); another program's flags are sorted before its subcommand.
+    let at = if *prog == "git" {
+        1
+    } else {
+        match toks.iter().skip(1).position(|t| !t.starts_with('-')) {
+            Some(i) => i + 1,
+            None => return false,
+        }
+    };
+    let named = |sub: &str| {
+        m.subcommands.iter().any(|s| {
+            s == sub
+                || (s == ANY_NAME
+                    && !sub.starts_with("PATH(")
+                    && sub.chars().any(|c| c.is_ascii_lowercase()))
+        })
+    };
+    if !toks.get(at).is_some_and(|s| named(s)) {
+        return false;
+    }
+    let flag_name = |t: &&str| t.split_once('=').map_or(*t, |(n, _)| n).to_string();
+    if let Some(needed) = &m.requires {
+        if !toks.iter().any(|t| flag_name(t) == *needed) {
+            return false;
         }
     }
+    toks.iter()
+        .enumerate()
+        .filter(|(i, _)| *i != 0 && *i != at)
+        .all(|(_, t)| {
+            if !t.starts_with('-') {
+                return FAMILY_KINDS.contains(t);
+            }
+            let name = flag_name(t);
+            m.requires.as_deref() == Some(name.as_str())
+                || match &m.flags {
+                    MemberFlags::Only(ok) => ok.contains(&name),
+                    // "any" (a list's name was resolved when the table loaded)
+                    MemberFlags::Named(_) => true,
+                }
+        })
 }
 
 /// The signature text without neutral flags, safe `-c` keys and repeated kinds; flags sorted.
@@ -496,7 +176,7 @@ fn normalise(text: &str) -> String {
                     head.push(format!("-c {}", rest.get(i + 1).unwrap_or(&"")));
                 }
                 i += 2;
-            } else if GLOBAL_VALUE.contains(&t) {
+            } else if is_global_value(t) {
                 head.push(format!("{t} {}", rest.get(i + 1).unwrap_or(&"")));
                 i += 2;
             } else if t.starts_with('-') {
@@ -513,10 +193,7 @@ fn normalise(text: &str) -> String {
         Some(s) => (vec![s.to_string()], &rest[1..]),
         None => (Vec::new(), rest),
     };
-    let neutral = |t: &str| {
-        NEUTRAL.iter().any(|(p, fl)| *p == prog && fl.contains(&t))
-            || sub.is_some_and(|s| GIT_NEUTRAL.iter().any(|(g, fl)| *g == s && fl.contains(&t)))
-    };
+    let neutral = |t: &str| table().is_some_and(|tb| tb.neutral(prog, sub, t));
     let mut flags: Vec<String> = Vec::new();
     let mut kinds: Vec<String> = Vec::new();
     for t in args {
@@ -545,9 +222,8 @@ fn normalise(text: &str) -> String {
 
 /// `rm -rf` / `cp -av`: the recursive flag alone (`-r`), or None when `t` is not one.
 fn recursive_flag(prog: &str, t: &str) -> Option<String> {
-    let (_, letters, long) = RECURSIVE_FLAG.iter().find(|(p, _, _)| *p == prog)?;
-    let short = !t.starts_with("--") && t[1..].chars().any(|c| letters.contains(&c));
-    (short || long.contains(&t)).then(|| "-r".to_string())
+    let r = table()?.recursive(prog)?;
+    r.flag(t).then(|| "-r".to_string())
 }
 
 #[cfg(test)]

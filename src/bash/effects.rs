@@ -14,16 +14,16 @@
 //! 2. **Every path the change set touches is named by the command**: an argument of one of its
 //!    write operations (the ones the signature abstracts as `WS_PATH`, or a plain name, or a
 //!    `--flag=FILE` value), a redirect target, or what git writes through a declared *companion*
-//!    of one of its operations in the repository it runs in (`protected::COMPANIONS`). A
+//!    of one of its operations in the repository it runs in (git's `companions` in its entry). A
 //!    directory argument covers the paths beneath it only for programs whose semantics are
 //!    recursive on it
-//!    (`RECURSIVE`: `rm -r`, `cp -r`/`-a`, `mv`, `chmod -R`, ...), never for the workspace root
+//!    (the program entry's `recursive`: `rm -r`, `cp -r`/`-a`, `mv`, `chmod -R`, ...), never for the workspace root
 //!    itself; `mkdir -p` also covers the directories it creates above its argument, `sed -i.bak`
 //!    its backups. Conservative on purpose: globs, computed
 //!    arguments (`$x`, `$(...)`) and one-letter flags with the value attached name nothing, so a
 //!    change set they produce asks.
 //! 3. **git rewriting its working tree** (issue 35): `git switch` / `checkout` / `restore` /
-//!    `stash` / `stash pop` / `merge` in their plain forms (`protected::TREE_FORMS`) rewrite
+//!    `stash` / `stash pop` / `merge` in their plain forms (git's `tree_forms`) rewrite
 //!    tracked files the command does not name, from the repository's objects — content that
 //!    earlier change sets (a human's, or learned ones, each judged path by path) put there. Such
 //!    a change (outside any git dir, inside that repository's working tree) is covered only when
@@ -44,40 +44,27 @@ use crate::bash::protected::Judgement;
 use crate::bash::signatures;
 use crate::classify::types::OpKind;
 use crate::classify::{CheckReport, Operation};
+use crate::programs::Companion;
 use std::collections::BTreeSet;
 use std::path::{Component, Path, PathBuf};
 
-/// Programs whose directory arguments cover what lies beneath them, and the flags that make
-/// them recursive (`None`: always, as `mv` moving a directory). One-letter flags also count
-/// inside a bundle (`-rf`, `-av`).
-const RECURSIVE: &[(&str, Option<&[&str]>)] = &[
-    ("rm", Some(&["-r", "-R", "--recursive"])),
-    ("cp", Some(&["-r", "-R", "-a", "--recursive", "--archive"])),
-    ("mv", None),
-    ("chmod", Some(&["-R", "--recursive"])),
-    ("chown", Some(&["-R", "--recursive"])),
-    ("chgrp", Some(&["-R", "--recursive"])),
-    ("rsync", Some(&["-r", "-a", "--recursive", "--archive"])),
-];
-
 fn has_flag(op: &Operation, flags: &[&str]) -> bool {
-    op.args.iter().any(|a| {
-        flags.iter().any(|f| {
-            a == f
-                || (f.len() == 2
-                    && !f.starts_with("--")
-                    && a.starts_with('-')
-                    && !a.starts_with("--")
-                    && a[1..].chars().all(|c| c.is_ascii_alphabetic())
-                    && a[1..].contains(&f[1..]))
-        })
-    })
+    op.args
+        .iter()
+        .any(|a| flags.iter().any(|f| crate::programs::flag_given(a, f)))
 }
 
+/// Whether `op`'s directory arguments cover what lies beneath them (its entry's `recursive`:
+/// `rm -r`, `cp -a`, `chmod -R`; `mv` always).
 fn recursive(op: &Operation) -> bool {
-    RECURSIVE
-        .iter()
-        .any(|(p, flags)| *p == op.program && flags.is_none_or(|f| has_flag(op, f)))
+    let Ok(t) = crate::programs::table() else {
+        return false;
+    };
+    match t.recursive(&op.program) {
+        Some(crate::programs::Recursive::Always) => true,
+        Some(r) => op.args.iter().any(|a| r.flag(a)),
+        None => false,
+    }
 }
 
 /// `sed -i.bak` / `--in-place=.bak` keeps a backup next to each file it edits (a suffix with `*`,
@@ -97,188 +84,37 @@ fn backup_suffix(op: &Operation) -> Option<&str> {
 }
 
 /// What a runner or formatter writes in the workspace by its nature, besides its arguments
-/// (issue 35): declared here, like git's companions (`protected::COMPANIONS`), so that a learned
-/// signature's change set counts as named. Build output and caches are not here: they go to the
-/// runner cache outside the workspace (`bash::runners`).
+/// (issue 35), is its program entry's `companions` (`src/programs/`), like git's companions
+/// (git's `companions` in its entry), so that a learned signature's change set counts as named. Build
+/// output and caches are not there: they go to the runner cache outside the workspace
+/// (`bash::runners`). What each kind covers is this module's:
 ///
-/// - `Lock(names)`: these files in the working directory or a directory above it in the
-///   workspace (a member of a cargo workspace updates the root's `Cargo.lock`);
-/// - `Sources(exts)`: files with these extensions beneath each directory argument (`./...` is
-///   its directory), or beneath the working directory when the operation names none — the
-///   workspace root included, since `prettier --write .` is the point. A file argument covers
-///   its own directory only for `rustfmt`, which formats the modules a file declares.
+/// - `lock`: these files in the working directory or a directory above it in the workspace (a
+///   member of a cargo workspace updates the root's `Cargo.lock`);
+/// - `sources`: files with these extensions beneath each directory argument (`./...` is its
+///   directory), or beneath the working directory when the operation names none — the workspace
+///   root included, since `prettier --write .` is the point; with `file_dir`, a file argument
+///   covers its own directory (rustfmt formats the modules a file declares);
+/// - `edits`: files of the working directory the subcommand exists to edit (`npm pkg set` edits
+///   `package.json`): named by the command, so an implicitly run file is no exception;
+/// - `beneath`: the directories the command names, with everything beneath them
+///   (`python3 -m venv DIR`);
+/// - `new_project`: the directory `cargo new PATH` makes, with everything beneath it; for
+///   `cargo init [PATH]` only the files it lists (the git dir stays `bash::protected`'s);
+/// - `environment`: the virtual environment the program runs from (`D/bin/pip install
+///   --no-index …` installs beneath `D` when `D/pyvenv.cfg` is a file, read without following
+///   symlinks);
+/// - `outputs`: these directories of the working directory, with everything beneath them;
+/// - `clone_tree`: the working tree `git clone` of a local path checks out;
+/// - `bin_modes`: the executables `package.json`'s `bin` declares gain execute bits, nothing
+///   else.
 ///
-/// Never a companion, whatever the table says: a protected path (judged first), and a file the
-/// operator's tools run by themselves when they build, install or test ([`IMPLICITLY_RUN`]):
-/// a formatter that rewrote `build.rs` or `package.json` asks.
-#[derive(Debug, Clone, Copy)]
-pub enum Companion {
-    Lock(&'static [&'static str]),
-    Sources(&'static [&'static str]),
-    /// Files of the working directory the subcommand exists to edit (`npm pkg set` edits
-    /// `package.json`): named by the command, so an implicitly run file is no exception —
-    /// the command's arguments say the change, as `> package.json` would.
-    Edits(&'static [&'static str]),
-    /// The directories the command names, with everything beneath them (`python3 -m venv DIR`).
-    Beneath,
-    /// The new project directory `cargo new PATH` makes, with everything beneath it; for
-    /// `cargo init [PATH]`, which makes a project in a directory that may hold other work, only
-    /// the files cargo writes there ([`CARGO_INIT_FILES`]). The git dir stays
-    /// `bash::protected`'s either way: only as a fresh `git init` makes it.
-    NewProject,
-    /// The virtual environment the program runs from: `D/bin/pip install --no-index …` installs
-    /// beneath `D`, when `D` is a directory of the workspace holding a `pyvenv.cfg` (read
-    /// without following symlinks) — never the working directory's other files.
-    Environment,
-    /// These directories of the working directory, with everything beneath them: what npm
-    /// installs (`node_modules`) and what a package's build writes by convention (`dist`,
-    /// `build`, `coverage`).
-    Outputs(&'static [&'static str]),
-    /// The working tree `git clone` of a local path checks out: the directory it makes, with
-    /// everything beneath it (its git dir stays `bash::protected`'s: only as git makes it).
-    CloneTree,
-    /// The executables the package in the working directory declares (`package.json`'s
-    /// `bin`, read without following symlinks): npm makes them executable when it links them
-    /// — a mode change that adds execute bits and nothing else.
-    BinModes,
-}
-
-const RS: &[&str] = &["rs"];
-const GO: &[&str] = &["go"];
-const PY: &[&str] = &["py", "pyi"];
-const JS: &[&str] = &[
-    "js", "jsx", "ts", "tsx", "mjs", "cjs", "mts", "cts", "vue", "svelte",
-];
-const PRETTIER: &[&str] = &[
-    "js", "jsx", "ts", "tsx", "mjs", "cjs", "mts", "cts", "vue", "svelte", "json", "css", "scss",
-    "less", "md", "mdx", "yaml", "yml", "html", "graphql",
-];
-/// What `cargo init` writes in the directory it makes a project in (`.gitignore`: it appends
-/// `/target` to one that is there).
-const CARGO_INIT_FILES: &[&str] = &[
-    "Cargo.toml",
-    ".gitignore",
-    "src",
-    "src/main.rs",
-    "src/lib.rs",
-];
-/// A [`RUNNER_COMPANIONS`] subcommand standing for any (npx's tool name).
-const ANY_TOOL: &str = "*";
-const NPM_SCRIPTS: &[&str] = &["run", "run-script", "test", "start"];
-const NPM_INSTALLS: &[&str] = &["install", "i", "add"];
-const NPM_OUTPUTS: &[&str] = &["dist", "build", "coverage"];
-const CARGO_BUILDS: &[&str] = &[
-    "build", "b", "check", "c", "test", "t", "bench", "run", "r", "doc", "d", "clippy", "tree",
-    "metadata", "pkgid",
-];
-
-/// (program, subcommand or `""` for none, a flag that must be given or `""`, companion). The
-/// classifier (the program entries) decides which of these are local; the network ones never have a
-/// learnable signature, so their companions are never used.
-pub const RUNNER_COMPANIONS: &[(&str, &[&str], &str, Companion)] = &[
-    ("cargo", CARGO_BUILDS, "", Companion::Lock(&["Cargo.lock"])),
-    ("cargo", &["fmt"], "", Companion::Sources(RS)),
-    ("cargo", &["fix"], "", Companion::Sources(RS)),
-    ("cargo", &["fix"], "", Companion::Lock(&["Cargo.lock"])),
-    ("cargo", &["clippy"], "--fix", Companion::Sources(RS)),
-    ("rustfmt", &[""], "", Companion::Sources(RS)),
-    ("go", &["fmt"], "", Companion::Sources(GO)),
-    ("gofmt", &[""], "-w", Companion::Sources(GO)),
-    ("black", &[""], "", Companion::Sources(PY)),
-    ("isort", &[""], "", Companion::Sources(PY)),
-    ("ruff", &["format"], "", Companion::Sources(PY)),
-    ("ruff", &["check"], "--fix", Companion::Sources(PY)),
-    (
-        "npx",
-        &["prettier"],
-        "--write",
-        Companion::Sources(PRETTIER),
-    ),
-    ("npx", &["prettier"], "-w", Companion::Sources(PRETTIER)),
-    ("npx", &["eslint"], "--fix", Companion::Sources(JS)),
-    // a package's own linter with `--fix` rewrites the sources it is given, as eslint does
-    ("npx", &[ANY_TOOL], "--fix", Companion::Sources(JS)),
-    ("npx", &[ANY_TOOL], "", Companion::Outputs(NPM_OUTPUTS)),
-    ("npx", &[ANY_TOOL], "", Companion::BinModes),
-    ("npm", NPM_SCRIPTS, "", Companion::Outputs(NPM_OUTPUTS)),
-    ("npm", NPM_SCRIPTS, "", Companion::BinModes),
-    ("npm", &["init"], "", Companion::Edits(&["package.json"])),
-    ("git", &["clone"], "", Companion::CloneTree),
-    (
-        "npm",
-        NPM_INSTALLS,
-        "",
-        Companion::Edits(&["package.json", "package-lock.json"]),
-    ),
-    (
-        "npm",
-        NPM_INSTALLS,
-        "",
-        Companion::Outputs(&["node_modules"]),
-    ),
-    (
-        "npm",
-        &["pkg", "version"],
-        "",
-        Companion::Edits(&["package.json", "package-lock.json"]),
-    ),
-    ("go", &["mod"], "", Companion::Edits(&["go.mod", "go.sum"])),
-    (
-        "cargo",
-        &["add", "remove", "rm"],
-        "",
-        Companion::Edits(&["Cargo.toml"]),
-    ),
-    (
-        "cargo",
-        &["add", "remove", "rm", "update", "generate-lockfile"],
-        "",
-        Companion::Lock(&["Cargo.lock"]),
-    ),
-    ("cargo", &["new", "init"], "", Companion::NewProject),
-    ("python3", &["-m venv"], "", Companion::Beneath),
-    ("python", &["-m venv"], "", Companion::Beneath),
-    (
-        "pip",
-        &["install", "uninstall"],
-        "--no-index",
-        Companion::Environment,
-    ),
-    (
-        "pip3",
-        &["install", "uninstall"],
-        "--no-index",
-        Companion::Environment,
-    ),
-    ("pip", &["uninstall"], "", Companion::Environment),
-    ("pip3", &["uninstall"], "", Companion::Environment),
-    ("python3", &["-m pip"], "--no-index", Companion::Environment),
-    ("python", &["-m pip"], "--no-index", Companion::Environment),
-];
-
-/// Files the operator's tools run by themselves (a build script, a package's scripts, a test
-/// configuration): never a companion, so a runner or formatter that changed one asks, even under
-/// a learned signature. A command that names one (`sed -i ... build.rs`) is another matter: its
-/// learned signature covers what it names (protected paths aside).
-pub const IMPLICITLY_RUN: &[&str] = &[
-    "build.rs",
-    "setup.py",
-    "conftest.py",
-    "noxfile.py",
-    "fabfile.py",
-    "package.json",
-    "tsconfig.json",
-    "jsconfig.json",
-    "sitecustomize.py",
-    "usercustomize.py",
-    "Gruntfile.js",
-    "gulpfile.js",
-    "Jakefile.js",
-];
-
+/// Never a companion, whatever the entries say: a protected path (judged first), and a file the
+/// operator's tools run by themselves when they build, install or test (an entry's
+/// `implicitly_run`): a formatter that rewrote `build.rs` or `package.json` asks.
 fn implicitly_run(path: &str) -> bool {
     let name = path.rsplit('/').next().unwrap_or(path);
-    IMPLICITLY_RUN.contains(&name)
+    crate::programs::table().map_or(true, |t| t.implicitly_run(name))
         || name.starts_with('.')
         || name
             .rsplit_once('.')
@@ -295,11 +131,11 @@ struct Named {
     /// Lock files: (name, directories it may be in).
     locks: Vec<(&'static str, Vec<String>)>,
     /// Sources: (directory, extensions).
-    sources: Vec<(String, &'static [&'static str])>,
+    sources: Vec<(String, &'static [String])>,
     /// Files found by one name pattern beneath a directory (`find ROOT -name PATTERN` feeding
     /// `-delete` or `-exec rm`): (root, pattern, recursive) — deletions only.
     found: Vec<(String, String, bool)>,
-    /// Files that may gain execute bits and nothing else ([`Companion::BinModes`]).
+    /// Files that may gain execute bits and nothing else (a `bin_modes` companion).
     bin_modes: Vec<String>,
 }
 
@@ -325,13 +161,10 @@ fn runner_companions(n: &mut Named, op: &Operation, workdir: &Path, workspace: &
     let workdir = here.as_path();
     let w = signatures::walk_args(op, workdir, workspace);
     let sub = w.sub.as_deref().unwrap_or("");
-    for (prog, subs, flag, c) in RUNNER_COMPANIONS {
-        if *prog != op.program
-            || !(subs.contains(&sub) || (subs.contains(&ANY_TOOL) && !sub.is_empty()))
-            || (!flag.is_empty() && !has_flag(op, &[flag]))
-        {
-            continue;
-        }
+    let Ok(table) = crate::programs::table() else {
+        return;
+    };
+    for c in table.companions(&op.program, sub, &op.args) {
         match c {
             Companion::Edits(names) => {
                 n.exact.extend(names.iter().filter_map(|f| {
@@ -347,18 +180,18 @@ fn runner_companions(n: &mut Named, op: &Operation, workdir: &Path, workspace: &
                         .filter(|r| !r.is_empty()),
                 );
             }
-            Companion::NewProject => {
+            Companion::NewProject(init_files) => {
                 let Some(dir) =
                     signatures::cargo_new(op).and_then(|(p, _)| relative(&p, workdir, workspace))
                 else {
                     continue;
                 };
                 if sub == "init" {
-                    let file = |f: &&str| match dir.as_str() {
-                        "" => f.to_string(),
+                    let file = |f: &String| match dir.as_str() {
+                        "" => f.clone(),
                         d => format!("{d}/{f}"),
                     };
-                    n.exact.extend(CARGO_INIT_FILES.iter().map(file));
+                    n.exact.extend(init_files.iter().map(file));
                     n.exact.extend(Some(dir).filter(|d| !d.is_empty()));
                 } else if !dir.is_empty() {
                     n.beneath.push(dir);
@@ -387,9 +220,13 @@ fn runner_companions(n: &mut Named, op: &Operation, workdir: &Path, workspace: &
             }
             Companion::Lock(names) => {
                 let dirs = up_to_root(workdir, workspace);
-                n.locks.extend(names.iter().map(|l| (*l, dirs.clone())));
+                n.locks
+                    .extend(names.iter().map(|l| (l.as_str(), dirs.clone())));
             }
-            Companion::Sources(exts) => {
+            Companion::Sources {
+                extensions,
+                file_dir,
+            } => {
                 let mut dirs: Vec<String> = Vec::new();
                 for (k, a) in w
                     .kinds
@@ -406,7 +243,7 @@ fn runner_companions(n: &mut Named, op: &Operation, workdir: &Path, workspace: &
                     };
                     if workspace.join(&rel).is_dir() || rel.is_empty() {
                         dirs.push(rel);
-                    } else if op.program == "rustfmt" {
+                    } else if *file_dir {
                         dirs.push(
                             rel.rsplit_once('/')
                                 .map_or(String::new(), |(h, _)| h.to_string()),
@@ -416,7 +253,8 @@ fn runner_companions(n: &mut Named, op: &Operation, workdir: &Path, workspace: &
                 if w.kinds.is_empty() {
                     dirs.extend(relative(".", workdir, workspace));
                 }
-                n.sources.extend(dirs.into_iter().map(|d| (d, *exts)));
+                n.sources
+                    .extend(dirs.into_iter().map(|d| (d, extensions.as_slice())));
             }
         }
     }
@@ -504,7 +342,7 @@ fn companion_covers(n: &Named, path: &str) -> bool {
                     .is_some_and(|r| r.starts_with('/')))
                 && name
                     .rsplit_once('.')
-                    .is_some_and(|(s, e)| !s.is_empty() && exts.contains(&e))
+                    .is_some_and(|(s, e)| !s.is_empty() && exts.iter().any(|x| x == e))
         })
 }
 

@@ -541,8 +541,12 @@ fn command_variants(op: &Operation, e: &Example, ws: &Path) -> Vec<(String, Stri
         }
     }
     // Each kind changed at its first place (repeated ones are interchangeable: `WS_PATH...`),
-    // and at its last for programs whose last operand is the one written (`cp SRC DST`).
-    let last_too = matches!(prog, "cp" | "mv" | "ln" | "install" | "rsync");
+    // and at its last for programs whose last operand is the one written (`cp SRC DST`: its
+    // entry's `operands = "read_then_write"`).
+    let last_too = crate::programs::table()
+        .ok()
+        .and_then(|t| t.spec(prog))
+        .is_some_and(|s| s.operands == "read_then_write");
     let kept: Vec<(usize, &str, &str)> = at
         .iter()
         .enumerate()

@@ -18,9 +18,9 @@
 //!    symlink, at any depth, any case) and anything in a **directory shaped like a git dir**
 //!    (`HEAD` beside `objects`, `refs`, `commondir` or `config`, after the change set), except
 //!    what git itself writes through a declared companion of one of the command's operations,
-//!    in the repository the command runs in only ([`COMPANIONS`]; never `objects/info/**`, refs
+//!    in the repository the command runs in only (git's `companions`; never `objects/info/**`, refs
 //!    only of the branch `HEAD` names), and what the plain forms of git's local bookkeeping
-//!    write there ([`LOCAL_COMPANIONS`], issue 35: refs only of the names the command gives,
+//!    write there (git's `local_companions`, issue 35: refs only of the names the command gives,
 //!    `HEAD` only as a ref to a branch it names — checked on the change set's content hash —,
 //!    a fresh `git init` git dir only byte for byte as git makes it);
 //! 3. the operator's `protected_paths`, and **what the operator's tools run or obey** — every
@@ -55,157 +55,86 @@ pub const GIT_RULE: (&str, &str) = ("**/.git/**", "git reads its config, hooks, 
 pub const DOTFILE_RULE: &str = "**/.*";
 const DOTFILE_WHY: &str = "a dot-file or dot-directory: tools read these as configuration (protected by default; caches and build output go in `data_paths`)";
 
-/// What git writes besides its arguments, per subcommand, relative to the git dir of the
-/// repository the command runs in (observed with git 2.x on fresh and existing repositories;
-/// the tests pin them). `{branch}`: the branch `HEAD` names before the command, and any branch
-/// a `switch` form of the same command names (a commit or merge after `git switch X` writes
-/// `X`). Never `objects/info/**` ([`NEVER_COMPANION`]): alternates, commit-graph chains, packs
-/// lists.
-pub const COMPANIONS: &[(&str, &[&str])] = &[
-    ("add", &["index", "objects/**"]),
-    ("rm", &["index"]),
-    ("mv", &["index"]),
-    (
-        "commit",
-        &[
-            "index",
-            "objects/**",
-            "COMMIT_EDITMSG",
-            "logs/HEAD",
-            "refs/heads/{branch}",
-            "logs/refs/heads/{branch}",
-            // git 2.42+ removes the `AUTO_MERGE` a stash or merge left (a ref to a tree)
-            "AUTO_MERGE",
-        ],
-    ),
-];
+/// What this module knows of git, from git's program entry (`src/programs/git.toml`, its
+/// `maps` and `lists`):
+///
+/// - `companions`: what git writes besides its arguments, per subcommand, relative to the git
+///   dir of the repository the command runs in (observed with git 2.x; the tests pin them).
+///   `{branch}`: the branch `HEAD` names before the command, and any branch a `switch` form of
+///   the same command names. Never `objects/info/**` ([`NEVER_COMPANION`]).
+/// - `local_companions`: git's local bookkeeping (issue 35), keyed by the form
+///   `classify::git::local_form` gives (the plain spellings only). `{named}`: each branch or tag
+///   name the command gives that form. `HEAD -> {named}`: `HEAD` only when its content after
+///   the command is exactly `ref: refs/heads/NAME` for a name the command gives. Not
+///   companions, on purpose: `config`, `packed-refs`, `MERGE_*`, other refs and their logs,
+///   `hooks/**`, `info/**`, `objects/info/**`. `init` is judged apart (`init_dirs`,
+///   `init_configs`, the operator's template files).
+/// - `tree_forms`: the forms that rewrite tracked files of the working tree (`effects` decides
+///   what that covers); `init_dirs` (`""`: the git dir itself), `init_configs` (the only
+///   `config` a fresh `git init` may leave, byte for byte), `template_dirs` (git's default
+///   templates: a fresh git dir's `description`, `info/exclude`, `hooks/*.sample` with the same
+///   bytes are companions of `init`), `hooks` (the names git runs from a hooks directory),
+///   `clone_dirs` and `clone_refs` (what `git clone` makes in the new git dir).
+struct Git {
+    companions: &'static BTreeMap<String, Vec<String>>,
+    local_companions: &'static BTreeMap<String, Vec<String>>,
+    tree_forms: &'static [String],
+    init_dirs: &'static [String],
+    init_configs: &'static [String],
+    template_dirs: &'static [String],
+    hooks: &'static [String],
+    clone_dirs: &'static [String],
+    clone_refs: &'static [String],
+}
 
-/// git's local bookkeeping (issue 35), keyed by the form `classify::git::local_form` gives (the
-/// plain spellings only: a force, track, sign, strategy, template or editor flag is no form, and
-/// what git writes then stays protected). `{named}`: each branch or tag name the command gives
-/// that form (`git switch -`: the branch `logs/HEAD` says was checked out before). `HEAD ->
-/// {named}`: `HEAD` only when its content after the command is exactly `ref: refs/heads/NAME`
-/// for a name the command gives (a content check on the change set's hash: `HEAD` pointing at
-/// another branch, a detached commit or anything else stays protected). Not companions, on
-/// purpose: `config` (a deleted branch's `branch.NAME.*` section asks), `packed-refs` (one file
-/// holding every ref: rewriting it may move any of them), `MERGE_HEAD` / `MERGE_MSG` /
-/// `MERGE_MODE` (a conflicted merge: the operator's next commit would take the agent's parents
-/// and message — a human looks at the conflict anyway), other refs and their logs, `hooks/**`,
-/// `info/**`, `objects/info/**`. `init` is judged apart ([`INIT_DIRS`], [`INIT_CONFIGS`],
-/// the operator's template files).
-pub const LOCAL_COMPANIONS: &[(&str, &[&str])] = &[
-    (
-        "switch",
-        &["HEAD -> {named}", "index", "logs/HEAD", "AUTO_MERGE"],
-    ),
-    (
-        "switch -c",
-        &[
-            "HEAD -> {named}",
-            "index",
-            "logs/HEAD",
-            "AUTO_MERGE",
-            "refs/heads/{named}",
-            "logs/refs/heads/{named}",
-        ],
-    ),
-    ("restore", &["index"]),
-    ("branch", &["refs/heads/{named}", "logs/refs/heads/{named}"]),
-    (
-        "branch -d",
-        &["refs/heads/{named}", "logs/refs/heads/{named}"],
-    ),
-    ("tag", &["refs/tags/{named}", "objects/**"]),
-    ("tag -d", &["refs/tags/{named}"]),
-    (
-        "stash",
-        &[
-            "refs/stash",
-            "logs/refs/stash",
-            "index",
-            "objects/**",
-            "ORIG_HEAD",
-            "AUTO_MERGE",
-            "logs/HEAD",
-        ],
-    ),
-    (
-        "stash pop",
-        &[
-            "refs/stash",
-            "logs/refs/stash",
-            "index",
-            "objects/**",
-            "AUTO_MERGE",
-        ],
-    ),
-    ("stash drop", &["refs/stash", "logs/refs/stash"]),
-    (
-        "merge",
-        &[
-            "index",
-            "objects/**",
-            "ORIG_HEAD",
-            "AUTO_MERGE",
-            "logs/HEAD",
-            "refs/heads/{branch}",
-            "logs/refs/heads/{branch}",
-        ],
-    ),
-    ("init", &[]),
-    ("clone", &[]),
-];
+/// git's knowledge, or why the program table has none (then every change set that needs it
+/// asks: no companion, and a repository's hooks directory at the root protects everything).
+fn git() -> Result<&'static Git, &'static str> {
+    static GIT: std::sync::OnceLock<Result<Git, String>> = std::sync::OnceLock::new();
+    GIT.get_or_init(|| {
+        let t = crate::programs::table().map_err(|e| format!("{e:#}"))?;
+        let spec = t.spec("git").ok_or("the program table has no entry for git")?;
+        let map = |k: &str| {
+            spec.maps
+                .get(k)
+                .ok_or_else(|| format!("git's entry has no `maps.{k}`"))
+        };
+        let list = |k: &str| {
+            spec.lists
+                .get(k)
+                .map(Vec::as_slice)
+                .ok_or_else(|| format!("git's entry has no `lists.{k}`"))
+        };
+        Ok(Git {
+            companions: map("companions")?,
+            local_companions: map("local_companions")?,
+            tree_forms: list("tree_forms")?,
+            init_dirs: list("init_dirs")?,
+            init_configs: list("init_configs")?,
+            template_dirs: list("template_dirs")?,
+            hooks: list("hooks")?,
+            clone_dirs: list("clone_dirs")?,
+            clone_refs: list("clone_refs")?,
+        })
+    })
+    .as_ref()
+    .map_err(String::as_str)
+}
 
-/// The forms that rewrite tracked files of the working tree from the repository's objects
-/// (`effects` decides what that covers).
-pub const TREE_FORMS: &[&str] = &[
-    "switch",
-    "switch -c",
-    "restore",
-    "stash",
-    "stash pop",
-    "merge",
-];
-
-/// The directories a fresh `git init` makes in the new git dir (relative to it; `""`: the git
-/// dir itself).
-pub const INIT_DIRS: &[&str] = &[
-    "",
-    "branches",
-    "hooks",
-    "info",
-    "objects",
-    "objects/info",
-    "objects/pack",
-    "refs",
-    "refs/heads",
-    "refs/tags",
-];
-
-/// The only `config` a fresh `git init` may leave (byte for byte: a template's config, an
-/// `--object-format`, a `core.*` key of another system, or anything appended, asks).
-pub const INIT_CONFIGS: &[&str] = &[
-    "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n",
-    "[core]\n\trepositoryformatversion = 0\n\tfilemode = false\n\tbare = false\n\tlogallrefupdates = true\n",
-    // libgit2's (`cargo new`)
-    "[core]\n\tbare = false\n\trepositoryformatversion = 0\n\tfilemode = true\n\tlogallrefupdates = true\n",
-    "[core]\n\tbare = false\n\trepositoryformatversion = 0\n\tfilemode = false\n\tlogallrefupdates = true\n",
-];
-
-/// Where git's default templates are (the operator's system files; `git init` copies them when
-/// no `--template`, `GIT_TEMPLATE_DIR` or `init.templateDir` says otherwise — the sandbox passes
-/// no `GIT_*` variable, HOME is the job's fresh tmp and `-c init.templateDir` is off the safe
-/// key table). A file of a fresh git dir is a companion of `init` only if it is
-/// `description`, `info/exclude` or `hooks/*.sample` with the same bytes as here.
-const TEMPLATE_DIRS: &[&str] = &[
-    "/usr/share/git-core/templates",
-    "/usr/local/share/git-core/templates",
-];
+impl Git {
+    /// The form and its companions (`companions` or `local_companions`).
+    fn form(&self, form: &str) -> Option<(&'static str, &'static [String])> {
+        self.companions
+            .get_key_value(form)
+            .or_else(|| self.local_companions.get_key_value(form))
+            .map(|(k, v)| (k.as_str(), v.as_slice()))
+    }
+}
 
 /// One git operation of the command that writes through declared companions.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GitWrite {
-    /// A key of [`COMPANIONS`] or [`LOCAL_COMPANIONS`].
+    /// A form of git's `companions` or `local_companions`.
     pub form: &'static str,
     /// The names the command gives (`{named}`).
     pub names: Vec<String>,
@@ -242,33 +171,6 @@ fn after_hash(c: &Change) -> Option<&str> {
 }
 const NEVER_COMPANION: &str = "objects/info";
 
-/// Hook names git runs from a hooks directory (used when `core.hooksPath` is the workspace root).
-const HOOKS: &[&str] = &[
-    "applypatch-msg",
-    "pre-applypatch",
-    "post-applypatch",
-    "pre-commit",
-    "pre-merge-commit",
-    "prepare-commit-msg",
-    "commit-msg",
-    "post-commit",
-    "pre-rebase",
-    "post-checkout",
-    "post-merge",
-    "pre-push",
-    "pre-receive",
-    "update",
-    "proc-receive",
-    "post-receive",
-    "post-update",
-    "reference-transaction",
-    "push-to-checkout",
-    "pre-auto-gc",
-    "post-rewrite",
-    "sendemail-validate",
-    "fsmonitor-watchman",
-    "post-index-change",
-];
 
 /// Bytes read of one config file; a larger one cannot be judged, so it protects everything.
 const MAX_CONFIG: u64 = 1024 * 1024;
@@ -408,7 +310,7 @@ pub struct Judgement {
     /// the command's operations: neither protected nor unnamed.
     pub by_git: BTreeSet<String>,
     /// The top of the working tree (workspace-relative; `""`: the workspace) that a form of
-    /// [`TREE_FORMS`] rewrote from the repository's objects, when the repository runs no hook
+    /// git's `tree_forms` rewrote from the repository's objects, when the repository runs no hook
     /// of its own; `effects` decides what that covers.
     pub git_tree: Option<String>,
 }
@@ -567,7 +469,7 @@ pub fn write_refusals(
 /// SHA-256 of each file of git's default template dirs (the operator's system files).
 fn template_hashes() -> HashMap<String, BTreeSet<String>> {
     let mut out: HashMap<String, BTreeSet<String>> = HashMap::new();
-    for dir in TEMPLATE_DIRS {
+    for dir in git().map_or(&[][..], |g| g.template_dirs) {
         for sub in ["", "hooks", "info"] {
             let d = Path::new(dir).join(sub);
             let Ok(rd) = std::fs::read_dir(&d) else {
@@ -595,7 +497,7 @@ fn template_hashes() -> HashMap<String, BTreeSet<String>> {
 }
 
 /// The git operations of the command that write through declared companions: the
-/// subcommands of [`COMPANIONS`], the forms of [`LOCAL_COMPANIONS`] with the names they give.
+/// subcommands of git's `companions`, the forms of its `local_companions` with the names they give.
 /// `git -C DIR`, `--git-dir`, `--work-tree` write another repository, and a `-c` key off the
 /// safe table may move what git writes: no companion.
 pub fn git_writes(report: &CheckReport, workdir: &Path, workspace: &Path) -> Vec<GitWrite> {
@@ -618,7 +520,7 @@ pub fn git_write(
     if op.program != "git" || signatures::of_operation(op, workdir, workspace).is_none() {
         return None;
     }
-    // `-c` with a key that may point git elsewhere (`classify::git::SAFE_CONFIG_KEYS`)
+    // `-c` with a key that may point git elsewhere (git's `safe_config_keys`)
     if crate::classify::git::unsafe_config_key(&op.args).is_some()
         || op
             .args
@@ -630,7 +532,8 @@ pub fn git_write(
     let here = signatures::op_dir(op, workdir)?;
     let workdir = here.as_path();
     let sub = signatures::walk_args(op, workdir, workspace).sub;
-    if let Some((s, _)) = COMPANIONS.iter().find(|(s, _)| sub.as_deref() == Some(*s)) {
+    let git = git().ok()?;
+    if let Some((s, _)) = sub.as_deref().and_then(|s| git.companions.get_key_value(s)) {
         return Some(GitWrite::plain(s));
     }
     let l = crate::classify::git::local_form(&op.args)?;
@@ -756,12 +659,11 @@ fn companion(repo: &RunRepo, writes: &[GitWrite], c: &Change) -> bool {
         return false;
     }
     let branches = branches(repo, writes);
+    let Ok(git) = git() else {
+        return false;
+    };
     for w in writes {
-        let Some((_, globs)) = COMPANIONS
-            .iter()
-            .chain(LOCAL_COMPANIONS)
-            .find(|(s, _)| *s == w.form)
-        else {
+        let Some((_, globs)) = git.form(w.form) else {
             continue;
         };
         let named = resolved(repo, w);
@@ -801,38 +703,20 @@ fn companion(repo: &RunRepo, writes: &[GitWrite], c: &Change) -> bool {
     false
 }
 
-/// The directories `git clone` makes in the new git dir besides [`INIT_DIRS`] (refs and logs of
-/// branches may nest: `feat/x`).
-const CLONE_DIRS: &[&str] = &[
-    "logs",
-    "logs/refs",
-    "logs/refs/heads",
-    "logs/refs/remotes",
-    "logs/refs/remotes/origin",
-    "refs/remotes",
-    "refs/remotes/origin",
-];
 
-/// Where a clone's refs and reflogs go (files, and directories of branch names with `/`).
-const CLONE_REFS: &[&str] = &[
-    "refs/heads/",
-    "refs/tags/",
-    "refs/remotes/origin/",
-    "logs/refs/heads/",
-    "logs/refs/remotes/origin/",
-];
 
 /// Where `git clone` writes refs, reflogs and objects in the new git dir: data git reads as
 /// hashes and names, never as configuration or a program (never `objects/info/**`).
 fn clone_data(q: &str, dir: bool) -> bool {
     let beneath = |base: &str| q.strip_prefix(base).is_some_and(|r| !r.is_empty());
+    let refs = git().map_or(&[][..], |g| g.clone_refs);
     if dir {
-        return CLONE_REFS.iter().any(|b| beneath(b))
+        return refs.iter().any(|b| beneath(b))
             || q.strip_prefix("objects/")
                 .is_some_and(|o| o.len() == 2 && o.chars().all(|c| c.is_ascii_hexdigit()));
     }
     matches!(q, "packed-refs" | "index" | "logs/HEAD")
-        || CLONE_REFS.iter().any(|b| beneath(b))
+        || refs.iter().any(|b| beneath(b))
         || q.strip_prefix("objects/pack/pack-")
             .is_some_and(|f| f.ends_with(".pack") || f.ends_with(".idx") || f.ends_with(".rev"))
         || q.strip_prefix("objects/").is_some_and(|o| {
@@ -847,7 +731,8 @@ fn clone_data(q: &str, dir: bool) -> bool {
 /// The `config` a clone of `source` on `branch` leaves: a fresh git dir's, the remote and the
 /// branch's upstream (byte for byte as git 2.x writes them).
 fn clone_configs(source: &str, branch: &str) -> Vec<String> {
-    INIT_CONFIGS[..2]
+    let inits = git().map_or(&[][..], |g| g.init_configs);
+    inits[..inits.len().min(2)]
         .iter()
         .map(|init| {
             format!(
@@ -858,10 +743,10 @@ fn clone_configs(source: &str, branch: &str) -> Vec<String> {
 }
 
 /// Whether `c` is a file or directory a fresh git dir of `writes` holds as git makes it: added,
-/// in a git dir the change set adds (a `git init`'s or a local `git clone`'s); one of
-/// [`INIT_DIRS`], `HEAD` naming the initial (or the source's) branch, `description` /
+/// in a git dir the change set adds (a `git init`'s or a local `git clone`'s); one of git's
+/// `init_dirs`, `HEAD` naming the initial (or the source's) branch, `description` /
 /// `info/exclude` / `hooks/*.sample` with the bytes of the operator's template; `config` of
-/// [`INIT_CONFIGS`] for `init`, and for `clone` exactly that plus the remote and the branch's
+/// git's `init_configs` for `init`, and for `clone` exactly that plus the remote and the branch's
 /// upstream (the source's absolute path as URL) — with its refs, reflogs, index and objects as
 /// data ([`clone_data`]).
 fn fresh_repo_companion(facts: &Facts, cs: &ChangeSet, writes: &[GitWrite], c: &Change) -> bool {
@@ -869,6 +754,9 @@ fn fresh_repo_companion(facts: &Facts, cs: &ChangeSet, writes: &[GitWrite], c: &
         return false;
     }
     let dir = c.after.as_deref() == Some("dir");
+    let Ok(git) = git() else {
+        return false;
+    };
     writes
         .iter()
         .filter(|w| w.form == "init" || w.form == "clone")
@@ -890,8 +778,8 @@ fn fresh_repo_companion(facts: &Facts, cs: &ChangeSet, writes: &[GitWrite], c: &
                 return false;
             }
             if dir {
-                return INIT_DIRS.contains(&q)
-                    || (clone && (CLONE_DIRS.contains(&q) || clone_data(q, true)));
+                return git.init_dirs.iter().any(|d| d == q)
+                    || (clone && (git.clone_dirs.iter().any(|d| d == q) || clone_data(q, true)));
             }
             let Some(h) = after_hash(c) else {
                 return false;
@@ -908,7 +796,10 @@ fn fresh_repo_companion(facts: &Facts, cs: &ChangeSet, writes: &[GitWrite], c: &
                             .any(|t| h == file_hash(t.as_bytes()))
                     })
                 }),
-                "config" => INIT_CONFIGS.iter().any(|t| h == file_hash(t.as_bytes())),
+                "config" => git
+                    .init_configs
+                    .iter()
+                    .any(|t| h == file_hash(t.as_bytes())),
                 "description" | "info/exclude" => {
                     facts.templates.get(q).is_some_and(|hs| hs.contains(h))
                 }
@@ -927,13 +818,7 @@ fn fresh_repo_companion(facts: &Facts, cs: &ChangeSet, writes: &[GitWrite], c: &
 pub fn decide(table: &Table, cs: &ChangeSet, facts: &Facts, writes: &[&str]) -> Judgement {
     let writes: Vec<GitWrite> = writes
         .iter()
-        .filter_map(|w| {
-            COMPANIONS
-                .iter()
-                .chain(LOCAL_COMPANIONS)
-                .find(|(s, _)| s == w)
-                .map(|(s, _)| GitWrite::plain(s))
-        })
+        .filter_map(|w| git().ok()?.form(w).map(|(s, _)| GitWrite::plain(s)))
         .collect();
     decide_git(table, cs, facts, &writes)
 }
@@ -942,7 +827,8 @@ pub fn decide(table: &Table, cs: &ChangeSet, facts: &Facts, writes: &[&str]) -> 
 pub fn decide_git(table: &Table, cs: &ChangeSet, facts: &Facts, writes: &[GitWrite]) -> Judgement {
     let mut j = Judgement::default();
     if let Some(r) = facts.repo.as_ref().filter(|r| !r.hooks) {
-        if writes.iter().any(|w| TREE_FORMS.contains(&w.form)) {
+        let tree = git().map_or(&[][..], |g| g.tree_forms);
+        if writes.iter().any(|w| tree.iter().any(|t| t == w.form)) {
             j.git_tree = Some(parent_of(&r.gitdir).to_string());
         }
     }
@@ -1470,12 +1356,13 @@ fn repository(
             let dir = matches!(kind, Pointer::Hooks | Pointer::Templates);
             if dir && path.is_empty() {
                 // Hooks at the workspace root: only the hook names run.
-                for h in HOOKS {
-                    f.pointed.push(Pointed {
-                        path: h.to_string(),
+                match git() {
+                    Ok(g) => f.pointed.extend(g.hooks.iter().map(|h| Pointed {
+                        path: h.clone(),
                         dir: false,
                         why: why(&v),
-                    });
+                    })),
+                    Err(e) => f.unreadable.push(e.to_string()),
                 }
             } else if !path.is_empty() {
                 f.pointed.push(Pointed {
@@ -2256,14 +2143,14 @@ mod tests {
             (
                 "new/.git/config",
                 A,
-                st(INIT_CONFIGS[0]),
+                st(&git().unwrap().init_configs[0]),
                 vec![init("new/.git", "main")],
                 "git",
             ),
             (
                 "new/.git/config",
                 A,
-                st(&format!("{}[core]\n\tfsmonitor = x\n", INIT_CONFIGS[0])),
+                st(&format!("{}[core]\n\tfsmonitor = x\n", git().unwrap().init_configs[0])),
                 vec![init("new/.git", "main")],
                 p,
             ),
@@ -2389,7 +2276,7 @@ mod tests {
         let config = |url: &str, b: &str| {
             st(&format!(
                 "{}[remote \"origin\"]\n\turl = {url}\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n[branch \"{b}\"]\n\tremote = origin\n\tmerge = refs/heads/{b}\n",
-                INIT_CONFIGS[0]
+                git().unwrap().init_configs[0]
             ))
         };
         let p = "**/.git/**";
@@ -2406,7 +2293,7 @@ mod tests {
             ("kv/.git/config", config("/ws/remotes/kv.git", "other"), p),
             (
                 "kv/.git/config",
-                st(&format!("{}[core]\n\tfsmonitor = ./x\n", INIT_CONFIGS[0])),
+                st(&format!("{}[core]\n\tfsmonitor = ./x\n", git().unwrap().init_configs[0])),
                 p,
             ),
             (

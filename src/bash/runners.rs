@@ -51,48 +51,30 @@ pub fn cache_dir(data_dir: &Path, client: &str, workspace: &Path) -> PathBuf {
         .join(hex::encode(&h.finalize()[..8]))
 }
 
-/// (variable, subdirectory of the cache) for each tool's output and caches.
-const DIRS: &[(&str, &str)] = &[
-    ("CARGO_TARGET_DIR", "cargo-target"),
-    ("CARGO_HOME", "cargo-home"),
-    ("GOCACHE", "go-build"),
-    ("GOMODCACHE", "go-mod"),
-    ("GOPATH", "go"),
-    ("npm_config_cache", "npm"),
-    ("YARN_CACHE_FOLDER", "yarn"),
-    ("PIP_CACHE_DIR", "pip"),
-    ("PYTHONPYCACHEPREFIX", "pycache"),
-    ("MYPY_CACHE_DIR", "mypy"),
-    ("RUFF_CACHE_DIR", "ruff"),
-    ("XDG_CACHE_HOME", "xdg-cache"),
-];
-
-/// Variables with a fixed value for an offline run.
-const FIXED: &[(&str, &str)] = &[
-    ("CARGO_NET_OFFLINE", "true"),
-    ("GOPROXY", "off"),
-    ("GOTOOLCHAIN", "local"),
-    ("npm_config_offline", "true"),
-    // npm's update check would ask the egress proxy for registry.npmjs.org on every run
-    ("npm_config_update_notifier", "false"),
-    ("npm_config_audit", "false"),
-    ("npm_config_fund", "false"),
-    ("NO_UPDATE_NOTIFIER", "1"),
-    ("PIP_NO_INDEX", "1"),
-];
-
-/// The variables an overlay run gets for the cache at `dir` (pytest's cache through
-/// `PYTEST_ADDOPTS`, which has no variable of its own).
+/// The variables an overlay run gets for the cache at `dir`: each program entry's
+/// `runner_env` (its caches as subdirectories of `dir`, its fixed values — offline switches,
+/// pytest's cache through `PYTEST_ADDOPTS` — with `{cache}` as `dir`), and `XDG_CACHE_HOME` for
+/// every other tool. None of the entries' when the table failed to load (then the run still
+/// writes its caches to the overlay, where the change set shows them).
 pub fn env(dir: &Path) -> Vec<(String, String)> {
-    let mut out: Vec<(String, String)> = DIRS
-        .iter()
-        .map(|(k, sub)| (k.to_string(), dir.join(sub).display().to_string()))
-        .collect();
-    out.extend(FIXED.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-    out.push((
-        "PYTEST_ADDOPTS".into(),
-        format!("-o cache_dir={}", dir.join("pytest").display()),
-    ));
+    let mut out = vec![(
+        "XDG_CACHE_HOME".to_string(),
+        dir.join("xdg-cache").display().to_string(),
+    )];
+    let Ok(t) = crate::programs::table() else {
+        return out;
+    };
+    let (caches, set) = t.runner_env();
+    out.extend(
+        caches
+            .iter()
+            .map(|(k, sub)| (k.to_string(), dir.join(sub).display().to_string())),
+    );
+    let cache = dir.display().to_string();
+    out.extend(
+        set.iter()
+            .map(|(k, v)| (k.to_string(), v.replace("{cache}", &cache))),
+    );
     out
 }
 
@@ -141,8 +123,9 @@ pub fn for_overlay(
     let dir = cache_dir(data_dir, client, workspace);
     match ensure(&dir) {
         Ok(()) => {
-            env.retain(|(k, _)| !DIRS.iter().any(|(d, _)| d == k));
-            env.extend(self::env(&dir));
+            let add = self::env(&dir);
+            env.retain(|(k, _)| !add.iter().any(|(a, _)| a == k));
+            env.extend(add);
             (env, Some(dir))
         }
         Err(e) => {
@@ -175,10 +158,14 @@ mod tests {
     fn every_variable_points_into_the_cache() {
         let dir = Path::new("/data/runner-cache/x");
         let env = env(dir);
-        for (k, _) in DIRS {
+        let (caches, _) = crate::programs::table().unwrap().runner_env();
+        assert!(caches.len() >= 11, "{caches:?}");
+        for (k, _) in caches.iter().chain([&("XDG_CACHE_HOME", "")]) {
             let v = &env.iter().find(|(n, _)| n == k).unwrap().1;
             assert!(Path::new(v).starts_with(dir), "{k}={v}");
         }
+        assert!(env.iter().any(|(k, v)| k == "PYTEST_ADDOPTS"
+            && v == "-o cache_dir=/data/runner-cache/x/pytest"));
         assert!(env
             .iter()
             .any(|(k, v)| k == "CARGO_NET_OFFLINE" && v == "true"));

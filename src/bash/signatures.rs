@@ -18,45 +18,16 @@
 
 use crate::bash::policy::Override;
 use crate::classify::{CheckReport, Operation};
+use crate::programs::{Names, SignatureSpec, SubOperands};
 use crate::db::write_tx;
 use anyhow::{bail, Result};
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
 use std::path::{Component, Path, PathBuf};
 
-/// Programs whose first positional argument is a subcommand kept literally.
-const SUBCOMMANDS: &[&str] = &[
-    "git",
-    "cargo",
-    "npm",
-    "pnpm",
-    "yarn",
-    "npx",
-    "ruff",
-    "go",
-    "pip",
-    "pip3",
-    "docker",
-    "kubectl",
-    "apt",
-    "apt-get",
-    "systemctl",
-    "rustup",
-    "poetry",
-    "uv",
-    "gh",
-    "dotnet",
-    "mvn",
-    "gradle",
-    "bundle",
-];
-/// Programs whose first positional argument is an expression (script), not a file.
-const EXPR_FIRST: &[&str] = &[
-    "sed", "awk", "gawk", "mawk", "grep", "egrep", "fgrep", "rg", "perl", "jq",
-];
-/// Flags whose value is a free-form message (for version-control programs).
+/// Flags whose value is a free-form message (for the programs whose entry's `signature` says
+/// `message_flags`).
 const MSG_FLAGS: &[&str] = &["-m", "--message", "--msg", "-M"];
-const MSG_PROGRAMS: &[&str] = &["git", "hg", "svn", "gh", "cvs", "jj"];
 /// Flags whose value is an expression.
 const EXPR_FLAGS: &[&str] = &["-e", "--expression", "--regexp"];
 
@@ -84,6 +55,12 @@ pub fn normalise(p: &Path) -> PathBuf {
 }
 
 const DYN: char = '…';
+
+/// Whether `program`'s entry says `key` of it in its `signature` (no: the table failed to load,
+/// and nothing is a runner — every such command asks).
+fn signs(program: &str, key: impl Fn(&SignatureSpec) -> &Names) -> bool {
+    crate::programs::table().is_ok_and(|t| t.signs(program, key))
+}
 
 /// Whether a written path stays in the workspace (or is a harmless device).
 pub fn write_in_workspace(w: &str, workdir: &Path, workspace: &Path) -> bool {
@@ -179,27 +156,16 @@ pub fn found(a: &str) -> Option<(&str, &str)> {
 /// effects are captured. Anything else with process, unknown, env or network effects asks up
 /// front.
 ///
+/// A runner is a program whose entry's `signature` says `runner`.
 /// Package managers and toolchains (issue 35) are runners too: their program entries give their
 /// subcommands that reach the network (`cargo install`, `npm install`, `go get`, `npx` of a tool
 /// it would download) the `network` effect, which no runner lifts, so only the ones that build,
 /// test, lint, format or run the workspace's own code reach the overlay. Their build output and
 /// caches go to the client's runner cache outside the workspace (`bash::runners`).
-pub const WORKSPACE_RUNNERS: &[&str] = &[
-    "git", "make", "pytest", "python", "python3", "node", "ruby", "tox", "nox", "cargo", "npm",
-    "pnpm", "yarn", "npx", "go", "uv", "poetry", "jest", "vitest", "mocha", "mypy", "pyright",
-    "flake8", "pylint",
-];
-/// The runners whose flags may carry inline code (interpreters; make and test runners as before
-/// issue 35): `cargo test -p crate` names a package, not code.
-const INLINE_CODE_RUNNERS: &[&str] =
-    &["make", "pytest", "python", "python3", "node", "ruby", "tox"];
-/// Interpreter flags whose value is inline code: such a signature is never learned (the code is
-/// the whole effect and cannot be abstracted away).
+/// Flags whose value is inline code, for the programs whose entry's `signature` says
+/// `inline_code`: such a signature is never learned (the code is the whole effect and cannot be
+/// abstracted away).
 const INLINE_CODE: &[&str] = &["-c", "-e", "--eval", "-E", "-p", "--print"];
-/// Interpreters whose `-m MODULE` is kept literally in the signature (`python3 -m unittest`):
-/// another module is another signature.
-const MODULE_PROGRAMS: &[&str] = &["python", "python3", "python2", "pypy", "pypy3"];
-
 /// Why the overlay cannot capture this operation's effects, if it cannot.
 pub fn not_capturable(op: &Operation) -> Option<String> {
     use crate::classify::Category::*;
@@ -208,7 +174,7 @@ pub fn not_capturable(op: &Operation) -> Option<String> {
             Network => return Some("network".into()),
             Env => return Some("changes the environment".into()),
             Process | Unknown
-                if !WORKSPACE_RUNNERS.contains(&op.program.as_str()) && !workspace_program(op) =>
+                if !signs(&op.program, |s| &s.runner) && !workspace_program(op) =>
             {
                 return Some(if *c == Process {
                     "process or system control".into()
@@ -243,16 +209,13 @@ fn category_learnable(op: &Operation) -> Option<String> {
     if let Some(why) = not_capturable(op) {
         return Some(why);
     }
-    if INLINE_CODE_RUNNERS.contains(&op.program.as_str())
+    if signs(&op.program, |s| &s.inline_code)
         && op.args.iter().any(|a| INLINE_CODE.contains(&a.as_str()))
     {
         return Some("inline code".into());
     }
     None
 }
-
-/// Programs whose script argument `classify::scripts` analyses (sed, awk, jq).
-const SCRIPT_PROGRAMS: &[&str] = &["sed", "gsed", "awk", "gawk", "mawk", "nawk", "jq"];
 
 /// Whether `arg` is `flag` (a flag its entry marks `learn = "never"`): long flags match also as
 /// `--flag=VALUE`; one-letter flags also with the value attached.
@@ -294,7 +257,7 @@ const ELSEWHERE_TAG: &str = "[writes or runs elsewhere]";
 fn construct(op: &Operation) -> Option<(String, bool)> {
     use crate::classify::Category::*;
     let prog = op.program.as_str();
-    if SCRIPT_PROGRAMS.contains(&prog) {
+    if signs(prog, |s| &s.script) {
         let escapes = op
             .categories
             .iter()
@@ -399,11 +362,11 @@ pub fn walk_args(op: &Operation, workdir: &Path, workspace: &Path) -> Walked {
         }
         if !only_positional && a.starts_with('-') && a.len() > 1 {
             if prog == "git" && w.sub.is_none() {
-                if let Some(opt) = crate::classify::git::GLOBAL_VALUE
+                if let Some(opt) = crate::classify::git::global_value()
                     .iter()
-                    .find(|o| **o == a.as_str())
+                    .find(|o| *o == a)
                 {
-                    git_global = Some(opt);
+                    git_global = Some(opt.as_str());
                     continue;
                 }
             }
@@ -419,15 +382,18 @@ pub fn walk_args(op: &Operation, workdir: &Path, workspace: &Path) -> Walked {
                 Some((n, v)) => (n.to_string(), Some(v)),
                 None => (a.clone(), None),
             };
-            if name == "-m" && value.is_none() && MODULE_PROGRAMS.contains(&prog) && w.sub.is_none()
+            if name == "-m"
+                && value.is_none()
+                && signs(prog, |s| &s.keep_module)
+                && w.sub.is_none()
             {
                 module_next = true;
-            } else if MSG_FLAGS.contains(&name.as_str()) && MSG_PROGRAMS.contains(&prog) {
+            } else if MSG_FLAGS.contains(&name.as_str()) && signs(prog, |s| &s.message_flags) {
                 w.flags.push(name);
                 if value.is_none() {
                     next_kind = Some("MSG");
                 }
-            } else if EXPR_FLAGS.contains(&name.as_str()) && !path_valued_e(prog) {
+            } else if EXPR_FLAGS.contains(&name.as_str()) && !path_flag(prog, &name) {
                 w.flags.push(name);
                 expr_seen = true;
                 if value.is_none() {
@@ -442,21 +408,18 @@ pub fn walk_args(op: &Operation, workdir: &Path, workspace: &Path) -> Walked {
             }
             continue;
         }
-        if w.sub.is_none() && w.kinds.is_empty() && SUBCOMMANDS.contains(&prog) {
+        if w.sub.is_none() && w.kinds.is_empty() && signs(prog, |s| &s.subcommand) {
             w.sub = Some(a.clone());
             continue;
         }
-        if !expr_seen && w.kinds.is_empty() && EXPR_FIRST.contains(&prog) {
+        if !expr_seen && w.kinds.is_empty() && signs(prog, |s| &s.expression_first) {
             expr_seen = true;
             w.kinds.push(("EXPR".into(), a.clone()));
             continue;
         }
         let kind = if operands_are_paths(prog, w.sub.as_deref(), expr_seen) {
             path_kind(a, workdir, workspace)
-        } else if prog == "git"
-            && w.sub
-                .as_deref()
-                .is_some_and(|s| GIT_REF_OPERANDS.contains(&s))
+        } else if sub_operands(prog, w.sub.as_deref()) == Some(SubOperands::Refs)
             && !a.contains(DYN)
         {
             "LITERAL".into()
@@ -468,26 +431,29 @@ pub fn walk_args(op: &Operation, workdir: &Path, workspace: &Path) -> Walked {
     w
 }
 
-/// Programs whose every positional argument is a path (so `mkdir -p build` signs as
-/// `mkdir -p WS_PATH`, as `mkdir -p build/x` does, not `LITERAL`).
-const PATH_OPERANDS: &[&str] = &["mkdir", "rmdir", "touch", "rm", "cp", "mv", "tee", "ln"];
-/// git subcommands whose positional arguments are paths.
-const GIT_PATH_OPERANDS: &[&str] = &["add", "rm", "mv", "restore"];
-/// git subcommands whose positional arguments are names of refs (`git merge docs` names the
-/// branch, not the directory `docs`; `git tag v0.3.0` a tag, not a file).
-const GIT_REF_OPERANDS: &[&str] = &["switch", "merge", "branch", "tag"];
-
-/// Whether a positional argument of `prog` (after its subcommand, after its script for sed and
-/// awk) is a path whatever it looks like.
-/// pip's `-e` is `--editable PATH`, not an expression: its value is an operand like any other.
-fn path_valued_e(prog: &str) -> bool {
-    matches!(prog, "pip" | "pip3")
+/// Whether `flag` of `prog` takes a path, not an expression (its entry's `path_flags`: pip's
+/// `-e` is `--editable PATH`, its value an operand like any other).
+fn path_flag(prog: &str, flag: &str) -> bool {
+    crate::programs::table().is_ok_and(|t| {
+        t.signature(prog)
+            .is_some_and(|s| s.path_flags.iter().any(|f| f == flag))
+    })
 }
 
+/// What the positional arguments of `prog`'s subcommand `sub` are (its entry's subcommand
+/// `operands`: `git add` takes paths, `git merge` refs).
+fn sub_operands(prog: &str, sub: Option<&str>) -> Option<SubOperands> {
+    let t = crate::programs::table().ok()?;
+    t.spec(prog)?.subcommands.get(sub?)?.operands
+}
+
+/// Whether a positional argument of `prog` (after its subcommand, after its script for sed and
+/// awk) is a path whatever it looks like (`mkdir -p build` signs as `mkdir -p WS_PATH`, as
+/// `mkdir -p build/x` does, not `LITERAL`).
 fn operands_are_paths(prog: &str, sub: Option<&str>, expr_seen: bool) -> bool {
-    PATH_OPERANDS.contains(&prog)
-        || (prog == "git" && sub.is_some_and(|s| GIT_PATH_OPERANDS.contains(&s)))
-        || (expr_seen && matches!(prog, "sed" | "gsed" | "awk" | "gawk" | "mawk"))
+    signs(prog, |s| &s.path_operands)
+        || sub_operands(prog, sub) == Some(SubOperands::Paths)
+        || (expr_seen && signs(prog, |s| &s.paths_after_expression))
 }
 
 /// A git global option with its value, as the signature keeps it: `-c KEY=…` (the key literal,
@@ -513,7 +479,7 @@ const BUNDLE_BEFORE_MSG: &str = "aqvsn";
 /// or carries the message attached (`-mfix`, `-qmfix`): the letters as separate flags, and the
 /// attached message if any. None for anything else.
 fn msg_bundle<'a>(prog: &str, a: &'a str) -> Option<(Vec<String>, Option<&'a str>)> {
-    if !MSG_PROGRAMS.contains(&prog) || a.starts_with("--") || a.len() < 3 {
+    if a.starts_with("--") || a.len() < 3 || !signs(prog, |s| &s.message_flags) {
         return None;
     }
     let body = &a[1..];

@@ -9,64 +9,28 @@
 use super::knowledge::Effects;
 use super::types::Category;
 
-/// Global options taking a value (separate or attached with `=`).
-pub const GLOBAL_VALUE: &[&str] = &[
-    "-C",
-    "-c",
-    "--git-dir",
-    "--work-tree",
-    "--namespace",
-    "--exec-path",
-    "--config-env",
-    "--super-prefix",
-    "--list-cmds",
-    "--attr-source",
-];
+/// git's global options that take a value (git's entry's `value_opts`: `-C`, `-c`,
+/// `--git-dir`…); empty when the table failed to load.
+pub fn global_value() -> &'static [String] {
+    crate::programs::table()
+        .ok()
+        .and_then(|t| t.spec("git"))
+        .map_or(&[], |s| s.value_opts.as_slice())
+}
 
-/// Configuration keys `git -c KEY=VALUE` may set without making git run a program, read a file
-/// the key names, or write anywhere else (issue 35): identity, colours, messages of the
-/// porcelain, display and the default branch of `init`. Compared case-insensitively (git's
-/// section and key names are); a trailing `.` is a whole section (`color.diff.meta` too). Not
-/// here, on purpose: `core.pager`, `core.editor`, `core.fsmonitor`, `core.sshCommand`,
-/// `core.hooksPath`, `alias.*`, `filter.*`, `diff.*.textconv`, `gpg.*`, `commit.gpgSign`,
-/// `log.showSignature`, `credential.*`, `include.*`, `safe.directory`, `protocol.*`, `http.*`,
-/// `branch.*` (writes the config), `core.autocrlf` (rewrites content) — everything unlisted is
-/// treated as able to run code.
-pub const SAFE_CONFIG_KEYS: &[&str] = &[
-    "user.name",
-    "user.email",
-    "user.useconfigonly",
-    "author.name",
-    "author.email",
-    "committer.name",
-    "committer.email",
-    "color.",
-    "advice.",
-    "core.quotepath",
-    "core.abbrev",
-    "init.defaultbranch",
-    "commit.verbose",
-    "commit.status",
-    "commit.cleanup",
-    "status.short",
-    "status.branch",
-    "status.relativepaths",
-    "status.showuntrackedfiles",
-    "column.ui",
-    "i18n.commitencoding",
-    "i18n.logoutputencoding",
-    "log.date",
-    "log.decorate",
-    "log.abbrevcommit",
-    "gc.auto",
-    "gc.autodetach",
-    "maintenance.auto",
-];
+/// Whether `a` is one of git's global options that take a value.
+pub fn is_global_value(a: &str) -> bool {
+    global_value().iter().any(|o| o == a)
+}
 
-/// Whether `git -c KEY=…` with this key can only change identity, display or messages.
+
+
+/// Whether `git -c KEY=…` with this key can only change identity, display or messages (git's
+/// entry's `lists.safe_config_keys`: see the comment there; none when the table failed to load).
 pub fn safe_config_key(key: &str) -> bool {
     let k = key.to_ascii_lowercase();
-    SAFE_CONFIG_KEYS.iter().any(|s| match s.strip_suffix('.') {
+    let safe = crate::programs::table().map_or(&[][..], |t| t.list("git", "safe_config_keys"));
+    safe.iter().any(|s| match s.strip_suffix('.') {
         Some(section) => k
             .strip_prefix(section)
             .is_some_and(|r| r.len() > 1 && r.starts_with('.')),
@@ -92,7 +56,7 @@ pub fn config_keys(args: &[String]) -> Vec<String> {
         if let Some(v) = value {
             out.push(v.split_once('=').map_or(v, |(k, _)| k).to_string());
         }
-        if GLOBAL_VALUE.contains(&a) {
+        if is_global_value(a) {
             i += 1;
         }
         i += 1;
@@ -100,7 +64,7 @@ pub fn config_keys(args: &[String]) -> Vec<String> {
     out
 }
 
-/// The first global `-c` key not on [`SAFE_CONFIG_KEYS`] (`--config-env` names no key here: it
+/// The first global `-c` key not on git's `safe_config_keys` (`--config-env` names no key here: it
 /// is judged as a flag).
 pub fn unsafe_config_key(args: &[String]) -> Option<String> {
     config_keys(args).into_iter().find(|k| !safe_config_key(k))
@@ -180,7 +144,7 @@ pub fn refine(args: &[String]) -> Refined {
                 "git -p/--paginate runs a pager (a program named by configuration or PAGER)",
             );
         }
-        if GLOBAL_VALUE.contains(&a) {
+        if is_global_value(a) {
             i += 1;
         }
         i += 1;
@@ -188,7 +152,7 @@ pub fn refine(args: &[String]) -> Refined {
     if let Some(k) = unsafe_config_key(args) {
         r.with(
             Category::Process,
-            &format!("git -c {k}: a configuration key that can make git run a program or read a file it names (core.pager, core.sshCommand, aliases… — GTFOBins); only identity, colour and display keys are safe (`classify::git::SAFE_CONFIG_KEYS`)"),
+            &format!("git -c {k}: a configuration key that can make git run a program or read a file it names (core.pager, core.sshCommand, aliases… — GTFOBins); only identity, colour and display keys are safe (git's `safe_config_keys` in `src/programs/git.toml`)"),
         );
     }
     let Some(sub) = args.get(i).map(String::as_str) else {
@@ -380,7 +344,7 @@ pub fn refine(args: &[String]) -> Refined {
 }
 
 /// A form of git's local bookkeeping (issue 35) whose writes in its own dir are declared
-/// (`bash::protected::COMPANIONS`, keyed by `form`): only the plain spellings below, with the
+/// (git's `local_companions` in `src/programs/git.toml`, keyed by `form`): only the plain spellings below, with the
 /// names the command gives. Any other flag (force, track, sign, strategy, template, editor,
 /// interactive, separate git dir…) is no such form: what git writes then stays protected.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -468,7 +432,7 @@ pub fn local_form(args: &[String]) -> Option<Local> {
         if !a.starts_with('-') || a == "--" {
             break;
         }
-        if GLOBAL_VALUE.contains(&a) {
+        if is_global_value(a) {
             i += 1;
         }
         i += 1;

@@ -5,6 +5,7 @@
 
 use super::forms::{command, env, find, interpreter, shell, wrapper, xargs};
 use super::knowledge::{knowledge, Effects, FlagRule, TRUSTED_DIRS};
+use crate::programs::Refine;
 use super::opts::{opt_matches, parse_opts, Parsed};
 use super::scripts;
 use super::types::{Category, DYN};
@@ -60,13 +61,9 @@ pub struct Analysis {
     pub is_shell: bool,
 }
 
-const SHELL_NAMES: &[&str] = &[
-    "sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "yash", "fish", "csh", "tcsh", "rbash",
-    "posh",
-];
-
+/// Whether `p` names a shell (its entry says `shell = true`).
 pub fn is_shell_name(p: &str) -> bool {
-    SHELL_NAMES.contains(&p)
+    knowledge().program(p).is_some_and(|(_, s)| s.shell)
 }
 
 pub(super) fn has_dyn(s: &str) -> bool {
@@ -104,9 +101,10 @@ pub fn analyze(prog: &str, dir: Option<&str>, args: &[String]) -> Analysis {
         }
     }
     // special forms first (an entry names its form: `form = "find"`)
-    let form = k.program(prog).and_then(|(_, s)| s.form.as_deref());
-    match form.unwrap_or(prog) {
-        "find" => return find(args),
+    if k.program(prog).and_then(|(_, s)| s.form) == Some(crate::programs::Form::Find) {
+        return find(args);
+    }
+    match prog {
         "xargs" => return xargs(args),
         "env" => return env(args),
         "command" => return command(args),
@@ -237,10 +235,13 @@ pub(super) fn generic(prog: &str, args: &[String]) -> Analysis {
         .map(|f| f.opt.as_str())
         .filter(|o| o.starts_with('-') && !o.starts_with("--") && o.len() > 2)
         .collect();
-    let stop = spec.shell || spec.interpreter || !spec.subcommands.is_empty() || canon == "ssh";
-    // tar's old-style first argument (`tar czf x.tgz dir`) is an option cluster
+    let stop = spec.shell
+        || spec.interpreter
+        || !spec.subcommands.is_empty()
+        || spec.options_end_at_operand;
+    // an old-style first argument (`tar czf x.tgz dir`) is an option cluster
     let owned: Vec<String>;
-    let args: &[String] = if canon == "tar"
+    let args: &[String] = if spec.bare_first_options
         && args
             .first()
             .map(|a| {
@@ -276,7 +277,7 @@ pub(super) fn generic(prog: &str, args: &[String]) -> Analysis {
         if let Some(sub) = operands.first().cloned() {
             operands.remove(0);
             let sfx = match spec.subcommands.get(&sub) {
-                Some(e) => Effects::from_names(e),
+                Some(s) => Effects::from_names(&s.effects),
                 None if has_dyn(&sub) => Effects::from_names(&["unknown".to_string()]),
                 None => Effects::from_names(&spec.sub_default),
             };
@@ -303,7 +304,9 @@ pub(super) fn generic(prog: &str, args: &[String]) -> Analysis {
             a.notes.push(rule.note.clone());
         }
     }
-    for rule in spec.flags.iter().filter(|r| r.set.is_none()) {
+    // (a flag that only says how learning treats it changes nothing here)
+    let acts = |r: &&FlagRule| !(r.add.is_empty() && r.remove.is_empty() && r.note.is_empty());
+    for rule in spec.flags.iter().filter(|r| r.set.is_none()).filter(acts) {
         if flag_hit(&p_flags, rule) {
             for c in &rule.add {
                 fx.add(Category::parse(c).unwrap_or(Category::Unknown));
@@ -319,11 +322,10 @@ pub(super) fn generic(prog: &str, args: &[String]) -> Analysis {
             }
         }
     }
-    if canon == "git" {
-        super::git::apply(args, &mut fx, &mut a.notes, &mut a.writes);
-    }
-    if canon == "npm" {
-        super::npm::apply(prog, &p_flags, &mut fx, &mut a.notes);
+    match spec.refine {
+        Some(Refine::Git) => super::git::apply(args, &mut fx, &mut a.notes, &mut a.writes),
+        Some(Refine::Npm) => super::npm::apply(prog, &p_flags, &mut fx, &mut a.notes),
+        None => {}
     }
     // option values that are files
     for o in &p.opts {
@@ -397,7 +399,7 @@ pub(super) fn generic(prog: &str, args: &[String]) -> Analysis {
     // operands
     let positional: Vec<String> = operands
         .into_iter()
-        .filter(|o| !(canon == "awk" && is_awk_assignment(o)))
+        .filter(|o| !(spec.assignment_operands && is_awk_assignment(o)))
         .collect();
     let harmless = |f: &String| {
         matches!(

@@ -115,7 +115,7 @@ impl ProgramSpec {
         for f in &self.flags {
             names.extend(f.add.iter().chain(f.set.iter().flatten()));
         }
-        names.extend(self.subcommands.values().flatten());
+        names.extend(self.subcommands.values().flat_map(|s| &s.effects));
         self.shell
             || self.interpreter
             || self.effects.is_empty()

@@ -6,51 +6,18 @@
 //! the overlay, with no network — a package that needs the registry fails there instead.
 //!
 //! Only the `npm` program itself (not its `pnpm`/`yarn` aliases, whose specs read otherwise),
-//! and only with flags of [`INSTALL_FLAGS`] / [`INIT_FLAGS`]: `-g`, `--prefix`, `--registry`,
+//! and only with flags of its entry's `local_install_flags` / `init_flags` (`src/programs/node.toml`): `-g`, `--prefix`, `--registry`,
 //! `-w`, `--location` and anything unknown keep the registry's effects.
 
 use super::knowledge::Effects;
 use super::opts::Parsed;
 use super::types::Category;
 
-/// npm's spellings of install (its documented aliases and typo aliases).
-const INSTALL: &[&str] = &[
-    "install", "i", "add", "in", "ins", "inst", "insta", "instal", "isnt", "isnta", "isntal",
-    "isntall",
-];
-
-/// The flags a local install may carry: where the dependency is saved, output, and what npm
-/// skips. Never `-g`/`--global`, `--prefix`, `--registry`, `-w`/`--workspace`, `--location`.
-pub const INSTALL_FLAGS: &[&str] = &[
-    "--no-audit",
-    "--no-fund",
-    "-D",
-    "--save-dev",
-    "-E",
-    "--save-exact",
-    "-O",
-    "--save-optional",
-    "-P",
-    "--save-prod",
-    "-S",
-    "--save",
-    "--no-save",
-    "-B",
-    "--save-bundle",
-    "--offline",
-    "--prefer-offline",
-    "--ignore-scripts",
-    "--no-package-lock",
-    "--no-progress",
-    "--silent",
-    "-s",
-    "-q",
-    "--quiet",
-    "--loglevel",
-];
-
-/// The flags `npm init` may carry to write `package.json` without asking anything.
-pub const INIT_FLAGS: &[&str] = &["-y", "--yes", "--scope"];
+/// npm's named list `key` (its entry's `lists`: `install_spellings`, `local_install_flags`,
+/// `init_flags`); empty when the table failed to load (then nothing is taken away).
+fn list(key: &str) -> &'static [String] {
+    crate::programs::table().map_or(&[], |t| t.list("npm", key))
+}
 
 /// A package spec that names a local path (npm-package-arg's file and directory specs, in
 /// their explicit spellings only).
@@ -67,21 +34,25 @@ pub fn apply(prog: &str, p: &Parsed, fx: &mut Effects, notes: &mut Vec<String>) 
     let Some((sub, rest)) = p.operands.split_first() else {
         return;
     };
-    let only = |allowed: &[&str]| {
+    let only = |allowed: &[String]| {
         p.opts
             .iter()
             .all(|o| allowed.iter().any(|a| super::opts::opt_matches(o, a)))
     };
-    if sub == "init" && rest.is_empty() && (p.has("-y") || p.has("--yes")) && only(INIT_FLAGS) {
+    if sub == "init"
+        && rest.is_empty()
+        && (p.has("-y") || p.has("--yes"))
+        && only(list("init_flags"))
+    {
         *fx = Effects::default();
         fx.add(Category::Filesystem);
         notes.push(
             "`npm init -y` writes package.json from its defaults: no registry, no script".into(),
         );
-    } else if INSTALL.contains(&sub.as_str())
+    } else if list("install_spellings").contains(sub)
         && !rest.is_empty()
         && rest.iter().all(|s| local_spec(s))
-        && only(INSTALL_FLAGS)
+        && only(list("local_install_flags"))
     {
         fx.remove(Category::Network);
         notes.push(

@@ -67,7 +67,7 @@ pub fn run(config: &Config, args: &ProgramsArgs) -> Result<i32> {
                 return Ok(1);
             }
             for e in about {
-                print!("{}", show(e));
+                print!("{}{}", show(e), learning(t, e));
             }
             Ok(0)
         }
@@ -154,6 +154,53 @@ fn list(t: &Table) -> String {
     o
 }
 
+/// What learning knows of an entry: how its signature reads it, what bounds its change set,
+/// the families its names are members of.
+fn learning(t: &programs::Table, e: &Entry) -> String {
+    let s = |x: &str| crate::shown::line(x);
+    let mut o = String::new();
+    if let Some(g) = &e.signature {
+        let keys = [
+            ("runner (the overlay captures what it runs)", &g.runner),
+            ("first operand a subcommand", &g.subcommand),
+            ("first operand an expression", &g.expression_first),
+            ("operands after the expression are paths", &g.paths_after_expression),
+            ("operands are paths", &g.path_operands),
+            ("-m/--message take a message", &g.message_flags),
+            ("-m MODULE kept", &g.keep_module),
+            ("inline code never learned", &g.inline_code),
+            ("script analysed", &g.script),
+        ];
+        for (what, names) in keys {
+            let who = match names {
+                programs::Names::None => continue,
+                programs::Names::All => "all its names".to_string(),
+                programs::Names::Some(l) => l.join(", "),
+            };
+            o.push_str(&format!("  signature: {what}: {}\n", s(&who)));
+        }
+    }
+    if let Some(c) = &e.spec {
+        match &c.recursive {
+            Some(programs::Recursive::Always) => o.push_str("  covers what lies beneath a directory it names, always\n"),
+            Some(programs::Recursive::Flags(f)) => o.push_str(&format!("  covers what lies beneath a directory it names with {}\n", s(&f.join(" ")))),
+            None => {}
+        }
+        for x in &c.same_as {
+            o.push_str(&format!("  `{}` signs as `{}`\n", s(&x.from), s(&x.to)));
+        }
+    }
+    let names = e.names();
+    for f in &t.families {
+        let member = f.members.iter().any(|m| m.programs.iter().any(|p| names.contains(&p.as_str())))
+            || f.classes.iter().any(|c| c.split([' ', ':']).next().is_some_and(|p| names.contains(&p)));
+        if member {
+            o.push_str(&format!("  family \"{}\": {}\n", s(&f.name), s(&f.shows)));
+        }
+    }
+    o
+}
+
 /// One entry, whole (long: it prints every part of the format in turn).
 fn show(e: &Entry) -> String {
     let s = |x: &str| crate::shown::line(x);
@@ -166,13 +213,23 @@ fn show(e: &Entry) -> String {
         if let Some(b) = &c.block {
             o.push_str(&format!("  blocked: {}\n", s(b)));
         }
-        if let Some(f) = &c.form {
-            o.push_str(&format!("  classified by the special form `{}`\n", s(f)));
+        if let Some(f) = c.form {
+            o.push_str(&format!("  classified by the special form `{}`\n", f.name()));
         }
         let mut subs: Vec<_> = c.subcommands.iter().collect();
-        subs.sort();
-        for (n, fx) in subs {
-            o.push_str(&format!("  subcommand {}: {}\n", s(n), s(&fx.join(", "))));
+        subs.sort_by(|a, b| a.0.cmp(b.0));
+        for (n, sub) in subs {
+            let neutral = if sub.neutral.is_empty() {
+                String::new()
+            } else {
+                format!("; neutral for learning: {}", sub.neutral.join(" "))
+            };
+            o.push_str(&format!(
+                "  subcommand {}: {}{}\n",
+                s(n),
+                s(&sub.effects.join(", ")),
+                s(&neutral)
+            ));
         }
         for f in &c.flags {
             let (how, fx) = if !f.add.is_empty() {

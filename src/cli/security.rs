@@ -362,7 +362,7 @@ pub fn decide(config: &Config, a: &DecideArgs, approve: bool) -> Result<i32> {
             println!(
                 "which teach the family \"{}\": {}",
                 f.name,
-                shown::line(f.shows)
+                shown::line(&f.shows)
             );
         }
     }

@@ -15,8 +15,9 @@ mod format;
 pub mod operator;
 
 pub use format::{
-    Environment, Example, Examples, FlagRule, Format, Learn, Manifest, ManifestExample,
-    Placeholder, ProgramSpec, Rule, RunOnUse, WrapperSpec,
+    flag_given, Companion, CompanionRule, Environment, Form, Refine, Example, Examples, Family, FlagRule, Format, Learn, Manifest, ManifestExample,
+    Member, MemberFlags, Names, Placeholder, ProgramSpec, Recursive, Rule, RunOnUse, SameAs,
+    SignatureSpec, Sub, SubOperands, WrapperSpec,
 };
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -45,10 +46,6 @@ const BUILTIN: &[(&str, &str)] = &[
     ("toolchains.toml", include_str!("toolchains.toml")),
     ("wrappers.toml", include_str!("wrappers.toml")),
 ];
-
-/// The special forms of `classify` an entry may name (`form = "find"`): a closed set of Rust
-/// predicates for what the keys cannot say.
-pub const FORMS: &[&str] = &["find"];
 
 /// Where an entry came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,6 +77,8 @@ pub struct Entry {
     pub examples: Vec<Example>,
     /// The classification keys the file gives (an operator's entry may give only some).
     pub keys: Vec<String>,
+    /// How a learned signature reads its arguments (also for a program it does not classify).
+    pub signature: Option<SignatureSpec>,
 }
 
 impl Entry {
@@ -105,14 +104,102 @@ pub struct Wrapper {
 pub struct Table {
     pub programs: Vec<Entry>,
     pub wrappers: Vec<Wrapper>,
+    /// The learning families (`[[family]]`, built-in only).
+    pub families: Vec<Family>,
+    /// Name → index into `programs`: classified entries (built when first asked; a merge
+    /// resets it).
+    index: OnceLock<std::collections::HashMap<String, usize>>,
+    /// Name → index into `programs`: entries with a `signature`.
+    signed: OnceLock<std::collections::HashMap<String, usize>>,
+    /// Every entry's `implicitly_run` files.
+    run_files: OnceLock<std::collections::HashSet<String>>,
 }
 
 impl Table {
     /// The entry whose classification answers to `name`.
     pub fn classified(&self, name: &str) -> Option<&Entry> {
-        self.programs
+        let index = self.index.get_or_init(|| self.index_of(|e| e.spec.is_some()));
+        index.get(name).map(|i| &self.programs[*i])
+    }
+
+    /// Name → index of the entries `which` selects (the first entry for a name wins).
+    fn index_of(&self, which: impl Fn(&Entry) -> bool) -> std::collections::HashMap<String, usize> {
+        let mut m = std::collections::HashMap::new();
+        for (i, e) in self.programs.iter().enumerate().filter(|(_, e)| which(e)) {
+            for n in e.names() {
+                m.entry(n.to_string()).or_insert(i);
+            }
+        }
+        m
+    }
+
+    /// The table's entries changed (an operator's merge): the indexes are built again.
+    pub fn changed(&mut self) {
+        self.index = OnceLock::new();
+        self.signed = OnceLock::new();
+        self.run_files = OnceLock::new();
+    }
+
+    /// Whether some program runs a file named `name` by itself when it builds, installs or
+    /// tests (an entry's `implicitly_run`).
+    pub fn implicitly_run(&self, name: &str) -> bool {
+        self.run_files
+            .get_or_init(|| {
+                self.programs
+                    .iter()
+                    .filter_map(|e| e.spec.as_ref())
+                    .flat_map(|s| s.implicitly_run.iter().cloned())
+                    .collect()
+            })
+            .contains(name)
+    }
+
+    /// Every entry's runner environment: (variable, subdirectory of the runner cache) and
+    /// (variable, value), each variable once.
+    pub fn runner_env(&self) -> (Vec<(&str, &str)>, Vec<(&str, &str)>) {
+        let specs = || self.programs.iter().filter_map(|e| e.spec.as_ref());
+        let caches = specs()
+            .flat_map(|s| &s.runner_env.caches)
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let set = specs()
+            .flat_map(|s| &s.runner_env.set)
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        (caches, set)
+    }
+
+    /// The companions of `program` (one of its entry's names) with subcommand `sub` ("" for
+    /// none) and arguments `args`.
+    pub fn companions(&self, program: &str, sub: &str, args: &[String]) -> Vec<&Companion> {
+        let Some(s) = self.spec(program) else {
+            return Vec::new();
+        };
+        s.companions
             .iter()
-            .find(|e| e.spec.is_some() && e.names().contains(&name))
+            .filter(|r| {
+                r.names.has(program)
+                    && (r.subcommands.iter().any(|s| s == sub || (s == "*" && !sub.is_empty()))
+                        || (r.subcommands.is_empty() && sub.is_empty()))
+                    && r.flag
+                        .as_deref()
+                        .is_none_or(|f| args.iter().any(|a| flag_given(a, f)))
+            })
+            .map(|r| &r.companion)
+            .collect()
+    }
+
+    /// Whether `program`'s entry says `key` of it (`bash::signatures`: `|s| &s.runner`).
+    pub fn signs(&self, program: &str, key: impl Fn(&SignatureSpec) -> &Names) -> bool {
+        self.signature(program).is_some_and(|s| key(s).has(program))
+    }
+
+    /// The signature knowledge of the entry that answers to `program`.
+    pub fn signature(&self, program: &str) -> Option<&SignatureSpec> {
+        let index = self.signed.get_or_init(|| self.index_of(|e| e.signature.is_some()));
+        index
+            .get(program)
+            .and_then(|i| self.programs[*i].signature.as_ref())
     }
 
     /// Every entry that says something of `name` (its classification, or its run-on-use
@@ -127,6 +214,48 @@ impl Table {
                         .is_some_and(|r| r.names.iter().any(|n| n == name))
             })
             .collect()
+    }
+
+    /// The classification of the entry that answers to `name`.
+    pub fn spec(&self, name: &str) -> Option<&ProgramSpec> {
+        self.classified(name).and_then(|e| e.spec.as_ref())
+    }
+
+    /// Whether `flag` changes nothing `program` (with subcommand `sub`) writes or runs: learning
+    /// drops it.
+    pub fn neutral(&self, program: &str, sub: Option<&str>, flag: &str) -> bool {
+        let Some(s) = self.spec(program) else {
+            return false;
+        };
+        s.flags
+            .iter()
+            .any(|f| f.learn == Some(Learn::Neutral) && f.opt == flag)
+            || sub
+                .and_then(|n| s.subcommands.get(n))
+                .is_some_and(|x| x.neutral.iter().any(|f| f == flag))
+    }
+
+    /// The one spelling of the normalised signature text `normal`, when its program spells the
+    /// operation several ways.
+    pub fn same_as(&self, normal: &str) -> Option<&str> {
+        let program = normal.split(' ').next()?;
+        self.spec(program)?
+            .same_as
+            .iter()
+            .find(|x| x.from == normal)
+            .map(|x| x.to.as_str())
+    }
+
+    /// Which arguments make `program` cover what lies beneath a directory it names.
+    pub fn recursive(&self, program: &str) -> Option<&Recursive> {
+        self.spec(program)?.recursive.as_ref()
+    }
+
+    /// The named list `key` of `program`'s entry (empty when it has none).
+    pub fn list(&self, program: &str, key: &str) -> &[String] {
+        self.spec(program)
+            .and_then(|s| s.lists.get(key))
+            .map_or(&[], Vec::as_slice)
     }
 
     /// The flags a command of `program` is never learned with.
@@ -200,6 +329,11 @@ pub fn parse(file: &str, text: &str, builtin: bool) -> Result<Table> {
         out.programs
             .push(entry(t, origin.clone()).with_context(|| origin.to_string())?);
     }
+    if let Some(f) = doc.remove("family") {
+        out.families = f
+            .try_into()
+            .map_err(|e| anyhow!("{file}: family: {}", e.message()))?;
+    }
     let wlines = header_lines(text, "wrapper");
     if let Some(w) = doc.remove("wrapper") {
         let specs: Vec<WrapperSpec> = w
@@ -216,7 +350,7 @@ pub fn parse(file: &str, text: &str, builtin: bool) -> Result<Table> {
     }
     if let Some(k) = doc.keys().next() {
         bail!(
-            "{file}:1: unknown top-level key `{k}` (a file holds `program` and `wrapper` tables)"
+            "{file}:1: unknown top-level key `{k}` (a file holds `program`, `wrapper` and `family` tables)"
         );
     }
     Ok(out)
@@ -255,12 +389,13 @@ fn entry(mut t: toml::Table, origin: Origin) -> Result<Entry> {
         })
         .transpose()?
         .unwrap_or_default();
+    let signature: Option<SignatureSpec> = take(&mut t, "signature")
+        .map(|v| {
+            v.try_into()
+                .map_err(|e: toml::de::Error| anyhow!("signature: {}", e.message()))
+        })
+        .transpose()?;
     let classified = t.contains_key("effects") || t.contains_key("form");
-    if let Some(f) = t.get("form").and_then(|v| v.as_str()) {
-        if !FORMS.contains(&f) {
-            bail!("form = {f:?}: the special forms are {FORMS:?}");
-        }
-    }
     let keys: Vec<String> = t.keys().filter(|k| *k != "aliases").cloned().collect();
     let aliases: Vec<String> = match t.get("aliases") {
         Some(v) => v
@@ -306,14 +441,39 @@ fn entry(mut t: toml::Table, origin: Origin) -> Result<Entry> {
         // its path examples say what other entries' rules decide: `bash::examples` checks them
         None
     };
-    Ok(Entry {
+    let e = Entry {
         name,
         origin,
         spec,
         run_on_use,
         examples,
         keys,
-    })
+        signature,
+    };
+    if let Some(c) = &e.spec {
+        let names = e.names();
+        if let Some(n) = c.companions.iter().flat_map(|r| r.names.strangers(&names)).next() {
+            bail!("companions: `{n}` is not one of the entry's names {names:?}");
+        }
+    }
+    if let Some(s) = &e.signature {
+        let names = e.names();
+        let keys = [
+            &s.runner,
+            &s.subcommand,
+            &s.expression_first,
+            &s.paths_after_expression,
+            &s.path_operands,
+            &s.message_flags,
+            &s.keep_module,
+            &s.inline_code,
+            &s.script,
+        ];
+        if let Some(n) = keys.iter().flat_map(|k| k.strangers(&names)).next() {
+            bail!("signature: `{n}` is not one of the entry's names {names:?}");
+        }
+    }
+    Ok(e)
 }
 
 /// The built-in table (every file of `src/programs/`).
@@ -323,9 +483,48 @@ pub fn builtin() -> Result<Table> {
         let part = parse(&format!("src/programs/{file}"), text, true)?;
         t.programs.extend(part.programs);
         t.wrappers.extend(part.wrappers);
+        t.families.extend(part.families);
     }
     unique(&t)?;
+    resolve_families(&mut t)?;
+    let (caches, set) = t.runner_env();
+    let mut vars: Vec<&str> = caches.iter().chain(&set).map(|(k, _)| *k).collect();
+    vars.sort_unstable();
+    if let Some(w) = vars.windows(2).find(|w| w[0] == w[1]) {
+        bail!("runner_env: `{}` is given by two entries", w[0]);
+    }
     Ok(t)
+}
+
+/// Each family once; a member's flags that name a list become that list (of the entry of the
+/// member's first program).
+fn resolve_families(t: &mut Table) -> Result<()> {
+    let mut resolved = Vec::new();
+    for (i, f) in t.families.iter().enumerate() {
+        if t.families[..i].iter().any(|g| g.name == f.name) {
+            bail!("family {:?} is defined twice", f.name);
+        }
+        let mut f = f.clone();
+        for m in &mut f.members {
+            let MemberFlags::Named(n) = &m.flags else {
+                continue;
+            };
+            if n == "any" {
+                continue;
+            }
+            let program = m.programs.first().map_or("", String::as_str);
+            let list = t.spec(program).and_then(|s| s.lists.get(n)).ok_or_else(|| {
+                anyhow!(
+                    "family {:?}: flags = {n:?} is neither \"any\" nor a list of {program}'s entry",
+                    f.name
+                )
+            })?;
+            m.flags = MemberFlags::Only(list.clone());
+        }
+        resolved.push(f);
+    }
+    t.families = resolved;
+    Ok(())
 }
 
 /// Every classified name belongs to one entry, every wrapper name to one wrapper.

@@ -124,6 +124,12 @@ pub fn load(builtin: Table, places: &[PathBuf], forbidden: &[PathBuf], uid: u32)
 /// Merges one operator file (`file`, its `text`) into `t`.
 pub fn merge(t: &mut Table, file: &str, text: &str) -> Result<()> {
     let part = super::parse(file, text, false)?;
+    if let Some(f) = part.families.first() {
+        bail!(
+            "{file}: family {:?}: families are built-in only (a family widens what one approval teaches)",
+            f.name
+        );
+    }
     for w in part.wrappers {
         let names: Vec<&String> = std::iter::once(&w.spec.name)
             .chain(&w.spec.aliases)
@@ -152,6 +158,7 @@ pub fn merge(t: &mut Table, file: &str, text: &str) -> Result<()> {
             Some(i) => extend(&mut t.programs[i], e, text)?,
         }
     }
+    t.changed();
     Ok(())
 }
 
@@ -168,6 +175,9 @@ fn extend(b: &mut Entry, e: Entry, text: &str) -> Result<()> {
             ),
             &b.origin,
         ));
+    }
+    if e.signature.is_some() {
+        return Err(refuse(&at, line_of(text, at.line, "signature"), &format!("`signature` would change how learning reads {}", b.name), &b.origin));
     }
     if let Some(spec) = &e.spec {
         let Some(bs) = b.spec.as_mut() else {
@@ -213,15 +223,21 @@ fn extend(b: &mut Entry, e: Entry, text: &str) -> Result<()> {
                     }
                 }
                 "subcommand" => {
-                    for (name, fx) in &spec.subcommands {
+                    for (name, sub) in &spec.subcommands {
                         let line = line_of(text, at.line, name);
-                        let before = bs.subcommands.get(name).unwrap_or(&bs.sub_default).clone();
+                        let fx = &sub.effects;
+                        if !sub.neutral.is_empty() || sub.operands.is_some() {
+                            return Err(refuse(&at, line, &format!("{} {name}: `neutral` / `operands` would change how learning reads a built-in program", b.name), &b.origin));
+                        }
+                        let before = bs.subcommands.get(name).map_or(&bs.sub_default, |s| &s.effects).clone();
                         let lost: Vec<&String> =
                             before.iter().filter(|x| !fx.contains(x)).collect();
                         if !lost.is_empty() {
                             return Err(refuse(&at, line, &format!("{} {name}: effects {fx:?} drop {lost:?}, which the built-in entry gives it", b.name), &b.origin));
                         }
-                        bs.subcommands.insert(name.clone(), fx.clone());
+                        let kept = bs.subcommands.get(name).map(|s| s.neutral.clone()).unwrap_or_default();
+                        let operands = bs.subcommands.get(name).and_then(|s| s.operands);
+                        bs.subcommands.insert(name.clone(), super::Sub { effects: fx.clone(), neutral: kept, operands });
                     }
                 }
                 other => {

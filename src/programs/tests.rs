@@ -77,7 +77,7 @@ fn an_operator_adds_a_program_and_stricter_rules() {
     assert!(git.origin.builtin);
     assert!(t.never_learned("git").contains(&"--my-exec"));
     assert_eq!(
-        git.spec.as_ref().unwrap().subcommands["status"],
+        git.spec.as_ref().unwrap().subcommands["status"].effects,
         vec!["readonly", "process"]
     );
     let r = git.run_on_use.as_ref().unwrap();
@@ -121,5 +121,59 @@ fn an_operator_entry_that_weakens_a_builtin_rule_is_refused() {
         let e = merged(text).unwrap_err();
         assert!(e.contains(want), "{text}\n→ {e}\nwant {want}");
         assert!(e.contains("the built-in rule: src/programs/"), "{e}");
+    }
+}
+
+#[test]
+fn learning_knowledge_is_read_from_the_entries() {
+    let t = builtin().unwrap();
+    // neutral flags: the program's and a subcommand's own
+    assert!(t.neutral("rm", None, "-f"));
+    assert!(t.neutral("git", Some("add"), "-A"));
+    assert!(!t.neutral("git", Some("add"), "-f"), "staging what .gitignore keeps out is more");
+    assert!(!t.neutral("git", Some("push"), "-A"));
+    assert!(t.neutral("cargo", Some("build"), "--offline"));
+    // spellings, recursion
+    assert_eq!(t.same_as("git checkout -b LITERAL"), Some("git switch -c LITERAL"));
+    assert_eq!(t.recursive("mv"), Some(&Recursive::Always));
+    assert!(t.recursive("cp").is_some_and(|r| r.flag("-av") && !r.flag("-f")));
+    assert!(t.recursive("ln").is_none(), "`ln -r` is relative, not recursive");
+    // signatures speak for the names they list
+    assert!(t.signs("python3", |s| &s.keep_module));
+    assert!(!t.signs("perl", |s| &s.keep_module));
+    assert!(t.signs("perl", |s| &s.expression_first));
+    assert!(t.signs("hg", |s| &s.message_flags), "an unclassified entry signs too");
+    // a family member's flags named by a list are that list
+    let npm = t.families.iter().find(|f| f.name.starts_with("npm's")).unwrap();
+    let install = npm
+        .members
+        .iter()
+        .find(|m| m.subcommands.iter().any(|s| s == "install"))
+        .unwrap();
+    assert_eq!(
+        install.flags,
+        MemberFlags::Only(t.list("npm", "local_install_flags").to_vec())
+    );
+    assert!(t.list("npm", "local_install_flags").iter().any(|f| f == "--save-dev"));
+}
+
+#[test]
+fn learning_keys_that_would_widen_are_refused() {
+    // a signature key naming a name the entry does not have
+    let e = parse(
+        "d/z.toml",
+        "[[program]]\nname = \"z\"\neffects = [\"pure\"]\nsignature.runner = [\"y\"]\n",
+        false,
+    )
+    .unwrap_err();
+    assert!(format!("{e:#}").contains("`y` is not one of the entry's names"), "{e:#}");
+    // an operator may not add a family, neutral subcommand flags or a built-in's signature
+    for (text, want) in [
+        ("[[family]]\nname = \"f\"\nshows = \"x\"\nclasses = [\"rm WS_PATH\"]\n", "families are built-in only"),
+        ("[program]\nname = \"git\"\neffects = [\"unknown\"]\n[[subcommand]]\nname = \"push\"\neffects = [\"network\", \"process\"]\nneutral = [\"--force\"]\n", "would change how learning reads"),
+        ("[program]\nname = \"git\"\nsignature.runner = true\n", "`signature` would change how learning reads git"),
+    ] {
+        let e = merged(text).unwrap_err();
+        assert!(e.contains(want), "{text}: {e}");
     }
 }
