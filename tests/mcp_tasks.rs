@@ -380,7 +380,10 @@ async fn jobs_are_durable_tasks_a_client_withdraws_its_own_and_reads_prompt_nobo
             [qjob],
         )
         .unwrap();
+    // Both withdrawn back to back (the queued one and, below, the running one): a second
+    // withdrawal written while the worker reads the first is not lost.
     agent.cancel(&q).await.expect("tasks/cancel");
+    agent.cancel(&sleeper).await.expect("tasks/cancel");
     let c = agent
         .until(&q, "cancelled", |t| {
             t.task.status() == TaskStatus::Cancelled
@@ -398,7 +401,6 @@ async fn jobs_are_durable_tasks_a_client_withdraws_its_own_and_reads_prompt_nobo
     );
     assert_eq!(env.result(qjob).unwrap().0, "cancelled");
     // The running one: stopped by the worker's own cancellation.
-    agent.cancel(&sleeper).await.expect("tasks/cancel");
     agent
         .until(&sleeper, "cancelled", |t| {
             t.task.status() == TaskStatus::Cancelled
@@ -713,14 +715,17 @@ fn the_official_typescript_clients_list_block_and_run_tasks() {
     let env = Env::new();
     let d = start(&env);
     // ES modules resolve packages from the script's own directory: run a copy beside them.
-    let copy = node_dir.join("ts_sdk_client.mjs");
-    std::fs::copy(script("ts_sdk_client.mjs"), &copy).unwrap();
-    run_client(
-        &env,
-        &d,
-        Path::new("node"),
-        &[copy.as_os_str(), env.workspace.as_os_str()],
-    );
+    let node = |name: &str| {
+        let copy = node_dir.join(name);
+        std::fs::copy(script(name), &copy).unwrap();
+        run_client(
+            &env,
+            &d,
+            Path::new("node"),
+            &[copy.as_os_str(), env.workspace.as_os_str()],
+        );
+    };
+    node("ts_sdk_client.mjs");
     assert!(env.workspace.join("ts-approved.txt").exists());
     assert_eq!(
         count(
@@ -731,14 +736,7 @@ fn the_official_typescript_clients_list_block_and_run_tasks() {
         0,
         "a client without the Tasks extension gets blocking calls, no tasks"
     );
-    let copy = node_dir.join("ts_tasks_client.mjs");
-    std::fs::copy(script("ts_tasks_client.mjs"), &copy).unwrap();
-    run_client(
-        &env,
-        &d,
-        Path::new("node"),
-        &[copy.as_os_str(), env.workspace.as_os_str()],
-    );
+    node("ts_tasks_client.mjs");
     assert!(env.workspace.join("ts-task.txt").exists());
     assert!(!env.workspace.join("ts-queued.txt").exists());
     assert_eq!(
