@@ -688,6 +688,40 @@ async fn a_cancelled_or_timed_out_call_stops_waiting_and_the_job_stays_queued() 
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     short.close().await;
+
+    // `[mcp] cancel_on_abandon = true`: abandoning the call also withdraws its job, which the
+    // worker cancels as the client's own (the front-end reads its own configuration).
+    let abandon = env.root.path().join("abandon.toml");
+    std::fs::write(
+        &abandon,
+        format!("{CONFIG}\n[mcp]\ncancel_on_abandon = true\n"),
+    )
+    .unwrap();
+    let abandon = abandon.display().to_string();
+    let mcp = Mcp::connect(&env, "agent", "x", &[("BRAINLOOP_CONFIG", &abandon)]).await;
+    let before = jobs(&env).last().unwrap().0;
+    let slow = mcp.call("sleep", json!({"ms": 30000}));
+    assert!(tokio::time::timeout(Duration::from_millis(500), slow)
+        .await
+        .is_err());
+    let id = jobs(&env).last().unwrap().0;
+    assert!(id > before, "the sleep was queued");
+    env.wait_status(id, "cancelled", LONG);
+    let by: String = env
+        .db("command_security.db")
+        .query_row(
+            "SELECT requested_by FROM cancellations WHERE job_id = ?1",
+            [id],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(by, "client:agent");
+    assert!(
+        mcp.log_text().contains("its job is withdrawn"),
+        "{}",
+        mcp.log_text()
+    );
+    mcp.close().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,6 +8,14 @@
 //! `client:agent`), another client's task ids and withdrawals refused or ignored — and raw
 //! lines: parse errors for lines that are not JSON, and messages (elicitation results,
 //! `tasks/update`, custom methods) that never produce an approval.
+//!
+//! Then the official SDKs as the clients people run, each against its own worker:
+//! `tests/mcp_clients/python_client.py` (the Python SDK, `mcp` from PyPI, with a Tasks client
+//! built on its extension mechanism: the same scenarios as above but the restart) and
+//! `tests/mcp_clients/ts_sdk_client.mjs` (the TypeScript SDK 1.x: tools/list, annotations, the
+//! blocking call, an approval polled with get_result) and `ts_tasks_client.mjs` (the TypeScript
+//! client 2.x with ext-tasks: a task that completes, one approved by the operator, tasks/cancel). `scripts/mcp-clients.sh` installs them
+//! under `target/mcp-clients` (`.ci/run` calls it); missing, the tests fail saying CANNOT RUN HERE.
 
 mod common;
 
@@ -20,7 +28,7 @@ use rmcp::service::RunningService;
 use rmcp::transport::TokioChildProcess;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{json, Value};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 const LONG: Duration = Duration::from_secs(60);
@@ -372,7 +380,10 @@ async fn jobs_are_durable_tasks_a_client_withdraws_its_own_and_reads_prompt_nobo
             [qjob],
         )
         .unwrap();
+    // Both withdrawn back to back (the queued one and, below, the running one): a second
+    // withdrawal written while the worker reads the first is not lost.
     agent.cancel(&q).await.expect("tasks/cancel");
+    agent.cancel(&sleeper).await.expect("tasks/cancel");
     let c = agent
         .until(&q, "cancelled", |t| {
             t.task.status() == TaskStatus::Cancelled
@@ -390,7 +401,6 @@ async fn jobs_are_durable_tasks_a_client_withdraws_its_own_and_reads_prompt_nobo
     );
     assert_eq!(env.result(qjob).unwrap().0, "cancelled");
     // The running one: stopped by the worker's own cancellation.
-    agent.cancel(&sleeper).await.expect("tasks/cancel");
     agent
         .until(&sleeper, "cancelled", |t| {
             t.task.status() == TaskStatus::Cancelled
@@ -535,6 +545,9 @@ fn no_message_approves(env: &Env) {
         json!({"jsonrpc":"2.0","id":14,"method":"tools/call","params":{"name":"brainloop","arguments":{"action":"approve","params":{"validation_id":vid}}}}),
         json!({"jsonrpc":"2.0","id":15,"method":"tools/call","params":{"name":"brainloop_read","arguments":{"action":"approve","params":{"validation_id":vid}}}}),
         json!({"jsonrpc":"2.0","id":16,"method":"tasks/get","params":{"taskId":task}}),
+        // Capabilities the server does not advertise are refused (rmcp 3.11), not empty lists.
+        json!({"jsonrpc":"2.0","id":17,"method":"prompts/list","params":{}}),
+        json!({"jsonrpc":"2.0","id":18,"method":"resources/list","params":{}}),
     ];
     for h in hostile {
         send(h);
@@ -543,6 +556,10 @@ fn no_message_approves(env: &Env) {
         let v = reply(json!(id));
         let refused = v.get("error").is_some() || v["result"]["isError"] == true;
         assert!(refused, "message {id} was not refused: {v}");
+    }
+    for id in [17, 18] {
+        let v = reply(json!(id));
+        assert_eq!(v["error"]["code"], -32601, "unadvertised method {id}: {v}");
     }
     let got = reply(json!(16));
     assert_eq!(got["result"]["status"], "working", "{got}");
@@ -567,4 +584,169 @@ fn no_message_approves(env: &Env) {
     assert_eq!(approvals, 0, "no approval from any MCP message");
     assert_eq!(env.result(job).unwrap().0, "pending_validation");
     assert!(!env.workspace.join("elicited.txt").exists());
+}
+
+/// Where `scripts/mcp-clients.sh` installed the real clients (`BRAINLOOP_MCP_CLIENTS` to
+/// override).
+fn clients_dir() -> PathBuf {
+    std::env::var_os("BRAINLOOP_MCP_CLIENTS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/mcp-clients"))
+}
+
+fn installed(path: &Path, what: &str) {
+    assert!(
+        path.exists(),
+        "CANNOT RUN HERE: {what} is not installed ({} is missing): run scripts/mcp-clients.sh \
+         (.ci/run does; it needs python3 with venv, npm, and access to PyPI and the npm registry)",
+        path.display()
+    );
+}
+
+/// Runs a client program against `env`'s worker (killed after two minutes); its stdout.
+fn run_client(env: &Env, d: &common::Daemon, program: &Path, args: &[&std::ffi::OsStr]) -> String {
+    let out_path = env.root.path().join("client.out");
+    let err_path = env.root.path().join("client.err");
+    let mut child = std::process::Command::new(program)
+        .args(args)
+        .env("BRAINLOOP_BIN", BIN)
+        .env("BRAINLOOP_DATA_DIR", &env.data)
+        .env("BRAINLOOP_CONFIG", config(env))
+        .env("BRAINLOOP_TEST_ACTIONS", "1")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::fs::File::create(&out_path).unwrap())
+        .stderr(std::fs::File::create(&err_path).unwrap())
+        .spawn()
+        .unwrap_or_else(|e| panic!("CANNOT RUN HERE: cannot start {}: {e}", program.display()));
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break Some(st);
+        }
+        if t0.elapsed() > Duration::from_secs(120) {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let out = std::fs::read_to_string(&out_path).unwrap_or_default();
+    let err = std::fs::read_to_string(&err_path).unwrap_or_default();
+    let ok = status.is_some_and(|s| s.success()) && out.trim_end().ends_with("ALL OK");
+    assert!(
+        ok,
+        "{} {args:?}: {status:?} after {:?}\nstdout:\n{out}\nstderr:\n{err}\nworker log:\n{}",
+        program.display(),
+        t0.elapsed(),
+        d.log_text()
+    );
+    eprintln!("{out}");
+    out
+}
+
+fn script(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/mcp_clients")
+        .join(name)
+}
+
+fn count(env: &Env, db: &str, sql: &str) -> i64 {
+    env.db(db).query_row(sql, [], |r| r.get(0)).unwrap()
+}
+
+/// The official Python SDK, its Tasks client built on `mcp.client.extension`: tools and
+/// annotations, a read with no task, a task that completes, one approved by the operator,
+/// tasks/cancel of a queued, a running and a waiting job, another client's ids refused.
+#[test]
+fn the_official_python_sdk_lists_calls_awaits_approval_and_cancels_tasks() {
+    let python = clients_dir().join("py/bin/python");
+    installed(&python, "the MCP Python SDK");
+    let env = Env::new();
+    let d = start(&env);
+    run_client(
+        &env,
+        &d,
+        &python,
+        &[
+            script("python_client.py").as_os_str(),
+            env.workspace.as_os_str(),
+        ],
+    );
+    // What the user would see on disk and in the databases.
+    assert!(env.workspace.join("approved.txt").exists());
+    for never in ["queued.txt", "waiting.txt"] {
+        assert!(!env.workspace.join(never).exists(), "{never}");
+    }
+    assert_eq!(
+        count(
+            &env,
+            "command_security.db",
+            "SELECT count(*) FROM cancellations WHERE requested_by = 'client:agent'"
+        ),
+        3,
+        "the queued, the running and the waiting job, each withdrawn by its client"
+    );
+    assert!(
+        count(
+            &env,
+            "brainloop.input.db",
+            "SELECT count(*) FROM jobs WHERE task_id LIKE 'bl-%'"
+        ) >= 5,
+        "every queued call was a task"
+    );
+    drop(d);
+}
+
+/// The official TypeScript clients on one worker: the SDK 1.x (2025-11-25, no tasks) for
+/// tools and annotations, the read tool's outputSchema checked by the SDK, the blocking call
+/// and an approval polled; then the client 2.x with ext-tasks for tasks (completed, approved,
+/// cancelled while queued and while running).
+#[test]
+fn the_official_typescript_clients_list_block_and_run_tasks() {
+    let node_dir = clients_dir().join("node");
+    for package in ["sdk", "client", "ext-tasks"] {
+        installed(
+            &node_dir.join(format!(
+                "node_modules/@modelcontextprotocol/{package}/package.json"
+            )),
+            &format!("@modelcontextprotocol/{package}"),
+        );
+    }
+    let env = Env::new();
+    let d = start(&env);
+    // ES modules resolve packages from the script's own directory: run a copy beside them.
+    let node = |name: &str| {
+        let copy = node_dir.join(name);
+        std::fs::copy(script(name), &copy).unwrap();
+        run_client(
+            &env,
+            &d,
+            Path::new("node"),
+            &[copy.as_os_str(), env.workspace.as_os_str()],
+        );
+    };
+    node("ts_sdk_client.mjs");
+    assert!(env.workspace.join("ts-approved.txt").exists());
+    assert_eq!(
+        count(
+            &env,
+            "brainloop.input.db",
+            "SELECT count(*) FROM jobs WHERE task_id IS NOT NULL"
+        ),
+        0,
+        "a client without the Tasks extension gets blocking calls, no tasks"
+    );
+    node("ts_tasks_client.mjs");
+    assert!(env.workspace.join("ts-task.txt").exists());
+    assert!(!env.workspace.join("ts-queued.txt").exists());
+    assert_eq!(
+        count(
+            &env,
+            "command_security.db",
+            "SELECT count(*) FROM cancellations WHERE requested_by = 'client:agent'"
+        ),
+        2,
+        "the queued and the running job, each withdrawn by its client"
+    );
+    drop(d);
 }

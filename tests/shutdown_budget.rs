@@ -119,8 +119,18 @@ fn sigterm_with_the_largest_drain_window_and_every_database_locked_exits_within_
         "sleep",
         "{\"ms\": 600000, \"ignore_cancel\": true, \"canary\": true}",
     );
+    // An open MCP task (a job with its task id, as `brainloop mcp` writes it) that its client
+    // withdraws while the databases are locked: the drain stays in budget, and the job ends
+    // cancelled, never run to the end.
+    let withdrawn = env.insert("sleep", "{\"ms\": 600000, \"canary\": true}");
+    env.input()
+        .execute(
+            "UPDATE jobs SET task_id = ?2 WHERE id = ?1",
+            rusqlite::params![withdrawn, format!("bl-{withdrawn}-00112233445566ff")],
+        )
+        .unwrap();
     let mut all = finishing.clone();
-    all.extend([bash, cancelled, stubborn]);
+    all.extend([bash, cancelled, stubborn, withdrawn]);
     for &id in &all {
         env.wait_status(id, "running", LONG);
     }
@@ -136,6 +146,12 @@ fn sigterm_with_the_largest_drain_window_and_every_database_locked_exits_within_
         ],
     );
     let late = env.insert("sleep", "{\"ms\": 100, \"canary\": true}");
+    env.input()
+        .execute(
+            "INSERT INTO withdrawals(job_id, client_id, requested_at) VALUES (?1, 'local', ?2)",
+            rusqlite::params![withdrawn, common::now_ms()],
+        )
+        .unwrap();
     let (release_input, input_holder) = hold_locks(&env, &["brainloop.input.db"]);
     std::thread::sleep(Duration::from_millis(1500));
     for &id in &finishing {
@@ -230,6 +246,9 @@ fn sigterm_with_the_largest_drain_window_and_every_database_locked_exits_within_
         bash_again, 0,
         "the command that finished during the drain ran again"
     );
+    // The withdrawn task: cancelled (at once, or at the restart that re-reads withdrawals).
+    env.wait_status(withdrawn, "cancelled", LONG);
+    assert_eq!(canary_runs(&canary, withdrawn), 0, "the withdrawn task ran");
     // The cut-off ones never finished: they run again (their canary is empty), not final.
     for id in [cancelled, stubborn] {
         assert_eq!(canary_runs(&canary, id), 0);

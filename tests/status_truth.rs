@@ -103,6 +103,38 @@ fn two_producers_a_draining_worker_and_a_status_loop_give_no_false_problem() {
             })
         })
         .collect();
+    // A third producer queues open MCP tasks (a job with its task id, as `brainloop mcp`
+    // writes it) and withdraws every other one, as `tasks/cancel` does.
+    let tasks = {
+        let (stop, inserted) = (Arc::clone(&stop), Arc::clone(&inserted));
+        let c = env.input();
+        std::thread::spawn(move || {
+            let mut k = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                c.execute(
+                    "INSERT INTO jobs(action, params) VALUES ('sleep', '{\"ms\": 50}')",
+                    [],
+                )
+                .unwrap();
+                let id = c.last_insert_rowid();
+                c.execute(
+                    "UPDATE jobs SET task_id = ?2 WHERE id = ?1",
+                    rusqlite::params![id, format!("bl-{id}-{k:016x}")],
+                )
+                .unwrap();
+                if k % 2 == 0 {
+                    c.execute(
+                        "INSERT INTO withdrawals(job_id, client_id, requested_at) VALUES (?1, 'local', ?2)",
+                        rusqlite::params![id, now_ms()],
+                    )
+                    .unwrap();
+                }
+                inserted.fetch_add(1, Ordering::Relaxed);
+                k += 1;
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        })
+    };
     let t0 = Instant::now();
     let (mut runs, mut false_alarms) = (0, Vec::new());
     let mut by_cause = std::collections::BTreeMap::<String, usize>::new();
@@ -120,8 +152,18 @@ fn two_producers_a_draining_worker_and_a_status_loop_give_no_false_problem() {
     for p in producers {
         p.join().unwrap();
     }
+    tasks.join().unwrap();
     let n = inserted.load(Ordering::Relaxed);
     env.wait_final(n, LONG);
+    let withdrawn: i64 = env
+        .output()
+        .query_row(
+            "SELECT count(*) FROM results WHERE status = 'cancelled'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(withdrawn > 0, "no withdrawn task was cancelled");
     println!(
         "FIGURES: {runs} status calls during {n} producer inserts, {} false problems {by_cause:?}",
         false_alarms.len()

@@ -1,7 +1,9 @@
-//! The one MCP tool, `brainloop`, and its input schema, generated from the action registry at
-//! start-up: `{action, params}`, both required, `action` a plain inline `enum` of every visible
-//! action (so the enum can never miss one — ORIGIN.md's bug), `params` an object whose schema is
-//! given by `get_schema`. Seed 001's "progressive disclosure": one tool, details on demand.
+//! The MCP tools, `brainloop` and the read-only `brainloop_read` (issue 55), and their input
+//! schemas, generated from the action registry at start-up: `{action, params}`, both required,
+//! `action` a plain inline `enum` of every visible action (so the enum can never miss one —
+//! ORIGIN.md's bug), `params` an object whose schema is given by `get_schema`. Seed 001's
+//! "progressive disclosure": details on demand. `brainloop_read` also declares its
+//! `outputSchema`, [`output_schema`]: the reply envelope every call returns ([`super::reply`]).
 
 use crate::actions::Registry;
 use rmcp::model::{JsonObject, Tool, ToolAnnotations};
@@ -138,6 +140,47 @@ pub fn read_tool(registry: &Registry, client: &str) -> Tool {
         .open_world(false);
     Tool::new(READ_TOOL_NAME, description, Arc::new(read_schema(registry)))
         .with_annotations(annotations)
+        .with_raw_output_schema(Arc::new(output_schema()))
+}
+
+/// The structured content of every reply ([`super::reply::Reply`]), whatever the action: its
+/// fixed envelope. The `result` inside is the action's own (`get_schema` names the params, not
+/// the result), so it stays any JSON value. Clients validate each non-error result against it.
+pub fn output_schema() -> JsonObject {
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "status": {
+                "type": "string",
+                "description": "succeeded, or how the call or its job stands or ended: pending_validation, queued, running, failed, denied, blocked, expired, cancelled, ..."
+            },
+            "job_id": {"type": "integer", "description": "The job the call queued (absent when the front-end answered itself)."},
+            "result": {"description": "The action's result (any JSON; null when there is none)."},
+            "error": {"type": ["string", "null"], "description": "Why the call did not succeed (null when it did)."},
+            "validation_id": {"type": "string", "description": "pending_validation: the validation an operator approves outside MCP."},
+            "message": {"type": "string", "description": "pending_validation: how the job gets approved, and how to poll it."},
+            "poll": {
+                "type": "object",
+                "description": "The call that polls the job: action get_result with its job id.",
+                "properties": {
+                    "action": {"const": "get_result"},
+                    "params": {
+                        "type": "object",
+                        "properties": {"job_id": {"type": "integer"}},
+                        "required": ["job_id"]
+                    }
+                },
+                "required": ["action", "params"]
+            },
+            "queued": {"type": "boolean", "description": "false: refused before anything was queued."}
+        },
+        "required": ["status", "result", "error"],
+        "additionalProperties": false
+    });
+    match schema {
+        Value::Object(m) => m,
+        _ => JsonObject::new(),
+    }
 }
 
 #[cfg(test)]
@@ -166,5 +209,29 @@ mod tests {
         }
         assert_eq!(s["required"], json!(["action", "params"]));
         assert!(!Value::Object(s).to_string().contains("$ref"));
+    }
+
+    /// Every kind of reply validates against the read tool's output schema, and a reply that
+    /// drifted from the envelope would not.
+    #[test]
+    fn every_reply_fits_the_output_schema() {
+        use super::super::reply::Reply;
+        let v = jsonschema::validator_for(&Value::Object(output_schema())).unwrap();
+        for r in [
+            Reply::answered(json!([{"name": "x"}])),
+            Reply::refused("denied", "no"),
+            Reply::finished(3, "succeeded", Some(json!({"stdout": "hi"})), None),
+            Reply::finished(3, "failed", None, Some("boom".into())),
+            Reply::pending(4, Some(json!({"validation_id": "v-1"}))),
+            Reply::still_open(5, Some("running"), "stopped waiting"),
+            Reply::still_open(5, None, "cancelled by the client"),
+        ] {
+            let body = r.into_result().structured_content.unwrap();
+            assert!(v.is_valid(&body), "{body}");
+        }
+        assert!(
+            !v.is_valid(&json!({"status": "succeeded", "result": 1, "error": null, "extra": 1}))
+        );
+        assert!(!v.is_valid(&json!({"status": "succeeded", "result": 1})));
     }
 }

@@ -95,6 +95,10 @@ enum Adopt {
 /// many became cancel requests. Blocking (SQLite).
 fn adopt_blocking(stores: &crate::db::Stores, after: i64) -> Result<(i64, usize)> {
     use crate::db::input;
+    // The last id is read before the batch: stepping past it (below) then skips only malformed
+    // rows the read left out, never a row committed between the two reads (a second
+    // tasks/cancel 20 ms after a first one was lost so until this order).
+    let last = stores.input.with(|c| input::last_withdrawal(c))?;
     let rows = stores
         .input
         .with(|c| input::withdrawals_after(c, after, WITHDRAWALS_BATCH))?;
@@ -122,7 +126,7 @@ fn adopt_blocking(stores: &crate::db::Stores, after: i64) -> Result<(i64, usize)
     }
     if rows.len() < WITHDRAWALS_BATCH {
         // Malformed raw rows are skipped by the read: step past them too.
-        mark = mark.max(stores.input.with(|c| input::last_withdrawal(c))?);
+        mark = mark.max(last);
     }
     Ok((mark, adopted))
 }
