@@ -650,10 +650,7 @@ pub fn shown_diff_lines(cs: &ChangeSet, indent: &str, max_lines: usize, id: &str
 }
 
 /// Stages the write of `content` at `rel` (a file beneath `root`, `/`-separated, its missing
-/// parent directories created) as job `job_id`'s change set: the upper layer of a fresh
-/// `changes/<job>/` holds the file (mode `mode`: the replaced file's, or 0644), computed against
-/// `root` by [`compute`] exactly as a command's overlay run is. Returns the change set and the
-/// upper layer's bytes. Blocking.
+/// parent directories created) as job `job_id`'s change set: [`stage_files`] of one file.
 pub fn stage_file(
     data_dir: &Path,
     job_id: i64,
@@ -662,21 +659,51 @@ pub fn stage_file(
     content: &[u8],
     mode: u32,
 ) -> Result<(ChangeSet, u64)> {
-    if rel.is_empty()
-        || rel
-            .split('/')
-            .any(|c| c.is_empty() || c == "." || c == "..")
-    {
-        bail!("{rel:?} is not a plain path beneath {}", root.display());
+    stage_files(
+        data_dir,
+        job_id,
+        root,
+        &[(rel.to_string(), content.to_vec(), mode)],
+    )
+}
+
+/// Stages the writes of `files` — `(rel, content, mode)`: a file beneath `root`, `/`-separated,
+/// its missing parent directories created, mode the replaced file's or 0644 — as job `job_id`'s
+/// one change set (a loop commit writes several): the upper layer of a fresh `changes/<job>/`
+/// holds the files, computed against `root` by [`compute`] exactly as a command's overlay run
+/// is. Returns the change set and the upper layer's bytes. Blocking.
+pub fn stage_files(
+    data_dir: &Path,
+    job_id: i64,
+    root: &Path,
+    files: &[(String, Vec<u8>, u32)],
+) -> Result<(ChangeSet, u64)> {
+    for (rel, _, _) in files {
+        if rel.is_empty()
+            || rel
+                .split('/')
+                .any(|c| c.is_empty() || c == "." || c == "..")
+        {
+            bail!("{rel:?} is not a plain path beneath {}", root.display());
+        }
     }
     let (upper, _) = create_layers(data_dir, job_id)?;
-    let file = upper.join(rel);
-    if let Some(parent) = file.parent() {
-        fs::create_dir_all(parent).with_context(|| format!("create {}", parent.display()))?;
+    for (rel, content, mode) in files {
+        let file = upper.join(rel);
+        if let Some(parent) = file.parent() {
+            fs::create_dir_all(parent).with_context(|| format!("create {}", parent.display()))?;
+        }
+        // Written in place, never through a temp name: another staged file may have that name.
+        {
+            use std::io::Write;
+            let mut f =
+                fs::File::create(&file).with_context(|| format!("create {}", file.display()))?;
+            f.write_all(content)?;
+            f.sync_all()?;
+        }
+        fs::set_permissions(&file, fs::Permissions::from_mode(mode & 0o777))
+            .with_context(|| format!("chmod {}", file.display()))?;
     }
-    write_durable(&file, content)?;
-    fs::set_permissions(&file, fs::Permissions::from_mode(mode & 0o777))
-        .with_context(|| format!("chmod {}", file.display()))?;
     let cs = compute(&upper, root)?;
     Ok((cs, upper_bytes(&upper)))
 }
