@@ -85,6 +85,40 @@ fn assert_multiline(what: &str, text: &str, lines: &[&str]) {
     assert!(!text.contains("\\x0a"), "{what} folds the diff:\n{text}");
 }
 
+/// `validations` (indented 4) and the notify payload's `text` (indented 2) show `lines` one
+/// under the other; the payload's `change_set.diff` holds `in_diff`. The payload.
+fn listed(env: &Env, hook: &Collector, id: i64, lines: &[&str], in_diff: &str) -> Value {
+    let indent = |n: usize| -> Vec<String> {
+        lines
+            .iter()
+            .map(|l| format!("{}{l}", " ".repeat(n)))
+            .collect()
+    };
+    let listing = cli_ok(env, &["validations"]);
+    let four = indent(4);
+    assert_multiline(
+        "validations",
+        &listing,
+        &four.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    let note = hook.wait_matching(1, "the notify payload", |b| b["job_id"] == id);
+    let two = indent(2);
+    assert_multiline(
+        "the notify text",
+        note[0]["text"].as_str().unwrap(),
+        &two.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    assert!(
+        note[0]["change_set"]["diff"]
+            .as_str()
+            .unwrap()
+            .contains(in_diff),
+        "{}",
+        note[0]
+    );
+    note[0].clone()
+}
+
 fn read(env: &Env, rel: &str) -> Option<String> {
     std::fs::read_to_string(env.workspace.join(rel)).ok()
 }
@@ -116,28 +150,14 @@ fn generated_files_are_change_sets_shown_applied_listed_and_undone() {
     let shown = cli_ok(&env, &["show", &vid]);
     assert_multiline("show", &shown, &diff);
     assert!(shown.contains("tools/cli.py"), "{shown}");
-    let listing = cli_ok(&env, &["validations"]);
-    assert_multiline(
-        "validations",
-        &listing,
-        &["    +import sys", "    +", "    +def main():"],
+    let note = listed(
+        &env,
+        &hook,
+        id,
+        &["+import sys", "+", "+def main():"],
+        "+import sys\n+\n+def main():\n",
     );
-    let note = hook.wait_matching(1, "the notify payload", |b| b["job_id"] == id);
-    let text = note[0]["text"].as_str().unwrap();
-    assert_multiline(
-        "the notify text",
-        text,
-        &["  +import sys", "  +", "  +def main():"],
-    );
-    assert!(
-        note[0]["change_set"]["diff"]
-            .as_str()
-            .unwrap()
-            .contains("+import sys\n+\n+def main():\n"),
-        "{}",
-        note[0]
-    );
-    assert_eq!(note[0]["kind"], "generated", "a reviewer never approves it");
+    assert_eq!(note["kind"], "generated", "a reviewer never approves it");
     cli_ok(&env, &["approve", &vid]);
     let (st, v, err) = final_result(&env, id);
     assert_eq!(st, "succeeded", "{err} {v}");
@@ -288,6 +308,32 @@ fn generated_files_are_change_sets_shown_applied_listed_and_undone() {
     assert!(read(&env, "w.py").is_none(), "nothing before approval");
 }
 
+/// A worker started with the apply test hook `hook` held for a minute; a generated file
+/// (`MARK:mark` at `path`) asked, approved, and held at the hook: (the worker, the job).
+fn approved_and_held(
+    env: &Env,
+    cfg: &str,
+    mock: &MockLlm,
+    hook: &str,
+    mark: &str,
+    path: &str,
+) -> (common::Daemon, i64) {
+    let d = common::start_with_llm(env, cfg, mock, &[(hook, "60000")]);
+    let (id, st, v, err) = gen(
+        env,
+        "local",
+        json!({"prompt": format!("MARK:{mark}"), "output_path": path}),
+    );
+    assert_eq!(st, "pending_validation", "{err} {v}");
+    cli_ok(env, &["approve", &common::vid(&v)]);
+    let t0 = Instant::now();
+    while !d.log_text().contains(hook) {
+        assert!(t0.elapsed() < Duration::from_secs(60), "{}", d.log_text());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    (d, id)
+}
+
 /// Killed -9 after the approved file was applied, before the job's result: after the restart
 /// the job ends `succeeded` with the file applied once and the result saying so; nobody is
 /// asked again, and it undoes like any change set. Killed -9 between the approval and the
@@ -297,24 +343,14 @@ fn a_generated_file_killed_after_its_apply_ends_succeeded_applied_once() {
     let env = Env::new();
     let mock = MockLlm::start(respond);
     let cfg = config(&env, None);
-    let d = common::start_with_llm(
+    let (d, id) = approved_and_held(
         &env,
         &cfg,
         &mock,
-        &[("BRAINLOOP_TEST_PAUSE_AFTER_APPLY_MS", "60000")],
+        "BRAINLOOP_TEST_PAUSE_AFTER_APPLY_MS",
+        "crash",
+        "c.py",
     );
-    let (id, st, v, err) = gen(
-        &env,
-        "local",
-        json!({"prompt": "MARK:crash", "output_path": "c.py"}),
-    );
-    assert_eq!(st, "pending_validation", "{err} {v}");
-    cli_ok(&env, &["approve", &common::vid(&v)]);
-    let t0 = Instant::now();
-    while !d.log_text().contains("BRAINLOOP_TEST_PAUSE_AFTER_APPLY_MS") {
-        assert!(t0.elapsed() < Duration::from_secs(60), "{}", d.log_text());
-        std::thread::sleep(Duration::from_millis(10));
-    }
     assert_eq!(read(&env, "c.py").as_deref(), Some(&*content("crash")));
     let before = env.result(id).unwrap().0;
     assert!(["running", "queued"].contains(&before.as_str()), "{before}");
@@ -347,27 +383,14 @@ fn a_generated_file_killed_after_its_apply_ends_succeeded_applied_once() {
     // Killed -9 after the approval, before the apply's first byte: nothing is in the workspace,
     // so the job asks again (never re-run unapproved), and a denial then ends it `denied` with
     // nothing written.
-    let d = common::start_with_llm(
+    let (d, id) = approved_and_held(
         &env,
         &cfg,
         &mock,
-        &[("BRAINLOOP_TEST_PAUSE_BEFORE_APPLY_MS", "60000")],
+        "BRAINLOOP_TEST_PAUSE_BEFORE_APPLY_MS",
+        "before",
+        "b.py",
     );
-    let (id, st, v, err) = gen(
-        &env,
-        "local",
-        json!({"prompt": "MARK:before", "output_path": "b.py"}),
-    );
-    assert_eq!(st, "pending_validation", "{err} {v}");
-    cli_ok(&env, &["approve", &common::vid(&v)]);
-    let t0 = Instant::now();
-    while !d
-        .log_text()
-        .contains("BRAINLOOP_TEST_PAUSE_BEFORE_APPLY_MS")
-    {
-        assert!(t0.elapsed() < Duration::from_secs(60), "{}", d.log_text());
-        std::thread::sleep(Duration::from_millis(10));
-    }
     assert!(read(&env, "b.py").is_none(), "held before the apply");
     d.kill9();
     let _d = common::start_with_llm(&env, &cfg, &mock, &[]);
@@ -526,26 +549,12 @@ fn a_loop_commit_is_one_change_set_shown_applied_and_undone() {
         shown.contains("--- a/gen/a.py") && shown.contains("+++ b/gen/new.py"),
         "{shown}"
     );
-    let listing = cli_ok(&env, &["validations"]);
-    assert_multiline(
-        "validations",
-        &listing,
-        &["    +def main():", "    +    print('alpha')"],
-    );
-    let note = hook.wait_matching(1, "the notify payload", |b| b["job_id"] == id);
-    let text = note[0]["text"].as_str().unwrap();
-    assert_multiline(
-        "the notify text",
-        text,
-        &["  +import sys", "  +", "  +def main():"],
-    );
-    assert!(
-        note[0]["change_set"]["diff"]
-            .as_str()
-            .unwrap()
-            .contains("+def main():\n+    print('beta')\n"),
-        "{}",
-        note[0]
+    listed(
+        &env,
+        &hook,
+        id,
+        &["+import sys", "+", "+def main():", "+    print('alpha')"],
+        "+def main():\n+    print('beta')\n",
     );
     cli_ok(&env, &["approve", &vid]);
     let (st, v, err) = final_result(&env, id);

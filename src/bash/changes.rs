@@ -604,8 +604,9 @@ pub struct Manifest {
     #[serde(default)]
     pub timeout_ms: u64,
     /// The action whose effect this is (None: `execute_bash`, a command's overlay run). Another
-    /// action (`generate_file`) stages its write as this same change set ([`stage_file`]): the
-    /// same store, journal, apply and undo; `command` then says what it writes.
+    /// action (`generate_file`, a loop commit) stages its writes as this same change set
+    /// ([`stage_files`]): the same store, journal, apply and undo; `command` then says what it
+    /// writes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub action: Option<String>,
     /// For another action's change set: the result fields the job ends with once it is applied
@@ -647,24 +648,6 @@ pub fn shown_diff_lines(cs: &ChangeSet, indent: &str, max_lines: usize, id: &str
         ));
     }
     out
-}
-
-/// Stages the write of `content` at `rel` (a file beneath `root`, `/`-separated, its missing
-/// parent directories created) as job `job_id`'s change set: [`stage_files`] of one file.
-pub fn stage_file(
-    data_dir: &Path,
-    job_id: i64,
-    root: &Path,
-    rel: &str,
-    content: &[u8],
-    mode: u32,
-) -> Result<(ChangeSet, u64)> {
-    stage_files(
-        data_dir,
-        job_id,
-        root,
-        &[(rel.to_string(), content.to_vec(), mode)],
-    )
 }
 
 /// Stages the writes of `files` — `(rel, content, mode)`: a file beneath `root`, `/`-separated,
