@@ -36,6 +36,9 @@ fn respond(req: &Seen) -> Reply {
 /// [`respond`] for a loop block: asked with `response_format` (the default model takes
 /// json_schema), the code comes as `{"code"}`.
 fn respond_loop(req: &Seen) -> Reply {
+    if req.prompt().contains("You write SQLite SQL") {
+        return Reply::json(&json!({ "sql": SQL }));
+    }
     if req.body["response_format"]["type"] == "json_schema" {
         let text = format!(
             "import sys\n\ndef main():\n    print('{}')\n",
@@ -49,6 +52,9 @@ fn respond_loop(req: &Seen) -> Reply {
     }
     respond(req)
 }
+
+/// What the model writes for `generate_sql`: one row added, one removed, on two lines.
+const SQL: &str = "INSERT INTO t(a, b) VALUES (3, 'z');\nDELETE FROM t WHERE a = 1;";
 
 fn content(mark: &str) -> String {
     format!("import sys\n\ndef main():\n    print('{mark}')\n")
@@ -592,4 +598,159 @@ fn a_loop_commit_is_one_change_set_shown_applied_and_undone() {
         read(&env, "gen/new.py").is_none(),
         "undo removes the new file"
     );
+}
+
+/// A database `t(a, b)` holding (1, 'x') and (2, 'y') at `rel`; `wal`: in WAL mode.
+fn make_db(env: &Env, rel: &str, wal: bool) -> std::path::PathBuf {
+    let p = env.workspace.join(rel);
+    let c = rusqlite::Connection::open(&p).unwrap();
+    if wal {
+        c.query_row("PRAGMA journal_mode=WAL", [], |r| r.get::<_, String>(0))
+            .unwrap();
+    }
+    c.execute_batch("CREATE TABLE t(a INTEGER, b TEXT); INSERT INTO t VALUES (1, 'x'), (2, 'y');")
+        .unwrap();
+    p
+}
+
+fn keys(db: &std::path::Path) -> Vec<i64> {
+    let c = rusqlite::Connection::open(db).unwrap();
+    let mut s = c.prepare("SELECT a FROM t ORDER BY a").unwrap();
+    let v = s
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    v
+}
+
+/// A writing `generate_sql`: its effect measured on a copy (rows per table) is the change set
+/// `show`, `validations` and the notify payload show, with the statements on many lines;
+/// approve applies exactly it, `history` lists it, `undo` refuses after a later change to the
+/// file and then restores the previous bytes. A database in WAL mode, and one over
+/// `overlay_max_bytes`, ask with the statements only, saying it cannot be undone.
+#[test]
+fn a_writing_generate_sql_is_a_measured_change_set_applied_and_undone() {
+    let env = Env::new();
+    let hook = Collector::start();
+    let mock = MockLlm::start(respond_loop);
+    let cfg = config(&env, Some(&hook));
+    let d = common::start_with_llm(&env, &cfg, &mock, &[]);
+    let db = make_db(&env, "data.db", false);
+    let id = job(
+        &env,
+        "local",
+        "generate_sql",
+        &json!({"prompt": "change rows", "database": "data.db"}),
+    );
+    let (st, v, err) = settled(&env, id);
+    assert_eq!(st, "pending_validation", "{err} {v}");
+    assert_eq!(keys(&db), [1, 2], "nothing before approval");
+    assert_eq!(v["tables"][0]["table"], "t", "{v}");
+    let vid = common::vid(&v);
+    let effect = "t: 1 row(s) added, 1 removed";
+    let shown = cli_ok(&env, &["show", &vid]);
+    assert!(
+        shown.contains(effect) && shown.contains("data.db"),
+        "{shown}"
+    );
+    let two_lines = |what: &str, text: &str| {
+        assert!(
+            text.contains("INSERT INTO t(a, b) VALUES (3, 'z');")
+                && text.contains("DELETE FROM t WHERE a = 1;")
+                && !text
+                    .lines()
+                    .any(|l| l.contains("INSERT") && l.contains("DELETE"))
+                && !text.contains("\\x0a"),
+            "{what} shows the statements on many lines:\n{text}"
+        );
+    };
+    two_lines("show", &shown);
+    let listing = cli_ok(&env, &["validations"]);
+    assert!(listing.contains(effect), "{listing}");
+    two_lines("validations", &listing);
+    let note = hook.wait_matching(1, "the notify payload", |b| b["job_id"] == id);
+    two_lines("the notify text", note[0]["text"].as_str().unwrap());
+    assert!(
+        note[0]["change_set"]["paths"]
+            .to_string()
+            .contains("data.db"),
+        "{}",
+        note[0]
+    );
+    cli_ok(&env, &["approve", &vid]);
+    let (st, v, err) = final_result(&env, id);
+    assert_eq!(st, "succeeded", "{err} {v}");
+    assert_eq!(keys(&db), [2, 3], "exactly the measured change");
+    assert_eq!(v["changes"], 2, "{v}");
+    assert_eq!(v["undo"], format!("brainloop undo {id}"), "{v}");
+    let history = cli_ok(&env, &["history"]);
+    assert!(
+        history.contains("data.db") && history.contains(&format!("job {id}")),
+        "{history}"
+    );
+    // A later change to the file: undo refuses and writes nothing.
+    let applied = std::fs::read(&db).unwrap();
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute("INSERT INTO t VALUES (9, 'later')", [])
+        .unwrap();
+    let (st, out, err) = env.cli(&["undo", &id.to_string()]);
+    assert!(!st.success(), "undo after a later change: {out}{err}");
+    assert!(
+        err.contains("later changes") && err.contains("data.db"),
+        "{err}"
+    );
+    assert_eq!(keys(&db), [2, 3, 9]);
+    std::fs::write(&db, &applied).unwrap();
+    cli_ok(&env, &["undo", &id.to_string()]);
+    assert_eq!(keys(&db), [1, 2], "the previous bytes restored");
+
+    // WAL mode: asked with the statements only, run in place on approval, not undoable.
+    let wal = make_db(&env, "wal.db", true);
+    let id = job(
+        &env,
+        "local",
+        "generate_sql",
+        &json!({"prompt": "change rows", "database": "wal.db"}),
+    );
+    let (st, v, err) = settled(&env, id);
+    assert_eq!(st, "pending_validation", "{err} {v}");
+    let listing = cli_ok(&env, &["validations"]);
+    assert!(
+        listing.contains("WAL mode") && listing.contains("CANNOT be undone"),
+        "{listing}"
+    );
+    cli_ok(&env, &["approve", &common::vid(&v)]);
+    let (st, v, err) = final_result(&env, id);
+    assert_eq!(st, "succeeded", "{err} {v}");
+    assert_eq!(keys(&wal), [2, 3]);
+    let (st, _, err) = env.cli(&["undo", &id.to_string()]);
+    assert!(
+        !st.success() && err.contains("no applied change set"),
+        "{err}"
+    );
+    drop(d);
+
+    // Over overlay_max_bytes: the same, saying why.
+    let _d = common::start_with_llm(
+        &env,
+        &cfg,
+        &mock,
+        &[("BRAINLOOP_OVERLAY_MAX_BYTES", "1000")],
+    );
+    let id = job(
+        &env,
+        "local",
+        "generate_sql",
+        &json!({"prompt": "change rows", "database": "data.db"}),
+    );
+    let (st, v, err) = settled(&env, id);
+    assert_eq!(st, "pending_validation", "{err} {v}");
+    let listing = cli_ok(&env, &["validations"]);
+    assert!(
+        listing.contains("over overlay_max_bytes (1000)") && listing.contains("CANNOT be undone"),
+        "{listing}"
+    );
+    assert_eq!(keys(&db), [1, 2]);
 }

@@ -581,6 +581,8 @@ pub struct Manifest {
     pub workdir: PathBuf,
     pub exit_code: Option<i32>,
     pub success: bool,
+    /// The command's output; for another action's change set, its account of what the change
+    /// does beyond the diff (`generate_sql`: the rows changed per table and the statements).
     pub stdout: String,
     pub stderr: String,
     pub truncated: bool,

@@ -103,7 +103,7 @@ async fn stage(
         content: content.as_bytes().to_vec(),
     };
     let hash = write_hash(NAME, &target.real_path, overwrite, content);
-    staged::stage(ctx, NAME, vec![w], hash, summary, result).await
+    staged::stage(ctx, NAME, vec![w], hash, summary, result, String::new()).await
 }
 
 /// Long because it is the action's one linear story (the target checked before any token, the

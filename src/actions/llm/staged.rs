@@ -50,7 +50,9 @@ fn staged_at(
 /// The writes staged as the job's one change set and its manifest saved (`action`, `summary`
 /// as its command, `command_hash` what the action's request hashes to; the bound hash is
 /// `changes::effect_hash` of it and the change set's). `result`: the fields the job's result
-/// carries once it is applied. Every write must stage beneath one root (the workspace, or one
+/// carries once it is applied. `account`: what the action says its change does beyond the
+/// diff (a SQL script's statements and rows changed per table; `show` prints it), kept as the
+/// manifest's `stdout`. Every write must stage beneath one root (the workspace, or one
 /// grant's root): a change set has one. Refused, nothing staged, over the client's
 /// `pending_max_bytes_per_client`.
 pub async fn stage(
@@ -60,6 +62,7 @@ pub async fn stage(
     command_hash: String,
     summary: String,
     result: Value,
+    account: String,
 ) -> Result<Manifest, Outcome> {
     let (config, job_id, client) = (ctx.config.clone(), ctx.job_id, ctx.client_id.clone());
     let action = action.to_string();
@@ -107,7 +110,7 @@ pub async fn stage(
             workdir: root,
             exit_code: None,
             success: true,
-            stdout: String::new(),
+            stdout: account,
             stderr: String::new(),
             truncated: false,
             duration_ms: 0,

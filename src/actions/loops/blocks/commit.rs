@@ -309,6 +309,7 @@ async fn stage_files(
         command_hash.to_string(),
         summary.to_string(),
         json!({}),
+        String::new(),
     )
     .await?;
     if m.change_set.is_empty() {
