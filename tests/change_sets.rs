@@ -708,28 +708,7 @@ fn a_writing_generate_sql_is_a_measured_change_set_applied_and_undone() {
 
     // WAL mode: asked with the statements only, run in place on approval, not undoable.
     let wal = make_db(&env, "wal.db", true);
-    let id = job(
-        &env,
-        "local",
-        "generate_sql",
-        &json!({"prompt": "change rows", "database": "wal.db"}),
-    );
-    let (st, v, err) = settled(&env, id);
-    assert_eq!(st, "pending_validation", "{err} {v}");
-    let listing = cli_ok(&env, &["validations"]);
-    assert!(
-        listing.contains("WAL mode") && listing.contains("CANNOT be undone"),
-        "{listing}"
-    );
-    cli_ok(&env, &["approve", &common::vid(&v)]);
-    let (st, v, err) = final_result(&env, id);
-    assert_eq!(st, "succeeded", "{err} {v}");
-    assert_eq!(keys(&wal), [2, 3]);
-    let (st, _, err) = env.cli(&["undo", &id.to_string()]);
-    assert!(
-        !st.success() && err.contains("no applied change set"),
-        "{err}"
-    );
+    unmeasured_runs_in_place(&env, "wal.db", &wal, "WAL mode");
     drop(d);
 
     // Over overlay_max_bytes: the same, saying why.
@@ -739,18 +718,34 @@ fn a_writing_generate_sql_is_a_measured_change_set_applied_and_undone() {
         &mock,
         &[("BRAINLOOP_OVERLAY_MAX_BYTES", "1000")],
     );
+    unmeasured_runs_in_place(&env, "data.db", &db, "over overlay_max_bytes (1000)");
+}
+
+/// A writing `generate_sql` on `rel` (the database `db`) whose effect cannot be measured on a
+/// copy: `validations` says `why` and that it cannot be undone; approved, the script runs on the
+/// database itself; `undo` knows no change set.
+fn unmeasured_runs_in_place(env: &Env, rel: &str, db: &std::path::Path, why: &str) {
     let id = job(
-        &env,
+        env,
         "local",
         "generate_sql",
-        &json!({"prompt": "change rows", "database": "data.db"}),
+        &json!({"prompt": "change rows", "database": rel}),
     );
-    let (st, v, err) = settled(&env, id);
+    let (st, v, err) = settled(env, id);
     assert_eq!(st, "pending_validation", "{err} {v}");
-    let listing = cli_ok(&env, &["validations"]);
+    let listing = cli_ok(env, &["validations"]);
     assert!(
-        listing.contains("over overlay_max_bytes (1000)") && listing.contains("CANNOT be undone"),
+        listing.contains(why) && listing.contains("CANNOT be undone"),
         "{listing}"
     );
-    assert_eq!(keys(&db), [1, 2]);
+    assert_eq!(keys(db), [1, 2], "nothing before approval");
+    cli_ok(env, &["approve", &common::vid(&v)]);
+    let (st, v, err) = final_result(env, id);
+    assert_eq!(st, "succeeded", "{err} {v}");
+    assert_eq!(keys(db), [2, 3]);
+    let (st, _, err) = env.cli(&["undo", &id.to_string()]);
+    assert!(
+        !st.success() && err.contains("no applied change set"),
+        "{err}"
+    );
 }
