@@ -581,6 +581,8 @@ pub struct Manifest {
     pub workdir: PathBuf,
     pub exit_code: Option<i32>,
     pub success: bool,
+    /// The command's output; for another action's change set, its account of what the change
+    /// does beyond the diff (`generate_sql`: the rows changed per table and the statements).
     pub stdout: String,
     pub stderr: String,
     pub truncated: bool,
@@ -604,8 +606,9 @@ pub struct Manifest {
     #[serde(default)]
     pub timeout_ms: u64,
     /// The action whose effect this is (None: `execute_bash`, a command's overlay run). Another
-    /// action (`generate_file`) stages its write as this same change set ([`stage_file`]): the
-    /// same store, journal, apply and undo; `command` then says what it writes.
+    /// action (`generate_file`, a loop commit) stages its writes as this same change set
+    /// ([`stage_files`]): the same store, journal, apply and undo; `command` then says what it
+    /// writes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub action: Option<String>,
     /// For another action's change set: the result fields the job ends with once it is applied
@@ -649,34 +652,43 @@ pub fn shown_diff_lines(cs: &ChangeSet, indent: &str, max_lines: usize, id: &str
     out
 }
 
-/// Stages the write of `content` at `rel` (a file beneath `root`, `/`-separated, its missing
-/// parent directories created) as job `job_id`'s change set: the upper layer of a fresh
-/// `changes/<job>/` holds the file (mode `mode`: the replaced file's, or 0644), computed against
-/// `root` by [`compute`] exactly as a command's overlay run is. Returns the change set and the
-/// upper layer's bytes. Blocking.
-pub fn stage_file(
+/// Stages the writes of `files` — `(rel, content, mode)`: a file beneath `root`, `/`-separated,
+/// its missing parent directories created, mode the replaced file's or 0644 — as job `job_id`'s
+/// one change set (a loop commit writes several): the upper layer of a fresh `changes/<job>/`
+/// holds the files, computed against `root` by [`compute`] exactly as a command's overlay run
+/// is. Returns the change set and the upper layer's bytes. Blocking.
+pub fn stage_files(
     data_dir: &Path,
     job_id: i64,
     root: &Path,
-    rel: &str,
-    content: &[u8],
-    mode: u32,
+    files: &[(String, Vec<u8>, u32)],
 ) -> Result<(ChangeSet, u64)> {
-    if rel.is_empty()
-        || rel
-            .split('/')
-            .any(|c| c.is_empty() || c == "." || c == "..")
-    {
-        bail!("{rel:?} is not a plain path beneath {}", root.display());
+    for (rel, _, _) in files {
+        if rel.is_empty()
+            || rel
+                .split('/')
+                .any(|c| c.is_empty() || c == "." || c == "..")
+        {
+            bail!("{rel:?} is not a plain path beneath {}", root.display());
+        }
     }
     let (upper, _) = create_layers(data_dir, job_id)?;
-    let file = upper.join(rel);
-    if let Some(parent) = file.parent() {
-        fs::create_dir_all(parent).with_context(|| format!("create {}", parent.display()))?;
+    for (rel, content, mode) in files {
+        let file = upper.join(rel);
+        if let Some(parent) = file.parent() {
+            fs::create_dir_all(parent).with_context(|| format!("create {}", parent.display()))?;
+        }
+        // Written in place, never through a temp name: another staged file may have that name.
+        {
+            use std::io::Write;
+            let mut f =
+                fs::File::create(&file).with_context(|| format!("create {}", file.display()))?;
+            f.write_all(content)?;
+            f.sync_all()?;
+        }
+        fs::set_permissions(&file, fs::Permissions::from_mode(mode & 0o777))
+            .with_context(|| format!("chmod {}", file.display()))?;
     }
-    write_durable(&file, content)?;
-    fs::set_permissions(&file, fs::Permissions::from_mode(mode & 0o777))
-        .with_context(|| format!("chmod {}", file.display()))?;
     let cs = compute(&upper, root)?;
     Ok((cs, upper_bytes(&upper)))
 }

@@ -1092,6 +1092,11 @@ fn print_change_set(
                 m.workspace.display(),
                 shown::line(&m.change_set.summary())
             );
+            if !m.stdout.is_empty() {
+                // The action's own account of its change (a SQL script's statements and rows
+                // changed per table), written by the agent's model: escaped like the diff.
+                println!("--- what it does\n{}", shown::block(&m.stdout));
+            }
             println!("--- changes");
             print!("{}", changes::shown_diff(&m.change_set));
         }

@@ -336,12 +336,18 @@ fn cut_before_waiting(
 /// The outcome of a job's change set that reached the workspace before the worker stopped
 /// (`bash::recover_apply`: the apply's outcome, or the apply completed now): an `execute_bash`
 /// job's, or one of the actions that stage their write as a change set and apply it alone
-/// (`generate_file`; `run_code` is asked again instead, its script must go on).
+/// (`generate_file`, a measured `generate_sql`; a loop commit and `run_code` are asked again
+/// instead — the commit must still record its blocks and run its SQL, the script must go on —,
+/// the re-ask saying the change set is already in the workspace, and a denial then never ends
+/// them `denied`).
 fn applied_outcome(
     stores: &Stores,
     j: &lifecycle::OpenJob,
 ) -> Result<Option<crate::db::output::Outcome>> {
-    if !matches!(j.action.as_deref(), Some("execute_bash" | "generate_file")) {
+    if !matches!(
+        j.action.as_deref(),
+        Some("execute_bash" | "generate_file" | "generate_sql")
+    ) {
         return Ok(None);
     }
     let out = crate::bash::recover_apply(stores, j.job_id)?;

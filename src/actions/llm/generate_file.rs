@@ -6,6 +6,7 @@
 //! grant with `auto` covers the target; on approval exactly the approved content is written.
 
 use super::pending::{self, write_hash, Ask};
+use super::staged::{self, apply, saved};
 use super::{ask_model, js_permissions, llm_info, str_param};
 use crate::actions::{ActionSpec, Grant, HandlerFuture, JobCtx, Outcome};
 use crate::bash::changes::{self, Manifest};
@@ -16,8 +17,7 @@ use crate::llm::{text, JobUsage, Prompt};
 use crate::permset::PermissionSet;
 use serde_json::{json, Value};
 use std::io::Read;
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 pub const NAME: &str = "generate_file";
 
@@ -87,35 +87,7 @@ pub(crate) fn current(
     Some(buf)
 }
 
-/// Where a write at `target` is staged as a change set: (root, its path beneath it) — the
-/// workspace when the file is beneath it (the paths `show`, `history` and `undo` name), else the
-/// root of the grant that allows it; both by their real paths (`target.real_path` is real).
-fn staged_at(
-    workspace: &Path,
-    real_path: &Path,
-    grant_root: &Path,
-) -> Result<(PathBuf, String), String> {
-    for root in [workspace, grant_root] {
-        let Ok(real) = std::fs::canonicalize(root) else {
-            continue;
-        };
-        if let Ok(rel) = real_path.strip_prefix(&real) {
-            match rel.to_str() {
-                Some(r) if !r.is_empty() => return Ok((real, r.to_string())),
-                Some(_) => {}
-                None => return Err(format!("{} is not UTF-8", real_path.display())),
-            }
-        }
-    }
-    Err(format!(
-        "{} is beneath neither the workspace nor the root of its grant",
-        real_path.display()
-    ))
-}
-
-/// The write of `content` at `target` staged as job's change set (`changes::stage_file`) and its
-/// manifest saved: the same store, bound hash, budget, expiry and retention as a command's
-/// overlay run (issue 54). `result`: what the job's result says once it is applied.
+/// The write of `content` at `target` staged as the job's change set (`staged::stage`).
 async fn stage(
     ctx: &JobCtx,
     target: &write::Target,
@@ -124,108 +96,14 @@ async fn stage(
     summary: String,
     result: Value,
 ) -> Result<Manifest, Outcome> {
-    let (config, job_id, client) = (ctx.config.clone(), ctx.job_id, ctx.client_id.clone());
-    let (target_path, target_root, exists) = (
-        target.real_path.clone(),
-        target.root().to_path_buf(),
-        target.exists,
-    );
-    let (content, hash) = (
-        content.as_bytes().to_vec(),
-        write_hash(NAME, &target.real_path, overwrite, content),
-    );
-    tokio::task::spawn_blocking(move || -> Result<Manifest, String> {
-        let dd = &config.data_dir;
-        let waiting = changes::pending_bytes(dd, &client).map_err(|e| format!("{e:#}"))?;
-        let budget = config.pending_max_bytes_per_client;
-        if waiting >= budget {
-            return Err(format!("client {client} already has {waiting} bytes of change sets waiting for a human, at or over pending_max_bytes_per_client ({budget}); nothing was written — answer or deny its pending validations (`brainloop validations`)"));
-        }
-        let (root, rel) = staged_at(&config.workspace, &target_path, &target_root)?;
-        // The replaced file's permission bits (never setuid/setgid), else 0644.
-        let mode = std::fs::symlink_metadata(&target_path)
-            .ok()
-            .filter(|m| exists && m.is_file())
-            .map(|m| m.permissions().mode() & 0o777)
-            .unwrap_or(0o644);
-        let (cs, upper_bytes) = changes::stage_file(dd, job_id, &root, &rel, &content, mode)
-            .map_err(|e| format!("cannot stage the write as a change set: {e:#}"))?;
-        let m = Manifest {
-            job_id,
-            command: summary,
-            effect_hash: changes::effect_hash(&hash, &cs.hash),
-            command_hash: hash,
-            workspace: root.clone(),
-            workdir: root,
-            exit_code: None,
-            success: true,
-            stdout: String::new(),
-            stderr: String::new(),
-            truncated: false,
-            duration_ms: 0,
-            sandbox: String::new(),
-            signatures: Vec::new(),
-            change_set: cs,
-            created_at: crate::time::now_ms(),
-            client_id: client,
-            upper_bytes,
-            signal: None,
-            timed_out: false,
-            timeout_ms: 0,
-            action: Some(NAME.to_string()),
-            result: Some(result),
-        };
-        if let Err(e) = changes::save_manifest(dd, &m) {
-            changes::discard(dd, job_id);
-            return Err(format!("cannot keep the change set: {e:#}"));
-        }
-        Ok(m)
-    })
-    .await
-    .map_err(|e| Outcome::failed(format!("stage task failed: {e}")))?
-    .map_err(Outcome::failed)
-}
-
-/// Applies a staged write through the one apply of change sets (`bash::apply_recorded`:
-/// `applying` recorded before the first byte, journaled, conflict-checked, `applied` with the
-/// job's outcome after), so `undo`, `show`, `history` and start-up recovery know it as they
-/// know a command's. Holds on the apply test hooks (`bash::test_knob`).
-async fn apply(
-    ctx: &JobCtx,
-    m: Manifest,
-    policy_used: &'static str,
-    validation_id: Option<String>,
-) -> Result<Outcome, Outcome> {
-    let hold = |var: &'static str| {
-        let ms = crate::bash::test_knob(ctx.config.test_actions, var);
-        async move {
-            if let Some(ms) = ms {
-                tracing::info!(hook = var, ms, "test hook: holding the job");
-                tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
-            }
-        }
+    let w = staged::Write {
+        real_path: target.real_path.clone(),
+        grant_root: target.root().to_path_buf(),
+        exists: target.exists,
+        content: content.as_bytes().to_vec(),
     };
-    hold("BRAINLOOP_TEST_PAUSE_BEFORE_APPLY_MS").await;
-    let stores = ctx.stores.clone();
-    let v = validation_id.clone();
-    let out = tokio::task::spawn_blocking(move || {
-        crate::bash::apply_recorded(&stores, &m, policy_used, v.as_deref(), &mut |_| {})
-    })
-    .await
-    .map_err(|e| Outcome::failed(format!("apply task failed: {e}")))?;
-    if out.is_ok() {
-        hold("BRAINLOOP_TEST_PAUSE_AFTER_APPLY_MS").await;
-    }
-    out
-}
-
-/// The job's change set as saved when it asked (None: none, or unreadable).
-async fn saved(ctx: &JobCtx) -> Option<Manifest> {
-    let (dd, job) = (ctx.config.data_dir.clone(), ctx.job_id);
-    tokio::task::spawn_blocking(move || changes::load_manifest(&dd, job).ok().flatten())
-        .await
-        .ok()
-        .flatten()
+    let hash = write_hash(NAME, &target.real_path, overwrite, content);
+    staged::stage(ctx, NAME, vec![w], hash, summary, result, String::new()).await
 }
 
 /// Long because it is the action's one linear story (the target checked before any token, the

@@ -6,13 +6,23 @@
 //!   the authorizer), `trusted_schema=OFF`, and judged by SQLite's own `sqlite3_stmt_readonly`;
 //! - a read-only script runs at once on `read_sqlite`'s guarded connection (rows capped);
 //! - a writing script needs FILE_WRITE on the database file and a human's approval (unless the
-//!   grant is `auto`); after approval exactly the approved script runs, in one transaction, with
-//!   ATTACH, transactions, savepoints, virtual tables and writing pragmas refused.
+//!   grant is `auto`: it runs at once), with ATTACH, transactions, savepoints, virtual tables and
+//!   writing pragmas refused. Before the human is asked, it runs on a private copy of the
+//!   database (`sql_effect`), and the copy as it leaves it is the job's change set (issue 54:
+//!   `llm::staged`), shown with the rows changed per table and the statements; after approval
+//!   exactly that change set is applied (conflict-checked: the file still byte-identical to the
+//!   copy's source), and `undo` restores the previous bytes. A database that cannot be copied
+//!   whole (over `overlay_max_bytes`, WAL mode, a journal beside it) is asked about with the
+//!   statements only, saying it cannot be undone; after approval exactly the approved script
+//!   runs on it, in one transaction.
 
 use super::pending::{self, write_hash, Ask};
+use super::sql_effect::{self, Measure};
+use super::staged;
 use super::{ask_model, ask_structured, llm_info, str_param};
 use crate::actions::readers::sqlite;
 use crate::actions::{ActionSpec, Grant, HandlerFuture, JobCtx, Outcome};
+use crate::bash::changes::Manifest;
 use crate::clients::paths::{self, Opened};
 use crate::clients::write;
 use crate::llm::{text, JobUsage, JsonSchema, Prompt};
@@ -23,6 +33,7 @@ use rusqlite::hooks::{AuthAction, AuthContext, Authorization};
 use rusqlite::limits::Limit;
 use rusqlite::{Batch, Connection, OpenFlags};
 use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
 use std::os::unix::fs::MetadataExt;
 use std::time::{Duration, Instant};
 
@@ -246,6 +257,29 @@ pub(crate) fn run_writing(opened: &Opened, sql: &str) -> Result<(Vec<Value>, u64
     )
     .context("cannot open the database for writing")?;
     guard(&conn, opened, WRITE_BUDGET)?;
+    run_in_transaction(&mut conn, sql)
+}
+
+/// [`run_writing`] on the private copy at `copy` (`sql_effect`: the effect measured before a
+/// human is asked), under the same limits and authorizer.
+pub(crate) fn run_writing_on_copy(copy: &std::path::Path, sql: &str) -> Result<(Vec<Value>, u64)> {
+    let mut conn = Connection::open_with_flags(
+        copy,
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_NOFOLLOW
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .context("cannot open the copy of the database")?;
+    conn.set_limit(Limit::SQLITE_LIMIT_ATTACHED, 0)?;
+    conn.pragma_update(None, "trusted_schema", "OFF")?;
+    let deadline = Instant::now() + WRITE_BUDGET;
+    conn.progress_handler(10_000, Some(move || Instant::now() > deadline))?;
+    run_in_transaction(&mut conn, sql)
+}
+
+/// The script in one `BEGIN IMMEDIATE` transaction under [`write_authorize`]: each statement's
+/// rows and changes, and the total; nothing kept if any statement fails.
+fn run_in_transaction(conn: &mut Connection, sql: &str) -> Result<(Vec<Value>, u64)> {
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     // Installed after BEGIN: the script itself may not open, end or nest transactions.
     tx.authorizer(Some(write_authorize))?;
@@ -295,9 +329,42 @@ async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
         move || paths::open_for_read(&g, &db, &d).map_err(Outcome::from)
     };
 
-    // Resumed after a human approved: run exactly the stored script.
+    // Resumed after a human approved: apply exactly the change set measured and shown, or
+    // (not measured) run exactly the stored script.
     if let Some(approved) = pending::approved(ctx, NAME).await {
         let a = approved?;
+        let measured = staged::saved(ctx)
+            .await
+            .filter(|m| m.action() == NAME && m.effect_hash == a.hash);
+        if let Some(m) = measured {
+            let (open1, content, bound) = (open.clone(), a.content.clone(), m.command_hash.clone());
+            let (g, d) = (grants.clone(), deny.clone());
+            // The same database, and still under FILE_WRITE (the apply replaces its file).
+            let same = blocking(move || {
+                let opened = open1()?;
+                write::check(&g, &opened.real_path.to_string_lossy(), &d).map_err(Outcome::from)?;
+                Ok(write_hash(NAME, &opened.real_path, false, &content) == bound)
+            })
+            .await;
+            if !matches!(same, Ok(true)) {
+                pending::forget(ctx).await;
+                staged::discard(ctx);
+                return Err(same.err().unwrap_or_else(|| {
+                    Outcome::denied(format!(
+                        "{database} is not the approved database {}; nothing ran",
+                        a.target
+                    ))
+                }));
+            }
+            let out = staged::apply(ctx, m, "approved", Some(a.validation_id.clone())).await;
+            pending::forget(ctx).await;
+            return out.map(|mut o| {
+                if let Some(r) = o.result.as_mut() {
+                    r["validation_id"] = json!(a.validation_id);
+                }
+                o
+            });
+        }
         let result = blocking(move || {
             let opened = open()?;
             if write_hash(NAME, &opened.real_path, false, &a.content) != a.hash {
@@ -431,11 +498,42 @@ async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
             "llm": llm_info(&answer),
         })));
     }
-    let summary = format!(
+    let mut summary = format!(
         "generate_sql: run {} statement(s) that WRITE to {}",
         verdict.statements,
         real.display()
     );
+    let llm = llm_info(&answer);
+    let measured = measured_change_set(ctx, &open, &target, &sql, &hash, &summary, &llm).await?;
+    let mut reasons = protected;
+    let mut extra = json!({"sql": sql, "read_only": false, "llm": llm});
+    let (hash, change_set) = match measured {
+        Ok(m) if m.change_set.is_empty() => {
+            staged::discard(ctx);
+            let mut r = m.result.clone().unwrap_or_default();
+            r["policy_used"] = json!("unchanged");
+            r["message"] = json!("the script changes nothing in the database (measured on a copy); nothing ran on it");
+            return Ok(Outcome::ok(r));
+        }
+        Ok(m) => {
+            let result = m.result.clone().unwrap_or_default();
+            let tables = result["tables"].as_array().cloned().unwrap_or_default();
+            reasons.push(format!(
+                "its effect, measured on a copy of the database: {} ({} change(s) in all); approve applies exactly that copy, `brainloop undo {}` restores the previous bytes",
+                sql_effect::tables_text(&tables),
+                result["changes"],
+                ctx.job_id
+            ));
+            reasons.push(format!("the statements:\n{sql}"));
+            extra["tables"] = json!(tables);
+            summary = m.command.clone();
+            (m.effect_hash.clone(), Some(m))
+        }
+        Err(why) => {
+            reasons.push(format!("{why}; approving runs the statements on the database itself in one transaction, and that CANNOT be undone (`brainloop undo` does not know it)"));
+            (hash, None)
+        }
+    };
     Ok(pending::ask(
         ctx,
         Ask {
@@ -446,12 +544,87 @@ async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
             summary,
             preview: sql.clone(),
             permission_set: PermissionSet::Filesystem,
-            extra: json!({"sql": sql, "read_only": false, "llm": llm_info(&answer)}),
-            protected,
-            change_set: None,
+            extra,
+            protected: reasons,
+            change_set: change_set.as_ref(),
         },
     )
     .await)
+}
+
+/// The script's effect measured on a copy of the database (`sql_effect::measure`) and staged
+/// as the job's change set: the copy as the script leaves it replaces the file when a human
+/// approves (`llm::staged`). Ok(Err(why)): not measured (the human is asked with the
+/// statements only). Err: the script failed on the copy, or the file changed while it was
+/// copied (nothing written).
+async fn measured_change_set(
+    ctx: &JobCtx,
+    open: &(impl Fn() -> Result<Opened, Outcome> + Clone + Send + 'static),
+    target: &write::Target,
+    sql: &str,
+    hash: &str,
+    summary: &str,
+    llm: &Value,
+) -> Result<Result<Manifest, String>, Outcome> {
+    let (open, sql2) = (open.clone(), sql.to_string());
+    // In the job's change-set dir: swept with it (staging the change set replaces it).
+    let dir = crate::bash::changes::job_dir(&ctx.config.data_dir, ctx.job_id).join("measure");
+    let max = ctx.config.overlay_max_bytes;
+    let measured = blocking(move || {
+        let opened = open()?;
+        sql_effect::measure(&opened, &sql2, &dir, max).map_err(Outcome::failed)
+    })
+    .await?;
+    let ms = match measured {
+        Measure::Unmeasured(why) => return Ok(Err(why)),
+        Measure::Measured(ms) => ms,
+    };
+    let before = format!("file:{}:", hex::encode(Sha256::digest(&ms.before)));
+    let effect = sql_effect::tables_text(&ms.tables);
+    let summary = format!("{summary} ({effect})");
+    let account = format!(
+        "measured on a copy of the database: {effect} ({} change(s) in all)\n--- statements\n{sql}",
+        ms.changes
+    );
+    let result = json!({
+        "success": true,
+        "database": target.real_path,
+        "sql": sql,
+        "read_only": false,
+        "statements": ms.statements,
+        "changes": ms.changes,
+        "tables": ms.tables,
+        "llm": llm,
+    });
+    let w = staged::Write {
+        real_path: target.real_path.clone(),
+        grant_root: target.root().to_path_buf(),
+        exists: true,
+        content: ms.after,
+    };
+    let m = staged::stage(
+        ctx,
+        NAME,
+        vec![w],
+        hash.to_string(),
+        summary,
+        result,
+        account,
+    )
+    .await?;
+    let from_source = m.change_set.is_empty()
+        || m.change_set
+            .changes
+            .iter()
+            .all(|c| c.before.as_deref().is_some_and(|b| b.starts_with(&before)));
+    if !from_source {
+        staged::discard(ctx);
+        return Err(Outcome::failed(format!(
+            "{} changed while its copy was measured; nothing was written — submit the job again",
+            target.real_path.display()
+        )));
+    }
+    Ok(Ok(m))
 }
 
 #[cfg(test)]

@@ -10,6 +10,8 @@ mod generate_file;
 mod generate_sql;
 pub(in crate::actions) mod pending;
 pub(in crate::actions) mod preview;
+mod sql_effect;
+pub(in crate::actions) mod staged;
 
 use super::{ActionSpec, JobCtx, Outcome};
 use crate::llm::{Answer, JobUsage, JsonSchema, LlmError, Prompt};

@@ -50,7 +50,7 @@ pub struct Ask<'a> {
     pub extra: Value,
     /// Why an `auto` grant did not cover it (a protected path: `auto_refusals`), shown first.
     pub protected: Vec<String>,
-    /// The write staged as a change set (`bash::changes::stage_file`, saved): the approval binds
+    /// The write staged as a change set (`llm::staged::stage`, saved): the approval binds
     /// to its effect hash (`hash` must be it), the reasons name it and `brainloop show`, and
     /// the preview is its diff, never folded into a reason. None: the preview is a reason.
     pub change_set: Option<&'a crate::bash::changes::Manifest>,

@@ -9,16 +9,22 @@
 //! 2. Claim: in one transaction the blocks must still be open, hold exactly the planned code,
 //!    and not be claimed by another live job; they are claimed by this job (a refine is refused
 //!    while the claim lives: while the job runs or waits for a human).
-//! 3. If any item writes without an `auto` grant, nothing happens now: the manifest (every
-//!    item's block, kind, real path, overwrite flag and content) is stored in `llm_pending` and
-//!    one validation asks a human, with a preview or diff per file and the SQL. Its hash is
-//!    SHA-256 over the manifest. Otherwise the items run at once.
-//! 4. After approval the supervisor resumes the job: the stored manifest is loaded (its hash is
-//!    the approved one), every target must resolve to the same real path and every block still
-//!    hold that content; then the items run once, in order: files through `write::write`
-//!    (`RENAME_NOREPLACE` unless overwrite), writing SQL in one transaction, read-only SQL on
-//!    read_sqlite's guarded connection. Denied or expired: the job ends, its claim lapses,
-//!    nothing was written and the blocks stay open.
+//! 3. The files are staged as the job's one change set (`llm::staged`: `changes/<job>/`, the
+//!    same store, previewer, apply journal and undo as a command's overlay run, issue 54). If
+//!    any item writes without an `auto` grant, nothing happens now: the manifest (every item's
+//!    block, kind, real path, overwrite flag and content) is stored in `llm_pending` and one
+//!    validation asks a human, bound to the change set's effect hash (SHA-256 over the manifest
+//!    and the change set; over the manifest alone when no file changes): `show`, `validations`,
+//!    the notify payload and `review` show the files' diff, each SQL script is a reason of its
+//!    own. Otherwise the items run at once.
+//! 4. After approval the supervisor resumes the job: the stored manifest and change set are
+//!    loaded (their hash is the approved one), every target must resolve to the same real path
+//!    and every block still hold that content; then the change set is applied once
+//!    (`bash::apply_recorded`: conflict-checked — a file changed or created since it was shown
+//!    refuses the whole commit —, journaled, `brainloop undo JOB` takes it back), then the SQL
+//!    items run in order: writing SQL in one transaction, read-only SQL on read_sqlite's
+//!    guarded connection. Denied or expired: the job ends, its claim lapses, nothing was
+//!    written and the blocks stay open.
 //! 5. Record: committed blocks get their record; the session ends `committed` when all its
 //!    blocks are (event `session_commit`).
 
@@ -26,11 +32,12 @@ use super::model::grants;
 use super::state::{self, Block, State};
 use super::{event, internal, live_claim, missing, open_session, require_open, str_param};
 use crate::actions::llm::pending::{self, sha256, write_hash, Ask};
-use crate::actions::llm::preview;
 use crate::actions::llm::{current, judge, run_read_only, run_writing};
+use crate::actions::llm::{preview, staged};
 use crate::actions::loops::NAME;
 use crate::actions::{JobCtx, Outcome};
-use crate::clients::write::{self, WriteError};
+use crate::bash::changes;
+use crate::clients::write;
 use crate::clients::{paths, ClientGrants};
 use crate::db::sessions as store;
 use crate::permset::PermissionSet;
@@ -71,6 +78,9 @@ struct Planned {
     grant: Option<String>,
     preview: String,
     what: String,
+    /// A file's grant root and whether something is there now (what `staged::Write` needs).
+    root: Option<PathBuf>,
+    exists: bool,
 }
 
 /// What `bash::protected` judges a write against: the operator's path lists and the workspace.
@@ -161,6 +171,8 @@ async fn plan_one(
                 grant,
                 preview: b.code.clone(),
                 what,
+                root: None,
+                exists: true,
             });
         }
         let t = write::check(&g, &b.target, &deny).map_err(Outcome::from)?;
@@ -210,9 +222,11 @@ async fn plan_one(
             },
             auto: t.auto && protected.is_empty(),
             protected,
-            grant: Some(t.grant),
+            grant: Some(t.grant.clone()),
             preview,
             what,
+            root: Some(t.root().to_path_buf()),
+            exists: t.exists,
         })
     })
     .await
@@ -265,6 +279,61 @@ async fn claim(ctx: &JobCtx, id: &str, items: &[Item]) -> Result<(), Outcome> {
     .map_err(|e| Outcome::failed(format!("{e}; nothing was written")))
 }
 
+/// The commit's files staged as the job's one change set (`llm::staged`, issue 54): what
+/// `show`, `validations`, the notify payload and the review TUI show as a diff, what approve
+/// applies, `history` lists and `undo` takes back. None: no file, or every file already holds
+/// its block's content (a commit cut off after its apply).
+async fn stage_files(
+    ctx: &JobCtx,
+    planned: &[Planned],
+    command_hash: &str,
+    summary: &str,
+) -> Result<Option<changes::Manifest>, Outcome> {
+    let writes: Vec<staged::Write> = planned
+        .iter()
+        .filter(|p| p.item.kind == "file")
+        .map(|p| staged::Write {
+            real_path: PathBuf::from(&p.item.real),
+            grant_root: p.root.clone().unwrap_or_default(),
+            exists: p.exists,
+            content: p.item.content.as_bytes().to_vec(),
+        })
+        .collect();
+    if writes.is_empty() {
+        return Ok(None);
+    }
+    let m = staged::stage(
+        ctx,
+        NAME,
+        writes,
+        command_hash.to_string(),
+        summary.to_string(),
+        json!({}),
+        String::new(),
+    )
+    .await?;
+    if m.change_set.is_empty() {
+        staged::discard(ctx);
+        return Ok(None);
+    }
+    Ok(Some(m))
+}
+
+/// What a commit of `planned` asks and records: its one line per block.
+fn summary_of(id: &str, planned: &[Planned]) -> String {
+    format!(
+        "loop commit (session {id}): {}",
+        planned
+            .iter()
+            .map(|p| format!("block {}: {}", p.item.block_id, p.what))
+            .collect::<Vec<_>>()
+            .join("; ")
+    )
+}
+
+/// Long because it is the commit's one story (module doc, steps 1–4): resumed, the approved
+/// manifest and change set checked against the blocks and targets as they are now, then run;
+/// first run, planned, claimed, staged, then run under auto grants or asked.
 pub async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
     let id = str_param(params, "session_id");
     let block_id = params.get("block_id").and_then(Value::as_str);
@@ -272,15 +341,23 @@ pub async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
     let deny = paths::deny_roots(&ctx.config.data_dir);
     let w: Where = (ctx.config.path_lists(), ctx.config.workspace.clone());
 
-    // Resumed after a human approved: run exactly the stored manifest, nothing else.
+    // Resumed after a human approved: run exactly the stored manifest and apply exactly the
+    // change set shown, nothing else.
     if let Some(approved) = pending::approved(ctx, NAME).await {
         let a = approved?;
         let m: Manifest = serde_json::from_str(&a.content)
             .map_err(|e| internal("the approved manifest is unreadable", e))?;
-        if m.session_id != id || manifest_hash(&a.content, id) != a.hash {
+        let command_hash = manifest_hash(&a.content, id);
+        let staged = staged::saved(ctx).await.filter(|s| s.action() == NAME);
+        let bound = match &staged {
+            Some(s) => s.command_hash == command_hash && s.effect_hash == a.hash,
+            None => command_hash == a.hash,
+        };
+        if m.session_id != id || !bound {
             pending::forget(ctx).await;
+            staged::discard(ctx);
             return Err(Outcome::denied(
-                "the approved request does not match this session; nothing was written",
+                "the approved request does not match this session, or the change set on disk is not the one approved; nothing was written",
             ));
         }
         let (s, st) = open_session(ctx, id).await?;
@@ -297,6 +374,7 @@ pub async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
                 .map_err(|o| with_block(&it.block_id, o))?;
             if now.item != *it {
                 pending::forget(ctx).await;
+                staged::discard(ctx);
                 return Err(Outcome::denied(format!(
                     "block {}: the approved commit no longer matches (target now {}, content {}); nothing was written",
                     it.block_id,
@@ -314,6 +392,7 @@ pub async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
             &m.items,
             "approved",
             Some(&a.validation_id),
+            staged,
         )
         .await;
         pending::forget(ctx).await;
@@ -333,6 +412,14 @@ pub async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
     }
     let items: Vec<Item> = planned.iter().map(|p| p.item.clone()).collect();
     claim(ctx, id, &items).await?;
+    let manifest = serde_json::to_string(&Manifest {
+        session_id: id.to_string(),
+        items: items.clone(),
+    })
+    .map_err(|e| internal("cannot serialise the commit", e))?;
+    let command_hash = manifest_hash(&manifest, id);
+    let summary = summary_of(id, &planned);
+    let staged = stage_files(ctx, &planned, &command_hash, &summary).await?;
     let ask: Vec<&Planned> = planned
         .iter()
         .filter(|p| p.item.writes && !p.auto)
@@ -343,22 +430,11 @@ pub async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
         } else {
             "read_only"
         };
-        return execute(ctx, &g, &deny, id, &items, policy, None).await;
+        return execute(ctx, &g, &deny, id, &items, policy, None, staged).await;
     }
-    let manifest = serde_json::to_string(&Manifest {
-        session_id: id.to_string(),
-        items: items.clone(),
-    })
-    .map_err(|e| internal("cannot serialise the commit", e))?;
-    let hash = manifest_hash(&manifest, id);
-    let summary = format!(
-        "loop commit (session {id}): {}",
-        planned
-            .iter()
-            .map(|p| format!("block {}: {}", p.item.block_id, p.what))
-            .collect::<Vec<_>>()
-            .join("; ")
-    );
+    let hash = staged
+        .as_ref()
+        .map_or(command_hash, |m| m.effect_hash.clone());
     let shown = planned
         .iter()
         .map(|p| {
@@ -384,6 +460,18 @@ pub async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
         })
         .collect();
     let first = PathBuf::from(&ask[0].item.real);
+    let mut reasons: Vec<String> = planned.iter().flat_map(|p| p.protected.clone()).collect();
+    if staged.is_some() {
+        // The files are the change set (its diff is shown); the SQL of a mixed commit is not in
+        // it, so each script stays a reason of its own, shown whole.
+        reasons.extend(planned.iter().filter(|p| p.item.kind == "sql").map(|p| {
+            format!(
+                "block {}: {} (after the files; not part of the change set, `undo` does not take it back):\n{}",
+                p.item.block_id, p.what, p.item.content
+            )
+        }));
+    }
+    let extra = json!({"session_id": id, "items": listed});
     Ok(pending::ask(
         ctx,
         Ask {
@@ -394,40 +482,18 @@ pub async fn run(ctx: &JobCtx, params: &Value) -> Result<Outcome, Outcome> {
             summary,
             preview: shown,
             permission_set: PermissionSet::Filesystem,
-            extra: json!({"session_id": id, "items": listed}),
-            protected: planned.iter().flat_map(|p| p.protected.clone()).collect(),
-            change_set: None,
+            extra,
+            protected: reasons,
+            change_set: staged.as_ref(),
         },
     )
     .await)
 }
 
-/// Runs one item; the record of what it did.
-async fn execute_one(g: &Arc<ClientGrants>, deny: &[PathBuf], it: &Item) -> Result<Value, String> {
+/// Runs one SQL item; the record of what it did.
+async fn execute_sql(g: &Arc<ClientGrants>, deny: &[PathBuf], it: &Item) -> Result<Value, String> {
     let (g, deny, it) = (Arc::clone(g), deny.to_vec(), it.clone());
     tokio::task::spawn_blocking(move || -> Result<Value, String> {
-        if it.kind == "file" {
-            let real = PathBuf::from(&it.real);
-            let already = |e: &WriteError| {
-                matches!(e, WriteError::Exists(_))
-                    && current(&g, &real, &deny).as_deref() == Some(it.content.as_str())
-            };
-            return match write::write(
-                &g,
-                &it.requested,
-                &deny,
-                &real,
-                it.content.as_bytes(),
-                it.overwrite,
-            ) {
-                Ok(bytes) => Ok(json!({"kind": "file", "path": it.real, "bytes": bytes,
-                    "content_sha256": sha256(&it.content), "overwrite": it.overwrite})),
-                Err(e) if already(&e) => Ok(json!({"kind": "file", "path": it.real,
-                    "bytes": it.content.len(), "content_sha256": sha256(&it.content),
-                    "already_written": true})),
-                Err(e) => Err(e.to_string()),
-            };
-        }
         let opened = paths::open_for_read(&g, &it.requested, &deny).map_err(|e| e.to_string())?;
         if opened.real_path.to_string_lossy() != it.real {
             return Err(format!(
@@ -458,30 +524,73 @@ async fn execute_one(g: &Arc<ClientGrants>, deny: &[PathBuf], it: &Item) -> Resu
     .map_err(|e| format!("commit task failed: {e}"))?
 }
 
-/// Runs the items in order, stopping at the first failure, then records what was committed.
+/// Applies the staged change set (the commit's files, one apply: journaled, conflict-checked,
+/// undoable), then runs the SQL items in order, stopping at the first failure, then records
+/// what was committed. A file already holding its content (nothing staged for it) is recorded
+/// `already_written`. Long because the record of each item, the session's and the job's result
+/// are one account of the same run.
+#[allow(clippy::too_many_arguments)]
 async fn execute(
     ctx: &JobCtx,
     g: &Arc<ClientGrants>,
     deny: &[PathBuf],
     id: &str,
     items: &[Item],
-    policy: &str,
+    policy: &'static str,
     validation_id: Option<&str>,
+    staged: Option<changes::Manifest>,
 ) -> Result<Outcome, Outcome> {
     let mut done: Vec<(String, Value)> = Vec::new();
     let mut failure = None;
-    for it in items {
-        match execute_one(g, deny, it).await {
-            Ok(mut rec) => {
-                rec["block_id"] = json!(it.block_id);
-                rec["job_id"] = json!(ctx.job_id);
-                rec["at"] = json!(crate::time::now_ms());
-                rec["policy_used"] = json!(policy);
-                if let Some(v) = validation_id {
-                    rec["validation_id"] = json!(v);
-                }
-                done.push((it.block_id.clone(), rec));
+    let record = |it: &Item, mut rec: Value| {
+        rec["block_id"] = json!(it.block_id);
+        rec["job_id"] = json!(ctx.job_id);
+        rec["at"] = json!(crate::time::now_ms());
+        rec["policy_used"] = json!(policy);
+        if let Some(v) = validation_id {
+            rec["validation_id"] = json!(v);
+        }
+        (it.block_id.clone(), rec)
+    };
+    let (mut change_set, mut not_applied) = (None, None);
+    let mut written: Vec<String> = Vec::new();
+    if let Some(m) = staged {
+        let in_set: Vec<String> = m
+            .change_set
+            .changes
+            .iter()
+            .map(|c| c.path.clone())
+            .collect();
+        written = in_set
+            .iter()
+            .map(|p| m.workspace.join(p).to_string_lossy().into_owned())
+            .collect();
+        let applied = staged::apply(ctx, m, policy, validation_id.map(str::to_string)).await;
+        match applied {
+            Ok(o) => change_set = o.result,
+            // No block is committed: the apply's account (conflict, what landed) is the job's.
+            Err(mut o) => {
+                o.error = Some(format!(
+                    "the commit's change set ({}) was not applied: {}; no block was committed",
+                    in_set.join(", "),
+                    o.error.unwrap_or_default()
+                ));
+                not_applied = Some(o);
             }
+        }
+    }
+    for it in items.iter().filter(|_| not_applied.is_none()) {
+        if it.kind == "file" {
+            let mut rec = json!({"kind": "file", "path": it.real, "bytes": it.content.len(),
+                "content_sha256": sha256(&it.content), "overwrite": it.overwrite});
+            if !written.contains(&it.real) {
+                rec["already_written"] = json!(true);
+            }
+            done.push(record(it, rec));
+            continue;
+        }
+        match execute_sql(g, deny, it).await {
+            Ok(rec) => done.push(record(it, rec)),
             Err(e) => {
                 failure = Some((it.block_id.clone(), e));
                 break;
@@ -521,6 +630,9 @@ async fn execute(
             format!("unrecorded: {e:#}")
         }
     };
+    if let Some(o) = not_applied {
+        return Err(o);
+    }
     let committed: Vec<Value> = done.iter().map(|(_, r)| r.clone()).collect();
     let ids: Vec<&str> = done.iter().map(|(b, _)| b.as_str()).collect();
     if !done.is_empty() {
@@ -534,7 +646,7 @@ async fn execute(
         .await;
         tracing::info!(session_id = id, blocks = ?ids, policy, "loop blocks committed");
     }
-    let result = json!({
+    let mut result = json!({
         "success": failure.is_none(),
         "session_id": id,
         "session_status": session_status,
@@ -542,6 +654,14 @@ async fn execute(
         "policy_used": policy,
         "validation_id": validation_id,
     });
+    // The change set's account, as a command's: effects, applied paths, how to undo.
+    if let Some(Value::Object(cs)) = change_set {
+        for k in ["effects", "applied", "undo"] {
+            if let Some(v) = cs.get(k) {
+                result[k] = v.clone();
+            }
+        }
+    }
     match failure {
         None => Ok(Outcome::ok(result)),
         Some((b, e)) => {
