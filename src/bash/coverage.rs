@@ -28,7 +28,7 @@
 //! protected one) — the same bound for every member of a family, which is what makes a family.
 //! A signature text the table does not know is its own class: nothing is covered by default.
 
-use crate::classify::git::{is_global_value, safe_config_key};
+use crate::classify::git::{is_git, is_global_value, safe_config_key};
 use crate::programs::{self, Family, Member, MemberFlags, Table};
 
 /// A member's subcommand standing for any name the program takes as its first operand (not an
@@ -117,7 +117,7 @@ fn member(m: &Member, normal: &str) -> bool {
     };
     // git's subcommand comes right after it ([`normalise`] keeps any global option before it,
     // and one there is not a member); another program's flags are sorted before its subcommand.
-    let at = if *prog == "git" {
+    let at = if is_git(prog) {
         1
     } else {
         match toks.iter().skip(1).position(|t| !t.starts_with('-')) {
@@ -168,7 +168,8 @@ fn normalise(text: &str) -> String {
     let mut head = vec![prog.to_string()];
     let mut i = 0;
     // git's global options (`-c KEY=…`, `-C WS_PATH`) up to the subcommand
-    if prog == "git" {
+    let git = is_git(prog);
+    if git {
         while let Some(&t) = rest.get(i) {
             if t == "-c" {
                 let key = rest.get(i + 1).map_or("", |kv| kv.trim_end_matches("=…"));
@@ -188,7 +189,7 @@ fn normalise(text: &str) -> String {
         }
     }
     let rest = &rest[i.min(rest.len())..];
-    let sub = (prog == "git").then(|| rest.first().copied()).flatten();
+    let sub = git.then(|| rest.first().copied()).flatten();
     let (sub_toks, args) = match sub {
         Some(s) => (vec![s.to_string()], &rest[1..]),
         None => (Vec::new(), rest),

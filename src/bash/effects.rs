@@ -427,13 +427,13 @@ fn named(report: &CheckReport, workdir: &Path, workspace: &Path) -> Named {
 /// What `find ROOT -name PATTERN -delete` (the find operation's placeholders) or
 /// `find … -exec rm [-r] {} +` (rm's operands) may delete, added to `n`.
 fn found_by_name(n: &mut Named, op: &Operation, workdir: &Path, workspace: &Path) {
-    if !matches!(op.program.as_str(), "find" | "rm") {
+    if !op.is_find() && op.program != "rm" {
         return;
     }
     let Some(here) = signatures::op_dir(op, workdir) else {
         return;
     };
-    let words = if op.program == "find" {
+    let words = if op.is_find() {
         &op.writes
     } else {
         &op.args
@@ -504,7 +504,7 @@ fn git_tree<'a>(
     let only_git = report.operations.iter().all(|op| {
         op.kind == OpKind::Redirect
             || signatures::of_operation(op, workdir, workspace).is_none()
-            || (op.program == "git"
+            || (crate::classify::git::is_git(&op.program)
                 && crate::bash::protected::git_write(op, workdir, workspace).is_some())
     });
     only_git.then_some(root)

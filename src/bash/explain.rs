@@ -610,7 +610,7 @@ fn command_variants(op: &Operation, e: &Example, ws: &Path) -> Vec<(String, Stri
         }
     }
     // `git -c KEY=VALUE`: another value of the same key, another key.
-    if prog == "git" {
+    if crate::classify::git::is_git(prog) {
         for i in 2..words.len() {
             if words[i - 1] != "-c" {
                 continue;

@@ -93,7 +93,12 @@ fn git() -> Result<&'static Git, &'static str> {
     static GIT: std::sync::OnceLock<Result<Git, String>> = std::sync::OnceLock::new();
     GIT.get_or_init(|| {
         let t = crate::programs::table().map_err(|e| format!("{e:#}"))?;
-        let spec = t.spec("git").ok_or("the program table has no entry for git")?;
+        let spec = t
+            .programs
+            .iter()
+            .filter_map(|e| e.spec.as_ref())
+            .find(|s| s.refine == Some(crate::programs::Refine::Git))
+            .ok_or("the program table has no entry with `refine = \"git\"`")?;
         let map = |k: &str| {
             spec.maps
                 .get(k)
@@ -517,7 +522,9 @@ pub fn git_write(
     if op.program == "cargo" {
         return cargo_new_git(op, workdir, workspace);
     }
-    if op.program != "git" || signatures::of_operation(op, workdir, workspace).is_none() {
+    if !crate::classify::git::is_git(&op.program)
+        || signatures::of_operation(op, workdir, workspace).is_none()
+    {
         return None;
     }
     // `-c` with a key that may point git elsewhere (git's `safe_config_keys`)

@@ -279,7 +279,7 @@ fn construct(op: &Operation) -> Option<(String, bool)> {
             return Some((format!("script construct: {what}"), true));
         }
     }
-    if prog == "git" {
+    if crate::classify::git::is_git(prog) {
         if let Some(k) = crate::classify::git::unsafe_config_key(&op.args) {
             let why = format!(
                 "git -c {k} can make git run a program or read a file it names; only the keys of the safe table are learned (user.*, author.*, committer.*, color.*, advice.*, core.quotepath, init.defaultBranch, …: `brainloop check` shows it)"
@@ -289,7 +289,7 @@ fn construct(op: &Operation) -> Option<(String, bool)> {
     }
     // `find ROOT -name PATTERN -delete`: its writes say what it deletes (`found`)
     let found_delete =
-        prog == "find" && !op.writes.is_empty() && op.writes.iter().all(|w| found(w).is_some());
+        op.is_find() && !op.writes.is_empty() && op.writes.iter().all(|w| found(w).is_some());
     // the flags its program entry marks `learn = "never"` (a table that failed to load
     // learns nothing: every flag is then suspect)
     let never = match crate::programs::table() {
@@ -361,7 +361,7 @@ pub fn walk_args(op: &Operation, workdir: &Path, workspace: &Path) -> Walked {
             continue;
         }
         if !only_positional && a.starts_with('-') && a.len() > 1 {
-            if prog == "git" && w.sub.is_none() {
+            if w.sub.is_none() && crate::classify::git::is_git(prog) {
                 if let Some(opt) = crate::classify::git::global_value()
                     .iter()
                     .find(|o| *o == a)
@@ -593,7 +593,7 @@ pub fn of_operation(op: &Operation, workdir: &Path, workspace: &Path) -> Option<
             if op.dynamic && (op.op == "bash:<dynamic>" || op.program.is_empty()) {
                 why_not = Some("its program name is computed at run time".into());
                 ("<dynamic>".to_string(), String::new())
-            } else if op.program == "find" && op.writes.iter().any(|w| found(w).is_some()) {
+            } else if op.is_find() && op.writes.iter().any(|w| found(w).is_some()) {
                 // `find ROOT -name PATTERN -delete`: what it deletes, not how it was spelled
                 let kinds: Vec<String> = op
                     .writes

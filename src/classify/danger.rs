@@ -92,7 +92,9 @@ pub fn findings(ops: &[RawOp], walked: &Walked, raw: &str) -> Vec<Finding> {
         if is_rm(op) && op.parsed.has("--no-preserve-root") {
             push("recursive-delete", format!("--no-preserve-root: `{shown}`"));
         }
-        if op.canonical.as_deref() == Some("find") && op.parsed.has("-delete") {
+        if op.canonical.as_deref() == Some(crate::programs::Form::Find.name())
+            && op.parsed.has("-delete")
+        {
             for t in &op.writes {
                 if let Some(why) = critical_target(t) {
                     push(

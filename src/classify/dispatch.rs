@@ -407,7 +407,7 @@ impl Walker {
             Some("cat") if fed_static && args.is_empty() => {
                 self.stage_out = self.feed.clone();
             }
-            Some("find") if a.nested.is_empty() => {
+            Some(c) if c == crate::programs::Form::Find.name() && a.nested.is_empty() => {
                 self.stage_out = Some(Feed {
                     text: String::new(),
                     words: a.parsed.operands.clone(),

@@ -234,7 +234,7 @@ pub(super) fn wrapper(canon: &str, w: &WrapperSpec, args: &[String]) -> Analysis
 
 pub(super) fn find(args: &[String]) -> Analysis {
     let mut a = Analysis {
-        canonical: Some("find".into()),
+        canonical: Some(crate::programs::Form::Find.name().into()),
         ..Default::default()
     };
     a.effects.add(Category::Readonly);

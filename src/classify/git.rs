@@ -9,6 +9,14 @@
 use super::knowledge::Effects;
 use super::types::Category;
 
+/// Whether `program` is git: its entry says `refine = "git"` (git's name is that entry's data).
+pub fn is_git(program: &str) -> bool {
+    crate::programs::table().is_ok_and(|t| {
+        t.spec(program)
+            .is_some_and(|s| s.refine == Some(crate::programs::Refine::Git))
+    })
+}
+
 /// git's global options that take a value (git's entry's `value_opts`: `-C`, `-c`,
 /// `--git-dir`…); empty when the table failed to load.
 pub fn global_value() -> &'static [String] {

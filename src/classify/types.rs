@@ -144,6 +144,14 @@ pub struct Operation {
     pub dir: Option<String>,
 }
 
+impl Operation {
+    /// Whether it is a find (`find ROOT -name PATTERN -delete`: the find form's writes are the
+    /// placeholders of what it finds).
+    pub fn is_find(&self) -> bool {
+        self.program == crate::programs::Form::Find.name()
+    }
+}
+
 fn at_workdir(d: &Option<String>) -> bool {
     d.as_deref() == Some("")
 }

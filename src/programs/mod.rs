@@ -47,6 +47,9 @@ const BUILTIN: &[(&str, &str)] = &[
     ("wrappers.toml", include_str!("wrappers.toml")),
 ];
 
+/// Environment variables and their values (or cache subdirectories).
+pub type Vars<'a> = Vec<(&'a str, &'a str)>;
+
 /// Where an entry came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Origin {
@@ -156,7 +159,7 @@ impl Table {
 
     /// Every entry's runner environment: (variable, subdirectory of the runner cache) and
     /// (variable, value), each variable once.
-    pub fn runner_env(&self) -> (Vec<(&str, &str)>, Vec<(&str, &str)>) {
+    pub fn runner_env(&self) -> (Vars<'_>, Vars<'_>) {
         let specs = || self.programs.iter().filter_map(|e| e.spec.as_ref());
         let caches = specs()
             .flat_map(|s| &s.runner_env.caches)
