@@ -36,6 +36,23 @@ fn journaled(env: &Env, id: i64) -> Option<Option<i64>> {
         .unwrap()
 }
 
+/// Whether the job's apply is recorded `applied` in lifecycle.db — the moment the after-apply
+/// hook holds in. The journal row (command_security.db) says applied a moment before it, so a
+/// kill on that alone can land between the two (the re-ask then rightly says "partly applied").
+fn apply_done(env: &Env, id: i64) -> bool {
+    use rusqlite::OptionalExtension;
+    env.db("brainloop.lifecycle.db")
+        .query_row(
+            "SELECT state FROM applies WHERE job_id = ?1 ORDER BY rowid DESC LIMIT 1",
+            [id],
+            |r| r.get::<_, String>(0),
+        )
+        .optional()
+        .unwrap()
+        .as_deref()
+        == Some("applied")
+}
+
 fn validations_of(env: &Env, id: i64) -> Vec<(String, String)> {
     let c = env.output();
     let mut s = c
@@ -226,7 +243,9 @@ fn assert_applied_and_said(
 fn killed_after_the_apply_before_the_result_ends_succeeded_never_denied() {
     let (env, _d, id, st, v, err, denied) =
         crash_then_deny("BRAINLOOP_TEST_PAUSE_AFTER_APPLY_MS", |env, _, id| {
-            workspace(env) == (A1.into(), B1.into()) && journaled(env, id).is_some()
+            workspace(env) == (A1.into(), B1.into())
+                && journaled(env, id).is_some()
+                && apply_done(env, id)
         });
     assert_applied_and_said(&env, id, &st, &v, &err, denied);
 }
@@ -284,7 +303,9 @@ fn killed_before_the_first_byte_asks_again_and_a_deny_leaves_the_workspace_untou
 fn a_code_job_killed_after_its_apply_is_asked_again_saying_so_and_a_deny_never_ends_denied() {
     let (env, _d, id, st, v, err, denied, reasons) =
         crash_then_deny_in("BRAINLOOP_TEST_PAUSE_AFTER_APPLY_MS", true, |env, _, id| {
-            workspace(env) == (A1.into(), B1.into()) && journaled(env, id).is_some()
+            workspace(env) == (A1.into(), B1.into())
+                && journaled(env, id).is_some()
+                && apply_done(env, id)
         });
     assert_ne!(
         st, "denied",
