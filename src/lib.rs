@@ -13,6 +13,7 @@ pub mod cli;
 pub mod clients;
 pub mod config;
 pub mod db;
+pub mod decision;
 pub mod egress;
 pub mod fs;
 pub mod heartbeat;

@@ -24,6 +24,7 @@
 //! copy ([`teaches`], [`learned_for`]) beside the worker's own evidence, with every check of a
 //! locally learned signature still applied (learnable, overrides, this client's denials).
 
+use crate::decision::Override;
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use std::sync::Mutex;
@@ -534,14 +535,14 @@ pub fn learned_for(client: &str, now: i64) -> Vec<String> {
 /// or `never`), the most restrictive when several apply (`never` > `always_ask` >
 /// `always_allow`): a restrictive one from the last
 /// pull even when the copy is stale or dropped, `always_allow` from a fresh copy only.
-pub fn override_of(client: &str, sig: &str, now: i64) -> Option<String> {
+pub fn override_of(client: &str, sig: &str, now: i64) -> Option<Override> {
     strictest_of("override", client, sig, now)
 }
 
 /// The registry's override of `command` (its exact text) for a job of `client` now, as
 /// [`override_of`] for a signature: what `approve --always` / `deny --always` on a fleet
 /// validation wrote (`learn_command`), or `rules add command`.
-pub fn command_override(client: &str, command: &str, now: i64) -> Option<String> {
+pub fn command_override(client: &str, command: &str, now: i64) -> Option<Override> {
     strictest_of("command", client, command, now)
 }
 
@@ -560,34 +561,27 @@ pub fn written_with(kind: &str, client: &str, vid: &str, now: i64) -> bool {
         || usable(kind, client, now).iter().any(of_v)
 }
 
-/// The most restrictive value of the overrides of `kind` on `rule` for `client` now.
-fn strictest_of(kind: &str, client: &str, rule: &str, now: i64) -> Option<String> {
+/// The most restrictive value of the overrides of `kind` on `rule` for `client` now
+/// (`decision::strictest`, the one order); a value that is no override counts for nothing.
+fn strictest_of(kind: &str, client: &str, rule: &str, now: i64) -> Option<Override> {
     let project = PROJECT.lock().unwrap_or_else(|p| p.into_inner()).clone();
-    let mut found: Vec<LearnedRule> = RESTRICTIVE
+    let restrictive: Vec<Option<Override>> = RESTRICTIVE
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .iter()
         .filter(|r| {
             r.kind == kind && r.rule == rule && applies(r, client, &project) && r.active(now)
         })
-        .cloned()
+        .map(|r| r.value.as_deref().and_then(Override::parse))
         .collect();
-    found.extend(
-        usable(kind, client, now)
-            .into_iter()
-            .filter(|r| r.rule == rule),
-    );
-    let rank = |v: &str| match v {
-        "never" => 3,
-        "always_ask" => 2,
-        "always_allow" => 1,
-        _ => 0,
-    };
-    found
+    let fresh = usable(kind, client, now)
         .into_iter()
-        .filter_map(|r| r.value)
-        .filter(|v| rank(v) > 0)
-        .max_by_key(|v| rank(v))
+        .filter(|r| r.rule == rule)
+        .map(|r| r.value.as_deref().and_then(Override::parse));
+    restrictive
+        .into_iter()
+        .chain(fresh)
+        .fold(None, crate::decision::strictest)
 }
 
 /// The host rules the registry grants `client`'s commands now (a fresh copy only): what

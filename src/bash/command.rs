@@ -223,11 +223,9 @@ fn situation(
         // This worker's override of the command and the registry's (`ask::learned`: what
         // `approve`/`deny --always` on a fleet validation, or `rules add command`, wrote for
         // this worker's scope): the more restrictive wins.
-        user_override: signatures::strictest(
+        user_override: crate::decision::strictest(
             e.user_override,
-            crate::ask::learned::command_override(job.client_id, c.text, now)
-                .as_deref()
-                .and_then(crate::bash::policy::Override::parse),
+            crate::ask::learned::command_override(job.client_id, c.text, now),
         ),
         force_requested: c.force_requested,
         force_granted: job.grants.has(Permission::ForceExecute),

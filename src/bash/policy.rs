@@ -45,31 +45,8 @@ impl Policy {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Override {
-    AlwaysAllow,
-    AlwaysAsk,
-    Never,
-}
-
-impl Override {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Override::AlwaysAllow => "always_allow",
-            Override::AlwaysAsk => "always_ask",
-            Override::Never => "never",
-        }
-    }
-    pub fn parse(s: &str) -> Option<Override> {
-        match s {
-            "always_allow" => Some(Override::AlwaysAllow),
-            "always_ask" => Some(Override::AlwaysAsk),
-            "never" => Some(Override::Never),
-            _ => None,
-        }
-    }
-}
+/// An override and its one strictness order live in the decision vocabulary.
+pub use crate::decision::Override;
 
 /// What the classifier said about the command (the parts policy needs).
 #[derive(Debug, Clone, PartialEq)]

@@ -710,21 +710,6 @@ fn learned_for(conn: &Connection, client: &str, threshold: u32) -> rusqlite::Res
     Ok(out)
 }
 
-/// The more restrictive of two overrides (`never` > `always_ask` > `always_allow`).
-pub(crate) fn strictest(a: Option<Override>, b: Option<Override>) -> Option<Override> {
-    let rank = |o: &Option<Override>| match o {
-        Some(Override::Never) => 3,
-        Some(Override::AlwaysAsk) => 2,
-        Some(Override::AlwaysAllow) => 1,
-        None => 0,
-    };
-    if rank(&b) > rank(&a) {
-        b
-    } else {
-        a
-    }
-}
-
 /// Records the signatures (creating rows) and reads their state for `client`: learned means the
 /// operator's `always_allow`, or this client's human approvals reached the threshold (or a human
 /// taught it with `--learn`) with no denial (a denial retires it) and no suspension (its approved
@@ -820,11 +805,9 @@ fn state(
             let approvals = crate::ask::evidence::approvals(client, &s.text, approvals);
             // The registry's override of this signature for this client (`ask::learned`:
             // fleet, project or this worker), beside the local one: the more restrictive wins.
-            let ov = strictest(
+            let ov = crate::decision::strictest(
                 ov.as_deref().and_then(Override::parse),
-                crate::ask::learned::override_of(client, &s.text, now)
-                    .as_deref()
-                    .and_then(Override::parse),
+                crate::ask::learned::override_of(client, &s.text, now),
             );
             match ov {
                 Some(Override::Never) => st.never = Some(s.text.clone()),
@@ -1289,20 +1272,6 @@ pub fn set_override(
 mod tests {
     use super::*;
     use crate::classify::{check, Context};
-
-    #[test]
-    fn the_strictest_override_wins_whichever_side_it_comes_from() {
-        use Override::*;
-        assert_eq!(strictest(Some(AlwaysAllow), Some(Never)), Some(Never));
-        assert_eq!(strictest(Some(Never), Some(AlwaysAllow)), Some(Never));
-        assert_eq!(
-            strictest(Some(AlwaysAsk), Some(AlwaysAllow)),
-            Some(AlwaysAsk)
-        );
-        assert_eq!(strictest(None, Some(AlwaysAllow)), Some(AlwaysAllow));
-        assert_eq!(strictest(Some(AlwaysAsk), None), Some(AlwaysAsk));
-        assert_eq!(strictest(None, None), None);
-    }
 
     fn sigs(cmd: &str) -> Vec<String> {
         sig_of(cmd).into_iter().map(|s| s.text).collect()
