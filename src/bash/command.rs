@@ -181,7 +181,7 @@ pub async fn run(job: &Job<'_>, c: &Command<'_>) -> Result<Outcome, Outcome> {
             set,
             allowed,
             happened,
-        } => direct(job, &cmd, &set, allowed, happened).await,
+        } => direct(job, &cmd, set, allowed, happened).await,
     }
 }
 
@@ -245,10 +245,11 @@ fn situation(
         hosts_approved,
         by_human: job.approval.as_ref().is_some_and(|a| a.by_human()),
         pending: k.pending.is_some(),
-        set: e
-            .permission_set
-            .clone()
-            .unwrap_or_else(|| c.report.permission_set.to_string()),
+        set: stored_set(
+            e.permission_set
+                .as_deref()
+                .unwrap_or(c.report.permission_set.as_str()),
+        ),
     }
 }
 
@@ -408,13 +409,12 @@ fn stored_set(name: &str) -> PermissionSet {
 async fn direct(
     job: &Job<'_>,
     cmd: &Cmd<'_>,
-    set_text: &str,
+    set: PermissionSet,
     allowed: Allowed,
     happened: Happened,
 ) -> Result<Outcome, Outcome> {
     let c = cmd.c;
     let hash = &c.report.command_hash;
-    let set = stored_set(set_text);
     // A network set's only way out is its egress proxy (issue 23).
     let egress = if set.network() {
         Egress::Job {
@@ -457,7 +457,7 @@ async fn direct(
             result: r,
             happened,
             mode: Mode::Direct,
-            permission_set: set_text,
+            permission_set: set.as_str(),
         };
         record::run(job, &ran).await;
         crate::sandbox::marks::mark("recorded");

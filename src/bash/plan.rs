@@ -9,6 +9,7 @@
 use super::confined::{Ended, Report};
 use super::policy::{self, Allowed, Verdict};
 use super::record::Happened;
+use crate::permset::PermissionSet;
 
 /// Everything the plan depends on.
 #[derive(Debug, Clone)]
@@ -23,8 +24,8 @@ pub struct Situation {
     /// A change set of this job's overlay run waits, for this very command.
     pub pending: bool,
     /// The set a direct run gets: the one the registry recorded (approved or promoted under),
-    /// else the classifier's.
-    pub set: String,
+    /// else the classifier's; a stored name this build does not know is the narrowest.
+    pub set: PermissionSet,
 }
 
 /// Why nothing runs and nobody is asked.
@@ -67,7 +68,7 @@ pub enum Plan {
     },
     /// Run it in `set` (its registry row's), directly.
     Direct {
-        set: String,
+        set: PermissionSet,
         allowed: Allowed,
         happened: Happened,
     },
@@ -124,7 +125,7 @@ pub fn plan(s: &Situation) -> Plan {
             happened: Happened::of(Allowed::Approved, s.by_human),
         },
         Verdict::Run(allowed) => Plan::Direct {
-            set: s.set.clone(),
+            set: s.set,
             allowed,
             happened: Happened::of(allowed, s.by_human),
         },
@@ -278,7 +279,7 @@ mod tests {
             hosts_approved: false,
             by_human: true,
             pending: false,
-            set: "filesystem".into(),
+            set: PermissionSet::Filesystem,
         }
     }
 
@@ -290,7 +291,7 @@ mod tests {
 
     fn direct(allowed: Allowed, happened: Happened) -> Plan {
         Plan::Direct {
-            set: "filesystem".into(),
+            set: PermissionSet::Filesystem,
             allowed,
             happened,
         }
@@ -375,11 +376,11 @@ mod tests {
             (
                 "the registry's set is the one run",
                 Situation {
-                    set: "network-api".into(),
+                    set: PermissionSet::NetworkApi,
                     ..sit(Policy::AutoApprove)
                 },
                 Plan::Direct {
-                    set: "network-api".into(),
+                    set: PermissionSet::NetworkApi,
                     allowed: Allowed::AutoApprove,
                     happened: Happened::Unattended,
                 },
