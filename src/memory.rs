@@ -42,8 +42,11 @@ impl IdleRelease {
     }
 }
 
-/// Shrinks the writer connections' page caches and trims the heap. Blocking (takes each
-/// writer's lock in turn): run it on the blocking pool.
+/// Shrinks the writer connections' page caches and trims the heap. Never waits for a writer:
+/// one that is in use is skipped (it is working; the next idle beat shrinks it) — the
+/// heartbeat awaits this, and a writer can be held for seconds, e.g. the recorder's waiting on
+/// a metadata.db another process has locked, which delayed the first `running` heartbeat past
+/// a start-up's readiness deadline. Run it on the blocking pool.
 pub fn release(stores: &Stores) {
     for db in [
         &stores.input,
@@ -52,8 +55,10 @@ pub fn release(stores: &Stores) {
         &stores.metadata,
         &stores.security,
     ] {
-        if let Err(e) = db.with(|c| Ok(c.execute_batch("PRAGMA shrink_memory")?)) {
-            tracing::debug!(error = %e, "shrink_memory failed");
+        match db.try_with(|c| c.execute_batch("PRAGMA shrink_memory")) {
+            Some(Err(e)) => tracing::debug!(error = %e, "shrink_memory failed"),
+            Some(Ok(())) => {}
+            None => tracing::debug!(db = ?db.kind(), "shrink_memory skipped: the writer is in use"),
         }
     }
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
@@ -66,6 +71,45 @@ pub fn release(stores: &Stores) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A writer held by another thread (as the recorder holds metadata.db's while it waits on a
+    /// lock) does not hold up the release: it returns while the writer is still held.
+    #[test]
+    fn release_never_waits_for_a_writer_in_use() {
+        let dir = tempfile::tempdir().unwrap();
+        crate::db::migrate::migrate_all(dir.path()).unwrap();
+        let stores = Stores::open(dir.path()).unwrap();
+        let (held_tx, held_rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let holder = {
+            let stores = std::sync::Arc::clone(&stores);
+            std::thread::spawn(move || {
+                stores
+                    .metadata
+                    .with(|_| {
+                        held_tx.send(()).unwrap();
+                        // Held until the release below has returned (or the test gave up).
+                        let _ = done_rx.recv_timeout(std::time::Duration::from_secs(60));
+                        Ok(())
+                    })
+                    .unwrap();
+            })
+        };
+        held_rx.recv().unwrap();
+        let (ret_tx, ret_rx) = std::sync::mpsc::channel();
+        let st = std::sync::Arc::clone(&stores);
+        std::thread::spawn(move || {
+            release(&st);
+            ret_tx.send(()).unwrap();
+        });
+        let returned = ret_rx.recv_timeout(std::time::Duration::from_secs(30));
+        done_tx.send(()).unwrap();
+        holder.join().unwrap();
+        assert!(
+            returned.is_ok(),
+            "release waited for metadata.db's writer while another thread held it"
+        );
+    }
 
     #[test]
     fn release_is_due_once_per_burst_and_only_when_idle() {

@@ -571,3 +571,40 @@ fn a_runs_statistics_survive_a_kill_9_right_after_its_result() {
         .unwrap();
     assert_eq!(rows, 3);
 }
+
+/// Issue 56: ordinary tools run in the worker's sets without tripping on what they read at
+/// start-up. Debian links `/usr/lib/python3.N/sitecustomize.py` into `/etc/python3.N/`: before
+/// the python entry's `system_config`, every python3 overlay run printed `Error in
+/// sitecustomize … PermissionError`. And printing the command's own (filtered) environment is a
+/// read: `printenv` and a bare `env` run unasked in the readonly set (they asked a human).
+#[test]
+fn python_reads_its_system_configuration_and_printing_the_environment_asks_nobody() {
+    assert!(
+        sandbox_enforcing(),
+        "CANNOT RUN HERE: the sandbox is not enforcing on this machine; run `brainloop sandbox`"
+    );
+    let linked = std::fs::read_dir("/usr/lib")
+        .map(|d| {
+            d.filter_map(|e| e.ok()).any(|e| {
+                std::fs::read_link(e.path().join("sitecustomize.py"))
+                    .is_ok_and(|t| t.starts_with("/etc"))
+            })
+        })
+        .unwrap_or(false);
+    assert!(
+        linked && std::path::Path::new("/usr/bin/python3").exists(),
+        "CANNOT RUN HERE: this test needs Debian's python3 (/usr/lib/python3.N/sitecustomize.py \
+         linked into /etc): apt-get install python3"
+    );
+    let env = Env::new();
+    let _d = env.start(&[]);
+    let (st, v, err) = bash(&env, "local", "/usr/bin/python3 -c 'print(6 * 7)'");
+    assert_eq!(st, "succeeded", "{err} {v}");
+    assert_eq!(v["stdout"], "42\n", "{v}");
+    assert_eq!(v["stderr"], "", "python3 tripped on its configuration: {v}");
+    for cmd in ["printenv HOME", "env"] {
+        let (st, v, err) = bash(&env, "local", cmd);
+        assert_eq!(st, "succeeded", "{cmd}: {err} {v}");
+        assert_eq!(v["policy_used"], "sandboxed_readonly", "{cmd}: {v}");
+    }
+}

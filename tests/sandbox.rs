@@ -973,3 +973,53 @@ async fn x32_system_call_numbers_kill_the_process_in_every_set() {
         );
     }
 }
+
+/// Issue 56: the system configuration ordinary tools read at start-up through a link into
+/// /etc (Debian's `/usr/lib/python3.N/sitecustomize.py` → `/etc/python3.N/`) or from /etc
+/// itself (`/etc/wgetrc`) is readable in the sets that read the system — the program entries'
+/// `system_config`. Before, every python3 run printed `Error in sitecustomize … PermissionError`
+/// and wget could not read `/etc/wgetrc`.
+#[tokio::test]
+async fn wget_and_python_read_their_system_configuration_in_every_set() {
+    let Some(lab) = lab() else { return };
+    let site = std::fs::read_dir("/usr/lib")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.path().join("sitecustomize.py"))
+        .find(|p| std::fs::read_link(p).is_ok_and(|t| t.starts_with("/etc")));
+    assert!(
+        site.is_some() && Path::new("/usr/bin/python3").exists(),
+        "CANNOT RUN HERE: this test needs Debian's python3 (/usr/bin/python3 with \
+         /usr/lib/python3.N/sitecustomize.py linked into /etc): apt-get install python3"
+    );
+    assert!(
+        Path::new("/usr/bin/wget").exists() && Path::new("/etc/wgetrc").exists(),
+        "CANNOT RUN HERE: this test needs Debian's wget (/usr/bin/wget, /etc/wgetrc): apt-get install wget"
+    );
+    for set in [
+        PermissionSet::Minimal,
+        PermissionSet::Readonly,
+        PermissionSet::Filesystem,
+        PermissionSet::McpStandard,
+    ] {
+        let r = confined(&lab, set, "/usr/bin/python3 -c 'print(6 * 7)'", 20_000).await;
+        let out = all_output(&r);
+        assert!(
+            r.exit_code == Some(0) && out.trim() == "42",
+            "{set:?}: python3 printed more than its answer: {out}"
+        );
+        // No network here: what matters is that wget read its rc file before failing to connect.
+        let r = confined(
+            &lab,
+            set,
+            "/usr/bin/wget -q -t 1 -T 2 -O /dev/null http://127.0.0.1:9/ ; echo done",
+            20_000,
+        )
+        .await;
+        let out = all_output(&r);
+        assert!(
+            out.contains("done") && !out.contains("wgetrc"),
+            "{set:?}: wget could not read its configuration: {out}"
+        );
+    }
+}

@@ -586,7 +586,9 @@ pub(super) fn env(args: &[String]) -> Analysis {
             args: Vec::new(),
         });
     } else if rest.is_empty() {
-        a.effects.add(Category::Env);
+        // It prints the command's own environment, which the executor filtered (and whose
+        // secrets are placeholders): a read, not a change later commands inherit.
+        a.effects.add(Category::Readonly);
         a.notes.push("prints the environment".into());
     } else {
         a.nested.push(Nested::Argv {

@@ -404,8 +404,9 @@ impl Db {
     }
 
     /// Runs `f` at once when no one holds the connection; `None` when someone does. For reads
-    /// of the WAL index only (`PRAGMA data_version`: shared memory, no disk), which a caller on
-    /// an async thread may afford where a hop to the blocking pool would cost more.
+    /// of the WAL index (`PRAGMA data_version`: shared memory, no disk), which a caller on an
+    /// async thread may afford where a hop to the blocking pool would cost more, and for work
+    /// that must never wait for a busy writer (`memory::release`).
     pub fn try_with<T>(&self, f: impl FnOnce(&mut Connection) -> T) -> Option<T> {
         let mut guard = match self.conn.try_lock() {
             Ok(g) => g,

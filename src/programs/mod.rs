@@ -82,6 +82,11 @@ pub struct Entry {
     pub keys: Vec<String>,
     /// How a learned signature reads its arguments (also for a program it does not classify).
     pub signature: Option<SignatureSpec>,
+    /// The system configuration it reads at start-up, under `/etc` (a path, or a prefix ending
+    /// in `*`: `/etc/python3.*`), readable in every confined set (`sandbox::roots`): Debian
+    /// links `/usr/lib/python3.11/sitecustomize.py` into `/etc/python3.11/`, and wget reads
+    /// `/etc/wgetrc`. Built-in entries only: it widens what every confined command reads.
+    pub system_config: Vec<String>,
 }
 
 impl Entry {
@@ -155,6 +160,15 @@ impl Table {
                     .collect()
             })
             .contains(name)
+    }
+
+    /// The system configuration the built-in entries say their programs read (`system_config`;
+    /// an operator's entry cannot say it: `operator::merge` refuses it).
+    pub fn system_config(&self) -> impl Iterator<Item = &str> {
+        self.programs
+            .iter()
+            .filter(|e| e.origin.builtin)
+            .flat_map(|e| e.system_config.iter().map(String::as_str))
     }
 
     /// Every entry's runner environment: (variable, subdirectory of the runner cache) and
@@ -398,6 +412,16 @@ fn entry(mut t: toml::Table, origin: Origin) -> Result<Entry> {
                 .map_err(|e: toml::de::Error| anyhow!("signature: {}", e.message()))
         })
         .transpose()?;
+    let system_config: Vec<String> = take(&mut t, "system_config")
+        .map(|v| {
+            v.try_into()
+                .map_err(|e: toml::de::Error| anyhow!("system_config: {}", e.message()))
+        })
+        .transpose()?
+        .unwrap_or_default();
+    if let Some(p) = system_config.iter().find(|p| !is_system_config(p)) {
+        bail!("system_config: {p:?} is not a path under /etc (no `..`; `*` only at its end)");
+    }
     let classified = t.contains_key("effects") || t.contains_key("form");
     let keys: Vec<String> = t.keys().filter(|k| *k != "aliases").cloned().collect();
     let aliases: Vec<String> = match t.get("aliases") {
@@ -452,6 +476,7 @@ fn entry(mut t: toml::Table, origin: Origin) -> Result<Entry> {
         examples,
         keys,
         signature,
+        system_config,
     };
     if let Some(c) = &e.spec {
         let names = e.names();
@@ -566,6 +591,19 @@ pub fn install(t: Table) -> Result<()> {
 
 /// The table in use: the installed one, else the built-in one. Err: the built-in files are
 /// broken (their unit tests catch it before a release).
+/// A `system_config` path: absolute under `/etc`, every component a plain name (no empty, `.`
+/// or `..` one), `*` only as its last character (a prefix of names in that directory).
+fn is_system_config(p: &str) -> bool {
+    let Some(rest) = p.strip_prefix("/etc/") else {
+        return false;
+    };
+    let body = rest.strip_suffix('*').unwrap_or(rest);
+    !body.contains('*')
+        && body
+            .split('/')
+            .all(|c| !c.is_empty() && c != "." && c != "..")
+}
+
 pub fn table() -> Result<&'static Table> {
     static BUILT_IN: OnceLock<std::result::Result<Table, String>> = OnceLock::new();
     if let Some(t) = INSTALLED.get() {

@@ -149,6 +149,18 @@ pub fn merge(t: &mut Table, file: &str, text: &str) -> Result<()> {
         t.wrappers.push(w);
     }
     for e in part.programs {
+        if !e.system_config.is_empty() {
+            let line = text
+                .lines()
+                .enumerate()
+                .skip(e.origin.line.saturating_sub(1))
+                .find(|(_, l)| l.trim_start().starts_with("system_config"))
+                .map_or(e.origin.line, |(i, _)| i + 1);
+            bail!(
+                "{file}:{line}: program {}: `system_config` is built-in only (it widens what every confined command reads)",
+                e.name
+            );
+        }
         let target = t.programs.iter().position(|b| {
             b.origin.builtin
                 && (b.name == e.name || e.names().iter().any(|n| b.names().contains(n)))

@@ -177,3 +177,29 @@ fn learning_keys_that_would_widen_are_refused() {
         assert!(e.contains(want), "{text}: {e}");
     }
 }
+
+#[test]
+fn system_config_is_a_plain_path_under_etc_and_built_in_only() {
+    for bad in ["/root/.bashrc", "/etc/../shadow", "/etc/a/*/b", "/etc/", "etc/wgetrc", "/etc//x"] {
+        let text = format!("[[program]]\nname = \"z\"\nsystem_config = [{bad:?}]\n");
+        let e = parse("d/z.toml", &text, true).unwrap_err();
+        assert!(format!("{e:#}").contains("is not a path under /etc"), "{bad}: {e:#}");
+    }
+    // The built-in entries name what Debian's python and wget read.
+    let t = builtin().unwrap();
+    let all: Vec<&str> = t.system_config().collect();
+    for want in ["/etc/python3.*", "/etc/wgetrc"] {
+        assert!(all.contains(&want), "{want} missing from {all:?}");
+    }
+    // An operator's entry may not widen what every confined command reads, new or extending.
+    for text in [
+        "[[program]]\nname = \"mytool\"\neffects = [\"readonly\"]\nsystem_config = [\"/etc/shadow\"]\n",
+        "[[program]]\nname = \"wget\"\nsystem_config = [\"/etc/ssh\"]\n",
+    ] {
+        let e = merged(text).unwrap_err();
+        assert!(
+            e.contains("`system_config` is built-in only") && e.contains("op.toml:"),
+            "{text}: {e}"
+        );
+    }
+}

@@ -327,6 +327,42 @@ pub const NETWORK_EXTRAS: &[&str] = &["/run/systemd/resolve", "/run/resolvconf"]
 /// added when set.
 pub const HIDDEN_DIRS: &[&str] = &["/tmp", "/var/tmp", "/run", "/var/run", "/dev/shm"];
 
+/// The system configuration the program entries say their programs read at start-up
+/// (`system_config`: python's `/etc/python3.*`, wget's `/etc/wgetrc` …), as the paths that
+/// exist: a `*`-ended prefix names the entries of its directory that begin with it. Read in
+/// every set, as [`ETC_ENTRIES`] are.
+fn system_config() -> Vec<PathBuf> {
+    let Ok(table) = crate::programs::table() else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for pattern in table.system_config() {
+        match pattern.strip_suffix('*') {
+            None => out.extend(existing(&[pattern])),
+            Some(prefix) => out.extend(with_prefix(Path::new(prefix))),
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The entries of `prefix`'s directory whose names begin with its last component.
+fn with_prefix(prefix: &Path) -> Vec<PathBuf> {
+    let (Some(dir), Some(start)) = (prefix.parent(), prefix.file_name()) else {
+        return Vec::new();
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let start = start.as_encoded_bytes();
+    entries
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().as_encoded_bytes().starts_with(start))
+        .map(|e| e.path())
+        .collect()
+}
+
 fn existing(paths: &[&str]) -> Vec<PathBuf> {
     paths
         .iter()
@@ -405,6 +441,7 @@ fn roots(
 ) -> (Vec<PathBuf>, Vec<PathBuf>) {
     let mut read = existing(SYSTEM_DIRS);
     read.extend(existing(ETC_ENTRIES));
+    read.extend(system_config());
     read.extend(existing(PROC_AND_SYS));
     let mut write = Vec::new();
     match p.workspace {
