@@ -433,11 +433,7 @@ fn found_by_name(n: &mut Named, op: &Operation, workdir: &Path, workspace: &Path
     let Some(here) = signatures::op_dir(op, workdir) else {
         return;
     };
-    let words = if op.is_find() {
-        &op.writes
-    } else {
-        &op.args
-    };
+    let words = if op.is_find() { &op.writes } else { &op.args };
     for (root, pattern) in words.iter().filter_map(|w| signatures::found(w)) {
         if let Some(r) = relative(root, &here, workspace) {
             n.found

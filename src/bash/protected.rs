@@ -176,7 +176,6 @@ fn after_hash(c: &Change) -> Option<&str> {
 }
 const NEVER_COMPANION: &str = "objects/info";
 
-
 /// Bytes read of one config file; a larger one cannot be judged, so it protects everything.
 const MAX_CONFIG: u64 = 1024 * 1024;
 /// Config files read per judgement (includes and submodules).
@@ -709,8 +708,6 @@ fn companion(repo: &RunRepo, writes: &[GitWrite], c: &Change) -> bool {
     }
     false
 }
-
-
 
 /// Where `git clone` writes refs, reflogs and objects in the new git dir: data git reads as
 /// hashes and names, never as configuration or a program (never `objects/info/**`).
@@ -2157,7 +2154,10 @@ mod tests {
             (
                 "new/.git/config",
                 A,
-                st(&format!("{}[core]\n\tfsmonitor = x\n", git().unwrap().init_configs[0])),
+                st(&format!(
+                    "{}[core]\n\tfsmonitor = x\n",
+                    git().unwrap().init_configs[0]
+                )),
                 vec![init("new/.git", "main")],
                 p,
             ),
@@ -2300,7 +2300,10 @@ mod tests {
             ("kv/.git/config", config("/ws/remotes/kv.git", "other"), p),
             (
                 "kv/.git/config",
-                st(&format!("{}[core]\n\tfsmonitor = ./x\n", git().unwrap().init_configs[0])),
+                st(&format!(
+                    "{}[core]\n\tfsmonitor = ./x\n",
+                    git().unwrap().init_configs[0]
+                )),
                 p,
             ),
             (

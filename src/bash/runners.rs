@@ -164,8 +164,11 @@ mod tests {
             let v = &env.iter().find(|(n, _)| n == k).unwrap().1;
             assert!(Path::new(v).starts_with(dir), "{k}={v}");
         }
-        assert!(env.iter().any(|(k, v)| k == "PYTEST_ADDOPTS"
-            && v == "-o cache_dir=/data/runner-cache/x/pytest"));
+        assert!(
+            env.iter()
+                .any(|(k, v)| k == "PYTEST_ADDOPTS"
+                    && v == "-o cache_dir=/data/runner-cache/x/pytest")
+        );
         assert!(env
             .iter()
             .any(|(k, v)| k == "CARGO_NET_OFFLINE" && v == "true"));

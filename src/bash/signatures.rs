@@ -18,8 +18,8 @@
 
 use crate::bash::policy::Override;
 use crate::classify::{CheckReport, Operation};
-use crate::programs::{Names, SignatureSpec, SubOperands};
 use crate::db::write_tx;
+use crate::programs::{Names, SignatureSpec, SubOperands};
 use anyhow::{bail, Result};
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
@@ -173,9 +173,7 @@ pub fn not_capturable(op: &Operation) -> Option<String> {
         match c {
             Network => return Some("network".into()),
             Env => return Some("changes the environment".into()),
-            Process | Unknown
-                if !signs(&op.program, |s| &s.runner) && !workspace_program(op) =>
-            {
+            Process | Unknown if !signs(&op.program, |s| &s.runner) && !workspace_program(op) => {
                 return Some(if *c == Process {
                     "process or system control".into()
                 } else {
@@ -382,10 +380,7 @@ pub fn walk_args(op: &Operation, workdir: &Path, workspace: &Path) -> Walked {
                 Some((n, v)) => (n.to_string(), Some(v)),
                 None => (a.clone(), None),
             };
-            if name == "-m"
-                && value.is_none()
-                && signs(prog, |s| &s.keep_module)
-                && w.sub.is_none()
+            if name == "-m" && value.is_none() && signs(prog, |s| &s.keep_module) && w.sub.is_none()
             {
                 module_next = true;
             } else if MSG_FLAGS.contains(&name.as_str()) && signs(prog, |s| &s.message_flags) {

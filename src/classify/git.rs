@@ -31,8 +31,6 @@ pub fn is_global_value(a: &str) -> bool {
     global_value().iter().any(|o| o == a)
 }
 
-
-
 /// Whether `git -c KEY=…` with this key can only change identity, display or messages (git's
 /// entry's `lists.safe_config_keys`: see the comment there; none when the table failed to load).
 pub fn safe_config_key(key: &str) -> bool {

@@ -5,10 +5,10 @@
 
 use super::forms::{command, env, find, interpreter, shell, wrapper, xargs};
 use super::knowledge::{knowledge, Effects, FlagRule, TRUSTED_DIRS};
-use crate::programs::Refine;
 use super::opts::{opt_matches, parse_opts, Parsed};
 use super::scripts;
 use super::types::{Category, DYN};
+use crate::programs::Refine;
 
 /// A command that the judged command would itself run.
 #[derive(Debug, Clone)]

@@ -164,7 +164,10 @@ fn learning(t: &programs::Table, e: &Entry) -> String {
             ("runner (the overlay captures what it runs)", &g.runner),
             ("first operand a subcommand", &g.subcommand),
             ("first operand an expression", &g.expression_first),
-            ("operands after the expression are paths", &g.paths_after_expression),
+            (
+                "operands after the expression are paths",
+                &g.paths_after_expression,
+            ),
             ("operands are paths", &g.path_operands),
             ("-m/--message take a message", &g.message_flags),
             ("-m MODULE kept", &g.keep_module),
@@ -182,8 +185,13 @@ fn learning(t: &programs::Table, e: &Entry) -> String {
     }
     if let Some(c) = &e.spec {
         match &c.recursive {
-            Some(programs::Recursive::Always) => o.push_str("  covers what lies beneath a directory it names, always\n"),
-            Some(programs::Recursive::Flags(f)) => o.push_str(&format!("  covers what lies beneath a directory it names with {}\n", s(&f.join(" ")))),
+            Some(programs::Recursive::Always) => {
+                o.push_str("  covers what lies beneath a directory it names, always\n")
+            }
+            Some(programs::Recursive::Flags(f)) => o.push_str(&format!(
+                "  covers what lies beneath a directory it names with {}\n",
+                s(&f.join(" "))
+            )),
             None => {}
         }
         for x in &c.same_as {
@@ -192,8 +200,15 @@ fn learning(t: &programs::Table, e: &Entry) -> String {
     }
     let names = e.names();
     for f in &t.families {
-        let member = f.members.iter().any(|m| m.programs.iter().any(|p| names.contains(&p.as_str())))
-            || f.classes.iter().any(|c| c.split([' ', ':']).next().is_some_and(|p| names.contains(&p)));
+        let member = f
+            .members
+            .iter()
+            .any(|m| m.programs.iter().any(|p| names.contains(&p.as_str())))
+            || f.classes.iter().any(|c| {
+                c.split([' ', ':'])
+                    .next()
+                    .is_some_and(|p| names.contains(&p))
+            });
         if member {
             o.push_str(&format!("  family \"{}\": {}\n", s(&f.name), s(&f.shows)));
         }
@@ -214,7 +229,10 @@ fn show(e: &Entry) -> String {
             o.push_str(&format!("  blocked: {}\n", s(b)));
         }
         if let Some(f) = c.form {
-            o.push_str(&format!("  classified by the special form `{}`\n", f.name()));
+            o.push_str(&format!(
+                "  classified by the special form `{}`\n",
+                f.name()
+            ));
         }
         let mut subs: Vec<_> = c.subcommands.iter().collect();
         subs.sort_by(|a, b| a.0.cmp(b.0));

@@ -907,7 +907,8 @@ pub fn set_override(config: &Config, a: &OverrideArgs) -> Result<i32> {
 
 #[derive(clap::Args, Debug)]
 pub struct ShowArgs {
-    /// A validation id, or a job id.
+    /// A validation id, or a job id (a schedule's firing has a negative one: `show -3`).
+    #[arg(allow_negative_numbers = true)]
     pub id: String,
     /// With a fleet registry: the worker whose job id this is (when several have one).
     #[arg(long, value_name = "NAME")]
@@ -924,7 +925,8 @@ pub struct ShowArgs {
 
 #[derive(clap::Args, Debug)]
 pub struct UndoArgs {
-    /// The job whose applied change set to undo.
+    /// The job whose applied change set to undo (a schedule's firing: negative).
+    #[arg(allow_negative_numbers = true)]
     pub job: i64,
     /// With a fleet registry: the worker that applied it (when several have that job id).
     #[arg(long, value_name = "NAME")]

@@ -306,7 +306,10 @@ pub enum Companion {
     /// Files with these extensions beneath each directory argument (or the working directory);
     /// `file_dir`: a file argument covers its own directory (rustfmt formats the modules a file
     /// declares).
-    Sources { extensions: Vec<String>, file_dir: bool },
+    Sources {
+        extensions: Vec<String>,
+        file_dir: bool,
+    },
     /// Files of the working directory the subcommand exists to edit (`npm pkg set`).
     Edits(Vec<String>),
     /// The directories the command names, with everything beneath them.

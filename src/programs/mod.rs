@@ -15,9 +15,9 @@ mod format;
 pub mod operator;
 
 pub use format::{
-    flag_given, Companion, CompanionRule, Environment, Form, Refine, Example, Examples, Family, FlagRule, Format, Learn, Manifest, ManifestExample,
-    Member, MemberFlags, Names, Placeholder, ProgramSpec, Recursive, Rule, RunOnUse, SameAs,
-    SignatureSpec, Sub, SubOperands, WrapperSpec,
+    flag_given, Companion, CompanionRule, Environment, Example, Examples, Family, FlagRule, Form,
+    Format, Learn, Manifest, ManifestExample, Member, MemberFlags, Names, Placeholder, ProgramSpec,
+    Recursive, Refine, Rule, RunOnUse, SameAs, SignatureSpec, Sub, SubOperands, WrapperSpec,
 };
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -121,7 +121,9 @@ pub struct Table {
 impl Table {
     /// The entry whose classification answers to `name`.
     pub fn classified(&self, name: &str) -> Option<&Entry> {
-        let index = self.index.get_or_init(|| self.index_of(|e| e.spec.is_some()));
+        let index = self
+            .index
+            .get_or_init(|| self.index_of(|e| e.spec.is_some()));
         index.get(name).map(|i| &self.programs[*i])
     }
 
@@ -182,7 +184,10 @@ impl Table {
             .iter()
             .filter(|r| {
                 r.names.has(program)
-                    && (r.subcommands.iter().any(|s| s == sub || (s == "*" && !sub.is_empty()))
+                    && (r
+                        .subcommands
+                        .iter()
+                        .any(|s| s == sub || (s == "*" && !sub.is_empty()))
                         || (r.subcommands.is_empty() && sub.is_empty()))
                     && r.flag
                         .as_deref()
@@ -199,7 +204,9 @@ impl Table {
 
     /// The signature knowledge of the entry that answers to `program`.
     pub fn signature(&self, program: &str) -> Option<&SignatureSpec> {
-        let index = self.signed.get_or_init(|| self.index_of(|e| e.signature.is_some()));
+        let index = self
+            .signed
+            .get_or_init(|| self.index_of(|e| e.signature.is_some()));
         index
             .get(program)
             .and_then(|i| self.programs[*i].signature.as_ref())
@@ -455,7 +462,12 @@ fn entry(mut t: toml::Table, origin: Origin) -> Result<Entry> {
     };
     if let Some(c) = &e.spec {
         let names = e.names();
-        if let Some(n) = c.companions.iter().flat_map(|r| r.names.strangers(&names)).next() {
+        if let Some(n) = c
+            .companions
+            .iter()
+            .flat_map(|r| r.names.strangers(&names))
+            .next()
+        {
             bail!("companions: `{n}` is not one of the entry's names {names:?}");
         }
     }
@@ -516,12 +528,15 @@ fn resolve_families(t: &mut Table) -> Result<()> {
                 continue;
             }
             let program = m.programs.first().map_or("", String::as_str);
-            let list = t.spec(program).and_then(|s| s.lists.get(n)).ok_or_else(|| {
-                anyhow!(
+            let list = t
+                .spec(program)
+                .and_then(|s| s.lists.get(n))
+                .ok_or_else(|| {
+                    anyhow!(
                     "family {:?}: flags = {n:?} is neither \"any\" nor a list of {program}'s entry",
                     f.name
                 )
-            })?;
+                })?;
             m.flags = MemberFlags::Only(list.clone());
         }
         resolved.push(f);

@@ -177,7 +177,12 @@ fn extend(b: &mut Entry, e: Entry, text: &str) -> Result<()> {
         ));
     }
     if e.signature.is_some() {
-        return Err(refuse(&at, line_of(text, at.line, "signature"), &format!("`signature` would change how learning reads {}", b.name), &b.origin));
+        return Err(refuse(
+            &at,
+            line_of(text, at.line, "signature"),
+            &format!("`signature` would change how learning reads {}", b.name),
+            &b.origin,
+        ));
     }
     if let Some(spec) = &e.spec {
         let Some(bs) = b.spec.as_mut() else {
@@ -229,15 +234,30 @@ fn extend(b: &mut Entry, e: Entry, text: &str) -> Result<()> {
                         if !sub.neutral.is_empty() || sub.operands.is_some() {
                             return Err(refuse(&at, line, &format!("{} {name}: `neutral` / `operands` would change how learning reads a built-in program", b.name), &b.origin));
                         }
-                        let before = bs.subcommands.get(name).map_or(&bs.sub_default, |s| &s.effects).clone();
+                        let before = bs
+                            .subcommands
+                            .get(name)
+                            .map_or(&bs.sub_default, |s| &s.effects)
+                            .clone();
                         let lost: Vec<&String> =
                             before.iter().filter(|x| !fx.contains(x)).collect();
                         if !lost.is_empty() {
                             return Err(refuse(&at, line, &format!("{} {name}: effects {fx:?} drop {lost:?}, which the built-in entry gives it", b.name), &b.origin));
                         }
-                        let kept = bs.subcommands.get(name).map(|s| s.neutral.clone()).unwrap_or_default();
+                        let kept = bs
+                            .subcommands
+                            .get(name)
+                            .map(|s| s.neutral.clone())
+                            .unwrap_or_default();
                         let operands = bs.subcommands.get(name).and_then(|s| s.operands);
-                        bs.subcommands.insert(name.clone(), super::Sub { effects: fx.clone(), neutral: kept, operands });
+                        bs.subcommands.insert(
+                            name.clone(),
+                            super::Sub {
+                                effects: fx.clone(),
+                                neutral: kept,
+                                operands,
+                            },
+                        );
                     }
                 }
                 other => {

@@ -130,21 +130,39 @@ fn learning_knowledge_is_read_from_the_entries() {
     // neutral flags: the program's and a subcommand's own
     assert!(t.neutral("rm", None, "-f"));
     assert!(t.neutral("git", Some("add"), "-A"));
-    assert!(!t.neutral("git", Some("add"), "-f"), "staging what .gitignore keeps out is more");
+    assert!(
+        !t.neutral("git", Some("add"), "-f"),
+        "staging what .gitignore keeps out is more"
+    );
     assert!(!t.neutral("git", Some("push"), "-A"));
     assert!(t.neutral("cargo", Some("build"), "--offline"));
     // spellings, recursion
-    assert_eq!(t.same_as("git checkout -b LITERAL"), Some("git switch -c LITERAL"));
+    assert_eq!(
+        t.same_as("git checkout -b LITERAL"),
+        Some("git switch -c LITERAL")
+    );
     assert_eq!(t.recursive("mv"), Some(&Recursive::Always));
-    assert!(t.recursive("cp").is_some_and(|r| r.flag("-av") && !r.flag("-f")));
-    assert!(t.recursive("ln").is_none(), "`ln -r` is relative, not recursive");
+    assert!(t
+        .recursive("cp")
+        .is_some_and(|r| r.flag("-av") && !r.flag("-f")));
+    assert!(
+        t.recursive("ln").is_none(),
+        "`ln -r` is relative, not recursive"
+    );
     // signatures speak for the names they list
     assert!(t.signs("python3", |s| &s.keep_module));
     assert!(!t.signs("perl", |s| &s.keep_module));
     assert!(t.signs("perl", |s| &s.expression_first));
-    assert!(t.signs("hg", |s| &s.message_flags), "an unclassified entry signs too");
+    assert!(
+        t.signs("hg", |s| &s.message_flags),
+        "an unclassified entry signs too"
+    );
     // a family member's flags named by a list are that list
-    let npm = t.families.iter().find(|f| f.name.starts_with("npm's")).unwrap();
+    let npm = t
+        .families
+        .iter()
+        .find(|f| f.name.starts_with("npm's"))
+        .unwrap();
     let install = npm
         .members
         .iter()
@@ -154,7 +172,10 @@ fn learning_knowledge_is_read_from_the_entries() {
         install.flags,
         MemberFlags::Only(t.list("npm", "local_install_flags").to_vec())
     );
-    assert!(t.list("npm", "local_install_flags").iter().any(|f| f == "--save-dev"));
+    assert!(t
+        .list("npm", "local_install_flags")
+        .iter()
+        .any(|f| f == "--save-dev"));
 }
 
 #[test]
@@ -166,7 +187,10 @@ fn learning_keys_that_would_widen_are_refused() {
         false,
     )
     .unwrap_err();
-    assert!(format!("{e:#}").contains("`y` is not one of the entry's names"), "{e:#}");
+    assert!(
+        format!("{e:#}").contains("`y` is not one of the entry's names"),
+        "{e:#}"
+    );
     // an operator may not add a family, neutral subcommand flags or a built-in's signature
     for (text, want) in [
         ("[[family]]\nname = \"f\"\nshows = \"x\"\nclasses = [\"rm WS_PATH\"]\n", "families are built-in only"),
