@@ -87,6 +87,25 @@ fn jobs_lists_newest_first_and_filters_by_status_action_client_and_time() {
         .unwrap_or_else(|| panic!("no line for job {blocked}: {table}"));
     assert!(row.contains("blocked") && row.contains("rm -rf /"), "{row}");
     assert!(lines.iter().any(|l| l.contains("pending_validation")));
+    // An agent's command is shown escaped in the table, exact in --json.
+    let raw = "echo \u{1b}]0;pwned\u{7}\u{202e}";
+    env.input()
+        .execute(
+            "INSERT INTO jobs(action, params, not_before) VALUES ('execute_bash', ?1, ?2)",
+            rusqlite::params![
+                json!({"command": raw}).to_string(),
+                common::now_ms() + 3_600_000
+            ],
+        )
+        .unwrap();
+    let table = cli_ok(&env, &["jobs", "-n", "1"]);
+    assert!(table.contains("\\x1b]0;pwned\\x07\\u{202e}"), "{table}");
+    assert!(
+        !table.contains('\u{1b}') && !table.contains('\u{202e}'),
+        "{table:?}"
+    );
+    let v: Value = serde_json::from_str(&cli_ok(&env, &["jobs", "--json", "-n", "1"])).unwrap();
+    assert_eq!(v[0]["command"], raw);
     // JSON rows carry what the table shows.
     let v: Value = serde_json::from_str(&cli_ok(&env, &["jobs", "--json", "-n", "5"])).unwrap();
     let b = v
@@ -330,6 +349,12 @@ fn a_schedule_firing_is_read_by_its_negative_id() {
     let (st, _, err) = settled(&env, theirs);
     assert_eq!(st, "failed");
     assert!(err.contains(&format!("no job {firing}")), "{err}");
+    // 0 is no job: refused by the params schema before any lookup.
     let zero = job(&env, "cron-client", "get_result", &json!({"job_id": 0}));
-    assert_eq!(settled(&env, zero).0, "failed");
+    let (st, _, err) = settled(&env, zero);
+    assert_eq!(st, "failed");
+    assert!(
+        err.contains("/job_id") && err.contains("not allowed"),
+        "{err}"
+    );
 }
