@@ -69,8 +69,8 @@ pub enum Command {
     /// List jobs, newest first: id, status, action, client, when, how long, the command or
     /// error (filters: --status, --action, --client, --since, --until; --limit; --json).
     Jobs(jobs::JobsArgs),
-    /// Print a job's stored result JSON (exit 0 succeeded, 1 failed/denied/blocked/expired/
-    /// cancelled/interrupted, 4 still queued or running, 5 waits for a human).
+    /// Print a job's stored result JSON (exit 0 succeeded, 1 not: failed, denied, blocked,
+    /// expired, cancelled, interrupted; 4 still queued or running; 5 waits for a human).
     Result(result::ResultArgs),
     /// Show the worker's health: heartbeat age and state, queue, file sizes, headline metrics.
     Status(status::StatusArgs),
