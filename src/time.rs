@@ -74,6 +74,17 @@ pub fn local(ms: i64) -> String {
     }
 }
 
+/// [`local`] without its UTC offset, for a column (`2026-11-26 23:13:08`).
+pub fn local_short(ms: i64) -> String {
+    use chrono::TimeZone;
+    match chrono::Local.timestamp_millis_opt(ms) {
+        chrono::LocalResult::Single(t) | chrono::LocalResult::Ambiguous(t, _) => {
+            t.format("%Y-%m-%d %H:%M:%S").to_string()
+        }
+        chrono::LocalResult::None => ms.to_string(),
+    }
+}
+
 /// [`local`] followed by how long ago it was (`… (3 min ago)`), measured against `now` (ms).
 pub fn local_ago(ms: i64, now: i64) -> String {
     let s = (now - ms) / 1000;

@@ -62,7 +62,9 @@ fn the_readme_commands_work_in_an_empty_directory() {
         ],
     );
     assert!(ok, "{out}{err}");
-    assert!(out.contains("\"status\": \"succeeded\""), "{out}");
+    // stdout is the result alone (`| jq` works): the command's.
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(v["policy_used"], "sandboxed_readonly", "{v}");
     // A write runs on the overlay and asks with its diff (no `--wait`: it waits for a human).
     let (ok, out, err) = brainloop(
         dir,

@@ -35,9 +35,10 @@ fn text(b: &[u8]) -> String {
 }
 
 /// The JSON object `enqueue --wait` prints after the job id.
+/// What `enqueue --wait` printed on stdout: one JSON document (the result, or with `--json`
+/// the envelope), the job id on stderr.
 fn waited_json(out: &str) -> serde_json::Value {
-    let (_, rest) = out.split_once('\n').unwrap_or_else(|| panic!("{out}"));
-    serde_json::from_str(rest).unwrap_or_else(|e| panic!("{e}: {rest}"))
+    serde_json::from_str(out).unwrap_or_else(|e| panic!("{e}: {out}"))
 }
 
 fn jobs_in_input(env: &Env) -> i64 {
@@ -60,6 +61,7 @@ fn enqueue_wait_returns_at_once_with_the_validation_when_the_job_waits_for_a_hum
             "--params",
             r#"{"command":"echo hi > a.txt"}"#,
             "--wait",
+            "--json",
             "--timeout",
             "60",
         ],
@@ -72,10 +74,10 @@ fn enqueue_wait_returns_at_once_with_the_validation_when_the_job_waits_for_a_hum
         "returned only after {:?}",
         t0.elapsed()
     );
-    let job: i64 = out.lines().next().unwrap().trim().parse().unwrap();
     let v = waited_json(&out);
+    let job = v["job_id"].as_i64().unwrap();
+    assert!(err.contains(&format!("job {job} queued")), "{err}");
     assert_eq!(v["status"], "pending_validation", "{v}");
-    assert_eq!(v["job_id"], job);
     let vid = v["validation_id"].as_str().unwrap().to_string();
     // The validation row the worker wrote: pending, for this job.
     let (row_job, row_status): (i64, String) = env
@@ -123,6 +125,7 @@ fn enqueue_wait_returns_at_once_with_the_validation_when_the_job_waits_for_a_hum
             "--params",
             r#"{"command":"echo bye > b.txt"}"#,
             "--wait-for-human",
+            "--json",
             "--timeout",
             "60",
         ])

@@ -495,6 +495,21 @@ async fn the_readme_quick_start_runs_literally_as_a_new_login_user_created_when_
             std::thread::sleep(Duration::from_millis(200));
         };
         println!("$ {}\n{}", block.trim(), text(&out));
+        if block.contains("--wait") {
+            // Issue 56: the result JSON alone on stdout (`| jq` works), the id on stderr.
+            let json: Result<Value, _> = serde_json::from_slice(&out.stdout);
+            assert!(
+                json.is_ok(),
+                "`{}`'s stdout is not one JSON document: {}",
+                block.trim(),
+                String::from_utf8_lossy(&out.stdout)
+            );
+            assert!(
+                String::from_utf8_lossy(&out.stderr).contains(" queued"),
+                "`{}` does not name its job on stderr",
+                block.trim()
+            );
+        }
         if reader.worker_pid.is_none() {
             reader.worker_pid = reader.pid();
         }

@@ -733,9 +733,9 @@ fn enqueue_validates_early_and_wait_prints_the_result() {
         "--wait",
     ]);
     assert!(st.success(), "{err}");
-    let v: serde_json::Value = serde_json::from_str(out.split_once('\n').unwrap().1).unwrap();
-    assert_eq!(v["status"], "succeeded");
-    assert_eq!(v["result"]["name"], "get_stats");
+    // stdout is the result alone; the envelope with --json.
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["name"], "get_stats");
     let (st, out, _) = env.cli(&["enqueue", "get_stats", "--priority", "-5"]);
     assert!(st.success());
     let id: i64 = out.trim().parse().unwrap();

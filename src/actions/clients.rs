@@ -13,12 +13,18 @@ pub fn specs() -> Vec<ActionSpec> {
     vec![
         ActionSpec {
             name: "get_result",
-            description: "Returns the status and result of one of the calling client's own jobs (for polling). Another client's job is reported as not found.",
+            description: "Returns the status and result of one of the calling client's own jobs (for polling), a firing of one of its schedules included (a negative id). Another client's job is reported as not found.",
             aliases: &[],
             params_schema: || {
                 json!({
                     "type": "object",
-                    "properties": {"job_id": {"type": "integer", "minimum": 1}},
+                    // Producers' ids are positive, a schedule's firings negative (its
+                    // client's own, like any job); 0 is no job.
+                    "properties": {"job_id": {
+                        "type": "integer",
+                        "not": {"const": 0},
+                        "description": "The job's id: positive for a queued job, negative for a firing of one of the client's schedules."
+                    }},
                     "required": ["job_id"],
                     "additionalProperties": false
                 })

@@ -1,13 +1,14 @@
 //! `brainloop enqueue ACTION`: validates the action and its params against the registry (so a
 //! typo fails here, not later in `results`), inserts the job with synchronous=FULL and prints
-//! its id. `--wait` then waits for the final result and prints it as JSON; it never blocks on
-//! what cannot come: with no worker holding the data dir it fails at once (nothing queued), and
-//! a job that waits for a human returns at once with its validation (id, why, the `show` /
-//! `approve` / `deny` lines) and [`EXIT_WAITS_FOR_HUMAN`], unless `--wait-for-human`.
-//! Owns the exit codes of `enqueue --wait`.
+//! its id. `--wait` then waits for the final result and prints it as `cli::result` does (the
+//! result JSON alone on stdout, the id on stderr; exit code by status); it never blocks on
+//! what cannot come: with no worker holding the data dir it fails at once ([`EXIT_NO_WORKER`],
+//! nothing queued), and a job that waits for a human returns at once with its validation (id,
+//! why, the `show` / `approve` / `deny` lines) and exit 5, unless `--wait-for-human`;
+//! `--timeout` ends it with exit 4.
 
+use super::result;
 use crate::actions::Registry;
-use crate::ask::validations;
 use crate::config::Config;
 use crate::db::{self, input, output, DbKind};
 use crate::shown;
@@ -19,8 +20,6 @@ use std::time::{Duration, Instant};
 
 /// `enqueue --wait`: no worker holds the data dir (as `brainloop status`'s "not running").
 pub const EXIT_NO_WORKER: i32 = 3;
-/// `enqueue --wait`: the job waits for a human decision (its validation is printed).
-pub const EXIT_WAITS_FOR_HUMAN: i32 = 5;
 
 #[derive(clap::Args, Debug)]
 pub struct EnqueueArgs {
@@ -51,18 +50,24 @@ pub struct EnqueueArgs {
     /// max_attempts, backoff_ms, max_backoff_ms, jitter (0..1), on (failed|timeout|exit_code|error).
     #[arg(long, value_name = "JSON")]
     pub retry: Option<String>,
-    /// Wait for the job's final result and print it (exit 0 only if it succeeded, 1 for any
-    /// other result). Fails at once (exit 3, nothing queued) when no worker holds the data dir;
-    /// returns at once (exit 5) with the validation when the job waits for a human.
+    /// Wait for the job's final result and print its result JSON alone on stdout (the job id
+    /// and any error go to stderr). Exit 0 succeeded; 1 failed, denied, blocked,
+    /// duplicate_warning, expired, cancelled or interrupted; 3 no worker holds the data dir
+    /// (at once, nothing queued); 4 --timeout passed (still queued or running); 5 the job waits
+    /// for a human (at once, with its validation and the lines to type on stderr).
     #[arg(long)]
     pub wait: bool,
     /// Like --wait, but keep waiting while the job waits for a human (until it is decided,
     /// expires, or --timeout).
     #[arg(long)]
     pub wait_for_human: bool,
-    /// With --wait: give up after this many seconds (the job stays queued).
+    /// With --wait: give up after this many seconds (exit 4; the job stays queued).
     #[arg(long, default_value_t = 300)]
     pub timeout: u64,
+    /// One JSON object on stdout: without --wait `{"job_id": N}`; with it the job id, status,
+    /// result and error together (a pending job's validation and the lines to type too).
+    #[arg(long)]
+    pub json: bool,
 }
 
 pub fn run(config: &Config, args: &EnqueueArgs) -> Result<i32> {
@@ -135,16 +140,16 @@ pub fn run(config: &Config, args: &EnqueueArgs) -> Result<i32> {
             return Ok(UNIQUE_HELD);
         }
     };
-    println!("{id}");
+    match (wait, args.json) {
+        (false, false) => println!("{id}"),
+        (false, true) => println!("{}", shown::json(&json!({"job_id": id}))?),
+        // stdout is the result's alone (`| jq`); a person still sees which job it is.
+        (true, _) => eprintln!("job {id} queued"),
+    }
     if !wait {
         return Ok(0);
     }
-    wait_for(
-        config,
-        id,
-        Duration::from_secs(args.timeout),
-        args.wait_for_human,
-    )
+    wait_for(config, id, args)
 }
 
 /// The most `--params @FILE` / `--params -` reads (a FIFO or `/dev/zero` must not fill memory).
@@ -236,166 +241,91 @@ fn parse_when(s: &str) -> Result<i64> {
 }
 
 /// Waits for job `id`'s final result; see the module doc for when it returns early.
-fn wait_for(config: &Config, id: i64, timeout: Duration, for_human: bool) -> Result<i32> {
+fn wait_for(config: &Config, id: i64, args: &EnqueueArgs) -> Result<i32> {
+    let (timeout, for_human) = (Duration::from_secs(args.timeout), args.wait_for_human);
     let t0 = Instant::now();
     let mut told = false;
     let mut lock_checked = Instant::now();
     loop {
-        if let Some(code) = final_result(config, id)? {
+        if let Some(code) = settled(config, id, args.json, for_human, &mut told)? {
             return Ok(code);
-        }
-        if !told {
-            if let Some(pending) = pending(config, id)? {
-                eprint!("{}", pending.text);
-                if !for_human {
-                    println!("{}", shown::json(&pending.json)?);
-                    return Ok(EXIT_WAITS_FOR_HUMAN);
-                }
-                eprintln!("still waiting (--wait-for-human): the result comes once it is decided");
-                told = true;
-            }
         }
         if lock_checked.elapsed() >= Duration::from_secs(1) {
             lock_checked = Instant::now();
             if crate::lockfile::held(&config.data_dir) == Some(false) {
                 // The worker may have stopped right after writing the result.
-                if let Some(code) = final_result(config, id)? {
+                if let Some(code) = settled(config, id, args.json, for_human, &mut told)? {
                     return Ok(code);
                 }
                 eprintln!(
                     "brainloop: stopped waiting: {}; job {id} stays queued and runs once a worker starts",
                     no_worker(config)
                 );
+                still_open(config, id, args.json)?;
                 return Ok(EXIT_NO_WORKER);
             }
         }
         if t0.elapsed() > timeout {
-            bail!(
-                "job {id} has no final result after {} s (--timeout); it stays queued: `brainloop status` shows what the worker does, \
-                 `brainloop enqueue get_result --params '{{\"job_id\": {id}}}' --wait` reads its result later",
-                timeout.as_secs()
+            eprintln!(
+                "brainloop: job {id} has no final result after {} s (--timeout); it stays queued: `brainloop status` shows what the worker does, \
+                 `brainloop result {id}{}` reads its result later",
+                timeout.as_secs(),
+                result::data_dir_flag(config)
             );
+            still_open(config, id, args.json)?;
+            return Ok(result::EXIT_OPEN);
         }
         std::thread::sleep(Duration::from_millis(50));
     }
 }
 
-/// Prints job `id`'s final result when there is one; returns the exit code.
-fn final_result(config: &Config, id: i64) -> Result<Option<i32>> {
-    let Ok(conn) = db::open_read_only(&config.data_dir, DbKind::Output) else {
+/// Prints job `id`'s outcome once it is final, or once it waits for a human (unless
+/// `for_human`: then it only says so on stderr, once); returns the exit code then.
+fn settled(
+    config: &Config,
+    id: i64,
+    as_json: bool,
+    for_human: bool,
+    told: &mut bool,
+) -> Result<Option<i32>> {
+    let Ok(out) = db::open_read_only(&config.data_dir, DbKind::Output) else {
         return Ok(None);
     };
-    let row: Option<(String, Option<String>, Option<String>)> = conn
-        .query_row(
-            &format!(
-                "SELECT status, result, error FROM results WHERE job_id = ?1 AND status IN {}",
-                output::FINAL_SQL
-            ),
-            [id],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-        )
-        .optional()?;
-    let Some((status, result, error)) = row else {
+    let Some(row) = result::row(&out, id)? else {
         return Ok(None);
     };
-    let result: Value = result
-        .and_then(|r| serde_json::from_str(&r).ok())
-        .unwrap_or(Value::Null);
-    let out = json!({"job_id": id, "status": status, "result": result, "error": error});
-    println!("{}", shown::json(&out)?);
-    Ok(Some(if status == "succeeded" { 0 } else { 1 }))
+    match result::exit_code(&row.status) {
+        result::EXIT_OPEN => Ok(None),
+        result::EXIT_WAITS_FOR_HUMAN if for_human => {
+            if !*told {
+                if let Some(p) = result::pending(config, &out, id, &row)? {
+                    eprint!("{}", p.text);
+                    eprintln!(
+                        "still waiting (--wait-for-human): the result comes once it is decided"
+                    );
+                }
+                *told = true;
+            }
+            Ok(None)
+        }
+        _ => result::print(config, &out, id, &row, as_json).map(Some),
+    }
 }
 
-/// A job waiting for a human, as `--wait` shows it: JSON for stdout, text for a person.
-struct Pending {
-    json: Value,
-    text: String,
-}
-
-/// Job `id`'s pending validation, when it waits for one.
-fn pending(config: &Config, id: i64) -> Result<Option<Pending>> {
-    let Ok(conn) = db::open_read_only(&config.data_dir, DbKind::Output) else {
-        return Ok(None);
-    };
-    let result: Option<Option<String>> = conn
-        .query_row(
-            "SELECT result FROM results WHERE job_id = ?1 AND status = 'pending_validation'",
-            [id],
-            |r| r.get(0),
-        )
-        .optional()?;
-    let Some(result) = result else {
-        return Ok(None);
-    };
-    let result: Value = result
-        .and_then(|r| serde_json::from_str(&r).ok())
-        .unwrap_or(Value::Null);
-    let vid = result["validation_id"].as_str().unwrap_or("?").to_string();
-    let v = validations::get(&conn, &vid)?;
-    let reasons: Vec<String> = v
-        .as_ref()
-        .and_then(|v| v.reasons.as_deref())
-        .and_then(|r| serde_json::from_str(r).ok())
-        .or_else(|| serde_json::from_value(result["reasons"].clone()).ok())
-        .unwrap_or_default();
-    let command = v
-        .as_ref()
-        .and_then(|v| v.command.clone())
-        .or_else(|| result["command"].as_str().map(str::to_string));
-    // The lines work as typed from anywhere: the data dir is named unless it is the default.
-    let dd = if config.data_dir == std::path::Path::new(crate::config::DEFAULT_DATA_DIR) {
-        String::new()
-    } else {
-        format!(
-            " --data-dir {}",
-            crate::egress::shell_word(&config.data_dir.display().to_string())
-        )
-    };
-    let (show, approve, deny) = (
-        format!("brainloop show {vid}{dd}"),
-        format!("brainloop approve {vid}{dd}"),
-        format!("brainloop deny {vid}{dd}"),
-    );
-    let mut text = format!("job {id} waits for a human: validation {vid}\n");
-    if let Some(c) = &command {
-        text += &format!(
-            "  command:  {}\n",
-            shown::block(c).replace('\n', "\n            ")
-        );
+/// `--json` when the wait ends before the job: the job as it stands (stdout has no result).
+fn still_open(config: &Config, id: i64, as_json: bool) -> Result<()> {
+    if !as_json {
+        return Ok(());
     }
-    for r in &reasons {
-        text += &format!("  - {}\n", shown::item(r, "    "));
-    }
-    if let Some(m) = v
-        .as_ref()
-        .and_then(|v| super::security::bound_change_set(config, v))
-    {
-        text += &format!("  --- changes ({})\n", shown::line(&m.change_set.summary()));
-        text += &crate::bash::changes::shown_diff_lines(
-            &m.change_set,
-            "    ",
-            super::security::LISTED_DIFF_LINES,
-            &vid,
-        );
-    }
-    text += &format!("  see it:   {show}\n  approve:  {approve}\n  deny:     {deny}\n");
-    text += &format!(
-        "  then:     brainloop enqueue get_result --params '{{\"job_id\": {id}}}' --wait{dd}\n"
-    );
-    Ok(Some(Pending {
-        json: json!({
-            "job_id": id,
-            "status": "pending_validation",
-            "validation_id": vid,
-            "command": command,
-            "reasons": reasons,
-            "show": show,
-            "approve": approve,
-            "deny": deny,
-            "result": result,
-        }),
-        text,
-    }))
+    let row = db::open_read_only(&config.data_dir, DbKind::Output)
+        .ok()
+        .and_then(|out| result::row(&out, id).ok().flatten());
+    let v = match &row {
+        Some(r) => result::envelope(id, r),
+        None => json!({"job_id": id, "status": "queued", "result": null, "error": null}),
+    };
+    println!("{}", shown::json(&v)?);
+    Ok(())
 }
 
 #[cfg(test)]

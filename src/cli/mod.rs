@@ -1,7 +1,8 @@
 //! The command line (DESIGN §7): `init`, `run`, `enqueue`, `status`, `mcp`, ... Each subcommand lives in
 //! its own module; this one parses arguments, sets up logging and maps errors to exit codes
 //! (0 success, 1 error, 2 usage, 3 `status` / `enqueue --wait`: no worker running, 4 `status`:
-//! alive but blocked, 5 `enqueue --wait`: the job waits for a human).
+//! alive but blocked; the codes of a job's status, for `result` and `enqueue --wait`, are
+//! `result`'s: 1 not succeeded, 4 still queued or running, 5 waits for a human).
 
 mod cancel;
 mod check;
@@ -13,6 +14,7 @@ mod grants;
 mod history;
 mod infer;
 mod init;
+mod jobs;
 mod llm;
 mod mcp;
 mod programs;
@@ -20,6 +22,7 @@ mod protected;
 mod prune;
 mod registry;
 mod repair;
+mod result;
 mod review;
 mod reviewer;
 mod rules;
@@ -59,8 +62,16 @@ pub enum Command {
     Init,
     /// Run the worker in the foreground (logs to stderr; stop with SIGTERM or Ctrl-C).
     Run(run::RunArgs),
-    /// Insert a job into brainloop.input.db and print its id.
+    /// Insert a job into brainloop.input.db and print its id (`--wait`: its result JSON;
+    /// exit 0 succeeded, 1 failed/denied/blocked/expired/cancelled/interrupted, 3 no worker,
+    /// 4 --timeout, 5 waits for a human).
     Enqueue(enqueue::EnqueueArgs),
+    /// List jobs, newest first: id, status, action, client, when, how long, the command or
+    /// error (filters: --status, --action, --client, --since, --until; --limit; --json).
+    Jobs(jobs::JobsArgs),
+    /// Print a job's stored result JSON (exit 0 succeeded, 1 not: failed, denied, blocked,
+    /// expired, cancelled, interrupted; 4 still queued or running; 5 waits for a human).
+    Result(result::ResultArgs),
     /// Show the worker's health: heartbeat age and state, queue, file sizes, headline metrics.
     Status(status::StatusArgs),
     /// Delete old, already claimed jobs from input.db (the worker never writes it).
@@ -203,6 +214,8 @@ pub fn main() -> i32 {
         Command::Init => init::run(&config),
         Command::Run(args) => run::run(config, &args),
         Command::Enqueue(args) => enqueue::run(&config, &args),
+        Command::Jobs(args) => jobs::run(&config, &args),
+        Command::Result(args) => result::run(&config, &args),
         Command::Status(args) => status::run(&config, &args),
         Command::PruneInput(args) => prune::run(&config, &args),
         Command::SandboxExec => Ok(crate::sandbox::SETUP_FAILED),

@@ -375,7 +375,10 @@ pub fn decide(config: &Config, a: &DecideArgs, approve: bool) -> Result<i32> {
     for line in retired {
         println!("{}", shown::line(&line));
     }
-    println!("the worker applies it within seconds (`brainloop enqueue get_result` / results table for the outcome)");
+    println!(
+        "the worker applies it within seconds (`brainloop result {}` for the outcome)",
+        v.job_id
+    );
     Ok(0)
 }
 
@@ -907,7 +910,8 @@ pub fn set_override(config: &Config, a: &OverrideArgs) -> Result<i32> {
 
 #[derive(clap::Args, Debug)]
 pub struct ShowArgs {
-    /// A validation id, or a job id.
+    /// A validation id, or a job id (a schedule's firing has a negative one: `show -3`).
+    #[arg(allow_negative_numbers = true)]
     pub id: String,
     /// With a fleet registry: the worker whose job id this is (when several have one).
     #[arg(long, value_name = "NAME")]
@@ -924,7 +928,8 @@ pub struct ShowArgs {
 
 #[derive(clap::Args, Debug)]
 pub struct UndoArgs {
-    /// The job whose applied change set to undo.
+    /// The job whose applied change set to undo (a schedule's firing: negative).
+    #[arg(allow_negative_numbers = true)]
     pub job: i64,
     /// With a fleet registry: the worker that applied it (when several have that job id).
     #[arg(long, value_name = "NAME")]
@@ -1070,10 +1075,22 @@ pub fn show(config: &Config, a: &ShowArgs) -> Result<i32> {
             None => println!("undo: brainloop undo {job_id}"),
         }
     }
+    let ran_at_once = match (&v, &applied, &manifest) {
+        (None, None, None) => told.ran_at_once(),
+        _ => None,
+    };
+    if let Some(line) = &ran_at_once {
+        println!("{line}");
+    }
     if manifest.is_none() {
         told.print_output();
     }
-    print_change_set(config, manifest, applied.as_ref());
+    // A job with nothing to apply (a read-only command that ran at once, another action's
+    // answer) has no change set to speak of.
+    let asked_or_staged = v.is_some() || applied.is_some() || manifest.is_some();
+    if asked_or_staged || (ran_at_once.is_none() && told.action() == Some("execute_bash")) {
+        print_change_set(config, manifest, applied.as_ref());
+    }
     Ok(0)
 }
 
@@ -1224,6 +1241,24 @@ impl Told {
             }
             _ => {}
         }
+    }
+
+    /// How a command that ran at once (no validation, no change set) ran: its policy, the
+    /// sandbox and its exit; None for another action or a command that did not run.
+    fn ran_at_once(&self) -> Option<String> {
+        let v = self.result_json();
+        let policy = v["policy_used"].as_str()?;
+        let mut line = format!("ran at once, asking no one: policy {policy}");
+        if let Some(sandbox) = v["sandbox"].as_str() {
+            line.push_str(&format!(", sandbox {sandbox}"));
+        }
+        if let Some(code) = v["exit_code"].as_i64() {
+            line.push_str(&format!(", exit {code}"));
+        }
+        if v["timed_out"] == Value::Bool(true) {
+            line.push_str(", timed out");
+        }
+        Some(shown::line(&line))
     }
 
     /// The job's output as its result stores it: a command's stdout and stderr, another
