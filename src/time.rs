@@ -5,6 +5,27 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
+/// A span written as a number and a unit — `500ms`, `30s`, `10m` (or `10min`), `2h`, `3d`; a
+/// bare number is seconds — in milliseconds. The one reading of a span the CLI takes
+/// (`enqueue --not-before +30s`, `jobs --since 10m`, `reviewer eval --since 7d`, grant ages).
+pub fn parse_span_ms(s: &str) -> Result<i64, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: i64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a span: a number followed by ms, s, m, h or d"))?;
+    let per = match unit {
+        "ms" => 1,
+        "" | "s" => 1000,
+        "m" | "min" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => return Err(format!("{s:?}: the unit is ms, s, m, h or d")),
+    };
+    Ok(n.saturating_mul(per))
+}
+
 /// Milliseconds since the Unix epoch (0 if the clock is before 1970, which never happens in practice).
 pub fn now_ms() -> i64 {
     SystemTime::now()
@@ -100,6 +121,25 @@ pub fn local_ago(ms: i64, now: i64) -> String {
 
 #[cfg(test)]
 mod local_tests {
+    #[test]
+    fn a_span_is_a_number_and_a_unit_and_nothing_else() {
+        for (s, ms) in [
+            ("500ms", 500),
+            ("45", 45_000),
+            ("30s", 30_000),
+            ("10m", 600_000),
+            ("10min", 600_000),
+            ("2h", 7_200_000),
+            ("3d", 259_200_000),
+            (" 7d ", 604_800_000),
+        ] {
+            assert_eq!(super::parse_span_ms(s), Ok(ms), "{s}");
+        }
+        for s in ["", "d", "7w", "-5s", "1.5h", "+30s", "2026-12-02"] {
+            assert!(super::parse_span_ms(s).is_err(), "{s}");
+        }
+    }
+
     #[test]
     fn local_time_names_its_offset_and_the_age() {
         let t = super::local(1_795_730_988_062);

@@ -39,7 +39,7 @@ pub struct EnqueueArgs {
     /// Higher runs first.
     #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
     pub priority: i64,
-    /// Do not start before this time: unix milliseconds, or a delay like +30s, +5m, +2h, +500ms.
+    /// Do not start before this time: unix milliseconds, or a delay like +30s, +5m, +2h, +3d, +500ms.
     #[arg(long, value_name = "WHEN")]
     pub not_before: Option<String>,
     /// Refuse the job (exit 6, naming the first one's id) while a job of the same client with
@@ -219,20 +219,11 @@ fn held_status(out: Option<&rusqlite::Connection>, id: i64, created: i64) -> Opt
     }
 }
 
-/// `+30s` / `+5m` / `+2h` / `+500ms` relative to now, or absolute unix ms.
+/// `+30s` / `+5m` / `+2h` / `+500ms` relative to now (`time::parse_span_ms`), or absolute unix ms.
 fn parse_when(s: &str) -> Result<i64> {
     let s = s.trim();
     if let Some(rel) = s.strip_prefix('+') {
-        let (num, unit) =
-            rel.split_at(rel.find(|c: char| !c.is_ascii_digit()).unwrap_or(rel.len()));
-        let n: i64 = num.parse().with_context(|| format!("bad delay {s:?}"))?;
-        let ms = match unit {
-            "ms" => n,
-            "" | "s" => n * 1000,
-            "m" => n * 60_000,
-            "h" => n * 3_600_000,
-            _ => bail!("bad delay unit in {s:?}: use ms, s, m or h"),
-        };
+        let ms = crate::time::parse_span_ms(rel).map_err(|e| anyhow::anyhow!("bad delay: {e}"))?;
         return Ok(crate::time::now_ms() + ms);
     }
     s.parse().with_context(|| {
@@ -338,7 +329,9 @@ mod tests {
         assert!((parse_when("+2s").unwrap() - now - 2000).abs() < 1000);
         assert!((parse_when("+500ms").unwrap() - now - 500).abs() < 1000);
         assert_eq!(parse_when("1700000000000").unwrap(), 1_700_000_000_000);
-        assert!(parse_when("+3d").is_err());
+        // One span reading for the whole CLI (`time::parse_span_ms`): days too, weeks never.
+        assert!((parse_when("+3d").unwrap() - now - 259_200_000).abs() < 1000);
+        assert!(parse_when("+3w").is_err());
         assert!(parse_when("soon").is_err());
     }
 }

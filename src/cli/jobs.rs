@@ -292,7 +292,7 @@ fn print(jobs: &[Job], limit: usize) {
     println!("(newest first; {more}`brainloop show ID` tells one job's story, `brainloop result ID` prints its result)");
 }
 
-/// A time bound: an age (`30s`, `10m`, `2h`, `3d` ago), a local date or date and time
+/// A time bound: an age (`30s`, `10m`, `2h`, `3d` ago: `time::parse_span_ms`), a local date or date and time
 /// (`2026-12-02`, `2026-12-02 15:30[:00]`, `T` also), or unix milliseconds; as unix ms.
 pub fn parse_time(s: &str, now: i64) -> Result<i64> {
     use chrono::{Local, NaiveDate, NaiveDateTime, TimeZone};
@@ -300,19 +300,8 @@ pub fn parse_time(s: &str, now: i64) -> Result<i64> {
     if let Ok(ms) = s.parse::<i64>() {
         return Ok(ms);
     }
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    if let (Ok(n), unit) = (s[..split].parse::<i64>(), &s[split..]) {
-        let per = match unit {
-            "ms" => Some(1),
-            "s" => Some(1000),
-            "m" | "min" => Some(60_000),
-            "h" => Some(3_600_000),
-            "d" => Some(86_400_000),
-            _ => None,
-        };
-        if let Some(per) = per {
-            return Ok(now - n.saturating_mul(per));
-        }
+    if let Ok(span) = crate::time::parse_span_ms(s) {
+        return Ok(now - span);
     }
     let local = s.replace('T', " ");
     let naive = ["%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M"]

@@ -81,24 +81,10 @@ pub struct EvalArgs {
     pub json: bool,
 }
 
-/// `30m`, `12h`, `7d`, `45s`, or seconds.
+/// `30m`, `12h`, `7d`, `45s`, or seconds (`time::parse_span_ms`).
 pub(crate) fn parse_age(s: &str) -> Result<Duration> {
-    let s = s.trim();
-    let (n, unit) = match s.char_indices().last() {
-        Some((i, c)) if c.is_ascii_alphabetic() => (&s[..i], c),
-        _ => (s, 's'),
-    };
-    let n: u64 = n
-        .parse()
-        .with_context(|| format!("--since {s:?}: a number followed by s, m, h or d"))?;
-    let k = match unit {
-        's' => 1,
-        'm' => 60,
-        'h' => 3600,
-        'd' => 86400,
-        _ => bail!("--since {s:?}: the unit is s, m, h or d"),
-    };
-    Ok(Duration::from_secs(n.saturating_mul(k)))
+    let ms = crate::time::parse_span_ms(s).map_err(|e| anyhow::anyhow!("--since {e}"))?;
+    Ok(Duration::from_millis(ms.max(0) as u64))
 }
 
 pub fn run(config: &Config, a: &ReviewerArgs) -> Result<i32> {
